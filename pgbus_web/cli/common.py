@@ -1,0 +1,57 @@
+"""What every command shares: the group, the --database-url option, and
+turning known failures into one-line errors."""
+
+from __future__ import annotations
+
+import functools
+
+import click
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from .. import __version__
+from ..db import DATABASE_URL_ENV, DatabaseUrlError, create_engine
+
+
+@click.group()
+@click.version_option(__version__, prog_name="pgbus-web")
+def main_group() -> None:
+    """Operator dashboard for pgbus workflows on PostgreSQL."""
+
+
+database_url_option = click.option(
+    "--database-url",
+    envvar=DATABASE_URL_ENV,
+    show_envvar=True,
+    help="PostgreSQL URL, e.g. postgresql://user:pass@localhost:5432/app",
+)
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return text.splitlines()[0] if text else exc.__class__.__name__
+
+
+def friendly_errors(func):
+    """Known failures become ``Error: <what failed>`` and exit code 1."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except DatabaseUrlError as exc:
+            raise click.ClickException(str(exc)) from None
+        except OperationalError as exc:
+            raise click.ClickException(f"cannot reach the database: {first_line(exc)}") from None
+        except DBAPIError as exc:
+            raise click.ClickException(f"database error: {first_line(exc)}") from None
+
+    return wrapper
+
+
+def engine_from(database_url: str | None, **kwargs):
+    """An engine for a command, checked with one round trip so that an
+    unreachable server fails here, with a one-line message."""
+    engine = create_engine(database_url, **kwargs)
+    with engine.connect() as conn:
+        conn.exec_driver_sql("SELECT 1")
+    return engine

@@ -1,0 +1,20 @@
+"""The SQL of pgbus-web, one module per table.
+
+Every function takes an open SQLAlchemy ``Connection`` (the caller owns the
+transaction) and returns plain dicts, ints or sets. SQL text is written once,
+here, with named binds; nothing is built from input.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.engine import Row
+
+
+def as_dict(row: Row | None) -> dict[str, Any] | None:
+    return dict(row._mapping) if row is not None else None
+
+
+def as_dicts(rows) -> list[dict[str, Any]]:
+    return [dict(row._mapping) for row in rows]

@@ -1,0 +1,36 @@
+"""pgbus_blocked_executions: jobs parked behind a concurrency limit."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+# The payload key under which pgbus carries a job's uniqueness key.
+UNIQUENESS_METADATA_KEY = "pgbus_uniqueness_key"
+
+# A parked payload is a JSON object, or (written before pgbus fixed a
+# double encoding) a JSON string holding one; read the key through either.
+_KEY_PATH = (
+    "CASE WHEN jsonb_typeof(payload) = 'string' "
+    "THEN (payload #>> '{}')::jsonb ->> :metadata_key "
+    "ELSE payload ->> :metadata_key END"
+)
+
+
+def parked_uniqueness_keys(conn: Connection, lock_keys: Iterable[str]) -> set[str]:
+    """The keys, out of *lock_keys*, that a parked job carries. A parked job's
+    lock stays unbound until it runs and it sits in no queue, so the reaper
+    asks here before calling such a row an orphan."""
+    keys = list(dict.fromkeys(str(key) for key in lock_keys))
+    if not keys:
+        return set()
+    rows = conn.execute(
+        sa.text(
+            f"SELECT DISTINCT {_KEY_PATH} AS lock_key FROM pgbus_blocked_executions "
+            f"WHERE {_KEY_PATH} = ANY(:lock_keys)"
+        ),
+        {"metadata_key": UNIQUENESS_METADATA_KEY, "lock_keys": keys},
+    )
+    return {lock_key for (lock_key,) in rows}

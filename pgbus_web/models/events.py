@@ -1,0 +1,88 @@
+"""pgbus_workflow_events: the append-only audit trail.
+
+One row per transition and per operator action, written inside the
+transaction of the transition it records. The table refuses UPDATEs (a
+trigger, see schema/v1.sql); rows go only with their run.
+
+Actors: ``app`` (an outside verb called without one), ``system`` (the
+worker and its sweep), or what the caller passes (``dashboard:<name>``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Connection
+
+from .. import states
+from . import as_dicts
+from .text import truncate
+
+# Caps so that one long reason or error message cannot bloat the trail.
+REASON_LIMIT = 1_000
+DETAIL_LIMIT = 1_000
+
+_INSERT = sa.text(
+    """
+    INSERT INTO pgbus_workflow_events
+        (workflow_id, event, actor, reason, step_id, step_name, attempt, details, created_at)
+    VALUES
+        (:workflow_id, :event, :actor, :reason, :step_id, :step_name, :attempt, :details,
+         COALESCE(:created_at, now()))
+    RETURNING id
+    """
+).bindparams(sa.bindparam("details", type_=JSONB))
+
+_FOR_RUN = sa.text(
+    """
+    SELECT id, workflow_id, event, actor, reason, step_id, step_name, attempt, details, created_at
+    FROM pgbus_workflow_events
+    WHERE workflow_id = :workflow_id
+    ORDER BY id
+    """
+)
+
+
+def cap(details: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Details with every string value capped at DETAIL_LIMIT characters."""
+    return {
+        str(key): truncate(value, DETAIL_LIMIT) if isinstance(value, str) else value
+        for key, value in (details or {}).items()
+    }
+
+
+def record(
+    conn: Connection,
+    *,
+    workflow_id: str,
+    event: str,
+    actor: str,
+    reason: str | None = None,
+    step: Mapping[str, Any] | None = None,
+    details: Mapping[str, Any] | None = None,
+    created_at=None,
+) -> int:
+    """Append one event; *step* is the step row it concerns (id, step_name, attempt)."""
+    if event not in states.EVENTS:
+        raise ValueError(f"unknown workflow event {event!r}")
+    return conn.execute(
+        _INSERT,
+        {
+            "workflow_id": workflow_id,
+            "event": event,
+            "actor": str(actor),
+            "reason": truncate(str(reason), REASON_LIMIT) if reason else None,
+            "step_id": step["id"] if step else None,
+            "step_name": step["step_name"] if step else None,
+            "attempt": step["attempt"] if step else None,
+            "details": cap(details),
+            "created_at": created_at,
+        },
+    ).scalar_one()
+
+
+def for_run(conn: Connection, workflow_id: str) -> list[dict[str, Any]]:
+    """A run's events, oldest first."""
+    return as_dicts(conn.execute(_FOR_RUN, {"workflow_id": workflow_id}))

@@ -1,0 +1,362 @@
+"""pgbus_workflows: one row per run, and the queries over runs that the
+dashboard and the runtime share (counts, stuck reasons, attention groups).
+
+Every status change goes through the runtime as ``lock_for`` then one
+guarded ``transition`` inside the same transaction.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any, Iterable, Mapping
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+
+from .. import states
+from . import as_dict, as_dicts
+
+# Columns insert_run and transition may write; names outside this list are
+# refused rather than spliced into SQL.
+COLUMNS = (
+    "workflow_id",
+    "workflow_class",
+    "status",
+    "current_step",
+    "arguments",
+    "subject_type",
+    "subject_id",
+    "idempotency_key",
+    "definition_digest",
+    "paused_at",
+    "started_at",
+    "finished_at",
+    "created_at",
+    "updated_at",
+)
+SELECT_COLUMNS = "id, " + ", ".join(COLUMNS)
+
+# Default page size of attention groups, and of a bulk action's walk.
+ATTENTION_GROUP_LIMIT = 200
+ATTENTION_IDS_LIMIT = 500
+
+SUBJECT_INDEX = "pgbus_workflows_one_ongoing_per_subject"
+
+
+class SubjectAlreadyOngoing(Exception):
+    """Another ongoing run of this class already exists for this subject."""
+
+    def __init__(self, workflow_class: str, subject_type: str, subject_id: str):
+        self.workflow_class = workflow_class
+        self.subject_type = subject_type
+        self.subject_id = subject_id
+        super().__init__(
+            f"{workflow_class} already has an ongoing run for {subject_type} {subject_id}"
+        )
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _checked(names: Iterable[str]) -> list[str]:
+    names = list(names)
+    unknown = [name for name in names if name not in COLUMNS]
+    if unknown:
+        raise ValueError(f"not a pgbus_workflows column: {', '.join(unknown)}")
+    return names
+
+
+def find(conn: Connection, workflow_id: str) -> dict[str, Any] | None:
+    row = conn.execute(
+        sa.text(f"SELECT {SELECT_COLUMNS} FROM pgbus_workflows WHERE workflow_id = :workflow_id"),
+        {"workflow_id": workflow_id},
+    ).first()
+    return as_dict(row)
+
+
+def lock_for(conn: Connection, workflow_id: str) -> dict[str, Any] | None:
+    """The run's row, locked FOR UPDATE until the transaction ends; None when unknown."""
+    row = conn.execute(
+        sa.text(
+            f"SELECT {SELECT_COLUMNS} FROM pgbus_workflows "
+            "WHERE workflow_id = :workflow_id FOR UPDATE"
+        ),
+        {"workflow_id": workflow_id},
+    ).first()
+    return as_dict(row)
+
+
+def transition(
+    conn: Connection, workflow_id: str, *, from_: Iterable[str] | str, to: str, **attrs: Any
+) -> int:
+    """Single-winner status change: 1 when this call moved the row, 0 when
+    its status was not in *from_*. *attrs* are further columns to set."""
+    from_statuses = [from_] if isinstance(from_, str) else list(from_)
+    names = _checked(attrs)
+    assignments = "".join(f", {name} = :{name}" for name in names)
+    statement = sa.text(
+        f"UPDATE pgbus_workflows SET status = :to, updated_at = now(){assignments} "
+        "WHERE workflow_id = :workflow_id AND status = ANY(:from_statuses)"
+    )
+    if "arguments" in attrs:
+        statement = statement.bindparams(sa.bindparam("arguments", type_=JSONB))
+    result = conn.execute(
+        statement,
+        {"to": to, "workflow_id": workflow_id, "from_statuses": from_statuses, **attrs},
+    )
+    return result.rowcount
+
+
+def insert_run(conn: Connection, attrs: Mapping[str, Any]) -> bool:
+    """Insert a run. With an idempotency_key, a run of the same class and key
+    already there means nothing is inserted and False comes back. A second
+    ongoing run for the same subject raises SubjectAlreadyOngoing (inside a
+    savepoint, so the caller's transaction stays usable)."""
+    names = _checked(attrs)
+    conflict = (
+        " ON CONFLICT (workflow_class, idempotency_key)"
+        " WHERE idempotency_key IS NOT NULL DO NOTHING"
+        if attrs.get("idempotency_key") is not None
+        else ""
+    )
+    statement = sa.text(
+        f"INSERT INTO pgbus_workflows ({', '.join(names)}) "
+        f"VALUES ({', '.join(':' + name for name in names)}){conflict} RETURNING id"
+    )
+    if "arguments" in attrs:
+        statement = statement.bindparams(sa.bindparam("arguments", type_=JSONB))
+    try:
+        with conn.begin_nested():
+            row = conn.execute(statement, dict(attrs)).first()
+    except IntegrityError as exc:
+        constraint = getattr(getattr(exc.orig, "diag", None), "constraint_name", None)
+        if constraint == SUBJECT_INDEX:
+            raise SubjectAlreadyOngoing(
+                attrs.get("workflow_class"), attrs.get("subject_type"), attrs.get("subject_id")
+            ) from None
+        raise
+    return row is not None
+
+
+def status_counts(conn: Connection) -> dict[tuple[str, str], int]:
+    """{(workflow_class, status): runs} over every run."""
+    rows = conn.execute(
+        sa.text(
+            "SELECT workflow_class, status, count(*) AS runs "
+            "FROM pgbus_workflows GROUP BY workflow_class, status"
+        )
+    )
+    return {(klass, status): runs for klass, status, runs in rows}
+
+
+# Each paused or ready run (and, when waiting_before is given, each waiting
+# run) with its latest step row and why it is stuck (NULL when it is not):
+#   stalled          paused on a step that failed with StepStalled
+#   paused_error     paused on a step that failed with any other error
+#   paused_manual    paused otherwise (the step asked for it, or an operator)
+#   overdue          ready, its scheduled step due before :overdue_before
+#   waiting_overdue  waiting since before :waiting_before on a step without
+#                    a wait timeout
+# "since" is when the run got stuck: paused_at, the overdue step's
+# scheduled_at, or the waiting step's waiting_since.
+def _stuck_runs_sql(*, waiting: bool, by_class: bool) -> str:
+    waiting_since = (
+        "WHEN stuck_reason.reason = 'waiting_overdue' THEN s.waiting_since" if waiting else ""
+    )
+    waiting_reason = (
+        "WHEN w.status = 'waiting' AND s.status = 'waiting' AND s.timeout_at IS NULL"
+        " AND s.waiting_since < :waiting_before THEN 'waiting_overdue'"
+        if waiting
+        else ""
+    )
+    statuses = "'paused', 'ready', 'waiting'" if waiting else "'paused', 'ready'"
+    class_filter = "AND w.workflow_class = :workflow_class" if by_class else ""
+    return f"""
+        SELECT w.id, w.workflow_id, w.workflow_class,
+               COALESCE(s.step_name, w.current_step) AS step_name,
+               s.error_class, s.error_message, stuck_reason.reason,
+               CASE
+                 WHEN stuck_reason.reason IN ('stalled', 'paused_error', 'paused_manual') THEN w.paused_at
+                 WHEN stuck_reason.reason = 'overdue' THEN s.scheduled_at
+                 {waiting_since}
+               END AS since
+        FROM pgbus_workflows w
+        LEFT JOIN LATERAL (
+            SELECT step_name, status, error_class, error_message, scheduled_at,
+                   timeout_at, waiting_since
+            FROM pgbus_workflow_steps
+            WHERE workflow_id = w.workflow_id
+            ORDER BY id DESC
+            LIMIT 1
+        ) s ON TRUE
+        CROSS JOIN LATERAL (
+            SELECT CASE
+                     WHEN w.status = 'paused' AND s.status = 'failed'
+                          AND s.error_class = :stalled_error THEN 'stalled'
+                     WHEN w.status = 'paused' AND s.status = 'failed' THEN 'paused_error'
+                     WHEN w.status = 'paused' THEN 'paused_manual'
+                     WHEN w.status = 'ready' AND s.status = 'scheduled'
+                          AND s.scheduled_at < :overdue_before THEN 'overdue'
+                     {waiting_reason}
+                   END AS reason
+        ) stuck_reason
+        WHERE w.status IN ({statuses}) {class_filter}
+    """
+
+
+def _stuck_binds(threshold: timedelta, now: datetime | None, waiting_threshold: timedelta | None):
+    now = now or _now()
+    binds: dict[str, Any] = {
+        "overdue_before": now - threshold,
+        "stalled_error": states.STEP_STALLED_ERROR,
+    }
+    if waiting_threshold is not None:
+        binds["waiting_before"] = now - waiting_threshold
+    return binds
+
+
+def stuck_reason_counts(
+    conn: Connection,
+    *,
+    threshold: timedelta,
+    now: datetime | None = None,
+    waiting_threshold: timedelta | None = None,
+    workflow_class: str | None = None,
+) -> dict[tuple[str, str], int]:
+    """{(workflow_class, reason): runs} for the ongoing runs that need a person."""
+    binds = _stuck_binds(threshold, now, waiting_threshold)
+    if workflow_class is not None:
+        binds["workflow_class"] = workflow_class
+    inner = _stuck_runs_sql(waiting=waiting_threshold is not None, by_class=workflow_class is not None)
+    rows = conn.execute(
+        sa.text(
+            f"""
+            SELECT stuck.workflow_class, stuck.reason, count(*) AS runs
+            FROM ({inner}) stuck
+            WHERE stuck.reason IS NOT NULL
+            GROUP BY stuck.workflow_class, stuck.reason
+            """
+        ),
+        binds,
+    )
+    return {(klass, reason): runs for klass, reason, runs in rows}
+
+
+def attention_groups(
+    conn: Connection,
+    *,
+    threshold: timedelta,
+    now: datetime | None = None,
+    waiting_threshold: timedelta | None = None,
+    limit: int = ATTENTION_GROUP_LIMIT,
+    workflow_class: str | None = None,
+) -> list[dict[str, Any]]:
+    """The stuck runs grouped by (class, step, reason, error class), biggest
+    group first, at most *limit* groups, each with when its runs got stuck
+    (first_seen_at, last_seen_at) and its newest error message."""
+    binds = _stuck_binds(threshold, now, waiting_threshold)
+    binds["limit"] = int(limit)
+    if workflow_class is not None:
+        binds["workflow_class"] = workflow_class
+    inner = _stuck_runs_sql(waiting=waiting_threshold is not None, by_class=workflow_class is not None)
+    rows = conn.execute(
+        sa.text(
+            f"""
+            SELECT stuck.workflow_class, stuck.step_name, stuck.reason, stuck.error_class,
+                   count(*) AS count,
+                   min(stuck.since) AS first_seen_at, max(stuck.since) AS last_seen_at,
+                   (array_agg(stuck.error_message
+                              ORDER BY stuck.since DESC NULLS LAST, stuck.id DESC))[1] AS error_message
+            FROM ({inner}) stuck
+            WHERE stuck.reason IS NOT NULL
+            GROUP BY stuck.workflow_class, stuck.step_name, stuck.reason, stuck.error_class
+            ORDER BY count DESC, last_seen_at DESC NULLS LAST, stuck.workflow_class
+            LIMIT :limit
+            """
+        ),
+        binds,
+    )
+    return as_dicts(rows)
+
+
+def attention_ids(
+    conn: Connection,
+    group: Mapping[str, Any],
+    *,
+    threshold: timedelta,
+    now: datetime | None = None,
+    waiting_threshold: timedelta | None = None,
+    limit: int = ATTENTION_IDS_LIMIT,
+) -> list[str]:
+    """The workflow_ids of one attention group (workflow_class, step_name,
+    reason, error_class; a None error_class matches runs without one),
+    oldest stuck first, at most *limit*: what a bulk action walks."""
+    binds = _stuck_binds(threshold, now, waiting_threshold)
+    binds.update(
+        workflow_class=group["workflow_class"],
+        step_name=group["step_name"],
+        reason=group["reason"],
+        error_class=group.get("error_class"),
+        limit=int(limit),
+    )
+    inner = _stuck_runs_sql(waiting=waiting_threshold is not None, by_class=True)
+    rows = conn.execute(
+        sa.text(
+            f"""
+            SELECT stuck.workflow_id
+            FROM ({inner}) stuck
+            WHERE stuck.step_name = :step_name AND stuck.reason = :reason
+              AND stuck.error_class IS NOT DISTINCT FROM CAST(:error_class AS text)
+            ORDER BY stuck.since NULLS LAST, stuck.id
+            LIMIT :limit
+            """
+        ),
+        binds,
+    )
+    return [workflow_id for (workflow_id,) in rows]
+
+
+def stale_ids(conn: Connection, *, before: datetime, limit: int = 1000) -> list[str]:
+    """Terminal runs last updated before *before*, oldest first: what pruning removes."""
+    rows = conn.execute(
+        sa.text(
+            """
+            SELECT workflow_id FROM pgbus_workflows
+            WHERE status IN ('completed', 'failed', 'cancelled') AND updated_at < :before
+            ORDER BY updated_at
+            LIMIT :limit
+            """
+        ),
+        {"before": before, "limit": int(limit)},
+    )
+    return [workflow_id for (workflow_id,) in rows]
+
+
+def delete_stale(conn: Connection, *, before: datetime, limit: int = 1000) -> int:
+    """Delete up to *limit* stale runs; their steps, events and signals go with them."""
+    return conn.execute(
+        sa.text(
+            """
+            DELETE FROM pgbus_workflows
+            WHERE id IN (
+                SELECT id FROM pgbus_workflows
+                WHERE status IN ('completed', 'failed', 'cancelled') AND updated_at < :before
+                ORDER BY updated_at
+                LIMIT :limit
+            )
+            """
+        ),
+        {"before": before, "limit": int(limit)},
+    ).rowcount
+
+
+def definition_outdated(run: Mapping[str, Any], current_digest: str | None) -> bool:
+    """True when the run started on another step list than its definition
+    declares now. *current_digest* is None when the definition is not
+    registered in this process: nothing to compare, so not outdated."""
+    if current_digest is None:
+        return False
+    return run.get("definition_digest") != current_digest

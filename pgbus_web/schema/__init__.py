@@ -1,0 +1,109 @@
+"""Installing the schema: PGMQ (from the SQL the ``pgmq`` package ships, no
+extension needed) and pgbus's tables, under a recorded version.
+
+``install`` is idempotent: on a database already at this version it changes
+nothing; on a database at another version it refuses and changes nothing, so
+that a later release can ship a migration instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib.resources import files
+
+import sqlalchemy as sa
+from pgmq.install import get_embedded_install_sql
+from sqlalchemy.engine import Connection, Engine
+
+SCHEMA_VERSION = 1
+VERSION_TABLE = "pgbus_web_schema"
+
+# Serializes concurrent installs (two workers starting at once); any constant
+# key of our own works, this one spells "pgbusweb".
+INSTALL_LOCK_KEY = 0x7067627573776562
+
+
+class SchemaVersionError(RuntimeError):
+    """The database holds a schema version this release does not install."""
+
+
+@dataclass(frozen=True)
+class InstallResult:
+    version: int
+    installed: bool  # False when the schema was already there
+    pgmq_installed: bool
+
+
+def _sql(name: str) -> str:
+    return files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
+def _run_script(conn: Connection, script: str) -> None:
+    """Run a many-statement script as one simple query, inside the open
+    transaction. Through the driver's own cursor with no parameters, so the
+    script's ``%`` signs are not taken for placeholders."""
+    with conn.connection.dbapi_connection.cursor() as cursor:
+        cursor.execute(script)
+
+
+def installed_version(conn: Connection) -> int | None:
+    """The version recorded in the database, or None when nothing is installed."""
+    exists = conn.execute(
+        sa.text("SELECT to_regclass(:table) IS NOT NULL"), {"table": VERSION_TABLE}
+    ).scalar_one()
+    if not exists:
+        return None
+    return conn.execute(
+        sa.text(f"SELECT max(version) FROM {VERSION_TABLE}")
+    ).scalar_one_or_none()
+
+
+def _pgmq_present(conn: Connection) -> bool:
+    return conn.execute(sa.text("SELECT to_regclass('pgmq.meta') IS NOT NULL")).scalar_one()
+
+
+def install(engine: Engine) -> InstallResult:
+    """Install PGMQ and the pgbus tables in one transaction."""
+    with engine.begin() as conn:
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": INSTALL_LOCK_KEY})
+        current = installed_version(conn)
+        if current == SCHEMA_VERSION:
+            return InstallResult(SCHEMA_VERSION, installed=False, pgmq_installed=False)
+        if current is not None:
+            raise SchemaVersionError(
+                f"the database has pgbus-web schema version {current}; this release "
+                f"installs version {SCHEMA_VERSION} and cannot change it. Nothing was changed."
+            )
+        if conn.execute(sa.text("SELECT to_regclass('pgbus_workflows') IS NOT NULL")).scalar_one():
+            raise SchemaVersionError(
+                "the database already has pgbus tables that pgbus-web did not install "
+                "(no version recorded); nothing was changed."
+            )
+        pgmq_installed = False
+        if not _pgmq_present(conn):
+            _run_script(conn, get_embedded_install_sql())
+            pgmq_installed = True
+        _run_script(conn, _sql("v1.sql"))
+        conn.execute(
+            sa.text(
+                f"CREATE TABLE {VERSION_TABLE} ("
+                " version integer PRIMARY KEY,"
+                " installed_at timestamptz NOT NULL DEFAULT now())"
+            )
+        )
+        conn.execute(
+            sa.text(f"INSERT INTO {VERSION_TABLE} (version) VALUES (:v)"), {"v": SCHEMA_VERSION}
+        )
+    return InstallResult(SCHEMA_VERSION, installed=True, pgmq_installed=pgmq_installed)
+
+
+# Every table install() creates, children first: what tests truncate.
+TABLES = (
+    "pgbus_workflow_events",
+    "pgbus_workflow_signals",
+    "pgbus_workflow_steps",
+    "pgbus_workflows",
+    "pgbus_batches",
+    "pgbus_uniqueness_keys",
+    "pgbus_blocked_executions",
+)

@@ -1,0 +1,170 @@
+-- pgbus-web schema, version 1: the tables pgbus 0.20 keeps for workflows,
+-- batches and uniqueness locks, and the indexes the dashboard's own queries
+-- need at a million runs. Applied once, inside one transaction, by
+-- pgbus_web.schema.install().
+
+CREATE TABLE pgbus_workflows (
+    id                bigserial PRIMARY KEY,
+    workflow_id       text NOT NULL UNIQUE,
+    workflow_class    text NOT NULL,
+    status            text NOT NULL
+                      CHECK (status IN ('ready', 'running', 'waiting', 'paused',
+                                        'completed', 'failed', 'cancelled')),
+    current_step      text,
+    arguments         jsonb NOT NULL DEFAULT '{}'::jsonb,
+    subject_type      text,
+    subject_id        text,
+    idempotency_key   text,
+    definition_digest text,
+    paused_at         timestamptz,
+    started_at        timestamptz,
+    finished_at       timestamptz,
+    created_at        timestamptz NOT NULL DEFAULT now(),
+    updated_at        timestamptz NOT NULL DEFAULT now()
+);
+
+-- insert_run's ON CONFLICT target: one run per idempotency key and class.
+CREATE UNIQUE INDEX pgbus_workflows_idempotency
+    ON pgbus_workflows (workflow_class, idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+
+-- At most one ongoing run per subject and class.
+CREATE UNIQUE INDEX pgbus_workflows_one_ongoing_per_subject
+    ON pgbus_workflows (workflow_class, subject_type, subject_id)
+    WHERE subject_type IS NOT NULL AND status IN ('ready', 'running', 'waiting', 'paused');
+
+-- status_counts reads this index only (an index-only scan, no heap).
+CREATE INDEX pgbus_workflows_class_status ON pgbus_workflows (workflow_class, status);
+
+-- The stuck-run queries start from the few runs that can be stuck.
+CREATE INDEX pgbus_workflows_stuckable
+    ON pgbus_workflows (workflow_class, id)
+    WHERE status IN ('paused', 'ready', 'waiting');
+
+-- The runs index: newest first (by id), filtered by status or subject.
+CREATE INDEX pgbus_workflows_status_id ON pgbus_workflows (status, id);
+CREATE INDEX pgbus_workflows_class_id ON pgbus_workflows (workflow_class, id);
+CREATE INDEX pgbus_workflows_subject ON pgbus_workflows (subject_type, subject_id);
+CREATE INDEX pgbus_workflows_created_at ON pgbus_workflows (created_at);
+-- Pruning old terminal runs (the stale scope).
+CREATE INDEX pgbus_workflows_terminal_updated
+    ON pgbus_workflows (updated_at)
+    WHERE status IN ('completed', 'failed', 'cancelled');
+
+CREATE TABLE pgbus_workflow_steps (
+    id              bigserial PRIMARY KEY,
+    workflow_id     text NOT NULL REFERENCES pgbus_workflows (workflow_id) ON DELETE CASCADE,
+    step_name       text NOT NULL,
+    status          text NOT NULL
+                    CHECK (status IN ('scheduled', 'waiting', 'in_progress', 'completed',
+                                      'failed', 'cancelled', 'skipped')),
+    attempt         integer NOT NULL DEFAULT 1,
+    scheduled_at    timestamptz,
+    started_at      timestamptz,
+    finished_at     timestamptz,
+    wait_for        text,
+    waiting_since   timestamptz,
+    timeout_at      timestamptz,
+    batch_id        text,
+    error_class     text,
+    error_message   text,
+    error_backtrace text,
+    result          jsonb,
+    created_at      timestamptz NOT NULL DEFAULT now(),
+    updated_at      timestamptz NOT NULL DEFAULT now()
+);
+
+-- A run's latest step row is its highest id.
+CREATE INDEX pgbus_workflow_steps_latest ON pgbus_workflow_steps (workflow_id, id DESC);
+-- The worker's queue: due steps, oldest first.
+CREATE INDEX pgbus_workflow_steps_due
+    ON pgbus_workflow_steps (scheduled_at, id) WHERE status = 'scheduled';
+-- The sweep: waits with a deadline, and steps in progress (stall detection).
+CREATE INDEX pgbus_workflow_steps_wait_deadline
+    ON pgbus_workflow_steps (timeout_at) WHERE status = 'waiting' AND timeout_at IS NOT NULL;
+CREATE INDEX pgbus_workflow_steps_in_progress
+    ON pgbus_workflow_steps (started_at) WHERE status = 'in_progress';
+-- A finished batch wakes the steps waiting on it.
+CREATE INDEX pgbus_workflow_steps_batch
+    ON pgbus_workflow_steps (batch_id) WHERE batch_id IS NOT NULL;
+
+CREATE TABLE pgbus_workflow_events (
+    id          bigserial PRIMARY KEY,
+    workflow_id text NOT NULL REFERENCES pgbus_workflows (workflow_id) ON DELETE CASCADE,
+    event       text NOT NULL,
+    actor       text NOT NULL,
+    reason      text CHECK (char_length(reason) <= 1000),
+    step_id     bigint,
+    step_name   text,
+    attempt     integer,
+    details     jsonb NOT NULL DEFAULT '{}'::jsonb,
+    created_at  timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX pgbus_workflow_events_run ON pgbus_workflow_events (workflow_id, id);
+
+-- The audit trail is append-only: an UPDATE is refused by the database
+-- itself, whoever sends it. Rows go only with their run (cascade).
+CREATE FUNCTION pgbus_workflow_events_append_only() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'pgbus_workflow_events is append-only (event %)', OLD.id
+        USING ERRCODE = 'restrict_violation';
+END;
+$$;
+CREATE TRIGGER pgbus_workflow_events_no_update
+    BEFORE UPDATE ON pgbus_workflow_events
+    FOR EACH ROW EXECUTE FUNCTION pgbus_workflow_events_append_only();
+
+CREATE TABLE pgbus_workflow_signals (
+    id                 bigserial PRIMARY KEY,
+    workflow_id        text NOT NULL REFERENCES pgbus_workflows (workflow_id) ON DELETE CASCADE,
+    name               text NOT NULL,
+    payload            jsonb NOT NULL DEFAULT '{}'::jsonb,
+    idempotency_key    text,
+    status             text NOT NULL DEFAULT 'pending'
+                       CHECK (status IN ('pending', 'claimed', 'consumed')),
+    claimed_by_step_id bigint,
+    claimed_at         timestamptz,
+    consumed_at        timestamptz,
+    created_at         timestamptz NOT NULL DEFAULT now()
+);
+CREATE UNIQUE INDEX pgbus_workflow_signals_idempotency
+    ON pgbus_workflow_signals (workflow_id, idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+CREATE INDEX pgbus_workflow_signals_run ON pgbus_workflow_signals (workflow_id, name, id);
+
+CREATE TABLE pgbus_batches (
+    id             bigserial PRIMARY KEY,
+    batch_id       text NOT NULL UNIQUE,
+    description    text,
+    total_jobs     integer NOT NULL DEFAULT 0,
+    completed_jobs integer NOT NULL DEFAULT 0,
+    failed_jobs    integer NOT NULL DEFAULT 0,
+    discarded_jobs integer NOT NULL DEFAULT 0,
+    status         text NOT NULL DEFAULT 'processing',
+    created_at     timestamptz NOT NULL DEFAULT now(),
+    finished_at    timestamptz
+);
+
+-- created_at is a timestamp WITHOUT time zone, as pgbus has it: written in
+-- the session's zone (UTC here) and compared through a cast in that zone.
+CREATE TABLE pgbus_uniqueness_keys (
+    lock_key   text PRIMARY KEY,
+    queue_name text NOT NULL,
+    msg_id     bigint NOT NULL DEFAULT 0,
+    created_at timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP
+);
+CREATE INDEX pgbus_uniqueness_keys_message ON pgbus_uniqueness_keys (queue_name, msg_id);
+CREATE INDEX pgbus_uniqueness_keys_created_at ON pgbus_uniqueness_keys (created_at);
+
+CREATE TABLE pgbus_blocked_executions (
+    id              bigserial PRIMARY KEY,
+    concurrency_key text NOT NULL,
+    queue_name      text NOT NULL,
+    payload         jsonb NOT NULL,
+    priority        integer NOT NULL DEFAULT 0,
+    expires_at      timestamptz,
+    created_at      timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX pgbus_blocked_executions_key
+    ON pgbus_blocked_executions (concurrency_key, priority, created_at);

