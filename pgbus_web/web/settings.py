@@ -1,0 +1,50 @@
+"""The dashboard's configuration: every knob in one place, with its default.
+
+A host app passes these to ``PgbusWeb(app, ...)``; the standalone app builds
+them from the command line and the environment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Callable, Optional
+
+from .. import defaults
+
+# Runs per page of the index.
+PAGE_SIZE = 50
+# Seconds between live refreshes of the index and the run page (0: off).
+REFRESH_INTERVAL = 10
+
+
+def _default_actor(request) -> str:
+    """Who the audit trail says acted: the host's REMOTE_USER, else "anonymous"."""
+    return request.environ.get("REMOTE_USER") or "anonymous"
+
+
+@dataclass
+class Settings:
+    database_url: Optional[str] = None
+    # Pages may read from a replica; writes always go to database_url.
+    replica_url: Optional[str] = None
+    stall_threshold: timedelta = defaults.STALL_THRESHOLD
+    waiting_threshold: timedelta = defaults.WAITING_THRESHOLD
+    # subject_url(subject_type, subject_id) -> URL or None; shown only when safe.
+    subject_url: Optional[Callable[[str, str], Optional[str]]] = None
+    # can_view(request) / can_act(request) -> bool. None for can_view means
+    # open to anyone who reaches it (a warning is logged once); None for
+    # can_act means "whoever may view may act".
+    can_view: Optional[Callable[[Any], bool]] = None
+    can_act: Optional[Callable[[Any], bool]] = None
+    # actor_name(request) -> the name recorded as "dashboard:<name>".
+    actor_name: Callable[[Any], str] = _default_actor
+    default_locale: str = "en"
+    page_size: int = PAGE_SIZE
+    refresh_interval: int = REFRESH_INTERVAL
+    # The workflow definitions loaded in this process (a runtime Registry);
+    # without one, class-only verbs are not offered.
+    registry: Any = None
+    # Secret used to sign CSRF tokens when the host app has no SECRET_KEY.
+    secret_key: Optional[str] = None
+    extra: dict = field(default_factory=dict)
