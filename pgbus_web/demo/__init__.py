@@ -1,0 +1,1 @@
+"""The demo: workflows whose runs reach every status and stuck reason."""
