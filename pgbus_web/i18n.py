@@ -1,0 +1,372 @@
+"""The dashboard's words: key-based messages in twelve languages.
+
+Message ids are keys that mirror pgbus's i18n keys
+(``pgbus.workflows.statuses.paused``); the English text lives in the ``en``
+catalog like every other language. Catalogs are the ``.po`` files under
+``translations/<locale>/LC_MESSAGES/messages.po``, read and kept in memory on
+first use: there is no compiled ``.mo`` to go stale next to its source.
+
+The dashboard is a blueprint mounted in host apps that may run their own
+Flask-Babel with their own locale selector, so the locale chosen here lives
+on ``flask.g`` under our own name and is set only for the blueprint's own
+requests: the host's pages keep the host's locale. (Flask-Babel's locale is
+one per app and its domains load ``.mo`` files only, which is why it is not
+used for the lookup.)
+
+A message missing in a locale (absent, empty or fuzzy) shows the English
+text. ``t_html`` and ``tn_html`` trust the message text and escape every
+argument that is not already ``Markup``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import gettext
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, Iterator, Optional, Union
+from urllib.parse import urlencode
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from babel import Locale
+from babel.messages.pofile import read_po
+from markupsafe import Markup
+
+log = logging.getLogger(__name__)
+
+# The source language: its catalog is the fallback for every other.
+FALLBACK_LOCALE = "en"
+# The query parameter that picks a language (and is remembered in a cookie).
+LOCALE_PARAM = "locale"
+LOCALE_COOKIE = "pgbus_locale"
+# Written by static/timezone.js from the browser's Intl time zone.
+TIMEZONE_COOKIE = "pgbus_tz"
+# A chosen language is remembered for a year.
+COOKIE_MAX_AGE = timedelta(days=365)
+# Language tags browsers send that mean one of our catalogs.
+LOCALE_ALIASES = {"no": "nb", "nn": "nb", "jp": "ja", "dk": "da"}
+UTC = ZoneInfo("UTC")
+
+_G_LOCALE = "pgbus_web_locale"
+_forced_locale: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar(
+    "pgbus_web_forced_locale", default=None
+)
+_forced_timezone: contextvars.ContextVar[Optional[ZoneInfo]] = contextvars.ContextVar(
+    "pgbus_web_forced_timezone", default=None
+)
+
+Entry = Union[str, tuple]
+
+
+def translations_dir() -> Path:
+    """Where the catalogs are: inside the installed package (the wheel
+    force-includes them there) or at the root of a source checkout."""
+    packaged = Path(__file__).resolve().parent / "translations"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent / "translations"
+
+
+def catalog_path(locale: str) -> Path:
+    return translations_dir() / locale / "LC_MESSAGES" / "messages.po"
+
+
+@lru_cache(maxsize=1)
+def available_locales() -> tuple[str, ...]:
+    """The locales that have a catalog, English first."""
+    found = sorted(
+        p.parent.parent.name for p in translations_dir().glob("*/LC_MESSAGES/messages.po")
+    )
+    if FALLBACK_LOCALE in found:
+        found.remove(FALLBACK_LOCALE)
+        found.insert(0, FALLBACK_LOCALE)
+    return tuple(found)
+
+
+@dataclass(frozen=True)
+class Catalog:
+    locale: str
+    messages: dict  # key -> str, or a tuple of plural forms
+    plural: Callable[[int], int]
+
+    def form(self, entry: Entry, count: int) -> str:
+        if isinstance(entry, str):
+            return entry
+        index = self.plural(abs(int(count)))
+        return entry[min(index, len(entry) - 1)]
+
+
+def load_catalog(path: Path, locale: str) -> Catalog:
+    """Read a ``.po`` file into a Catalog, leaving out empty and fuzzy
+    entries so that they fall back to English."""
+    with open(path, "rb") as fp:
+        po = read_po(fp, locale=locale)
+    messages: dict = {}
+    for message in po:
+        if not message.id or message.fuzzy:
+            continue
+        if isinstance(message.id, (tuple, list)):
+            forms = tuple(message.string or ())
+            if forms and all(forms):
+                messages[message.id[0]] = forms
+        elif message.string:
+            messages[message.id] = message.string
+    return Catalog(locale, messages, gettext.c2py(po.plural_expr))
+
+
+@lru_cache(maxsize=None)
+def catalog(locale: str) -> Optional[Catalog]:
+    path = catalog_path(locale)
+    if not path.is_file():
+        return None
+    return load_catalog(path, locale)
+
+
+def reload() -> None:
+    """Forget the loaded catalogs (after editing a ``.po`` in a running process)."""
+    catalog.cache_clear()
+    available_locales.cache_clear()
+
+
+# --- the locale in effect ------------------------------------------------
+
+
+def match_locale(tag: Optional[str]) -> Optional[str]:
+    """The catalog a language tag asks for: ``de-AT`` gives ``de``; None when
+    there is none."""
+    if not tag:
+        return None
+    tag = tag.strip().replace("_", "-").lower()
+    locales = available_locales()
+    if tag in locales:
+        return tag
+    base = tag.split("-", 1)[0]
+    base = LOCALE_ALIASES.get(base, base)
+    return base if base in locales else None
+
+
+def _request_locale() -> Optional[str]:
+    from flask import g, has_app_context
+
+    if has_app_context():
+        return g.get(_G_LOCALE)
+    return None
+
+
+def current_locale() -> str:
+    """The locale of what is being rendered: a forced one, else the one this
+    request chose, else English."""
+    return _forced_locale.get() or _request_locale() or FALLBACK_LOCALE
+
+
+@contextlib.contextmanager
+def force_locale(locale: str) -> Iterator[str]:
+    """Render in ``locale`` inside the block (tests, CLI, mail)."""
+    chosen = match_locale(locale)
+    if chosen is None:
+        raise ValueError(f"no catalog for locale {locale!r}; have {', '.join(available_locales())}")
+    token = _forced_locale.set(chosen)
+    try:
+        yield chosen
+    finally:
+        _forced_locale.reset(token)
+
+
+def select_locale(request, default: str = FALLBACK_LOCALE) -> str:
+    """``?locale=``, then the cookie, then Accept-Language (best quality
+    first, region falling back to the language), then ``default``."""
+    for candidate in (request.args.get(LOCALE_PARAM), request.cookies.get(LOCALE_COOKIE)):
+        chosen = match_locale(candidate)
+        if chosen:
+            return chosen
+    for tag, _quality in request.accept_languages:
+        chosen = match_locale(tag)
+        if chosen:
+            return chosen
+    return match_locale(default) or FALLBACK_LOCALE
+
+
+def locale_name(locale: str) -> str:
+    """A language's own name for itself, as the language menu shows it."""
+    name = Locale.parse(locale).get_display_name(locale) or locale
+    return name[:1].upper() + name[1:]
+
+
+def locale_query(locale: str) -> str:
+    """The current request's query string with ``locale`` set, for a menu link."""
+    from flask import request
+
+    pairs = [(k, v) for k, v in request.args.items(multi=True) if k != LOCALE_PARAM]
+    pairs.append((LOCALE_PARAM, locale))
+    return "?" + urlencode(pairs)
+
+
+# --- time zone --------------------------------------------------------------
+
+
+def parse_timezone(name: Optional[str]) -> Optional[ZoneInfo]:
+    if not name or len(name) > 64:
+        return None
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        return None
+
+
+def current_timezone() -> ZoneInfo:
+    """The operator's time zone as the browser reported it (cookie
+    ``pgbus_tz``), UTC when unknown or not a real zone."""
+    forced = _forced_timezone.get()
+    if forced is not None:
+        return forced
+    from flask import has_request_context, request
+
+    if has_request_context():
+        return parse_timezone(request.cookies.get(TIMEZONE_COOKIE)) or UTC
+    return UTC
+
+
+@contextlib.contextmanager
+def force_timezone(name: str) -> Iterator[ZoneInfo]:
+    zone = parse_timezone(name)
+    if zone is None:
+        raise ValueError(f"unknown time zone {name!r}")
+    token = _forced_timezone.set(zone)
+    try:
+        yield zone
+    finally:
+        _forced_timezone.reset(token)
+
+
+# --- lookup -----------------------------------------------------------------
+
+
+def _candidates(locale: str) -> Iterator[Catalog]:
+    for code in (locale, FALLBACK_LOCALE) if locale != FALLBACK_LOCALE else (locale,):
+        found = catalog(code)
+        if found is not None:
+            yield found
+
+
+def _render(key: str, count: Optional[int], kwargs: dict, fmt: Callable[[str, dict], object]):
+    """Look ``key`` up in the current locale then English, and format it.
+    A translation that fails to format (a placeholder it should not have)
+    falls back to English as well."""
+    locale = current_locale()
+    for found in _candidates(locale):
+        entry = found.messages.get(key)
+        if entry is None:
+            continue
+        text = found.form(entry, count if count is not None else 1)
+        try:
+            return fmt(text, kwargs)
+        except (KeyError, ValueError, TypeError) as error:
+            if found.locale == FALLBACK_LOCALE:
+                raise
+            log.warning("pgbus-web: %s message %s does not format (%s)", found.locale, key, error)
+    log.warning("pgbus-web: message %s is in no catalog", key)
+    return fmt(key, {})
+
+
+def _format_text(text: str, kwargs: dict) -> str:
+    return text % kwargs
+
+
+def _format_html(text: str, kwargs: dict) -> Markup:
+    # Markup's % escapes every argument that is not Markup itself.
+    return Markup(text) % kwargs
+
+
+def t(key: str, **kwargs) -> str:
+    """The message ``key`` in the current locale. A plural key given
+    ``count=`` picks its plural form."""
+    return _render(key, kwargs.get("count"), kwargs, _format_text)
+
+
+def t_html(key: str, **kwargs) -> Markup:
+    """An ``_html`` message: its own markup kept, non-Markup arguments escaped."""
+    return _render(key, kwargs.get("count"), kwargs, _format_html)
+
+
+def tn(key: str, count: int, **kwargs) -> str:
+    """The plural form of ``key`` for ``count`` (also given as ``%(count)s``)."""
+    return _render(key, count, {**kwargs, "count": count}, _format_text)
+
+
+def tn_html(key: str, count: int, **kwargs) -> Markup:
+    return _render(key, count, {**kwargs, "count": count}, _format_html)
+
+
+# --- wiring into Flask --------------------------------------------------------
+
+TEMPLATE_GLOBALS = {
+    "t": t,
+    "t_html": t_html,
+    "tn": tn,
+    "tn_html": tn_html,
+    "current_locale": current_locale,
+    "current_timezone": current_timezone,
+    "available_locales": available_locales,
+    "locale_name": locale_name,
+    "locale_query": locale_query,
+}
+
+
+def init_app(target, default_locale: Union[str, Callable[[], str]] = FALLBACK_LOCALE) -> None:
+    """Wire the words into a Blueprint (or a whole Flask app): pick the
+    locale for each of its requests, remember ``?locale=`` in a cookie, and
+    give its templates ``t``, ``t_html``, ``tn``, ``tn_html``,
+    ``current_locale`` and friends.
+
+    ``default_locale`` is a code or a callable returning one (read per
+    request, so it can come from settings).
+    """
+    from flask import Blueprint, g, request
+
+    def default() -> str:
+        return default_locale() if callable(default_locale) else default_locale
+
+    def choose_locale():
+        g.setdefault(_G_LOCALE, select_locale(request, default()))
+
+    def remember_locale(response):
+        asked = match_locale(request.args.get(LOCALE_PARAM))
+        if asked and asked != request.cookies.get(LOCALE_COOKIE):
+            response.set_cookie(
+                LOCALE_COOKIE,
+                asked,
+                max_age=int(COOKIE_MAX_AGE.total_seconds()),
+                path="/",
+                samesite="Lax",
+                httponly=True,
+                secure=request.is_secure,
+            )
+        return response
+
+    target.before_request(choose_locale)
+    target.after_request(remember_locale)
+    # Within the blueprint's own requests these win over any host global
+    # of the same name.
+    target.context_processor(lambda: dict(TEMPLATE_GLOBALS))
+
+    if isinstance(target, Blueprint):
+
+        @target.record_once
+        def _add_globals(state):
+            _set_globals(state.app)
+
+    else:
+        _set_globals(target)
+
+
+def _set_globals(app) -> None:
+    # Macros imported without context see only globals; a host that already
+    # defines one of these names keeps its own.
+    for name, value in TEMPLATE_GLOBALS.items():
+        existing = app.jinja_env.globals.setdefault(name, value)
+        if existing is not value:
+            log.warning("pgbus-web: the host app's Jinja global %r is kept", name)
