@@ -35,3 +35,204 @@ def for_run(conn: Connection, workflow_id: str) -> list[dict[str, Any]]:
         {"workflow_id": workflow_id},
     )
     return as_dicts(rows)
+
+
+# --- Written by the runtime (verbs, worker, sweep) ---------------------------
+
+from sqlalchemy.dialects.postgresql import JSONB  # noqa: E402
+
+# Columns the runtime may set on a step row; other names are refused rather
+# than spliced into SQL.
+WRITABLE = (
+    "status",
+    "attempt",
+    "scheduled_at",
+    "started_at",
+    "finished_at",
+    "wait_for",
+    "waiting_since",
+    "timeout_at",
+    "batch_id",
+    "error_class",
+    "error_message",
+    "error_backtrace",
+    "result",
+)
+
+
+def _writable(names) -> list[str]:
+    names = list(names)
+    unknown = [name for name in names if name not in WRITABLE]
+    if unknown:
+        raise ValueError(f"not a writable pgbus_workflow_steps column: {', '.join(unknown)}")
+    return names
+
+
+def _with_result_type(statement, names):
+    if "result" in names:
+        statement = statement.bindparams(sa.bindparam("result", type_=JSONB))
+    return statement
+
+
+def insert_step(conn: Connection, *, workflow_id: str, step_name: str, now, **attrs: Any) -> dict[str, Any]:
+    """Insert one step attempt (created_at = updated_at = *now*) and return it."""
+    names = _writable(attrs)
+    columns = ", ".join(["workflow_id", "step_name", "created_at", "updated_at", *names])
+    values = ", ".join([":workflow_id", ":step_name", ":now", ":now", *(":" + name for name in names)])
+    statement = _with_result_type(
+        sa.text(f"INSERT INTO pgbus_workflow_steps ({columns}) VALUES ({values}) RETURNING {COLUMNS}"),
+        names,
+    )
+    row = conn.execute(
+        statement, {"workflow_id": workflow_id, "step_name": step_name, "now": now, **attrs}
+    ).first()
+    return as_dict(row)
+
+
+def update_step(conn: Connection, step_id: int, *, from_, now, **attrs: Any) -> dict[str, Any] | None:
+    """Guarded change of one step row: the updated row when its status was
+    in *from_*, None otherwise (someone else moved it first)."""
+    from_statuses = [from_] if isinstance(from_, str) else list(from_)
+    names = _writable(attrs)
+    assignments = "".join(f", {name} = :{name}" for name in names)
+    statement = _with_result_type(
+        sa.text(
+            f"UPDATE pgbus_workflow_steps SET updated_at = :now{assignments} "
+            "WHERE id = :id AND status = ANY(:from_statuses) "
+            f"RETURNING {COLUMNS}"
+        ),
+        names,
+    )
+    row = conn.execute(
+        statement, {"id": step_id, "now": now, "from_statuses": from_statuses, **attrs}
+    ).first()
+    return as_dict(row)
+
+
+def find(conn: Connection, step_id: int) -> dict[str, Any] | None:
+    row = conn.execute(
+        sa.text(f"SELECT {COLUMNS} FROM pgbus_workflow_steps WHERE id = :id"), {"id": step_id}
+    ).first()
+    return as_dict(row)
+
+
+def cancel_open(conn: Connection, workflow_id: str, *, now) -> list[dict[str, Any]]:
+    """Every open attempt of the run (scheduled, waiting, in progress) ->
+    cancelled; the rows as they are now."""
+    rows = conn.execute(
+        sa.text(
+            f"""
+            UPDATE pgbus_workflow_steps
+            SET status = 'cancelled', finished_at = :now, updated_at = :now
+            WHERE workflow_id = :workflow_id
+              AND status IN ('scheduled', 'waiting', 'in_progress')
+            RETURNING {COLUMNS}
+            """
+        ),
+        {"workflow_id": workflow_id, "now": now},
+    )
+    return sorted(as_dicts(rows), key=lambda step: step["id"])
+
+
+def next_attempt(conn: Connection, workflow_id: str, step_name: str) -> int:
+    """The attempt number a new row of *step_name* gets: one counter per
+    step per run, so "capture_payment #4" names one row in the trail."""
+    return conn.execute(
+        sa.text(
+            "SELECT COALESCE(max(attempt), 0) + 1 FROM pgbus_workflow_steps "
+            "WHERE workflow_id = :workflow_id AND step_name = :step_name"
+        ),
+        {"workflow_id": workflow_id, "step_name": step_name},
+    ).scalar_one()
+
+
+def failure_streak(conn: Connection, step: dict[str, Any]) -> int:
+    """How many attempts of the step have failed in a row, up to and
+    including *step* (an attempt numbering with no gaps since the last
+    attempt that did not fail): what the retry budget is counted against."""
+    last_other = conn.execute(
+        sa.text(
+            "SELECT COALESCE(max(attempt), 0) FROM pgbus_workflow_steps "
+            "WHERE workflow_id = :workflow_id AND step_name = :step_name "
+            "AND id < :id AND status <> 'failed'"
+        ),
+        {"workflow_id": step["workflow_id"], "step_name": step["step_name"], "id": step["id"]},
+    ).scalar_one()
+    return step["attempt"] - last_other
+
+
+def claim_due(conn: Connection, *, now, classes, limit: int = 1) -> list[dict[str, Any]]:
+    """Due steps of ready runs of *classes* (those whose definitions the
+    worker has), oldest due first, their RUN rows locked with
+    SKIP LOCKED: a run another worker (or an operator's verb) holds is
+    passed over, never waited on. The run is locked rather than the step so
+    that workers take locks in the verbs' order (run first), which cannot
+    deadlock. The caller re-reads the step under that lock."""
+    rows = conn.execute(
+        sa.text(
+            """
+            SELECT s.id AS step_id, w.workflow_id
+            FROM pgbus_workflow_steps s
+            JOIN pgbus_workflows w ON w.workflow_id = s.workflow_id
+            WHERE s.status = 'scheduled' AND s.scheduled_at <= :now AND w.status = 'ready'
+              AND w.workflow_class = ANY(:classes)
+            ORDER BY s.scheduled_at, s.id
+            LIMIT :limit
+            FOR UPDATE OF w SKIP LOCKED
+            """
+        ),
+        {"now": now, "classes": list(classes), "limit": int(limit)},
+    )
+    return as_dicts(rows)
+
+
+def timed_out_waits(conn: Connection, *, now, limit: int = 100) -> list[dict[str, Any]]:
+    """Waiting steps whose deadline passed: (step_id, workflow_id), oldest deadline first."""
+    rows = conn.execute(
+        sa.text(
+            """
+            SELECT id AS step_id, workflow_id FROM pgbus_workflow_steps
+            WHERE status = 'waiting' AND timeout_at IS NOT NULL AND timeout_at <= :now
+            ORDER BY timeout_at
+            LIMIT :limit
+            """
+        ),
+        {"now": now, "limit": int(limit)},
+    )
+    return as_dicts(rows)
+
+
+def stalled(conn: Connection, *, started_before, limit: int = 100) -> list[dict[str, Any]]:
+    """Steps in progress since before *started_before*: (step_id, workflow_id)."""
+    rows = conn.execute(
+        sa.text(
+            """
+            SELECT id AS step_id, workflow_id FROM pgbus_workflow_steps
+            WHERE status = 'in_progress' AND started_at < :started_before
+            ORDER BY started_at
+            LIMIT :limit
+            """
+        ),
+        {"started_before": started_before, "limit": int(limit)},
+    )
+    return as_dicts(rows)
+
+
+def waiting_on_finished_batches(conn: Connection, *, classes, limit: int = 100) -> list[dict[str, Any]]:
+    """Steps of waiting runs of *classes* whose batch has finished: (step_id, workflow_id)."""
+    rows = conn.execute(
+        sa.text(
+            """
+            SELECT s.id AS step_id, s.workflow_id
+            FROM pgbus_workflow_steps s
+            JOIN pgbus_batches b ON b.batch_id = s.batch_id
+            JOIN pgbus_workflows w ON w.workflow_id = s.workflow_id
+            WHERE s.status = 'waiting' AND b.status = 'finished'
+              AND w.status = 'waiting' AND w.workflow_class = ANY(:classes)
+            ORDER BY b.finished_at, s.id
+            LIMIT :limit
+            """
+        ),
+        {"classes": list(classes), "limit": int(limit)},
+    )
+    return as_dicts(rows)

@@ -360,3 +360,17 @@ def definition_outdated(run: Mapping[str, Any], current_digest: str | None) -> b
     if current_digest is None:
         return False
     return run.get("definition_digest") != current_digest
+
+
+# --- Written by the runtime ---------------------------------------------------
+
+def find_by_idempotency_key(conn: Connection, workflow_class: str, idempotency_key: str) -> dict[str, Any] | None:
+    """The run a start with this (class, idempotency key) already made."""
+    row = conn.execute(
+        sa.text(
+            f"SELECT {SELECT_COLUMNS} FROM pgbus_workflows "
+            "WHERE workflow_class = :workflow_class AND idempotency_key = :idempotency_key"
+        ),
+        {"workflow_class": workflow_class, "idempotency_key": idempotency_key},
+    ).first()
+    return as_dict(row)

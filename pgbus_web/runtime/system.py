@@ -1,0 +1,424 @@
+"""System transitions: starting a run, and what the worker and its sweep
+record (actor ``system``), each in its own short transaction under the
+run's row lock. A step's callable runs between two transactions, holding
+no lock: ``take_step`` marks it started, ``finish_step`` records how it
+ended, unless the run moved on meanwhile (cancelled, or the sweep called
+the step stalled): then the outcome is recorded as
+``late_completion_ignored`` and nothing else changes.
+"""
+
+from __future__ import annotations
+
+import json
+import traceback
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Mapping
+
+from sqlalchemy.engine import Connection, Engine
+
+from .. import states
+from ..models import batches, signals, steps, workflows
+from ..models.text import truncate
+from . import flow
+from .clock import utcnow
+from .definitions import FanOut, ReceivedSignal, Registry, Step, StepContext, Workflow
+from .errors import ClassNotLoaded
+
+SYSTEM = states.SYSTEM_ACTOR
+
+# Caps on what a failure stores: the message as raised, and the end of the
+# traceback (where the error happened) when it is long.
+ERROR_MESSAGE_LIMIT = 2_000
+BACKTRACE_LIMIT = 8_000
+
+# The error class stored when a step's name is no longer in its definition.
+STEP_NOT_DEFINED_ERROR = "pgbus_web.runtime.errors.UnknownStep"
+
+
+def error_class_name(exc: BaseException) -> str:
+    """``TimeoutError`` for builtins, ``smtplib.SMTPServerDisconnected`` otherwise."""
+    kind = type(exc)
+    if kind.__module__ == "builtins":
+        return kind.__qualname__
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def backtrace(exc: BaseException) -> str:
+    text = "".join(traceback.format_exception(exc))
+    if len(text) <= BACKTRACE_LIMIT:
+        return text
+    return "…" + text[-(BACKTRACE_LIMIT - 1):]
+
+
+# --- start -------------------------------------------------------------------
+
+def start(
+    engine: Engine,
+    definition: Workflow | str,
+    arguments: Mapping[str, Any] | None = None,
+    *,
+    registry: Registry | None = None,
+    subject_type: str | None = None,
+    subject_id: str | int | None = None,
+    idempotency_key: str | None = None,
+    workflow_id: str | None = None,
+    actor: str | None = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """Start a run of *definition* (or of the class registered under that
+    name): the run row and its first step, in one transaction. With an
+    idempotency key already used for this class, nothing is inserted and
+    the existing run comes back. A second ongoing run for the same subject
+    raises models.workflows.SubjectAlreadyOngoing."""
+    if isinstance(definition, str):
+        found = registry.get(definition) if registry is not None else None
+        if found is None:
+            raise ClassNotLoaded(workflow_id or "-", "start", definition)
+        definition = found
+    now = now or utcnow()
+    workflow_id = workflow_id or str(uuid.uuid4())
+    first = definition.first_step
+    with engine.begin() as conn:
+        inserted = workflows.insert_run(
+            conn,
+            {
+                "workflow_id": workflow_id,
+                "workflow_class": definition.name,
+                "status": states.READY,
+                "current_step": first.name,
+                "arguments": json.loads(json.dumps(dict(arguments or {}))),
+                "subject_type": subject_type,
+                "subject_id": None if subject_id is None else str(subject_id),
+                "idempotency_key": idempotency_key,
+                "definition_digest": definition.digest,
+                "started_at": now,
+                "created_at": now,
+                "updated_at": now,
+            },
+        )
+        if not inserted:
+            return workflows.find_by_idempotency_key(conn, definition.name, idempotency_key)
+        run = workflows.find(conn, workflow_id)
+        flow.record(conn, run, "started", actor=actor or states.APP_ACTOR, now=now,
+                    details={"definition_digest": definition.digest})
+        _, status = flow.schedule(conn, run, first, actor=actor or states.APP_ACTOR, now=now)
+        if status != states.READY:
+            _move(conn, run, states.READY, status)
+        return workflows.find(conn, workflow_id)
+
+
+def _move(conn: Connection, run: Mapping[str, Any], from_, to: str, **attrs: Any) -> None:
+    """A system transition under the lock we hold: it must move the row."""
+    moved = workflows.transition(conn, run["workflow_id"], from_=from_, to=to, **attrs)
+    if moved != 1:
+        raise RuntimeError(f"run {run['workflow_id']} changed under its row lock")
+
+
+# --- after a step ended ------------------------------------------------------
+
+def _advance(conn: Connection, run: Mapping[str, Any], definition: Workflow, step_name: str, *, now: datetime) -> None:
+    """The step ended on a run that goes on: schedule the next step, or
+    complete the run after the last one."""
+    try:
+        following = definition.next_step(step_name)
+    except KeyError:
+        _move(conn, run, run["status"], states.PAUSED, paused_at=now)
+        flow.record(conn, run, "paused", actor=SYSTEM, now=now,
+                    details={"error_class": STEP_NOT_DEFINED_ERROR, "step": step_name})
+        return
+    if following is None:
+        _move(conn, run, run["status"], states.COMPLETED, finished_at=now)
+        flow.record(conn, run, "finished", actor=SYSTEM, now=now, details={"status": states.COMPLETED})
+        return
+    _, status = flow.schedule(conn, run, following, actor=SYSTEM, now=now)
+    _move(conn, run, run["status"], status, current_step=following.name)
+
+
+def _record_failure(
+    conn: Connection,
+    run: Mapping[str, Any],
+    row: Mapping[str, Any],
+    step: Step | None,
+    *,
+    error_class: str,
+    message: str,
+    trace: str | None,
+    now: datetime,
+) -> None:
+    """The attempt failed: reattempt after the backoff while the budget
+    lasts, else pause the run (or fail it, when the step says so)."""
+    failed = steps.update_step(
+        conn, row["id"], from_=(states.STEP_IN_PROGRESS, states.STEP_SCHEDULED), now=now,
+        status=states.STEP_FAILED, finished_at=now, error_class=error_class,
+        error_message=truncate(message, ERROR_MESSAGE_LIMIT), error_backtrace=trace,
+    )
+    flow.record(conn, run, "step_failed", actor=SYSTEM, now=now, step=failed,
+                details={"error_class": error_class, "error_message": message})
+    streak = steps.failure_streak(conn, failed)
+    if step is not None and streak < step.max_attempts:
+        retry_at = now + step.backoff.delay(streak)
+        flow.schedule(conn, run, step, actor=SYSTEM, now=now, due_at=retry_at, event="step_reattempted")
+        if run["status"] == states.RUNNING:
+            _move(conn, run, states.RUNNING, states.READY)
+        return
+    if step is not None and step.on_failure == "fail":
+        _move(conn, run, (states.RUNNING, states.PAUSED), states.FAILED, finished_at=now)
+        flow.record(conn, run, "finished", actor=SYSTEM, now=now, step=failed,
+                    details={"status": states.FAILED, "error_class": error_class})
+        return
+    if run["status"] == states.RUNNING:
+        _move(conn, run, states.RUNNING, states.PAUSED, paused_at=now)
+        flow.record(conn, run, "paused", actor=SYSTEM, now=now, step=failed,
+                    details={"error_class": error_class, "attempts": streak})
+
+
+# --- the worker's two transactions around a step -----------------------------
+
+@dataclass(frozen=True)
+class Taken:
+    """A step the worker marked started and must now run."""
+
+    run: dict[str, Any]
+    step: dict[str, Any]
+    definition: Workflow
+    spec: Step
+    signal: ReceivedSignal | None
+
+    def context(self, now: datetime) -> StepContext:
+        return StepContext(
+            workflow_id=self.run["workflow_id"],
+            workflow_class=self.run["workflow_class"],
+            step_name=self.step["step_name"],
+            attempt=self.step["attempt"],
+            arguments=dict(self.run.get("arguments") or {}),
+            signal=self.signal,
+            now=now,
+            subject_type=self.run.get("subject_type"),
+            subject_id=self.run.get("subject_id"),
+        )
+
+
+# take_step's answer when it handled a due step without running it (it went
+# back to a wait, or its step is gone from the definition): look again.
+HANDLED = "handled"
+
+
+def take_step(engine: Engine, registry: Registry, *, now: datetime) -> Taken | str | None:
+    """Claim the oldest due step of a ready run (SKIP LOCKED: runs another
+    worker holds are passed over) and mark it started. None when nothing is due."""
+    with engine.begin() as conn:
+        claimed = steps.claim_due(conn, now=now, classes=registry.names, limit=1)
+        if not claimed:
+            return None
+        run = workflows.lock_for(conn, claimed[0]["workflow_id"])
+        row = steps.find(conn, claimed[0]["step_id"])
+        # The claim read the step outside the run's lock; look again under it.
+        if run["status"] != states.READY or row is None or row["status"] != states.STEP_SCHEDULED:
+            return HANDLED
+        definition = registry.get(run["workflow_class"])
+        spec = definition.get_step(row["step_name"])
+        if spec is None:
+            _move(conn, run, states.READY, states.RUNNING)
+            run = workflows.find(conn, run["workflow_id"])
+            _record_failure(conn, run, row, None, error_class=STEP_NOT_DEFINED_ERROR,
+                            message=f"{definition.name} no longer declares step {row['step_name']!r}",
+                            trace=None, now=now)
+            return HANDLED
+        held = signals.held_by_step(conn, run["workflow_id"], row["step_name"])
+        if row.get("batch_id") or (spec.wait_for and held is None):
+            _, status = flow.rewait(conn, run, row, spec, actor=SYSTEM, now=now)
+            if status == states.WAITING:
+                _move(conn, run, states.READY, states.WAITING)
+                return HANDLED
+            held = signals.held_by_step(conn, run["workflow_id"], row["step_name"])
+        started = steps.update_step(conn, row["id"], from_=states.STEP_SCHEDULED, now=now,
+                                    status=states.STEP_IN_PROGRESS, started_at=now)
+        _move(conn, run, states.READY, states.RUNNING)
+        flow.record(conn, run, "step_started", actor=SYSTEM, now=now, step=started)
+        signal = None
+        if held is not None:
+            signal = ReceivedSignal(id=held["id"], name=held["name"], payload=held["payload"],
+                                    idempotency_key=held["idempotency_key"])
+        return Taken(run=run, step=started, definition=definition, spec=spec, signal=signal)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a step's callable ended."""
+
+    ok: bool
+    result: Any = None
+    error_class: str | None = None
+    error_message: str | None = None
+    backtrace: str | None = None
+
+
+def execute(taken: Taken, *, now: datetime) -> Outcome:
+    """Run the step's callable; any exception is the step's failure."""
+    try:
+        result = taken.spec.func(taken.context(now))
+        if taken.spec.fan_out and not isinstance(result, FanOut):
+            raise TypeError(f"fan_out step {taken.spec.name} returned {type(result).__name__}, not FanOut")
+        return Outcome(ok=True, result=result)
+    except Exception as exc:  # noqa: BLE001  (a step's failure, whatever it is, is recorded)
+        return Outcome(ok=False, error_class=error_class_name(exc), error_message=str(exc),
+                       backtrace=backtrace(exc))
+
+
+def _storable(result: Any) -> dict[str, Any] | None:
+    """A step's return value as the JSON object the result column holds."""
+    if result is None:
+        return None
+    value = result if isinstance(result, dict) else {"value": result}
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError):
+        return {"repr": truncate(repr(result), ERROR_MESSAGE_LIMIT)}
+
+
+def finish_step(engine: Engine, taken: Taken, outcome: Outcome, *, now: datetime) -> str:
+    """Record how the step ended; returns what happened: completed,
+    fanned_out, failed, or late (the run moved on: ignored)."""
+    workflow_id = taken.run["workflow_id"]
+    with engine.begin() as conn:
+        run = workflows.lock_for(conn, workflow_id)
+        if run is None:
+            return "late"  # the run was deleted meanwhile: nothing to record it on
+        row = steps.find(conn, taken.step["id"])
+        if row is None or row["status"] != states.STEP_IN_PROGRESS or run["status"] not in (
+            states.RUNNING, states.PAUSED
+        ):
+            flow.record(conn, run, "late_completion_ignored", actor=SYSTEM, now=now, step=row or taken.step,
+                        details={"outcome": "completed" if outcome.ok else "failed",
+                                 "run_status": run["status"],
+                                 "step_status": row["status"] if row else None,
+                                 "error_class": outcome.error_class})
+            return "late"
+        if not outcome.ok:
+            _record_failure(conn, run, row, taken.spec, error_class=outcome.error_class,
+                            message=outcome.error_message or "", trace=outcome.backtrace, now=now)
+            return "failed"
+        if taken.spec.fan_out:
+            _open_fan_out(conn, run, row, outcome.result, now=now)
+            return "fanned_out"
+        done = steps.update_step(conn, row["id"], from_=states.STEP_IN_PROGRESS, now=now,
+                                 status=states.STEP_COMPLETED, finished_at=now,
+                                 result=_storable(outcome.result))
+        flow.consume_held(conn, run, row["step_name"], now=now)
+        flow.record(conn, run, "step_completed", actor=SYSTEM, now=now, step=done)
+        if run["status"] == states.RUNNING:
+            _advance(conn, run, taken.definition, row["step_name"], now=now)
+        return "completed"
+
+
+# --- fan-out -----------------------------------------------------------------
+
+def _open_fan_out(conn: Connection, run: Mapping[str, Any], row: Mapping[str, Any], fan_out: FanOut, *, now: datetime) -> None:
+    description = fan_out.description or f"{run['workflow_class']}#{row['step_name']}"
+    batch = batches.insert_batch(conn, batch_id=str(uuid.uuid4()), description=description,
+                                 total_jobs=max(int(fan_out.jobs), 0), now=now)
+    waiting = steps.update_step(conn, row["id"], from_=states.STEP_IN_PROGRESS, now=now,
+                                status=states.STEP_WAITING, batch_id=batch["batch_id"], waiting_since=now)
+    flow.record(conn, run, "fan_out_opened", actor=SYSTEM, now=now, step=waiting,
+                details={"batch_id": batch["batch_id"], "description": description,
+                         "total_jobs": batch["total_jobs"]})
+    if run["status"] == states.RUNNING:
+        _move(conn, run, states.RUNNING, states.WAITING)
+
+
+def wake_batches(engine: Engine, registry: Registry, *, now: datetime, limit: int = 100) -> int:
+    """Steps whose batch finished complete, and their runs go on. Returns how many."""
+    with engine.connect() as conn:
+        candidates = steps.waiting_on_finished_batches(conn, classes=registry.names, limit=limit)
+    woken = 0
+    for candidate in candidates:
+        with engine.begin() as conn:
+            run = workflows.lock_for(conn, candidate["workflow_id"])
+            row = steps.find(conn, candidate["step_id"])
+            if run is None or run["status"] != states.WAITING or row is None or row["status"] != states.STEP_WAITING:
+                continue
+            batch = batches.find(conn, row["batch_id"])
+            if batch is None or batch["status"] != states.BATCH_FINISHED:
+                continue
+            counts = {key: batch[key] for key in ("total_jobs", "completed_jobs", "failed_jobs", "discarded_jobs")}
+            done = steps.update_step(conn, row["id"], from_=states.STEP_WAITING, now=now,
+                                     status=states.STEP_COMPLETED, finished_at=now,
+                                     result={"batch_id": batch["batch_id"], **counts})
+            flow.record(conn, run, "fan_out_finished", actor=SYSTEM, now=now, step=done,
+                        details={"batch_id": batch["batch_id"], **counts})
+            flow.record(conn, run, "step_completed", actor=SYSTEM, now=now, step=done)
+            _advance(conn, run, registry.get(run["workflow_class"]), row["step_name"], now=now)
+            woken += 1
+    return woken
+
+
+def advance_batches(engine: Engine, *, now: datetime, rng, max_jobs: int = 3, limit: int = 100) -> int:
+    """Stand-in for the jobs of a fan-out (the demo has no job runner):
+    count up to *max_jobs* more jobs of each processing batch as completed.
+    Returns how many batches finished."""
+    finished = 0
+    with engine.begin() as conn:
+        for batch_id in batches.processing_ids(conn, limit=limit):
+            batch = batches.record_jobs(conn, batch_id, completed=rng.randint(1, max_jobs), now=now)
+            if batch is not None and batch["status"] == states.BATCH_FINISHED:
+                finished += 1
+    return finished
+
+
+# --- the sweep ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SweepResult:
+    timed_out: int
+    stalled: int
+
+
+def _pause_on(conn: Connection, run: Mapping[str, Any], row: Mapping[str, Any], *, from_: str,
+              error_class: str, message: str, event: str, details: dict[str, Any], now: datetime) -> None:
+    failed = steps.update_step(conn, row["id"], from_=row["status"], now=now, status=states.STEP_FAILED,
+                               finished_at=now, error_class=error_class, error_message=message)
+    flow.record(conn, run, event, actor=SYSTEM, now=now, step=failed, details=details)
+    _move(conn, run, from_, states.PAUSED, paused_at=now)
+    flow.record(conn, run, "paused", actor=SYSTEM, now=now, step=failed, details={"error_class": error_class})
+
+
+def sweep(engine: Engine, *, now: datetime, stall_threshold: timedelta, limit: int = 100) -> SweepResult:
+    """Fail waits past their deadline (WaitTimedOut) and steps in progress
+    longer than *stall_threshold* (StepStalled), pausing their runs."""
+    with engine.connect() as conn:
+        waits = steps.timed_out_waits(conn, now=now, limit=limit)
+        stalls = steps.stalled(conn, started_before=now - stall_threshold, limit=limit)
+    timed_out = stalled = 0
+    for candidate in waits:
+        with engine.begin() as conn:
+            run = workflows.lock_for(conn, candidate["workflow_id"])
+            row = steps.find(conn, candidate["step_id"])
+            if (run is None or run["status"] != states.WAITING or row is None
+                    or row["status"] != states.STEP_WAITING or row["timeout_at"] is None
+                    or row["timeout_at"] > now):
+                continue
+            what = row["wait_for"] or row["batch_id"]
+            _pause_on(conn, run, row, from_=states.WAITING, error_class=states.WAIT_TIMED_OUT_ERROR,
+                      message=f"waited for {what} since {flow.iso(row['waiting_since'])}; "
+                              f"the wait timed out at {flow.iso(row['timeout_at'])}",
+                      event="wait_timed_out",
+                      details={"signal": row["wait_for"], "timeout_at": flow.iso(row["timeout_at"])}, now=now)
+            timed_out += 1
+    for candidate in stalls:
+        with engine.begin() as conn:
+            run = workflows.lock_for(conn, candidate["workflow_id"])
+            row = steps.find(conn, candidate["step_id"])
+            if (run is None or run["status"] != states.RUNNING or row is None
+                    or row["status"] != states.STEP_IN_PROGRESS
+                    or row["started_at"] >= now - stall_threshold):
+                continue
+            _pause_on(conn, run, row, from_=states.RUNNING, error_class=states.STEP_STALLED_ERROR,
+                      message=f"in progress since {flow.iso(row['started_at'])}, longer than the "
+                              f"stall threshold of {int(stall_threshold.total_seconds())}s",
+                      event="stall_detected",
+                      details={"started_at": flow.iso(row["started_at"]),
+                               "threshold_seconds": int(stall_threshold.total_seconds())}, now=now)
+            stalled += 1
+    return SweepResult(timed_out=timed_out, stalled=stalled)

@@ -1,0 +1,159 @@
+"""The worker: runs due steps, wakes steps whose batch finished, and sweeps
+for timed-out waits and stalled steps.
+
+Any number of workers may run side by side: a due step is claimed with
+``FOR UPDATE SKIP LOCKED`` on its run, and marked in progress in that same
+transaction, so no two workers ever run one step. ``stop()`` (the CLI wires
+it to SIGTERM and SIGINT) ends the loop after the step in hand is finished
+and recorded; a worker never abandons a step it marked started.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Callable
+
+from sqlalchemy.engine import Engine
+
+from .. import defaults
+from . import system
+from .clock import utcnow
+from .definitions import Registry
+
+log = logging.getLogger("pgbus_web.worker")
+
+# Seconds between two looks for due steps when the last look found none.
+POLL_INTERVAL = 1.0
+# Seconds between two sweeps (timed-out waits, stalls).
+SWEEP_INTERVAL = 15.0
+# Steps one tick runs at most before it sweeps and wakes batches again.
+STEPS_PER_TICK = 100
+
+
+@dataclass
+class TickResult:
+    steps: int = 0  # step callables run
+    handled: int = 0  # due steps handled without running (back to a wait)
+    woken: int = 0  # steps whose batch finished
+    timed_out: int = 0
+    stalled: int = 0
+    batches_finished: int = 0  # demo batches whose simulated jobs all finished
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.steps or self.handled or self.woken or self.timed_out or self.stalled
+                     or self.batches_finished)
+
+
+class Worker:
+    def __init__(
+        self,
+        engine: Engine,
+        registry: Registry,
+        *,
+        poll_interval: float = POLL_INTERVAL,
+        sweep_interval: float = SWEEP_INTERVAL,
+        stall_threshold: timedelta = defaults.STALL_THRESHOLD,
+        steps_per_tick: int = STEPS_PER_TICK,
+        simulate_batches: bool = False,
+        clock: Callable[[], datetime] = utcnow,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.engine = engine
+        self.registry = registry
+        self.poll_interval = poll_interval
+        self.sweep_interval = sweep_interval
+        self.stall_threshold = stall_threshold
+        self.steps_per_tick = steps_per_tick
+        self.simulate_batches = simulate_batches
+        self.clock = clock
+        self.rng = rng or random.Random()
+        self._stopping = threading.Event()
+        self._last_sweep: float | None = None
+        self.total_steps = 0
+
+    # --- one step, one tick --------------------------------------------------
+
+    def run_step(self, *, now: datetime | None = None) -> str | None:
+        """Claim and run one due step. None when nothing is due; otherwise
+        what happened to it (completed, fanned_out, failed, late, handled)."""
+        taken = system.take_step(self.engine, self.registry, now=now or self.clock())
+        if taken is None:
+            return None
+        if taken == system.HANDLED:
+            return system.HANDLED
+        outcome = system.execute(taken, now=now or self.clock())
+        result = system.finish_step(self.engine, taken, outcome, now=now or self.clock())
+        self.total_steps += 1
+        if not outcome.ok:
+            log.info("%s %s #%s failed: %s: %s", taken.run["workflow_id"], taken.step["step_name"],
+                     taken.step["attempt"], outcome.error_class, outcome.error_message)
+        return result
+
+    def sweep(self, *, now: datetime | None = None) -> system.SweepResult:
+        return system.sweep(self.engine, now=now or self.clock(), stall_threshold=self.stall_threshold)
+
+    def tick(self, *, now: datetime | None = None, sweep: bool | None = None) -> TickResult:
+        """One round: (the sweep when due), batches, then due steps until
+        none is left or *steps_per_tick* ran. Pass *now* to run as of
+        another time (tests); *sweep* forces the sweep on or off."""
+        result = TickResult()
+        moment = now or self.clock()
+        if sweep is None:
+            sweep = self._last_sweep is None or time.monotonic() - self._last_sweep >= self.sweep_interval
+        if sweep:
+            swept = system.sweep(self.engine, now=moment, stall_threshold=self.stall_threshold)
+            result.timed_out, result.stalled = swept.timed_out, swept.stalled
+            self._last_sweep = time.monotonic()
+        if self.simulate_batches:
+            result.batches_finished = system.advance_batches(self.engine, now=moment, rng=self.rng)
+        result.woken = system.wake_batches(self.engine, self.registry, now=moment)
+        while result.steps + result.handled < self.steps_per_tick and not self._stopping.is_set():
+            happened = self.run_step(now=now)
+            if happened is None:
+                break
+            if happened == system.HANDLED:
+                result.handled += 1
+            else:
+                result.steps += 1
+        return result
+
+    def drain(self, *, now: datetime | None = None, max_ticks: int = 1000) -> TickResult:
+        """Tick until a tick finds nothing to do (tests and benchmarks)."""
+        total = TickResult()
+        for _ in range(max_ticks):
+            result = self.tick(now=now, sweep=True)
+            for field in ("steps", "handled", "woken", "timed_out", "stalled", "batches_finished"):
+                setattr(total, field, getattr(total, field) + getattr(result, field))
+            if not result.busy:
+                break
+        return total
+
+    # --- the loop ------------------------------------------------------------
+
+    def run(self) -> None:
+        """Tick until stop(); sleep poll_interval after an idle tick."""
+        log.info("worker started: %s", ", ".join(self.registry.names))
+        while not self._stopping.is_set():
+            try:
+                result = self.tick()
+            except Exception:  # noqa: BLE001  (a lost connection must not end the worker)
+                log.exception("worker tick failed; retrying after %.1fs", self.poll_interval)
+                self._stopping.wait(self.poll_interval)
+                continue
+            if not result.busy:
+                self._stopping.wait(self.poll_interval)
+        log.info("worker stopped after %d steps", self.total_steps)
+
+    def stop(self) -> None:
+        """End the loop after the step in hand is finished and recorded."""
+        self._stopping.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
