@@ -42,12 +42,12 @@ class TickResult:
     woken: int = 0  # steps whose batch finished
     timed_out: int = 0
     stalled: int = 0
-    batches_finished: int = 0  # demo batches whose simulated jobs all finished
+    batches_advanced: int = 0  # demo batches whose simulated jobs moved on
 
     @property
     def busy(self) -> bool:
         return bool(self.steps or self.handled or self.woken or self.timed_out or self.stalled
-                     or self.batches_finished)
+                     or self.batches_advanced)
 
 
 class Worker:
@@ -111,7 +111,7 @@ class Worker:
             result.timed_out, result.stalled = swept.timed_out, swept.stalled
             self._last_sweep = time.monotonic()
         if self.simulate_batches:
-            result.batches_finished = system.advance_batches(self.engine, now=moment, rng=self.rng)
+            result.batches_advanced = system.advance_batches(self.engine, now=moment, rng=self.rng)
         result.woken = system.wake_batches(self.engine, self.registry, now=moment)
         while result.steps + result.handled < self.steps_per_tick and not self._stopping.is_set():
             happened = self.run_step(now=now)
@@ -128,7 +128,7 @@ class Worker:
         total = TickResult()
         for _ in range(max_ticks):
             result = self.tick(now=now, sweep=True)
-            for field in ("steps", "handled", "woken", "timed_out", "stalled", "batches_finished"):
+            for field in ("steps", "handled", "woken", "timed_out", "stalled", "batches_advanced"):
                 setattr(total, field, getattr(total, field) + getattr(result, field))
             if not result.busy:
                 break
