@@ -7,7 +7,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from . import as_dict
+from . import as_dict, as_dicts
 
 COLUMNS = (
     "id, batch_id, description, total_jobs, completed_jobs, failed_jobs, "
@@ -90,3 +90,15 @@ def processing_ids(conn: Connection, *, limit: int = 100) -> list[str]:
         {"limit": int(limit)},
     )
     return [batch_id for (batch_id,) in rows]
+
+
+def find_many(conn: Connection, batch_ids) -> dict[str, dict[str, Any]]:
+    """{batch_id: batch} for the given ids (unknown ids are left out)."""
+    ids = sorted({str(batch_id) for batch_id in batch_ids if batch_id is not None})
+    if not ids:
+        return {}
+    rows = conn.execute(
+        sa.text(f"SELECT {COLUMNS} FROM pgbus_batches WHERE batch_id = ANY(:batch_ids)"),
+        {"batch_ids": ids},
+    )
+    return {row["batch_id"]: row for row in as_dicts(rows)}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -234,5 +235,39 @@ def waiting_on_finished_batches(conn: Connection, *, classes, limit: int = 100) 
             """
         ),
         {"classes": list(classes), "limit": int(limit)},
+    )
+    return as_dicts(rows)
+
+
+# --- The dashboard's pages -------------------------------------------------
+
+
+def duration_percentiles(
+    conn: Connection, workflow_class: str, *, finished_from: datetime
+) -> list[dict[str, Any]]:
+    """Per step of one class, over the attempts that finished since
+    *finished_from*: how many attempts ran, how many failed, and the median
+    and 95th percentile of their run time in seconds (started to finished).
+    Steps come in the order they first appear."""
+    rows = conn.execute(
+        sa.text(
+            """
+            SELECT s.step_name,
+                   count(*) AS attempts,
+                   count(*) FILTER (WHERE s.status = 'failed') AS failed,
+                   percentile_cont(0.5) WITHIN GROUP (
+                       ORDER BY EXTRACT(EPOCH FROM s.finished_at - s.started_at)) AS median_seconds,
+                   percentile_cont(0.95) WITHIN GROUP (
+                       ORDER BY EXTRACT(EPOCH FROM s.finished_at - s.started_at)) AS p95_seconds
+            FROM pgbus_workflow_steps s
+            JOIN pgbus_workflows w ON w.workflow_id = s.workflow_id
+            WHERE w.workflow_class = :workflow_class
+              AND s.started_at IS NOT NULL
+              AND s.finished_at >= :finished_from
+            GROUP BY s.step_name
+            ORDER BY min(s.id)
+            """
+        ),
+        {"workflow_class": workflow_class, "finished_from": finished_from},
     )
     return as_dicts(rows)

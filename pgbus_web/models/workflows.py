@@ -374,3 +374,215 @@ def find_by_idempotency_key(conn: Connection, workflow_class: str, idempotency_k
         {"workflow_class": workflow_class, "idempotency_key": idempotency_key},
     ).first()
     return as_dict(row)
+
+
+# --- The dashboard's pages -------------------------------------------------
+
+# Columns of the runs index (no arguments: they can be large and the index
+# does not show them).
+_PAGE_RUN_COLUMNS = (
+    "w.id, w.workflow_id, w.workflow_class, w.status, w.current_step, "
+    "w.subject_type, w.subject_id, w.definition_digest, w.paused_at, w.started_at, "
+    "w.finished_at, w.created_at, w.updated_at"
+)
+# The latest step row of each listed run, prefixed so it can sit beside the run's.
+_PAGE_STEP_COLUMNS = (
+    "s.id AS step_id, s.step_name AS step_step_name, s.status AS step_status, "
+    "s.attempt AS step_attempt, s.scheduled_at AS step_scheduled_at, "
+    "s.started_at AS step_started_at, s.finished_at AS step_finished_at, "
+    "s.wait_for AS step_wait_for, s.waiting_since AS step_waiting_since, "
+    "s.timeout_at AS step_timeout_at, s.batch_id AS step_batch_id, "
+    "s.error_class AS step_error_class, s.error_message AS step_error_message, "
+    "s.created_at AS step_created_at"
+)
+_PAGE_BATCH_COLUMNS = (
+    "b.batch_id AS batch_batch_id, b.description AS batch_description, "
+    "b.total_jobs AS batch_total_jobs, b.completed_jobs AS batch_completed_jobs, "
+    "b.failed_jobs AS batch_failed_jobs, b.discarded_jobs AS batch_discarded_jobs, "
+    "b.status AS batch_status, b.finished_at AS batch_finished_at"
+)
+
+# Each index filter: the condition it adds, always the same text; values go
+# in as binds. A filter left out adds nothing, so each combination gets a
+# plan that can use its index (a catch-all "(:x IS NULL OR col = :x)" would
+# defeat a generic plan).
+_PAGE_FILTERS = {
+    "workflow_class": "w.workflow_class = :workflow_class",
+    "status": "w.status = :status",
+    "subject_type": "w.subject_type = :subject_type",
+    "subject_id": "w.subject_id = :subject_id",
+    "created_from": "w.created_at >= :created_from",
+    "created_to": "w.created_at < :created_to",
+    "before_id": "w.id < :before_id",
+    "after_id": "w.id > :after_id",
+}
+
+# A stuck reason as a filter: the one run status it can have (so the scan
+# walks the (status, id) index newest first and stops at the page size) and
+# the condition on the latest step, the same rules as _stuck_runs_sql.
+_REASON_FILTERS = {
+    states.STALLED: (
+        states.PAUSED,
+        "s.status = 'failed' AND s.error_class = :stalled_error",
+    ),
+    states.PAUSED_ERROR: (
+        states.PAUSED,
+        "s.status = 'failed' AND s.error_class IS DISTINCT FROM :stalled_error",
+    ),
+    states.PAUSED_MANUAL: (
+        states.PAUSED,
+        "s.status IS DISTINCT FROM 'failed'",
+    ),
+    states.OVERDUE: (
+        states.READY,
+        "s.status = 'scheduled' AND s.scheduled_at < :overdue_before",
+    ),
+    states.WAITING_OVERDUE: (
+        states.WAITING,
+        "s.status = 'waiting' AND s.timeout_at IS NULL AND s.waiting_since < :waiting_before",
+    ),
+}
+
+
+def _split_page_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """One index row as the run's columns plus ``step`` (its latest step
+    row, or None) and ``batch`` (the batch that step waits on, or None)."""
+    run: dict[str, Any] = {}
+    step: dict[str, Any] = {}
+    batch: dict[str, Any] = {}
+    for key, value in row.items():
+        if key == "step_id":
+            step["id"] = value
+        elif key.startswith("step_"):
+            step[key[len("step_"):]] = value
+        elif key.startswith("batch_"):
+            batch[key[len("batch_"):]] = value
+        else:
+            run[key] = value
+    if step.get("id") is not None:
+        step["workflow_id"] = run["workflow_id"]
+    run["step"] = step if step.get("id") is not None else None
+    run["batch"] = batch if batch.get("batch_id") is not None else None
+    return run
+
+
+def page(
+    conn: Connection,
+    *,
+    limit: int,
+    threshold: timedelta,
+    waiting_threshold: timedelta,
+    now: datetime | None = None,
+    before_id: int | None = None,
+    after_id: int | None = None,
+    workflow_class: str | None = None,
+    status: str | None = None,
+    reason: str | None = None,
+    subject_type: str | None = None,
+    subject_id: str | None = None,
+    step_name: str | None = None,
+    error_class: str | None = None,
+    created_from: datetime | None = None,
+    created_to: datetime | None = None,
+) -> list[dict[str, Any]]:
+    """One page of the runs index, newest first, each run with its latest
+    step and that step's batch under ``step`` and ``batch``.
+
+    Keyset pagination by id: *before_id* gives the page of older runs,
+    *after_id* the page of newer ones (fetched oldest first, returned newest
+    first), so a page deep in a million runs costs what the first one does.
+    *reason* keeps the runs stuck for that reason (as stuck_reason_counts
+    decides, with the latest step); *step_name* and *error_class* match the
+    latest step (the run's current step when no step row exists yet)."""
+    if reason is not None and reason not in _REASON_FILTERS:
+        raise ValueError(f"unknown stuck reason {reason!r}")
+    now = now or _now()
+    values: dict[str, Any] = {
+        "workflow_class": workflow_class,
+        "status": status,
+        "subject_type": subject_type,
+        "subject_id": subject_id,
+        "created_from": created_from,
+        "created_to": created_to,
+        "before_id": before_id,
+        "after_id": after_id,
+    }
+    binds = {name: value for name, value in values.items() if value is not None}
+    conditions = [_PAGE_FILTERS[name] for name in binds]
+    if reason is not None:
+        reason_status, reason_condition = _REASON_FILTERS[reason]
+        conditions += ["w.status = :reason_status", reason_condition]
+        binds.update(
+            reason_status=reason_status,
+            stalled_error=states.STEP_STALLED_ERROR,
+            overdue_before=now - threshold,
+            waiting_before=now - waiting_threshold,
+        )
+    if step_name is not None:
+        conditions.append("COALESCE(s.step_name, w.current_step) = :step_name")
+        binds["step_name"] = step_name
+    if error_class is not None:
+        conditions.append("s.error_class = :error_class")
+        binds["error_class"] = error_class
+    binds["limit"] = int(limit)
+    where = " AND ".join(conditions) or "TRUE"
+    # Newer pages walk up from after_id; every page is shown newest first.
+    direction = "ASC" if after_id is not None else "DESC"
+    rows = conn.execute(
+        sa.text(
+            f"""
+            SELECT listed.*, {_PAGE_BATCH_COLUMNS}
+            FROM (
+                SELECT {_PAGE_RUN_COLUMNS}, {_PAGE_STEP_COLUMNS}
+                FROM pgbus_workflows w
+                LEFT JOIN LATERAL (
+                    SELECT id, step_name, status, attempt, scheduled_at, started_at,
+                           finished_at, wait_for, waiting_since, timeout_at, batch_id,
+                           error_class, error_message, created_at
+                    FROM pgbus_workflow_steps
+                    WHERE workflow_id = w.workflow_id
+                    ORDER BY id DESC
+                    LIMIT 1
+                ) s ON TRUE
+                WHERE {where}
+                ORDER BY w.id {direction}
+                LIMIT :limit
+            ) listed
+            LEFT JOIN LATERAL (
+                SELECT * FROM pgbus_batches WHERE batch_id = listed.step_batch_id
+            ) b ON TRUE
+            ORDER BY listed.id DESC
+            """
+        ),
+        binds,
+    )
+    return [_split_page_row(row) for row in as_dicts(rows)]
+
+
+def class_status_counts(
+    conn: Connection, workflow_class: str, *, created_from: datetime | None = None
+) -> dict[str, int]:
+    """{status: runs} of one class, over the runs created since *created_from*
+    (every run when None)."""
+    condition = "AND created_at >= :created_from" if created_from is not None else ""
+    rows = conn.execute(
+        sa.text(
+            f"""
+            SELECT status, count(*) AS runs FROM pgbus_workflows
+            WHERE workflow_class = :workflow_class {condition}
+            GROUP BY status
+            """
+        ),
+        {"workflow_class": workflow_class, "created_from": created_from},
+    )
+    return {status: runs for status, runs in rows}
+
+
+def class_exists(conn: Connection, workflow_class: str) -> bool:
+    """True when at least one run of *workflow_class* exists."""
+    return conn.execute(
+        sa.text(
+            "SELECT EXISTS (SELECT 1 FROM pgbus_workflows WHERE workflow_class = :workflow_class)"
+        ),
+        {"workflow_class": workflow_class},
+    ).scalar_one()
