@@ -26,10 +26,13 @@ def parked_uniqueness_keys(conn: Connection, lock_keys: Iterable[str]) -> set[st
     keys = list(dict.fromkeys(str(key) for key in lock_keys))
     if not keys:
         return set()
+    # IN (unnest) rather than = ANY: once psycopg prepares the statement
+    # (a reaper calls this per slice), a generic plan tests = ANY by walking
+    # the array for every parked row; the semi-join hashes it.
     rows = conn.execute(
         sa.text(
             f"SELECT DISTINCT {_KEY_PATH} AS lock_key FROM pgbus_blocked_executions "
-            f"WHERE {_KEY_PATH} = ANY(:lock_keys)"
+            f"WHERE {_KEY_PATH} IN (SELECT unnest(CAST(:lock_keys AS text[])))"
         ),
         {"metadata_key": UNIQUENESS_METADATA_KEY, "lock_keys": keys},
     )
