@@ -1,0 +1,418 @@
+"""The Workflows pages' words, with no I/O: a run's badge, tone and "what
+happens next" sentence, the Resume label, the audit-trail sentence, the
+bulk confirm, the subject link and the safe-URL rule, JSON values, and the
+action buttons a run page offers.
+
+Everything here takes plain values (row dicts, ``now``, the thresholds) and
+returns words or Markup, so it is unit tested without a database or a
+request. Moments go through ``timefmt``; the ``_html`` keys let ``<time>``,
+``<code>`` and links through, and ``t_html`` escapes every other argument
+(a step name, an error class, an actor) — nothing here formats HTML by
+joining strings.
+
+See docs/presenters.md for the tones and the sentences.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Callable, Iterable, Mapping, Optional, Union
+from urllib.parse import urlsplit
+
+from markupsafe import Markup
+
+from .. import states
+from ..i18n import t, t_html, tn
+from . import timefmt
+
+log = logging.getLogger(__name__)
+
+# Tones, as pgbus's badge colours: blue is work happening, yellow is a run
+# that waits (on time, a signal, a batch or a person), green is done, red
+# needs a person now, gray is quiet (queued, or stopped on purpose).
+TONES = ("blue", "gray", "yellow", "green", "red")
+
+STEP_TONES = {
+    states.STEP_SCHEDULED: "gray",
+    states.STEP_WAITING: "yellow",
+    states.STEP_IN_PROGRESS: "blue",
+    states.STEP_COMPLETED: "green",
+    states.STEP_FAILED: "red",
+    states.STEP_CANCELLED: "gray",
+    states.STEP_SKIPPED: "gray",
+}
+
+SIGNAL_TONES = {
+    states.SIGNAL_PENDING: "yellow",
+    states.SIGNAL_CLAIMED: "blue",
+    states.SIGNAL_CONSUMED: "green",
+}
+
+# The run badge's tone when nothing sharper applies.
+RUN_TONES = {
+    states.READY: "gray",
+    states.RUNNING: "blue",
+    states.WAITING: "yellow",
+    states.PAUSED: "yellow",
+    states.COMPLETED: "green",
+    states.FAILED: "red",
+    states.CANCELLED: "gray",
+}
+
+# The sharper badges: words that say more than the status.
+BADGE_STALLED = "stalled"
+BADGE_OVERDUE = "overdue"
+BADGES = states.RUN + (BADGE_STALLED, BADGE_OVERDUE)
+
+# The outside verbs a run page has a button for. Sending a signal is its own
+# form; pause and reschedule are left to the command line for now.
+DASHBOARD_ACTIONS = ("resume", "resume_at", "run_now", "skip", "rerun", "cancel")
+
+# The verbs that need the run's step list, i.e. its definition registered in
+# this process: resume, resume_at and rerun cannot find the step to schedule
+# without it, and skip would find no next step and wrongly finish the run.
+CLASS_ACTIONS = ("resume", "resume_at", "rerun", "skip")
+
+# The verbs a needs-attention group can be confirmed for (bulk_confirm).
+BULK_ACTIONS = ("resume", "retry", "run_now", "skip", "pause", "cancel")
+
+# What resume will do (the runtime's action plan), each with its own label.
+RESUME_ACTIONS = ("retry", "continue", "finish", "resume")
+
+
+@dataclass(frozen=True)
+class RunState:
+    """A run in words: ``badge`` (a run status, or ``stalled``/``overdue``),
+    ``tone`` (one of TONES), the "what happens next" message as
+    ``next_key`` (under ``pgbus.workflows.next.``, without ``_html``) and
+    its raw ``next_args``, and ``stuck``, the stuck reason when the run
+    needs a person (states.STUCK_REASONS) or None."""
+
+    badge: str
+    tone: str
+    next_key: str
+    next_args: dict[str, Any] = field(default_factory=dict)
+    stuck: Optional[str] = None
+
+
+def _get(row: Optional[Mapping[str, Any]], key: str) -> Any:
+    return row.get(key) if row else None
+
+
+def _before(moment: Optional[datetime], cutoff: datetime) -> bool:
+    return moment is not None and timefmt.utc(moment) < timefmt.utc(cutoff)
+
+
+def run_state(
+    run: Mapping[str, Any],
+    *,
+    now: datetime,
+    stall_threshold: timedelta,
+    waiting_threshold: Optional[timedelta] = None,
+) -> RunState:
+    """The badge, tone and next sentence of *run*: a pgbus_workflows row
+    with ``step`` (its latest step row, or None) and ``batch`` (the batch
+    that step waits on, or None). The stuck rules are the attention
+    queries' (models.workflows), so a badge and the needs-attention groups
+    agree. Raises ValueError for a status that is not a run status."""
+    status = run.get("status")
+    step = run.get("step")
+    step_name = _get(step, "step_name") or run.get("current_step")
+    step_status = _get(step, "status")
+    tone = RUN_TONES.get(status)
+    if tone is None:
+        raise ValueError(f"unknown run status {status!r}")
+
+    if status == states.READY:
+        due = _get(step, "scheduled_at")
+        if step_status != states.STEP_SCHEDULED or due is None:
+            return RunState(status, tone, "ready", {"step": step_name or timefmt.NONE})
+        if not _before(due, now):
+            return RunState(status, tone, "due", {"time": due, "step": step_name})
+        if _before(due, now - stall_threshold):
+            return RunState(BADGE_OVERDUE, "red", "overdue", {"step": step_name, "late": due}, states.OVERDUE)
+        return RunState(status, tone, "queued", {"step": step_name, "ago": due})
+
+    if status == states.RUNNING:
+        started = _get(step, "started_at") if step_status == states.STEP_IN_PROGRESS else None
+        if started is None:
+            return RunState(status, tone, "running", {"step": step_name, "ago": run.get("started_at")})
+        # Past the stall threshold the sweep will stop it: say so before it does.
+        if _before(started, now - stall_threshold):
+            return RunState(BADGE_STALLED, "red", "running_stalled", {"step": step_name, "ago": started})
+        return RunState(status, tone, "running", {"step": step_name, "ago": started})
+
+    if status == states.WAITING:
+        return _waiting_state(run, step, step_name, now=now, waiting_threshold=waiting_threshold)
+
+    if status == states.PAUSED:
+        args = {"step": step_name or timefmt.NONE, "ago": run.get("paused_at") or run.get("updated_at")}
+        error = _get(step, "error_class") if step_status == states.STEP_FAILED else None
+        if step_status != states.STEP_FAILED:
+            return RunState(status, tone, "paused", args, states.PAUSED_MANUAL)
+        if error == states.STEP_STALLED_ERROR:
+            return RunState(BADGE_STALLED, "red", "stalled", args, states.STALLED)
+        if error == states.WAIT_TIMED_OUT_ERROR:
+            return RunState(status, tone, "paused_timed_out", args, states.PAUSED_ERROR)
+        if error:
+            return RunState(status, tone, "paused_error", {**args, "error": error}, states.PAUSED_ERROR)
+        return RunState(status, tone, "paused", args, states.PAUSED_ERROR)
+
+    ended = run.get("finished_at") or run.get("updated_at")
+    if status == states.FAILED and step_status == states.STEP_FAILED and _get(step, "error_class"):
+        return RunState(status, tone, "failed", {"step": step_name, "error": step["error_class"], "ago": ended})
+    if status == states.FAILED:
+        return RunState(status, tone, "failed_plain", {"ago": ended})
+    return RunState(status, tone, status, {"ago": ended})
+
+
+def _waiting_state(run, step, step_name, *, now, waiting_threshold) -> RunState:
+    since = _get(step, "waiting_since") or run.get("updated_at")
+    deadline = _get(step, "timeout_at")
+    batch_id = _get(step, "batch_id")
+    batch = run.get("batch")
+    if batch_id and batch:
+        # Done means finished either way: the batch ends when its completed,
+        # failed and discarded jobs add up to its total.
+        done = sum(int(batch.get(key) or 0) for key in ("completed_jobs", "failed_jobs", "discarded_jobs"))
+        key = "waiting_batch"
+        args = {
+            "batch": batch.get("description") or batch_id,
+            "batch_id": batch_id,
+            "done": done,
+            "count": int(batch.get("total_jobs") or 0),
+        }
+    elif batch_id:
+        key, args = "waiting_batch_unknown", {"batch": batch_id, "batch_id": batch_id, "ago": since}
+    elif _get(step, "wait_for"):
+        key, args = "waiting_signal", {"signal": step["wait_for"], "ago": since}
+    else:
+        key, args = "waiting", {"step": step_name or timefmt.NONE, "ago": since}
+    if deadline is not None and key != "waiting_batch_unknown":
+        key, args = f"{key}_timeout", {**args, "time": deadline}
+    if (
+        waiting_threshold is not None
+        and _get(step, "status") == states.STEP_WAITING
+        and deadline is None
+        and _before(since, now - waiting_threshold)
+    ):
+        return RunState(BADGE_OVERDUE, "red", key, args, states.WAITING_OVERDUE)
+    return RunState(states.WAITING, RUN_TONES[states.WAITING], key, args)
+
+
+def code(value: Any) -> Markup:
+    """A step, signal or class name as ``<code class="pgbus-code">``."""
+    return Markup('<code class="pgbus-code">{}</code>').format(value)
+
+
+BatchUrl = Union[str, Callable[[str], Optional[str]], None]
+
+
+def batch_link(name: Any, batch_id: Optional[str], batch_url: BatchUrl) -> Markup:
+    """The batch's name as code, linked when a URL is given (a string, or a
+    callable taking the batch_id) and safe."""
+    label = code(name)
+    url = batch_url(batch_id) if callable(batch_url) and batch_id else batch_url
+    url = safe_url(url) if isinstance(url, str) else None
+    if not url:
+        return label
+    return Markup('<a class="pgbus-link" href="{}">{}</a>').format(url, label)
+
+
+def next_sentence(
+    run: Mapping[str, Any],
+    state: RunState,
+    *,
+    now: datetime,
+    locale: timefmt.LocaleArg = None,
+    tz: timefmt.TimeZoneArg = None,
+    batch_url: BatchUrl = None,
+) -> Markup:
+    """The "what happens next" sentence: "Waiting for signal
+    <code>shipment_confirmed</code> since <time>3 hours ago</time>". Step and
+    signal names as code, past moments relative (``ago``, ``late``), due
+    times and deadlines as the clock (``time``), the batch linked through
+    *batch_url* (a URL, or a callable given the batch_id); ``count`` picks
+    the plural form of a batch's "7 of 12 jobs done"."""
+    args: dict[str, Any] = {}
+    for key, value in state.next_args.items():
+        if key in ("step", "signal"):
+            args[key] = code(value)
+        elif key == "batch":
+            batch_id = state.next_args.get("batch_id") or _get(run.get("step"), "batch_id")
+            args[key] = batch_link(value, batch_id, batch_url)
+        elif key in ("ago", "late"):
+            args[key] = timefmt.time_tag(value, now=now, locale=locale, tz=tz)
+        elif key == "time":
+            args[key] = timefmt.time_tag(value, now=now, locale=locale, tz=tz, clock=True)
+        elif key != "batch_id":
+            args[key] = value
+    return t_html(f"pgbus.workflows.next.{state.next_key}_html", **args)
+
+
+def badge_label(state: RunState) -> str:
+    return t(f"pgbus.workflows.statuses.{state.badge}")
+
+
+def step_tone(status: Optional[str]) -> str:
+    return STEP_TONES.get(status or "", "gray")
+
+
+def signal_tone(status: Optional[str]) -> str:
+    return SIGNAL_TONES.get(status or "", "gray")
+
+
+def _plan_value(plan: Any, *names: str) -> Any:
+    for name in names:
+        if isinstance(plan, Mapping):
+            if plan.get(name) is not None:
+                return plan[name]
+        elif getattr(plan, name, None) is not None:
+            return getattr(plan, name)
+    return None
+
+
+def resume_label(plan: Any, *, current_step: Optional[str] = None) -> str:
+    """The Resume button's label: what resume will do ("Retry capture",
+    "Continue with notify", "Finish after send_receipt"). *plan* is the
+    runtime's action plan (attributes or keys ``action`` and ``step``), or
+    None when it is not known: then plainly "Resume". A plan without a step
+    (finishing) names the run's *current_step*."""
+    action = _plan_value(plan, "action", "resume_action") if plan is not None else None
+    if action not in RESUME_ACTIONS:
+        return t("pgbus.workflows.actions.resume")
+    step = _plan_value(plan, "step", "resume_step") or current_step or timefmt.NONE
+    return t(f"pgbus.workflows.resume.{action}", step=step)
+
+
+def _humanize(name: str) -> str:
+    words = name.replace("_", " ").strip()
+    return words[:1].upper() + words[1:].lower()
+
+
+def event_sentence(event: Mapping[str, Any]) -> str:
+    """One audit-trail row as a sentence: "Resumed by dashboard:alice: SMTP
+    fixed", "Step failed by system (capture #2)". An event name this
+    version does not know reads as its humanized name. Plain text: the
+    template escapes it."""
+    name = str(event.get("event") or "")
+    what = t(f"pgbus.workflows.events.{name}") if name in states.EVENTS else _humanize(name)
+    sentence = t("pgbus.workflows.audit.by", event=what, actor=event.get("actor") or "")
+    if event.get("step_name"):
+        if event.get("attempt") is not None:
+            sentence = t(
+                "pgbus.workflows.audit.with_step", sentence=sentence, step=event["step_name"], attempt=event["attempt"]
+            )
+        else:
+            sentence = t("pgbus.workflows.audit.with_step_only", sentence=sentence, step=event["step_name"])
+    reason = event.get("reason")
+    if reason is not None and str(reason).strip():
+        sentence = t("pgbus.workflows.audit.with_reason", sentence=sentence, reason=reason)
+    return sentence
+
+
+def bulk_confirm(action: str, group: Mapping[str, Any]) -> str:
+    """The question before a bulk action on a needs-attention group:
+    "Resume all 3 runs paused at capture on TimeoutError?" (plural by the
+    group's count). Raises ValueError for a verb that has no bulk form."""
+    if action not in BULK_ACTIONS:
+        raise ValueError(f"no bulk confirm for {action!r}; expected one of {', '.join(BULK_ACTIONS)}")
+    key = f"{action}_error" if group.get("error_class") else action
+    return tn(
+        f"pgbus.workflows.attention.confirm.{key}",
+        int(group.get("count") or 0),
+        step=group.get("step_name") or "",
+        error=group.get("error_class") or "",
+    )
+
+
+def _has_hidden_characters(url: str) -> bool:
+    # Browsers drop tabs and newlines inside a URL before parsing it, so
+    # "/\t/evil.example" would turn into "//evil.example", another host.
+    # No safe link needs a control character or inner whitespace.
+    return any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in url)
+
+
+def safe_url(value: Any) -> Optional[str]:
+    """*value* when it is safe to put in an href, else None: an absolute
+    http(s) URL with a host, or a path on this site ("/orders/1042").
+    Never "//host" or "/\\host" (browsers read both as another host), nor
+    javascript:, data:, a relative path or a URL without a host."""
+    if value is None:
+        return None
+    url = str(value).strip()
+    if not url or _has_hidden_characters(url):
+        return None
+    if url.startswith("/"):
+        return None if url.startswith(("//", "/\\")) else url
+    # A backslash is not valid in a URL, and browsers read it as a slash:
+    # "https://good.example\@evil.example" must not pass as good.example.
+    if "\\" in url:
+        return None
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        return None
+    if parts.scheme.lower() in ("http", "https") and host:
+        return url
+    return None
+
+
+def subject_link(run: Mapping[str, Any], subject_url: Optional[Callable[[str, str], Any]]) -> tuple[str, Optional[str]]:
+    """The run's subject as (label, url): "Order 1042" with the URL the
+    host's *subject_url(type, id)* gives, when it is safe; url None
+    otherwise. A run without a subject is the dash. A *subject_url* that
+    raises is logged and the subject shows as plain text: one bad link
+    must not take the page down."""
+    subject_type = run.get("subject_type")
+    if not subject_type:
+        return timefmt.NONE, None
+    subject_id = run.get("subject_id")
+    label = f"{subject_type} {subject_id}" if subject_id is not None else str(subject_type)
+    if subject_url is None:
+        return label, None
+    try:
+        url = subject_url(subject_type, subject_id)
+    except Exception as exc:  # the host's code: any failure means "no link"
+        log.error("subject_url raised %s: %s", type(exc).__name__, exc)
+        return label, None
+    return label, safe_url(url)
+
+
+def json_value(value: Any) -> str:
+    """A value as the run page shows it: objects and arrays as compact JSON,
+    everything else as text (None as empty, booleans as true/false)."""
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def dashboard_actions(available: Optional[Iterable[str]], class_loaded: Optional[bool]) -> list[str]:
+    """The run page's buttons: the *available* verbs it has a button for, in
+    their given order, without CLASS_ACTIONS when the run's class is not
+    loaded here (*class_loaded* False; None means unknown and keeps them)."""
+    actions = [action for action in (available or ()) if action in DASHBOARD_ACTIONS]
+    if class_loaded is False:
+        actions = [action for action in actions if action not in CLASS_ACTIONS]
+    return list(dict.fromkeys(actions))
+
+
+def template_globals() -> dict[str, Any]:
+    """What _macros.html calls, for the blueprint to add to its Jinja
+    globals: this module, the time formatter and the timeline."""
+    from . import timeline
+
+    return {
+        "pgbus_presenters": sys.modules[__name__],
+        "pgbus_timefmt": timefmt,
+        "pgbus_timeline": timeline,
+    }

@@ -1,0 +1,229 @@
+"""The one time formatter: every moment and every duration on the pages.
+
+A moment is shown as ``<time datetime="ISO-UTC" title="absolute">relative</time>``:
+the relative text ("5 minutes ago", "in 2 hours") is what an operator
+scans, the title is the exact moment in the viewer's zone with the zone
+written out (what they debug with), and ``datetime`` is the UTC value a
+script or a test can read. Due times and deadlines add the wall clock
+("in 2 hours (3:05 PM)"), because "in 2 hours" alone hides when that is.
+
+``now``, the locale and the time zone are arguments, never read from a
+clock or a request here, so the same input always gives the same text.
+Naive datetimes are taken as UTC (every connection runs in UTC).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone, tzinfo
+from functools import lru_cache
+from typing import Union
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from babel import Locale, UnknownLocaleError
+from babel import dates as babel_dates
+from markupsafe import Markup, escape
+
+from ..i18n import t, tn
+
+# What a missing moment or duration shows: a dash, not a word.
+NONE = "—"
+
+# Below this many seconds either way, a moment is "just now".
+JUST_NOW_SECONDS = 10
+
+# Relative text: the unit is the largest that fits, counted whole (floor):
+# 5 min 59 s ago reads "5 minutes ago". Months and years are spans of 30
+# and 365 days, precise enough for "how long ago".
+_RELATIVE_UNITS = (
+    ("years", 365 * 86400),
+    ("months", 30 * 86400),
+    ("days", 86400),
+    ("hours", 3600),
+    ("minutes", 60),
+    ("seconds", 1),
+)
+
+# Durations: two units at most ("1h 5m", "2d 3h"); below one second, ms.
+_DURATION_UNITS = (("days", 86400), ("hours", 3600), ("minutes", 60), ("seconds", 1))
+
+TimeZoneArg = Union[str, tzinfo, None]
+LocaleArg = Union[str, Locale, None]
+
+
+@lru_cache(maxsize=64)
+def _zone_named(name: str) -> tzinfo:
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
+        raise ValueError(f"unknown time zone {name!r}") from exc
+
+
+def zone(tz: TimeZoneArg) -> tzinfo:
+    """*tz* as a tzinfo: a zone name ("Europe/Copenhagen"), a tzinfo, or
+    None for UTC. An unknown name raises ValueError."""
+    if tz is None:
+        return timezone.utc
+    if isinstance(tz, tzinfo):
+        return tz
+    return _zone_named(str(tz))
+
+
+@lru_cache(maxsize=32)
+def _locale_named(name: str) -> Locale:
+    try:
+        return Locale.parse(name.replace("-", "_"))
+    except (UnknownLocaleError, ValueError) as exc:
+        raise ValueError(f"unknown locale {name!r}") from exc
+
+
+def locale_of(locale: LocaleArg) -> Locale:
+    """*locale* as a Babel Locale ("en", "pt", a Locale, or None for en)."""
+    if locale is None:
+        return _locale_named("en")
+    if isinstance(locale, Locale):
+        return locale
+    return _locale_named(str(locale))
+
+
+def utc(moment: datetime) -> datetime:
+    """*moment* in UTC; a naive datetime is taken to be UTC already."""
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc)
+
+
+def iso(moment: datetime) -> str:
+    """The moment as ISO 8601 in UTC, to the second: ``2026-01-05T14:05:03Z``."""
+    return utc(moment).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def relative(moment: datetime, *, now: datetime) -> str:
+    """"just now", "5 minutes ago", "in 2 hours" (plural forms from the catalog)."""
+    seconds = (utc(now) - utc(moment)).total_seconds()
+    span = abs(seconds)
+    if span < JUST_NOW_SECONDS:
+        return t("pgbus.time.now")
+    for unit, size in _RELATIVE_UNITS:
+        if span >= size:
+            count = int(span // size)
+            break
+    if seconds > 0:
+        return tn(f"pgbus.time.{unit}_ago", count)
+    return tn(f"pgbus.time.in_{unit}", count)
+
+
+def _hour_minute_skeleton(loc: Locale) -> str:
+    # Babel has no "j" (the locale's preferred hour cycle) skeleton field:
+    # read the cycle from the locale's own short time pattern.
+    return "hm" if "h" in loc.time_formats["short"].pattern else "Hm"
+
+
+def _join_date_time(loc: Locale, date_text: str, time_text: str) -> str:
+    # The locale's glue between a date and a time ("{1}, {0}" in English).
+    return str(loc.datetime_formats["short"]).format(time_text, date_text)
+
+
+def clock(
+    moment: datetime,
+    *,
+    now: datetime,
+    locale: LocaleArg = None,
+    tz: TimeZoneArg = None,
+    seconds: bool = False,
+) -> str:
+    """The wall-clock time in *tz*: "3:05 PM" on the same day as *now*, with
+    the date on another day ("Jan 6, 3:05 PM"), and the year in another year;
+    with *seconds*, "3:05:07 PM"."""
+    loc, zone_info = locale_of(locale), zone(tz)
+    local, today = utc(moment).astimezone(zone_info), utc(now).astimezone(zone_info)
+    skeleton = _hour_minute_skeleton(loc) + ("s" if seconds else "")
+    time_text = babel_dates.format_skeleton(skeleton, local, locale=loc)
+    if local.date() == today.date():
+        return time_text
+    date_skeleton = "MMMd" if local.year == today.year else "yMMMd"
+    date_text = babel_dates.format_skeleton(date_skeleton, local, locale=loc)
+    return _join_date_time(loc, date_text, time_text)
+
+
+def short_time(moment: datetime, *, locale: LocaleArg = None, tz: TimeZoneArg = None, seconds: bool = False) -> str:
+    """The time of day in *tz*, as the locale writes it: "3:05 PM", "15:05"."""
+    loc = locale_of(locale)
+    skeleton = _hour_minute_skeleton(loc) + ("s" if seconds else "")
+    return babel_dates.format_skeleton(skeleton, utc(moment).astimezone(zone(tz)), locale=loc)
+
+
+def short_date(moment: datetime, *, locale: LocaleArg = None, tz: TimeZoneArg = None) -> str:
+    """The day in *tz*, without the year: "Jan 6", "6. Jan."."""
+    return babel_dates.format_skeleton("MMMd", utc(moment).astimezone(zone(tz)), locale=locale_of(locale))
+
+
+def short_date_time(moment: datetime, *, locale: LocaleArg = None, tz: TimeZoneArg = None, seconds: bool = False) -> str:
+    """The day and the time in *tz*, glued as the locale does: "Jan 6, 3:05 PM"."""
+    loc = locale_of(locale)
+    return _join_date_time(
+        loc, short_date(moment, locale=loc, tz=tz), short_time(moment, locale=loc, tz=tz, seconds=seconds)
+    )
+
+
+def absolute(moment: datetime, *, locale: LocaleArg = None, tz: TimeZoneArg = None) -> str:
+    """The exact moment in *tz*, to the second, the zone written out:
+    "January 5, 2026, 3:05:03 PM CET"."""
+    return babel_dates.format_datetime(utc(moment), "long", tzinfo=zone(tz), locale=locale_of(locale))
+
+
+def time_tag(
+    moment: datetime | None,
+    *,
+    now: datetime,
+    locale: LocaleArg = None,
+    tz: TimeZoneArg = None,
+    clock: bool = False,
+) -> Markup:
+    """A ``<time>`` element: the relative text ("5 minutes ago"), with
+    *clock* followed by the wall clock ("in 2 hours (3:05 PM)", for due
+    times and deadlines); the absolute moment as title, ISO UTC as
+    datetime. None gives the dash."""
+    if moment is None:
+        return Markup(NONE)
+    text = relative(moment, now=now)
+    if clock:
+        text = t("pgbus.time.with_clock", relative=text, clock=_clock(moment, now=now, locale=locale, tz=tz))
+    return Markup('<time datetime="{}" title="{}">{}</time>').format(
+        iso(moment), absolute(moment, locale=locale, tz=tz), text
+    )
+
+
+# time_tag's keyword shadows the function inside it.
+_clock = clock
+
+
+def duration(value: timedelta | float | int | None) -> str:
+    """A span in at most two units: "1h 5m", "2d 3h", "45s", "350ms".
+    The smaller unit is left out when it is zero ("1h"); a negative span
+    (clock skew between writers) counts as zero."""
+    if value is None:
+        return NONE
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    seconds = max(seconds, 0.0)
+    if seconds < 1:
+        return tn("pgbus.time.units.milliseconds", int(round(seconds * 1000)))
+    whole = int(seconds)
+    parts = []
+    for unit, size in _DURATION_UNITS:
+        count, whole = divmod(whole, size)
+        if parts or count:
+            parts.append((unit, count))
+        if len(parts) == 2:
+            break
+    larger = tn(f"pgbus.time.units.{parts[0][0]}", parts[0][1])
+    if len(parts) == 1 or parts[1][1] == 0:
+        return larger
+    smaller = tn(f"pgbus.time.units.{parts[1][0]}", parts[1][1])
+    return t("pgbus.time.duration_pair", larger=larger, smaller=smaller)
+
+
+def between(start: datetime | None, end: datetime | None) -> str:
+    """The duration from *start* to *end*; the dash when either is missing."""
+    if start is None or end is None:
+        return NONE
+    return duration(utc(end) - utc(start))
