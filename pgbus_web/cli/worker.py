@@ -1,0 +1,81 @@
+"""``pgbus-web worker``: run workflow steps from a definitions module."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import signal
+from datetime import timedelta
+
+import click
+
+from .. import defaults
+from ..db import describe_url
+from ..runtime.definitions import Registry
+from ..runtime.worker import POLL_INTERVAL, SWEEP_INTERVAL, Worker
+from .common import database_url_option, engine_from, friendly_errors, main_group
+
+# The name a definitions module exposes its registry under.
+REGISTRY_ATTRIBUTE = "REGISTRY"
+
+
+def load_registry(module_name: str) -> Registry:
+    """The Registry that *module_name* exposes as REGISTRY; ClickException otherwise."""
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise click.ClickException(f"cannot import definitions module {module_name!r}: {exc}") from None
+    registry = getattr(module, REGISTRY_ATTRIBUTE, None)
+    if not isinstance(registry, Registry):
+        raise click.ClickException(
+            f"{module_name} has no {REGISTRY_ATTRIBUTE} (a pgbus_web.runtime.Registry of workflow definitions)"
+        )
+    if not len(registry):
+        raise click.ClickException(f"{module_name}.{REGISTRY_ATTRIBUTE} registers no workflow")
+    return registry
+
+
+@main_group.command("worker")
+@database_url_option
+@click.option("--definitions", "definitions", required=True, metavar="MODULE",
+              help="Python module exposing REGISTRY, e.g. pgbus_web.demo.workflows")
+@click.option("--poll-interval", type=click.FloatRange(min=0.01), default=POLL_INTERVAL, show_default=True,
+              help="Seconds to wait after a look that found nothing due.")
+@click.option("--sweep-interval", type=click.FloatRange(min=0.01), default=SWEEP_INTERVAL, show_default=True,
+              help="Seconds between two sweeps for timed-out waits and stalled steps.")
+@click.option("--stall-threshold", type=click.IntRange(min=1),
+              default=int(defaults.STALL_THRESHOLD.total_seconds()), show_default=True,
+              help="Seconds a step may stay in progress before the sweep calls it stalled.")
+@click.option("--simulate-batches", is_flag=True,
+              help="Complete fan-out batch jobs over time (for the demo, which has no job runner).")
+@click.option("-v", "--verbose", is_flag=True, help="Log every failed step.")
+@friendly_errors
+def worker(database_url, definitions, poll_interval, sweep_interval, stall_threshold, simulate_batches, verbose):
+    """Run due workflow steps until SIGTERM or Ctrl-C.
+
+    Any number of workers may run against one database side by side."""
+    registry = load_registry(definitions)
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    engine = engine_from(database_url, pool_size=2, max_overflow=0)
+    runner = Worker(
+        engine,
+        registry,
+        poll_interval=poll_interval,
+        sweep_interval=sweep_interval,
+        stall_threshold=timedelta(seconds=stall_threshold),
+        simulate_batches=simulate_batches,
+    )
+
+    def stop(signum, frame):
+        runner.stop()
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    click.echo(f"Worker running {', '.join(registry.names)} on {describe_url(engine)}; Ctrl-C to stop.")
+    try:
+        runner.run()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        engine.dispose()
+    click.echo(f"Worker stopped after {runner.total_steps} steps.")
