@@ -1,0 +1,223 @@
+"""One context builder per page: read what the page shows (on one
+connection) and shape it for its template. No Flask request in here, so a
+builder can be called from a test, a benchmark or an HTMX fragment alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from .. import states
+from ..models import batches, events, signals, steps, workflows
+from .filters import RANGES, RunFilters
+from .settings import Settings
+
+# The insights page's range when none is asked for.
+DEFAULT_INSIGHTS_RANGE = "7d"
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class NotFound(LookupError):
+    """What a page is about does not exist; the message says what is missing."""
+
+
+def _thresholds(settings: Settings) -> dict[str, timedelta]:
+    return {"threshold": settings.stall_threshold, "waiting_threshold": settings.waiting_threshold}
+
+
+def _definition(settings: Settings, workflow_class: str | None):
+    registry = settings.registry
+    return registry.get(workflow_class) if registry is not None else None
+
+
+# --- the runs index --------------------------------------------------------
+
+
+@dataclass
+class Pagination:
+    """Keyset cursors: the id to pass as ``before`` (older) and as ``after`` (newer)."""
+
+    older: int | None
+    newer: int | None
+
+    @property
+    def any(self) -> bool:
+        return self.older is not None or self.newer is not None
+
+
+def _count_table(counts: dict[tuple[str, str], int]) -> dict[str, Any]:
+    """status_counts as a table: one row per class, one column per status
+    that has runs, with totals."""
+    classes = sorted({klass for klass, _ in counts})
+    statuses = [status for status in states.RUN if any(s == status for _, s in counts)]
+    rows = [
+        {
+            "workflow_class": klass,
+            "counts": {status: counts.get((klass, status), 0) for status in statuses},
+            "total": sum(counts.get((klass, status), 0) for status in states.RUN),
+        }
+        for klass in classes
+    ]
+    totals = {status: sum(row["counts"][status] for row in rows) for status in statuses}
+    return {"statuses": statuses, "rows": rows, "totals": totals, "total": sum(totals.values())}
+
+
+def index_runs(
+    conn: Connection, settings: Settings, filters: RunFilters, now: datetime
+) -> dict[str, Any]:
+    """One page of runs for *filters*, and the cursors around it."""
+    size = settings.page_size
+    rows = workflows.page(
+        conn, limit=size + 1, now=now, **_thresholds(settings), **filters.page_binds(now)
+    )
+    if filters.after is not None:
+        # Fetched upwards from the cursor: the extra row is the newest one.
+        more_newer = len(rows) > size
+        rows = rows[1:] if more_newer else rows
+        has_newer, has_older = more_newer, True
+    else:
+        has_older = len(rows) > size
+        rows = rows[:size]
+        has_newer = filters.before is not None
+    pagination = Pagination(
+        older=rows[-1]["id"] if rows and has_older else None,
+        newer=rows[0]["id"] if rows and has_newer else None,
+    )
+    return {"runs": rows, "pagination": pagination}
+
+
+def index_context(
+    conn: Connection, settings: Settings, filters: RunFilters | None, now: datetime | None = None
+) -> dict[str, Any]:
+    """The runs index: counts per class and status, the needs-attention
+    groups and (unless the filters were bad, *filters* None) a page of runs."""
+    now = now or utcnow()
+    counts = _count_table(workflows.status_counts(conn))
+    groups = workflows.attention_groups(conn, now=now, **_thresholds(settings))
+    classes = sorted(
+        {row["workflow_class"] for row in counts["rows"]}
+        | set(getattr(settings.registry, "names", ()) or ())
+    )
+    context: dict[str, Any] = {
+        "now": now,
+        "filters": filters or RunFilters(),
+        "counts": counts,
+        "attention_groups": groups,
+        "classes": classes,
+        "statuses": states.RUN,
+        "reasons": states.STUCK_REASONS,
+        "ranges": tuple(RANGES),
+        "runs": [],
+        "pagination": Pagination(None, None),
+    }
+    if filters is not None:
+        context.update(index_runs(conn, settings, filters, now))
+    return context
+
+
+# --- one run ---------------------------------------------------------------
+
+
+def _step_groups(step_rows: list[dict[str, Any]], definition) -> list[dict[str, Any]]:
+    """The run's attempts grouped by step, in the definition's order (steps
+    it has that the run has not reached yet come with no attempts), then any
+    step the definition no longer has, in the order the run met it."""
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for row in step_rows:
+        by_name.setdefault(row["step_name"], []).append(row)
+    names = list(definition.step_names) if definition is not None else []
+    names += [name for name in by_name if name not in names]
+    return [
+        {
+            "name": name,
+            "attempts": by_name.get(name, []),
+            "latest": by_name[name][-1] if name in by_name else None,
+            "defined": definition is not None and definition.has_step(name),
+        }
+        for name in names
+    ]
+
+
+def run_context(
+    conn: Connection, settings: Settings, workflow_id: str, now: datetime | None = None
+) -> dict[str, Any]:
+    """One run with its steps, signals, batches and audit trail. NotFound
+    when no run has this id."""
+    now = now or utcnow()
+    run = workflows.find(conn, workflow_id)
+    if run is None:
+        raise NotFound(workflow_id)
+    step_rows = steps.for_run(conn, workflow_id)
+    signal_rows = signals.for_run(conn, workflow_id)
+    event_rows = events.for_run(conn, workflow_id)
+    batch_map = batches.find_many(conn, (row["batch_id"] for row in step_rows))
+    definition = _definition(settings, run["workflow_class"])
+    digest = definition.digest if definition is not None else None
+    latest = step_rows[-1] if step_rows else None
+    run["step"] = latest
+    run["batch"] = batch_map.get(latest["batch_id"]) if latest and latest["batch_id"] else None
+    steps_by_id = {row["id"]: row for row in step_rows}
+    return {
+        "now": now,
+        "run": run,
+        "steps": step_rows,
+        "step_groups": _step_groups(step_rows, definition),
+        "steps_by_id": steps_by_id,
+        "batches": batch_map,
+        "signals": signal_rows,
+        "events": event_rows,
+        "definition": definition,
+        "class_loaded": definition is not None,
+        "definition_outdated": workflows.definition_outdated(run, digest),
+    }
+
+
+# --- per-class insights ----------------------------------------------------
+
+
+def insights_context(
+    conn: Connection,
+    settings: Settings,
+    workflow_class: str,
+    range_name: str = DEFAULT_INSIGHTS_RANGE,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """One class's counts by status and step durations over *range_name*,
+    and its stuck runs now. NotFound when the class has no runs and is not
+    registered."""
+    now = now or utcnow()
+    definition = _definition(settings, workflow_class)
+    if definition is None and not workflows.class_exists(conn, workflow_class):
+        raise NotFound(workflow_class)
+    since = now - RANGES[range_name]
+    status_counts = workflows.class_status_counts(conn, workflow_class, created_from=since)
+    stuck = workflows.stuck_reason_counts(conn, now=now, workflow_class=workflow_class, **_thresholds(settings))
+    durations = steps.duration_percentiles(conn, workflow_class, finished_from=since)
+    if definition is not None:
+        order = {name: index for index, name in enumerate(definition.step_names)}
+        durations.sort(key=lambda row: order.get(row["step_name"], len(order)))
+    return {
+        "now": now,
+        "workflow_class": workflow_class,
+        "definition": definition,
+        "range": range_name,
+        "ranges": tuple(RANGES),
+        "since": since,
+        "status_counts": [(status, status_counts.get(status, 0)) for status in states.RUN],
+        "status_total": sum(status_counts.values()),
+        "stuck_counts": [
+            (reason, stuck.get((workflow_class, reason), 0)) for reason in states.STUCK_REASONS
+        ],
+        "stuck_total": sum(count for (_, _), count in stuck.items()),
+        "attention_groups": workflows.attention_groups(
+            conn, now=now, workflow_class=workflow_class, **_thresholds(settings)
+        ),
+        "durations": durations,
+    }

@@ -1,0 +1,234 @@
+"""The runs index's filters, read from and written back to the query string,
+so that every view of the index is a link to share.
+
+Parameters: ``workflow_class``, ``status``, ``reason`` (a stuck reason),
+``subject`` ("Order 1042", or just "Order"), ``step``, ``error_class``,
+``since`` (a preset range: 1h, 24h, 7d, 30d) or ``from``/``to`` (a moment
+in the operator's time zone), and the keyset cursors ``before``/``after``.
+A value that cannot be right is reported back, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Mapping
+
+from .. import states
+from ..i18n import current_timezone, t
+
+# The preset ranges offered on the index and the insights page.
+RANGES = {
+    "1h": timedelta(hours=1),
+    "24h": timedelta(hours=24),
+    "7d": timedelta(days=7),
+    "30d": timedelta(days=30),
+}
+# Longest text filter accepted: longer is certainly not a class, step or subject.
+MAX_TEXT = 200
+# The keyset cursors are ids, a bigserial.
+MAX_ID = 2**63 - 1
+
+
+class FilterError(ValueError):
+    """A query parameter that cannot be right; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class RunFilters:
+    workflow_class: str | None = None
+    status: str | None = None
+    reason: str | None = None
+    subject: str | None = None
+    step: str | None = None
+    error_class: str | None = None
+    since: str | None = None
+    created_from: datetime | None = None
+    created_to: datetime | None = None
+    before: int | None = None
+    after: int | None = None
+    # The raw from/to text, so a link keeps what the operator typed.
+    raw_from: str | None = field(default=None, compare=False)
+    raw_to: str | None = field(default=None, compare=False)
+
+    @property
+    def subject_type(self) -> str | None:
+        return self.subject.split(None, 1)[0] if self.subject else None
+
+    @property
+    def subject_id(self) -> str | None:
+        parts = self.subject.split(None, 1) if self.subject else []
+        return parts[1].strip() if len(parts) == 2 else None
+
+    @property
+    def active(self) -> bool:
+        """True when any filter (not a cursor) narrows the list."""
+        return any(
+            (self.workflow_class, self.status, self.reason, self.subject, self.step,
+             self.error_class, self.since, self.created_from, self.created_to)
+        )
+
+    def query(self, **changes: Any) -> dict[str, str]:
+        """The query parameters of this view, with *changes* applied (None
+        drops a parameter). Changing a filter drops the cursors: the new
+        list starts at its newest run."""
+        values = {
+            "workflow_class": self.workflow_class,
+            "status": self.status,
+            "reason": self.reason,
+            "subject": self.subject,
+            "step": self.step,
+            "error_class": self.error_class,
+            "since": self.since,
+            "from": self.raw_from,
+            "to": self.raw_to,
+            "before": self.before,
+            "after": self.after,
+        }
+        if set(changes) - {"before", "after"}:
+            values.update(before=None, after=None)
+        values.update(changes)
+        return {name: str(value) for name, value in values.items() if value not in (None, "")}
+
+    def page_binds(self, now: datetime) -> dict[str, Any]:
+        """The keyword arguments of models.workflows.page for these filters."""
+        created_from = self.created_from
+        if self.since is not None:
+            created_from = now - RANGES[self.since]
+        return {
+            "workflow_class": self.workflow_class,
+            "status": self.status,
+            "reason": self.reason,
+            "subject_type": self.subject_type,
+            "subject_id": self.subject_id,
+            "step_name": self.step,
+            "error_class": self.error_class,
+            "created_from": created_from,
+            "created_to": self.created_to,
+            "before_id": self.before,
+            "after_id": self.after,
+        }
+
+    def without_cursor(self) -> "RunFilters":
+        return dataclasses.replace(self, before=None, after=None)
+
+
+def _text(args: Mapping[str, str], name: str) -> str | None:
+    value = (args.get(name) or "").strip()
+    if not value:
+        return None
+    if len(value) > MAX_TEXT:
+        raise FilterError(t("pgbus.workflows.filters.errors.too_long", name=name, limit=MAX_TEXT))
+    return value
+
+
+def _choice(args: Mapping[str, str], name: str, allowed) -> str | None:
+    value = _text(args, name)
+    if value is not None and value not in allowed:
+        raise FilterError(
+            t("pgbus.workflows.filters.errors.choice", name=name, value=value, allowed=", ".join(allowed))
+        )
+    return value
+
+
+def _cursor(args: Mapping[str, str], name: str) -> int | None:
+    value = _text(args, name)
+    if value is None:
+        return None
+    if not value.isdigit() or not 0 < int(value) <= MAX_ID:
+        raise FilterError(t("pgbus.workflows.filters.errors.cursor", name=name, value=value))
+    return int(value)
+
+
+def parse_moment(value: str | None) -> datetime | None:
+    """A date or date-time as typed in a form (``2026-03-01`` or
+    ``2026-03-01T14:05``), in the operator's time zone unless it carries
+    its own offset; returned in UTC."""
+    if value is None:
+        return None
+    moment = datetime.fromisoformat(value)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=current_timezone())
+    return moment.astimezone(timezone.utc)
+
+
+def _moment(args: Mapping[str, str], name: str) -> tuple[str | None, datetime | None]:
+    raw = _text(args, name)
+    try:
+        return raw, parse_moment(raw)
+    except ValueError:
+        raise FilterError(t("pgbus.workflows.filters.errors.moment", name=name, value=raw)) from None
+
+
+def parse(args: Mapping[str, str]) -> RunFilters:
+    """The filters of a query string; FilterError names the first bad one."""
+    raw_from, created_from = _moment(args, "from")
+    raw_to, created_to = _moment(args, "to")
+    since = _choice(args, "since", tuple(RANGES))
+    if since is not None and (created_from or created_to):
+        raise FilterError(t("pgbus.workflows.filters.errors.since_and_range"))
+    if created_from and created_to and created_from >= created_to:
+        raise FilterError(t("pgbus.workflows.filters.errors.range_order"))
+    before = _cursor(args, "before")
+    after = _cursor(args, "after")
+    if before is not None and after is not None:
+        raise FilterError(t("pgbus.workflows.filters.errors.two_cursors"))
+    return RunFilters(
+        workflow_class=_text(args, "workflow_class"),
+        status=_choice(args, "status", states.RUN),
+        reason=_choice(args, "reason", states.STUCK_REASONS),
+        subject=_text(args, "subject"),
+        step=_text(args, "step"),
+        error_class=_text(args, "error_class"),
+        since=since,
+        created_from=created_from,
+        created_to=created_to,
+        before=before,
+        after=after,
+        raw_from=raw_from,
+        raw_to=raw_to,
+    )
+
+
+# Chips: (query parameter, RunFilters attribute, label key, value key prefix).
+_CHIPS = (
+    ("workflow_class", "workflow_class", "pgbus.workflows.filters.workflow_class", None),
+    ("status", "status", "pgbus.workflows.filters.status", "pgbus.workflows.statuses."),
+    ("reason", "reason", "pgbus.workflows.filters.reason", "pgbus.workflows.attention.reasons."),
+    ("subject", "subject", "pgbus.workflows.filters.subject", None),
+    ("step", "step", "pgbus.workflows.filters.step", None),
+    ("error_class", "error_class", "pgbus.workflows.filters.error_class", None),
+    ("since", "since", "pgbus.workflows.filters.since", "pgbus.workflows.ranges."),
+    ("from", "raw_from", "pgbus.workflows.filters.from", None),
+    ("to", "raw_to", "pgbus.workflows.filters.to", None),
+)
+
+
+def chips(filters: RunFilters) -> list[dict[str, Any]]:
+    """The active filters as label, value and the query without that filter."""
+    found = []
+    for name, attribute, label_key, value_prefix in _CHIPS:
+        value = getattr(filters, attribute)
+        if not value:
+            continue
+        found.append(
+            {
+                "name": name,
+                "label": t(label_key),
+                "value": t(value_prefix + value) if value_prefix else value,
+                "query": filters.query(**{name: None}),
+            }
+        )
+    return found
+
+
+def group_query(group: Mapping[str, Any]) -> dict[str, str]:
+    """The index query that lists one needs-attention group's runs."""
+    values = {
+        "workflow_class": group.get("workflow_class"),
+        "step": group.get("step_name"),
+        "reason": group.get("reason"),
+        "error_class": group.get("error_class"),
+    }
+    return {name: str(value) for name, value in values.items() if value is not None}

@@ -1,0 +1,47 @@
+"""Template helpers of the pages: a run's state with the configured
+thresholds, JSON values and durations. Given to the
+blueprint's templates by a context processor, so they read the settings
+and the clock of the request being answered."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Mapping
+
+from flask import Blueprint
+
+from . import filters, presenters, state, timefmt
+
+
+def run_state(run: Mapping[str, Any], now: datetime) -> presenters.RunState:
+    settings = state().settings
+    return presenters.run_state(
+        run,
+        now=now,
+        stall_threshold=settings.stall_threshold,
+        waiting_threshold=settings.waiting_threshold,
+    )
+
+
+def status_tone(status: str) -> str:
+    """A run status's plain tone (no stuck sharpening), for the counts."""
+    return presenters.RUN_TONES.get(status, "gray")
+
+
+def duration_between(start: datetime | None, end: datetime | None) -> str:
+    return timefmt.between(start, end)
+
+
+def init_blueprint(blueprint: Blueprint) -> None:
+    @blueprint.context_processor
+    def _helpers() -> dict[str, Any]:
+        return {
+            "run_state": run_state,
+            "json_value": presenters.json_value,
+            "code": presenters.code,
+            "duration": timefmt.duration,
+            "duration_between": duration_between,
+            "status_tone": status_tone,
+            "filter_chips": filters.chips,
+            "group_query": filters.group_query,
+        }

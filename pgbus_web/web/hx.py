@@ -1,0 +1,105 @@
+"""HTMX on the server side: the HX-* request headers read through one small
+object, and small helpers that take a response and return it.
+
+Every blueprint response carries ``Vary: HX-Request``: the same URL answers
+with a whole page or with a fragment, and a cache must keep them apart.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping
+from urllib.parse import unquote
+
+from flask import Response, g, request
+
+VARY_HEADER = "HX-Request"
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    value = headers.get(name)
+    if value is None:
+        return None
+    # htmx URI-encodes a header value that is not plain ASCII and says so.
+    if headers.get(f"{name}-URI-AutoEncoded") == "true":
+        return unquote(value)
+    return value
+
+
+@dataclass(frozen=True)
+class HtmxDetails:
+    """What htmx told us about the request that is being answered."""
+
+    request: bool = False
+    boosted: bool = False
+    target: str | None = None
+    trigger: str | None = None
+    trigger_name: str | None = None
+    current_url: str | None = None
+    history_restore_request: bool = False
+    prompt: str | None = None
+
+    @classmethod
+    def from_headers(cls, headers: Mapping[str, str]) -> "HtmxDetails":
+        return cls(
+            request=headers.get("HX-Request") == "true",
+            boosted=headers.get("HX-Boosted") == "true",
+            target=_header(headers, "HX-Target"),
+            trigger=_header(headers, "HX-Trigger"),
+            trigger_name=_header(headers, "HX-Trigger-Name"),
+            current_url=_header(headers, "HX-Current-URL"),
+            history_restore_request=headers.get("HX-History-Restore-Request") == "true",
+            prompt=_header(headers, "HX-Prompt"),
+        )
+
+    @property
+    def wants_fragment(self) -> bool:
+        """True for a request htmx sent to swap part of a page. A boosted
+        request and a history restore want the whole page."""
+        return self.request and not self.boosted and not self.history_restore_request
+
+
+def details() -> HtmxDetails:
+    """The current request's HTMX details, read once per request."""
+    found = g.get("_pgbus_htmx")
+    if found is None:
+        found = HtmxDetails.from_headers(request.headers)
+        g._pgbus_htmx = found
+    return found
+
+
+def vary_on_hx_request(response: Response) -> Response:
+    response.vary.add(VARY_HEADER)
+    return response
+
+
+def trigger_client_event(response: Response, name: str, params: Any = None) -> Response:
+    """Ask htmx to fire *name* in the browser (HX-Trigger), merged with any
+    event already set on the response."""
+    existing = response.headers.get("HX-Trigger")
+    events: dict[str, Any] = {}
+    if existing:
+        try:
+            loaded = json.loads(existing)
+            events = loaded if isinstance(loaded, dict) else {existing: None}
+        except ValueError:
+            events = {name: None for name in existing.split(",") if name.strip()}
+    events[name] = params
+    response.headers["HX-Trigger"] = json.dumps(events)
+    return response
+
+
+def push_url(response: Response, url: str | bool) -> Response:
+    response.headers["HX-Push-Url"] = "false" if url is False else str(url)
+    return response
+
+
+def reswap(response: Response, method: str) -> Response:
+    response.headers["HX-Reswap"] = method
+    return response
+
+
+def retarget(response: Response, selector: str) -> Response:
+    response.headers["HX-Retarget"] = selector
+    return response

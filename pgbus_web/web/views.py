@@ -1,0 +1,153 @@
+"""The read-only routes of the dashboard: each reads its request, asks its
+context builder (context.py) and renders the page, or only the block an
+HTMX request targets (render.py)."""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Blueprint, Response, jsonify, request
+from sqlalchemy import exc as sa_exc
+from werkzeug.exceptions import HTTPException
+
+from ..i18n import t
+from . import context, filters, render, state
+from .security import may_act
+
+log = logging.getLogger(__name__)
+
+INDEX_TEMPLATE = "pgbus_web/index.html"
+RUN_TEMPLATE = "pgbus_web/run.html"
+INSIGHTS_TEMPLATE = "pgbus_web/insights.html"
+ERROR_TEMPLATE = "pgbus_web/error.html"
+
+# HTMX targets (element ids) each page can answer with one block of its
+# template instead of the whole page.
+INDEX_FRAGMENTS = {
+    "pgbus-counts": "counts",
+    "pgbus-attention": "attention",
+    "pgbus-runs": "runs",
+}
+RUN_FRAGMENTS = {
+    "pgbus-run-header": "run_header",
+    "pgbus-run-steps": "run_steps",
+    "pgbus-run-signals": "run_signals",
+    "pgbus-run-timeline": "run_timeline",
+    "pgbus-run-audit": "run_audit",
+}
+INSIGHTS_FRAGMENTS = {"pgbus-insights": "insights"}
+
+
+def _common() -> dict:
+    settings = state().settings
+    return {"settings": settings, "can_act": may_act()}
+
+
+def index():
+    """GET /workflows: the runs index."""
+    try:
+        run_filters = filters.parse(request.args)
+        error = None
+    except filters.FilterError as problem:
+        run_filters, error = None, str(problem)
+    with state().database.read() as conn:
+        page = context.index_context(conn, state().settings, run_filters)
+    page.update(_common(), filter_error=error)
+    return render.page(INDEX_TEMPLATE, page, INDEX_FRAGMENTS, status=400 if error else 200)
+
+
+def workflow(workflow_id: str):
+    """GET /workflows/<workflow_id>: one run."""
+    try:
+        with state().database.read() as conn:
+            page = context.run_context(conn, state().settings, workflow_id)
+    except context.NotFound:
+        return error_page(
+            404,
+            t("pgbus.workflows.show.not_found_title"),
+            t("pgbus.workflows.show.not_found", workflow_id=workflow_id),
+        )
+    page.update(_common())
+    return render.page(RUN_TEMPLATE, page, RUN_FRAGMENTS)
+
+
+def insights(workflow_class: str):
+    """GET /workflows/insights/<workflow_class>: one class over a range."""
+    range_name = request.args.get("since") or context.DEFAULT_INSIGHTS_RANGE
+    if range_name not in filters.RANGES:
+        return error_page(
+            400,
+            t("pgbus.web.errors.bad_request_title"),
+            t(
+                "pgbus.workflows.filters.errors.choice",
+                name="since",
+                value=range_name,
+                allowed=", ".join(filters.RANGES),
+            ),
+        )
+    try:
+        with state().database.read() as conn:
+            page = context.insights_context(conn, state().settings, workflow_class, range_name)
+    except context.NotFound:
+        return error_page(
+            404,
+            t("pgbus.workflows.insights.not_found_title"),
+            t("pgbus.workflows.insights.not_found", workflow_class=workflow_class),
+        )
+    page.update(_common())
+    return render.page(INSIGHTS_TEMPLATE, page, INSIGHTS_FRAGMENTS)
+
+
+def health():
+    """GET /health: 200 {"status": "ok"} when the database answers, else 503."""
+    try:
+        with state().database.read() as conn:
+            conn.exec_driver_sql("SELECT 1")
+    except (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError) as problem:
+        log.warning("pgbus-web: health check failed: %s", problem.__class__.__name__)
+        return jsonify(status="unavailable", database="unreachable"), 503
+    return jsonify(status="ok", database="ok")
+
+
+# --- error pages -------------------------------------------------------------
+
+
+def error_page(status: int, title: str, message: str) -> Response:
+    return render.page(
+        ERROR_TEMPLATE,
+        {"status": status, "title": title, "message": message},
+        {},
+        status=status,
+    )
+
+
+def database_unavailable(problem: Exception):
+    # The operator needs to know the database is away, not our stack trace;
+    # the log keeps the cause.
+    log.error("pgbus-web: database unavailable: %s", problem)
+    return error_page(
+        503, t("pgbus.web.errors.unavailable_title"), t("pgbus.web.errors.unavailable")
+    )
+
+
+def http_error(problem: HTTPException):
+    titles = {
+        403: ("pgbus.web.errors.forbidden_title", "pgbus.web.errors.forbidden"),
+        404: ("pgbus.web.errors.not_found_title", "pgbus.web.errors.not_found"),
+        405: ("pgbus.web.errors.method_title", "pgbus.web.errors.method"),
+    }
+    if problem.code not in titles:
+        return problem
+    title, message = titles[problem.code]
+    return error_page(problem.code, t(title), t(message))
+
+
+def register(blueprint: Blueprint) -> None:
+    blueprint.add_url_rule("/workflows", "workflows", index)
+    blueprint.add_url_rule("/workflows/<workflow_id>", "workflow", workflow)
+    blueprint.add_url_rule("/workflows/insights/<workflow_class>", "insights", insights)
+    blueprint.add_url_rule("/health", "health", health)
+    for problem in (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError):
+        blueprint.register_error_handler(problem, database_unavailable)
+    for code in (403, 404, 405):
+        blueprint.register_error_handler(code, http_error)

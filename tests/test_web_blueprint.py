@@ -1,0 +1,193 @@
+"""The extension itself: mounting under any prefix, the settings it accepts,
+its own assets, the security headers and Vary on every response, the view
+hook, the health check and the pages when the database is away."""
+
+from __future__ import annotations
+
+import pytest
+from flask import Flask
+
+from pgbus_web import db
+from pgbus_web.web import PgbusWeb, security
+from web_helpers import app, client, every_state, make_app, runs, soup, text_of  # noqa: F401
+
+# A port nothing listens on: every connection is refused at once.
+DEAD_URL = "postgresql://pgbus:pgbus@127.0.0.1:9/pgbus"
+
+
+@pytest.fixture
+def dead_database():
+    database = db.Database(db.create_engine(DEAD_URL, connect_args={"connect_timeout": 2}))
+    yield database
+    database.dispose()
+
+
+def test_index_renders_on_an_empty_database(client):
+    response = client.get("/workflows")
+    assert response.status_code == 200
+    page = soup(response)
+    assert page.select_one("html")["lang"] == "en"
+    assert text_of(page.select_one("h1")) == "Workflows"
+    assert page.select_one("#pgbus-runs .pgbus-empty") is not None
+    assert page.select_one("#pgbus-attention .pgbus-empty") is not None
+
+
+def test_root_of_the_standalone_app_leads_to_the_index(client):
+    response = client.get("/")
+    assert response.status_code == 302
+    assert response.headers["Location"].endswith("/workflows")
+
+
+def test_mounted_under_a_prefix_in_a_host_app(database):
+    host = Flask("host")
+
+    @host.get("/")
+    def home():
+        return "host home"
+
+    PgbusWeb(host, url_prefix="/ops/pgbus", database=database)
+    client = host.test_client()
+    assert client.get("/").get_data(as_text=True) == "host home"
+    response = client.get("/ops/pgbus/workflows")
+    assert response.status_code == 200
+    page = soup(response)
+    stylesheet = page.select_one('link[rel="stylesheet"]')["href"]
+    assert stylesheet.startswith("/ops/pgbus/pgbus-static/")
+    assert client.get(stylesheet).status_code == 200
+    # The host's own pages get none of the blueprint's headers.
+    assert "Content-Security-Policy" not in client.get("/").headers
+
+
+def test_init_app_style(database):
+    web = PgbusWeb(url_prefix="/dash", database=database, page_size=5)
+    host = Flask("host")
+    web.init_app(host)
+    assert host.test_client().get("/dash/workflows").status_code == 200
+    with pytest.raises(RuntimeError, match="already registered"):
+        web.init_app(host)
+
+
+def test_unknown_setting_is_refused_by_name():
+    with pytest.raises(TypeError, match="unknown pgbus-web setting.*page_sise"):
+        PgbusWeb(database=None, page_sise=10)
+
+
+def test_missing_database_url_is_a_clear_error(monkeypatch):
+    monkeypatch.delenv(db.DATABASE_URL_ENV, raising=False)
+    with pytest.raises(db.DatabaseUrlError, match="no database URL"):
+        PgbusWeb(Flask("host"))
+
+
+def test_htmx_is_served_by_the_blueprint_pinned(client):
+    page = soup(client.get("/workflows"))
+    script = page.select_one('script[src*="htmx"]')["src"]
+    response = client.get(script)
+    assert response.status_code == 200
+    assert b"htmx" in response.data[:2000]
+    assert "htmx.org 2.0.11" in open_vendor_versions()
+
+
+def open_vendor_versions() -> str:
+    from pathlib import Path
+
+    import pgbus_web.web
+
+    return (Path(pgbus_web.web.__file__).parent / "static" / "vendor" / "VERSIONS").read_text()
+
+
+@pytest.mark.parametrize(
+    "path", ["/workflows", "/workflows/no-such-run", "/workflows/insights/OrderWorkflow", "/health"]
+)
+def test_security_headers_and_vary_on_every_response(client, runs, path):
+    runs.make("completed")
+    response = client.get(path)
+    for name, value in security.SECURITY_HEADERS.items():
+        assert response.headers[name] == value
+    assert "HX-Request" in response.headers["Vary"]
+
+
+def test_static_assets_carry_the_headers_too(client):
+    response = client.get("/pgbus-static/pgbus.css")
+    assert response.status_code == 200
+    assert response.headers["X-Content-Type-Options"] == "nosniff"
+    assert "HX-Request" in response.headers["Vary"]
+
+
+def test_pages_have_no_inline_script_or_style(client, runs):
+    made = every_state(runs)
+    for path in ["/workflows", f"/workflows/{made['paused_error']}", "/workflows/insights/OrderWorkflow"]:
+        page = soup(client.get(path))
+        assert page.select("style") == []
+        assert page.select("[style]") == []
+        for script in page.select("script"):
+            assert script.get("src"), "inline script"
+            assert not script.get_text(strip=True)
+        assert not [tag for tag in page.find_all(True) if any(a.startswith("on") for a in tag.attrs)]
+
+
+def test_csp_allows_only_the_dashboard_itself():
+    policy = security.CONTENT_SECURITY_POLICY
+    assert "script-src 'self'" in policy and "style-src 'self'" in policy
+    assert "unsafe-inline" not in policy and "unsafe-eval" not in policy
+    assert "frame-ancestors 'none'" in policy
+
+
+def test_can_view_false_gets_403_page(database):
+    app = make_app(database, can_view=lambda request: False)
+    response = app.test_client().get("/workflows")
+    assert response.status_code == 403
+    assert text_of(soup(response).select_one("h1")) == "Not allowed"
+
+
+def test_can_view_is_given_the_request(database):
+    seen = []
+
+    def can_view(request):
+        seen.append(request.path)
+        return request.headers.get("X-Staff") == "yes"
+
+    client = make_app(database, can_view=can_view).test_client()
+    assert client.get("/workflows").status_code == 403
+    assert client.get("/workflows", headers={"X-Staff": "yes"}).status_code == 200
+    assert seen == ["/workflows", "/workflows"]
+
+
+def test_health_and_assets_answer_without_can_view(database):
+    client = make_app(database, can_view=lambda request: False).test_client()
+    assert client.get("/health").status_code == 200
+    assert client.get("/pgbus-static/pgbus.css").status_code == 200
+
+
+def test_open_dashboard_warns_once(database, caplog, monkeypatch):
+    monkeypatch.setattr(security, "_warned_open", False)
+    client = make_app(database).test_client()
+    with caplog.at_level("WARNING", logger="pgbus_web.web.security"):
+        client.get("/workflows")
+        client.get("/workflows")
+    warnings = [r for r in caplog.records if "no can_view hook" in r.getMessage()]
+    assert len(warnings) == 1
+
+
+def test_health_ok(client):
+    response = client.get("/health")
+    assert response.status_code == 200
+    assert response.get_json()["status"] == "ok"
+
+
+def test_health_with_the_database_down(dead_database):
+    response = make_app(dead_database).test_client().get("/health")
+    assert response.status_code == 503
+    assert response.get_json()["status"] == "unavailable"
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/workflows", "/workflows/4b7f6a36-0000-0000-0000-000000000000", "/workflows/insights/OrderWorkflow"],
+)
+def test_pages_with_the_database_down_say_so_without_a_trace(dead_database, path):
+    response = make_app(dead_database).test_client().get(path)
+    assert response.status_code == 503
+    page = soup(response)
+    assert text_of(page.select_one("h1")) == "Database unavailable"
+    body = response.get_data(as_text=True)
+    assert "Traceback" not in body and "psycopg" not in body and "OperationalError" not in body
