@@ -165,6 +165,25 @@ CASES = {
         ("waiting", "yellow", "waiting_batch", None),
         "Waiting for batch OrderWorkflow#notify_vendors (7 of 12 jobs done)",
     ),
+    "waiting for a batch with a deadline": (
+        make_run(
+            "waiting",
+            step=make_step(
+                "notify_vendors", "waiting", batch_id="batch-7", waiting_since=ago(minutes=4), timeout_at=ahead(hours=2)
+            ),
+            batch={"description": "OrderWorkflow#notify_vendors", "total_jobs": 3, "completed_jobs": 1},
+        ),
+        ("waiting", "yellow", "waiting_batch_timeout", None),
+        "Waiting for batch OrderWorkflow#notify_vendors (1 of 3 jobs done), times out in 2 hours (4:05 PM)",
+    ),
+    "waiting on a step with a deadline": (
+        make_run(
+            "waiting",
+            step=make_step("await_profile", "waiting", waiting_since=ago(minutes=4), timeout_at=ahead(minutes=50)),
+        ),
+        ("waiting", "yellow", "waiting_timeout", None),
+        "Waiting on await_profile since 4 minutes ago, times out in 50 minutes (2:55 PM)",
+    ),
     "waiting for a batch not found": (
         make_run(
             "waiting", step=make_step("notify_vendors", "waiting", batch_id="batch-9", waiting_since=ago(minutes=4))

@@ -188,8 +188,10 @@ def time_tag(
     text = relative(moment, now=now)
     if clock:
         text = t("pgbus.time.with_clock", relative=text, clock=_clock(moment, now=now, locale=locale, tz=tz))
-    return Markup('<time datetime="{}" title="{}">{}</time>').format(
-        iso(moment), absolute(moment, locale=locale, tz=tz), text
+    # Joined by hand rather than Markup.format: a page has hundreds of these.
+    return Markup(
+        f'<time datetime="{escape(iso(moment))}" title="{escape(absolute(moment, locale=locale, tz=tz))}">'
+        f"{escape(text)}</time>"
     )
 
 
