@@ -6,3 +6,8 @@ from datetime import timedelta
 STALL_THRESHOLD = timedelta(minutes=10)
 # A run waiting this long on a wait without a deadline needs a person.
 WAITING_THRESHOLD = timedelta(hours=24)
+# The reaper's age floor: a uniqueness lock acquired less than this ago is
+# never reaped. A lock is taken before its message is sent and bound after,
+# and a retry's sits unbound between the hand-over and its bind; an hour is
+# far longer than either gap, so a lock the floor spares is one in flight.
+LOCK_AGE_FLOOR = timedelta(hours=1)

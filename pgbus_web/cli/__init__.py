@@ -13,6 +13,7 @@ import click
 
 from .common import main_group
 from . import database  # noqa: F401  (registers `db`)
+from . import locks  # noqa: F401  (registers `locks`)
 from . import worker  # noqa: F401  (registers `worker`)
 
 

@@ -30,6 +30,8 @@ class Settings:
     replica_url: Optional[str] = None
     stall_threshold: timedelta = defaults.STALL_THRESHOLD
     waiting_threshold: timedelta = defaults.WAITING_THRESHOLD
+    # Unbound locks younger than this are "fresh", not orphans (Locks page, reaper).
+    lock_age_floor: timedelta = defaults.LOCK_AGE_FLOOR
     # subject_url(subject_type, subject_id) -> URL or None; shown only when safe.
     subject_url: Optional[Callable[[str, str], Optional[str]]] = None
     # can_view(request) / can_act(request) -> bool. None for can_view means

