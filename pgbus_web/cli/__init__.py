@@ -15,6 +15,8 @@ from .common import main_group
 from . import database  # noqa: F401  (registers `db`)
 from . import locks  # noqa: F401  (registers `locks`)
 from . import worker  # noqa: F401  (registers `worker`)
+from . import serve  # noqa: F401  (registers `serve`)
+from . import demo  # noqa: F401  (registers `demo`)
 
 
 def main() -> None:
