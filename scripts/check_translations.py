@@ -130,7 +130,8 @@ def extracted_keys(root: Path, config: Path) -> dict[str, str]:
             root, method_map, options_map, keywords=KEYWORDS
         ):
             key = message[0] if isinstance(message, (tuple, list)) else message
-            if key and key.startswith(KEY_PREFIX):
+            # "pgbus.x." + name extracts as its prefix: a dynamic key.
+            if key and key.startswith(KEY_PREFIX) and not key.endswith("."):
                 found.setdefault(key, f"{filename}:{lineno}")
     return found
 

@@ -1,0 +1,28 @@
+// The operator's time zone, told to the server: the browser's IANA zone
+// goes into the pgbus_tz cookie, which pgbus_web.i18n.current_timezone()
+// reads (and checks against the zone database) for every time on the
+// pages. Without it, or without JavaScript, times are shown in UTC, always
+// with the zone written out. A file, not an inline script: the
+// Content-Security-Policy allows no inline code.
+(function () {
+  "use strict";
+  var zone;
+  try {
+    zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+  } catch (error) {
+    return;
+  }
+  // Zone names are letters, digits, "_", "+", "-" and "/": nothing that
+  // needs quoting in a cookie.
+  if (!zone || !/^[A-Za-z0-9_+\-\/]{1,64}$/.test(zone)) {
+    return;
+  }
+  var current = document.cookie.split("; ").filter(function (part) {
+    return part.indexOf("pgbus_tz=") === 0;
+  })[0];
+  if (current === "pgbus_tz=" + zone) {
+    return;
+  }
+  var secure = window.location.protocol === "https:" ? "; secure" : "";
+  document.cookie = "pgbus_tz=" + zone + "; path=/; max-age=31536000; samesite=lax" + secure;
+})();
