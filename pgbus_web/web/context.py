@@ -200,6 +200,12 @@ def insights_context(
     status_counts = workflows.class_status_counts(conn, workflow_class, created_from=since)
     stuck = workflows.stuck_reason_counts(conn, now=now, workflow_class=workflow_class, **_thresholds(settings))
     durations = steps.duration_percentiles(conn, workflow_class, finished_from=since)
+    for row in durations:
+        # percentile_cont interpolates in floating point (88 comes back as
+        # 87.99999...); to the millisecond is all a duration shows.
+        for key in ("median_seconds", "p95_seconds"):
+            if row[key] is not None:
+                row[key] = round(float(row[key]), 3)
     if definition is not None:
         order = {name: index for index, name in enumerate(definition.step_names)}
         durations.sort(key=lambda row: order.get(row["step_name"], len(order)))

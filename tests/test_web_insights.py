@@ -1,0 +1,101 @@
+"""Per-class insights: runs by status over the chosen range, stuck runs
+now, step durations (median and 95th percentile), the range choice, an
+unknown class and a bad range."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from pgbus_web import states
+from web_helpers import app, client, every_state, runs, soup, step, text_of, utcnow  # noqa: F401
+
+
+def stats(page, selector, attribute):
+    return {
+        link[attribute]: int(text_of(link.select_one(".pgbus-stat-value")))
+        for link in page.select(f"{selector} a.pgbus-stat")
+    }
+
+
+def test_counts_by_status_and_stuck_reasons(client, runs):
+    every_state(runs)
+    runs.make(states.COMPLETED, created_at=utcnow() - timedelta(days=20))
+    page = soup(client.get("/workflows/insights/OrderWorkflow"))
+    assert text_of(page.select_one("h1")) == "OrderWorkflow insights"
+    by_status = stats(page, ".pgbus-status-counts", "data-status")
+    # The default range is 7 days: the 20-day-old run is outside it.
+    assert by_status == {"ready": 4, "running": 1, "waiting": 2, "paused": 3, "completed": 1,
+                         "failed": 0, "cancelled": 1}
+    stuck = stats(page, ".pgbus-stuck-counts", "data-reason")
+    assert stuck == {"stalled": 1, "paused_error": 1, "paused_manual": 1, "overdue": 1, "waiting_overdue": 0}
+    month = soup(client.get("/workflows/insights/OrderWorkflow?since=30d"))
+    assert stats(month, ".pgbus-status-counts", "data-status")["completed"] == 2
+
+
+def test_counts_link_to_the_filtered_index(client, runs):
+    every_state(runs)
+    page = soup(client.get("/workflows/insights/OrderWorkflow?since=24h"))
+    link = page.select_one('.pgbus-status-counts a[data-status="paused"]')["href"]
+    assert "workflow_class=OrderWorkflow" in link and "status=paused" in link and "since=24h" in link
+    assert page.select_one('.pgbus-segmented a[aria-current="true"]')["href"].endswith("since=24h")
+
+
+def test_step_durations_median_and_p95(client, runs):
+    now = utcnow()
+    for seconds in (10, 20, 30, 40, 100):
+        started = now - timedelta(hours=2)
+        runs.make(
+            states.COMPLETED,
+            step("reserve_stock", "completed", started_at=started - timedelta(seconds=2),
+                 finished_at=started - timedelta(seconds=1)),
+            step("capture_payment", "completed", started_at=started, finished_at=started + timedelta(seconds=seconds)),
+        )
+    page = soup(client.get("/workflows/insights/OrderWorkflow"))
+    rows = {row["data-step"]: row for row in page.select("table.pgbus-durations tbody tr")}
+    # In the definition's order.
+    assert list(rows) == ["reserve_stock", "capture_payment"]
+    capture = rows["capture_payment"]
+    assert text_of(capture.select_one(".pgbus-median")) == "30s"
+    assert text_of(capture.select_one(".pgbus-p95")) == "1m 28s"
+    assert text_of(rows["reserve_stock"].select_one(".pgbus-median")) == "1s"
+
+
+def test_no_durations_yet(client, runs):
+    runs.make(states.READY, step("reserve_stock", "scheduled"))
+    page = soup(client.get("/workflows/insights/OrderWorkflow"))
+    assert page.select_one("table.pgbus-durations") is None
+    assert "No attempt finished" in text_of(page)
+
+
+def test_registered_class_without_runs_renders(client):
+    response = client.get("/workflows/insights/RefundWorkflow")
+    assert response.status_code == 200
+    assert stats(soup(response), ".pgbus-status-counts", "data-status")["completed"] == 0
+
+
+def test_unknown_class_is_a_404(client):
+    response = client.get("/workflows/insights/NoSuchWorkflow")
+    assert response.status_code == 404
+    page = soup(response)
+    assert text_of(page.select_one("h1")) == "Unknown workflow"
+    assert "NoSuchWorkflow" in text_of(page.select_one(".pgbus-error-message"))
+
+
+@pytest.mark.parametrize("since", ["2y", "", "1h; DROP TABLE"])
+def test_bad_range_is_a_400(client, since):
+    if since == "":
+        assert client.get("/workflows/insights/OrderWorkflow?since=").status_code == 200
+        return
+    response = client.get(f"/workflows/insights/OrderWorkflow?since={since}")
+    assert response.status_code == 400
+    assert "1h, 24h, 7d, 30d" in text_of(soup(response).select_one(".pgbus-error-message"))
+
+
+def test_htmx_fragment(client, runs):
+    every_state(runs)
+    page = soup(client.get("/workflows/insights/OrderWorkflow",
+                           headers={"HX-Request": "true", "HX-Target": "pgbus-insights"}))
+    assert page.select_one("html") is None
+    assert page.select_one("#pgbus-insights .pgbus-status-counts") is not None
