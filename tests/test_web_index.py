@@ -260,3 +260,23 @@ def test_no_message_key_leaks(client, runs):
     every_state(runs)
     body = client.get("/workflows").get_data(as_text=True)
     assert "pgbus.workflows." not in body and "pgbus.web." not in body
+
+
+def test_a_fragment_reads_only_its_own_part(app, database, runs):
+    import sqlalchemy as sa
+
+    every_state(runs)
+    statements = []
+
+    def record(conn, cursor, statement, *args):
+        statements.append(statement)
+
+    sa.event.listen(database.primary, "before_cursor_execute", record)
+    try:
+        app.test_client().get("/workflows", headers={"HX-Request": "true", "HX-Target": "pgbus-runs"})
+    finally:
+        sa.event.remove(database.primary, "before_cursor_execute", record)
+    text = "\n".join(statements)
+    assert "pgbus_workflows w" in text  # the page of runs
+    assert "GROUP BY workflow_class, status" not in text  # no counts
+    assert "array_agg" not in text  # no attention groups

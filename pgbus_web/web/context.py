@@ -93,14 +93,28 @@ def index_runs(
     return {"runs": rows, "pagination": pagination}
 
 
+# The parts of the index, each its own queries; an HTMX refresh of one
+# block loads only that part.
+INDEX_PARTS = ("counts", "attention", "runs")
+
+
 def index_context(
-    conn: Connection, settings: Settings, filters: RunFilters | None, now: datetime | None = None
+    conn: Connection,
+    settings: Settings,
+    filters: RunFilters | None,
+    now: datetime | None = None,
+    parts: tuple[str, ...] = INDEX_PARTS,
 ) -> dict[str, Any]:
     """The runs index: counts per class and status, the needs-attention
-    groups and (unless the filters were bad, *filters* None) a page of runs."""
+    groups and (unless the filters were bad, *filters* None) a page of runs.
+    *parts* names what to read; the others come back empty."""
     now = now or utcnow()
-    counts = _count_table(workflows.status_counts(conn))
-    groups = workflows.attention_groups(conn, now=now, **_thresholds(settings))
+    counts = _count_table(workflows.status_counts(conn) if "counts" in parts else {})
+    groups = (
+        workflows.attention_groups(conn, now=now, **_thresholds(settings))
+        if "attention" in parts
+        else []
+    )
     classes = sorted(
         {row["workflow_class"] for row in counts["rows"]}
         | set(getattr(settings.registry, "names", ()) or ())
@@ -117,7 +131,7 @@ def index_context(
         "runs": [],
         "pagination": Pagination(None, None),
     }
-    if filters is not None:
+    if filters is not None and "runs" in parts:
         context.update(index_runs(conn, settings, filters, now))
     return context
 

@@ -26,13 +26,21 @@ def page(
 ) -> Response:
     """The whole page, or, for an HTMX request that targets one of
     *fragments* (element id -> block name), that block alone."""
-    details = hx.details()
-    block = fragments.get(details.target or "") if details.wants_fragment else None
+    block = requested_block(fragments)
     if block is not None:
         body = render_block(template, block, **context)
     else:
         body = render_template(template, **context)
     return make_response(body, status)
+
+
+def requested_block(fragments: Mapping[str, str]) -> str | None:
+    """The block an HTMX request targets, out of *fragments* (element id ->
+    block name); None for a request that wants the whole page."""
+    details = hx.details()
+    if not details.wants_fragment:
+        return None
+    return fragments.get(details.target or "")
 
 
 def fragments(template: str, blocks: Iterable[str], context: Mapping, *, oob: bool = True) -> str:

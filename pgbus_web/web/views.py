@@ -50,8 +50,10 @@ def index():
         error = None
     except filters.FilterError as problem:
         run_filters, error = None, str(problem)
+    block = render.requested_block(INDEX_FRAGMENTS)
+    parts = (block,) if block in context.INDEX_PARTS else context.INDEX_PARTS
     with state().database.read() as conn:
-        page = context.index_context(conn, state().settings, run_filters)
+        page = context.index_context(conn, state().settings, run_filters, parts=parts)
     page.update(_common(), filter_error=error)
     return render.page(INDEX_TEMPLATE, page, INDEX_FRAGMENTS, status=400 if error else 200)
 
