@@ -10,6 +10,7 @@ from pgbus_web import states
 from pgbus_web.demo import workflows as demo
 from pgbus_web.runtime import system, verbs
 from pgbus_web.runtime.plan import CLASS_ACTIONS, ActionPlan, action_plan, available_actions
+from pgbus_web.runtime.worker import Worker
 
 
 def plan(engine, driver: Driver, workflow_id, definition=demo.ORDER_WORKFLOW):
@@ -21,8 +22,9 @@ def pause_while_running(engine, driver: Driver, workflow_class, arguments, steps
     """Start a run, let *steps_before* steps finish, take the next step,
     pause the run while it runs, then let the step end."""
     workflow_id = driver.start(workflow_class, arguments)
+    one_at_a_time = Worker(engine, demo.REGISTRY, chain=False)
     for _ in range(steps_before):
-        driver.worker.run_step(now=driver.now)
+        one_at_a_time.run_step(now=driver.now)
     taken = system.take_step(engine, demo.REGISTRY, now=driver.now)
     verbs.pause(engine, workflow_id, now=driver.now)
     system.finish_step(engine, taken, system.execute(taken, now=driver.now), now=driver.now)

@@ -290,3 +290,16 @@ def test_stop_lets_the_step_in_hand_finish_and_be_recorded(engine):
     # The step in hand completed and was recorded; nothing after it was started.
     assert driver.steps(run["workflow_id"]) == [("slow", 1, "completed", None), ("next", 1, "scheduled", None)]
     assert driver.status(run["workflow_id"]) == "ready"
+
+
+def test_chaining_a_runs_next_step_records_the_same_rows_and_events(engine):
+    def story(chain):
+        driver = Driver(engine)
+        driver.worker.chain = chain
+        workflow_id = driver.start(demo.ORDER, {"order_id": 1, "fail_capture": 1, "vendors": 2})
+        driver.drain()
+        driver.later(seconds=10)
+        driver.drain()
+        return driver.steps(workflow_id), driver.events(workflow_id)
+
+    assert story(chain=True) == story(chain=False)

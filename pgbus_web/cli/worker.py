@@ -57,7 +57,10 @@ def worker(database_url, definitions, poll_interval, sweep_interval, stall_thres
     registry = load_registry(definitions)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    engine = engine_from(database_url, pool_size=2, max_overflow=0)
+    # No ping before each transaction: a worker runs two per step, and a
+    # connection the server dropped fails that tick, is discarded by the
+    # pool, and the next tick gets a fresh one.
+    engine = engine_from(database_url, pool_size=2, max_overflow=0, pool_pre_ping=False)
     runner = Worker(
         engine,
         registry,

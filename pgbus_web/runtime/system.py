@@ -118,22 +118,26 @@ def _move(conn: Connection, run: Mapping[str, Any], from_, to: str, **attrs: Any
 
 # --- after a step ended ------------------------------------------------------
 
-def _advance(conn: Connection, run: Mapping[str, Any], definition: Workflow, step_name: str, *, now: datetime) -> None:
-    """The step ended on a run that goes on: schedule the next step, or
-    complete the run after the last one."""
+def _advance(
+    conn: Connection, run: Mapping[str, Any], definition: Workflow, step_name: str, *, now: datetime
+) -> tuple[dict[str, Any], str] | None:
+    """The step ended on a run that goes on: schedule the next step (its
+    row and the run's new status come back), or complete the run after the
+    last one."""
     try:
         following = definition.next_step(step_name)
     except KeyError:
         _move(conn, run, run["status"], states.PAUSED, paused_at=now)
         flow.record(conn, run, "paused", actor=SYSTEM, now=now,
                     details={"error_class": STEP_NOT_DEFINED_ERROR, "step": step_name})
-        return
+        return None
     if following is None:
         _move(conn, run, run["status"], states.COMPLETED, finished_at=now)
         flow.record(conn, run, "finished", actor=SYSTEM, now=now, details={"status": states.COMPLETED})
-        return
-    _, status = flow.schedule(conn, run, following, actor=SYSTEM, now=now)
+        return None
+    row, status = flow.schedule(conn, run, following, actor=SYSTEM, now=now)
     _move(conn, run, run["status"], status, current_step=following.name)
+    return row, status
 
 
 def _record_failure(
@@ -217,31 +221,38 @@ def take_step(engine: Engine, registry: Registry, *, now: datetime) -> Taken | s
         # The claim read the step outside the run's lock; look again under it.
         if run["status"] != states.READY or row is None or row["status"] != states.STEP_SCHEDULED:
             return HANDLED
-        definition = registry.get(run["workflow_class"])
-        spec = definition.get_step(row["step_name"])
-        if spec is None:
-            _move(conn, run, states.READY, states.RUNNING)
-            run = workflows.find(conn, run["workflow_id"])
-            _record_failure(conn, run, row, None, error_class=STEP_NOT_DEFINED_ERROR,
-                            message=f"{definition.name} no longer declares step {row['step_name']!r}",
-                            trace=None, now=now)
+        return _begin(conn, run, row, registry.get(run["workflow_class"]), now=now)
+
+
+def _begin(conn: Connection, run: dict[str, Any], row: dict[str, Any], definition: Workflow, *, now: datetime) -> Taken | str:
+    """Mark a due step of a ready run started (the run's lock held). A
+    step that must wait first (its signal is not there, or its batch is
+    open) goes back to its wait instead: HANDLED."""
+    spec = definition.get_step(row["step_name"])
+    if spec is None:
+        _move(conn, run, states.READY, states.RUNNING)
+        running = workflows.find(conn, run["workflow_id"])
+        _record_failure(conn, running, row, None, error_class=STEP_NOT_DEFINED_ERROR,
+                        message=f"{definition.name} no longer declares step {row['step_name']!r}",
+                        trace=None, now=now)
+        return HANDLED
+    # Only a wait_for step ever claims a signal.
+    held = signals.held_by_step(conn, run["workflow_id"], row["step_name"]) if spec.wait_for else None
+    if row.get("batch_id") or (spec.wait_for and held is None):
+        _, status = flow.rewait(conn, run, row, spec, actor=SYSTEM, now=now)
+        if status == states.WAITING:
+            _move(conn, run, states.READY, states.WAITING)
             return HANDLED
         held = signals.held_by_step(conn, run["workflow_id"], row["step_name"])
-        if row.get("batch_id") or (spec.wait_for and held is None):
-            _, status = flow.rewait(conn, run, row, spec, actor=SYSTEM, now=now)
-            if status == states.WAITING:
-                _move(conn, run, states.READY, states.WAITING)
-                return HANDLED
-            held = signals.held_by_step(conn, run["workflow_id"], row["step_name"])
-        started = steps.update_step(conn, row["id"], from_=states.STEP_SCHEDULED, now=now,
-                                    status=states.STEP_IN_PROGRESS, started_at=now)
-        _move(conn, run, states.READY, states.RUNNING)
-        flow.record(conn, run, "step_started", actor=SYSTEM, now=now, step=started)
-        signal = None
-        if held is not None:
-            signal = ReceivedSignal(id=held["id"], name=held["name"], payload=held["payload"],
-                                    idempotency_key=held["idempotency_key"])
-        return Taken(run=run, step=started, definition=definition, spec=spec, signal=signal)
+    started = steps.update_step(conn, row["id"], from_=states.STEP_SCHEDULED, now=now,
+                                status=states.STEP_IN_PROGRESS, started_at=now)
+    _move(conn, run, states.READY, states.RUNNING)
+    flow.record(conn, run, "step_started", actor=SYSTEM, now=now, step=started)
+    signal = None
+    if held is not None:
+        signal = ReceivedSignal(id=held["id"], name=held["name"], payload=held["payload"],
+                                idempotency_key=held["idempotency_key"])
+    return Taken(run=run, step=started, definition=definition, spec=spec, signal=signal)
 
 
 @dataclass(frozen=True)
@@ -281,11 +292,20 @@ def _storable(result: Any) -> dict[str, Any] | None:
 def finish_step(engine: Engine, taken: Taken, outcome: Outcome, *, now: datetime) -> str:
     """Record how the step ended; returns what happened: completed,
     fanned_out, failed, or late (the run moved on: ignored)."""
+    return finish_and_continue(engine, taken, outcome, now=now, chain=False)[0]
+
+
+def finish_and_continue(
+    engine: Engine, taken: Taken, outcome: Outcome, *, now: datetime, chain: bool = True
+) -> tuple[str, Taken | None]:
+    """finish_step, and with *chain*, when the run's next step is due at
+    once, mark it started in the same transaction and hand it back: one
+    commit per step instead of two, with the same rows and events."""
     workflow_id = taken.run["workflow_id"]
     with engine.begin() as conn:
         run = workflows.lock_for(conn, workflow_id)
         if run is None:
-            return "late"  # the run was deleted meanwhile: nothing to record it on
+            return "late", None  # the run was deleted meanwhile: nothing to record it on
         row = steps.find(conn, taken.step["id"])
         if row is None or row["status"] != states.STEP_IN_PROGRESS or run["status"] not in (
             states.RUNNING, states.PAUSED
@@ -295,22 +315,31 @@ def finish_step(engine: Engine, taken: Taken, outcome: Outcome, *, now: datetime
                                  "run_status": run["status"],
                                  "step_status": row["status"] if row else None,
                                  "error_class": outcome.error_class})
-            return "late"
+            return "late", None
         if not outcome.ok:
             _record_failure(conn, run, row, taken.spec, error_class=outcome.error_class,
                             message=outcome.error_message or "", trace=outcome.backtrace, now=now)
-            return "failed"
+            return "failed", None
         if taken.spec.fan_out:
             _open_fan_out(conn, run, row, outcome.result, now=now)
-            return "fanned_out"
+            return "fanned_out", None
         done = steps.update_step(conn, row["id"], from_=states.STEP_IN_PROGRESS, now=now,
                                  status=states.STEP_COMPLETED, finished_at=now,
                                  result=_storable(outcome.result))
-        flow.consume_held(conn, run, row["step_name"], now=now)
+        if taken.spec.wait_for:
+            flow.consume_held(conn, run, row["step_name"], now=now)
         flow.record(conn, run, "step_completed", actor=SYSTEM, now=now, step=done)
-        if run["status"] == states.RUNNING:
-            _advance(conn, run, taken.definition, row["step_name"], now=now)
-        return "completed"
+        if run["status"] != states.RUNNING:
+            return "completed", None
+        scheduled = _advance(conn, run, taken.definition, row["step_name"], now=now)
+        if not chain or scheduled is None:
+            return "completed", None
+        following, status = scheduled
+        if status != states.READY or following["status"] != states.STEP_SCHEDULED or following["scheduled_at"] > now:
+            return "completed", None
+        started = _begin(conn, {**run, "status": states.READY, "current_step": following["step_name"]},
+                         following, taken.definition, now=now)
+        return "completed", started if isinstance(started, Taken) else None
 
 
 # --- fan-out -----------------------------------------------------------------

@@ -61,6 +61,7 @@ class Worker:
         stall_threshold: timedelta = defaults.STALL_THRESHOLD,
         steps_per_tick: int = STEPS_PER_TICK,
         simulate_batches: bool = False,
+        chain: bool = True,
         clock: Callable[[], datetime] = utcnow,
         rng: random.Random | None = None,
     ) -> None:
@@ -71,29 +72,41 @@ class Worker:
         self.stall_threshold = stall_threshold
         self.steps_per_tick = steps_per_tick
         self.simulate_batches = simulate_batches
+        # Run a run's next step right away when it is due at once (one
+        # commit per step); False: every step goes back through the queue.
+        self.chain = chain
         self.clock = clock
         self.rng = rng or random.Random()
         self._stopping = threading.Event()
         self._last_sweep: float | None = None
         self.total_steps = 0
+        self._steps_in_tick = 0
 
     # --- one step, one tick --------------------------------------------------
 
     def run_step(self, *, now: datetime | None = None) -> str | None:
-        """Claim and run one due step. None when nothing is due; otherwise
-        what happened to it (completed, fanned_out, failed, late, handled)."""
+        """Claim and run one due step, then the steps of the same run that
+        are due right after it (see system.finish_and_continue). None when
+        nothing is due; otherwise what happened to the last step
+        (completed, fanned_out, failed, late, handled)."""
         taken = system.take_step(self.engine, self.registry, now=now or self.clock())
         if taken is None:
             return None
         if taken == system.HANDLED:
             return system.HANDLED
-        outcome = system.execute(taken, now=now or self.clock())
-        result = system.finish_step(self.engine, taken, outcome, now=now or self.clock())
-        self.total_steps += 1
-        if not outcome.ok:
-            log.info("%s %s #%s failed: %s: %s", taken.run["workflow_id"], taken.step["step_name"],
-                     taken.step["attempt"], outcome.error_class, outcome.error_message)
-        return result
+        happened = None
+        while taken is not None:
+            outcome = system.execute(taken, now=now or self.clock())
+            if not outcome.ok:
+                log.info("%s %s #%s failed: %s: %s", taken.run["workflow_id"], taken.step["step_name"],
+                         taken.step["attempt"], outcome.error_class, outcome.error_message)
+            happened, taken = system.finish_and_continue(
+                self.engine, taken, outcome, now=now or self.clock(),
+                chain=self.chain and not self._stopping.is_set(),
+            )
+            self.total_steps += 1
+            self._steps_in_tick += 1
+        return happened
 
     def sweep(self, *, now: datetime | None = None) -> system.SweepResult:
         return system.sweep(self.engine, now=now or self.clock(), stall_threshold=self.stall_threshold)
@@ -113,14 +126,14 @@ class Worker:
         if self.simulate_batches:
             result.batches_advanced = system.advance_batches(self.engine, now=moment, rng=self.rng)
         result.woken = system.wake_batches(self.engine, self.registry, now=moment)
-        while result.steps + result.handled < self.steps_per_tick and not self._stopping.is_set():
+        self._steps_in_tick = 0
+        while self._steps_in_tick + result.handled < self.steps_per_tick and not self._stopping.is_set():
             happened = self.run_step(now=now)
             if happened is None:
                 break
             if happened == system.HANDLED:
                 result.handled += 1
-            else:
-                result.steps += 1
+        result.steps = self._steps_in_tick
         return result
 
     def drain(self, *, now: datetime | None = None, max_ticks: int = 1000) -> TickResult:
