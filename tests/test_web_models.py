@@ -144,15 +144,21 @@ def test_duration_percentiles_per_step(engine, runs):
                 "reserve_stock", "scheduled"),
             step("capture_payment", "failed" if seconds == 100 else "completed", started_at=started,
                  finished_at=started + timedelta(seconds=seconds)),
+            created_at=started - timedelta(minutes=1),
         )
-    # Finished before the range: left out.
+    # A run started before the range: left out.
     runs.make(
         states.COMPLETED,
         step("capture_payment", "completed", started_at=now - timedelta(days=9),
              finished_at=now - timedelta(days=9) + timedelta(seconds=999)),
+        created_at=now - timedelta(days=9),
     )
     with engine.connect() as conn:
-        rows = steps.duration_percentiles(conn, "OrderWorkflow", finished_from=now - timedelta(days=7))
+        result = steps.duration_percentiles(
+            conn, "OrderWorkflow", created_from=now - timedelta(days=7), run_limit=100
+        )
+    assert result["runs"] == 5
+    rows = result["steps"]
     by_step = {row["step_name"]: row for row in rows}
     assert [row["step_name"] for row in rows] == ["reserve_stock", "capture_payment"]
     capture = by_step["capture_payment"]
@@ -161,6 +167,24 @@ def test_duration_percentiles_per_step(engine, runs):
     # percentile_cont interpolates: 40 + 0.8 * (100 - 40)
     assert capture["p95_seconds"] == pytest.approx(88)
     assert by_step["reserve_stock"]["median_seconds"] == pytest.approx(1)
+
+
+def test_duration_percentiles_read_the_newest_runs_only(engine, runs):
+    now = utcnow()
+    for seconds in (10, 20, 30):
+        runs.make(
+            states.COMPLETED,
+            step("capture_payment", "completed", started_at=now - timedelta(minutes=5),
+                 finished_at=now - timedelta(minutes=5) + timedelta(seconds=seconds)),
+        )
+    with engine.connect() as conn:
+        result = steps.duration_percentiles(
+            conn, "OrderWorkflow", created_from=now - timedelta(days=1), run_limit=2
+        )
+    assert result["runs"] == 2
+    # The two newest runs ran 20s and 30s.
+    assert result["steps"][0]["attempts"] == 2
+    assert result["steps"][0]["median_seconds"] == pytest.approx(25)
 
 
 def test_batches_find_many(engine):

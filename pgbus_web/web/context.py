@@ -18,6 +18,10 @@ from .settings import Settings
 
 # The insights page's range when none is asked for.
 DEFAULT_INSIGHTS_RANGE = "7d"
+# Step durations read the newest this many runs of the range: enough for
+# a steady median and 95th percentile, and a page that stays quick on a
+# class with millions of attempts.
+DURATION_SAMPLE_RUNS = 5_000
 
 
 def utcnow() -> datetime:
@@ -213,7 +217,10 @@ def insights_context(
     since = now - RANGES[range_name]
     status_counts = workflows.class_status_counts(conn, workflow_class, created_from=since)
     stuck = workflows.stuck_reason_counts(conn, now=now, workflow_class=workflow_class, **_thresholds(settings))
-    durations = steps.duration_percentiles(conn, workflow_class, finished_from=since)
+    sample = steps.duration_percentiles(
+        conn, workflow_class, created_from=since, run_limit=DURATION_SAMPLE_RUNS
+    )
+    durations = sample["steps"]
     for row in durations:
         # percentile_cont interpolates in floating point (88 comes back as
         # 87.99999...); to the millisecond is all a duration shows.
@@ -240,4 +247,6 @@ def insights_context(
             conn, now=now, workflow_class=workflow_class, **_thresholds(settings)
         ),
         "durations": durations,
+        "durations_runs": sample["runs"],
+        "durations_sampled": sample["runs"] >= DURATION_SAMPLE_RUNS,
     }
