@@ -303,3 +303,34 @@ def test_chaining_a_runs_next_step_records_the_same_rows_and_events(engine):
         return driver.steps(workflow_id), driver.events(workflow_id)
 
     assert story(chain=True) == story(chain=False)
+
+
+def test_an_operator_retry_gets_the_full_retry_budget_again(driver: Driver, engine):
+    workflow_id = driver.paused_on_capture()  # fail_capture: every attempt fails
+    verbs.resume(engine, workflow_id, registry=demo.REGISTRY, now=driver.now)
+    driver.drain()
+    assert driver.steps(workflow_id)[-1] == ("capture_payment", 5, "scheduled", None)
+    assert driver.status(workflow_id) == "ready"
+    driver.later(seconds=10)
+    driver.drain()
+    driver.later(seconds=20)
+    driver.drain()
+    assert driver.status(workflow_id) == "paused"
+    assert [row[1:3] for row in driver.steps(workflow_id) if row[0] == "capture_payment"] == [
+        (n, "failed") for n in range(1, 7)
+    ]
+
+
+def test_a_rerun_of_a_failed_run_gets_the_full_retry_budget_again(driver: Driver, engine):
+    workflow_id = driver.start(demo.REFUND, {"refund_id": 9, "fail_refund": True})
+    driver.drain()
+    driver.later(seconds=10)
+    driver.drain()
+    assert driver.status(workflow_id) == "failed"
+    verbs.rerun(engine, workflow_id, from_step="issue_refund", registry=demo.REGISTRY, now=driver.now)
+    driver.drain()
+    assert driver.steps(workflow_id)[-1] == ("issue_refund", 4, "scheduled", None)
+    driver.later(seconds=10)
+    driver.drain()
+    assert driver.status(workflow_id) == "failed"
+    assert [row[1] for row in driver.steps(workflow_id) if row[0] == "issue_refund"] == [1, 2, 3, 4]
