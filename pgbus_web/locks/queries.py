@@ -211,7 +211,7 @@ def list_locks(
         params["queue"] = queue
     if after is not None:
         where.append("(u.created_at, u.lock_key) > (CAST(:after_at AS timestamp), :after_key)")
-        params["after_at"] = after.created_at.astimezone(timezone.utc).replace(tzinfo=None)
+        params["after_at"] = _as_utc(after.created_at).astimezone(timezone.utc).replace(tzinfo=None)
         params["after_key"] = after.lock_key
     params.update(age_floor=age_floor, limit=int(limit) + 1)
     rows = conn.execute(
@@ -265,20 +265,33 @@ def _live_count(conn: Connection, tables: list[QueueTable], queue_filter: str) -
 
 def count_by_state(conn: Connection, *, age_floor: timedelta, queue: str | None = None) -> dict[str, int]:
     """How many locks are in each state (every state present, zeros too),
-    in one statement so that the numbers add up."""
+    in one statement so that the numbers add up. Parked locks are counted by
+    joining the parked keys to the locks (a few probes) rather than testing
+    every unbound lock against them; fresh and orphan are then the unbound
+    locks on each side of the floor, less the parked ones."""
     queue_filter = " AND u.queue_name = :queue" if queue is not None else ""
     live, params = _live_count(conn, queue_tables(conn), queue_filter)
     params.update(age_floor=age_floor, metadata_key=UNIQUENESS_METADATA_KEY, queue=queue)
     row = conn.execute(
         sa.text(
             f"""
-            {_WITH_PARKED_KEYS}
+            {_WITH_PARKED_KEYS},
+            cutoff AS (SELECT {CUTOFF} AS at),
+            parked AS (
+              SELECT count(*) FILTER (WHERE u.created_at > cutoff.at) AS young,
+                     count(*) FILTER (WHERE u.created_at <= cutoff.at) AS old
+              FROM (SELECT DISTINCT lock_key FROM parked_keys) AS p
+              JOIN pgbus_uniqueness_keys AS u ON u.lock_key = p.lock_key
+              CROSS JOIN cutoff
+              WHERE u.msg_id <= 0{queue_filter}
+            )
             SELECT {live} AS live,
                    count(*) FILTER (WHERE u.msg_id > 0) AS bound,
-                   count(*) FILTER (WHERE {_IS_PARKED}) AS parked,
-                   count(*) FILTER (WHERE {_NOT_PARKED} AND u.created_at > {CUTOFF}) AS fresh,
-                   count(*) FILTER (WHERE {_NOT_PARKED} AND u.created_at <= {CUTOFF}) AS orphan
-            FROM pgbus_uniqueness_keys AS u
+                   count(*) FILTER (WHERE u.msg_id <= 0 AND u.created_at > cutoff.at) AS unbound_young,
+                   count(*) FILTER (WHERE u.msg_id <= 0 AND u.created_at <= cutoff.at) AS unbound_old,
+                   (SELECT young FROM parked) AS parked_young,
+                   (SELECT old FROM parked) AS parked_old
+            FROM pgbus_uniqueness_keys AS u CROSS JOIN cutoff
             WHERE true{queue_filter}
             """
         ),
@@ -287,9 +300,9 @@ def count_by_state(conn: Connection, *, age_floor: timedelta, queue: str | None 
     return {
         LIVE: int(row.live),
         GONE: row.bound - int(row.live),
-        PARKED: row.parked,
-        FRESH: row.fresh,
-        ORPHAN: row.orphan,
+        PARKED: row.parked_young + row.parked_old,
+        FRESH: row.unbound_young - row.parked_young,
+        ORPHAN: row.unbound_old - row.parked_old,
     }
 
 
