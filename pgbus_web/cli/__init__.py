@@ -17,6 +17,7 @@ from . import locks  # noqa: F401  (registers `locks`)
 from . import worker  # noqa: F401  (registers `worker`)
 from . import serve  # noqa: F401  (registers `serve`)
 from . import demo  # noqa: F401  (registers `demo`)
+from . import seed  # noqa: F401  (registers `seed`)
 
 
 def main() -> None:

@@ -1,0 +1,30 @@
+"""``pgbus-web seed``: fill a database with generated runs of the demo workflows."""
+
+from __future__ import annotations
+
+import click
+
+from .. import seed as seeding
+from .common import database_url_option, engine_from, friendly_errors, main_group
+
+
+@main_group.command("seed")
+@database_url_option
+@click.option("--runs", type=click.IntRange(min=1), required=True, help="How many runs to write.")
+@click.option("--seed", "seed_value", type=int, default=None,
+              help="Random seed, for the same runs again (relative to now).")
+@friendly_errors
+def seed(database_url: str | None, runs: int, seed_value: int | None) -> None:
+    """Write realistic runs in every status and stuck reason, with their
+    steps, events, signals and batches, spread over the last 30 days."""
+    engine = engine_from(database_url)
+    try:
+        result = seeding.seed(engine, runs=runs, seed=seed_value, progress=True)
+    except seeding.SeedError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        engine.dispose()
+    click.echo(
+        f"Seeded {result.runs} runs ({result.steps} steps, {result.events} events, "
+        f"{result.signals} signals, {result.batches} batches) in {result.seconds:.1f}s."
+    )

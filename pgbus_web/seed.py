@@ -1,0 +1,1152 @@
+"""Generated runs of the demo workflows, for the demo, the tests and the
+benchmarks: ``seed(engine, runs=N)`` or ``pgbus-web seed --runs N``.
+
+Each run is played as the runtime would have written it: its step rows
+(one per attempt), its audit events (who, why, with the runtime's details),
+its signals and its fan-out batches, every moment within the last 30 days.
+Most runs completed; the others are spread over every status and every
+stuck reason (see ``STORIES``). Rows go in with COPY, a chunk of runs per
+transaction, while a second thread plays the next chunk, so a million runs
+take minutes.
+
+A run is played on a relative clock (seconds from its start); its story
+then says where it sits in time (a run still waiting on a signal ends near
+now, a completed one anywhere in the window), and only then are moments
+turned into timestamps.
+"""
+
+from __future__ import annotations
+
+import inspect
+import queue
+import random
+import threading
+import time
+import uuid
+from operator import itemgetter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable, Iterator
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+from tqdm import tqdm
+
+from . import defaults, schema, states
+from .demo import workflows as demo
+from .runtime.definitions import Workflow
+
+UTC = timezone.utc
+
+# How far back the generated history reaches.
+HISTORY = timedelta(days=30)
+# Runs played and written per transaction: big enough for COPY to pay off,
+# small enough for a steady progress bar.
+CHUNK_RUNS = 5_000
+# Chunks played ahead of the one being written.
+CHUNKS_AHEAD = 2
+# Step and signal ids are taken from their sequences this many at a time.
+ID_BLOCK = 50_000
+
+SYSTEM = states.SYSTEM_ACTOR
+APP = states.APP_ACTOR
+OPERATORS = ("dashboard:alice", "dashboard:bob")
+
+STALL_SECONDS = defaults.STALL_THRESHOLD.total_seconds()
+WAITING_SECONDS = defaults.WAITING_THRESHOLD.total_seconds()
+MINUTE, HOUR, DAY = 60.0, 3600.0, 86400.0
+
+# What becomes of a run, in runs per thousand; the rest completed.
+STORIES = {
+    "failed": 15,
+    "cancelled": 15,
+    "paused_error": 20,
+    "stalled": 10,
+    "paused_manual": 15,
+    "overdue": 10,
+    "ready_later": 15,
+    "ready_now": 5,
+    "running": 5,
+    "waiting_batch": 10,
+    "waiting_signal": 15,
+    "waiting_profile": 5,
+    "waiting_overdue": 10,
+}
+COMPLETED_PER_THOUSAND = 1000 - sum(STORIES.values())
+
+# Classes of the completed runs (and of stories open to every class), per thousand.
+CLASS_WEIGHTS = ((demo.ORDER, 500), (demo.ONBOARDING, 300), (demo.REFUND, 200))
+
+# The failures the demo steps raise, as the runtime stores them:
+# step -> (error class, message, the step's function).
+ERRORS = {
+    "capture_payment": ("TimeoutError", demo.CAPTURE_ERROR, demo.capture_payment),
+    "send_welcome_email": ("smtplib.SMTPServerDisconnected", demo.SMTP_ERROR, demo.send_welcome_email),
+    "issue_refund": ("ValueError", demo.REFUND_ERROR, demo.issue_refund),
+}
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def _copy_safe(text: str) -> str:
+    """*text* as it may stand in COPY's text format. The rows are built
+    from these constants, numbers, names and timestamps only, so nothing is
+    escaped row by row."""
+    return text.translate(_COPY_ESCAPES)
+
+
+def _backtrace(func: Callable, error_class: str, message: str) -> str:
+    """The traceback the runtime would store: the step's own raise line."""
+    try:
+        lines, first = inspect.getsourcelines(func)
+    except OSError:
+        lines, first = [], func.__code__.co_firstlineno
+    offset, source = next(((i, line.strip()) for i, line in enumerate(lines) if line.strip().startswith("raise ")),
+                          (0, "raise"))
+    return (
+        "Traceback (most recent call last):\n"
+        f'  File "pgbus_web/demo/workflows.py", line {first + offset}, in {func.__name__}\n'
+        f"    {source}\n{error_class}: {message}\n"
+    )
+
+
+# Stored as COPY text: already escaped.
+BACKTRACES = {step: _copy_safe(_backtrace(func, name, message)) for step, (name, message, func) in ERRORS.items()}
+
+REASONS = {
+    "resume": ("gateway is back", "SMTP relay fixed", "retrying after the provider's incident", "fixed upstream"),
+    "pause": ("waiting for a stock count", "customer asked us to hold", "investigating a duplicate charge",
+              "on hold until the vendor answers"),
+    "cancel": ("duplicate order", "customer withdrew", "test run", "fraud check failed", "replaced by a new run"),
+    "skip": ("user unsubscribed from emails", "sent by hand", "not needed for this customer"),
+    "rerun": ("captured amount corrected", "customer confirmed the refund"),
+    "reschedule": ("stock arrives Monday", "customer asked for a later date"),
+    "run_now": ("user asked for the tips now", "expedite"),
+}
+
+
+class SeedError(RuntimeError):
+    """The database cannot take generated runs (no schema, or another version)."""
+
+
+@dataclass
+class SeedResult:
+    runs: int
+    steps: int = 0
+    events: int = 0
+    signals: int = 0
+    batches: int = 0
+    seconds: float = 0.0
+    statuses: dict[str, int] = field(default_factory=dict)
+
+
+# --- one run, played on a relative clock ------------------------------------
+
+# Step row fields, in COPY order after workflow_id (times are relative seconds).
+S_ID, S_NAME, S_STATUS, S_ATTEMPT, S_SCHEDULED, S_STARTED, S_FINISHED, S_WAIT_FOR, S_WAITING_SINCE, \
+    S_TIMEOUT, S_BATCH, S_ERROR_CLASS, S_ERROR_MESSAGE, S_BACKTRACE, S_RESULT, S_CREATED, S_UPDATED = range(17)
+STEP_COLUMNS = (
+    "id, workflow_id, step_name, status, attempt, scheduled_at, started_at, finished_at, wait_for, "
+    "waiting_since, timeout_at, batch_id, error_class, error_message, error_backtrace, result, "
+    "created_at, updated_at"
+)
+RUN_COLUMNS = (
+    "workflow_id, workflow_class, status, current_step, arguments, subject_type, subject_id, "
+    "idempotency_key, definition_digest, paused_at, started_at, finished_at, created_at, updated_at"
+)
+EVENT_COLUMNS = "workflow_id, event, actor, reason, step_id, step_name, attempt, details, created_at"
+SIGNAL_COLUMNS = (
+    "id, workflow_id, name, payload, idempotency_key, status, claimed_by_step_id, claimed_at, "
+    "consumed_at, created_at"
+)
+BATCH_COLUMNS = (
+    "batch_id, description, total_jobs, completed_jobs, failed_jobs, discarded_jobs, status, "
+    "created_at, finished_at"
+)
+
+
+def _at(key: str, moment: float) -> tuple:
+    """Details holding one moment, formatted once the run is placed in time."""
+    return ('{"%s": "' % key, moment, '"}')
+
+
+class _Run:
+    """One run being played: its rows, its status, and the clock ``t``."""
+
+    def __init__(self, chunk: "_Chunk", definition: Workflow, number: int):
+        self.chunk = chunk
+        self.rng = chunk.rng
+        self.definition = definition
+        self.steps_def = definition.steps
+        self.number = number
+        self.t = 0.0
+        self.status = states.READY
+        self.current_step = None
+        self.paused_at = None
+        self.finished_at = None
+        self.steps: list[list] = []
+        self.events: list[tuple] = []
+        self.signals: list[list] = []
+        self.batches: list[list] = []
+        self.arguments: dict[str, Any] = {}
+        self.digest = chunk.digests[definition.name]
+        # A signal that arrives during the next timer, before its wait step.
+        self.early_signal = False
+        self.tracking = None
+        # The first run of its story in this seed (it shows every variant).
+        self.first = False
+        # Where the run sits in time: the relative moment `anchor` lands
+        # between the absolute epoch seconds `low` and `high`.
+        self.anchor = (0.0, 0.0, 0.0)
+
+    # -- small moves ----------------------------------------------------------
+
+    def wait(self, low: float, high: float) -> None:
+        self.t += self.rng.uniform(low, high)
+
+    def event(self, name, step=None, *, actor=SYSTEM, reason=None, details="{}"):
+        self.events.append((name, actor, reason, step, details, self.t))
+
+    def operator(self) -> str:
+        return self.rng.choice(OPERATORS)
+
+    def reason(self, kind: str) -> str:
+        return self.rng.choice(REASONS[kind])
+
+    def new_step(self, step, status, *, scheduled_at, wait_for=None):
+        attempt = 1 + sum(1 for row in self.steps if row[S_NAME] == step.name)
+        row = [self.chunk.step_ids.take(), step.name, status, attempt, scheduled_at, None, None, wait_for,
+               None, None, None, None, None, None, None, self.t, self.t]
+        self.steps.append(row)
+        self.current_step = step.name
+        return row
+
+    def schedule(self, step, *, due=None, actor=SYSTEM, reason=None, event="step_scheduled"):
+        """A new attempt of *step*, as the runtime schedules it: a step that
+        waits for a signal and is due now starts waiting at once."""
+        if due is None:
+            due = self.t + step.delay.total_seconds() if step.delay else self.t
+        pending = None
+        if step.wait_for and due <= self.t:
+            pending = next((signal for signal in self.signals
+                            if signal[4] == states.SIGNAL_PENDING and signal[1] == step.wait_for), None)
+        if step.wait_for and due <= self.t and pending is None:
+            row = self.new_step(step, states.STEP_WAITING, scheduled_at=self.t, wait_for=step.wait_for)
+            row[S_WAITING_SINCE] = self.t
+            if step.wait_timeout:
+                row[S_TIMEOUT] = self.t + step.wait_timeout.total_seconds()
+                details = ('{"signal": "%s", "timeout_at": "' % step.wait_for, row[S_TIMEOUT], '"}')
+            else:
+                details = '{"signal": "%s"}' % step.wait_for
+            self.event("step_waiting", row, actor=actor, reason=reason, details=details)
+            self.status = states.WAITING
+            return row
+        row = self.new_step(step, states.STEP_SCHEDULED, scheduled_at=due, wait_for=step.wait_for)
+        self.event(event, row, actor=actor, reason=reason, details=_at("at", due))
+        if pending is not None:
+            self.claim(pending, row, actor=actor)
+        self.status = states.READY
+        return row
+
+    def start_step(self, row) -> None:
+        self.t = max(self.t, row[S_SCHEDULED]) + self.rng.uniform(0.05, 2.0)
+        row[S_STATUS] = states.STEP_IN_PROGRESS
+        row[S_STARTED] = row[S_UPDATED] = self.t
+        self.status = states.RUNNING
+        self.event("step_started", row)
+
+    def complete_step(self, row, result: str | None = None) -> None:
+        self.wait(0.05, 2.5)
+        row[S_STATUS] = states.STEP_COMPLETED
+        row[S_FINISHED] = row[S_UPDATED] = self.t
+        row[S_RESULT] = result if result is not None else self.chunk.result_for(self, row[S_NAME])
+        self.consume_held(row[S_NAME])
+        self.event("step_completed", row)
+
+    def fail_step(self, row, error_class, message, backtrace=None) -> None:
+        self.wait(0.3, 6.0)
+        row[S_STATUS] = states.STEP_FAILED
+        row[S_FINISHED] = row[S_UPDATED] = self.t
+        row[S_ERROR_CLASS], row[S_ERROR_MESSAGE], row[S_BACKTRACE] = error_class, message, backtrace
+        self.event("step_failed", row,
+                   details='{"error_class": "%s", "error_message": "%s"}' % (error_class, message))
+
+    def consume_held(self, step_name) -> None:
+        ids = {row[S_ID] for row in self.steps if row[S_NAME] == step_name}
+        for signal in self.signals:
+            if signal[4] == states.SIGNAL_CLAIMED and signal[5] in ids:
+                signal[4], signal[7] = states.SIGNAL_CONSUMED, self.t
+
+    # -- run-level moves ------------------------------------------------------
+
+    def begin(self) -> None:
+        self.event("started", actor=APP, details='{"definition_digest": "%s"}' % self.digest)
+        self.schedule(self.steps_def[0], actor=APP)
+
+    def finish(self, status=states.COMPLETED, step=None, error_class=None) -> None:
+        self.status = status
+        self.finished_at = self.t
+        self.paused_at = None
+        details = ('{"status": "%s", "error_class": "%s"}' % (status, error_class) if error_class
+                   else '{"status": "%s"}' % status)
+        self.event("finished", step, details=details)
+
+    def pause_on_error(self, row, attempts: int) -> None:
+        self.status = states.PAUSED
+        self.paused_at = self.t
+        self.event("paused", row, details='{"error_class": "%s", "attempts": %d}' % (row[S_ERROR_CLASS], attempts))
+
+    def pause_by_operator(self, actor, reason) -> None:
+        was = self.status
+        self.status = states.PAUSED
+        self.paused_at = self.t
+        self.event("paused", self.steps[-1], actor=actor, reason=reason, details='{"was": "%s"}' % was)
+
+    def cancel(self, actor, reason) -> None:
+        was = self.status
+        cancelled = []
+        for row in self.steps:
+            if row[S_STATUS] in states.STEP_OPEN:
+                row[S_STATUS] = states.STEP_CANCELLED
+                row[S_FINISHED] = row[S_UPDATED] = self.t
+                cancelled.append(row)
+        self.status = states.CANCELLED
+        self.finished_at = self.t
+        ids = ", ".join(str(row[S_ID]) for row in cancelled)
+        self.event("cancelled", cancelled[-1] if cancelled else None, actor=actor, reason=reason,
+                   details='{"was": "%s", "cancelled_steps": [%s]}' % (was, ids))
+
+    def signal(self, name, payload, *, actor=APP) -> list:
+        """A signal arrives and is stored pending."""
+        signal_id = self.chunk.signal_ids.take()
+        key = f"{name}-{self.number}" if self.rng.random() < 0.5 else None
+        # id, name, payload, idempotency_key, status, claimed_by_step_id, claimed_at, consumed_at, created_at
+        signal = [signal_id, name, payload, key, states.SIGNAL_PENDING, None, None, None, self.t]
+        self.signals.append(signal)
+        self.event("signal_received", actor=actor, details='{"signal": "%s", "signal_id": %d, "idempotency_key": %s}'
+                   % (name, signal_id, f'"{key}"' if key else "null"))
+        return signal
+
+    def claim(self, signal, row, *, actor=SYSTEM) -> None:
+        signal[4], signal[5], signal[6] = states.SIGNAL_CLAIMED, row[S_ID], self.t
+        self.event("signal_claimed", row, actor=actor,
+                   details='{"signal": "%s", "signal_id": %d}' % (signal[1], signal[0]))
+
+    # -- whole steps ------------------------------------------------------------
+
+    def play_step(self, step, *, fails: int = 0):
+        """Play *step* from scheduling to its end, failing its first *fails*
+        attempts. Returns the last row; the run is paused or failed when the
+        step ran out of attempts, else it is ready for the next step."""
+        row = self.steps[-1] if self.steps and self.steps[-1][S_NAME] == step.name and \
+            self.steps[-1][S_STATUS] in states.STEP_OPEN else self.schedule(step)
+        if step.delay and self.early_signal:
+            self.early_signal = False
+            self.wait(MINUTE, step.delay.total_seconds() * 0.9)
+            self.signal(demo.PROFILE_SIGNAL, self.chunk.payload_for(self, demo.PROFILE_SIGNAL))
+        while True:
+            if row[S_STATUS] == states.STEP_WAITING:
+                self.receive(step, row)
+            self.start_step(row)
+            streak = row[S_ATTEMPT]
+            if streak <= fails:
+                error_class, message, _ = ERRORS[step.name]
+                self.fail_step(row, error_class, message, BACKTRACES[step.name])
+                if streak < step.max_attempts:
+                    retry_at = self.t + step.backoff.delay(streak).total_seconds()
+                    row = self.schedule(step, due=retry_at, event="step_reattempted")
+                    continue
+                if step.on_failure == "fail":
+                    self.finish(states.FAILED, row, error_class)
+                else:
+                    self.pause_on_error(row, streak)
+                return row
+            if step.fan_out:
+                self.fan_out(row)
+                self.finish_batch(row)
+            else:
+                self.complete_step(row)
+            return row
+
+    def receive(self, step, row) -> None:
+        """The signal *row* waits for arrives after a while and is claimed."""
+        if step.wait_timeout:
+            self.t += min(self.rng.expovariate(1 / (14 * HOUR)), step.wait_timeout.total_seconds() * 0.95)
+        else:
+            self.t += min(self.rng.expovariate(1 / (10 * HOUR)), 4 * DAY)
+        signal = self.signal(step.wait_for, self.chunk.payload_for(self, step.wait_for))
+        row[S_STATUS], row[S_SCHEDULED], row[S_UPDATED] = states.STEP_SCHEDULED, self.t, self.t
+        self.claim(signal, row, actor=APP)
+        self.status = states.READY
+
+    def fan_out(self, row, *, done: int | None = None) -> list:
+        jobs = self.arguments.get("vendors", demo.MIN_VENDORS)
+        self.wait(0.05, 0.5)
+        batch_id = self.chunk.uuid()
+        description = f"{self.definition.name}#{row[S_NAME]}"
+        batch = [batch_id, description, jobs, done or 0, 0, 0, states.BATCH_PROCESSING, self.t, None]
+        self.batches.append(batch)
+        row[S_STATUS], row[S_BATCH], row[S_WAITING_SINCE], row[S_UPDATED] = states.STEP_WAITING, batch_id, self.t, self.t
+        self.status = states.WAITING
+        self.event("fan_out_opened", row, details='{"batch_id": "%s", "description": "%s", "total_jobs": %d}'
+                   % (batch_id, description, jobs))
+        return batch
+
+    def finish_batch(self, row) -> None:
+        batch = self.batches[-1]
+        self.t += self.rng.uniform(3.0, 30.0) + self.rng.expovariate(1 / (3 * MINUTE))
+        failed = 1 if self.rng.random() < 0.05 else 0
+        batch[3], batch[4], batch[6], batch[8] = batch[2] - failed, failed, states.BATCH_FINISHED, self.t
+        self.wait(0.5, 5.0)  # the worker notices the finished batch
+        counts = '"total_jobs": %d, "completed_jobs": %d, "failed_jobs": %d, "discarded_jobs": 0' % (
+            batch[2], batch[3], failed)
+        row[S_STATUS], row[S_FINISHED], row[S_UPDATED] = states.STEP_COMPLETED, self.t, self.t
+        row[S_RESULT] = '{"batch_id": "%s", %s}' % (batch[0], counts)
+        self.event("fan_out_finished", row, details='{"batch_id": "%s", %s}' % (batch[0], counts))
+        self.event("step_completed", row)
+
+    def play_until(self, stop: int, fails: dict[str, int] | None = None) -> None:
+        """Play every step before index *stop* to its end; as the runtime
+        does, the next step is scheduled the moment one completes."""
+        fails = fails or {}
+        for step in self.steps_def[:stop]:
+            self.play_step(step, fails=fails.get(step.name, 0))
+
+    def advance_to(self, index: int):
+        """Schedule step *index* after the previous one ended (the runtime's advance)."""
+        return self.schedule(self.steps_def[index])
+
+    def place(self, moment: float, low: float, high: float) -> None:
+        self.anchor = (moment, low, high)
+
+
+# --- the stories ----------------------------------------------------------------
+
+
+def _index(run: _Run, name: str) -> int:
+    return run.definition.step_names.index(name)
+
+
+def _regular_indexes(run: _Run) -> list[int]:
+    """Steps that neither wait for a signal nor fan out."""
+    return [i for i, step in enumerate(run.steps_def) if not step.wait_for and not step.fan_out and not step.delay]
+
+
+def _completed(run: _Run, now: float) -> None:
+    rng = run.rng
+    klass = run.definition.name
+    fails: dict[str, int] = {}
+    twist = rng.random()
+    if klass == demo.ORDER:
+        fails["capture_payment"] = rng.choices((0, 1, 2), (80, 14, 6))[0]
+    elif klass == demo.ONBOARDING:
+        fails["send_welcome_email"] = 1 if rng.random() < 0.1 else 0
+        # Some users complete their profile while the tips timer runs.
+        run.early_signal = rng.random() < 0.2
+    elif klass == demo.REFUND:
+        fails["issue_refund"] = 1 if rng.random() < 0.08 else 0
+
+    run.begin()
+    if twist < 0.03 and klass in (demo.ORDER, demo.ONBOARDING):
+        # Paused on an error, then an operator resumed it and the retry went through.
+        name = "capture_payment" if klass == demo.ORDER else "send_welcome_email"
+        index = _index(run, name)
+        run.play_until(index, fails)
+        step = run.steps_def[index]
+        failed = run.play_step(step, fails=step.max_attempts)
+        run.arguments[_FLAG[name]] = step.max_attempts
+        run.t += rng.uniform(5 * MINUTE, 2 * DAY)
+        actor, reason = run.operator(), run.reason("resume")
+        run.event("resumed", failed, actor=actor, reason=reason,
+                  details='{"action": "retry", "step": "%s"}' % name)
+        run.paused_at = None
+        run.schedule(step, actor=actor)
+        run.play_step(step)
+        _play_rest(run, index + 1, fails)
+    elif twist < 0.04 and klass == demo.ONBOARDING:
+        # The welcome email kept failing; an operator skipped it.
+        index = _index(run, "send_welcome_email")
+        run.play_until(index, fails)
+        step = run.steps_def[index]
+        failed = run.play_step(step, fails=step.max_attempts)
+        run.arguments[_FLAG[step.name]] = True
+        run.t += rng.uniform(10 * MINUTE, DAY)
+        actor = run.operator()
+        skipped = run.new_step(step, states.STEP_SKIPPED, scheduled_at=None)
+        skipped[S_FINISHED] = run.t
+        run.event("step_skipped", skipped, actor=actor, reason=run.reason("skip"))
+        run.paused_at = None
+        run.schedule(run.steps_def[index + 1], actor=actor)
+        _play_rest(run, index + 1, fails)
+    elif twist < 0.06 and klass == demo.REFUND:
+        # The refund failed; after a correction an operator ran it again.
+        index = _index(run, "issue_refund")
+        run.play_until(index, fails)
+        step = run.steps_def[index]
+        run.play_step(step, fails=step.max_attempts)
+        run.arguments[_FLAG[step.name]] = step.max_attempts
+        run.t += rng.uniform(HOUR, 3 * DAY)
+        actor = run.operator()
+        run.event("rerun", actor=actor, reason=run.reason("rerun"),
+                  details='{"from_step": "%s", "was": "failed"}' % step.name)
+        run.finished_at = None
+        run.schedule(step, actor=actor)
+        run.play_step(step)
+        _play_rest(run, index + 1, fails)
+    elif twist < 0.08 and klass == demo.ONBOARDING:
+        # Someone asked for the tips early: the timer was run now.
+        index = _index(run, "send_tips")
+        run.play_until(index, fails)
+        row = run.advance_to(index)
+        run.t += rng.uniform(MINUTE, 20 * HOUR)
+        was = row[S_SCHEDULED]
+        row[S_SCHEDULED] = row[S_UPDATED] = run.t
+        run.event("run_now", row, actor=run.operator(), reason=run.reason("run_now"),
+                  details=('{"at": "', run.t, '", "was": "', was, '"}'))
+        _play_rest(run, index, fails)
+    else:
+        run.play_until(len(run.steps_def), fails)
+        run.finish(step=None)
+    _set_flags(run, fails)
+    run.place(run.t, now - HISTORY.total_seconds() + run.t, now)
+
+
+_FLAG = {"capture_payment": "fail_capture", "send_welcome_email": "fail_welcome_email", "issue_refund": "fail_refund"}
+
+
+def _set_flags(run: _Run, fails: dict[str, int]) -> None:
+    for name, count in fails.items():
+        if count and not run.arguments.get(_FLAG[name]):
+            run.arguments[_FLAG[name]] = count
+
+
+def _play_rest(run: _Run, index: int, fails: dict[str, int]) -> None:
+    for step in run.steps_def[index:]:
+        run.play_step(step, fails=fails.get(step.name, 0))
+    run.finish()
+
+
+def _failed(run: _Run, now: float) -> None:
+    index = _index(run, "issue_refund")
+    step = run.steps_def[index]
+    run.begin()
+    run.play_until(index)
+    run.play_step(step, fails=step.max_attempts)
+    run.arguments["fail_refund"] = True
+    run.place(run.t, now - HISTORY.total_seconds() + run.t, now)
+
+
+def _cancelled(run: _Run, now: float) -> None:
+    rng = run.rng
+    run.begin()
+    actor, reason = run.operator(), run.reason("cancel")
+    waits = [i for i, step in enumerate(run.steps_def) if step.wait_for]
+    kind = rng.random()
+    if kind < 0.4 and waits:
+        index = rng.choice(waits)
+        run.play_until(index)
+        run.advance_to(index)
+    elif kind < 0.6 and run.definition.name == demo.ORDER:
+        index = _index(run, "capture_payment")
+        run.play_until(index)
+        step = run.steps_def[index]
+        run.play_step(step, fails=step.max_attempts)
+        run.arguments["fail_capture"] = True
+    else:
+        index = rng.choice(_regular_indexes(run))
+        run.play_until(index)
+        if index:
+            run.advance_to(index)
+    run.t += rng.uniform(MINUTE, 3 * DAY)
+    run.cancel(actor, reason)
+    run.place(run.t, now - HISTORY.total_seconds() + run.t, now)
+
+
+def _paused_error(run: _Run, now: float) -> None:
+    rng = run.rng
+    run.begin()
+    if run.definition.name == demo.ORDER and rng.random() < 0.3:
+        # The shipment never got confirmed: the sweep timed the wait out.
+        index = _index(run, "await_shipment")
+        run.play_until(index)
+        step = run.steps_def[index]
+        row = run.advance_to(index)
+        run.t = row[S_TIMEOUT] + rng.uniform(1.0, 30.0)
+        message = "waited for %s since %s; the wait timed out at %s"
+        row[S_STATUS], row[S_FINISHED], row[S_UPDATED] = states.STEP_FAILED, run.t, run.t
+        row[S_ERROR_CLASS] = states.WAIT_TIMED_OUT_ERROR
+        row[S_ERROR_MESSAGE] = (message, step.wait_for, row[S_WAITING_SINCE], row[S_TIMEOUT])
+        run.event("wait_timed_out", row,
+                  details=('{"signal": "%s", "timeout_at": "' % step.wait_for, row[S_TIMEOUT], '"}'))
+        run.status, run.paused_at = states.PAUSED, run.t
+        run.event("paused", row, details='{"error_class": "%s"}' % states.WAIT_TIMED_OUT_ERROR)
+    else:
+        name = "capture_payment" if run.definition.name == demo.ORDER else "send_welcome_email"
+        index = _index(run, name)
+        run.play_until(index)
+        step = run.steps_def[index]
+        run.play_step(step, fails=step.max_attempts)
+        # A resume (a further attempt) goes through.
+        run.arguments[_FLAG[name]] = step.max_attempts
+    _place_paused(run, now)
+
+
+def _place_paused(run: _Run, now: float) -> None:
+    # Paused runs pile up: many recent, some from weeks ago.
+    run.place(run.t, now - HISTORY.total_seconds() + run.t, now - MINUTE)
+
+
+def _stalled(run: _Run, now: float) -> None:
+    index = run.rng.choice(_regular_indexes(run))
+    run.begin()
+    run.play_until(index)
+    row = run.steps[-1] if index == 0 else run.advance_to(index)
+    run.start_step(row)
+    started = row[S_STARTED]
+    run.t = started + STALL_SECONDS + run.rng.uniform(5.0, 60.0)
+    threshold = int(STALL_SECONDS)
+    row[S_STATUS], row[S_FINISHED], row[S_UPDATED] = states.STEP_FAILED, run.t, run.t
+    row[S_ERROR_CLASS] = states.STEP_STALLED_ERROR
+    row[S_ERROR_MESSAGE] = ("in progress since %s, longer than the stall threshold of " + f"{threshold}s", started)
+    run.event("stall_detected", row,
+              details=('{"started_at": "', started, '", "threshold_seconds": %d}' % threshold))
+    run.status, run.paused_at = states.PAUSED, run.t
+    run.event("paused", row, details='{"error_class": "%s"}' % states.STEP_STALLED_ERROR)
+    _place_paused(run, now)
+
+
+def _paused_manual(run: _Run, now: float) -> None:
+    rng = run.rng
+    run.begin()
+    waits = [i for i, step in enumerate(run.steps_def) if step.wait_for]
+    if waits and rng.random() < 0.4:
+        index = rng.choice(waits)
+    else:
+        index = rng.choice(_regular_indexes(run))
+    run.play_until(index)
+    if index:
+        run.advance_to(index)
+    run.wait(0.5, 5 * MINUTE)
+    run.pause_by_operator(run.operator(), run.reason("pause"))
+    _place_paused(run, now)
+
+
+def _overdue(run: _Run, now: float) -> None:
+    index = run.rng.choice(_regular_indexes(run))
+    run.begin()
+    run.play_until(index)
+    row = run.steps[-1] if index == 0 else run.advance_to(index)
+    # Nothing took the step: its due time is the moment that counts.
+    run.place(row[S_SCHEDULED], now - 7 * DAY, now - STALL_SECONDS - MINUTE)
+
+
+def _ready_later(run: _Run, now: float) -> None:
+    rng = run.rng
+    run.begin()
+    if run.definition.name == demo.ONBOARDING:
+        index = _index(run, "send_tips")
+        run.play_until(index)
+        row = run.advance_to(index)
+        if run.first or rng.random() < 0.3:
+            # The user completed the profile already; the signal waits for its step.
+            run.wait(MINUTE, 12 * HOUR)
+            run.signal(demo.PROFILE_SIGNAL, run.chunk.payload_for(run, demo.PROFILE_SIGNAL))
+        # The timer is still running: its due time is after now.
+        run.place(run.t, now - (row[S_SCHEDULED] - run.t) + MINUTE, now - MINUTE)
+        return
+    index = rng.choice(_regular_indexes(run))
+    run.play_until(index)
+    row = run.steps[-1] if index == 0 else run.advance_to(index)
+    run.wait(1.0, 5 * MINUTE)
+    was, due = row[S_SCHEDULED], run.t + rng.uniform(HOUR, 3 * DAY)
+    row[S_SCHEDULED] = row[S_UPDATED] = due
+    run.event("rescheduled", row, actor=run.operator(), reason=run.reason("reschedule"),
+              details=('{"at": "', due, '", "was": "', was, '"}'))
+    run.place(run.t, now - HOUR, now - MINUTE)
+
+
+def _ready_now(run: _Run, now: float) -> None:
+    # The awaited signal just came: the wait step claimed it and is due now.
+    index = next(i for i, step in enumerate(run.steps_def) if step.wait_for)
+    run.begin()
+    run.play_until(index)
+    row = run.advance_to(index)
+    run.receive(run.steps_def[index], row)
+    run.place(run.t, now - STALL_SECONDS + MINUTE, now)
+
+
+def _running(run: _Run, now: float) -> None:
+    index = run.rng.choice(_regular_indexes(run))
+    run.begin()
+    run.play_until(index)
+    row = run.steps[-1] if index == 0 else run.advance_to(index)
+    run.start_step(row)
+    run.place(run.t, now - STALL_SECONDS + MINUTE, now)
+
+
+def _waiting_batch(run: _Run, now: float) -> None:
+    index = _index(run, "notify_vendors")
+    run.begin()
+    run.play_until(index)
+    row = run.advance_to(index)
+    run.start_step(row)
+    jobs = run.arguments.get("vendors", demo.MIN_VENDORS)
+    run.fan_out(row, done=run.rng.randrange(0, jobs))
+    run.place(run.t, now - 2 * HOUR, now)
+
+
+def _waiting_signal(run: _Run, now: float) -> None:
+    index = _index(run, "await_shipment")
+    run.begin()
+    run.play_until(index)
+    row = run.advance_to(index)
+    timeout = row[S_TIMEOUT] - row[S_WAITING_SINCE]
+    run.place(row[S_WAITING_SINCE], now - timeout + HOUR, now)
+
+
+def _waiting_profile(run: _Run, now: float, overdue: bool = False) -> None:
+    index = _index(run, "await_profile")
+    run.begin()
+    run.play_until(index)
+    row = run.advance_to(index)
+    if overdue:
+        run.place(row[S_WAITING_SINCE], now - HISTORY.total_seconds() + row[S_WAITING_SINCE],
+                  now - WAITING_SECONDS - HOUR)
+    else:
+        run.place(row[S_WAITING_SINCE], now - WAITING_SECONDS + HOUR, now)
+
+
+def _waiting_overdue(run: _Run, now: float) -> None:
+    _waiting_profile(run, now, overdue=True)
+
+
+# story -> (how it is played, the classes it applies to; None: any)
+PLAYERS: dict[str, tuple[Callable[[_Run, float], None], tuple[str, ...] | None]] = {
+    "completed": (_completed, None),
+    "failed": (_failed, (demo.REFUND,)),
+    "cancelled": (_cancelled, None),
+    "paused_error": (_paused_error, (demo.ORDER, demo.ORDER, demo.ONBOARDING)),
+    "stalled": (_stalled, None),
+    "paused_manual": (_paused_manual, None),
+    "overdue": (_overdue, None),
+    "ready_later": (_ready_later, (demo.ONBOARDING, demo.ONBOARDING, demo.ORDER)),
+    "ready_now": (_ready_now, (demo.ORDER, demo.ONBOARDING)),
+    "running": (_running, None),
+    "waiting_batch": (_waiting_batch, (demo.ORDER,)),
+    "waiting_signal": (_waiting_signal, (demo.ORDER,)),
+    "waiting_profile": (_waiting_profile, (demo.ONBOARDING,)),
+    "waiting_overdue": (_waiting_overdue, (demo.ONBOARDING,)),
+}
+
+
+def _deck(rng: random.Random, first: bool) -> list[str]:
+    """One thousand runs' stories, shuffled. The first deck starts with one
+    run of every story, so that even a small seed shows them all."""
+    cards = ["completed"] * COMPLETED_PER_THOUSAND
+    for story, count in STORIES.items():
+        cards += [story] * count
+    rng.shuffle(cards)
+    if first:
+        head = list(STORIES)
+        rng.shuffle(head)
+        for story in head:
+            cards.remove(story)
+        cards = head + cards
+    return cards
+
+
+# --- ids, arguments, payloads -----------------------------------------------------
+
+
+class _Ids:
+    """Ids taken from a table's sequence a block at a time, so that rows
+    can name each other (an event its step) before they are written. The
+    table is locked while a block is reserved: an insert by anyone else
+    takes its id before or after the block, never inside it."""
+
+    def __init__(self, engine: Engine, table: str):
+        self.engine = engine
+        self.table = table
+        self.next, self.end = 1, 0  # empty: the first take reserves a block
+        self.block_start = None
+        self.last_taken = None
+        with engine.connect() as conn:
+            self.sequence = conn.execute(
+                sa.text("SELECT pg_get_serial_sequence(:table, 'id')"), {"table": table}
+            ).scalar_one()
+
+    def take(self) -> int:
+        if self.next > self.end:
+            self._reserve()
+        taken = self.next
+        self.next += 1
+        self.last_taken = taken
+        return taken
+
+    def _lock(self, conn) -> None:
+        # The table name is one of ours, never input.
+        conn.exec_driver_sql(f"LOCK TABLE {self.table} IN SHARE ROW EXCLUSIVE MODE")
+
+    def _reserve(self) -> None:
+        with self.engine.begin() as conn:
+            self._lock(conn)
+            first = conn.execute(sa.text("SELECT nextval(:seq)"), {"seq": self.sequence}).scalar_one()
+            conn.execute(sa.text("SELECT setval(:seq, :last)"), {"seq": self.sequence, "last": first + ID_BLOCK - 1})
+        self.next, self.end, self.block_start = first, first + ID_BLOCK - 1, first
+
+    def give_back(self) -> None:
+        """Return the unused end of the last block when nobody took ids since."""
+        if self.block_start is None:
+            return
+        with self.engine.begin() as conn:
+            self._lock(conn)
+            last = conn.execute(sa.text(f"SELECT last_value FROM {self.sequence}")).scalar_one()
+            if last != self.end:
+                return
+            if self.last_taken is not None and self.last_taken >= self.block_start:
+                conn.execute(sa.text("SELECT setval(:seq, :v)"), {"seq": self.sequence, "v": self.last_taken})
+            else:
+                conn.execute(sa.text("SELECT setval(:seq, :v, false)"), {"seq": self.sequence, "v": self.block_start})
+
+
+def _arguments(run: _Run) -> dict[str, Any]:
+    rng, n = run.rng, run.number
+    klass = run.definition.name
+    if klass == demo.ORDER:
+        return {"order_id": n, "amount_cents": rng.randrange(500, 50_000),
+                "vendors": rng.randint(demo.MIN_VENDORS, demo.MAX_VENDORS), "fail_capture": False}
+    if klass == demo.ONBOARDING:
+        return {"user_id": n, "fail_welcome_email": False}
+    return {"refund_id": n, "amount_cents": rng.randrange(500, 20_000), "fail_refund": False}
+
+
+def _json(value: Any) -> str:
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    return str(value)
+
+
+CARRIERS = ("DHL", "UPS", "PostNord", "GLS", "FedEx")
+
+
+# --- a chunk of runs ------------------------------------------------------------------
+
+
+class _Chunk:
+    """Plays runs and keeps their rows, ready for COPY."""
+
+    def __init__(self, rng: random.Random, step_ids: _Ids, signal_ids: _Ids, now: float, old_order: Workflow,
+                 told: dict[str, int]):
+        self.rng = rng
+        self.told = told  # runs played so far per story, across chunks
+        self.step_ids = step_ids
+        self.signal_ids = signal_ids
+        self.now = now
+        self.old_order = old_order
+        # Digests hash the step list: computed once, not per run.
+        self.digests = dict(demo.REGISTRY.digests())
+        self.old_digest = old_order.digest
+        # Per table: (workflow_id, the COPY text of that run's rows).
+        self.runs: list[tuple[str, str]] = []
+        self.steps: list[tuple[str, str]] = []
+        self.events: list[tuple[str, str]] = []
+        self.signals: list[tuple[str, str]] = []
+        self.batches: list[tuple[str, str]] = []
+        self.statuses: dict[str, int] = {}
+        self.rows = {"steps": 0, "events": 0, "signals": 0, "batches": 0}
+
+    def uuid(self) -> str:
+        return str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
+
+    def result_for(self, run: _Run, step_name: str) -> str:
+        args = run.arguments
+        if step_name == "reserve_stock":
+            return '{"reserved": true, "order_id": %d}' % args["order_id"]
+        if step_name in ("capture_payment", "issue_refund"):
+            key = "captured_cents" if step_name == "capture_payment" else "refunded_cents"
+            return '{"%s": %d}' % (key, args["amount_cents"])
+        if step_name == "create_account":
+            return '{"user_id": %d}' % args["user_id"]
+        if step_name == "activate":
+            return '{"active": true}'
+        if step_name == "validate_refund":
+            return '{"valid": true}'
+        if step_name == "await_shipment":
+            return '{"tracking": "%s"}' % run.tracking
+        if step_name == "await_profile":
+            return '{"profile": {"complete": true}}'
+        return '{"sent": true}'
+
+    def payload_for(self, run: _Run, signal: str) -> str:
+        if signal == demo.SHIPMENT_SIGNAL:
+            run.tracking = "1Z%010d" % self.rng.randrange(10**10)
+            return '{"carrier": "%s", "tracking": "%s"}' % (self.rng.choice(CARRIERS), run.tracking)
+        return '{"complete": true}'
+
+    def play(self, story: str, number: int) -> None:
+        player, classes = PLAYERS[story]
+        rng = self.rng
+        told = self.told.get(story, 0)
+        self.told[story] = told + 1
+        if classes is None:
+            klass = rng.choices([c for c, _ in CLASS_WEIGHTS], [w for _, w in CLASS_WEIGHTS])[0]
+        else:
+            klass = classes[told % len(classes)]  # in turn, so that a few runs show each
+        definition = demo.REGISTRY.get(klass)
+        run = _Run(self, definition, number)
+        run.first = told == 0
+        if klass == demo.ORDER and story == "completed" and rng.random() < 0.1:
+            # Started before notify_vendors existed: the definition changed since.
+            run.definition = self.old_order
+            run.steps_def = self.old_order.steps
+            run.digest = self.old_digest
+        run.arguments = _arguments(run)
+        player(run, self.now)
+        self._emit(run)
+
+    def _emit(self, run: _Run) -> None:
+        """The run's rows as COPY text, now that its place in time is known."""
+        moment, low, high = run.anchor
+        start = _EPOCH + timedelta(seconds=self.rng.uniform(low, max(low, high)) - moment)
+        seen: dict[float, str] = {}
+
+        def ts(value):
+            # Naive UTC: the writing transaction runs in UTC.
+            if value is None:
+                return NULL
+            text = seen.get(value)
+            if text is None:
+                text = seen[value] = (start + timedelta(seconds=value)).isoformat()
+            return text
+
+        def text(value):
+            # Every string here is built from COPY-safe parts (see _copy_safe).
+            if value is None:
+                return NULL
+            if type(value) is tuple:
+                # Moments inside JSON and messages carry their offset, as the runtime writes them.
+                return "".join(ts(part) + "+00:00" if type(part) is float else part for part in value)
+            return value
+
+        workflow_id = self.uuid()
+        klass = run.definition.name
+        has_subject = self.rng.random() < 0.9
+        subject_type = demo.SUBJECT_TYPES[klass] if has_subject else None
+        subject_id = str(run.number) if has_subject else None
+        key = f"{subject_type.lower()}-{run.number}" if has_subject and self.rng.random() < 0.6 else None
+        args = ", ".join('"%s": %s' % (name, _json(value)) for name, value in run.arguments.items())
+        created = ts(0.0)
+        self.runs.append((workflow_id, "\t".join((
+            workflow_id, klass, run.status, run.current_step or NULL, text("{%s}" % args), subject_type or NULL,
+            subject_id or NULL, key or NULL, run.digest, ts(run.paused_at), created, ts(run.finished_at),
+            created, ts(run.t),
+        )) + "\n"))
+        self.statuses[run.status] = self.statuses.get(run.status, 0) + 1
+        rows = self.rows
+        rows["steps"] += len(run.steps)
+        rows["events"] += len(run.events)
+        rows["signals"] += len(run.signals)
+        rows["batches"] += len(run.batches)
+
+        lines = []
+        for row in run.steps:
+            message = row[S_ERROR_MESSAGE]
+            if type(message) is tuple:
+                template, *parts = message
+                message = template % tuple(ts(p) + "+00:00" if type(p) is float else p for p in parts)
+            lines.append("\t".join((
+                str(row[S_ID]), workflow_id, row[S_NAME], row[S_STATUS], str(row[S_ATTEMPT]), ts(row[S_SCHEDULED]),
+                ts(row[S_STARTED]), ts(row[S_FINISHED]), row[S_WAIT_FOR] or NULL, ts(row[S_WAITING_SINCE]),
+                ts(row[S_TIMEOUT]), row[S_BATCH] or NULL, row[S_ERROR_CLASS] or NULL, text(message),
+                text(row[S_BACKTRACE]), text(row[S_RESULT]), ts(row[S_CREATED]), ts(row[S_UPDATED]),
+            )))
+        if lines:
+            self.steps.append((workflow_id, "\n".join(lines) + "\n"))
+
+        lines = []
+        for name, actor, reason, step, details, moment in run.events:
+            if step is None:
+                step_columns = "\\N\t\\N\t\\N"
+            else:
+                step_columns = f"{step[S_ID]}\t{step[S_NAME]}\t{step[S_ATTEMPT]}"
+            lines.append(f"{workflow_id}\t{name}\t{actor}\t{text(reason)}\t{step_columns}\t{text(details)}\t{ts(moment)}")
+        if lines:
+            self.events.append((workflow_id, "\n".join(lines) + "\n"))
+
+        if run.signals:
+            self.signals.append((workflow_id, "".join(
+                "\t".join((str(signal[0]), workflow_id, signal[1], text(signal[2]), signal[3] or NULL, signal[4],
+                           NULL if signal[5] is None else str(signal[5]), ts(signal[6]), ts(signal[7]),
+                           ts(signal[8]))) + "\n"
+                for signal in run.signals
+            )))
+        for batch in run.batches:
+            self.batches.append((batch[0], "\t".join((
+                batch[0], text(batch[1]), str(batch[2]), str(batch[3]), str(batch[4]), str(batch[5]), batch[6],
+                ts(batch[7]), ts(batch[8]),
+            )) + "\n"))
+
+
+# --- writing -------------------------------------------------------------------------
+
+NULL = "\\N"  # COPY's text format for NULL
+_EPOCH = datetime(1970, 1, 1)
+
+
+def _copy(cursor, table: str, columns: str, blocks: list[tuple[str, str]]) -> int:
+    """COPY one table's rows, given as (workflow_id, COPY text) blocks."""
+    if not blocks:
+        return 0
+    # In workflow_id order, each index page and each run's key is visited
+    # once per chunk rather than at random; a run's rows stay in order.
+    blocks.sort(key=itemgetter(0))
+    with cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+        copy.write("".join(block for _, block in blocks))
+    return len(blocks)
+
+
+def _write(engine: Engine, chunk: _Chunk, *, skip_row_checks: bool) -> None:
+    with engine.begin() as conn:
+        conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
+        if skip_row_checks:
+            # The chunk is written parents first and names only its own runs,
+            # so the per-row foreign-key checks (most of the server's work
+            # here) are skipped, as pg_restore --disable-triggers does.
+            conn.exec_driver_sql("SET LOCAL session_replication_role = replica")
+        conn.exec_driver_sql("SET LOCAL TimeZone = 'UTC'")
+        with conn.connection.dbapi_connection.cursor() as cursor:
+            _copy(cursor, "pgbus_workflows", RUN_COLUMNS, chunk.runs)
+            _copy(cursor, "pgbus_batches", BATCH_COLUMNS, chunk.batches)
+            _copy(cursor, "pgbus_workflow_steps", STEP_COLUMNS, chunk.steps)
+            _copy(cursor, "pgbus_workflow_signals", SIGNAL_COLUMNS, chunk.signals)
+            _copy(cursor, "pgbus_workflow_events", EVENT_COLUMNS, chunk.events)
+
+
+def _may_skip_row_checks(engine: Engine) -> bool:
+    """Only a superuser may turn triggers off for its session."""
+    with engine.connect() as conn:
+        return conn.execute(sa.text("SELECT current_setting('is_superuser') = 'on'")).scalar_one()
+
+
+def check_schema(engine: Engine) -> None:
+    """Raise SeedError unless this release's schema is installed."""
+    with engine.connect() as conn:
+        version = schema.installed_version(conn)
+    if version is None:
+        raise SeedError("the pgbus-web schema is not installed in this database; "
+                        "run `pgbus-web db install` first")
+    if version != schema.SCHEMA_VERSION:
+        raise SeedError(f"the database has pgbus-web schema version {version}; "
+                        f"this release seeds version {schema.SCHEMA_VERSION}")
+
+
+def _old_order_workflow() -> Workflow:
+    steps = [step for step in demo.ORDER_WORKFLOW.steps if step.name != "notify_vendors"]
+    return Workflow(demo.ORDER, steps)
+
+
+def _chunks(engine: Engine, runs: int, rng: random.Random, now: float, first_number: int,
+            chunk_size: int) -> Iterator[_Chunk]:
+    step_ids = _Ids(engine, "pgbus_workflow_steps")
+    signal_ids = _Ids(engine, "pgbus_workflow_signals")
+    old_order = _old_order_workflow()
+    try:
+        deck: list[str] = []
+        told: dict[str, int] = {}
+        first_deck = True
+        made = 0
+        while made < runs:
+            chunk = _Chunk(rng, step_ids, signal_ids, now, old_order, told)
+            for _ in range(min(chunk_size, runs - made)):
+                if not deck:
+                    deck = _deck(rng, first_deck)
+                    deck.reverse()
+                    first_deck = False
+                chunk.play(deck.pop(), first_number + made)
+                made += 1
+            yield chunk
+    finally:
+        step_ids.give_back()
+        signal_ids.give_back()
+
+
+def _played_ahead(chunks: Iterator[_Chunk]) -> Iterator[_Chunk]:
+    """The chunks, played by a second thread while the caller writes."""
+    ready: queue.Queue = queue.Queue(maxsize=CHUNKS_AHEAD)
+    done = object()
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for chunk in chunks:
+                while not stop.is_set():
+                    try:
+                        ready.put(chunk, timeout=0.2)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    break
+            ready.put(done)
+        except BaseException as exc:  # noqa: BLE001  (handed to the writing thread)
+            ready.put(exc)
+        finally:
+            chunks.close()
+
+    worker = threading.Thread(target=produce, name="pgbus-seed-player", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item = ready.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        while worker.is_alive():
+            try:
+                ready.get(timeout=0.2)
+            except queue.Empty:
+                pass
+        worker.join()
+
+
+def seed(
+    engine: Engine,
+    *,
+    runs: int,
+    seed: int | None = None,
+    now: datetime | None = None,
+    progress: bool = False,
+    chunk_size: int = CHUNK_RUNS,
+) -> SeedResult:
+    """Write *runs* generated runs (with their steps, events, signals and
+    batches) and return what was written. *seed* makes the runs
+    reproducible (with the same *now*); *progress* shows a progress bar."""
+    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+        raise ValueError(f"runs must be a positive whole number, not {runs!r}")
+    check_schema(engine)
+    started = time.monotonic()
+    now_ts = (now or datetime.now(UTC)).timestamp()
+    with engine.connect() as conn:
+        first_number = conn.execute(sa.text("SELECT COALESCE(max(id), 0) + 1 FROM pgbus_workflows")).scalar_one()
+    # The same seed on another database state gives other workflow ids, so
+    # seeding twice with one seed adds runs instead of colliding.
+    rng = random.Random(None if seed is None else f"{seed}:{first_number}")
+    skip_row_checks = _may_skip_row_checks(engine)
+    result = SeedResult(runs=runs)
+    with tqdm(total=runs, unit="run", disable=not progress, desc="Seeding") as bar:
+        for chunk in _played_ahead(_chunks(engine, runs, rng, now_ts, first_number, chunk_size)):
+            _write(engine, chunk, skip_row_checks=skip_row_checks)
+            result.steps += chunk.rows["steps"]
+            result.events += chunk.rows["events"]
+            result.signals += chunk.rows["signals"]
+            result.batches += chunk.rows["batches"]
+            for status, count in chunk.statuses.items():
+                result.statuses[status] = result.statuses.get(status, 0) + count
+            bar.update(len(chunk.runs))
+    result.seconds = time.monotonic() - started
+    return result
