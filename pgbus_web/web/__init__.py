@@ -104,7 +104,7 @@ class PgbusWeb:
 def build_blueprint() -> Blueprint:
     """A fresh blueprint with every route module's routes on it."""
     from .. import i18n
-    from . import chrome, helpers, locks_views, presenters, security, views
+    from . import actions, chrome, helpers, locks_views, presenters, security, views
 
     blueprint = Blueprint(
         EXTENSION_NAME,
@@ -125,6 +125,7 @@ def build_blueprint() -> Blueprint:
         setup_state.app.jinja_env.globals.update(presenters.template_globals())
 
     views.register(blueprint)
+    actions.register(blueprint)
     locks_views.register(blueprint)
     return blueprint
 

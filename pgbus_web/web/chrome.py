@@ -14,8 +14,8 @@ STATIC_DIR = Path(__file__).resolve().parent / "static"
 
 # Assets included on every page when the package ships them (each is
 # written by the part of the dashboard that needs it).
-OPTIONAL_STYLESHEETS = ("timeline.css",)
-OPTIONAL_SCRIPTS = ("timezone.js", "pgbus.js")
+OPTIONAL_STYLESHEETS = ("timeline.css", "actions.css")
+OPTIONAL_SCRIPTS = ("timezone.js", "pgbus.js", "actions.js")
 
 # The top navigation: (endpoint, message key). An entry whose endpoint is
 # not registered (the Locks page in a build without it) is left out.

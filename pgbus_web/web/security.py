@@ -58,6 +58,8 @@ SECURITY_HEADERS = {
 
 # Endpoints answered without asking can_view: they say nothing about runs.
 OPEN_ENDPOINTS = ("static", "health")
+# Requests that change something: only for those who may act (can_act).
+UNSAFE_METHODS = frozenset(("POST", "PUT", "PATCH", "DELETE"))
 
 _warned_open = False
 
@@ -105,6 +107,12 @@ def _check_view() -> None:
         abort(403)
 
 
+def _check_act() -> None:
+    # Before the CSRF check and the view: a viewer's post reads and writes nothing.
+    if request.method in UNSAFE_METHODS and not may_act():
+        abort(403)
+
+
 def _add_headers(response):
     for name, value in SECURITY_HEADERS.items():
         response.headers.setdefault(name, value)
@@ -116,4 +124,5 @@ def _add_headers(response):
 
 def init_blueprint(blueprint: Blueprint) -> None:
     blueprint.before_request(_check_view)
+    blueprint.before_request(_check_act)
     blueprint.after_request(_add_headers)

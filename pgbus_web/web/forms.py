@@ -1,0 +1,216 @@
+"""Reading the action forms: each field checked, turned into what the
+runtime takes, and refused with a translated message that names the field.
+
+Nothing here touches the database. A FormError carries the field, the
+message and the HTTP status that fits (422 for a value that cannot be
+used, 413 for one that is too large), so the route can show the form back.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone, tzinfo
+from typing import Any, Mapping
+
+from .. import states
+from ..i18n import t
+from ..models.events import REASON_LIMIT
+
+# Longest signal name and idempotency key accepted: names are identifiers,
+# keys are ids; anything longer is a mistake, not data.
+NAME_LIMIT = 200
+KEY_LIMIT = 200
+# Largest signal payload, as JSON text: a signal says something happened,
+# it does not carry files.
+PAYLOAD_LIMIT = 64 * 1024
+# The value an <input type="datetime-local"> sends and shows, to the minute.
+LOCAL_FORMAT = "%Y-%m-%dT%H:%M"
+
+# The fields each outside verb reads, besides the CSRF token.
+VERB_FIELDS: dict[str, tuple[str, ...]] = {
+    "resume": ("reason",),
+    "resume_at": ("at", "reason"),
+    "run_now": ("reason",),
+    "skip": ("reason",),
+    "rerun": ("from_step", "reason"),
+    "cancel": ("reason",),
+    "pause": ("reason",),
+    "reschedule": ("at", "reason"),
+}
+SIGNAL_FIELDS = ("name", "payload", "idempotency_key")
+GROUP_FIELDS = ("workflow_class", "step_name", "reason", "error_class")
+
+
+class FormError(ValueError):
+    """A field that cannot be used. ``status``: 422, or 413 when too large."""
+
+    def __init__(self, field_name: str, message: str, status: int = 422) -> None:
+        super().__init__(message)
+        self.field = field_name
+        self.message = message
+        self.status = status
+
+
+@dataclass(frozen=True)
+class VerbForm:
+    reason: str | None = None
+    at: datetime | None = None  # aware, UTC
+    from_step: str | None = None
+
+    def options(self) -> dict[str, Any]:
+        """The keyword options runtime.verbs.perform takes."""
+        return {"reason": self.reason, "at": self.at, "from_step": self.from_step}
+
+
+@dataclass(frozen=True)
+class SignalForm:
+    name: str
+    payload: dict[str, Any] = field(default_factory=dict)
+    idempotency_key: str | None = None
+
+
+def _text(form: Mapping[str, str], name: str) -> str:
+    value = (form.get(name) or "").strip()
+    if "\x00" in value:
+        # PostgreSQL text cannot hold a NUL; refuse it here rather than fail there.
+        raise FormError(name, t("pgbus.workflows.forms.errors.nul_character"))
+    return value
+
+
+def _reject_constant(name: str) -> Any:
+    # NaN and Infinity are not JSON, and jsonb refuses them.
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(key) or _has_nul(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(item) for item in value)
+    return False
+
+
+def _limit(value: str, field_name: str, limit: int) -> str:
+    if len(value) > limit:
+        raise FormError(field_name, t("pgbus.workflows.forms.errors.too_long", max=limit))
+    return value
+
+
+def reason(form: Mapping[str, str], name: str = "reason") -> str | None:
+    """The operator's optional reason, for the audit trail (a bulk form
+    calls it ``note``: its ``reason`` is the group's stuck reason)."""
+    return _limit(_text(form, name), name, REASON_LIMIT) or None
+
+
+def local_input(moment: datetime, tz: tzinfo) -> str:
+    """*moment* as a datetime-local input shows it in zone *tz*."""
+    return moment.astimezone(tz).strftime(LOCAL_FORMAT)
+
+
+def parse_at(value: str | None, *, tz: tzinfo, now: datetime) -> datetime:
+    """A datetime-local value ("2030-01-31T14:05", seconds optional) read in
+    the operator's zone *tz*, or an ISO 8601 time with its own offset; as
+    an aware UTC datetime strictly after *now*."""
+    text = (value or "").strip()
+    if not text:
+        raise FormError("at", t("pgbus.workflows.forms.errors.time_missing"))
+    if len(text) > 64:
+        raise FormError("at", t("pgbus.workflows.forms.errors.time_unreadable", value=text[:64]))
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        raise FormError("at", t("pgbus.workflows.forms.errors.time_unreadable", value=text)) from None
+    if parsed.tzinfo is None:
+        # A wall-clock time in the operator's zone; in a DST gap or fold
+        # zoneinfo picks the earlier reading, as the browser does.
+        parsed = parsed.replace(tzinfo=tz)
+    moment = parsed.astimezone(timezone.utc)
+    if moment <= now:
+        raise FormError("at", t("pgbus.workflows.forms.errors.time_past", value=text))
+    return moment
+
+
+def parse_verb(
+    verb: str, form: Mapping[str, str], *, tz: tzinfo, now: datetime, step_names: tuple[str, ...] = ()
+) -> VerbForm:
+    """The options of *verb* from its form. *step_names*: the run's
+    definition's steps, which from_step must be one of (empty: any name,
+    the runtime checks)."""
+    fields = VERB_FIELDS[verb]
+    at = parse_at(form.get("at"), tz=tz, now=now) if "at" in fields else None
+    from_step = None
+    if "from_step" in fields:
+        from_step = _text(form, "from_step") or None
+        if from_step is not None and step_names and from_step not in step_names:
+            raise FormError(
+                "from_step",
+                t("pgbus.workflows.forms.errors.unknown_step", step=from_step[:NAME_LIMIT], steps=", ".join(step_names)),
+            )
+    return VerbForm(reason=reason(form), at=at, from_step=from_step)
+
+
+def parse_signal(form: Mapping[str, str]) -> SignalForm:
+    """Name, JSON object payload (empty means {}), optional idempotency key."""
+    name = _limit(_text(form, "name"), "name", NAME_LIMIT)
+    if not name:
+        raise FormError("name", t("pgbus.workflows.forms.errors.signal_name_missing"))
+    raw = form.get("payload") or ""
+    if len(raw.encode("utf-8")) > PAYLOAD_LIMIT:
+        raise FormError(
+            "payload", t("pgbus.workflows.forms.errors.payload_too_large", max=PAYLOAD_LIMIT // 1024), status=413
+        )
+    payload: Any = {}
+    if raw.strip():
+        try:
+            payload = json.loads(raw, parse_constant=_reject_constant)
+        except json.JSONDecodeError as problem:
+            raise FormError(
+                "payload",
+                t("pgbus.workflows.forms.errors.payload_not_json_at", detail=problem.msg,
+                  line=problem.lineno, column=problem.colno),
+            ) from None
+        except (ValueError, RecursionError) as problem:
+            raise FormError("payload", t("pgbus.workflows.forms.errors.payload_not_json", detail=str(problem))) from None
+        if not isinstance(payload, dict):
+            raise FormError("payload", t("pgbus.workflows.forms.errors.payload_not_object"))
+        if _has_nul(payload):
+            raise FormError("payload", t("pgbus.workflows.forms.errors.nul_character"))
+    key = _limit(_text(form, "idempotency_key"), "idempotency_key", KEY_LIMIT) or None
+    return SignalForm(name=name, payload=payload, idempotency_key=key)
+
+
+def parse_group(form: Mapping[str, str]) -> dict[str, Any]:
+    """A needs-attention group as models.workflows.attention_ids takes it:
+    workflow_class, step_name, reason (a stuck reason) and error_class (an
+    empty one means runs without an error)."""
+    group: dict[str, Any] = {}
+    for name in ("workflow_class", "step_name", "reason"):
+        value = _limit(_text(form, name), name, NAME_LIMIT)
+        if not value:
+            raise FormError(name, t("pgbus.workflows.forms.errors.group_field_missing", field=name))
+        group[name] = value
+    if group["reason"] not in states.STUCK_REASONS:
+        raise FormError(
+            "reason",
+            t(
+                "pgbus.workflows.forms.errors.unknown_reason",
+                reason=group["reason"],
+                reasons=", ".join(states.STUCK_REASONS),
+            ),
+        )
+    # An error class is a qualified name; the limit is generous.
+    group["error_class"] = _limit(_text(form, "error_class"), "error_class", 1000) or None
+    return group
+
+
+def values_of(form: Mapping[str, str], names: tuple[str, ...]) -> dict[str, str]:
+    """The submitted *names*, as they came (to show a refused form back)."""
+    return {name: form.get(name, "") for name in names}
+
+
+def default_at(now: datetime, tz: tzinfo, ahead: timedelta = timedelta(hours=1)) -> str:
+    """What a time field proposes: *ahead* from now, on the minute."""
+    return local_input((now + ahead).replace(second=0, microsecond=0), tz)
