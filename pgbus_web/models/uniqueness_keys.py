@@ -166,14 +166,17 @@ def unbind(
 def release_all_held_by(conn: Connection, holders: Iterable[Sequence[Any]]) -> int:
     """release_held_by for many messages at once (bulk discards, purges):
     *holders* are (lock_key, queue_name, msg_id, enqueued_at) tuples, sent
-    as arrays, one statement per RELEASE_SLICE."""
+    as arrays, one statement per RELEASE_SLICE. The ``= ANY`` lets each
+    statement find its rows through the primary key; joined to the unnest
+    alone, the planner hashed the whole table once per slice."""
     statement = sa.text(
         """
         DELETE FROM pgbus_uniqueness_keys AS u
         USING unnest(CAST(:lock_keys AS text[]), CAST(:queue_names AS text[]),
                      CAST(:msg_ids AS bigint[]), CAST(:sent_ats AS timestamptz[]))
               AS m(lock_key, queue_name, msg_id, sent_at)
-        WHERE u.lock_key = m.lock_key
+        WHERE u.lock_key = ANY(CAST(:lock_keys AS text[]))
+          AND u.lock_key = m.lock_key
           AND ((u.queue_name = m.queue_name AND u.msg_id = m.msg_id AND u.msg_id > 0)
                OR (u.msg_id <= 0 AND u.created_at <= m.sent_at))
         """
