@@ -24,20 +24,20 @@ def test_counts_by_status_and_stuck_reasons(client, runs):
     runs.make(states.COMPLETED, created_at=utcnow() - timedelta(days=20))
     page = soup(client.get("/workflows/insights/OrderWorkflow"))
     assert text_of(page.select_one("h1")) == "OrderWorkflow insights"
-    by_status = stats(page, ".pgbus-status-counts", "data-status")
+    by_status = stats(page, ".pgbus-insights-status", "data-status")
     # The default range is 7 days: the 20-day-old run is outside it.
     assert by_status == {"ready": 4, "running": 1, "waiting": 2, "paused": 3, "completed": 1,
                          "failed": 0, "cancelled": 1}
     stuck = stats(page, ".pgbus-stuck-counts", "data-reason")
     assert stuck == {"stalled": 1, "paused_error": 1, "paused_manual": 1, "overdue": 1, "waiting_overdue": 0}
     month = soup(client.get("/workflows/insights/OrderWorkflow?since=30d"))
-    assert stats(month, ".pgbus-status-counts", "data-status")["completed"] == 2
+    assert stats(month, ".pgbus-insights-status", "data-status")["completed"] == 2
 
 
 def test_counts_link_to_the_filtered_index(client, runs):
     every_state(runs)
     page = soup(client.get("/workflows/insights/OrderWorkflow?since=24h"))
-    link = page.select_one('.pgbus-status-counts a[data-status="paused"]')["href"]
+    link = page.select_one('.pgbus-insights-status a[data-status="paused"]')["href"]
     assert "workflow_class=OrderWorkflow" in link and "status=paused" in link and "since=24h" in link
     assert page.select_one('.pgbus-segmented a[aria-current="true"]')["href"].endswith("since=24h")
 
@@ -72,7 +72,7 @@ def test_no_durations_yet(client, runs):
 def test_registered_class_without_runs_renders(client):
     response = client.get("/workflows/insights/RefundWorkflow")
     assert response.status_code == 200
-    assert stats(soup(response), ".pgbus-status-counts", "data-status")["completed"] == 0
+    assert stats(soup(response), ".pgbus-insights-status", "data-status")["completed"] == 0
 
 
 def test_unknown_class_is_a_404(client):
@@ -98,4 +98,4 @@ def test_htmx_fragment(client, runs):
     page = soup(client.get("/workflows/insights/OrderWorkflow",
                            headers={"HX-Request": "true", "HX-Target": "pgbus-insights"}))
     assert page.select_one("html") is None
-    assert page.select_one("#pgbus-insights .pgbus-status-counts") is not None
+    assert page.select_one("#pgbus-insights .pgbus-insights-status") is not None
