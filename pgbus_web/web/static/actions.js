@@ -5,9 +5,8 @@
 //    fresh fragments and the message saying why; htmx leaves error
 //    answers unswapped by default, so swap those of the action forms.
 // 2. Live refresh (the #pgbus-refresh poller) waits while the operator is
-//    busy: a form of the action area unfolded, focus in any form, an
-//    action form typed into, or the tab hidden. The next poll after that
-//    catches up.
+//    busy: a form of the action area unfolded, focus in a form's field,
+//    or the tab hidden. The next poll after that catches up.
 (function () {
   "use strict";
 
@@ -26,18 +25,11 @@
     }
   });
 
-  document.addEventListener("input", function (event) {
-    var form = event.target && event.target.closest ? event.target.closest("form[data-pgbus-action]") : null;
-    if (form) {
-      form.setAttribute("data-pgbus-dirty", "");
-    }
-  });
-
   function busy() {
     if (document.hidden) {
       return true;
     }
-    if (document.querySelector("details.pgbus-action[open], form[data-pgbus-dirty]")) {
+    if (document.querySelector("details.pgbus-action[open]")) {
       return true;
     }
     var active = document.activeElement;

@@ -1,0 +1,220 @@
+"""The actions in a real browser: Debian's Chromium, headless, driven by
+Playwright, against the dashboard served on a free localhost port over the
+test database. It clicks Resume on a paused run and a bulk Resume on a
+needs-attention group, accepts the confirm dialog, and sees the page change
+without a reload (a marker set on ``window`` before the click survives);
+then it watches live refresh pick up a change made elsewhere. The browser
+also reports any Content-Security-Policy violation or script error.
+
+Skipped only when /usr/bin/chromium is missing (CI installs it); Playwright
+never downloads a browser here."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from test_actions_support import (  # noqa: F401  (fixtures)
+    ago,
+    events_of,
+    operator_app,
+    paused_on_capture,
+    run_row,
+    runs,
+)
+from web_helpers import step
+from werkzeug.serving import make_server
+
+from pgbus_web import states
+from pgbus_web.runtime import verbs
+
+CHROMIUM = Path("/usr/bin/chromium")
+LAUNCH_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+# How long the browser waits for an answer to show (ms): generous for a
+# loaded CI machine, still short when something is really wrong.
+WAIT_MS = 15_000
+# The run page's badge. Waits go through locators: the page's CSP (rightly)
+# refuses the eval that a string predicate would need.
+BADGE = "#pgbus-run-header .pgbus-run-title [data-status]"
+BADGE_READY = '#pgbus-run-header .pgbus-run-title [data-status="ready"]'
+
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed")
+
+
+@pytest.fixture
+def server(database):
+    """The dashboard on a free port, in a thread; its base URL."""
+    app = operator_app(database, actor_name=lambda request: "browser", refresh_interval=1)
+    httpd = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_port}"
+    finally:
+        httpd.shutdown()
+        thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """One headless Chromium for the module; each test gets its own context."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS, headless=True)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def page(chromium):
+    """A fresh browser context (no cookies) and page, recording every
+    script error and CSP violation the browser reports."""
+    context = chromium.new_context(locale="en-US", timezone_id="Europe/Oslo")
+    page = context.new_page()
+    page.set_default_timeout(WAIT_MS)
+    problems: list[str] = []
+
+    def console(msg):
+        # The browser also logs every 4xx answer (a refused action, the
+        # favicon the standalone app lacks); the tests check statuses
+        # themselves, so only script errors and CSP violations count here.
+        if msg.type == "error" and not msg.text.startswith("Failed to load resource"):
+            problems.append(msg.text)
+
+    page.on("console", console)
+    page.on("pageerror", lambda error: problems.append(str(error)))
+    page.problems = problems
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+def mark_window(page) -> None:
+    page.evaluate("window.pgbusMarker = 'still here'")
+
+
+def marker(page) -> str | None:
+    return page.evaluate("window.pgbusMarker || null")
+
+
+def test_resume_a_paused_run_without_a_reload(server, page, runs, engine):
+    workflow_id = paused_on_capture(runs)
+    page.goto(f"{server}/workflows/{workflow_id}")
+    badge = page.locator(BADGE)
+    assert badge.get_attribute("data-status") == "paused"
+    mark_window(page)
+
+    resume = page.locator('details.pgbus-action[data-verb="resume"]')
+    resume.locator("summary").click()
+    resume.locator('input[name="reason"]').fill("gateway is back")
+    resume.locator('button[type="submit"]').click()
+
+    page.locator("#pgbus-messages .pgbus-notice-ok").wait_for()
+    assert page.locator("#pgbus-messages").inner_text().strip() == "Resumed: capture_payment goes on."
+    page.locator(BADGE_READY).wait_for()
+    assert marker(page) == "still here"
+    assert page.locator('#pgbus-run-audit .pgbus-event[data-event="resumed"]').count() == 1
+    assert run_row(engine, workflow_id)["status"] == "ready"
+    resumed = next(e for e in events_of(engine, workflow_id) if e["event"] == "resumed")
+    assert (resumed["actor"], resumed["reason"]) == ("dashboard:browser", "gateway is back")
+    assert page.problems == []
+
+
+def test_bulk_resume_of_a_group_after_the_confirm_dialog(server, page, runs, engine):
+    ids = [
+        runs.make(states.PAUSED, step("send_receipt", "scheduled", scheduled_at=ago(hours=1)),
+                  paused_at=ago(minutes=30 - index))
+        for index in range(2)
+    ]
+    page.goto(f"{server}/workflows")
+    mark_window(page)
+    dialogs: list[str] = []
+
+    def accept(dialog):
+        dialogs.append(dialog.message)
+        dialog.accept()
+
+    page.on("dialog", accept)
+    group = page.locator('#pgbus-attention tr.pgbus-attention-group[data-reason="paused_manual"]')
+    group.locator('form[data-verb="resume"] button').click()
+
+    page.locator("#pgbus-messages .pgbus-notice-ok").wait_for()
+    assert page.locator("#pgbus-messages").inner_text().strip() == "Moved 2 runs."
+    assert dialogs == ["Resume all 2 runs paused at send_receipt?"]
+    page.locator('#pgbus-attention tr.pgbus-attention-group[data-reason="paused_manual"]').wait_for(state="detached")
+    assert marker(page) == "still here"
+    assert {run_row(engine, workflow_id)["status"] for workflow_id in ids} == {"ready"}
+    assert page.problems == []
+
+
+def test_a_lost_race_shows_why_and_the_fresh_state(server, page, runs, engine):
+    workflow_id = paused_on_capture(runs)
+    page.goto(f"{server}/workflows/{workflow_id}")
+    mark_window(page)
+    resume = page.locator('details.pgbus-action[data-verb="resume"]')
+    resume.locator("summary").click()  # an open form: live refresh holds still
+    verbs.resume(engine, workflow_id, actor="dashboard:someone-else", registry=runs_registry())
+    resume.locator('button[type="submit"]').click()
+
+    page.locator("#pgbus-messages .pgbus-notice-error").wait_for()
+    assert page.locator("#pgbus-messages").inner_text().strip() == (
+        "This run is already ready to run again; nothing changed."
+    )
+    page.locator(BADGE_READY).wait_for()
+    assert marker(page) == "still here"
+    assert [e["actor"] for e in events_of(engine, workflow_id) if e["event"] == "resumed"] == [
+        "dashboard:someone-else"
+    ]
+    assert page.problems == []
+
+
+def test_a_dismissed_dialog_moves_nothing(server, page, runs, engine):
+    workflow_id = runs.make(states.PAUSED, step("send_receipt", "scheduled", scheduled_at=ago(hours=1)),
+                            paused_at=ago(minutes=5))
+    page.goto(f"{server}/workflows")
+    page.on("dialog", lambda dialog: dialog.dismiss())
+    page.locator('tr.pgbus-attention-group form[data-verb="cancel"] button').click()
+    page.wait_for_timeout(500)
+    assert run_row(engine, workflow_id)["status"] == "paused"
+    assert page.locator("#pgbus-messages").inner_text().strip() == ""
+
+
+def test_live_refresh_shows_a_change_made_elsewhere_and_waits_while_a_form_is_open(server, page, runs, engine):
+    workflow_id = paused_on_capture(runs)
+    page.goto(f"{server}/workflows/{workflow_id}")
+    mark_window(page)
+    badge = page.locator(BADGE)
+
+    # A form unfolded: the page holds still, so what is being typed survives.
+    cancel = page.locator('details.pgbus-action[data-verb="cancel"]')
+    cancel.locator("summary").click()
+    cancel.locator('input[name="reason"]').fill("half typed")
+    verbs.resume(engine, workflow_id, actor="dashboard:someone-else", registry=runs_registry())
+    page.wait_for_timeout(2_500)  # more than two refresh intervals
+    assert badge.get_attribute("data-status") == "paused"
+    assert cancel.locator('input[name="reason"]').input_value() == "half typed"
+
+    # Folded again and out of the form: the next poll brings the new state.
+    cancel.locator("summary").click()
+    page.locator("h1").click()
+    page.locator(BADGE_READY).wait_for()
+    assert marker(page) == "still here"
+    assert page.problems == []
+
+
+def runs_registry():
+    from pgbus_web.demo.workflows import REGISTRY
+
+    return REGISTRY
