@@ -316,3 +316,20 @@ def test_viewers_get_403_and_nothing_changes(viewer, locks, path):
 
 def test_actions_refuse_get(client):
     assert client.get("/locks/reap").status_code == 405
+
+
+@pytest.mark.parametrize("path", ["/locks/release", "/locks/discard", "/locks/reap"])
+def test_a_post_without_the_csrf_token_is_refused_and_changes_nothing(client, locks, path):
+    message = locks.live("k")
+    locks.acquire("o", age=OLD)
+    client.get("/locks")  # the browser has its cookie, not the token
+    before = locks.snapshot()
+    response = client.post(path, data={"lock_key": "o", "queue_name": QUEUE, "msg_id": message["msg_id"]})
+    assert response.status_code == 400
+    assert locks.snapshot() == before
+
+
+def test_every_action_form_carries_the_csrf_token(client, locks):
+    _every_state(locks)
+    forms = soup(client.get("/locks")).select("#pgbus-locks form[method=post]")
+    assert forms and all(form.select_one("input[name=csrf_token]")["value"] for form in forms)
