@@ -78,3 +78,36 @@ def test_timezone_script_is_served_and_included(client, pages):  # noqa: F811
     response = client.get(timezone_js)
     assert response.status_code == 200
     assert b"pgbus_tz" in response.data
+
+
+# --- what the actions answer ------------------------------------------------------
+
+PAUSED_ERROR_GROUP = {
+    "workflow_class": "OrderWorkflow",
+    "step_name": "capture_payment",
+    "reason": "paused_error",
+    "error_class": "TimeoutError",
+}
+
+
+@pytest.mark.parametrize("locale", LOCALES)
+def test_action_answers_are_fully_translated(database, runs, locale):  # noqa: F811
+    from test_actions_support import Browser, operator_app
+
+    made = every_state(runs)
+    browser = Browser(operator_app(database).test_client())
+    browser.load(f"/workflows?locale={locale}")
+    answers = {
+        # Without JavaScript a bulk action asks on a page of its own first.
+        "bulk confirmation": browser.post("/workflows/bulk/retry", PAUSED_ERROR_GROUP),
+        "pause": browser.post(f"/workflows/{made['running']}/pause", follow_redirects=True),
+        "pause again": browser.post(f"/workflows/{made['running']}/pause", follow_redirects=True),
+        "bad time": browser.post(f"/workflows/{made['ready_due_later']}/reschedule", {"at": "soon"}),
+        "signal as htmx": browser.post(
+            f"/workflows/{made['waiting_signal']}/signals", {"name": "shipment_confirmed", "payload": "{}"}, htmx=True
+        ),
+    }
+    for what, response in answers.items():
+        html = response.get_data(as_text=True)
+        assert KEY.findall(html) == [], what
+        assert "pgbus-notice" in html or "pgbus-bulk" in html, what
