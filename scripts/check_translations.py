@@ -32,7 +32,8 @@ from babel.messages.pofile import read_po
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pgbus_web import states  # noqa: E402
+from pgbus_web import locks, states  # noqa: E402
+from pgbus_web.web.filters import RANGES  # noqa: E402
 
 SOURCE_LOCALE = "en"
 # The message functions of pgbus_web.i18n; the key is the first argument.
@@ -79,6 +80,16 @@ DYNAMIC_KEYS = (
     | _family("pgbus.time", (f"{u}_ago" for u in TIME_UNITS))
     | _family("pgbus.time", (f"in_{u}" for u in TIME_UNITS))
     | _family("pgbus.time.units", ("days", "hours", "minutes", "seconds", "milliseconds"))
+    | _family(f"{W}.ranges", RANGES)
+    | _family("pgbus.web.nav", ("workflows", "locks"))
+    | _family("pgbus.web.errors", (f"{name}{suffix}" for name in ("forbidden", "method", "not_found") for suffix in ("", "_title")))
+    | _family("pgbus.locks.states", locks.STATES)
+    # Picked by a conditional expression, which extraction skips.
+    | _family(
+        "pgbus.locks",
+        ("actions.release_confirm", "actions.release_live_confirm", "empty", "empty_filtered",
+         "results.discarded", "results.discarded_kept"),
+    )
 )
 
 
