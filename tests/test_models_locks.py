@@ -359,6 +359,14 @@ def test_parked_uniqueness_keys_reads_objects_and_double_encoded_strings(engine)
     assert found == {"object-key", "string-key"}
 
 
+def test_a_double_encoded_payload_that_is_not_json_has_no_key(engine):
+    with engine.begin() as conn:
+        park(conn, "to_jsonb(CAST(:payload AS text))", '{"pgbus_uniqueness_key": "broken')
+        park(conn, "to_jsonb(CAST(:payload AS text))", json.dumps({"pgbus_uniqueness_key": "good-key"}))
+        found = blocked_executions.parked_uniqueness_keys(conn, ["broken", "good-key"])
+    assert found == {"good-key"}
+
+
 def test_parked_uniqueness_keys_of_no_keys_asks_nothing(engine):
     with counting_statements(engine, "SELECT", "pgbus_blocked_executions") as seen, engine.connect() as conn:
         assert blocked_executions.parked_uniqueness_keys(conn, []) == set()

@@ -11,12 +11,9 @@ from sqlalchemy.engine import Connection
 UNIQUENESS_METADATA_KEY = "pgbus_uniqueness_key"
 
 # A parked payload is a JSON object, or (written before pgbus fixed a
-# double encoding) a JSON string holding one; read the key through either.
-_KEY_PATH = (
-    "CASE WHEN jsonb_typeof(payload) = 'string' "
-    "THEN (payload #>> '{}')::jsonb ->> :metadata_key "
-    "ELSE payload ->> :metadata_key END"
-)
+# double encoding) a JSON string holding one; the schema's function reads
+# the key through either, and gives NULL for a string that is not JSON.
+_KEY_PATH = "pgbus_parked_uniqueness_key(payload, :metadata_key)"
 
 
 def parked_uniqueness_keys(conn: Connection, lock_keys: Iterable[str]) -> set[str]:

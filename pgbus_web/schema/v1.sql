@@ -166,5 +166,24 @@ CREATE TABLE pgbus_blocked_executions (
     expires_at      timestamptz,
     created_at      timestamptz NOT NULL DEFAULT now()
 );
+-- A parked job's uniqueness key, whether its payload is a JSON object or
+-- (written before pgbus fixed a double encoding) a JSON string holding one.
+-- A string that is not JSON has no key: NULL, rather than failing every
+-- query that reads the parked jobs (the Locks page, the reaper). Only that
+-- branch pays for the exception block.
+CREATE FUNCTION pgbus_parked_uniqueness_key(payload jsonb, key text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+BEGIN
+    IF jsonb_typeof(payload) IS DISTINCT FROM 'string' THEN
+        RETURN payload ->> key;
+    END IF;
+    BEGIN
+        RETURN (payload #>> '{}')::jsonb ->> key;
+    EXCEPTION WHEN invalid_text_representation THEN
+        RETURN NULL;
+    END;
+END;
+$$;
+
 CREATE INDEX pgbus_blocked_executions_key
     ON pgbus_blocked_executions (concurrency_key, priority, created_at);
