@@ -183,19 +183,29 @@ def test_a_plain_form_post_redirects_to_the_run_with_a_flashed_message(browser, 
     assert message(browser.client.get(response.headers["Location"])) == ""
 
 
-@pytest.mark.parametrize("verb, make, data", [
-    ("skip", waiting_for_shipment, {}),
-    ("cancel", running, {"reason": "not needed"}),
-    ("pause", ready_later, {}),
-    ("run_now", ready_later, {}),
-    ("rerun", completed, {}),
-])
-def test_every_verb_works_as_a_plain_form(browser, runs, engine, verb, make, data):
+PLAIN_CASES = [
+    # verb, the run it acts on, form, the audit event it writes, the run's status after
+    ("resume", paused_on_capture, {"reason": "r"}, "resumed", "ready"),
+    ("resume_at", paused_on_capture, {"at": "2030-01-31T14:05", "reason": "r"}, "resumed", "ready"),
+    ("run_now", ready_later, {"reason": "r"}, "run_now", "ready"),
+    ("skip", waiting_for_shipment, {"reason": "r"}, "step_skipped", "ready"),
+    ("rerun", completed, {"from_step": "reserve_stock", "reason": "r"}, "rerun", "ready"),
+    ("cancel", running, {"reason": "r"}, "cancelled", "cancelled"),
+    ("pause", ready_later, {"reason": "r"}, "paused", "paused"),
+    ("reschedule", ready_later, {"at": "2030-01-31T14:05", "reason": "r"}, "rescheduled", "ready"),
+]
+
+
+@pytest.mark.parametrize("verb, make, data, event, status", PLAIN_CASES, ids=[case[0] for case in PLAIN_CASES])
+def test_every_verb_works_as_a_plain_form(browser, runs, engine, verb, make, data, event, status):
     workflow_id = make(runs)
     response = browser.post(url(workflow_id, verb), data)
     assert response.status_code == 303
-    event = last_event(engine, workflow_id)
-    assert event["actor"] == "dashboard:alice"
+    assert response.headers["Location"].endswith(f"/workflows/{workflow_id}")
+    assert run_row(engine, workflow_id)["status"] == status
+    written = [e for e in events_of(engine, workflow_id) if e["event"] == event]
+    assert [(e["actor"], e["reason"]) for e in written] == [("dashboard:alice", "r")]
+    assert message(browser.client.get(response.headers["Location"]))
 
 
 # --- the run page's forms ------------------------------------------------------------

@@ -120,6 +120,34 @@ def test_bulk_retry_moves_every_run_of_the_group_and_refreshes_the_list(browser,
     assert run_row(engine, other[0])["status"] == "paused"
 
 
+BULK_CASES = [
+    # bulk verb, the group's runs, the group, the event each run gets, its status after
+    ("retry", lambda runs: paused_group(runs, 2), CAPTURE_GROUP, "resumed", "ready"),
+    ("resume", lambda runs: manual_group(runs, 2),
+     {"workflow_class": "OrderWorkflow", "step_name": "send_receipt", "reason": "paused_manual", "error_class": ""},
+     "resumed", "ready"),
+    ("skip", lambda runs: paused_group(runs, 2), CAPTURE_GROUP, "step_skipped", "ready"),
+    ("cancel", lambda runs: paused_group(runs, 2), CAPTURE_GROUP, "cancelled", "cancelled"),
+]
+
+
+@pytest.mark.parametrize("verb, make, group, event, status", BULK_CASES, ids=[case[0] for case in BULK_CASES])
+@pytest.mark.parametrize("htmx", [True, False], ids=["htmx", "plain"])
+def test_every_bulk_verb_with_and_without_javascript(browser, runs, engine, verb, make, group, event, status, htmx):
+    ids = make(runs)
+    response = browser.post(f"/workflows/bulk/{verb}", {**group, "confirmed": "1", "note": "n"}, htmx=htmx)
+    if htmx:
+        assert response.status_code == 200
+        assert message(response) == "Moved 2 runs."
+    else:
+        assert response.status_code == 303
+        assert message(browser.client.get(response.headers["Location"])) == "Moved 2 runs."
+    for workflow_id in ids:
+        assert run_row(engine, workflow_id)["status"] == status
+        written = [e for e in events_of(engine, workflow_id) if e["event"] == event]
+        assert [(e["actor"], e["reason"]) for e in written] == [("dashboard:alice", "n")]
+
+
 def test_bulk_cancel_with_a_note_in_the_audit_trail(browser, runs, engine):
     ids = manual_group(runs, 2)
     group = {"workflow_class": "OrderWorkflow", "step_name": "send_receipt", "reason": "paused_manual",
