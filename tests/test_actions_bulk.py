@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import pytest
 from test_actions_support import (  # noqa: F401  (fixtures)
-    Browser,
     ago,
     app,
     browser,
     events_of,
-    later,
     message,
-    operator_app,
     paused_on_capture,
     run_row,
     runs,
