@@ -21,7 +21,7 @@ DEFAULT_INSIGHTS_RANGE = "7d"
 # Step durations read the newest this many runs of the range: enough for
 # a steady median and 95th percentile, and a page that stays quick on a
 # class with millions of attempts.
-DURATION_SAMPLE_RUNS = 5_000
+DURATION_SAMPLE_RUNS = 2_000
 
 
 def utcnow() -> datetime:
@@ -243,9 +243,6 @@ def insights_context(
             (reason, stuck.get((workflow_class, reason), 0)) for reason in states.STUCK_REASONS
         ],
         "stuck_total": sum(count for (_, _), count in stuck.items()),
-        "attention_groups": workflows.attention_groups(
-            conn, now=now, workflow_class=workflow_class, **_thresholds(settings)
-        ),
         "durations": durations,
         "durations_runs": sample["runs"],
         "durations_sampled": sample["runs"] >= DURATION_SAMPLE_RUNS,
