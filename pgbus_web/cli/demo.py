@@ -25,6 +25,8 @@ DEFAULT_PORT = 8080
 DEFAULT_DATA_DIR = ".pgbus-demo"
 # Runs seeded into an empty demo database: every state, quick to write.
 SEED_RUNS = 600
+# Uniqueness locks seeded with them, in every state of the Locks page.
+LOCKS = 200
 # Seconds to wait for the dashboard to answer before giving up.
 STARTUP_TIMEOUT = 30
 
@@ -75,6 +77,8 @@ def demo(port, host, data_dir, runs):
     from ..db import Database, create_engine
     from ..demo import workflows as demo_workflows
     from ..demo.live import LiveDemo
+    from ..demo.unloaded import seed_unloaded
+    from ..locks.seed import seed_locks
     from ..runtime.worker import Worker
     from ..seed import seed
 
@@ -87,12 +91,8 @@ def demo(port, host, data_dir, runs):
     if not existing:
         click.echo(f"Seeding {runs} runs…")
         seed(engine, runs=runs, progress=True)
-        try:
-            from ..locks.seed import seed_locks
-        except ImportError:
-            seed_locks = None
-        if seed_locks is not None:
-            seed_locks(engine, 200)
+        seed_unloaded(engine)
+        seed_locks(engine, LOCKS)
     with engine.connect() as conn:
         last_number = conn.execute(sa.text("SELECT COALESCE(max(id), 0) FROM pgbus_workflows")).scalar_one()
 
