@@ -91,6 +91,8 @@ def pick_targets(engine) -> list[tuple[str, str, dict]]:
     targets = [
         ("index, first page", "/workflows", {}),
         (f"index, deep page (before={deep})", f"/workflows?before={deep}", {}),
+        (f"index runs fragment, deep page (before={deep})", f"/workflows?before={deep}",
+         {**hx, "HX-Target": "pgbus-runs"}),
         ("index runs fragment, status=completed", "/workflows?status=completed", {**hx, "HX-Target": "pgbus-runs"}),
         ("index runs fragment, reason=paused_error", "/workflows?reason=paused_error",
          {**hx, "HX-Target": "pgbus-runs"}),
