@@ -280,3 +280,12 @@ def test_a_fragment_reads_only_its_own_part(app, database, runs):
     assert "pgbus_workflows w" in text  # the page of runs
     assert "GROUP BY workflow_class, status" not in text  # no counts
     assert "array_agg" not in text  # no attention groups
+
+
+@pytest.mark.parametrize("locale, expected", [("en", "1,234,567"), ("de", "1.234.567")])
+def test_counts_are_written_as_the_language_writes_numbers(locale, expected):
+    from pgbus_web.i18n import force_locale
+    from pgbus_web.web.helpers import number
+
+    with force_locale(locale):
+        assert number(1234567) == expected

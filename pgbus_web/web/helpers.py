@@ -8,7 +8,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Mapping
 
+from babel.numbers import format_decimal
 from flask import Blueprint
+
+from ..i18n import current_locale
 
 from . import filters, presenters, state, timefmt
 
@@ -28,6 +31,13 @@ def status_tone(status: str) -> str:
     return presenters.RUN_TONES.get(status, "gray")
 
 
+def number(value: int | float | None) -> str:
+    """A count as the operator's language writes it: 1,000,000 / 1.000.000."""
+    if value is None:
+        return ""
+    return format_decimal(value, locale=current_locale())
+
+
 def duration_between(start: datetime | None, end: datetime | None) -> str:
     return timefmt.between(start, end)
 
@@ -42,6 +52,7 @@ def init_blueprint(blueprint: Blueprint) -> None:
             "duration": timefmt.duration,
             "duration_between": duration_between,
             "status_tone": status_tone,
+            "number": number,
             "filter_chips": filters.chips,
             "group_query": filters.group_query,
         }
