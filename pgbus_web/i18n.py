@@ -34,6 +34,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from babel import Locale
 from babel.messages.pofile import read_po
+from babel.numbers import format_decimal
 from markupsafe import Markup
 
 log = logging.getLogger(__name__)
@@ -93,11 +94,19 @@ class Catalog:
     messages: dict  # key -> str, or a tuple of plural forms
     plural: Callable[[int], int]
 
-    def form(self, entry: Entry, count: int) -> str:
+    def form(self, entry: Entry, count) -> str:
         if isinstance(entry, str):
             return entry
-        index = self.plural(abs(int(count)))
+        index = self.plural(_whole(count))
         return entry[min(index, len(entry) - 1)]
+
+
+def _whole(count) -> int:
+    """The number a plural rule is asked about: a count, or a numeral string."""
+    try:
+        return abs(int(count))
+    except (TypeError, ValueError):
+        return 1
 
 
 def load_catalog(path: Path, locale: str) -> Catalog:
@@ -257,6 +266,9 @@ def _render(key: str, count: Optional[int], kwargs: dict, fmt: Callable[[str, di
     A translation that fails to format (a placeholder it should not have)
     falls back to English as well."""
     locale = current_locale()
+    if isinstance(kwargs.get("count"), int) and not isinstance(kwargs["count"], bool):
+        # Shown with the language's digit grouping: 1,234 / 1.234 / 1 234.
+        kwargs = {**kwargs, "count": format_decimal(kwargs["count"], locale=locale)}
     for found in _candidates(locale):
         entry = found.messages.get(key)
         if entry is None:

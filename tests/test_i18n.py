@@ -230,3 +230,14 @@ def test_bad_timezone_cookie_gives_utc(value):
 
 def test_timezone_outside_a_request_is_utc():
     assert i18n.current_timezone().key == "UTC"
+
+
+@pytest.mark.parametrize("locale, text", [("en", "1,234 runs"), ("de", "1.234 Läufe")])
+def test_count_is_written_with_the_languages_digit_grouping(test_catalogs, locale, text):
+    with i18n.force_locale(locale):
+        assert i18n.tn("pgbus.test.runs", 1234) == text
+
+
+def test_a_count_given_as_text_still_picks_the_plural_form(test_catalogs):
+    assert i18n.t("pgbus.test.runs", count="1") == "1 run"
+    assert i18n.t("pgbus.test.runs", count="5") == "5 runs"
