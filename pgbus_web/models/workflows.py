@@ -262,19 +262,32 @@ def attention_groups(
     if workflow_class is not None:
         binds["workflow_class"] = workflow_class
     inner = _stuck_runs_sql(waiting=waiting_threshold is not None, by_class=workflow_class is not None)
+    # The newest error message is read for each group's newest run only,
+    # after grouping: carrying every stuck run's message through the
+    # grouping would read each of their step rows from the table, where the
+    # rest comes from the latest-step index alone (docs/performance.md).
     rows = conn.execute(
         sa.text(
             f"""
-            SELECT stuck.workflow_class, stuck.step_name, stuck.reason, stuck.error_class,
-                   count(*) AS count,
-                   min(stuck.since) AS first_seen_at, max(stuck.since) AS last_seen_at,
-                   (array_agg(stuck.error_message
-                              ORDER BY stuck.since DESC NULLS LAST, stuck.id DESC))[1] AS error_message
-            FROM ({inner}) stuck
-            WHERE stuck.reason IS NOT NULL
-            GROUP BY stuck.workflow_class, stuck.step_name, stuck.reason, stuck.error_class
-            ORDER BY count DESC, last_seen_at DESC NULLS LAST, stuck.workflow_class
-            LIMIT :limit
+            SELECT grouped.workflow_class, grouped.step_name, grouped.reason, grouped.error_class,
+                   grouped.count, grouped.first_seen_at, grouped.last_seen_at,
+                   (SELECT error_message FROM pgbus_workflow_steps
+                    WHERE workflow_id = grouped.newest_workflow_id
+                    ORDER BY id DESC
+                    LIMIT 1) AS error_message
+            FROM (
+                SELECT stuck.workflow_class, stuck.step_name, stuck.reason, stuck.error_class,
+                       count(*) AS count,
+                       min(stuck.since) AS first_seen_at, max(stuck.since) AS last_seen_at,
+                       (array_agg(stuck.workflow_id
+                                  ORDER BY stuck.since DESC NULLS LAST, stuck.id DESC))[1] AS newest_workflow_id
+                FROM ({inner}) stuck
+                WHERE stuck.reason IS NOT NULL
+                GROUP BY stuck.workflow_class, stuck.step_name, stuck.reason, stuck.error_class
+                ORDER BY count DESC, last_seen_at DESC NULLS LAST, stuck.workflow_class
+                LIMIT :limit
+            ) grouped
+            ORDER BY grouped.count DESC, grouped.last_seen_at DESC NULLS LAST, grouped.workflow_class
             """
         ),
         binds,

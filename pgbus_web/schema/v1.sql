@@ -36,9 +36,14 @@ CREATE UNIQUE INDEX pgbus_workflows_one_ongoing_per_subject
 -- status_counts reads this index only (an index-only scan, no heap).
 CREATE INDEX pgbus_workflows_class_status ON pgbus_workflows (workflow_class, status);
 
--- The stuck-run queries start from the few runs that can be stuck.
-CREATE INDEX pgbus_workflows_stuckable
-    ON pgbus_workflows (workflow_class, id)
+-- The stuck-run queries (stuck_reason_counts, attention_groups,
+-- attention_ids) start from the runs that can be stuck, read from this
+-- index alone (an index-only scan, no heap), in workflow_id order within a
+-- class: so their latest-step lookups walk pgbus_workflow_steps_latest in
+-- key order instead of at random.
+CREATE INDEX pgbus_workflows_stuck
+    ON pgbus_workflows (workflow_class, workflow_id)
+    INCLUDE (id, status, current_step, paused_at)
     WHERE status IN ('paused', 'ready', 'waiting');
 
 -- The runs index: newest first (by id), filtered by status or subject.
@@ -74,8 +79,14 @@ CREATE TABLE pgbus_workflow_steps (
     updated_at      timestamptz NOT NULL DEFAULT now()
 );
 
--- A run's latest step row is its highest id.
-CREATE INDEX pgbus_workflow_steps_latest ON pgbus_workflow_steps (workflow_id, id DESC);
+-- A run's latest step row is its highest id. The included columns are the
+-- ones the stuck-reason rules read, so that looking up the latest step of
+-- each of a hundred thousand stuck runs needs no heap access at all
+-- (docs/performance.md). error_message stays out: it is long, and it is
+-- read for a handful of rows only.
+CREATE INDEX pgbus_workflow_steps_latest
+    ON pgbus_workflow_steps (workflow_id, id DESC)
+    INCLUDE (step_name, status, error_class, scheduled_at, timeout_at, waiting_since);
 -- The worker's queue: due steps, oldest first.
 CREATE INDEX pgbus_workflow_steps_due
     ON pgbus_workflow_steps (scheduled_at, id) WHERE status = 'scheduled';
