@@ -23,9 +23,8 @@ WAIT_MS = 15_000
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed")
 
 
-@pytest.fixture
-def server(database):
-    app = make_app(database)
+def serve(app):
+    """The app on a free port, in a thread; its base URL."""
     httpd = make_server("127.0.0.1", 0, app, threaded=True)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -34,6 +33,16 @@ def server(database):
     finally:
         httpd.shutdown()
         thread.join(timeout=10)
+
+
+@pytest.fixture
+def server(database):
+    yield from serve(make_app(database))
+
+
+@pytest.fixture
+def small_pages_server(database):
+    yield from serve(make_app(database, page_size=5))
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +103,26 @@ def test_filter_form_swaps_the_runs_in_place_and_pushes_the_url(chromium, server
         assert "reason=stalled" in page.url
         assert page.locator('#pgbus-runs .pgbus-chip[data-filter="reason"]').count() == 1
         assert not [problem for problem in problems if "Content Security Policy" in problem]
+    finally:
+        context.close()
+
+
+def test_older_and_newer_pages_swap_the_runs_in_place(chromium, small_pages_server, runs):
+    made = every_state(runs)
+    newest_first = list(reversed(list(made.values())))
+    context, page, problems = open_page(chromium)
+    try:
+        page.goto(small_pages_server + "/workflows")
+        page.evaluate("window.pgbusMarker = 'still here'")
+        first = page.locator("#pgbus-runs tr.pgbus-run-row").first.get_attribute("data-workflow-id")
+        assert first == newest_first[0]
+        page.click('#pgbus-runs a[rel="next"]')
+        page.locator(f'#pgbus-runs tr[data-workflow-id="{newest_first[5]}"]').wait_for()
+        assert "before=" in page.url
+        page.click('#pgbus-runs a[rel="prev"]')
+        page.locator(f'#pgbus-runs tr[data-workflow-id="{newest_first[0]}"]').wait_for()
+        assert page.evaluate("window.pgbusMarker") == "still here"
+        assert [problem for problem in problems if "Failed to load resource" not in problem] == []
     finally:
         context.close()
 
