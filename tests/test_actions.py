@@ -97,6 +97,15 @@ def test_resume_at_reads_the_time_in_the_operators_zone(browser, runs, engine):
     assert "capture_payment" in message(response) and "2030" in message(response)
 
 
+def test_resume_at_message_writes_the_time_in_the_operators_language(browser, runs, engine):
+    workflow_id = paused_on_capture(runs)
+    browser.client.set_cookie("pgbus_locale", "de")
+    response = browser.post(url(workflow_id, "resume_at"), {"at": "2030-01-31T14:05"}, htmx=True)
+    assert response.status_code == 200, message(response)
+    assert "Januar 2030" in message(response)
+    assert "January" not in message(response)
+
+
 def test_run_now_makes_the_step_due_now(browser, runs, engine):
     workflow_id = ready_later(runs)
     before = datetime.now(timezone.utc)

@@ -29,7 +29,7 @@ from werkzeug.datastructures import MultiDict
 from werkzeug.exceptions import Forbidden, RequestEntityTooLarge
 
 from .. import states
-from ..i18n import current_timezone, t, tn
+from ..i18n import current_locale, current_timezone, t, tn
 from ..models import workflows
 from ..runtime import errors, verbs
 from . import buttons, context, csrf, filters, forms, hx, presenters, render, state, timefmt, views
@@ -78,7 +78,9 @@ def already(status: str) -> str:
 
 
 def _moment(moment: datetime | None) -> str:
-    return timefmt.absolute(moment, tz=current_timezone()) if moment else timefmt.NONE
+    if not moment:
+        return timefmt.NONE
+    return timefmt.absolute(moment, locale=current_locale(), tz=current_timezone())
 
 
 def done(verb: str, before: Mapping[str, Any], after: Mapping[str, Any], options: forms.VerbForm) -> str:
