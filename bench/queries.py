@@ -62,8 +62,8 @@ def scans(node: dict, found: list[str]) -> list[str]:
     if "Scan" in kind:
         target = node.get("Index Name") or node.get("Relation Name") or node.get("Alias") or ""
         loops = node.get("Actual Loops", 1)
-        rows = node.get("Actual Rows", 0)
-        line = f"{kind} {target} (rows {rows:,} x {loops:,} loops)"
+        rows = node.get("Actual Rows", 0)  # per loop, an average since PostgreSQL 18
+        line = f"{kind} {target} (rows {rows:,.0f} x {loops:,} loops)"
         if line not in found:
             found.append(line)
     for child in node.get("Plans", ()):
