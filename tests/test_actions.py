@@ -242,7 +242,7 @@ def test_a_paused_run_offers_its_verbs_with_the_resume_labelled_by_the_plan(brow
     assert list(offered) == ["resume", "resume_at", "skip", "cancel", "signal"]
     assert offered["resume"]["summary"] == "Retry capture_payment"
     assert offered["resume"]["action"] == offered["resume"]["hx-post"] == f"/workflows/{workflow_id}/resume"
-    assert offered["resume_at"]["fields"] == ["csrf_token", "at", "reason"]
+    assert offered["resume_at"]["fields"] == ["csrf_token", "at", "tz", "reason"]
     assert offered["skip"]["confirm"] and "capture_payment" in offered["skip"]["confirm"]
     assert offered["cancel"]["confirm"] and offered["resume"]["confirm"] is None
     assert offered["signal"]["action"] == f"/workflows/{workflow_id}/signals"

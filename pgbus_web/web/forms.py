@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone, tzinfo
 from typing import Any, Mapping
 
 from .. import states
-from ..i18n import t
+from ..i18n import parse_timezone, t
 from ..models.events import REASON_LIMIT
 
 # Longest signal name and idempotency key accepted: names are identifiers,
@@ -26,6 +26,12 @@ KEY_LIMIT = 200
 PAYLOAD_LIMIT = 64 * 1024
 # The value an <input type="datetime-local"> sends and shows, to the minute.
 LOCAL_FORMAT = "%Y-%m-%dT%H:%M"
+
+# The hidden field of a time form naming the zone it was drawn in: the
+# first page a browser loads is drawn in UTC, before timezone.js has set
+# the zone cookie, so the cookie alone would read the typed time in a zone
+# the form never showed.
+ZONE_FIELD = "tz"
 
 # The fields each outside verb reads, besides the CSRF token.
 VERB_FIELDS: dict[str, tuple[str, ...]] = {
@@ -133,14 +139,21 @@ def parse_at(value: str | None, *, tz: tzinfo, now: datetime) -> datetime:
     return moment
 
 
+def form_zone(form: Mapping[str, str], fallback: tzinfo) -> tzinfo:
+    """The zone the form was drawn in (its ZONE_FIELD), when that names a
+    real zone; *fallback* (the cookie's zone) otherwise."""
+    return parse_timezone((form.get(ZONE_FIELD) or "").strip()) or fallback
+
+
 def parse_verb(
     verb: str, form: Mapping[str, str], *, tz: tzinfo, now: datetime, step_names: tuple[str, ...] = ()
 ) -> VerbForm:
-    """The options of *verb* from its form. *step_names*: the run's
-    definition's steps, which from_step must be one of (empty: any name,
-    the runtime checks)."""
+    """The options of *verb* from its form. *tz*: the operator's zone as
+    the request knows it, for a form that does not say which zone it was
+    drawn in. *step_names*: the run's definition's steps, which from_step
+    must be one of (empty: any name, the runtime checks)."""
     fields = VERB_FIELDS[verb]
-    at = parse_at(form.get("at"), tz=tz, now=now) if "at" in fields else None
+    at = parse_at(form.get("at"), tz=form_zone(form, tz), now=now) if "at" in fields else None
     from_step = None
     if "from_step" in fields:
         from_step = _text(form, "from_step") or None
