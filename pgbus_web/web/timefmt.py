@@ -92,6 +92,16 @@ def utc(moment: datetime) -> datetime:
     return moment.astimezone(timezone.utc)
 
 
+def in_zone(moment: datetime, tz: tzinfo) -> datetime:
+    """*moment* on the wall clock of *tz*; in UTC when that clock would be
+    past year 9999 or before year 1 (a time stored at the calendar's edge
+    still shows, rather than failing the page)."""
+    try:
+        return utc(moment).astimezone(tz)
+    except OverflowError:
+        return utc(moment)
+
+
 def iso(moment: datetime) -> str:
     """The moment as ISO 8601 in UTC, to the second: ``2026-01-05T14:05:03Z``."""
     return utc(moment).replace(microsecond=0).isoformat().replace("+00:00", "Z")
@@ -135,7 +145,7 @@ def clock(
     the date on another day ("Jan 6, 3:05 PM"), and the year in another year;
     with *seconds*, "3:05:07 PM"."""
     loc, zone_info = locale_of(locale), zone(tz)
-    local, today = utc(moment).astimezone(zone_info), utc(now).astimezone(zone_info)
+    local, today = in_zone(moment, zone_info), in_zone(now, zone_info)
     skeleton = _hour_minute_skeleton(loc) + ("s" if seconds else "")
     time_text = babel_dates.format_skeleton(skeleton, local, locale=loc)
     if local.date() == today.date():
@@ -149,12 +159,12 @@ def short_time(moment: datetime, *, locale: LocaleArg = None, tz: TimeZoneArg = 
     """The time of day in *tz*, as the locale writes it: "3:05 PM", "15:05"."""
     loc = locale_of(locale)
     skeleton = _hour_minute_skeleton(loc) + ("s" if seconds else "")
-    return babel_dates.format_skeleton(skeleton, utc(moment).astimezone(zone(tz)), locale=loc)
+    return babel_dates.format_skeleton(skeleton, in_zone(moment, zone(tz)), locale=loc)
 
 
 def short_date(moment: datetime, *, locale: LocaleArg = None, tz: TimeZoneArg = None) -> str:
     """The day in *tz*, without the year: "Jan 6", "6. Jan."."""
-    return babel_dates.format_skeleton("MMMd", utc(moment).astimezone(zone(tz)), locale=locale_of(locale))
+    return babel_dates.format_skeleton("MMMd", in_zone(moment, zone(tz)), locale=locale_of(locale))
 
 
 def short_date_time(moment: datetime, *, locale: LocaleArg = None, tz: TimeZoneArg = None, seconds: bool = False) -> str:
@@ -168,7 +178,8 @@ def short_date_time(moment: datetime, *, locale: LocaleArg = None, tz: TimeZoneA
 def absolute(moment: datetime, *, locale: LocaleArg = None, tz: TimeZoneArg = None) -> str:
     """The exact moment in *tz*, to the second, the zone written out:
     "January 5, 2026, 3:05:03 PM CET"."""
-    return babel_dates.format_datetime(utc(moment), "long", tzinfo=zone(tz), locale=locale_of(locale))
+    local = in_zone(moment, zone(tz))
+    return babel_dates.format_datetime(local, "long", tzinfo=local.tzinfo, locale=locale_of(locale))
 
 
 def time_tag(

@@ -204,7 +204,13 @@ class _Axis:
         return LABEL_WIDTH + (timefmt.utc(moment) - self.start).total_seconds() / self.span * CHART_WIDTH
 
     def ticks(self, tz) -> tuple[int, list[datetime]]:
-        step = next((s for s in _TICK_STEPS if self.span / s <= MAX_TICKS), _TICK_STEPS[-1])
+        step = next((s for s in _TICK_STEPS if self.span / s <= MAX_TICKS), None)
+        if step is None:
+            # Longer than MAX_TICKS years (a step due in year 9999): whole
+            # years, as many as keep the count at MAX_TICKS, so the axis
+            # costs the same whatever the span.
+            year = _TICK_STEPS[-1]
+            step = math.ceil(self.span / MAX_TICKS / year) * year
         # Align ticks on the viewer's wall clock (whole hours, midnights).
         offset = (self.start.astimezone(tz).utcoffset() or timedelta()).total_seconds()
         first = math.ceil((self.start.timestamp() + offset) / step) * step
