@@ -3,8 +3,9 @@ Playwright, against the dashboard served on a free localhost port over the
 test database. It clicks Resume on a paused run and a bulk Resume on a
 needs-attention group, accepts the confirm dialog, and sees the page change
 without a reload (a marker set on ``window`` before the click survives);
-then it watches live refresh pick up a change made elsewhere. The browser
-also reports any Content-Security-Policy violation or script error.
+then it watches live refresh pick up a change made elsewhere, and keep
+the list the operator filtered or paged to. The browser also reports any
+Content-Security-Policy violation or script error.
 
 Skipped only when /usr/bin/chromium is missing (CI installs it); Playwright
 never downloads a browser here."""
@@ -53,6 +54,20 @@ pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium
 def server(database):
     """The dashboard on a free port, in a thread; its base URL."""
     app = operator_app(database, actor_name=lambda request: "browser", refresh_interval=1)
+    httpd = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_port}"
+    finally:
+        httpd.shutdown()
+        thread.join(timeout=10)
+
+
+@pytest.fixture
+def small_pages_server(database):
+    """The same with five runs to a page."""
+    app = operator_app(database, actor_name=lambda request: "browser", refresh_interval=1, page_size=5)
     httpd = make_server("127.0.0.1", 0, app, threaded=True)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -211,6 +226,66 @@ def test_live_refresh_shows_a_change_made_elsewhere_and_waits_while_a_form_is_op
     page.locator("h1").click()
     page.locator(BADGE_READY).wait_for()
     assert marker(page) == "still here"
+    assert page.problems == []
+
+
+def record_polls(page) -> list[dict[str, str]]:
+    """The poller's requests from now on: URL and HX-Target of each."""
+    polls: list[dict[str, str]] = []
+
+    def request(req):
+        if req.headers.get("hx-trigger") == "pgbus-refresh":
+            polls.append({"url": req.url, "target": req.headers.get("hx-target", "")})
+
+    page.on("request", request)
+    return polls
+
+
+def shown_ids(page) -> list[str]:
+    rows = page.locator("#pgbus-runs tr.pgbus-run-row")
+    return [rows.nth(index).get_attribute("data-workflow-id") for index in range(rows.count())]
+
+
+def test_live_refresh_keeps_the_filtered_list(server, page, runs):
+    failed = runs.make(states.FAILED, step("issue_refund", "failed", finished_at=ago(minutes=3)),
+                       finished_at=ago(minutes=3))
+    paused_on_capture(runs)
+    runs.make(states.COMPLETED, step("send_receipt", "completed", finished_at=ago(minutes=8)),
+              finished_at=ago(minutes=8))
+    page.goto(f"{server}/workflows")
+    assert len(shown_ids(page)) == 3
+    page.select_option("#pgbus-filter-status", "failed")
+    page.click("form.pgbus-filters button[type=submit]")
+    page.locator("#pgbus-runs .pgbus-chip").first.wait_for()
+    assert shown_ids(page) == [failed]
+    polls = record_polls(page)
+    page.wait_for_timeout(2_500)  # more than two refresh intervals
+    assert polls, "the poller sent nothing"
+    assert all("status=failed" in poll["url"] for poll in polls)
+    assert polls[0]["target"] == "pgbus-counts,pgbus-runs"
+    assert shown_ids(page) == [failed]
+    assert page.locator("#pgbus-filter-status").input_value() == "failed"
+    assert page.problems == []
+
+
+def test_live_refresh_keeps_an_older_page_and_reads_the_groups_seldom(small_pages_server, page, runs):
+    ids = [runs.make(states.COMPLETED, created_at=ago(minutes=60 - minute)) for minute in range(7)]
+    page.goto(f"{small_pages_server}/workflows")
+    assert shown_ids(page) == ids[:1:-1]
+    page.click('#pgbus-runs a[rel="next"]')
+    page.locator(f'#pgbus-runs tr[data-workflow-id="{ids[0]}"]').wait_for()
+    polls = record_polls(page)
+    page.wait_for_timeout(2_500)
+    assert polls and all("before=" in poll["url"] for poll in polls)
+    assert shown_ids(page) == [ids[1], ids[0]]
+    # Of any six polls in a row, one also asks for the needs-attention groups.
+    for _ in range(20):
+        if len(polls) >= 6:
+            break
+        page.wait_for_timeout(500)
+    with_groups = [poll for poll in polls[:6] if "pgbus-attention" in poll["target"]]
+    assert len(with_groups) == 1, polls
+    assert shown_ids(page) == [ids[1], ids[0]]
     assert page.problems == []
 
 

@@ -431,9 +431,18 @@ def _group_actions(group):
     return buttons.group_actions(group, loaded)
 
 
+# Live refresh reads these fragments only every REFRESH_SELDOM_EVERY-th
+# poll: grouping the stuck runs is the index's slowest query (seconds at a
+# million runs), and a group changes far less often than the list.
+REFRESH_SELDOM = ("pgbus-attention",)
+REFRESH_SELDOM_EVERY = 6
+
+
 def refresh() -> dict[str, Any] | None:
     """What the page's poller asks for (_refresh.html): the page's own URL
-    and the ids of its fragments; None where nothing refreshes."""
+    (static/actions.js polls the address bar's query instead, once htmx
+    has changed it), the ids of its fragments, those read on every poll and
+    those read every REFRESH_SELDOM_EVERY-th; None where nothing refreshes."""
     interval = state().settings.refresh_interval
     if not interval or interval <= 0:
         return None
@@ -447,7 +456,14 @@ def refresh() -> dict[str, Any] | None:
         url, targets = url_for("pgbus_web.workflow", workflow_id=workflow_id), views.RUN_FRAGMENTS
     else:
         return None
-    return {"url": url, "interval": int(interval), "targets": ",".join(f"#{target}" for target in targets)}
+    return {
+        "url": url,
+        "interval": int(interval),
+        "targets": ",".join(f"#{target}" for target in targets),
+        "often": ",".join(target for target in targets if target not in REFRESH_SELDOM),
+        "seldom": ",".join(target for target in targets if target in REFRESH_SELDOM),
+        "seldom_every": REFRESH_SELDOM_EVERY,
+    }
 
 
 def register(blueprint: Blueprint) -> None:

@@ -5,6 +5,10 @@ A fragment is a named block of the page's own template (jinja2-fragments'
 and cannot drift. Each block's outermost element carries the id that names
 it (``pgbus-run-header`` is block ``run_header``); with ``oob=True`` that
 element also says ``hx-swap-oob``, so one answer can refresh several blocks.
+
+A request may name several blocks in ``HX-Target``, comma-separated: the
+live refresh asks for the blocks it swaps (its ``hx-select-oob`` picks each
+by id), so a poll reads only their queries.
 """
 
 from __future__ import annotations
@@ -24,23 +28,27 @@ def page(
     *,
     status: int = 200,
 ) -> Response:
-    """The whole page, or, for an HTMX request that targets one of
-    *fragments* (element id -> block name), that block alone."""
-    block = requested_block(fragments)
-    if block is not None:
-        body = render_block(template, block, **context)
+    """The whole page, or, for an HTMX request that targets one or more of
+    *fragments* (element id -> block name), those blocks alone."""
+    blocks = requested_blocks(fragments)
+    if len(blocks) == 1:
+        body = render_block(template, blocks[0], **context)
+    elif blocks:
+        body = render_blocks(template, list(blocks), **context)
     else:
         body = render_template(template, **context)
     return make_response(body, status)
 
 
-def requested_block(fragments: Mapping[str, str]) -> str | None:
-    """The block an HTMX request targets, out of *fragments* (element id ->
-    block name); None for a request that wants the whole page."""
+def requested_blocks(fragments: Mapping[str, str]) -> tuple[str, ...]:
+    """The blocks an HTMX request targets, out of *fragments* (element id ->
+    block name), in the page's order; empty for a request that wants the
+    whole page, or names no block of this page."""
     details = hx.details()
-    if not details.wants_fragment:
-        return None
-    return fragments.get(details.target or "")
+    if not details.wants_fragment or not details.target:
+        return ()
+    named = {name.strip() for name in details.target.split(",")}
+    return tuple(block for target, block in fragments.items() if target in named)
 
 
 def fragments(template: str, blocks: Iterable[str], context: Mapping, *, oob: bool = True) -> str:

@@ -50,8 +50,7 @@ def index():
         error = None
     except filters.FilterError as problem:
         run_filters, error = None, str(problem)
-    block = render.requested_block(INDEX_FRAGMENTS)
-    parts = (block,) if block in context.INDEX_PARTS else context.INDEX_PARTS
+    parts = render.requested_blocks(INDEX_FRAGMENTS) or context.INDEX_PARTS
     with state().database.read() as conn:
         page = context.index_context(conn, state().settings, run_filters, parts=parts)
     page.update(_common(), filter_error=error)

@@ -7,6 +7,12 @@
 // 2. Live refresh (the #pgbus-refresh poller) waits while the operator is
 //    busy: a form of the action area unfolded, focus in a form's field,
 //    or the tab hidden. The next poll after that catches up.
+// 3. A poll asks for the address bar's URL, not the one the page was drawn
+//    with: the filter form and the pager change the list through htmx and
+//    push their URL, and a poll must keep that list. It names the fragments
+//    it wants in HX-Target (the server reads only those): the "often" ones
+//    on every poll, the "seldom" ones (the slow needs-attention groups)
+//    every n-th.
 (function () {
   "use strict";
 
@@ -36,10 +42,47 @@
     return !!(active && active.closest && active.closest("form") && active.matches("input, select, textarea"));
   }
 
-  document.addEventListener("htmx:beforeRequest", function (event) {
-    var source = event.detail.elt;
-    if (source && source.id === "pgbus-refresh" && busy()) {
+  var polls = 0;
+
+  function pollPath(poller) {
+    var drawn = new URL(poller.getAttribute("hx-get"), location.href);
+    // Same page: keep the filters and the page the address bar has now. A
+    // page drawn by a plain form post (its address is the action's) polls
+    // the page it was drawn for.
+    return drawn.pathname === location.pathname ? location.pathname + location.search : null;
+  }
+
+  function pollTargets(poller) {
+    var often = poller.getAttribute("data-pgbus-often") || "";
+    var seldom = poller.getAttribute("data-pgbus-seldom") || "";
+    var every = parseInt(poller.getAttribute("data-pgbus-seldom-every"), 10) || 1;
+    var wanted = often ? [often] : [];
+    if (seldom && polls % every === 0) {
+      wanted.push(seldom);
+    }
+    return wanted.join(",");
+  }
+
+  // configRequest comes before beforeRequest: a poll skipped here is not
+  // counted, so the seldom fragments still come every n-th poll made.
+  document.addEventListener("htmx:configRequest", function (event) {
+    var detail = event.detail;
+    var poller = detail.elt;
+    if (!poller || poller.id !== "pgbus-refresh") {
+      return;
+    }
+    if (busy()) {
       event.preventDefault();
+      return;
+    }
+    polls += 1;
+    var path = pollPath(poller);
+    if (path) {
+      detail.path = path;
+    }
+    var targets = pollTargets(poller);
+    if (targets) {
+      detail.headers["HX-Target"] = targets;
     }
   });
 })();
