@@ -1,8 +1,9 @@
 """The pages in a real browser (Debian's Chromium, headless, driven by
 Playwright) against the dashboard on a free localhost port: every page
 loads without a Content-Security-Policy violation or a script error, the
-filter form swaps the runs in place and pushes the shareable URL, and the
-stylesheet follows the system's dark mode.
+filter form swaps the runs in place and pushes the shareable URL, the
+stylesheet follows the system's dark mode, and no page is wider than the
+window on a desktop or a phone.
 
 Skipped only when /usr/bin/chromium is missing (CI installs it)."""
 
@@ -14,7 +15,10 @@ from pathlib import Path
 import pytest
 from werkzeug.serving import make_server
 
-from web_helpers import every_state, make_app, runs  # noqa: F401
+from web_helpers import every_state, make_app, runs, step, utcnow  # noqa: F401
+
+from pgbus_web import states
+from pgbus_web.models import uniqueness_keys
 
 CHROMIUM = Path("/usr/bin/chromium")
 LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
@@ -136,5 +140,58 @@ def test_colours_follow_the_system_scheme(chromium, server, scheme):
         # Light is near white, dark near black.
         red = int(background.split("(")[1].split(",")[0])
         assert (red > 200) if scheme == "light" else (red < 60), background
+    finally:
+        context.close()
+
+
+def wide_content(runs, engine) -> str:
+    """Runs, an audit trail with fan-out details and locks with long keys,
+    as a busy installation has them; the fan-out run's id."""
+    every_state(runs)
+    batch_id = "490bebca-4227-403c-8833-154bc0537b63-" + "x" * 40
+    workflow_id = runs.make(
+        states.WAITING,
+        step("notify_vendors", "waiting", waiting_since=utcnow()),
+        events_=[
+            {"event": "fan_out_opened", "actor": "system", "step": 0,
+             "details": {"batch_id": batch_id, "total_jobs": 12, "description": "OrderWorkflow#notify_vendors"}},
+            {"event": "fan_out_finished", "actor": "system", "step": 0,
+             "details": {"batch_id": batch_id, "total_jobs": 12, "completed_jobs": 12, "failed_jobs": 0,
+                         "discarded_jobs": 0}},
+        ],
+    )
+    with engine.begin() as conn:
+        for index in range(3):
+            uniqueness_keys.acquire(conn, f"pgbus:unique:RebuildSearchIndexJob:{index}{'7e87a2b05eec757533b1' * 3}")
+    return workflow_id
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_no_page_is_wider_than_the_window(chromium, server, runs, engine, width):
+    workflow_id = wide_content(runs, engine)
+    for scheme in ("light", "dark"):
+        context, page, _problems = open_page(chromium, viewport={"width": width, "height": 900}, color_scheme=scheme)
+        try:
+            for path in ("/workflows", f"/workflows/{workflow_id}", "/locks"):
+                page.goto(server + path)
+                page.wait_for_load_state("load")
+                widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+                assert widths[0] <= widths[1], (path, scheme, widths)
+            if width == 390:
+                # The action answer's message stays in view on a phone.
+                position = page.evaluate("getComputedStyle(document.getElementById('pgbus-messages')).position")
+                assert position == "sticky"
+        finally:
+            context.close()
+
+
+def test_locks_release_buttons_are_inside_the_table_on_a_desktop(chromium, server, runs, engine):
+    wide_content(runs, engine)
+    context, page, _problems = open_page(chromium, viewport={"width": 1280, "height": 900})
+    try:
+        page.goto(server + "/locks")
+        wrap = page.locator(".pgbus-locks").locator("xpath=..")
+        sizes = wrap.evaluate("element => [element.scrollWidth, element.clientWidth]")
+        assert sizes[0] <= sizes[1], sizes
     finally:
         context.close()

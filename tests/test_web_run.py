@@ -188,8 +188,22 @@ def test_audit_trail_as_sentences_newest_first(client, runs):
     assert [e["data-event"] for e in events] == ["resumed", "paused", "step_failed"]
     assert text_of(events[0].select_one(".pgbus-event-sentence")) == "Resumed by dashboard:alice: SMTP fixed"
     assert text_of(events[2].select_one(".pgbus-event-sentence")) == "Step failed by system (capture_payment #2)"
-    assert '"action":"retry"' in text_of(events[0].select_one(".pgbus-audit-details"))
+    details = events[0].select(".pgbus-audit-details dt, .pgbus-audit-details dd")
+    assert [text_of(node) for node in details] == ["action", "retry"]
     assert all(e.select_one("time[datetime]") for e in events)
+
+
+def test_event_details_as_a_key_value_list(client, runs):
+    workflow_id = runs.make(
+        states.WAITING,
+        step("notify_vendors", "waiting"),
+        events_=[{"event": "fan_out_opened", "actor": "system", "step": 0,
+                  "details": {"batch_id": "b-1", "total_jobs": 12, "flags": {"fast": True}, "done": False}}],
+    )
+    page = soup(client.get(f"/workflows/{workflow_id}"))
+    details = page.select_one('#pgbus-run-audit li[data-event="fan_out_opened"] dl.pgbus-audit-details')
+    pairs = {text_of(row.select_one("dt")): text_of(row.select_one("dd")) for row in details.select("div")}
+    assert pairs == {"batch_id": "b-1", "total_jobs": "12", "flags": '{"fast":true}', "done": "false"}
 
 
 def test_timeline_is_an_inline_svg(client, runs):
