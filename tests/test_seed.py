@@ -162,6 +162,24 @@ def test_each_runs_latest_step_matches_its_status(engine, seeded):
             assert (run.workflow_class, run.step_name, run.error_class) == (demo.REFUND, "issue_refund", "ValueError")
 
 
+def test_each_run_carries_its_latest_steps_facts(engine, seeded):
+    # Seeding writes with the steps trigger off: the runs must carry what
+    # the trigger would have written, from their highest-id step row.
+    mismatched = rows(engine, """
+        SELECT w.workflow_id FROM pgbus_workflows w
+        LEFT JOIN LATERAL (
+            SELECT * FROM pgbus_workflow_steps WHERE workflow_id = w.workflow_id ORDER BY id DESC LIMIT 1
+        ) s ON TRUE
+        WHERE (w.latest_step_id, w.latest_step_name, w.latest_step_status, w.latest_error_class,
+               w.latest_scheduled_at, w.latest_waiting_since, w.latest_timeout_at)
+              IS DISTINCT FROM (s.id, s.step_name, s.status, s.error_class,
+                                s.scheduled_at, s.waiting_since, s.timeout_at)
+    """)
+    assert mismatched == []
+    assert scalar(engine, "SELECT count(*) FROM pgbus_workflows WHERE latest_step_id IS NOT NULL") == RUNS
+    assert scalar(engine, "SELECT count(*) FROM pgbus_workflows WHERE latest_waiting_since IS NOT NULL") > 0
+
+
 def test_only_the_latest_step_is_open(engine, seeded):
     assert rows(engine, """
         SELECT s.workflow_id FROM pgbus_workflow_steps s

@@ -153,7 +153,7 @@ def status_counts(conn: Connection) -> dict[tuple[str, str], int]:
 
 
 # Each paused or ready run (and, when waiting_before is given, each waiting
-# run) with its latest step row and why it is stuck (NULL when it is not):
+# run) with its latest step's facts and why it is stuck (NULL when it is not):
 #   stalled          paused on a step that failed with StepStalled
 #   paused_error     paused on a step that failed with any other error
 #   paused_manual    paused otherwise (the step asked for it, or an operator)
@@ -162,13 +162,17 @@ def status_counts(conn: Connection) -> dict[tuple[str, str], int]:
 #                    a wait timeout
 # "since" is when the run got stuck: paused_at, the overdue step's
 # scheduled_at, or the waiting step's waiting_since.
+# The latest step's facts are the run's latest_* columns (a trigger on the
+# steps table keeps them), so the whole query reads pgbus_workflows_stuck
+# only, instead of looking up the latest step of every such run.
 def _stuck_runs_sql(*, waiting: bool, by_class: bool) -> str:
     waiting_since = (
-        "WHEN stuck_reason.reason = 'waiting_overdue' THEN s.waiting_since" if waiting else ""
+        "WHEN stuck_reason.reason = 'waiting_overdue' THEN w.latest_waiting_since" if waiting else ""
     )
     waiting_reason = (
-        "WHEN w.status = 'waiting' AND s.status = 'waiting' AND s.timeout_at IS NULL"
-        " AND s.waiting_since < :waiting_before THEN 'waiting_overdue'"
+        "WHEN w.status = 'waiting' AND w.latest_step_status = 'waiting'"
+        " AND w.latest_timeout_at IS NULL"
+        " AND w.latest_waiting_since < :waiting_before THEN 'waiting_overdue'"
         if waiting
         else ""
     )
@@ -176,30 +180,22 @@ def _stuck_runs_sql(*, waiting: bool, by_class: bool) -> str:
     class_filter = "AND w.workflow_class = :workflow_class" if by_class else ""
     return f"""
         SELECT w.id, w.workflow_id, w.workflow_class,
-               COALESCE(s.step_name, w.current_step) AS step_name,
-               s.error_class, s.error_message, stuck_reason.reason,
+               COALESCE(w.latest_step_name, w.current_step) AS step_name,
+               w.latest_error_class AS error_class, stuck_reason.reason,
                CASE
                  WHEN stuck_reason.reason IN ('stalled', 'paused_error', 'paused_manual') THEN w.paused_at
-                 WHEN stuck_reason.reason = 'overdue' THEN s.scheduled_at
+                 WHEN stuck_reason.reason = 'overdue' THEN w.latest_scheduled_at
                  {waiting_since}
                END AS since
         FROM pgbus_workflows w
-        LEFT JOIN LATERAL (
-            SELECT step_name, status, error_class, error_message, scheduled_at,
-                   timeout_at, waiting_since
-            FROM pgbus_workflow_steps
-            WHERE workflow_id = w.workflow_id
-            ORDER BY id DESC
-            LIMIT 1
-        ) s ON TRUE
         CROSS JOIN LATERAL (
             SELECT CASE
-                     WHEN w.status = 'paused' AND s.status = 'failed'
-                          AND s.error_class = :stalled_error THEN 'stalled'
-                     WHEN w.status = 'paused' AND s.status = 'failed' THEN 'paused_error'
+                     WHEN w.status = 'paused' AND w.latest_step_status = 'failed'
+                          AND w.latest_error_class = :stalled_error THEN 'stalled'
+                     WHEN w.status = 'paused' AND w.latest_step_status = 'failed' THEN 'paused_error'
                      WHEN w.status = 'paused' THEN 'paused_manual'
-                     WHEN w.status = 'ready' AND s.status = 'scheduled'
-                          AND s.scheduled_at < :overdue_before THEN 'overdue'
+                     WHEN w.status = 'ready' AND w.latest_step_status = 'scheduled'
+                          AND w.latest_scheduled_at < :overdue_before THEN 'overdue'
                      {waiting_reason}
                    END AS reason
         ) stuck_reason
@@ -265,7 +261,7 @@ def attention_groups(
     # The newest error message is read for each group's newest run only,
     # after grouping: carrying every stuck run's message through the
     # grouping would read each of their step rows from the table, where the
-    # rest comes from the latest-step index alone (docs/performance.md).
+    # rest comes from the stuck-runs index alone (docs/performance.md).
     rows = conn.execute(
         sa.text(
             f"""

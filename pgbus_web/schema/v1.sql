@@ -20,7 +20,17 @@ CREATE TABLE pgbus_workflows (
     started_at        timestamptz,
     finished_at       timestamptz,
     created_at        timestamptz NOT NULL DEFAULT now(),
-    updated_at        timestamptz NOT NULL DEFAULT now()
+    updated_at        timestamptz NOT NULL DEFAULT now(),
+    -- The run's latest step attempt (its highest pgbus_workflow_steps id),
+    -- the facts the stuck-reason rules read: kept here by the trigger
+    -- pgbus_workflow_steps_latest_on_run, NULL while the run has no step.
+    latest_step_id       bigint,
+    latest_step_name     text,
+    latest_step_status   text,
+    latest_error_class   text,
+    latest_scheduled_at  timestamptz,
+    latest_waiting_since timestamptz,
+    latest_timeout_at    timestamptz
 );
 
 -- insert_run's ON CONFLICT target: one run per idempotency key and class.
@@ -37,13 +47,13 @@ CREATE UNIQUE INDEX pgbus_workflows_one_ongoing_per_subject
 CREATE INDEX pgbus_workflows_class_status ON pgbus_workflows (workflow_class, status);
 
 -- The stuck-run queries (stuck_reason_counts, attention_groups,
--- attention_ids) start from the runs that can be stuck, read from this
--- index alone (an index-only scan, no heap), in workflow_id order within a
--- class: so their latest-step lookups walk pgbus_workflow_steps_latest in
--- key order instead of at random.
+-- attention_ids) read the runs that can be stuck, with their latest step's
+-- facts, from this index alone: an index-only scan, no heap, no lookup in
+-- the steps table per run (docs/performance.md).
 CREATE INDEX pgbus_workflows_stuck
-    ON pgbus_workflows (workflow_class, workflow_id)
-    INCLUDE (id, status, current_step, paused_at)
+    ON pgbus_workflows (workflow_class, status)
+    INCLUDE (id, workflow_id, current_step, paused_at, latest_step_name, latest_step_status,
+             latest_error_class, latest_scheduled_at, latest_waiting_since, latest_timeout_at)
     WHERE status IN ('paused', 'ready', 'waiting');
 
 -- The runs index: newest first (by id), filtered by status or subject.
@@ -79,14 +89,41 @@ CREATE TABLE pgbus_workflow_steps (
     updated_at      timestamptz NOT NULL DEFAULT now()
 );
 
--- A run's latest step row is its highest id. The included columns are the
--- ones the stuck-reason rules read, so that looking up the latest step of
--- each of a hundred thousand stuck runs needs no heap access at all
--- (docs/performance.md). error_message stays out: it is long, and it is
--- read for a handful of rows only.
-CREATE INDEX pgbus_workflow_steps_latest
-    ON pgbus_workflow_steps (workflow_id, id DESC)
-    INCLUDE (step_name, status, error_class, scheduled_at, timeout_at, waiting_since);
+-- A run's latest step row is its highest id: the runs index, a run's page
+-- and the runtime look it up by this index.
+CREATE INDEX pgbus_workflow_steps_latest ON pgbus_workflow_steps (workflow_id, id DESC);
+
+-- Copies a step attempt's stuck-relevant facts into its run when it is the
+-- run's latest attempt, so the dashboard's stuck queries read them from
+-- pgbus_workflows_stuck alone. A trigger rather than the runtime's code:
+-- a writer that is not this runtime (pgbus itself, a hand-written fix)
+-- keeps them right too. Writes that change nothing are skipped.
+CREATE FUNCTION pgbus_workflow_steps_latest_on_run() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE pgbus_workflows
+    SET latest_step_id = NEW.id,
+        latest_step_name = NEW.step_name,
+        latest_step_status = NEW.status,
+        latest_error_class = NEW.error_class,
+        latest_scheduled_at = NEW.scheduled_at,
+        latest_waiting_since = NEW.waiting_since,
+        latest_timeout_at = NEW.timeout_at
+    WHERE workflow_id = NEW.workflow_id
+      AND (latest_step_id IS NULL OR latest_step_id <= NEW.id)
+      AND (latest_step_id, latest_step_name, latest_step_status, latest_error_class,
+           latest_scheduled_at, latest_waiting_since, latest_timeout_at)
+          IS DISTINCT FROM (NEW.id, NEW.step_name, NEW.status, NEW.error_class,
+                            NEW.scheduled_at, NEW.waiting_since, NEW.timeout_at);
+    RETURN NULL;
+END;
+$$;
+CREATE TRIGGER pgbus_workflow_steps_latest_on_run
+    AFTER INSERT OR UPDATE OF workflow_id, step_name, status, error_class, scheduled_at,
+                              waiting_since, timeout_at
+    ON pgbus_workflow_steps
+    FOR EACH ROW EXECUTE FUNCTION pgbus_workflow_steps_latest_on_run();
+
 -- The worker's queue: due steps, oldest first.
 CREATE INDEX pgbus_workflow_steps_due
     ON pgbus_workflow_steps (scheduled_at, id) WHERE status = 'scheduled';

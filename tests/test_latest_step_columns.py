@@ -1,0 +1,180 @@
+"""The latest_* columns of pgbus_workflows: the steps trigger keeps them equal
+to each run's latest step row through everything the runtime does, and
+through SQL written by hand; the stuck queries read them and not the steps."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import sqlalchemy as sa
+from test_runtime_support import Driver, driver  # noqa: F401  (fixture)
+
+from pgbus_web import defaults, states
+from pgbus_web.demo import workflows as demo
+from pgbus_web.models import workflows
+from pgbus_web.runtime import verbs
+
+LATEST = ("step_id", "step_name", "step_status", "error_class", "scheduled_at", "waiting_since", "timeout_at")
+
+
+def run_columns(engine) -> dict[str, tuple]:
+    """{workflow_id: the run's latest_* columns}."""
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text(
+            "SELECT workflow_id, latest_step_id, latest_step_name, latest_step_status, latest_error_class, "
+            "latest_scheduled_at, latest_waiting_since, latest_timeout_at FROM pgbus_workflows"
+        ))
+        return {row[0]: tuple(row[1:]) for row in rows}
+
+
+def latest_step_rows(engine) -> dict[str, tuple]:
+    """{workflow_id: the same facts read from the run's highest-id step row}
+    (all None for a run without steps)."""
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text(
+            """
+            SELECT w.workflow_id, s.id, s.step_name, s.status, s.error_class,
+                   s.scheduled_at, s.waiting_since, s.timeout_at
+            FROM pgbus_workflows w
+            LEFT JOIN LATERAL (
+                SELECT * FROM pgbus_workflow_steps WHERE workflow_id = w.workflow_id
+                ORDER BY id DESC LIMIT 1
+            ) s ON TRUE
+            """
+        ))
+        return {row[0]: tuple(row[1:]) for row in rows}
+
+
+def assert_columns_match(engine) -> dict[str, dict]:
+    columns = run_columns(engine)
+    assert columns == latest_step_rows(engine)
+    return {workflow_id: dict(zip(LATEST, values)) for workflow_id, values in columns.items()}
+
+
+def test_the_runtime_transitions_keep_them_equal_to_the_latest_step(engine, driver: Driver):
+    # fail + retry, then paused after the last attempt failed
+    paused = driver.start(demo.ORDER, {"order_id": 1, "fail_capture": True, "vendors": 2})
+    driver.drain()
+    latest = assert_columns_match(engine)[paused]
+    assert (latest["step_name"], latest["step_status"]) == ("capture_payment", states.STEP_SCHEDULED)
+    driver.later(seconds=10)
+    driver.drain()
+    driver.later(seconds=20)
+    driver.drain()
+    assert driver.status(paused) == states.PAUSED
+    latest = assert_columns_match(engine)[paused]
+    assert (latest["step_name"], latest["step_status"], latest["error_class"]) == (
+        "capture_payment", states.STEP_FAILED, "TimeoutError")
+
+    # a signal wait, then a pause, a signal and a resume
+    waiting = driver.waiting_for_shipment()
+    latest = assert_columns_match(engine)[waiting]
+    assert (latest["step_name"], latest["step_status"]) == ("await_shipment", states.STEP_WAITING)
+    assert latest["waiting_since"] is not None
+    verbs.pause(engine, waiting, now=driver.now)
+    verbs.signal(engine, waiting, demo.SHIPMENT_SIGNAL, {"tracking": "T1"}, now=driver.now)
+    assert_columns_match(engine)
+    verbs.resume(engine, waiting, registry=demo.REGISTRY, now=driver.now)
+    assert_columns_match(engine)
+    driver.drain()
+    assert_columns_match(engine)
+
+    # a skip of a timer step, then a cancel of a run waiting on its signal
+    timer = driver.ready_with_timer()
+    assert assert_columns_match(engine)[timer]["scheduled_at"] > driver.now
+    verbs.skip(engine, timer, registry=demo.REGISTRY, now=driver.now)
+    latest = assert_columns_match(engine)[timer]
+    assert latest["step_name"] != "send_tips"
+    verbs.cancel(engine, timer, now=driver.now)
+    latest = assert_columns_match(engine)[timer]
+    assert latest["step_status"] == states.STEP_CANCELLED
+
+    # the retry of the paused run, through to the end
+    verbs.resume(engine, paused, registry=demo.REGISTRY, now=driver.now)
+    assert_columns_match(engine)
+    driver.drain()
+    latest = assert_columns_match(engine)
+
+    completed = driver.completed()
+    latest = assert_columns_match(engine)
+    assert latest[completed]["step_status"] == states.STEP_COMPLETED
+    assert all(values["step_id"] is not None for values in latest.values())
+
+
+def test_a_step_written_by_hand_keeps_them_right(engine, new_id):
+    workflow_id, other = new_id(), new_id()
+    with engine.begin() as conn:
+        for run in (workflow_id, other):
+            workflows.insert_run(conn, {"workflow_id": run, "workflow_class": "Hand", "status": "ready"})
+    assert run_columns(engine)[workflow_id] == (None,) * 7
+
+    with engine.begin() as conn:
+        first = conn.execute(sa.text(
+            "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, scheduled_at) "
+            "VALUES (:w, 'one', 'scheduled', now()) RETURNING id"
+        ), {"w": workflow_id}).scalar_one()
+        second = conn.execute(sa.text(
+            "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, waiting_since, timeout_at) "
+            "VALUES (:w, 'two', 'waiting', now(), now() + interval '1 hour') RETURNING id"
+        ), {"w": workflow_id}).scalar_one()
+    columns = assert_columns_match(engine)
+    assert (columns[workflow_id]["step_id"], columns[workflow_id]["step_name"]) == (second, "two")
+    assert columns[other]["step_id"] is None
+
+    # An older attempt changing leaves the run alone; the latest one changing shows.
+    with engine.begin() as conn:
+        conn.execute(sa.text(
+            "UPDATE pgbus_workflow_steps SET status = 'failed', error_class = 'Old' WHERE id = :id"
+        ), {"id": first})
+    assert run_columns(engine)[workflow_id][:4] == (second, "two", "waiting", None)
+    with engine.begin() as conn:
+        conn.execute(sa.text(
+            "UPDATE pgbus_workflow_steps SET status = 'failed', error_class = 'Boom', timeout_at = NULL "
+            "WHERE id = :id"
+        ), {"id": second})
+    columns = assert_columns_match(engine)
+    assert columns[workflow_id]["step_status"] == "failed"
+    assert columns[workflow_id]["error_class"] == "Boom"
+    assert columns[workflow_id]["timeout_at"] is None
+
+    # A row inserted with a lower id than the latest is not the latest.
+    with engine.begin() as conn:
+        conn.execute(sa.text(
+            "INSERT INTO pgbus_workflow_steps (id, workflow_id, step_name, status) "
+            "VALUES (:id, :w, 'zero', 'completed')"
+        ), {"id": first - 1000, "w": workflow_id})
+    assert assert_columns_match(engine)[workflow_id]["step_id"] == second
+
+
+def test_the_stuck_queries_read_no_step_rows(engine, driver: Driver):
+    driver.paused_on_capture()
+    seen: list[tuple[str, dict]] = []
+
+    def before(conn, cursor, statement, parameters, context, executemany):
+        seen.append((statement, parameters))
+
+    stuck = {"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": timedelta(days=1)}
+    sa.event.listen(engine, "before_cursor_execute", before)
+    try:
+        with engine.connect() as conn:
+            counts = workflows.stuck_reason_counts(conn, **stuck)
+            (group,) = workflows.attention_groups(conn, **stuck)
+            ids = workflows.attention_ids(conn, group, **stuck)
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", before)
+    assert counts == {(demo.ORDER, states.PAUSED_ERROR): 1}
+    assert group["error_message"] and len(ids) == 1
+
+    statements = [(s, p) for s, p in seen if "stuck_reason" in s]
+    assert len(statements) == 3
+    with engine.connect() as conn:
+        cursor = conn.connection.dbapi_connection.cursor()
+        for statement, parameters in statements:
+            cursor.execute("EXPLAIN " + statement, parameters)
+            plan = "\n".join(line for (line,) in cursor.fetchall())
+            if "error_message" in statement:
+                # attention_groups reads each group's newest message, once per group
+                assert len(re.findall(r" on pgbus_workflow_steps\b", plan)) == 1, plan
+            else:
+                assert "pgbus_workflow_steps" not in plan, plan
