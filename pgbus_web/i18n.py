@@ -328,7 +328,11 @@ TEMPLATE_GLOBALS = {
 }
 
 
-def init_app(target, default_locale: Union[str, Callable[[], str]] = FALLBACK_LOCALE) -> None:
+def init_app(
+    target,
+    default_locale: Union[str, Callable[[], str]] = FALLBACK_LOCALE,
+    cookie_path: Union[str, Callable[[], str]] = "/",
+) -> None:
     """Wire the words into a Blueprint (or a whole Flask app): pick the
     locale for each of its requests, remember ``?locale=`` in a cookie, and
     give its templates ``t``, ``t_html``, ``tn``, ``tn_html``,
@@ -342,6 +346,11 @@ def init_app(target, default_locale: Union[str, Callable[[], str]] = FALLBACK_LO
     def default() -> str:
         return default_locale() if callable(default_locale) else default_locale
 
+    # A blueprint mounted under a prefix keeps its cookies to that prefix,
+    # not the whole host site; timezone.js reads the same path from the page.
+    def path() -> str:
+        return cookie_path() if callable(cookie_path) else cookie_path
+
     def choose_locale():
         g.setdefault(_G_LOCALE, select_locale(request, default()))
 
@@ -352,7 +361,7 @@ def init_app(target, default_locale: Union[str, Callable[[], str]] = FALLBACK_LO
                 LOCALE_COOKIE,
                 asked,
                 max_age=int(COOKIE_MAX_AGE.total_seconds()),
-                path="/",
+                path=path(),
                 samesite="Lax",
                 httponly=True,
                 secure=request.is_secure,
@@ -364,6 +373,7 @@ def init_app(target, default_locale: Union[str, Callable[[], str]] = FALLBACK_LO
     # Within the blueprint's own requests these win over any host global
     # of the same name.
     target.context_processor(lambda: dict(TEMPLATE_GLOBALS))
+    target.context_processor(lambda: {"i18n_cookie_path": path()})
 
     if isinstance(target, Blueprint):
 

@@ -113,7 +113,13 @@ def build_blueprint() -> Blueprint:
         static_folder="static",
         static_url_path=STATIC_URL_PATH,
     )
-    i18n.init_app(blueprint, default_locale=lambda: state().settings.default_locale)
+    # The language and time-zone cookies keep to the dashboard's prefix,
+    # like the CSRF cookie.
+    from .csrf import _cookie_path
+
+    i18n.init_app(
+        blueprint, default_locale=lambda: state().settings.default_locale, cookie_path=_cookie_path
+    )
     security.init_blueprint(blueprint)
     chrome.init_blueprint(blueprint)
     helpers.init_blueprint(blueprint)

@@ -24,5 +24,10 @@
     return;
   }
   var secure = window.location.protocol === "https:" ? "; secure" : "";
-  document.cookie = "pgbus_tz=" + zone + "; path=/; max-age=31536000; samesite=lax" + secure;
+  // The dashboard's own prefix (the page says it), not the whole host site.
+  var path = document.documentElement.getAttribute("data-pgbus-cookie-path") || "/";
+  if (!/^\/[A-Za-z0-9_.~\-\/]*$/.test(path)) {
+    path = "/";
+  }
+  document.cookie = "pgbus_tz=" + zone + "; path=" + path + "; max-age=31536000; samesite=lax" + secure;
 })();
