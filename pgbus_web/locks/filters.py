@@ -57,6 +57,9 @@ def text(args: Mapping[str, str], name: str, limit: int) -> str | None:
         return None
     if len(value) > limit:
         raise FilterError(t("pgbus.workflows.filters.errors.too_long", name=name, limit=limit))
+    if "\x00" in value:
+        # PostgreSQL text cannot hold a NUL: no queue or lock key has one.
+        raise FilterError(t("pgbus.workflows.filters.errors.nul_character", name=name))
     return value
 
 
@@ -74,7 +77,11 @@ def _cursor(args: Mapping[str, str]) -> Cursor | None:
         raise FilterError(t("pgbus.workflows.filters.errors.cursor", name="after_at", value=raw_at)) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    return Cursor(created_at=moment.astimezone(timezone.utc), lock_key=key)
+    try:
+        moment = moment.astimezone(timezone.utc)
+    except OverflowError:  # year 1 or 9999 moved past the calendar's edge
+        raise FilterError(t("pgbus.workflows.filters.errors.cursor", name="after_at", value=raw_at)) from None
+    return Cursor(created_at=moment, lock_key=key)
 
 
 def parse(args: Mapping[str, str]) -> LockFilters:

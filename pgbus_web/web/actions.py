@@ -20,7 +20,7 @@ Who may act, and the CSRF token, are checked before any of these run
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Mapping
 from urllib.parse import parse_qsl, urlsplit
 
@@ -32,8 +32,9 @@ from .. import states
 from ..i18n import current_locale, current_timezone, t, tn
 from ..models import workflows
 from ..runtime import errors, verbs
+from ..runtime.clock import utcnow
 from . import buttons, context, csrf, filters, forms, hx, presenters, render, state, timefmt, views
-from .security import UNSAFE_METHODS, may_act
+from .security import UNSAFE_METHODS
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +49,6 @@ INDEX_BLOCKS = ("counts", "attention", "runs")
 BULK_LIMIT = workflows.ATTENTION_IDS_LIMIT
 # Longest actor name kept: the audit trail shows it on every line.
 ACTOR_LIMIT = 200
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 def actor() -> str:
@@ -121,10 +118,6 @@ def _messages(category: str, message: str) -> str:
     return render_template(FLASH_TEMPLATE, pgbus_messages=[(category, message)], oob=True)
 
 
-def _common() -> dict[str, Any]:
-    return {"settings": state().settings, "can_act": may_act()}
-
-
 # --- answers -------------------------------------------------------------------
 
 
@@ -140,7 +133,7 @@ def _run_not_found(workflow_id: str) -> Response:
     return message_answer(
         404,
         t("pgbus.workflows.show.not_found_title"),
-        t("pgbus.workflows.show.not_found", workflow_id=workflow_id),
+        t("pgbus.workflows.show.not_found", workflow_id=views.printable(workflow_id)),
     )
 
 
@@ -156,7 +149,7 @@ def run_answer(
             page = context.run_context(conn, settings, workflow_id)
         except context.NotFound:
             return _run_not_found(workflow_id)
-    page.update(_common(), refused=refused)
+    page.update(views.common(), refused=refused)
     if hx.details().request:
         body = render.fragments(RUN_TEMPLATE, views.RUN_FRAGMENTS.values(), page) + _messages(category, message)
         return make_response(body, status)
@@ -227,13 +220,10 @@ def workflow_error(workflow_id: str, verb: str, problem: errors.WorkflowError, n
 
 
 def _find(workflow_id: str) -> dict[str, Any] | None:
+    if not context.storable(workflow_id):
+        return None
     with state().database.primary.connect() as conn:
         return workflows.find(conn, workflow_id)
-
-
-def _definition(run: Mapping[str, Any]):
-    registry = state().settings.registry
-    return registry.get(run["workflow_class"]) if registry is not None else None
 
 
 def run_action(workflow_id: str, verb: str):
@@ -245,7 +235,7 @@ def run_action(workflow_id: str, verb: str):
     run = _find(workflow_id)
     if run is None:
         return _run_not_found(workflow_id)
-    definition = _definition(run)
+    definition = context.definition_of(state().settings, run["workflow_class"])
     names = forms.VERB_FIELDS[verb]
     try:
         options = forms.parse_verb(
@@ -317,7 +307,7 @@ def index_answer(status: int, message: str, category: str) -> Response:
     run_filters = _current_filters() if hx.details().request else filters.RunFilters()
     with state().database.primary.connect() as conn:
         page = context.index_context(conn, settings, run_filters)
-    page.update(_common(), filter_error=None)
+    page.update(views.common(), filter_error=None)
     if hx.details().request:
         body = render.fragments(INDEX_TEMPLATE, INDEX_BLOCKS, page) + _messages(category, message)
         return make_response(body, status)
@@ -328,13 +318,9 @@ def index_answer(status: int, message: str, category: str) -> Response:
     return make_response(render_template(INDEX_TEMPLATE, **page), status)
 
 
-def _thresholds() -> dict[str, Any]:
-    settings = state().settings
-    return {"threshold": settings.stall_threshold, "waiting_threshold": settings.waiting_threshold}
-
-
 def _fresh_group(conn, group: Mapping[str, Any], now: datetime) -> dict[str, Any] | None:
-    for row in workflows.attention_groups(conn, now=now, workflow_class=group["workflow_class"], **_thresholds()):
+    limits = context.thresholds(state().settings)
+    for row in workflows.attention_groups(conn, now=now, workflow_class=group["workflow_class"], **limits):
         if all(row.get(name) == group.get(name) for name in forms.GROUP_FIELDS):
             return row
     return None
@@ -364,14 +350,14 @@ def bulk_action(verb: str):
     except forms.FormError as problem:
         return message_answer(problem.status, t("pgbus.web.errors.bad_request_title"), problem.message)
     registry = settings.registry
-    class_loaded = registry is not None and registry.get(group["workflow_class"]) is not None
+    class_loaded = context.definition_of(settings, group["workflow_class"]) is not None
     if verb not in buttons.bulk_verbs(group, class_loaded):
         message = t("pgbus.workflows.bulk.not_offered", action=buttons.bulk_label(verb),
                     reason=t(f"pgbus.workflows.attention.reasons.{group['reason']}"))
         return message_answer(422, t("pgbus.web.errors.bad_request_title"), message)
     now = utcnow()
     with state().database.primary.connect() as conn:
-        ids = workflows.attention_ids(conn, group, now=now, limit=BULK_LIMIT, **_thresholds())
+        ids = workflows.attention_ids(conn, group, now=now, limit=BULK_LIMIT, **context.thresholds(settings))
         fresh = _fresh_group(conn, group, now) if ids and request.form.get("confirmed") != "1" else None
     if not ids:
         return index_answer(409, t("pgbus.workflows.bulk.emptied"), "warn")
@@ -426,8 +412,7 @@ def _run_actions(run, definition, now, refused=None):
 
 
 def _group_actions(group):
-    registry = state().settings.registry
-    loaded = registry is not None and registry.get(group.get("workflow_class")) is not None
+    loaded = context.definition_of(state().settings, group.get("workflow_class")) is not None
     return buttons.group_actions(group, loaded)
 
 
@@ -466,6 +451,17 @@ def refresh() -> dict[str, Any] | None:
     }
 
 
+def back_to_run(workflow_id: str, verb: str | None = None) -> Response:
+    """GET on a run's action URL (an address bar left there by a plain form
+    post that was refused, then Enter): the run's page, not a 405."""
+    return redirect(url_for("pgbus_web.workflow", workflow_id=workflow_id), 303)
+
+
+def back_to_index(verb: str) -> Response:
+    """GET on a bulk action URL: the runs index."""
+    return redirect(url_for("pgbus_web.workflows"), 303)
+
+
 def register(blueprint: Blueprint) -> None:
     csrf.init_blueprint(blueprint)
     # Static parts win over converters, so /workflows/bulk/<verb> and
@@ -473,6 +469,9 @@ def register(blueprint: Blueprint) -> None:
     blueprint.add_url_rule("/workflows/bulk/<verb>", "bulk_action", bulk_action, methods=["POST"])
     blueprint.add_url_rule("/workflows/<workflow_id>/signals", "send_signal", send_signal, methods=["POST"])
     blueprint.add_url_rule("/workflows/<workflow_id>/<verb>", "run_action", run_action, methods=["POST"])
+    blueprint.add_url_rule("/workflows/bulk/<verb>", "bulk_action_page", back_to_index, methods=["GET"])
+    blueprint.add_url_rule("/workflows/<workflow_id>/signals", "send_signal_page", back_to_run, methods=["GET"])
+    blueprint.add_url_rule("/workflows/<workflow_id>/<verb>", "run_action_page", back_to_run, methods=["GET"])
     blueprint.register_error_handler(403, forbidden)
     blueprint.register_error_handler(csrf.CSRFError, csrf_failed)
     blueprint.register_error_handler(413, too_large)

@@ -6,13 +6,14 @@ builder can be called from a test, a benchmark or an HTMX fragment alike.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.engine import Connection
 
 from .. import states
 from ..models import batches, events, signals, steps, workflows
+from ..runtime.clock import utcnow
 from .filters import RANGES, RunFilters
 from .settings import Settings
 
@@ -24,21 +25,26 @@ DEFAULT_INSIGHTS_RANGE = "7d"
 DURATION_SAMPLE_RUNS = 2_000
 
 
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
-
-
 class NotFound(LookupError):
     """What a page is about does not exist; the message says what is missing."""
 
 
-def _thresholds(settings: Settings) -> dict[str, timedelta]:
+def thresholds(settings: Settings) -> dict[str, timedelta]:
+    """The stuck-run thresholds, as the models' queries take them."""
     return {"threshold": settings.stall_threshold, "waiting_threshold": settings.waiting_threshold}
 
 
-def _definition(settings: Settings, workflow_class: str | None):
+def definition_of(settings: Settings, workflow_class: str | None):
+    """The class's definition when it is loaded here (its registry has
+    it), else None: the verbs that need its step list are not offered."""
     registry = settings.registry
     return registry.get(workflow_class) if registry is not None else None
+
+
+def storable(value: str) -> bool:
+    """False for a value PostgreSQL text cannot hold (a NUL): no run or
+    class has it, and asking the database would fail, not answer."""
+    return "\x00" not in value
 
 
 # --- the runs index --------------------------------------------------------
@@ -79,7 +85,7 @@ def index_runs(
     """One page of runs for *filters*, and the cursors around it."""
     size = settings.page_size
     rows = workflows.page(
-        conn, limit=size + 1, now=now, **_thresholds(settings), **filters.page_binds(now)
+        conn, limit=size + 1, now=now, **thresholds(settings), **filters.page_binds(now)
     )
     if filters.after is not None:
         # Fetched upwards from the cursor: the extra row is the newest one.
@@ -115,7 +121,7 @@ def index_context(
     now = now or utcnow()
     counts = _count_table(workflows.status_counts(conn) if "counts" in parts else {})
     groups = (
-        workflows.attention_groups(conn, now=now, **_thresholds(settings))
+        workflows.attention_groups(conn, now=now, **thresholds(settings))
         if "attention" in parts
         else []
     )
@@ -169,14 +175,14 @@ def run_context(
     """One run with its steps, signals, batches and audit trail. NotFound
     when no run has this id."""
     now = now or utcnow()
-    run = workflows.find(conn, workflow_id)
+    run = workflows.find(conn, workflow_id) if storable(workflow_id) else None
     if run is None:
         raise NotFound(workflow_id)
     step_rows = steps.for_run(conn, workflow_id)
     signal_rows = signals.for_run(conn, workflow_id)
     event_rows = events.for_run(conn, workflow_id)
     batch_map = batches.find_many(conn, (row["batch_id"] for row in step_rows))
-    definition = _definition(settings, run["workflow_class"])
+    definition = definition_of(settings, run["workflow_class"])
     digest = definition.digest if definition is not None else None
     latest = step_rows[-1] if step_rows else None
     run["step"] = latest
@@ -211,12 +217,14 @@ def insights_context(
     and its stuck runs now. NotFound when the class has no runs and is not
     registered."""
     now = now or utcnow()
-    definition = _definition(settings, workflow_class)
+    if not storable(workflow_class):
+        raise NotFound(workflow_class)
+    definition = definition_of(settings, workflow_class)
     if definition is None and not workflows.class_exists(conn, workflow_class):
         raise NotFound(workflow_class)
     since = now - RANGES[range_name]
     status_counts = workflows.class_status_counts(conn, workflow_class, created_from=since)
-    stuck = workflows.stuck_reason_counts(conn, now=now, workflow_class=workflow_class, **_thresholds(settings))
+    stuck = workflows.stuck_reason_counts(conn, now=now, workflow_class=workflow_class, **thresholds(settings))
     sample = steps.duration_percentiles(
         conn, workflow_class, created_from=since, run_limit=DURATION_SAMPLE_RUNS
     )

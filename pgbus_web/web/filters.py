@@ -120,6 +120,10 @@ def _text(args: Mapping[str, str], name: str) -> str | None:
         return None
     if len(value) > MAX_TEXT:
         raise FilterError(t("pgbus.workflows.filters.errors.too_long", name=name, limit=MAX_TEXT))
+    if "\x00" in value:
+        # PostgreSQL text cannot hold a NUL, so no run has one: refuse it
+        # here rather than fail in the query.
+        raise FilterError(t("pgbus.workflows.filters.errors.nul_character", name=name))
     return value
 
 
@@ -136,7 +140,8 @@ def _cursor(args: Mapping[str, str], name: str) -> int | None:
     value = _text(args, name)
     if value is None:
         return None
-    if not value.isdigit() or not 0 < int(value) <= MAX_ID:
+    # isascii: "²" is a digit to str.isdigit, and not to int().
+    if not (value.isascii() and value.isdigit()) or not 0 < int(value) <= MAX_ID:
         raise FilterError(t("pgbus.workflows.filters.errors.cursor", name=name, value=value))
     return int(value)
 
@@ -157,7 +162,7 @@ def _moment(args: Mapping[str, str], name: str) -> tuple[str | None, datetime | 
     raw = _text(args, name)
     try:
         return raw, parse_moment(raw)
-    except ValueError:
+    except (ValueError, OverflowError):  # Overflow: year 1 or 9999 moved past the calendar's edge
         raise FilterError(t("pgbus.workflows.filters.errors.moment", name=name, value=raw)) from None
 
 

@@ -14,8 +14,9 @@ from datetime import datetime, timedelta, timezone, tzinfo
 from typing import Any, Mapping
 
 from .. import states
-from ..i18n import parse_timezone, t
+from ..i18n import current_locale, parse_timezone, t
 from ..models.events import REASON_LIMIT
+from . import timefmt
 
 # Longest signal name and idempotency key accepted: names are identifiers,
 # keys are ids; anything longer is a mistake, not data.
@@ -24,6 +25,10 @@ KEY_LIMIT = 200
 # Largest signal payload, as JSON text: a signal says something happened,
 # it does not carry files.
 PAYLOAD_LIMIT = 64 * 1024
+# How far ahead a run may be resumed or rescheduled. Further is a typo (a
+# year 9999 for 2029), not a plan: the run would sit unseen for decades,
+# and its page would draw decades of timeline.
+MAX_AHEAD = timedelta(days=5 * 365)
 # The value an <input type="datetime-local"> sends and shows, to the minute.
 LOCAL_FORMAT = "%Y-%m-%dT%H:%M"
 
@@ -133,9 +138,16 @@ def parse_at(value: str | None, *, tz: tzinfo, now: datetime) -> datetime:
         # A wall-clock time in the operator's zone; in a DST gap or fold
         # zoneinfo picks the earlier reading, as the browser does.
         parsed = parsed.replace(tzinfo=tz)
-    moment = parsed.astimezone(timezone.utc)
+    try:
+        moment = parsed.astimezone(timezone.utc)
+    except OverflowError:
+        # Year 9999 east of UTC, year 1 west of it: past the calendar's edge.
+        raise FormError("at", t("pgbus.workflows.forms.errors.time_unreadable", value=text)) from None
     if moment <= now:
         raise FormError("at", t("pgbus.workflows.forms.errors.time_past", value=text))
+    if moment > now + MAX_AHEAD:
+        latest = timefmt.absolute(now + MAX_AHEAD, locale=current_locale(), tz=tz)
+        raise FormError("at", t("pgbus.workflows.forms.errors.time_too_far", value=text, latest=latest))
     return moment
 
 

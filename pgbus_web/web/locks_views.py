@@ -127,7 +127,8 @@ def _field(name: str, limit: int) -> str:
 
 def _msg_id() -> int:
     value = _field("msg_id", 20).strip()
-    if not value.isdigit() or not 0 < int(value) <= MAX_MSG_ID:
+    # isascii: "²" is a digit to str.isdigit, and not to int().
+    if not (value.isascii() and value.isdigit()) or not 0 < int(value) <= MAX_MSG_ID:
         raise BadForm(t("pgbus.locks.errors.bad_message_id", value=value))
     return int(value)
 

@@ -8,7 +8,7 @@ import logging
 
 from flask import Blueprint, Response, jsonify, request
 from sqlalchemy import exc as sa_exc
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, InternalServerError
 
 from ..i18n import t
 from . import context, filters, render, state
@@ -38,9 +38,15 @@ RUN_FRAGMENTS = {
 INSIGHTS_FRAGMENTS = {"pgbus-insights": "insights"}
 
 
-def _common() -> dict:
-    settings = state().settings
-    return {"settings": settings, "can_act": may_act()}
+def common() -> dict:
+    """What every page's template reads besides its own context."""
+    return {"settings": state().settings, "can_act": may_act()}
+
+
+def printable(value: str) -> str:
+    """*value* to show back in a message: a NUL (which no stored id or
+    class can hold) as the replacement character."""
+    return value.replace("\x00", "\ufffd")
 
 
 def index():
@@ -53,7 +59,7 @@ def index():
     parts = render.requested_blocks(INDEX_FRAGMENTS) or context.INDEX_PARTS
     with state().database.read() as conn:
         page = context.index_context(conn, state().settings, run_filters, parts=parts)
-    page.update(_common(), filter_error=error)
+    page.update(common(), filter_error=error)
     return render.page(INDEX_TEMPLATE, page, INDEX_FRAGMENTS, status=400 if error else 200)
 
 
@@ -66,9 +72,9 @@ def workflow(workflow_id: str):
         return error_page(
             404,
             t("pgbus.workflows.show.not_found_title"),
-            t("pgbus.workflows.show.not_found", workflow_id=workflow_id),
+            t("pgbus.workflows.show.not_found", workflow_id=printable(workflow_id)),
         )
-    page.update(_common())
+    page.update(common())
     return render.page(RUN_TEMPLATE, page, RUN_FRAGMENTS)
 
 
@@ -82,7 +88,7 @@ def insights(workflow_class: str):
             t(
                 "pgbus.workflows.filters.errors.choice",
                 name="since",
-                value=range_name,
+                value=printable(range_name),
                 allowed=", ".join(filters.RANGES),
             ),
         )
@@ -93,9 +99,9 @@ def insights(workflow_class: str):
         return error_page(
             404,
             t("pgbus.workflows.insights.not_found_title"),
-            t("pgbus.workflows.insights.not_found", workflow_class=workflow_class),
+            t("pgbus.workflows.insights.not_found", workflow_class=printable(workflow_class)),
         )
-    page.update(_common())
+    page.update(common())
     return render.page(INSIGHTS_TEMPLATE, page, INSIGHTS_FRAGMENTS)
 
 
@@ -143,6 +149,12 @@ def http_error(problem: HTTPException):
     return error_page(problem.code, t(title), t(message))
 
 
+def server_error(problem: InternalServerError):
+    """500: anything a view did not expect. Flask has logged the exception
+    with its traceback before calling this; the operator reads a sentence."""
+    return error_page(500, t("pgbus.web.errors.server_title"), t("pgbus.web.errors.server"))
+
+
 def register(blueprint: Blueprint) -> None:
     blueprint.add_url_rule("/workflows", "workflows", index)
     blueprint.add_url_rule("/workflows/<workflow_id>", "workflow", workflow)
@@ -150,5 +162,8 @@ def register(blueprint: Blueprint) -> None:
     blueprint.add_url_rule("/health", "health", health)
     for problem in (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError):
         blueprint.register_error_handler(problem, database_unavailable)
-    for code in (403, 404, 405):
+    # 403 is actions.forbidden's (a refused POST reads differently); it
+    # hands a page's 403 back to http_error.
+    for code in (404, 405):
         blueprint.register_error_handler(code, http_error)
+    blueprint.register_error_handler(InternalServerError, server_error)
