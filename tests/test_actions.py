@@ -407,9 +407,14 @@ def test_unknown_verb_is_404_and_changes_nothing(browser, runs, engine, htmx):
     assert snapshot(engine) == before
 
 
-def test_a_verb_is_post_only(browser, runs):
+def test_a_verb_is_post_only(browser, runs, engine):
+    # A GET acts on nothing: it leads back to the run page.
     workflow_id = paused_on_capture(runs)
-    assert browser.client.get(url(workflow_id, "resume")).status_code == 405
+    before = snapshot(engine)
+    response = browser.client.get(url(workflow_id, "resume"))
+    assert response.status_code == 303
+    assert response.headers["Location"].endswith(f"/workflows/{workflow_id}")
+    assert snapshot(engine) == before
 
 
 @pytest.mark.parametrize("htmx", [True, False], ids=["htmx", "plain"])

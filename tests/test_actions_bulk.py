@@ -293,4 +293,7 @@ def test_an_incomplete_or_wrong_group_is_422(browser, runs, engine, form, expect
 
 
 def test_bulk_is_post_only(browser):
-    assert browser.client.get("/workflows/bulk/retry").status_code == 405
+    # A GET moves nothing: it leads back to the index.
+    response = browser.client.get("/workflows/bulk/retry")
+    assert response.status_code == 303
+    assert response.headers["Location"].endswith("/workflows")
