@@ -5,7 +5,7 @@ a 405."""
 
 from __future__ import annotations
 
-from test_actions_support import app, browser, paused_on_capture, runs, snapshot  # noqa: F401
+from test_actions_support import app, browser, paused_on_capture, run_row, runs, snapshot  # noqa: F401
 from web_helpers import soup, text_of
 
 
@@ -43,3 +43,33 @@ def test_a_get_on_a_bulk_action_url_leads_to_the_index(browser, runs, engine):
 def test_the_insights_page_is_not_taken_for_an_action(browser, runs):
     paused_on_capture(runs)
     assert browser.client.get("/workflows/insights/OrderWorkflow").status_code == 200
+
+
+def test_a_plain_bulk_action_keeps_the_filters_of_the_index_it_came_from(browser, runs, engine):
+    ids = [paused_on_capture(runs) for _ in range(2)]
+    index = soup(browser.load("/workflows?workflow_class=OrderWorkflow&status=paused"))
+    form = index.select_one('#pgbus-attention tr.pgbus-attention-group form[data-verb="retry"]')
+    fields = {field["name"]: field.get("value", "") for field in form.select("input")}
+    assert fields["back"] == "workflow_class=OrderWorkflow&status=paused"
+
+    ask = soup(browser.post(form["action"], fields))
+    back_link = ask.select_one(".pgbus-bulk-confirm-form a.pgbus-button")
+    assert back_link["href"] == "/workflows?workflow_class=OrderWorkflow&status=paused"
+    confirm = ask.select_one("form.pgbus-bulk-confirm-form")
+    confirm_fields = {field["name"]: field.get("value", "") for field in confirm.select("input")}
+
+    done = browser.post(confirm["action"], confirm_fields)
+    assert done.status_code == 303
+    assert done.headers["Location"].endswith("/workflows?workflow_class=OrderWorkflow&status=paused")
+    assert {run_row(engine, workflow_id)["status"] for workflow_id in ids} == {"ready"}
+
+
+def test_a_back_field_that_is_no_filter_leads_to_the_plain_index(browser, runs):
+    paused_on_capture(runs)
+    group = {"workflow_class": "OrderWorkflow", "step_name": "capture_payment", "reason": "paused_error",
+             "error_class": "TimeoutError"}
+    for back in ("status=exploded", "https://evil.example/", "subject=a%00b"):
+        done = browser.post("/workflows/bulk/retry", {**group, "confirmed": "1", "back": back})
+        assert done.status_code in (303, 409), back
+        if done.status_code == 303:
+            assert done.headers["Location"].endswith("/workflows"), back

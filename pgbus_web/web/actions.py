@@ -301,10 +301,20 @@ def _current_filters() -> filters.RunFilters | None:
         return None
 
 
+def _posted_filters() -> filters.RunFilters:
+    """The filters of the index a plain bulk form was posted from: its
+    ``back`` field carries that page's query (read as filters only, so it
+    can lead nowhere but the index)."""
+    try:
+        return filters.parse(MultiDict(parse_qsl(request.form.get("back", ""))))
+    except filters.FilterError:
+        return filters.RunFilters()
+
+
 def index_answer(status: int, message: str, category: str) -> Response:
     """The index's counts, groups and runs as they are now, with *message*."""
     settings = state().settings
-    run_filters = _current_filters() if hx.details().request else filters.RunFilters()
+    run_filters = _current_filters() if hx.details().request else _posted_filters()
     with state().database.primary.connect() as conn:
         page = context.index_context(conn, settings, run_filters)
     page.update(views.common(), filter_error=None)
@@ -313,7 +323,7 @@ def index_answer(status: int, message: str, category: str) -> Response:
         return make_response(body, status)
     if status < 400:
         _flash(category, message)
-        return redirect(url_for("pgbus_web.workflows"), 303)
+        return redirect(url_for("pgbus_web.workflows", **run_filters.query()), 303)
     page["pgbus_messages"] = [(category, message)]
     return make_response(render_template(INDEX_TEMPLATE, **page), status)
 
@@ -372,6 +382,7 @@ def bulk_action(verb: str):
             count=shown["count"],
             limit=BULK_LIMIT,
             note=note or "",
+            back=_posted_filters().query(),
         )
     result = verbs.bulk(
         state().database.primary, buttons.BULK_VERBS[verb], ids,
