@@ -8,7 +8,7 @@ import re
 from datetime import timedelta
 
 import sqlalchemy as sa
-from test_runtime_support import Driver, driver  # noqa: F401  (fixture)
+from test_runtime_support import T0, Driver, driver  # noqa: F401  (fixture)
 
 from pgbus_web import defaults, states
 from pgbus_web.demo import workflows as demo
@@ -178,3 +178,26 @@ def test_the_stuck_queries_read_no_step_rows(engine, driver: Driver):
                 assert len(re.findall(r" on pgbus_workflow_steps\b", plan)) == 1, plan
             else:
                 assert "pgbus_workflow_steps" not in plan, plan
+
+
+def test_a_groups_message_is_its_newest_runs_ties_to_the_higher_id_and_no_since_as_oldest(engine, new_id):
+    paused_at = T0 - timedelta(hours=1)
+
+    def paused_run(workflow_class, at, message):
+        workflow_id = new_id()
+        with engine.begin() as conn:
+            workflows.insert_run(conn, {"workflow_id": workflow_id, "workflow_class": workflow_class,
+                                        "status": "paused", "paused_at": at})
+            conn.execute(sa.text(
+                "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, error_class, error_message) "
+                "VALUES (:w, 'charge', 'failed', 'Boom', :m)"
+            ), {"w": workflow_id, "m": message})
+
+    paused_run("Tie", paused_at, "first")
+    paused_run("Tie", paused_at, "second, same moment")
+    paused_run("Unknown", paused_at, "has a moment")
+    paused_run("Unknown", None, "no moment, written later")
+    with engine.connect() as conn:
+        groups = workflows.attention_groups(conn, threshold=defaults.STALL_THRESHOLD, now=T0)
+    messages = {group["workflow_class"]: group["error_message"] for group in groups}
+    assert messages == {"Tie": "second, same moment", "Unknown": "has a moment"}

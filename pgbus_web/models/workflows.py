@@ -262,21 +262,25 @@ def attention_groups(
     # after grouping: carrying every stuck run's message through the
     # grouping would read each of their step rows from the table, where the
     # rest comes from the stuck-runs index alone (docs/performance.md).
+    # The newest run is the greatest (since, id), a missing since counting
+    # as oldest: one max() per group rather than an ordered array of every
+    # run in it, which lets the grouping skip a sort by since.
     rows = conn.execute(
         sa.text(
             f"""
             SELECT grouped.workflow_class, grouped.step_name, grouped.reason, grouped.error_class,
                    grouped.count, grouped.first_seen_at, grouped.last_seen_at,
                    (SELECT error_message FROM pgbus_workflow_steps
-                    WHERE workflow_id = grouped.newest_workflow_id
+                    WHERE workflow_id = (SELECT workflow_id FROM pgbus_workflows
+                                         WHERE id = grouped.newest_id)
                     ORDER BY id DESC
                     LIMIT 1) AS error_message
             FROM (
                 SELECT stuck.workflow_class, stuck.step_name, stuck.reason, stuck.error_class,
                        count(*) AS count,
                        min(stuck.since) AS first_seen_at, max(stuck.since) AS last_seen_at,
-                       (array_agg(stuck.workflow_id
-                                  ORDER BY stuck.since DESC NULLS LAST, stuck.id DESC))[1] AS newest_workflow_id
+                       CAST((max(ARRAY[COALESCE(EXTRACT(EPOCH FROM stuck.since), '-Infinity'),
+                                       stuck.id]))[2] AS bigint) AS newest_id
                 FROM ({inner}) stuck
                 WHERE stuck.reason IS NOT NULL
                 GROUP BY stuck.workflow_class, stuck.step_name, stuck.reason, stuck.error_class
