@@ -185,6 +185,18 @@ def test_no_page_is_wider_than_the_window(chromium, server, runs, engine, width)
             context.close()
 
 
+def test_attention_group_buttons_are_inside_the_table_on_a_desktop(chromium, server, runs, engine):
+    wide_content(runs, engine)
+    context, page, _problems = open_page(chromium, viewport={"width": 1280, "height": 900}, locale="de-DE")
+    try:
+        page.goto(server + "/workflows?locale=de")
+        wrap = page.locator(".pgbus-attention").first.locator("xpath=..")
+        sizes = wrap.evaluate("element => [element.scrollWidth, element.clientWidth]")
+        assert sizes[0] <= sizes[1], sizes
+    finally:
+        context.close()
+
+
 def test_locks_release_buttons_are_inside_the_table_on_a_desktop(chromium, server, runs, engine):
     wide_content(runs, engine)
     context, page, _problems = open_page(chromium, viewport={"width": 1280, "height": 900})
