@@ -1,21 +1,17 @@
-"""What every page's frame needs: the navigation, the optional assets that
-other parts of the dashboard ship, and URL helpers for the templates."""
+"""What every page's frame needs: the navigation and the stylesheets and
+scripts the layout links."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from flask import Blueprint, current_app, request, url_for
 
 from ..i18n import t
 
-STATIC_DIR = Path(__file__).resolve().parent / "static"
-
-# Assets included on every page when the package ships them (each is
-# written by the part of the dashboard that needs it).
-OPTIONAL_STYLESHEETS = ("timeline.css", "actions.css")
-OPTIONAL_SCRIPTS = ("timezone.js", "pgbus.js", "actions.js")
+# Assets every page links after pgbus.css and htmx, from the blueprint's static folder.
+STYLESHEETS = ("timeline.css", "actions.css")
+SCRIPTS = ("timezone.js", "actions.js")
 
 # The top navigation: (endpoint, message key). An entry whose endpoint is
 # not registered (the Locks page in a build without it) is left out.
@@ -27,13 +23,6 @@ NAV = (
 NAV_SECTIONS = {
     "pgbus_web.workflows": ("pgbus_web.workflows", "pgbus_web.workflow", "pgbus_web.insights"),
 }
-
-
-def assets() -> dict[str, tuple[str, ...]]:
-    return {
-        "stylesheets": tuple(name for name in OPTIONAL_STYLESHEETS if (STATIC_DIR / name).is_file()),
-        "scripts": tuple(name for name in OPTIONAL_SCRIPTS if (STATIC_DIR / name).is_file()),
-    }
 
 
 def has_endpoint(endpoint: str) -> bool:
@@ -53,8 +42,8 @@ def nav() -> list[dict[str, Any]]:
 
 
 def init_blueprint(blueprint: Blueprint) -> None:
-    found = assets()
+    found = {"stylesheets": STYLESHEETS, "scripts": SCRIPTS}
 
     @blueprint.context_processor
     def _chrome() -> dict[str, Any]:
-        return {"pgbus_nav": nav, "pgbus_assets": found, "pgbus_has_endpoint": has_endpoint}
+        return {"pgbus_nav": nav, "pgbus_assets": found}

@@ -1,5 +1,5 @@
 """HTMX on the server side: the HX-* request headers read through one small
-object, and small helpers that take a response and return it.
+object, and the one response helper every answer goes through.
 
 Every blueprint response carries ``Vary: HX-Request``: the same URL answers
 with a whole page or with a fragment, and a cache must keep them apart.
@@ -7,9 +7,8 @@ with a whole page or with a fragment, and a cache must keep them apart.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Mapping
 from urllib.parse import unquote
 
 from flask import Response, g, request
@@ -73,33 +72,3 @@ def vary_on_hx_request(response: Response) -> Response:
     response.vary.add(VARY_HEADER)
     return response
 
-
-def trigger_client_event(response: Response, name: str, params: Any = None) -> Response:
-    """Ask htmx to fire *name* in the browser (HX-Trigger), merged with any
-    event already set on the response."""
-    existing = response.headers.get("HX-Trigger")
-    events: dict[str, Any] = {}
-    if existing:
-        try:
-            loaded = json.loads(existing)
-            events = loaded if isinstance(loaded, dict) else {existing: None}
-        except ValueError:
-            events = {name: None for name in existing.split(",") if name.strip()}
-    events[name] = params
-    response.headers["HX-Trigger"] = json.dumps(events)
-    return response
-
-
-def push_url(response: Response, url: str | bool) -> Response:
-    response.headers["HX-Push-Url"] = "false" if url is False else str(url)
-    return response
-
-
-def reswap(response: Response, method: str) -> Response:
-    response.headers["HX-Reswap"] = method
-    return response
-
-
-def retarget(response: Response, selector: str) -> Response:
-    response.headers["HX-Retarget"] = selector
-    return response

@@ -6,7 +6,7 @@ them from the command line and the environment.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Callable, Optional
 
@@ -49,4 +49,3 @@ class Settings:
     registry: Any = None
     # Secret used to sign CSRF tokens when the host app has no SECRET_KEY.
     secret_key: Optional[str] = None
-    extra: dict = field(default_factory=dict)
