@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from datetime import timedelta
 
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url

@@ -9,8 +9,6 @@ never a traceback.
 
 from __future__ import annotations
 
-import click
-
 from .common import main_group
 from . import database  # noqa: F401  (registers `db`)
 from . import locks  # noqa: F401  (registers `locks`)

@@ -41,7 +41,7 @@ from .errors import (
     WorkflowError,
     WrongStatus,
 )
-from .plan import CONTINUE, FINISH, RESUME, RETRY, plan_for
+from .plan import CONTINUE, FINISH, RETRY, plan_for
 
 # Where each verb may start from.
 FROM = {
