@@ -12,10 +12,8 @@ never downloads a browser here."""
 
 from __future__ import annotations
 
-import threading
-from pathlib import Path
-
 import pytest
+from browser import WAIT_MS, launched, requires_chromium, serve
 from test_actions_support import (  # noqa: F401  (fixtures)
     ago,
     events_of,
@@ -25,70 +23,35 @@ from test_actions_support import (  # noqa: F401  (fixtures)
     runs,
 )
 from web_helpers import step
-from werkzeug.serving import make_server
 
 from pgbus_web import states
 from pgbus_web.runtime import verbs
 
-CHROMIUM = Path("/usr/bin/chromium")
-LAUNCH_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-# How long the browser waits for an answer to show (ms): generous for a
-# loaded CI machine, still short when something is really wrong.
-WAIT_MS = 15_000
 # The run page's badge. Waits go through locators: the page's CSP (rightly)
 # refuses the eval that a string predicate would need.
 BADGE = "#pgbus-run-header .pgbus-run-title [data-status]"
 BADGE_READY = '#pgbus-run-header .pgbus-run-title [data-status="ready"]'
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed")
+pytestmark = requires_chromium
 
 
 @pytest.fixture
 def server(database):
     """The dashboard on a free port, in a thread; its base URL."""
-    app = operator_app(database, actor_name=lambda request: "browser", refresh_interval=1)
-    httpd = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_port}"
-    finally:
-        httpd.shutdown()
-        thread.join(timeout=10)
+    yield from serve(operator_app(database, actor_name=lambda request: "browser", refresh_interval=1))
 
 
 @pytest.fixture
 def small_pages_server(database):
     """The same with five runs to a page."""
-    app = operator_app(database, actor_name=lambda request: "browser", refresh_interval=1, page_size=5)
-    httpd = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_port}"
-    finally:
-        httpd.shutdown()
-        thread.join(timeout=10)
+    yield from serve(operator_app(database, actor_name=lambda request: "browser", refresh_interval=1, page_size=5))
 
 
 @pytest.fixture(scope="module")
 def chromium():
     """One headless Chromium for the module; each test gets its own context."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS, headless=True)
-        try:
-            yield browser
-        finally:
-            browser.close()
+    with launched() as browser:
+        yield browser
 
 
 @pytest.fixture

@@ -4,20 +4,12 @@ pages never receive them."""
 
 from __future__ import annotations
 
-import threading
-from pathlib import Path
-
-import pytest
+from browser import launched, requires_chromium, serve
 from flask import Flask
-from werkzeug.serving import make_server
 
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.i18n import LOCALE_COOKIE, TIMEZONE_COOKIE
 from pgbus_web.web import PgbusWeb
-
-CHROMIUM = Path("/usr/bin/chromium")
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-               "--disable-sync", "--no-first-run"]
 
 
 def host_app(database) -> Flask:
@@ -39,25 +31,17 @@ def test_the_page_tells_the_time_zone_script_the_mount(database):
     assert b'data-pgbus-cookie-path="/ops"' in response.data
 
 
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed")
+@requires_chromium
 def test_the_browser_keeps_the_time_zone_cookie_to_the_mount(database):
-    from playwright.sync_api import sync_playwright
-
-    httpd = make_server("127.0.0.1", 0, host_app(database), threaded=True)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
+    server = serve(host_app(database))
+    base = next(server)
     try:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS, headless=True)
-            try:
-                context = browser.new_context(timezone_id="Europe/Berlin")
-                page = context.new_page()
-                page.goto(f"http://127.0.0.1:{httpd.server_port}/ops/workflows")
-                page.wait_for_load_state("load")
-                zone = [cookie for cookie in context.cookies() if cookie["name"] == TIMEZONE_COOKIE]
-                assert [(cookie["value"], cookie["path"]) for cookie in zone] == [("Europe/Berlin", "/ops")]
-            finally:
-                browser.close()
+        with launched() as browser:
+            context = browser.new_context(timezone_id="Europe/Berlin")
+            page = context.new_page()
+            page.goto(f"{base}/ops/workflows")
+            page.wait_for_load_state("load")
+            zone = [cookie for cookie in context.cookies() if cookie["name"] == TIMEZONE_COOKIE]
+            assert [(cookie["value"], cookie["path"]) for cookie in zone] == [("Europe/Berlin", "/ops")]
     finally:
-        httpd.shutdown()
-        thread.join(timeout=10)
+        server.close()

@@ -9,34 +9,15 @@ Skipped only when /usr/bin/chromium is missing (CI installs it)."""
 
 from __future__ import annotations
 
-import threading
-from pathlib import Path
-
 import pytest
-from werkzeug.serving import make_server
+from browser import WAIT_MS, launched, requires_chromium, serve
 
 from web_helpers import every_state, make_app, runs, step, utcnow  # noqa: F401
 
 from pgbus_web import states
 from pgbus_web.models import uniqueness_keys
 
-CHROMIUM = Path("/usr/bin/chromium")
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
-WAIT_MS = 15_000
-
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed")
-
-
-def serve(app):
-    """The app on a free port, in a thread; its base URL."""
-    httpd = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_port}"
-    finally:
-        httpd.shutdown()
-        thread.join(timeout=10)
+pytestmark = requires_chromium
 
 
 @pytest.fixture
@@ -51,14 +32,8 @@ def small_pages_server(database):
 
 @pytest.fixture(scope="module")
 def chromium():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS, headless=True)
-        try:
-            yield browser
-        finally:
-            browser.close()
+    with launched() as browser:
+        yield browser
 
 
 def open_page(chromium, **context_options):
