@@ -56,9 +56,6 @@ _G_LOCALE = "pgbus_web_locale"
 _forced_locale: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar(
     "pgbus_web_forced_locale", default=None
 )
-_forced_timezone: contextvars.ContextVar[Optional[ZoneInfo]] = contextvars.ContextVar(
-    "pgbus_web_forced_timezone", default=None
-)
 
 Entry = Union[str, tuple]
 
@@ -229,26 +226,11 @@ def parse_timezone(name: Optional[str]) -> Optional[ZoneInfo]:
 def current_timezone() -> ZoneInfo:
     """The operator's time zone as the browser reported it (cookie
     ``pgbus_tz``), UTC when unknown or not a real zone."""
-    forced = _forced_timezone.get()
-    if forced is not None:
-        return forced
     from flask import has_request_context, request
 
     if has_request_context():
         return parse_timezone(request.cookies.get(TIMEZONE_COOKIE)) or UTC
     return UTC
-
-
-@contextlib.contextmanager
-def force_timezone(name: str) -> Iterator[ZoneInfo]:
-    zone = parse_timezone(name)
-    if zone is None:
-        raise ValueError(f"unknown time zone {name!r}")
-    token = _forced_timezone.set(zone)
-    try:
-        yield zone
-    finally:
-        _forced_timezone.reset(token)
 
 
 # --- lookup -----------------------------------------------------------------

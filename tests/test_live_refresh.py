@@ -88,7 +88,7 @@ def test_every_sixth_poll_also_reads_the_attention_groups(database, engine, runs
         response = poll(client, "/workflows", "pgbus-counts,pgbus-runs,pgbus-attention")
     assert grouping & set(seen)
     page = soup(response)
-    assert page.select_one(f'#pgbus-attention tr.pgbus-attention-group[data-reason="paused_error"]') is not None
+    assert page.select_one('#pgbus-attention tr.pgbus-attention-group[data-reason="paused_error"]') is not None
     assert len(page.select("#pgbus-runs tr.pgbus-run-row")) == len(made)
 
 

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from pgbus_web.locks import FRESH, GONE, LIVE, ORPHAN, PARKED, actions
+from pgbus_web.locks import FRESH, GONE, LIVE, PARKED, actions
 from pgbus_web.models import uniqueness_keys
 from test_locks_support import FLOOR, QUEUE, locks  # noqa: F401
 

@@ -568,24 +568,6 @@ def test_json_value(value, text):
     assert presenters.json_value(value) == text
 
 
-def test_dashboard_actions_keeps_the_buttons_it_has_in_order():
-    available = ["resume", "resume_at", "skip", "cancel", "signal", "pause"]
-    assert presenters.dashboard_actions(available, True) == ["resume", "resume_at", "skip", "cancel"]
-
-
-def test_dashboard_actions_without_the_class_drops_class_actions():
-    available = ["resume", "resume_at", "skip", "cancel", "signal"]
-    assert presenters.dashboard_actions(available, False) == ["cancel"]
-
-
-def test_dashboard_actions_class_unknown_keeps_them():
-    assert presenters.dashboard_actions(["rerun"], None) == ["rerun"]
-
-
-def test_dashboard_actions_of_nothing():
-    assert presenters.dashboard_actions(None, True) == []
-
-
 # --- the macros ------------------------------------------------------------------
 
 

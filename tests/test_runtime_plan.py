@@ -9,7 +9,8 @@ from test_runtime_support import Driver, driver  # noqa: F401  (fixture)
 from pgbus_web import states
 from pgbus_web.demo import workflows as demo
 from pgbus_web.runtime import system, verbs
-from pgbus_web.runtime.plan import CLASS_ACTIONS, ActionPlan, action_plan, available_actions
+from pgbus_web.runtime.plan import ActionPlan, action_plan
+from pgbus_web.runtime.verb_table import CLASS_VERBS, available_actions
 from pgbus_web.runtime.worker import Worker
 
 
@@ -112,7 +113,7 @@ def test_available_actions_per_status(status, expected):
 def test_without_the_class_the_class_actions_are_not_offered(status):
     loaded = available_actions({"status": status}, class_loaded=True)
     unloaded = available_actions({"status": status}, class_loaded=False)
-    assert unloaded == tuple(action for action in loaded if action not in CLASS_ACTIONS)
+    assert unloaded == tuple(action for action in loaded if action not in CLASS_VERBS)
     assert not set(unloaded) & {"resume", "resume_at", "rerun", "skip"}
 
 

@@ -1,4 +1,4 @@
-"""What resume will do for a paused run, and which verbs a run allows now.
+"""What resume will do for a paused run.
 
 The dashboard labels its Resume button from the plan ("Retry
 capture_payment", "Continue with notify_vendors"), so the plan and the
@@ -21,22 +21,6 @@ CONTINUE = "continue"  # the step after the last one that ended
 FINISH = "finish"  # no step left: the run completes
 RESUME = "resume"  # the step left pending (scheduled, waiting, in progress) goes on
 PLAN_ACTIONS = (RETRY, CONTINUE, FINISH, RESUME)
-
-# Verbs that need the run's step list: without its definition registered
-# here, resume and rerun cannot tell which step to schedule, and skip
-# cannot find the next step (the reference's CLASS_ACTIONS).
-CLASS_ACTIONS = ("resume", "resume_at", "rerun", "skip")
-
-# What each status allows, in the order buttons are shown.
-ACTIONS_BY_STATUS: dict[str, tuple[str, ...]] = {
-    states.READY: ("run_now", "reschedule", "skip", "pause", "cancel", "signal"),
-    states.RUNNING: ("pause", "cancel", "signal"),
-    states.WAITING: ("skip", "pause", "cancel", "signal"),
-    states.PAUSED: ("resume", "resume_at", "skip", "cancel", "signal"),
-    states.COMPLETED: ("rerun",),
-    states.FAILED: ("rerun",),
-    states.CANCELLED: ("rerun",),
-}
 
 
 @dataclass(frozen=True)
@@ -61,6 +45,20 @@ def plan_for(run: Mapping[str, Any], latest: Mapping[str, Any] | None, definitio
     return ActionPlan(CONTINUE, following.name)
 
 
+def plan_of(
+    run: Mapping[str, Any], latest: Mapping[str, Any] | None, definition: Workflow | None
+) -> ActionPlan | None:
+    """What resume would do now, from the run and its latest step row;
+    None when the run is not paused, its definition is not registered, or
+    the definition no longer declares the step the run would go on from."""
+    if run.get("status") != states.PAUSED or definition is None:
+        return None
+    try:
+        return plan_for(run, latest, definition)
+    except KeyError:
+        return None
+
+
 def action_plan(
     conn: Connection,
     run: Mapping[str, Any],
@@ -68,24 +66,9 @@ def action_plan(
     *,
     latest: Mapping[str, Any] | None = None,
 ) -> ActionPlan | None:
-    """What resume would do now; None when the run is not paused, its
-    definition is not registered, or the definition no longer declares the
-    step the run would go on from. Pass *latest* (the run's latest step
-    row) when it is at hand, to save a query."""
+    """plan_of, reading the run's latest step when *latest* is not given."""
     if run.get("status") != states.PAUSED or definition is None:
         return None
     if latest is None:
         latest = steps.latest(conn, run["workflow_id"])
-    try:
-        return plan_for(run, latest, definition)
-    except KeyError:
-        return None
-
-
-def available_actions(run: Mapping[str, Any], class_loaded: bool) -> tuple[str, ...]:
-    """The verbs allowed on *run* now; without CLASS_ACTIONS when its
-    definition is not registered in this process."""
-    actions = ACTIONS_BY_STATUS.get(run.get("status"), ())
-    if not class_loaded:
-        actions = tuple(action for action in actions if action not in CLASS_ACTIONS)
-    return actions
+    return plan_of(run, latest, definition)

@@ -26,7 +26,7 @@ from sqlalchemy.exc import IntegrityError
 
 from .. import states
 from ..models import signals, steps, workflows
-from . import flow
+from . import flow, verb_table
 from .clock import parse_future, utcnow
 from .definitions import Registry, Workflow
 from .errors import (
@@ -43,18 +43,8 @@ from .errors import (
 )
 from .plan import CONTINUE, FINISH, RETRY, plan_for
 
-# Where each verb may start from.
-FROM = {
-    "resume": (states.PAUSED,),
-    "resume_at": (states.PAUSED,),
-    "run_now": (states.READY,),
-    "skip": (states.PAUSED, states.READY, states.WAITING),
-    "rerun": states.TERMINAL,
-    "cancel": states.ONGOING,
-    "pause": (states.READY, states.WAITING, states.RUNNING),
-    "reschedule": (states.READY,),
-    "signal": states.ONGOING,
-}
+# Where each verb may start from (the verb table's from_statuses).
+FROM = {verb.name: verb.from_statuses for verb in verb_table.TABLE}
 
 
 def _reason(reason: str | None) -> str | None:
@@ -423,16 +413,11 @@ VERBS: dict[str, Callable[..., dict[str, Any]]] = {
     "reschedule": reschedule,
 }
 
-# The keyword options each verb takes besides actor and now.
+# The keyword options each verb takes besides actor and now: its fields,
+# and the registry when it needs the run's definition.
 OPTIONS = {
-    "resume": ("reason", "registry"),
-    "resume_at": ("at", "reason", "registry"),
-    "run_now": ("reason",),
-    "skip": ("reason", "registry"),
-    "rerun": ("from_step", "reason", "registry"),
-    "cancel": ("reason",),
-    "pause": ("reason",),
-    "reschedule": ("at", "reason"),
+    name: verb_table.BY_NAME[name].fields + (("registry",) if verb_table.BY_NAME[name].needs_class else ())
+    for name in VERBS
 }
 
 

@@ -14,11 +14,12 @@ from typing import Any, Mapping
 
 from .. import states
 from ..i18n import t
-from ..runtime.plan import CLASS_ACTIONS, available_actions, plan_for
+from ..runtime import verb_table
+from ..runtime.plan import plan_of
 from . import forms, presenters
 
 # The signal form's name in the action area (its route is /signals).
-SIGNAL = "signal"
+SIGNAL = verb_table.SIGNAL
 # Verbs whose form asks the browser to confirm first: they end or drop work.
 CONFIRMED_VERBS = ("skip", "cancel")
 # The verbs shown as the primary button when offered (what an operator
@@ -38,7 +39,7 @@ BULK_BY_REASON: dict[str, tuple[str, ...]] = {
 # The runtime verb each bulk verb applies to every run of the group.
 BULK_VERBS = {"resume": "resume", "retry": "resume", "skip": "skip", "cancel": "cancel"}
 # Bulk verbs that need the class's definition loaded here.
-BULK_CLASS_VERBS = tuple(verb for verb, runtime in BULK_VERBS.items() if runtime in CLASS_ACTIONS)
+BULK_CLASS_VERBS = tuple(verb for verb, runtime in BULK_VERBS.items() if runtime in verb_table.CLASS_VERBS)
 
 
 @dataclass
@@ -72,15 +73,6 @@ def verb_label(verb: str) -> str:
     }[verb]
 
 
-def _plan(run: Mapping[str, Any], definition: Any):
-    if run.get("status") != states.PAUSED or definition is None:
-        return None
-    try:
-        return plan_for(run, run.get("step"), definition)
-    except KeyError:
-        return None
-
-
 def _confirm(verb: str, run: Mapping[str, Any]) -> str | None:
     step = (run.get("step") or {}).get("step_name") or run.get("current_step") or ""
     if verb == "skip":
@@ -102,14 +94,14 @@ def run_actions(
     runtime's available_actions; the verbs that need the definition only
     when it is loaded here). *refused*: a form just sent back, as
     ``{"verb", "values", "errors"}``, shown open with its values and errors."""
-    offered = available_actions(run, definition is not None)
+    offered = verb_table.available_actions(run, definition is not None)
     step = run.get("step") or {}
     actions = []
     for verb in offered:
-        fields = forms.SIGNAL_FIELDS if verb == SIGNAL else forms.VERB_FIELDS[verb]
+        fields = verb_table.BY_NAME[verb].fields
         label = verb_label(verb)
         if verb == "resume":
-            label = presenters.resume_label(_plan(run, definition), current_step=run.get("current_step"))
+            label = presenters.resume_label(plan_of(run, run.get("step"), definition), current_step=run.get("current_step"))
         action = RunAction(
             verb=verb,
             label=label,

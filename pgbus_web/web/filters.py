@@ -10,7 +10,6 @@ A value that cannot be right is reported back, never silently dropped.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
@@ -109,9 +108,6 @@ class RunFilters:
             "before_id": self.before,
             "after_id": self.after,
         }
-
-    def without_cursor(self) -> "RunFilters":
-        return dataclasses.replace(self, before=None, after=None)
 
 
 def _text(args: Mapping[str, str], name: str) -> str | None:

@@ -16,6 +16,7 @@ from typing import Any, Mapping
 from .. import states
 from ..i18n import current_locale, parse_timezone, t
 from ..models.events import REASON_LIMIT
+from ..runtime import verb_table
 from . import timefmt
 
 # Longest signal name and idempotency key accepted: names are identifiers,
@@ -38,18 +39,12 @@ LOCAL_FORMAT = "%Y-%m-%dT%H:%M"
 # the form never showed.
 ZONE_FIELD = "tz"
 
-# The fields each outside verb reads, besides the CSRF token.
+# The fields each outside verb reads, besides the CSRF token (the verb
+# table's; sending a signal has its own route and form).
 VERB_FIELDS: dict[str, tuple[str, ...]] = {
-    "resume": ("reason",),
-    "resume_at": ("at", "reason"),
-    "run_now": ("reason",),
-    "skip": ("reason",),
-    "rerun": ("from_step", "reason"),
-    "cancel": ("reason",),
-    "pause": ("reason",),
-    "reschedule": ("at", "reason"),
+    verb.name: verb.fields for verb in verb_table.TABLE if verb.name != verb_table.SIGNAL
 }
-SIGNAL_FIELDS = ("name", "payload", "idempotency_key")
+SIGNAL_FIELDS = verb_table.BY_NAME[verb_table.SIGNAL].fields
 GROUP_FIELDS = ("workflow_class", "step_name", "reason", "error_class")
 
 

@@ -20,7 +20,7 @@ import logging
 import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Callable, Iterable, Mapping, Optional, Union
+from typing import Any, Callable, Mapping, Optional, Union
 from urllib.parse import urlsplit
 
 from markupsafe import Markup
@@ -66,16 +66,6 @@ RUN_TONES = {
 # The sharper badges: words that say more than the status.
 BADGE_STALLED = "stalled"
 BADGE_OVERDUE = "overdue"
-BADGES = states.RUN + (BADGE_STALLED, BADGE_OVERDUE)
-
-# The outside verbs a run page has a button for. Sending a signal is its own
-# form; pause and reschedule are left to the command line for now.
-DASHBOARD_ACTIONS = ("resume", "resume_at", "run_now", "skip", "rerun", "cancel")
-
-# The verbs that need the run's step list, i.e. its definition registered in
-# this process: resume, resume_at and rerun cannot find the step to schedule
-# without it, and skip would find no next step and wrongly finish the run.
-CLASS_ACTIONS = ("resume", "resume_at", "rerun", "skip")
 
 # The verbs a needs-attention group can be confirmed for (bulk_confirm).
 BULK_ACTIONS = ("resume", "retry", "run_now", "skip", "pause", "cancel")
@@ -254,10 +244,6 @@ def next_sentence(
     return t_html(f"pgbus.workflows.next.{state.next_key}_html", **args)
 
 
-def badge_label(state: RunState) -> str:
-    return t(f"pgbus.workflows.statuses.{state.badge}")
-
-
 def step_tone(status: Optional[str]) -> str:
     return STEP_TONES.get(status or "", "gray")
 
@@ -394,16 +380,6 @@ def json_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
-
-
-def dashboard_actions(available: Optional[Iterable[str]], class_loaded: Optional[bool]) -> list[str]:
-    """The run page's buttons: the *available* verbs it has a button for, in
-    their given order, without CLASS_ACTIONS when the run's class is not
-    loaded here (*class_loaded* False; None means unknown and keeps them)."""
-    actions = [action for action in (available or ()) if action in DASHBOARD_ACTIONS]
-    if class_loaded is False:
-        actions = [action for action in actions if action not in CLASS_ACTIONS]
-    return list(dict.fromkeys(actions))
 
 
 def template_globals() -> dict[str, Any]:
