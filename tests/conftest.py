@@ -67,3 +67,53 @@ def database(engine):
 @pytest.fixture
 def new_id():
     return lambda: str(uuid.uuid4())
+
+
+# --- fixtures the test modules share (their helpers live in the *_support
+# modules and web_helpers, imported by name where used) ---------------------
+
+
+@pytest.fixture
+def driver(engine):
+    """Drives runs through the runtime with a hand-moved clock."""
+    from runtime_support import Driver
+
+    return Driver(engine)
+
+
+@pytest.fixture
+def runs(engine):
+    """Writes runs in any state directly (web_helpers.Runs)."""
+    from web_helpers import Runs
+
+    return Runs(engine)
+
+
+@pytest.fixture
+def app(database):
+    """The standalone app with the demo definitions; its actor is named by
+    the X-User header, as a host's login would name it."""
+    from action_support import operator_app
+
+    return operator_app(database)
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+@pytest.fixture
+def browser(app):
+    """A test client that holds the CSRF token, as an operator's browser."""
+    from action_support import Browser
+
+    return Browser(app.test_client())
+
+
+@pytest.fixture
+def locks(engine):
+    """Builds uniqueness locks in each state (lock_support.Locks)."""
+    from lock_support import Locks
+
+    return Locks(engine)

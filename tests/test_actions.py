@@ -11,11 +11,9 @@ import threading
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from test_actions_support import (  # noqa: F401  (fixtures)
+from action_support import (
     Browser,
     ago,
-    app,
-    browser,
     completed,
     events_of,
     later,
@@ -23,13 +21,12 @@ from test_actions_support import (  # noqa: F401  (fixtures)
     paused_on_capture,
     ready_later,
     run_row,
-    runs,
     running,
     signals_of,
-    snapshot,
     steps_of,
     waiting_for_shipment,
 )
+from runtime_support import snapshot
 from web_helpers import soup, step, text_of
 
 from pgbus_web import states

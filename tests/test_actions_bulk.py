@@ -7,17 +7,8 @@ refusal with the database exactly as before."""
 from __future__ import annotations
 
 import pytest
-from test_actions_support import (  # noqa: F401  (fixtures)
-    ago,
-    app,
-    browser,
-    events_of,
-    message,
-    paused_on_capture,
-    run_row,
-    runs,
-    snapshot,
-)
+from action_support import ago, events_of, message, paused_on_capture, run_row
+from runtime_support import snapshot
 from web_helpers import soup, step, text_of
 
 from pgbus_web import states

@@ -9,20 +9,17 @@ import json
 import logging
 
 import pytest
-from flask import Flask
-from itsdangerous import URLSafeTimedSerializer
-from test_actions_support import (  # noqa: F401  (fixtures)
+from action_support import (
     Browser,
-    app,
-    browser,
     events_of,
     message,
     operator_app,
     paused_on_capture,
     run_row,
-    runs,
-    snapshot,
 )
+from flask import Flask
+from itsdangerous import URLSafeTimedSerializer
+from runtime_support import snapshot
 from web_helpers import soup
 
 from pgbus_web.demo.workflows import REGISTRY

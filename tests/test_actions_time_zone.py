@@ -7,15 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 import pytest
-from test_actions_support import (  # noqa: F401  (fixtures)
-    app,
-    browser,
-    message,
-    paused_on_capture,
-    ready_later,
-    runs,
-    steps_of,
-)
+from action_support import message, paused_on_capture, ready_later, steps_of
 from web_helpers import soup
 
 

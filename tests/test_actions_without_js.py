@@ -5,7 +5,8 @@ a 405."""
 
 from __future__ import annotations
 
-from test_actions_support import app, browser, paused_on_capture, run_row, runs, snapshot  # noqa: F401
+from action_support import paused_on_capture, run_row
+from runtime_support import snapshot
 from web_helpers import soup, text_of
 
 

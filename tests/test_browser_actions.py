@@ -13,15 +13,8 @@ never downloads a browser here."""
 from __future__ import annotations
 
 import pytest
+from action_support import ago, events_of, operator_app, paused_on_capture, run_row
 from browser import WAIT_MS, launched, requires_chromium, serve
-from test_actions_support import (  # noqa: F401  (fixtures)
-    ago,
-    events_of,
-    operator_app,
-    paused_on_capture,
-    run_row,
-    runs,
-)
 from web_helpers import step
 
 from pgbus_web import states

@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from web_helpers import every_state, soup
 
 from pgbus_web import i18n
-from web_helpers import app, client, every_state, runs, soup  # noqa: F401
 
 LOCALES = i18n.available_locales()
 # A message key: "pgbus." and at least two more dotted parts ("pgbus.css" is not one).
@@ -92,7 +92,7 @@ PAUSED_ERROR_GROUP = {
 
 @pytest.mark.parametrize("locale", LOCALES)
 def test_action_answers_are_fully_translated(database, runs, locale):  # noqa: F811
-    from test_actions_support import Browser, operator_app
+    from action_support import Browser, operator_app
 
     made = every_state(runs)
     browser = Browser(operator_app(database).test_client())

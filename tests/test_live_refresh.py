@@ -9,9 +9,9 @@ from __future__ import annotations
 from contextlib import contextmanager
 from datetime import timedelta
 
+from action_support import ago, operator_app, paused_on_capture
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
-from test_actions_support import ago, browser, operator_app, paused_on_capture, runs  # noqa: F401
 from web_helpers import soup, step
 
 from pgbus_web import states

@@ -7,10 +7,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from lock_support import FLOOR, QUEUE
 
 from pgbus_web.locks import FRESH, GONE, LIVE, PARKED, actions
 from pgbus_web.models import uniqueness_keys
-from test_locks_support import FLOOR, QUEUE, locks  # noqa: F401
 
 OLD = FLOOR + timedelta(minutes=5)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 from click.testing import CliRunner
+from lock_support import FLOOR
 
 from pgbus_web.cli.common import main_group
 from pgbus_web.locks import FRESH, LIVE, PARKED
-from test_locks_support import FLOOR, locks  # noqa: F401
 
 OLD = FLOOR + timedelta(minutes=5)
 

@@ -7,10 +7,10 @@ import re
 from datetime import timedelta
 
 import pytest
+from lock_support import FLOOR, QUEUE
+from web_helpers import make_app, soup, text_of
 
 from pgbus_web.locks import FRESH, GONE, LIVE, ORPHAN, PARKED, STATES
-from test_locks_support import FLOOR, QUEUE, locks  # noqa: F401
-from web_helpers import make_app, soup, text_of
 
 OLD = FLOOR + timedelta(minutes=5)
 

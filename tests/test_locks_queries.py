@@ -7,10 +7,10 @@ from datetime import timedelta, timezone
 
 import pytest
 import sqlalchemy as sa
+from lock_support import FLOOR, QUEUE, Locks
 
 from pgbus_web.locks import FRESH, GONE, LIVE, ORPHAN, PARKED, STATES, queries
 from pgbus_web.locks.seed import seed_locks, split
-from test_locks_support import FLOOR, QUEUE, Locks, locks  # noqa: F401
 
 OLD = FLOOR + timedelta(minutes=5)
 

@@ -12,7 +12,8 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import DataError
 
-from pgbus_web.models import blocked_executions, uniqueness_keys as locks
+from pgbus_web.models import blocked_executions
+from pgbus_web.models import uniqueness_keys as locks
 
 UTC = timezone.utc
 # Lock rows store a timestamp without time zone, in UTC.

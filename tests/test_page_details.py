@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from web_helpers import app, client, make_app, runs, soup, step, text_of, utcnow  # noqa: F401
+from web_helpers import make_app, soup, step, text_of, utcnow
 
 from pgbus_web import states
 

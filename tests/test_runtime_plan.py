@@ -4,7 +4,7 @@ reached through the runtime itself, and checked against what resume then does.""
 from __future__ import annotations
 
 import pytest
-from test_runtime_support import Driver, driver  # noqa: F401  (fixture)
+from runtime_support import Driver
 
 from pgbus_web import states
 from pgbus_web.demo import workflows as demo

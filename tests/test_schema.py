@@ -1,5 +1,5 @@
-import sqlalchemy as sa
 import pytest
+import sqlalchemy as sa
 from click.testing import CliRunner
 
 from pgbus_web import schema

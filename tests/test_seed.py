@@ -9,7 +9,8 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
-from pgbus_web import defaults, schema, seed as seeding, states
+from pgbus_web import defaults, schema, states
+from pgbus_web import seed as seeding
 from pgbus_web.cli import main_group
 from pgbus_web.demo import workflows as demo
 from pgbus_web.models import workflows

@@ -10,17 +10,13 @@ import logging
 
 import pytest
 import sqlalchemy as sa
-from test_actions_support import (  # noqa: F401  (fixtures)
-    Browser,
-    app,
-    browser,
+from action_support import (
     message,
     operator_app,
     paused_on_capture,
     ready_later,
-    runs,
 )
-from test_locks_support import QUEUE, locks  # noqa: F401
+from lock_support import QUEUE
 from web_helpers import soup, text_of
 
 from pgbus_web.i18n import force_locale, t

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 from flask import Flask
+from web_helpers import every_state, make_app, soup, text_of
 
 from pgbus_web import db
 from pgbus_web.web import PgbusWeb, security
-from web_helpers import app, client, every_state, make_app, runs, soup, text_of  # noqa: F401
 
 # A port nothing listens on: every connection is refused at once.
 DEAD_URL = "postgresql://pgbus:pgbus@127.0.0.1:9/pgbus"

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import pytest
 from browser import WAIT_MS, launched, requires_chromium, serve
-
-from web_helpers import every_state, make_app, runs, step, utcnow  # noqa: F401
+from web_helpers import every_state, make_app, step, utcnow
 
 from pgbus_web import states
 from pgbus_web.models import uniqueness_keys

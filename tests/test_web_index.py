@@ -7,9 +7,9 @@ from __future__ import annotations
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from web_helpers import every_state, make_app, soup, step, text_of
 
 from pgbus_web import states
-from web_helpers import app, client, every_state, make_app, runs, soup, step, text_of  # noqa: F401
 
 
 def rows(page):

@@ -7,10 +7,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from web_helpers import Runs, every_state, step, utcnow
 
 from pgbus_web import states
 from pgbus_web.models import batches, steps, workflows
-from web_helpers import Runs, every_state, step, utcnow
 
 THRESHOLD = timedelta(minutes=10)
 WAITING_THRESHOLD = timedelta(hours=24)

@@ -7,9 +7,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from web_helpers import every_state, make_app, soup, step, text_of, utcnow
 
 from pgbus_web import states
-from web_helpers import app, client, every_state, make_app, runs, soup, step, text_of, utcnow  # noqa: F401
 
 STATE_BADGES = {
     "ready_due_later": "ready",

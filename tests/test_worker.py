@@ -8,7 +8,7 @@ import threading
 from datetime import timedelta
 
 import pytest
-from test_runtime_support import T0, Driver, driver  # noqa: F401  (fixture)
+from runtime_support import T0, Driver
 
 from pgbus_web import states
 from pgbus_web.demo import workflows as demo

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable
 
-import pytest
 from bs4 import BeautifulSoup
 
 from pgbus_web import states
@@ -143,21 +142,6 @@ class Runs:
                 if claimed_by is not None:
                     signals.claim(conn, stored["id"], step_id=step_rows[claimed_by]["id"])
         return workflow_id
-
-
-@pytest.fixture
-def runs(engine) -> Runs:
-    return Runs(engine)
-
-
-@pytest.fixture
-def app(database):
-    return make_app(database)
-
-
-@pytest.fixture
-def client(app):
-    return app.test_client()
 
 
 # Runs in every state the pages must show, by name: (status, attempts, extra).

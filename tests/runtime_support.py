@@ -1,5 +1,4 @@
-"""Helpers the runtime and worker tests share (imported by them), and the
-tests of the helpers themselves.
+"""Helpers the runtime and worker tests share (imported by them).
 
 A ``Driver`` holds a clock the test moves by hand, so retries, timers,
 wait timeouts and stalls happen without sleeping.
@@ -11,7 +10,6 @@ import random
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-import pytest
 import sqlalchemy as sa
 
 from pgbus_web.demo import workflows as demo
@@ -137,24 +135,3 @@ class Driver:
         self.drain()
         assert self.status(workflow_id) == "completed"
         return workflow_id
-
-
-@pytest.fixture
-def driver(engine):
-    return Driver(engine)
-
-
-def test_snapshot_sees_every_written_row(engine, driver):
-    before = snapshot(engine)
-    driver.start(demo.REFUND, {"refund_id": 1})
-    after = snapshot(engine)
-    assert before != after
-    assert len(after["pgbus_workflows"]) == 1
-    assert len(after["pgbus_workflow_events"]) == 2
-
-
-def test_driver_brings_a_run_to_each_starting_point(driver):
-    assert driver.status(driver.paused_on_capture()) == "paused"
-    assert driver.status(driver.waiting_for_shipment()) == "waiting"
-    assert driver.status(driver.ready_with_timer()) == "ready"
-    assert driver.status(driver.completed()) == "completed"

@@ -9,9 +9,7 @@ import json
 from datetime import timedelta
 from typing import Any
 
-import pytest
-from test_runtime_support import snapshot  # noqa: F401  (re-exported for the action tests)
-from web_helpers import Runs, make_app, soup, step, text_of, utcnow  # noqa: F401
+from web_helpers import Runs, make_app, soup, step, text_of, utcnow
 
 from pgbus_web import states
 from pgbus_web.web import csrf
@@ -56,21 +54,6 @@ def operator_app(database, **settings):
     the X-User header (as a host's login would)."""
     settings.setdefault("actor_name", lambda request: request.headers.get("X-User"))
     return make_app(database, **settings)
-
-
-@pytest.fixture
-def app(database):
-    return operator_app(database)
-
-
-@pytest.fixture
-def browser(app):
-    return Browser(app.test_client())
-
-
-@pytest.fixture
-def runs(engine) -> Runs:
-    return Runs(engine)
 
 
 def ago(**delta) -> Any:
@@ -154,9 +137,3 @@ def signals_of(engine, workflow_id: str) -> list[dict[str, Any]]:
 def message(response) -> str:
     """The text of the messages area of an answer (a page, or htmx's oob part)."""
     return text_of(soup(response).select_one("#pgbus-messages"))
-
-
-def test_browser_reads_its_token_from_the_page(browser):
-    browser.load()
-    assert browser.token
-    assert browser.client.get_cookie(csrf.COOKIE_NAME) is not None

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-import pytest
 import sqlalchemy as sa
 
 from pgbus_web import defaults
@@ -127,8 +126,3 @@ class Locks:
         with self.engine.connect() as conn:
             page = queries.list_locks(conn, age_floor=kwargs.pop("age_floor", FLOOR), limit=1000, **kwargs)
         return {row["lock_key"]: row["state"] for row in page.rows}
-
-
-@pytest.fixture
-def locks(engine):
-    return Locks(engine)

@@ -1,0 +1,46 @@
+"""The shared test helpers themselves: the snapshot sees every write, the
+driver reaches each starting point, the browser holds a CSRF token."""
+
+from __future__ import annotations
+
+from runtime_support import snapshot
+
+from pgbus_web.demo import workflows as demo
+from pgbus_web.web import csrf
+
+
+def test_snapshot_sees_every_written_row(engine, driver):
+    before = snapshot(engine)
+    driver.start(demo.REFUND, {"refund_id": 1})
+    after = snapshot(engine)
+    assert before != after
+    assert len(after["pgbus_workflows"]) == 1
+    assert len(after["pgbus_workflow_events"]) == 2
+
+
+def test_driver_brings_a_run_to_each_starting_point(driver):
+    assert driver.status(driver.paused_on_capture()) == "paused"
+    assert driver.status(driver.waiting_for_shipment()) == "waiting"
+    assert driver.status(driver.ready_with_timer()) == "ready"
+    assert driver.status(driver.completed()) == "completed"
+
+
+def test_browser_reads_its_token_from_the_page(browser):
+    browser.load()
+    assert browser.token
+    assert browser.client.get_cookie(csrf.COOKIE_NAME) is not None
+
+
+def test_in_ci_a_missing_chromium_fails_the_browser_tests(monkeypatch, tmp_path):
+    import browser
+    import pytest
+
+    monkeypatch.setattr(browser, "CHROMIUM", tmp_path / "no-chromium")
+    monkeypatch.setenv("CI", "true")
+    assert browser._missing_chromium_in_ci()
+    with pytest.raises(pytest.fail.Exception, match="chromium is not installed"):
+        with browser.launched():
+            pass
+    # Control: outside CI the same machine only skips.
+    monkeypatch.delenv("CI")
+    assert not browser._missing_chromium_in_ci()
