@@ -23,9 +23,9 @@ import random
 import threading
 import time
 import uuid
-from operator import itemgetter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from operator import itemgetter
 from typing import Any, Callable, Iterator
 
 import sqlalchemy as sa

@@ -9,13 +9,15 @@ never a traceback.
 
 from __future__ import annotations
 
+from . import (
+    database,  # noqa: F401  (registers `db`)
+    demo,  # noqa: F401  (registers `demo`)
+    locks,  # noqa: F401  (registers `locks`)
+    seed,  # noqa: F401  (registers `seed`)
+    serve,  # noqa: F401  (registers `serve`)
+    worker,  # noqa: F401  (registers `worker`)
+)
 from .common import main_group
-from . import database  # noqa: F401  (registers `db`)
-from . import locks  # noqa: F401  (registers `locks`)
-from . import worker  # noqa: F401  (registers `worker`)
-from . import serve  # noqa: F401  (registers `serve`)
-from . import demo  # noqa: F401  (registers `demo`)
-from . import seed  # noqa: F401  (registers `seed`)
 
 
 def main() -> None:

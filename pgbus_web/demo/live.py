@@ -11,10 +11,10 @@ from datetime import timedelta
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from ..models.workflows import SubjectAlreadyOngoing
 from ..runtime import system, verbs
 from ..runtime.clock import utcnow
 from ..runtime.errors import WorkflowError
-from ..models.workflows import SubjectAlreadyOngoing
 from . import workflows as demo
 
 log = logging.getLogger(__name__)

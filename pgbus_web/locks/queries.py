@@ -16,8 +16,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..models.blocked_executions import UNIQUENESS_METADATA_KEY
 from ..models.blocked_executions import _KEY_PATH as PARKED_KEY_PATH
+from ..models.blocked_executions import UNIQUENESS_METADATA_KEY
 from . import FRESH, GONE, LIVE, ORPHAN, PARKED, STATES
 
 

@@ -34,25 +34,18 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from flask import Blueprint, Flask, current_app
+from flask import Blueprint, Flask
 
+from .. import i18n
 from ..db import Database
+from . import actions, chrome, csrf, helpers, locks_views, presenters, security, views
+from .extension import EXTENSION_NAME, State, state
 from .settings import Settings
 
-# Key of the extension's state in app.extensions, and the blueprint's name
-# (so endpoints are "pgbus_web.workflows", "pgbus_web.workflow", ...).
-EXTENSION_NAME = "pgbus_web"
+__all__ = ["PgbusWeb", "Settings", "State", "build_blueprint", "settings_from", "state"]
 # Where the blueprint serves its own assets, under its URL prefix; a name
 # unlikely to clash with a host app's /static.
 STATIC_URL_PATH = "/pgbus-static"
-
-
-@dataclasses.dataclass
-class State:
-    """What the blueprint's requests read: the settings and the database."""
-
-    settings: Settings
-    database: Database
 
 
 def settings_from(values: dict[str, Any]) -> Settings:
@@ -103,9 +96,6 @@ class PgbusWeb:
 
 def build_blueprint() -> Blueprint:
     """A fresh blueprint with every route module's routes on it."""
-    from .. import i18n
-    from . import actions, chrome, helpers, locks_views, presenters, security, views
-
     blueprint = Blueprint(
         EXTENSION_NAME,
         __name__,
@@ -115,10 +105,8 @@ def build_blueprint() -> Blueprint:
     )
     # The language and time-zone cookies keep to the dashboard's prefix,
     # like the CSRF cookie.
-    from .csrf import _cookie_path
-
     i18n.init_app(
-        blueprint, default_locale=lambda: state().settings.default_locale, cookie_path=_cookie_path
+        blueprint, default_locale=lambda: state().settings.default_locale, cookie_path=csrf.cookie_path
     )
     security.init_blueprint(blueprint)
     chrome.init_blueprint(blueprint)
@@ -134,8 +122,3 @@ def build_blueprint() -> Blueprint:
     actions.register(blueprint)
     locks_views.register(blueprint)
     return blueprint
-
-
-def state() -> State:
-    """The extension's state for the current app."""
-    return current_app.extensions[EXTENSION_NAME]

@@ -24,7 +24,16 @@ from datetime import datetime
 from typing import Any, Mapping
 from urllib.parse import parse_qsl, urlsplit
 
-from flask import Blueprint, Response, flash, make_response, redirect, render_template, request, url_for
+from flask import (
+    Blueprint,
+    Response,
+    flash,
+    make_response,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
 from werkzeug.datastructures import MultiDict
 from werkzeug.exceptions import Forbidden, RequestEntityTooLarge
 
@@ -33,7 +42,19 @@ from ..i18n import current_locale, current_timezone, t, tn
 from ..models import workflows
 from ..runtime import errors, verbs
 from ..runtime.clock import utcnow
-from . import buttons, context, csrf, filters, forms, hx, presenters, render, state, timefmt, views
+from . import (
+    buttons,
+    context,
+    csrf,
+    filters,
+    forms,
+    hx,
+    presenters,
+    render,
+    timefmt,
+    views,
+)
+from .extension import state
 from .security import UNSAFE_METHODS
 
 log = logging.getLogger(__name__)

@@ -33,6 +33,7 @@ from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
 from markupsafe import Markup, escape
 from werkzeug.exceptions import BadRequest
 
+from .extension import state
 from .security import UNSAFE_METHODS
 
 log = logging.getLogger(__name__)
@@ -64,8 +65,6 @@ class CSRFError(BadRequest):
 
 
 def _secret() -> str:
-    from . import state
-
     configured = state().settings.secret_key or current_app.secret_key
     if configured:
         return configured
@@ -142,7 +141,7 @@ def _protect() -> None:
     validate()
 
 
-def _cookie_path() -> str:
+def cookie_path() -> str:
     # The blueprint's own prefix: the health route sits at its root.
     path = url_for("pgbus_web.health").rsplit("/", 1)[0]
     return path or "/"
@@ -156,7 +155,7 @@ def _set_cookie(response):
             httponly=True,
             samesite="Lax",
             secure=request.is_secure,
-            path=_cookie_path(),
+            path=cookie_path(),
         )
     return response
 

@@ -12,8 +12,8 @@ from babel.numbers import format_decimal
 from flask import Blueprint
 
 from ..i18n import current_locale
-
-from . import filters, presenters, state, timefmt
+from . import filters, presenters, timefmt
+from .extension import state
 
 
 def run_state(run: Mapping[str, Any], now: datetime) -> presenters.RunState:

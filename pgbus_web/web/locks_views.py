@@ -21,12 +21,22 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from flask import Blueprint, Response, abort, current_app, flash, redirect, request, url_for
+from flask import (
+    Blueprint,
+    Response,
+    abort,
+    current_app,
+    flash,
+    redirect,
+    request,
+    url_for,
+)
 
 from ..i18n import t, tn
 from ..locks import FRESH, GONE, LIVE, ORPHAN, PARKED, actions, queries
 from ..locks.filters import MAX_KEY, MAX_QUEUE, FilterError, LockFilters, parse, text
-from . import hx, render, state
+from . import hx, render
+from .extension import state
 from .security import may_act
 
 TEMPLATE = "pgbus_web/locks/index.html"

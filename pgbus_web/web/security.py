@@ -14,6 +14,7 @@ import logging
 from flask import Blueprint, abort, g, request
 
 from . import hx
+from .extension import state
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +78,6 @@ def _warn_open_once() -> None:
 def may_view() -> bool:
     """True when the host's can_view hook lets this request see the pages
     (asked once per request)."""
-    from . import state
-
     if "_pgbus_may_view" not in g:
         hook = state().settings.can_view
         if hook is None:
@@ -91,8 +90,6 @@ def may_view() -> bool:
 
 def may_act() -> bool:
     """True when this request may change runs: can_act, else can_view."""
-    from . import state
-
     hook = state().settings.can_act
     if hook is None:
         return may_view()

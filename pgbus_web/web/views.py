@@ -11,7 +11,8 @@ from sqlalchemy import exc as sa_exc
 from werkzeug.exceptions import HTTPException, InternalServerError
 
 from ..i18n import t
-from . import context, filters, render, state
+from . import context, filters, render
+from .extension import state
 from .security import may_act
 
 log = logging.getLogger(__name__)
