@@ -56,3 +56,20 @@ def test_the_durations_hint_says_the_runs_started_in_the_range(client, runs):
     page = soup(client.get("/workflows/insights/OrderWorkflow"))
     hint = text_of(page.select_one('[aria-labelledby="pgbus-insights-durations-title"] .pgbus-card-head p'))
     assert "runs started in this period" in hint
+
+
+def test_a_batchs_progress_counts_failed_and_discarded_jobs_as_done_on_both_pages(client, runs, engine):
+    import sqlalchemy as sa
+
+    workflow_id = runs.make(
+        states.WAITING,
+        step("notify_vendors", "waiting", waiting_since=utcnow() - timedelta(minutes=5)),
+        batch={"description": "OrderWorkflow#notify_vendors", "total_jobs": 12, "completed_jobs": 3},
+    )
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE pgbus_batches SET failed_jobs = 2, discarded_jobs = 1"))
+    run_page = text_of(soup(client.get(f"/workflows/{workflow_id}")).select_one("#pgbus-run-steps"))
+    index_row = text_of(soup(client.get("/workflows")).select_one(".pgbus-next-sentence"))
+    # 3 completed + 2 failed + 1 discarded: not 3 (completed only), not 12.
+    assert "6 of 12 jobs done" in run_page
+    assert "6 of 12 jobs done" in index_row

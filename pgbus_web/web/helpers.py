@@ -48,6 +48,8 @@ def init_blueprint(blueprint: Blueprint) -> None:
         return {
             "run_state": run_state,
             "json_value": presenters.json_value,
+            "batch_progress": presenters.batch_progress,
+            "step_open": presenters.step_open,
             "code": presenters.code,
             "duration": timefmt.duration,
             "duration_between": duration_between,

@@ -160,22 +160,28 @@ def run_state(
     return RunState(status, tone, status, {"ago": ended})
 
 
+def batch_progress(batch: Mapping[str, Any]) -> tuple[int, int]:
+    """(jobs done, jobs in all) of a batch. Done means finished either way:
+    the batch ends when its completed, failed and discarded jobs add up to
+    its total."""
+    done = sum(int(batch.get(key) or 0) for key in ("completed_jobs", "failed_jobs", "discarded_jobs"))
+    return done, int(batch.get("total_jobs") or 0)
+
+
+def step_open(status: Optional[str]) -> bool:
+    """A step attempt that has not ended: scheduled, waiting or in progress."""
+    return status in states.STEP_OPEN
+
+
 def _waiting_state(run, step, step_name, *, now, waiting_threshold) -> RunState:
     since = _get(step, "waiting_since") or run.get("updated_at")
     deadline = _get(step, "timeout_at")
     batch_id = _get(step, "batch_id")
     batch = run.get("batch")
     if batch_id and batch:
-        # Done means finished either way: the batch ends when its completed,
-        # failed and discarded jobs add up to its total.
-        done = sum(int(batch.get(key) or 0) for key in ("completed_jobs", "failed_jobs", "discarded_jobs"))
+        done, total = batch_progress(batch)
         key = "waiting_batch"
-        args = {
-            "batch": batch.get("description") or batch_id,
-            "batch_id": batch_id,
-            "done": done,
-            "count": int(batch.get("total_jobs") or 0),
-        }
+        args = {"batch": batch.get("description") or batch_id, "batch_id": batch_id, "done": done, "count": total}
     elif batch_id:
         key, args = "waiting_batch_unknown", {"batch": batch_id, "batch_id": batch_id, "ago": since}
     elif _get(step, "wait_for"):
