@@ -541,3 +541,28 @@ def test_delete_stale_limit(engine, make_run):
 )
 def test_definition_outdated(run_digest, current_digest, outdated):
     assert workflows.definition_outdated({"definition_digest": run_digest}, current_digest) is outdated
+
+
+def test_waiting_for_signal_lists_the_runs_whose_latest_step_waits_for_it_since_before(runs, engine):
+    from web_helpers import step
+
+    now = datetime.now(timezone.utc)
+    old = now - timedelta(minutes=10)
+
+    def waiting(signal, since):
+        return runs.make("waiting", step("await_shipment", "waiting", wait_for=signal, waiting_since=since))
+
+    first, second = waiting("shipment_confirmed", old), waiting("shipment_confirmed", old)
+    waiting("shipment_confirmed", now)  # not yet long enough
+    waiting("other_signal", old)  # another signal
+    # An older attempt waited for it, the latest does not.
+    runs.make("waiting", step("await_shipment", "waiting", wait_for="shipment_confirmed", waiting_since=old),
+              step("await_shipment", "waiting", wait_for="other_signal", waiting_since=old))
+    with engine.connect() as conn:
+        found = workflows.waiting_for_signal(conn, "shipment_confirmed", waiting_before=now - timedelta(minutes=1),
+                                             limit=5)
+        assert found == [second, first]
+        assert workflows.waiting_for_signal(conn, "shipment_confirmed", waiting_before=now - timedelta(minutes=1),
+                                            limit=1) == [second]
+        assert workflows.any_run(conn)
+        assert workflows.highest_id(conn) == 5

@@ -69,7 +69,6 @@ def _wait_until_up(url: str) -> None:
               help="Runs to seed when the demo database is empty.")
 def demo(port, host, data_dir, runs):
     """Start the one-command demo: embedded PostgreSQL, seeded runs, a worker, the dashboard."""
-    import sqlalchemy as sa
     import waitress
 
     from .. import schema
@@ -79,6 +78,7 @@ def demo(port, host, data_dir, runs):
     from ..demo.live import LiveDemo
     from ..demo.unloaded import seed_unloaded
     from ..locks.seed import seed_locks
+    from ..models import workflows
     from ..runtime.worker import Worker
     from ..seed import seed
 
@@ -87,14 +87,14 @@ def demo(port, host, data_dir, runs):
     engine = create_engine(server.get_uri())
     schema.install(engine)
     with engine.connect() as conn:
-        existing = conn.execute(sa.text("SELECT count(*) FROM pgbus_workflows")).scalar_one()
+        existing = workflows.any_run(conn)
     if not existing:
         click.echo(f"Seeding {runs} runs…")
         seed(engine, runs=runs, progress=True)
         seed_unloaded(engine)
         seed_locks(engine, LOCKS)
     with engine.connect() as conn:
-        last_number = conn.execute(sa.text("SELECT COALESCE(max(id), 0) FROM pgbus_workflows")).scalar_one()
+        last_number = workflows.highest_id(conn)
 
     worker = Worker(engine, demo_workflows.REGISTRY, simulate_batches=True)
     worker_thread = threading.Thread(target=worker.run, name="pgbus-demo-worker", daemon=True)

@@ -8,9 +8,9 @@ import random
 import threading
 from datetime import timedelta
 
-import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from ..models import workflows
 from ..models.workflows import SubjectAlreadyOngoing
 from ..runtime import system, verbs
 from ..runtime.clock import utcnow
@@ -27,19 +27,8 @@ CONFIRM_SHARE = 0.7
 # Actor of what the demo does on an operator's behalf.
 DEMO_ACTOR = "demo"
 
-_WAITING_FOR_SIGNAL = sa.text(
-    """
-    SELECT w.workflow_id
-    FROM pgbus_workflows w
-    JOIN LATERAL (
-        SELECT wait_for, waiting_since FROM pgbus_workflow_steps
-        WHERE workflow_id = w.workflow_id ORDER BY id DESC LIMIT 1
-    ) s ON TRUE
-    WHERE w.status = 'waiting' AND s.wait_for = :signal AND s.waiting_since < :before
-    ORDER BY w.id DESC
-    LIMIT 5
-    """
-)
+# Shipments confirmed per round, newest waits first.
+CONFIRM_BATCH = 5
 
 
 class LiveDemo:
@@ -82,10 +71,9 @@ class LiveDemo:
 
     def confirm_shipments(self) -> None:
         with self.engine.connect() as conn:
-            waiting = conn.execute(
-                _WAITING_FOR_SIGNAL,
-                {"signal": "shipment_confirmed", "before": utcnow() - CONFIRM_AFTER},
-            ).scalars().all()
+            waiting = workflows.waiting_for_signal(
+                conn, "shipment_confirmed", waiting_before=utcnow() - CONFIRM_AFTER, limit=CONFIRM_BATCH
+            )
         for workflow_id in waiting:
             if self.rng.random() > CONFIRM_SHARE:
                 continue

@@ -89,6 +89,37 @@ def lock_for(conn: Connection, workflow_id: str) -> dict[str, Any] | None:
     return as_dict(row)
 
 
+def any_run(conn: Connection) -> bool:
+    """True when the table holds a run (the demo seeds an empty database only)."""
+    return conn.execute(sa.text("SELECT EXISTS (SELECT 1 FROM pgbus_workflows)")).scalar_one()
+
+
+def highest_id(conn: Connection) -> int:
+    """The highest run id so far, 0 for none."""
+    return conn.execute(sa.text("SELECT COALESCE(max(id), 0) FROM pgbus_workflows")).scalar_one()
+
+
+def waiting_for_signal(conn: Connection, signal: str, *, waiting_before: datetime, limit: int) -> list[str]:
+    """Newest first, the ids of waiting runs whose latest step has waited
+    for *signal* since before *waiting_before*."""
+    return conn.execute(
+        sa.text(
+            """
+            SELECT w.workflow_id
+            FROM pgbus_workflows w
+            JOIN LATERAL (
+                SELECT wait_for, waiting_since FROM pgbus_workflow_steps
+                WHERE workflow_id = w.workflow_id ORDER BY id DESC LIMIT 1
+            ) s ON TRUE
+            WHERE w.status = 'waiting' AND s.wait_for = :signal AND s.waiting_since < :before
+            ORDER BY w.id DESC
+            LIMIT :limit
+            """
+        ),
+        {"signal": signal, "before": waiting_before, "limit": limit},
+    ).scalars().all()
+
+
 def transition(
     conn: Connection, workflow_id: str, *, from_: Iterable[str] | str, to: str, **attrs: Any
 ) -> int:
