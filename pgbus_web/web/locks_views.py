@@ -34,9 +34,10 @@ from flask import (
 
 from ..i18n import t, tn
 from ..locks import FRESH, GONE, LIVE, ORPHAN, PARKED, actions, queries
-from ..locks.filters import MAX_KEY, MAX_QUEUE, FilterError, LockFilters, parse, text
 from . import hx, render
 from .extension import state
+from .filters import FilterError
+from .lock_filters import MAX_KEY, MAX_QUEUE, LockFilters, parse, text
 from .security import may_act
 
 TEMPLATE = "pgbus_web/locks/index.html"

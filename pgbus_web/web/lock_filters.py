@@ -1,7 +1,8 @@
 """The Locks page's view, read from and written back to the query string so
 that every view is a link: ``state``, ``queue`` and the keyset cursor
 ``after_at`` + ``after_key`` (the last lock of the previous page). A value
-that cannot be right is reported, never silently dropped."""
+that cannot be right is reported (the runs index's FilterError), never
+silently dropped."""
 
 from __future__ import annotations
 
@@ -10,17 +11,14 @@ from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from ..i18n import t
-from . import STATES
-from .queries import Cursor
+from ..locks import STATES
+from ..locks.queries import Cursor
+from .filters import FilterError
 
 # Longest queue name a filter accepts: PGMQ's own limit is far below.
 MAX_QUEUE = 200
 # Longest lock key a form or a cursor may carry.
 MAX_KEY = 2_000
-
-
-class FilterError(ValueError):
-    """A query parameter that cannot be right; the message says which and why."""
 
 
 @dataclass(frozen=True)
