@@ -10,7 +10,8 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from pgbus_web import defaults, schema, states
-from pgbus_web import seed as seeding
+from pgbus_web.demo import seed as seeding
+from pgbus_web.demo import stories
 from pgbus_web.cli import main_group
 from pgbus_web.demo import workflows as demo
 from pgbus_web.models import workflows
@@ -68,7 +69,7 @@ def test_every_stuck_reason(engine, seeded):
 
 
 def test_a_small_seed_still_shows_every_status_and_reason(engine):
-    seeding.seed(engine, runs=len(seeding.STORIES) + 1, seed=3, now=NOW)
+    seeding.seed(engine, runs=len(stories.STORIES) + 1, seed=3, now=NOW)
     with engine.connect() as conn:
         statuses = {status for _, status in workflows.status_counts(conn)}
         reasons = {reason for _, reason in workflows.stuck_reason_counts(
@@ -257,7 +258,7 @@ def test_events_tell_each_runs_story_in_order(engine, seeded):
             SELECT 1 FROM pgbus_workflow_events e
             WHERE e.workflow_id = w.workflow_id AND e.event = 'paused' AND e.created_at = w.paused_at)
     """) == []
-    assert set(seeding.states.EVENTS) >= {event for (event,) in rows(
+    assert set(stories.states.EVENTS) >= {event for (event,) in rows(
         engine, "SELECT DISTINCT event FROM pgbus_workflow_events")}
 
 
@@ -344,10 +345,10 @@ def test_the_same_seed_and_now_give_the_same_runs(engine):
 
 
 def test_the_free_texts_need_no_escaping_in_copy():
-    texts = [reason for reasons in seeding.REASONS.values() for reason in reasons]
-    texts += [message for _, message, _ in seeding.ERRORS.values()] + list(seeding.CARRIERS)
+    texts = [reason for reasons in stories.REASONS.values() for reason in reasons]
+    texts += [message for _, message, _ in stories.ERRORS.values()] + list(stories.CARRIERS)
     for text in texts:
-        assert seeding._copy_safe(text) == text
+        assert stories._copy_safe(text) == text
 
 
 # --- refusing -----------------------------------------------------------------------

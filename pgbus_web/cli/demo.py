@@ -80,7 +80,7 @@ def demo(port, host, data_dir, runs):
     from ..locks.seed import seed_locks
     from ..models import workflows
     from ..runtime.worker import Worker
-    from ..seed import seed
+    from ..demo.seed import seed
 
     click.echo("Starting the embedded PostgreSQL…")
     server = _start_database(data_dir)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .. import seed as seeding
+from ..demo import seed as seeding
 from .common import database_url_option, engine_from, friendly_errors, main_group
 
 

@@ -1,0 +1,273 @@
+"""Seeding a database with the demo's history: ``seed(engine, runs=N)`` or
+``pgbus-web seed --runs N``. The runs are played by stories.py; here they
+are written with COPY, a chunk of runs per transaction, while a second
+thread plays the next chunk, so a million runs take minutes. Step and
+signal ids are reserved from their sequences a block at a time, so rows can
+name each other before they are written.
+"""
+
+from __future__ import annotations
+
+import queue
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from operator import itemgetter
+from typing import Iterator
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+from tqdm import tqdm
+
+from .. import schema
+from ..runtime.definitions import Workflow
+from . import workflows as demo
+from .stories import (
+    BATCH_COLUMNS,
+    EVENT_COLUMNS,
+    RUN_COLUMNS,
+    SIGNAL_COLUMNS,
+    STEP_COLUMNS,
+    UTC,
+    Chunk,
+    shuffled_deck,
+)
+
+# Runs played and written per transaction: big enough for COPY to pay off,
+# small enough for a steady progress bar.
+CHUNK_RUNS = 5_000
+# Chunks played ahead of the one being written.
+CHUNKS_AHEAD = 2
+# Step and signal ids are taken from their sequences this many at a time.
+ID_BLOCK = 50_000
+
+
+class SeedError(RuntimeError):
+    """The database cannot take generated runs (no schema, or another version)."""
+
+
+@dataclass
+class SeedResult:
+    runs: int
+    steps: int = 0
+    events: int = 0
+    signals: int = 0
+    batches: int = 0
+    seconds: float = 0.0
+    statuses: dict[str, int] = field(default_factory=dict)
+
+
+
+
+class _Ids:
+    """Ids taken from a table's sequence a block at a time, so that rows
+    can name each other (an event its step) before they are written. The
+    table is locked while a block is reserved: an insert by anyone else
+    takes its id before or after the block, never inside it."""
+
+    def __init__(self, engine: Engine, table: str):
+        self.engine = engine
+        self.table = table
+        self.next, self.end = 1, 0  # empty: the first take reserves a block
+        self.block_start = None
+        self.last_taken = None
+        with engine.connect() as conn:
+            self.sequence = conn.execute(
+                sa.text("SELECT pg_get_serial_sequence(:table, 'id')"), {"table": table}
+            ).scalar_one()
+
+    def take(self) -> int:
+        if self.next > self.end:
+            self._reserve()
+        taken = self.next
+        self.next += 1
+        self.last_taken = taken
+        return taken
+
+    def _lock(self, conn) -> None:
+        # The table name is one of ours, never input.
+        conn.exec_driver_sql(f"LOCK TABLE {self.table} IN SHARE ROW EXCLUSIVE MODE")
+
+    def _reserve(self) -> None:
+        with self.engine.begin() as conn:
+            self._lock(conn)
+            first = conn.execute(sa.text("SELECT nextval(:seq)"), {"seq": self.sequence}).scalar_one()
+            conn.execute(sa.text("SELECT setval(:seq, :last)"), {"seq": self.sequence, "last": first + ID_BLOCK - 1})
+        self.next, self.end, self.block_start = first, first + ID_BLOCK - 1, first
+
+    def give_back(self) -> None:
+        """Return the unused end of the last block when nobody took ids since."""
+        if self.block_start is None:
+            return
+        with self.engine.begin() as conn:
+            self._lock(conn)
+            last = conn.execute(sa.text(f"SELECT last_value FROM {self.sequence}")).scalar_one()
+            if last != self.end:
+                return
+            if self.last_taken is not None and self.last_taken >= self.block_start:
+                conn.execute(sa.text("SELECT setval(:seq, :v)"), {"seq": self.sequence, "v": self.last_taken})
+            else:
+                conn.execute(sa.text("SELECT setval(:seq, :v, false)"), {"seq": self.sequence, "v": self.block_start})
+
+
+# --- writing -------------------------------------------------------------------------
+
+
+def _copy(cursor, table: str, columns: str, blocks: list[tuple[str, str]]) -> int:
+    """COPY one table's rows, given as (workflow_id, COPY text) blocks."""
+    if not blocks:
+        return 0
+    # In workflow_id order, each index page and each run's key is visited
+    # once per chunk rather than at random; a run's rows stay in order.
+    blocks.sort(key=itemgetter(0))
+    with cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+        copy.write("".join(block for _, block in blocks))
+    return len(blocks)
+
+
+def _write(engine: Engine, chunk: Chunk, *, skip_row_checks: bool) -> None:
+    with engine.begin() as conn:
+        conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
+        if skip_row_checks:
+            # The chunk is written parents first and names only its own runs,
+            # so the per-row foreign-key checks (most of the server's work
+            # here) are skipped, as pg_restore --disable-triggers does.
+            conn.exec_driver_sql("SET LOCAL session_replication_role = replica")
+        conn.exec_driver_sql("SET LOCAL TimeZone = 'UTC'")
+        with conn.connection.dbapi_connection.cursor() as cursor:
+            _copy(cursor, "pgbus_workflows", RUN_COLUMNS, chunk.runs)
+            _copy(cursor, "pgbus_batches", BATCH_COLUMNS, chunk.batches)
+            _copy(cursor, "pgbus_workflow_steps", STEP_COLUMNS, chunk.steps)
+            _copy(cursor, "pgbus_workflow_signals", SIGNAL_COLUMNS, chunk.signals)
+            _copy(cursor, "pgbus_workflow_events", EVENT_COLUMNS, chunk.events)
+
+
+def _may_skip_row_checks(engine: Engine) -> bool:
+    """Only a superuser may turn triggers off for its session."""
+    with engine.connect() as conn:
+        return conn.execute(sa.text("SELECT current_setting('is_superuser') = 'on'")).scalar_one()
+
+
+def check_schema(engine: Engine) -> None:
+    """Raise SeedError unless this release's schema is installed."""
+    with engine.connect() as conn:
+        version = schema.installed_version(conn)
+    if version is None:
+        raise SeedError("the pgbus-web schema is not installed in this database; "
+                        "run `pgbus-web db install` first")
+    if version != schema.SCHEMA_VERSION:
+        raise SeedError(f"the database has pgbus-web schema version {version}; "
+                        f"this release seeds version {schema.SCHEMA_VERSION}")
+
+
+def _old_order_workflow() -> Workflow:
+    steps = [step for step in demo.ORDER_WORKFLOW.steps if step.name != "notify_vendors"]
+    return Workflow(demo.ORDER, steps)
+
+
+def _chunks(engine: Engine, runs: int, rng: random.Random, now: float, first_number: int,
+            chunk_size: int) -> Iterator[Chunk]:
+    step_ids = _Ids(engine, "pgbus_workflow_steps")
+    signal_ids = _Ids(engine, "pgbus_workflow_signals")
+    old_order = _old_order_workflow()
+    try:
+        deck: list[str] = []
+        told: dict[str, int] = {}
+        first_deck = True
+        made = 0
+        while made < runs:
+            chunk = Chunk(rng, step_ids, signal_ids, now, old_order, told)
+            for _ in range(min(chunk_size, runs - made)):
+                if not deck:
+                    deck = shuffled_deck(rng, first_deck)
+                    deck.reverse()
+                    first_deck = False
+                chunk.play(deck.pop(), first_number + made)
+                made += 1
+            yield chunk
+    finally:
+        step_ids.give_back()
+        signal_ids.give_back()
+
+
+def _played_ahead(chunks: Iterator[Chunk]) -> Iterator[Chunk]:
+    """The chunks, played by a second thread while the caller writes."""
+    ready: queue.Queue = queue.Queue(maxsize=CHUNKS_AHEAD)
+    done = object()
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for chunk in chunks:
+                while not stop.is_set():
+                    try:
+                        ready.put(chunk, timeout=0.2)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    break
+            ready.put(done)
+        except BaseException as exc:  # noqa: BLE001  (handed to the writing thread)
+            ready.put(exc)
+        finally:
+            chunks.close()
+
+    worker = threading.Thread(target=produce, name="pgbus-seed-player", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item = ready.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        while worker.is_alive():
+            try:
+                ready.get(timeout=0.2)
+            except queue.Empty:
+                pass
+        worker.join()
+
+
+def seed(
+    engine: Engine,
+    *,
+    runs: int,
+    seed: int | None = None,
+    now: datetime | None = None,
+    progress: bool = False,
+    chunk_size: int = CHUNK_RUNS,
+) -> SeedResult:
+    """Write *runs* generated runs (with their steps, events, signals and
+    batches) and return what was written. *seed* makes the runs
+    reproducible (with the same *now*); *progress* shows a progress bar."""
+    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+        raise ValueError(f"runs must be a positive whole number, not {runs!r}")
+    check_schema(engine)
+    started = time.monotonic()
+    now_ts = (now or datetime.now(UTC)).timestamp()
+    with engine.connect() as conn:
+        first_number = conn.execute(sa.text("SELECT COALESCE(max(id), 0) + 1 FROM pgbus_workflows")).scalar_one()
+    # The same seed on another database state gives other workflow ids, so
+    # seeding twice with one seed adds runs instead of colliding.
+    rng = random.Random(None if seed is None else f"{seed}:{first_number}")
+    skip_row_checks = _may_skip_row_checks(engine)
+    result = SeedResult(runs=runs)
+    with tqdm(total=runs, unit="run", disable=not progress, desc="Seeding") as bar:
+        for chunk in _played_ahead(_chunks(engine, runs, rng, now_ts, first_number, chunk_size)):
+            _write(engine, chunk, skip_row_checks=skip_row_checks)
+            result.steps += chunk.rows["steps"]
+            result.events += chunk.rows["events"]
+            result.signals += chunk.rows["signals"]
+            result.batches += chunk.rows["batches"]
+            for status, count in chunk.statuses.items():
+                result.statuses[status] = result.statuses.get(status, 0) + count
+            bar.update(len(chunk.runs))
+    result.seconds = time.monotonic() - started
+    return result
