@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from flask import Flask, redirect, url_for
 
-from .web import PgbusWeb
+from .web import PgbusWeb, security
 from .web.settings import Settings
 
 
@@ -39,6 +39,7 @@ def create_app(settings: Settings | Mapping[str, Any] | None = None) -> Flask:
         # one address need the same settings.secret_key.
         app.config["SECRET_KEY"] = web.settings.secret_key or secrets.token_hex(32)
     web.init_app(app)
+    security.init_standalone(app)
 
     @app.get("/")
     def root():
