@@ -22,8 +22,12 @@ THREADS = 8
               help="Module exposing REGISTRY: offers the verbs that need a run's step list.")
 @click.option("--secret-key", envvar="PGBUS_WEB_SECRET_KEY",
               help="Signs sessions and CSRF tokens; give every process behind one address the same.")
+@click.option("--trusted-proxies", type=click.IntRange(min=0), default=0, show_default=True,
+              envvar="PGBUS_WEB_TRUSTED_PROXIES", metavar="N",
+              help="Reverse proxies in front of the server whose X-Forwarded-* headers to believe "
+                   "(1 behind one TLS proxy); 0 ignores those headers.")
 @friendly_errors
-def serve(database_url, replica_url, host, port, definitions, secret_key):
+def serve(database_url, replica_url, host, port, definitions, secret_key, trusted_proxies):
     """Serve the dashboard for one database."""
     import waitress
 
@@ -35,7 +39,8 @@ def serve(database_url, replica_url, host, port, definitions, secret_key):
     primary = engine_from(database_url)
     replica = engine_from(replica_url) if replica_url else None
     app = create_app(
-        {"database": Database(primary, replica), "registry": registry, "secret_key": secret_key}
+        {"database": Database(primary, replica), "registry": registry, "secret_key": secret_key,
+         "trusted_proxies": trusted_proxies}
     )
     click.echo(f"Dashboard: http://{host}:{port}/workflows")
     click.echo(f"Database: {describe_url(primary)}")
