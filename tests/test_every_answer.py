@@ -8,11 +8,10 @@ and mounted at "/ops" in a host app, whose own answers are left alone."""
 from __future__ import annotations
 
 import http.client
-import threading
-from contextlib import contextmanager
 
 import pytest
 from flask import Flask
+from served import running
 from test_actions_support import Browser, paused_on_capture  # noqa: F401
 from test_web_bad_input import everything
 from waitress.server import create_server
@@ -222,25 +221,13 @@ def test_same_origin_keeps_only_the_path(location, safe):
     assert security.same_origin(location) == safe
 
 
-@contextmanager
-def waitress_serving(app):
-    server = create_server(app, host="127.0.0.1", port=0, threads=2, ident="pgbus-web")
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        yield server.effective_port
-    finally:
-        server.close()
-        thread.join(timeout=10)
-
-
 @pytest.mark.parametrize("prefix", ["", "/ops"])
 def test_hostile_paths_over_real_http(database, prefix):
     """The raw request line, as a client sends it to waitress: a path that
     begins with // (which a browser would read as another host) and a
     hostile Host header."""
     app = MOUNTS[prefix](database)
-    with waitress_serving(app) as port:
+    with running(create_server(app, host="127.0.0.1", port=0, threads=2)) as port:
         for path in (f"{prefix}//{HOSTILE}/workflows", f"{prefix}//workflows", f"{prefix}///workflows"):
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
             try:

@@ -97,7 +97,7 @@ class PgbusWeb:
         if EXTENSION_NAME in app.extensions:
             raise RuntimeError("pgbus-web is already registered on this app")
         database = self._database or Database.from_urls(
-            self.settings.database_url, self.settings.replica_url
+            self.settings.database_url, self.settings.replica_url, self.settings.bounds()
         )
         app.extensions[EXTENSION_NAME] = State(self.settings, database)
         app.register_blueprint(build_blueprint(), url_prefix=self.url_prefix)
