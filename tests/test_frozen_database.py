@@ -13,6 +13,7 @@ SIGCONT is always sent, in a finally.
 from __future__ import annotations
 
 import http.client
+import shutil
 import tempfile
 import threading
 import time
@@ -56,6 +57,7 @@ def own_server():
     finally:
         _resume(_server_processes(server))
         server.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def _server_processes(server) -> list[psutil.Process]:
