@@ -5,9 +5,17 @@ at ``/`` (``/`` itself leads to the runs index).
     app = create_app({"database_url": "postgresql://..."})
 
 *settings* is a ``pgbus_web.web.settings.Settings``, or a dict of its field
-names; a dict may also carry ``database`` (a ready ``pgbus_web.db.Database``)
-and upper-case Flask config keys (``SECRET_KEY``, ...). Serve it with any
-WSGI server; ``pgbus-web serve`` does so with waitress.
+names; a dict may also carry ``database`` (a ready ``pgbus_web.db.Database``),
+``trusted_proxies`` (see below) and upper-case Flask config keys
+(``SECRET_KEY``, ...). Serve it with any WSGI server; ``pgbus-web serve``
+does so with waitress.
+
+Behind a reverse proxy that ends TLS, ``trusted_proxies=N`` honours the
+``X-Forwarded-For/-Proto/-Host/-Port/-Prefix`` headers set by the last N
+proxies (Werkzeug's ProxyFix); with the default 0 they are ignored, since
+anyone can send them. Whenever the request is HTTPS (directly, or by a
+trusted proxy's word) every cookie the app sets is ``Secure``; the session
+cookie, which carries the flashed messages, is also ``SameSite=Lax``.
 """
 
 from __future__ import annotations
@@ -15,10 +23,20 @@ from __future__ import annotations
 import secrets
 from typing import Any, Mapping
 
-from flask import Flask, redirect, url_for
+from flask import Flask, has_request_context, redirect, request, url_for
+from flask.sessions import SecureCookieSessionInterface
+from werkzeug.middleware.proxy_fix import ProxyFix
 
-from .web import PgbusWeb
+from .web import PgbusWeb, security
 from .web.settings import Settings
+
+
+class SessionInterface(SecureCookieSessionInterface):
+    """Flask's signed-cookie session, Secure whenever the request is HTTPS
+    (Flask's own setting is one value for every request)."""
+
+    def get_cookie_secure(self, app: Flask) -> bool:
+        return super().get_cookie_secure(app) or (has_request_context() and request.is_secure)
 
 
 def create_app(settings: Settings | Mapping[str, Any] | None = None) -> Flask:
@@ -28,10 +46,24 @@ def create_app(settings: Settings | Mapping[str, Any] | None = None) -> Flask:
         values = dict(settings or {})
     flask_config = {key: values.pop(key) for key in list(values) if key.isupper()}
     database = values.pop("database", None)
+    trusted_proxies = int(values.pop("trusted_proxies", 0) or 0)
 
     # The blueprint serves its own assets; the app needs no static route.
     app = Flask(__name__, static_folder=None)
+    # The flash cookie goes along with top-level navigation only, like the
+    # dashboard's own cookies.
+    app.config["SESSION_COOKIE_SAMESITE"] = "Lax"
     app.config.update(flask_config)
+    app.session_interface = SessionInterface()
+    if trusted_proxies:
+        app.wsgi_app = ProxyFix(  # type: ignore[method-assign]
+            app.wsgi_app,
+            x_for=trusted_proxies,
+            x_proto=trusted_proxies,
+            x_host=trusted_proxies,
+            x_port=trusted_proxies,
+            x_prefix=trusted_proxies,
+        )
     web = PgbusWeb(database=database, **values)
     if not app.config.get("SECRET_KEY"):
         # Signs the session (flashed messages, CSRF). Without a configured
@@ -39,6 +71,7 @@ def create_app(settings: Settings | Mapping[str, Any] | None = None) -> Flask:
         # one address need the same settings.secret_key.
         app.config["SECRET_KEY"] = web.settings.secret_key or secrets.token_hex(32)
     web.init_app(app)
+    security.init_standalone(app)
 
     @app.get("/")
     def root():

@@ -9,7 +9,7 @@ import click
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from .. import __version__
-from ..db import DATABASE_URL_ENV, DatabaseUrlError, create_engine
+from ..db import DATABASE_URL_ENV, Bounds, DatabaseUrlError, create_engine
 
 
 @click.group()
@@ -48,10 +48,11 @@ def friendly_errors(func):
     return wrapper
 
 
-def engine_from(database_url: str | None, **kwargs):
+def engine_from(database_url: str | None, bounds: Bounds | None = None, **kwargs):
     """An engine for a command, checked with one round trip so that an
-    unreachable server fails here, with a one-line message."""
-    engine = create_engine(database_url, **kwargs)
+    unreachable server fails here, with a one-line message. *bounds*: how
+    long it waits on the server (pgbus_web.db; the pages' by default)."""
+    engine = create_engine(database_url, bounds, **kwargs)
     with engine.connect() as conn:
         conn.exec_driver_sql("SELECT 1")
     return engine

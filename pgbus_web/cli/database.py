@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .. import schema
+from .. import db, schema
 from .common import database_url_option, engine_from, friendly_errors, main_group
 
 
@@ -18,7 +18,7 @@ def db_group() -> None:
 @friendly_errors
 def install(database_url: str | None) -> None:
     """Install PGMQ and the pgbus tables (idempotent)."""
-    engine = engine_from(database_url)
+    engine = engine_from(database_url, db.UNBOUNDED_STATEMENTS)
     try:
         result = schema.install(engine)
     except schema.SchemaVersionError as exc:

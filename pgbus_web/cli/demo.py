@@ -69,38 +69,49 @@ def _wait_until_up(url: str) -> None:
               help="Runs to seed when the demo database is empty.")
 def demo(port, host, data_dir, runs):
     """Start the one-command demo: embedded PostgreSQL, seeded runs, a worker, the dashboard."""
-    import waitress
 
     from .. import schema
     from ..app import create_app
-    from ..db import Database, create_engine
+    from ..db import (
+        UNBOUNDED_STATEMENTS,
+        WORKER_STATEMENT_TIMEOUT,
+        Bounds,
+        Database,
+        create_engine,
+    )
     from ..demo import workflows as demo_workflows
     from ..demo.live import LiveDemo
+    from ..demo.seed import seed
     from ..demo.unloaded import seed_unloaded
     from ..locks.seed import seed_locks
     from ..models import workflows
     from ..runtime.worker import Worker
-    from ..demo.seed import seed
+    from .serve import create_server
 
     click.echo("Starting the embedded PostgreSQL…")
     server = _start_database(data_dir)
-    engine = create_engine(server.get_uri())
-    schema.install(engine)
-    with engine.connect() as conn:
+    # Installing and seeding may take long; the worker, the new runs and
+    # the pages then get their own bounds (pgbus_web.db).
+    setup = create_engine(server.get_uri(), UNBOUNDED_STATEMENTS)
+    schema.install(setup)
+    with setup.connect() as conn:
         existing = workflows.any_run(conn)
     if not existing:
         click.echo(f"Seeding {runs} runs…")
-        seed(engine, runs=runs, progress=True)
-        seed_unloaded(engine)
-        seed_locks(engine, LOCKS)
-    with engine.connect() as conn:
+        seed(setup, runs=runs, progress=True)
+        seed_unloaded(setup)
+        seed_locks(setup, LOCKS)
+    with setup.connect() as conn:
         last_number = workflows.highest_id(conn)
+    setup.dispose()
 
+    engine = create_engine(server.get_uri(), Bounds(statement=WORKER_STATEMENT_TIMEOUT))
     worker = Worker(engine, demo_workflows.REGISTRY, simulate_batches=True)
     worker_thread = threading.Thread(target=worker.run, name="pgbus-demo-worker", daemon=True)
     live = LiveDemo(engine, first_number=last_number + 100_000, rng=random.Random())
-    app = create_app({"database": Database(engine), "registry": demo_workflows.REGISTRY})
-    http = waitress.create_server(app, host=host, port=port, threads=8, ident="pgbus-web")
+    database = Database.from_urls(server.get_uri())
+    app = create_app({"database": database, "registry": demo_workflows.REGISTRY})
+    http = create_server(app, host, port)
     http_thread = threading.Thread(target=http.run, name="pgbus-demo-http", daemon=True)
 
     stopping = threading.Event()
@@ -128,5 +139,6 @@ def demo(port, host, data_dir, runs):
         worker.stop()
         worker_thread.join(timeout=15)
         engine.dispose()
+        database.dispose()
         server.cleanup()
     click.echo("Stopped.")

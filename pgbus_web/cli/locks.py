@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import click
 
-from .. import defaults
+from .. import db, defaults
 from ..locks import actions
 from .common import database_url_option, engine_from, friendly_errors, main_group
 
@@ -58,7 +58,7 @@ def reap(database_url: str | None, dry_run: bool, older_than: int) -> None:
     and carried by no parked job, or bound to a PGMQ message that no longer
     exists. Never a parked job's lock, never one bound to a live message.
     """
-    engine = engine_from(database_url)
+    engine = engine_from(database_url, db.Bounds(statement=db.WORKER_STATEMENT_TIMEOUT))
     try:
         with engine.begin() as conn:
             result = actions.reap(conn, age_floor=timedelta(seconds=older_than), dry_run=dry_run)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from .. import db
 from ..demo import seed as seeding
 from .common import database_url_option, engine_from, friendly_errors, main_group
 
@@ -17,7 +18,7 @@ from .common import database_url_option, engine_from, friendly_errors, main_grou
 def seed(database_url: str | None, runs: int, seed_value: int | None) -> None:
     """Write realistic runs in every status and stuck reason, with their
     steps, events, signals and batches, spread over the last 30 days."""
-    engine = engine_from(database_url)
+    engine = engine_from(database_url, db.UNBOUNDED_STATEMENTS)
     try:
         result = seeding.seed(engine, runs=runs, seed=seed_value, progress=True)
     except seeding.SeedError as exc:

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import click
 
-from .. import defaults
+from .. import db, defaults
 from ..db import describe_url
 from ..runtime.definitions import Registry
 from ..runtime.worker import POLL_INTERVAL, SWEEP_INTERVAL, Worker
@@ -46,11 +46,16 @@ def load_registry(module_name: str) -> Registry:
 @click.option("--stall-threshold", type=click.IntRange(min=1),
               default=int(defaults.STALL_THRESHOLD.total_seconds()), show_default=True,
               help="Seconds a step may stay in progress before the sweep calls it stalled.")
+@click.option("--statement-timeout", type=click.FloatRange(min=0.1), default=db.WORKER_STATEMENT_TIMEOUT,
+              show_default=True, metavar="SECONDS",
+              help=f"A statement, cancelled by the server; the client gives up {db.ANSWER_GRACE}s later "
+                   "and the tick is tried again.")
 @click.option("--simulate-batches", is_flag=True,
               help="Complete fan-out batch jobs over time (for the demo, which has no job runner).")
 @click.option("-v", "--verbose", is_flag=True, help="Log every failed step.")
 @friendly_errors
-def worker(database_url, definitions, poll_interval, sweep_interval, stall_threshold, simulate_batches, verbose):
+def worker(database_url, definitions, poll_interval, sweep_interval, stall_threshold, statement_timeout,
+           simulate_batches, verbose):
     """Run due workflow steps until SIGTERM or Ctrl-C.
 
     Any number of workers may run against one database side by side."""
@@ -60,7 +65,10 @@ def worker(database_url, definitions, poll_interval, sweep_interval, stall_thres
     # No ping before each transaction: a worker runs two per step, and a
     # connection the server dropped fails that tick, is discarded by the
     # pool, and the next tick gets a fresh one.
-    engine = engine_from(database_url, pool_size=2, max_overflow=0, pool_pre_ping=False)
+    # Only statements are bounded: a step's own code runs outside any wait
+    # on the server, however long it takes.
+    bounds = db.Bounds(statement=statement_timeout)
+    engine = engine_from(database_url, bounds, pool_size=2, max_overflow=0, pool_pre_ping=False)
     runner = Worker(
         engine,
         registry,

@@ -23,10 +23,12 @@ It asks two hooks, each a callable given the request:
   viewers see no buttons. Left unset, whoever may view may act.
 
 The health check (``GET /health``) and the static assets answer without
-``can_view``: they reveal nothing about runs. Every response of the
-blueprint carries the security headers of ``security.py`` (no framing, no
-MIME sniffing, a Content-Security-Policy without inline scripts or styles)
-and ``Vary: HX-Request``.
+``can_view``: they reveal nothing about runs. Every answer in the
+blueprint's URL space (its routes, and the 404, 405 and slash redirects
+routing gives under its prefix) carries the security headers of
+``security.py`` (no framing, no MIME sniffing, a Content-Security-Policy
+without inline scripts or styles) and ``Vary: HX-Request``; no redirect of
+it names a host.
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ class PgbusWeb:
         if EXTENSION_NAME in app.extensions:
             raise RuntimeError("pgbus-web is already registered on this app")
         database = self._database or Database.from_urls(
-            self.settings.database_url, self.settings.replica_url
+            self.settings.database_url, self.settings.replica_url, self.settings.bounds()
         )
         app.extensions[EXTENSION_NAME] = State(self.settings, database)
         app.register_blueprint(build_blueprint(), url_prefix=self.url_prefix)

@@ -1,6 +1,15 @@
 """The blueprint's side of the security boundary: who may see the pages
 (the host's ``can_view`` hook) and the headers every response carries.
 
+"Every response" is every answer in the blueprint's URL space: its routes
+(the blueprint's after_request), and the answers Werkzeug's routing gives
+before any blueprint is chosen, under the blueprint's prefix (a 404 for an
+unknown path, a 405, the redirect of ``//`` to ``/``): an app-wide
+after_request that leaves the host's own routes, and anything outside the
+prefix, alone. A redirect of the dashboard never names a host: Werkzeug's
+routing redirects are absolute URLs built from the request's ``Host``
+header, so their Location is cut down to the path (same origin).
+
 The pages satisfy the Content-Security-Policy below: no inline script, no
 inline style (colours and sizes come from classes in the stylesheets, or
 from SVG presentation attributes), every asset from the blueprint itself.
@@ -10,8 +19,11 @@ htmx is told not to inject its own indicator <style> (see layout.html).
 from __future__ import annotations
 
 import logging
+import re
+from urllib.parse import urlsplit, urlunsplit
 
-from flask import Blueprint, abort, g, request
+from flask import Blueprint, Flask, abort, g, request
+from werkzeug.utils import redirect
 
 from . import hx
 from .extension import state
@@ -110,16 +122,69 @@ def _check_act() -> None:
         abort(403)
 
 
-def _add_headers(response):
+# Leading characters a browser reads as the start of another host's
+# address ("//evil", "/\\evil", and tabs or newlines it drops first).
+_AUTHORITY_START = re.compile(r"^[/\\\t\r\n]{2,}")
+
+
+def same_origin(location: str) -> str:
+    """*location* as a path on this site: scheme and host dropped, and a
+    leading run of slashes made one. A path already on this site is kept."""
+    parts = urlsplit(location)
+    if not parts.scheme and not parts.netloc and not _AUTHORITY_START.match(location):
+        return location
+    path = "/" + parts.path.lstrip("/\\\t\r\n")
+    return urlunsplit(("", "", path, parts.query, parts.fragment))
+
+
+def _same_origin_redirect(response):
+    location = response.headers.get("Location")
+    if location is None:
+        return
+    safe = same_origin(location)
+    if safe != location:
+        response.headers["Location"] = safe
+        if 300 <= response.status_code < 400:
+            # Werkzeug's redirect body links to the address too.
+            response.set_data(redirect(safe, response.status_code).get_data())
+
+
+def add_headers(response):
+    """The security headers, no-store for pages, Vary: HX-Request, and a
+    Location that stays on this site."""
     for name, value in SECURITY_HEADERS.items():
         response.headers.setdefault(name, value)
     if response.mimetype == "text/html":
         # Pages show live state: never serve them from a cache.
         response.headers.setdefault("Cache-Control", "no-store")
+    _same_origin_redirect(response)
     return hx.vary_on_hx_request(response)
+
+
+def _under(path: str, prefix: str) -> bool:
+    return not prefix or path == prefix or path.startswith(prefix + "/")
 
 
 def init_blueprint(blueprint: Blueprint) -> None:
     blueprint.before_request(_check_view)
     blueprint.before_request(_check_act)
-    blueprint.after_request(_add_headers)
+    blueprint.after_request(add_headers)
+
+    @blueprint.record_once
+    def _cover_unrouted(setup_state) -> None:
+        prefix = (setup_state.url_prefix or "").rstrip("/")
+
+        def unrouted(response):
+            # No rule matched (404, 405, a slash redirect): the host's
+            # own routes keep their own headers.
+            if request.url_rule is None and _under(request.path, prefix):
+                return add_headers(response)
+            return response
+
+        setup_state.app.after_request(unrouted)
+
+
+def init_standalone(app: Flask) -> None:
+    """The standalone app is the dashboard alone: its every answer (the
+    root's redirect too) carries the headers."""
+    app.after_request(add_headers)

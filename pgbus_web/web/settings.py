@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Callable, Optional
 
-from .. import defaults
+from .. import db, defaults
 
 # Runs per page of the index.
 PAGE_SIZE = 50
@@ -49,3 +49,20 @@ class Settings:
     registry: Any = None
     # Secret used to sign CSRF tokens when the host app has no SECRET_KEY.
     secret_key: Optional[str] = None
+    # How long a request waits on the database, in seconds (pgbus_web.db;
+    # docs/web.md). Used for the engines the extension makes from
+    # database_url and replica_url; a ready Database keeps its own.
+    connect_timeout: float = db.CONNECT_TIMEOUT
+    # The server cancels a page's statement after this; the client stops
+    # waiting for an answer db.ANSWER_GRACE seconds later.
+    statement_timeout: float = db.STATEMENT_TIMEOUT
+    # Waiting for a free pooled connection while all are in use.
+    pool_timeout: float = db.POOL_TIMEOUT
+    # /health, all in: it opens a connection of its own each time.
+    health_timeout: float = db.HEALTH_TIMEOUT
+
+    def bounds(self) -> db.Bounds:
+        """The pages' bounds on the database."""
+        return db.Bounds(
+            connect=self.connect_timeout, statement=self.statement_timeout, pool=self.pool_timeout
+        )

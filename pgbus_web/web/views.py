@@ -107,10 +107,10 @@ def insights(workflow_class: str):
 
 
 def health():
-    """GET /health: 200 {"status": "ok"} when the database answers, else 503."""
+    """GET /health: 200 {"status": "ok"} when the database answers, else 503,
+    within health_timeout (its own connection, not the pages' pool)."""
     try:
-        with state().database.read() as conn:
-            conn.exec_driver_sql("SELECT 1")
+        state().database.check(state().settings.health_timeout)
     except (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError) as problem:
         log.warning("pgbus-web: health check failed: %s", problem.__class__.__name__)
         return jsonify(status="unavailable", database="unreachable"), 503
