@@ -10,8 +10,8 @@ host's settings."""
 from __future__ import annotations
 
 import pytest
+from action_support import Browser, paused_on_capture
 from flask import Flask
-from test_actions_support import Browser, paused_on_capture  # noqa: F401
 from web_helpers import Runs, make_app
 
 from pgbus_web.demo.workflows import REGISTRY

@@ -10,9 +10,9 @@ from __future__ import annotations
 import http.client
 
 import pytest
+from action_support import Browser, paused_on_capture
 from flask import Flask
 from served import running
-from test_actions_support import Browser, paused_on_capture  # noqa: F401
 from test_web_bad_input import everything
 from waitress.server import create_server
 from web_helpers import Runs, make_app
