@@ -17,6 +17,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError
 
+from .models import values
+
 DATABASE_URL_ENV = "PGBUS_DATABASE_URL"
 
 # Pool sizes for one dashboard process; a worker uses one connection.
@@ -60,7 +62,9 @@ def normalize_url(url: str | None) -> str:
 
 
 def create_engine(url: str | None, **kwargs) -> Engine:
-    """An engine whose every connection uses UTC."""
+    """An engine whose every connection uses UTC and loads the values
+    Python cannot hold (infinite timestamps, JSON past its parser) as
+    ``models.values`` says."""
     options = {
         "pool_size": POOL_SIZE,
         "max_overflow": MAX_OVERFLOW,
@@ -72,7 +76,7 @@ def create_engine(url: str | None, **kwargs) -> Engine:
         },
     }
     options.update(kwargs)
-    return sa.create_engine(normalize_url(url), **options)
+    return values.install(sa.create_engine(normalize_url(url), **options))
 
 
 def describe_url(engine: Engine) -> str:
@@ -86,6 +90,12 @@ class Database:
 
     primary: Engine
     replica: Engine | None = None
+
+    def __post_init__(self) -> None:
+        # A host's own engines too: a page must not fail on a stored value.
+        for engine in (self.primary, self.replica):
+            if engine is not None:
+                values.install(engine)
 
     @classmethod
     def from_urls(cls, url: str | None, replica_url: str | None = None) -> "Database":

@@ -48,6 +48,7 @@ def init_blueprint(blueprint: Blueprint) -> None:
         return {
             "run_state": run_state,
             "json_value": presenters.json_value,
+            "stored_json": presenters.stored_json,
             "code": presenters.code,
             "duration": timefmt.duration,
             "duration_between": duration_between,

@@ -27,7 +27,8 @@ from markupsafe import Markup
 
 from .. import states
 from ..i18n import t, t_html, tn
-from . import timefmt
+from ..models.values import RawJson
+from . import odd, timefmt
 
 log = logging.getLogger(__name__)
 
@@ -386,14 +387,40 @@ def subject_link(run: Mapping[str, Any], subject_url: Optional[Callable[[str, st
 
 def json_value(value: Any) -> str:
     """A value as the run page shows it: objects and arrays as compact JSON,
-    everything else as text (None as empty, booleans as true/false)."""
+    everything else as text (None as empty, booleans as true/false); JSON
+    Python could not read (RawJson) as the text stored."""
     if isinstance(value, (dict, list, tuple)):
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+        try:
+            return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+        except (RecursionError, ValueError):
+            return repr(value)
     if value is None:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+def stored_json(value: Any, *, object_expected: bool = False) -> Markup:
+    """A stored JSON value as ``<code>``, as json_value writes it, cut at
+    odd.JSON_SHOWN_LIMIT characters. Marked as unusual (odd.marked) when
+    Python could not read it, when it was cut, or when an object was
+    expected (a run's arguments, a signal's payload, an event's details)
+    and it is not one: then it is written as raw JSON (``null``,
+    ``"text"``, ``[1,2]``), so the page says exactly what is stored."""
+    unusual = isinstance(value, RawJson) or (object_expected and not isinstance(value, dict))
+    if unusual and not isinstance(value, RawJson):
+        try:
+            text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+        except (RecursionError, ValueError):
+            text = repr(value)
+    else:
+        text = json_value(value)
+    text, cut = odd.shortened(text)
+    shown = Markup('<code class="pgbus-code pgbus-json">{}</code>').format(text)
+    if cut is not None:
+        shown, unusual = shown + cut, True
+    return odd.marked(shown, kind="json") if unusual else shown
 
 
 def dashboard_actions(available: Optional[Iterable[str]], class_loaded: Optional[bool]) -> list[str]:
