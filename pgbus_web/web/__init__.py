@@ -104,7 +104,7 @@ class PgbusWeb:
 def build_blueprint() -> Blueprint:
     """A fresh blueprint with every route module's routes on it."""
     from .. import i18n
-    from . import actions, chrome, helpers, locks_views, presenters, security, views
+    from . import actions, chrome, helpers, locks_views, presenters, run_ids, security, views
 
     blueprint = Blueprint(
         EXTENSION_NAME,
@@ -130,6 +130,7 @@ def build_blueprint() -> Blueprint:
         # global of the app's Jinja environment.
         setup_state.app.jinja_env.globals.update(presenters.template_globals())
 
+    run_ids.init_blueprint(blueprint)  # before the routes that use it
     views.register(blueprint)
     actions.register(blueprint)
     locks_views.register(blueprint)

@@ -34,7 +34,7 @@ from ..i18n import current_locale, current_timezone, t, tn
 from ..models import workflows
 from ..runtime import errors, verbs
 from ..runtime.clock import utcnow
-from . import buttons, context, csrf, filters, forms, hx, presenters, render, state, timefmt, views
+from . import buttons, context, csrf, filters, forms, hx, presenters, render, run_ids, state, timefmt, views
 from .security import UNSAFE_METHODS
 
 log = logging.getLogger(__name__)
@@ -517,12 +517,6 @@ def refresh() -> dict[str, Any] | None:
     }
 
 
-def back_to_run(workflow_id: str, verb: str | None = None) -> Response:
-    """GET on a run's action URL (an address bar left there by a plain form
-    post that was refused, then Enter): the run's page, not a 405."""
-    return redirect(url_for("pgbus_web.workflow", workflow_id=workflow_id), 303)
-
-
 def back_to_index(verb: str) -> Response:
     """GET on a bulk action URL: the runs index."""
     return redirect(url_for("pgbus_web.workflows"), 303)
@@ -531,13 +525,15 @@ def back_to_index(verb: str) -> Response:
 def register(blueprint: Blueprint) -> None:
     csrf.init_blueprint(blueprint)
     # Static parts win over converters, so /workflows/bulk/<verb> and
-    # /workflows/<id>/signals are not taken for a run id or a verb.
+    # /workflows/<id>/signals are not taken for a run id or a verb; a run
+    # whose id is "bulk" is written "~YnVsaw" (run_ids.py). The verb is the
+    # last segment: the run id may hold slashes. A GET on a run's action
+    # URL is the run page's (views.workflow sends it to the run).
+    run = f"/workflows/<{run_ids.CONVERTER}:workflow_id>"
     blueprint.add_url_rule("/workflows/bulk/<verb>", "bulk_action", bulk_action, methods=["POST"])
-    blueprint.add_url_rule("/workflows/<workflow_id>/signals", "send_signal", send_signal, methods=["POST"])
-    blueprint.add_url_rule("/workflows/<workflow_id>/<verb>", "run_action", run_action, methods=["POST"])
+    blueprint.add_url_rule(f"{run}/signals", "send_signal", send_signal, methods=["POST"])
+    blueprint.add_url_rule(f"{run}/<verb>", "run_action", run_action, methods=["POST"])
     blueprint.add_url_rule("/workflows/bulk/<verb>", "bulk_action_page", back_to_index, methods=["GET"])
-    blueprint.add_url_rule("/workflows/<workflow_id>/signals", "send_signal_page", back_to_run, methods=["GET"])
-    blueprint.add_url_rule("/workflows/<workflow_id>/<verb>", "run_action_page", back_to_run, methods=["GET"])
     blueprint.register_error_handler(403, forbidden)
     blueprint.register_error_handler(csrf.CSRFError, csrf_failed)
     blueprint.register_error_handler(413, too_large)
