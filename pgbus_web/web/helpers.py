@@ -11,6 +11,7 @@ from typing import Any, Mapping
 from babel.numbers import format_decimal
 from flask import Blueprint
 
+from .. import bidi
 from ..i18n import current_locale
 
 from . import filters, presenters, state, timefmt
@@ -48,6 +49,8 @@ def init_blueprint(blueprint: Blueprint) -> None:
         return {
             "run_state": run_state,
             "json_value": presenters.json_value,
+            "bidi_html": bidi.html,
+            "isolate_text": bidi.isolate_text,
             "stored_json": presenters.stored_json,
             "code": presenters.code,
             "duration": timefmt.duration,

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
 from markupsafe import Markup
 
-from .. import states
+from .. import bidi, states
 from ..i18n import t, t_html, tn
 from ..models.values import RawJson
 from . import odd, timefmt
@@ -207,8 +207,9 @@ def _waiting_state(run, step, step_name, *, now, waiting_threshold) -> RunState:
 
 
 def code(value: Any) -> Markup:
-    """A step, signal or class name as ``<code class="pgbus-code">``."""
-    return Markup('<code class="pgbus-code">{}</code>').format(value)
+    """A step, signal or class name as ``<code class="pgbus-code">``,
+    isolated (``dir="auto"``) from the sentence around it (bidi.py)."""
+    return Markup('<code class="pgbus-code" dir="auto">{}</code>').format(value)
 
 
 BatchUrl = Union[str, Callable[[str], Optional[str]], None]
@@ -399,11 +400,11 @@ def subject_link(run: Mapping[str, Any], subject_url: Optional[Callable[[str, st
     otherwise. A run without a subject is the dash. A *subject_url* that
     raises is logged and the subject shows as plain text: one bad link
     must not take the page down."""
-    subject_type = run.get("subject_type")
-    if not subject_type:
+    parts = _subject_parts(run)
+    if not parts:
         return timefmt.NONE, None
-    subject_id = run.get("subject_id")
-    label = f"{subject_type} {subject_id}" if subject_id is not None else str(subject_type)
+    subject_type, subject_id = run.get("subject_type"), run.get("subject_id")
+    label = " ".join(parts)
     if subject_url is None:
         return label, None
     try:
@@ -412,6 +413,24 @@ def subject_link(run: Mapping[str, Any], subject_url: Optional[Callable[[str, st
         log.error("subject_url raised %s: %s", type(exc).__name__, exc)
         return label, None
     return label, safe_url(url)
+
+
+def _subject_parts(run: Mapping[str, Any]) -> tuple[str, ...]:
+    """("Order", "1042"), ("Order",) without an id, () without a subject."""
+    subject_type = run.get("subject_type")
+    if not subject_type:
+        return ()
+    subject_id = run.get("subject_id")
+    return (str(subject_type),) if subject_id is None else (str(subject_type), str(subject_id))
+
+
+def subject_html(run: Mapping[str, Any]) -> Markup:
+    """subject_link's label for a page: the type and the id each in its
+    own ``<bdi>``, so neither can turn the other around."""
+    parts = _subject_parts(run)
+    if not parts:
+        return Markup(timefmt.NONE)
+    return Markup(" ").join(Markup("<bdi>{}</bdi>").format(part) for part in parts)
 
 
 def json_value(value: Any) -> str:
@@ -446,7 +465,7 @@ def stored_json(value: Any, *, object_expected: bool = False) -> Markup:
     else:
         text = json_value(value)
     text, cut = odd.shortened(text)
-    shown = Markup('<code class="pgbus-code pgbus-json">{}</code>').format(text)
+    shown = Markup('<code class="pgbus-code pgbus-json" dir="auto">{}</code>').format(text)
     if cut is not None:
         shown, unusual = shown + cut, True
     return odd.marked(shown, kind="json") if unusual else shown
@@ -471,4 +490,5 @@ def template_globals() -> dict[str, Any]:
         "pgbus_presenters": sys.modules[__name__],
         "pgbus_timefmt": timefmt,
         "pgbus_timeline": timeline,
+        "pgbus_bidi": bidi,
     }

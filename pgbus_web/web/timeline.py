@@ -26,7 +26,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from markupsafe import Markup
 
-from .. import states
+from .. import bidi, states
 from ..i18n import t
 from ..models.values import Infinite
 from . import timefmt
@@ -403,12 +403,12 @@ def _row_frame(y: int, index: int, label: str, title: str, kind: str, extra_attr
         '<text class="pgbus-tl-label" x="8" y="{ty}">{label}</text>'
     ).format(
         kind=kind, attrs=extra_attrs, title=title, stripe=stripe, y=y, w=WIDTH, h=ROW_HEIGHT,
-        ty=y + ROW_HEIGHT // 2 + 4, label=_ellipsize(label),
+        ty=y + ROW_HEIGHT // 2 + 4, label=label,
     )  # fmt: skip
 
 
 def _paused_row(paused, axis, y, labels, *, now, locale, tz) -> Markup:
-    parts = [_row_frame(y, 1, labels["paused_row"], labels["paused_row"], "paused", Markup(""))]
+    parts = [_row_frame(y, 1, _ellipsize(labels["paused_row"]), labels["paused_row"], "paused", Markup(""))]
     parts += [_bar(period, axis, y, labels, now=now, locale=locale, tz=tz) for period in paused]
     parts.append(Markup("</g>"))
     return Markup("").join(parts)
@@ -423,7 +423,13 @@ def _attempt_row(step, segments, axis, y, index, labels, markers, *, now, locale
         status=labels["statuses"].get(status, status or ""),
     )
     attrs = Markup(' data-step="{}" data-attempt="{}" data-status="{}"').format(name, attempt, status or "")
-    parts = [_row_frame(y, index, f"{name} #{attempt}", title, "attempt", attrs)]
+    label = _ellipsize(f"{name} #{attempt}")
+    if bidi.has_controls(name):
+        # Isolated (bidi.py), so a control in the name cannot turn the
+        # attempt number around; cut first, so the cut keeps the isolate whole.
+        suffix = f" #{attempt}"
+        label = bidi.isolate_text(_ellipsize(name, max(LABEL_CHARS - len(suffix), 4))) + suffix
+    parts = [_row_frame(y, index, label, title, "attempt", attrs)]
     parts += [_bar(segment, axis, y, labels, now=now, locale=locale, tz=tz) for segment in segments]
     for event in markers:
         if event.get("step_id") is not None and event.get("step_id") == step.get("id"):
