@@ -13,7 +13,6 @@ from test_actions_support import (  # noqa: F401  (fixtures)
     ago,
     app,
     browser,
-    message,
     operator_app,
     runs,
 )
@@ -21,7 +20,7 @@ from web_helpers import soup, step, text_of
 
 from pgbus_web import bidi, states
 
-RLO, LRE, PDF, RLI, PDI, LRM, ALM = "\u202e", "\u202a", "\u202c", "\u2067", "\u2069", "\u200e", "\u061c"
+RLO, LRE, RLI, PDI, LRM, ALM = "\u202e", "\u202a", "\u2067", "\u2069", "\u200e", "\u061c"
 
 NAMES = {
     "workflow_id": f"run-{RLO}1",

@@ -23,7 +23,6 @@ from test_actions_support import (  # noqa: F401  (fixtures)
     message,
     operator_app,
     paused_on_capture,
-    ready_later,
     run_row,
     runs,
     waiting_for_shipment,

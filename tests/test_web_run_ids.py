@@ -8,7 +8,6 @@ from __future__ import annotations
 import pytest
 from flask import url_for
 from test_actions_support import (  # noqa: F401  (fixtures)
-    Browser,
     app,
     browser,
     completed,
