@@ -38,6 +38,8 @@ from sqlalchemy.pool import NullPool
 
 from .bounded import BoundedConnection
 
+from .models import values
+
 DATABASE_URL_ENV = "PGBUS_DATABASE_URL"
 
 # Pool sizes for one dashboard process; a worker uses one connection.
@@ -165,7 +167,9 @@ def create_engine(url: str | None, bounds: Bounds | None = None, **kwargs) -> En
     options.update(kwargs)
     engine = sa.create_engine(normalize_url(url), **options)
     _bound_waits(engine, bounds)
-    return engine
+    # Values Python cannot hold (infinite timestamps, JSON past its parser)
+    # load as models.values says.
+    return values.install(engine)
 
 
 def _bound_waits(engine: Engine, bounds: Bounds) -> None:
@@ -208,6 +212,12 @@ class Database:
     _health_lock: threading.Lock = field(
         default_factory=threading.Lock, init=False, repr=False, compare=False
     )
+
+    def __post_init__(self) -> None:
+        # A host's own engines too: a page must not fail on a stored value.
+        for engine in (self.primary, self.replica):
+            if engine is not None:
+                values.install(engine)
 
     @classmethod
     def from_urls(

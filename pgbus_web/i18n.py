@@ -37,6 +37,8 @@ from babel.messages.pofile import read_po
 from babel.numbers import format_decimal
 from markupsafe import Markup
 
+from . import bidi
+
 log = logging.getLogger(__name__)
 
 # The source language: its catalog is the fallback for every other.
@@ -267,12 +269,15 @@ def _render(key: str, count: Optional[int], kwargs: dict, fmt: Callable[[str, di
 
 
 def _format_text(text: str, kwargs: dict) -> str:
-    return text % kwargs
+    # A name holding a bidi control is isolated (FSI … PDI): it cannot
+    # turn the rest of the sentence around (bidi.py).
+    return text % {name: bidi.isolate_text(value) for name, value in kwargs.items()}
 
 
 def _format_html(text: str, kwargs: dict) -> Markup:
-    # Markup's % escapes every argument that is not Markup itself.
-    return Markup(text) % kwargs
+    # Markup's % escapes every argument that is not Markup itself; a name
+    # holding a bidi control goes in a <bdi>.
+    return Markup(text) % {name: bidi.isolate_html(value) for name, value in kwargs.items()}
 
 
 def t(key: str, **kwargs) -> str:

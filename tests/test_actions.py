@@ -326,7 +326,7 @@ def test_a_signal_for_no_waiting_step_stays_pending(browser, runs, engine):
 @pytest.mark.parametrize("payload, expected", [
     ('{"tracking": ', "The payload is not valid JSON: Expecting value (line 1, column 14)."),
     ("[1, 2]", 'The payload must be a JSON object, like {"tracking": "1Z999"}.'),
-    ('{"x": NaN}', "The payload is not valid JSON"),
+    ('{"x": NaN}', "The payload holds a number that cannot be stored as written: NaN."),
     ('{"x": "a\\u0000b"}', "This contains a NUL character, which cannot be stored."),
 ])
 @pytest.mark.parametrize("htmx", [True, False], ids=["htmx", "plain"])

@@ -149,8 +149,9 @@ def test_payload_reads_back_as_a_dict(engine, run_id, stored, read_back):
         assert signals.for_run(conn, run_id)[0]["payload"] == read_back
 
 
-def test_a_payload_written_as_a_non_object_still_reads_back_as_a_dict(engine, run_id):
-    # Another writer stored a JSON array; readers still get a dict.
+def test_a_payload_written_as_a_non_object_reads_back_as_stored(engine, run_id):
+    # Another writer stored a JSON array: readers get that array (the page
+    # shows it, marked), not an empty dict that would say something else.
     with engine.begin() as conn:
         conn.execute(
             sa.text(
@@ -159,4 +160,4 @@ def test_a_payload_written_as_a_non_object_still_reads_back_as_a_dict(engine, ru
             ),
             {"id": run_id, "payload": json.dumps([1, 2])},
         )
-        assert signals.pending_for(conn, run_id)[0]["payload"] == {}
+        assert signals.pending_for(conn, run_id)[0]["payload"] == [1, 2]

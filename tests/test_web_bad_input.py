@@ -219,3 +219,75 @@ def test_an_unexpected_error_is_the_dashboards_500_page_and_is_logged(failing_ap
         assert page_message(response) == t("pgbus.web.errors.server")
     assert soup(response).select_one("link[rel=stylesheet]") is not None
     assert any("secret detail of the failure" in (record.exc_text or str(record.exc_info)) for record in caplog.records)
+
+
+# --- JSON PostgreSQL cannot store as typed, a NUL in a time ------------------------------
+
+
+def payload_number(value: str) -> str:
+    return t("pgbus.workflows.forms.errors.payload_number", value=value)
+
+
+@pytest.mark.parametrize("payload, expected", [
+    ('{"a": "\\ud800"}', t("pgbus.workflows.forms.errors.payload_surrogate", value="\\ud800")),
+    ('{"\\udfff": 1}', t("pgbus.workflows.forms.errors.payload_surrogate", value="\\udfff")),
+    ('{"a": ["x\\udbff"]}', t("pgbus.workflows.forms.errors.payload_surrogate", value="\\udbff")),
+    ('{"a": 1e400}', payload_number("1e400")),
+    ('{"a": -1E+400}', payload_number("-1E+400")),
+    ('{"a": 1e-400}', payload_number("1e-400")),
+    ('{"a": NaN}', payload_number("NaN")),
+    ('{"a": Infinity}', payload_number("Infinity")),
+    ('{"a": -Infinity}', payload_number("-Infinity")),
+    ('{"a": 1' + "0" * 5000 + "}", payload_number("1" + "0" * 39 + "…")),
+    ('{"a": ' + "[" * 600 + "]" * 600 + "}", t("pgbus.workflows.forms.errors.payload_too_deep", max=500)),
+    ('{"a": ' + "[" * 5000 + "]" * 5000 + "}", t("pgbus.workflows.forms.errors.payload_too_deep", max=500)),
+])  # fmt: skip
+@pytest.mark.parametrize("htmx", [True, False], ids=["htmx", "plain"])
+def test_a_payload_jsonb_cannot_hold_as_typed_is_422_and_stores_nothing(browser, engine, a_run, payload,
+                                                                        expected, htmx):
+    before = everything(engine)
+    response = browser.post(f"/workflows/{a_run}/signals", {"name": "shipped", "payload": payload}, htmx=htmx)
+    assert response.status_code == 422
+    assert message(response) == expected
+    assert everything(engine) == before
+
+
+def test_the_payload_refusal_is_in_the_operators_language(browser, engine, a_run):
+    before = everything(engine)
+    response = browser.post(f"/workflows/{a_run}/signals?locale=fr", {"name": "s", "payload": '{"a": 1e400}'})
+    assert response.status_code == 422
+    with force_locale("fr"):
+        assert message(response) == payload_number("1e400")
+    assert message(response) != payload_number("1e400")
+    assert everything(engine) == before
+
+
+@pytest.mark.parametrize("payload", ['{"a": 1e300}', '{"a": 0.0}', '{"a": 0e-400}', '{"a": 1' + "0" * 300 + "}",
+                                     '{"a": "\\ud83d\\ude00"}'])
+def test_numbers_and_text_jsonb_holds_are_taken(browser, engine, a_run, payload):
+    # Controls: a large float, zeros, a long integer, an emoji written as a surrogate pair.
+    response = browser.post(f"/workflows/{a_run}/signals", {"name": "shipped", "payload": payload}, htmx=True)
+    assert response.status_code == 200, message(response)
+
+
+@pytest.mark.parametrize("payload", [{"a": float("inf")}, {"a": float("nan")}, {"a": "\ud800"}, {"\udc00": 1},
+                                     {"a": "x\x00"}])
+def test_the_runtime_refuses_a_payload_jsonb_cannot_hold(engine, a_run, payload):
+    from pgbus_web.runtime import errors, verbs
+
+    before = everything(engine)
+    with pytest.raises(errors.InvalidPayload):
+        verbs.signal(engine, a_run, "shipped", payload)
+    assert everything(engine) == before
+
+
+@pytest.mark.parametrize("at", ["2030-01-01T10:00\x00", "2030-01-01T10:00:00\x00+00:00", "\x002030-01-01T10:00"])
+@pytest.mark.parametrize("verb, make", [("resume_at", paused_on_capture), ("reschedule", ready_later)])
+@pytest.mark.parametrize("htmx", [True, False], ids=["htmx", "plain"])
+def test_a_time_holding_a_nul_is_422(browser, runs, engine, at, verb, make, htmx):
+    workflow_id = make(runs)
+    before = everything(engine)
+    response = browser.post(f"/workflows/{workflow_id}/{verb}", {"at": at}, htmx=htmx)
+    assert response.status_code == 422
+    assert message(response) == t("pgbus.workflows.forms.errors.nul_character")
+    assert everything(engine) == before

@@ -69,12 +69,14 @@ class Runs:
         events_: Iterable[dict[str, Any]] = (),
         signals_: Iterable[dict[str, Any]] = (),
         batch: dict[str, Any] | None = None,
+        workflow_id: str | None = None,
         **run_columns: Any,
     ) -> str:
         """A run in *status* whose step attempts are *attempts* (oldest
-        first); returns its workflow_id. ``subject=True`` gives a fresh
-        "Order <n>"; a batch dict is opened and its id put on the last attempt."""
-        workflow_id = str(uuid.uuid4())
+        first); returns its workflow_id (a fresh uuid unless given).
+        ``subject=True`` gives a fresh "Order <n>"; a batch dict is opened
+        and its id put on the last attempt."""
+        workflow_id = workflow_id or str(uuid.uuid4())
         now = utcnow()
         created_at = created_at or now - timedelta(hours=1)
         if subject is True:

@@ -219,7 +219,10 @@ def list_locks(
             f"""
             {_WITH_PARKED_KEYS}
             SELECT u.lock_key, u.queue_name, u.msg_id, u.created_at,
-                   EXTRACT(EPOCH FROM LOCALTIMESTAMP - u.created_at)::float8 AS age_seconds,
+                   -- None for a lock stamped at ±infinity: it has no finite age
+                   -- (and PostgreSQL before 17 refuses to subtract it).
+                   CASE WHEN isfinite(u.created_at)
+                        THEN EXTRACT(EPOCH FROM LOCALTIMESTAMP - u.created_at)::float8 END AS age_seconds,
                    msg.enqueued_at, msg.read_ct,
                    {_STATE} AS state
             {from_clause}

@@ -2,7 +2,8 @@
 
 pending (stored, no step has taken it), claimed (a step waiting for its name
 took it and runs with it), consumed (that step ended). Written only under
-the run's row lock.
+the run's row lock. A payload reads back as stored, even when another
+writer stored something other than an object.
 """
 
 from __future__ import annotations
@@ -32,13 +33,6 @@ _INSERT = sa.text(
 ).bindparams(sa.bindparam("payload", type_=JSONB))
 
 
-def _loaded(signal: dict[str, Any] | None) -> dict[str, Any] | None:
-    # A payload always reads back as a dict, whatever was stored.
-    if signal is not None and not isinstance(signal.get("payload"), dict):
-        signal["payload"] = {}
-    return signal
-
-
 def insert_signal(
     conn: Connection,
     *,
@@ -60,7 +54,7 @@ def insert_signal(
             "now": now,
         },
     ).first()
-    return _loaded(as_dict(row))
+    return as_dict(row)
 
 
 def find_by_key(conn: Connection, workflow_id: str, idempotency_key: str) -> dict[str, Any] | None:
@@ -71,7 +65,7 @@ def find_by_key(conn: Connection, workflow_id: str, idempotency_key: str) -> dic
         ),
         {"workflow_id": workflow_id, "key": idempotency_key},
     ).first()
-    return _loaded(as_dict(row))
+    return as_dict(row)
 
 
 def pending_for(conn: Connection, workflow_id: str, name: str | None = None) -> list[dict[str, Any]]:
@@ -87,7 +81,7 @@ def pending_for(conn: Connection, workflow_id: str, name: str | None = None) -> 
         ),
         {"workflow_id": workflow_id, "name": name},
     )
-    return [_loaded(signal) for signal in as_dicts(rows)]
+    return as_dicts(rows)
 
 
 def held_by_step(conn: Connection, workflow_id: str, step_name: str) -> dict[str, Any] | None:
@@ -107,7 +101,7 @@ def held_by_step(conn: Connection, workflow_id: str, step_name: str) -> dict[str
         ),
         {"workflow_id": workflow_id, "step_name": step_name},
     ).first()
-    return _loaded(as_dict(row))
+    return as_dict(row)
 
 
 def claim(conn: Connection, signal_id: int, *, step_id: int, now: datetime | None = None) -> int:
@@ -144,4 +138,4 @@ def for_run(conn: Connection, workflow_id: str) -> list[dict[str, Any]]:
         sa.text(f"SELECT {COLUMNS} FROM pgbus_workflow_signals WHERE workflow_id = :workflow_id ORDER BY id"),
         {"workflow_id": workflow_id},
     )
-    return [_loaded(signal) for signal in as_dicts(rows)]
+    return as_dicts(rows)

@@ -295,6 +295,8 @@ def duration_percentiles(
                     FROM pgbus_workflow_steps
                     WHERE workflow_id = recent.workflow_id
                       AND started_at IS NOT NULL AND finished_at IS NOT NULL
+                      -- An attempt stamped at ±infinity has no run time to count.
+                      AND isfinite(started_at) AND isfinite(finished_at)
                     -- OFFSET 0 keeps this a per-run index lookup: joined
                     -- flat, the planner hashes the whole steps table.
                     OFFSET 0

@@ -39,8 +39,8 @@ def sent_at_literal(enqueued_at: Any) -> str:
     offset. PGMQ hands over a string that already does; a datetime or epoch
     seconds would otherwise be read in the session's zone. A naive datetime
     is taken as UTC (every connection of ours runs in UTC). An unknown send
-    time is ``-infinity``: no unbound row counts as the message's own. (It
-    stays a string: psycopg cannot load ``-infinity`` into a datetime.)"""
+    time is ``-infinity``: no unbound row counts as the message's own.
+    (Read back, our connections load it as ``values.MINUS_INFINITY``.)"""
     if enqueued_at is None:
         return "-infinity"
     if isinstance(enqueued_at, bool):

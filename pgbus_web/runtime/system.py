@@ -21,6 +21,7 @@ from sqlalchemy.engine import Connection, Engine
 from .. import states
 from ..models import batches, signals, steps, workflows
 from ..models.text import truncate
+from ..models.values import RawJson, json_kind, json_problem
 from . import flow
 from .clock import utcnow
 from .definitions import FanOut, ReceivedSignal, Registry, Step, StepContext, Workflow
@@ -196,12 +197,24 @@ class Taken:
             workflow_class=self.run["workflow_class"],
             step_name=self.step["step_name"],
             attempt=self.step["attempt"],
-            arguments=dict(self.run.get("arguments") or {}),
+            arguments=_arguments(self.run),
             signal=self.signal,
             now=now,
             subject_type=self.run.get("subject_type"),
             subject_id=self.run.get("subject_id"),
         )
+
+
+def _arguments(run: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's arguments for its steps. Another writer may have stored
+    something other than a JSON object (models.values); the step then fails
+    with this error, the run pauses on it and the page shows the value,
+    rather than the step running on arguments it was not given."""
+    arguments = run.get("arguments")
+    if not isinstance(arguments, dict):
+        kind = "unreadable JSON" if isinstance(arguments, RawJson) else f"JSON {json_kind(arguments)}"
+        raise TypeError(f"the run's arguments are stored as {kind}, not as a JSON object")
+    return dict(arguments)
 
 
 # take_step's answer when it handled a due step without running it (it went
@@ -284,9 +297,13 @@ def _storable(result: Any) -> dict[str, Any] | None:
         return None
     value = result if isinstance(result, dict) else {"value": result}
     try:
-        return json.loads(json.dumps(value))
-    except (TypeError, ValueError):
+        stored = json.loads(json.dumps(value))
+    except (TypeError, ValueError, RecursionError):
+        stored = None
+    if stored is None or json_problem(stored) is not None:
+        # Not JSON, or JSON jsonb refuses (NaN, a NUL, a lone surrogate).
         return {"repr": truncate(repr(result), ERROR_MESSAGE_LIMIT)}
+    return stored
 
 
 def finish_step(engine: Engine, taken: Taken, outcome: Outcome, *, now: datetime) -> str:

@@ -26,6 +26,7 @@ from sqlalchemy.exc import IntegrityError
 
 from .. import states
 from ..models import signals, steps, workflows
+from ..models.values import json_problem
 from . import flow, verb_table
 from .clock import parse_future, utcnow
 from .definitions import Registry, Workflow
@@ -353,9 +354,15 @@ def _payload(payload: Any, workflow_id: str) -> dict[str, Any]:
             raise InvalidPayload(f"not JSON ({exc.msg})", workflow_id=workflow_id) from None
     if not isinstance(payload, Mapping):
         raise InvalidPayload(f"got a JSON {type(payload).__name__}", workflow_id=workflow_id)
+    # What jsonb refuses (NaN, a NUL, a lone surrogate) is refused here,
+    # before the transaction, rather than failing inside it.
+    problem = json_problem(dict(payload))
+    if problem is not None:
+        raise InvalidPayload(f"it holds what jsonb cannot store ({problem[0]} {problem[1]})".rstrip(),
+                             workflow_id=workflow_id)
     try:
         return json.loads(json.dumps(dict(payload)))
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidPayload(str(exc), workflow_id=workflow_id) from None
 
 

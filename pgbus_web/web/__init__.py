@@ -40,7 +40,7 @@ from flask import Blueprint, Flask
 
 from .. import i18n
 from ..db import Database
-from . import actions, chrome, csrf, helpers, locks_views, presenters, security, views
+from . import actions, chrome, csrf, helpers, locks_views, presenters, run_ids, security, views
 from .extension import EXTENSION_NAME, State, state
 from .settings import Settings
 
@@ -120,6 +120,7 @@ def build_blueprint() -> Blueprint:
         # global of the app's Jinja environment.
         setup_state.app.jinja_env.globals.update(presenters.template_globals())
 
+    run_ids.init_blueprint(blueprint)  # before the routes that use it
     views.register(blueprint)
     actions.register(blueprint)
     locks_views.register(blueprint)

@@ -21,19 +21,11 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 from urllib.parse import parse_qsl, urlsplit
 
-from flask import (
-    Blueprint,
-    Response,
-    flash,
-    make_response,
-    redirect,
-    render_template,
-    request,
-    url_for,
-)
+from flask import Blueprint, Response, flash, make_response, redirect, render_template, request, url_for
+from markupsafe import Markup
 from werkzeug.datastructures import MultiDict
 from werkzeug.exceptions import Forbidden, RequestEntityTooLarge
 
@@ -42,18 +34,7 @@ from ..i18n import current_locale, current_timezone, t, tn
 from ..models import workflows
 from ..runtime import errors, verbs
 from ..runtime.clock import utcnow
-from . import (
-    buttons,
-    context,
-    csrf,
-    filters,
-    forms,
-    hx,
-    presenters,
-    render,
-    timefmt,
-    views,
-)
+from . import buttons, context, csrf, filters, forms, hx, presenters, render, run_ids, timefmt, views
 from .extension import state
 from .security import UNSAFE_METHODS
 
@@ -163,6 +144,10 @@ def run_answer(
 ) -> Response:
     """The run as it is now, with *message*; *refused* (verb, values,
     errors) shows that form back."""
+    if status < 400 and not hx.details().request:
+        # A plain form's success is a redirect: nothing to read or draw here.
+        _flash(category, message)
+        return redirect(url_for("pgbus_web.workflow", workflow_id=workflow_id), 303)
     settings = state().settings
     # The primary, not the replica: the operator must see what just happened.
     with state().database.primary.connect() as conn:
@@ -174,11 +159,52 @@ def run_answer(
     if hx.details().request:
         body = render.fragments(RUN_TEMPLATE, views.RUN_FRAGMENTS.values(), page) + _messages(category, message)
         return make_response(body, status)
-    if status < 400:
-        _flash(category, message)
-        return redirect(url_for("pgbus_web.workflow", workflow_id=workflow_id), 303)
     page["pgbus_messages"] = [(category, message)]
     return make_response(render_template(RUN_TEMPLATE, **page), status)
+
+
+# The messages area of an answer drawn without a template: what a done
+# action answers when drawing the page failed (done_anyway).
+_BARE_MESSAGES = Markup(
+    '<div class="pgbus-messages" id="pgbus-messages" role="status" aria-live="polite"{oob}>'
+    '<p class="pgbus-notice pgbus-notice-{category}" data-category="{category}">{message}</p>'
+    '<p class="pgbus-notice pgbus-notice-warn pgbus-redraw-failed" data-category="warn">{note}</p></div>'
+)
+
+
+def done_anyway(message: str, category: str, location: Callable[[], str]) -> Response:
+    """The answer to an action that has committed when drawing its answer
+    failed: still a success (an operator who read an error would do it
+    again), saying it was done and that the page could not be redrawn.
+    htmx gets the messages area alone; a plain form the redirect to
+    *location()*, or, failing that too, a bare page with the messages."""
+    note = t("pgbus.workflows.forms.redraw_failed")
+    category = category if category in ("ok", "warn") else "ok"
+    if not hx.details().request:
+        try:
+            _flash(category, message)
+            return redirect(location(), 303)
+        except Exception:  # noqa: BLE001  (the last resort must not fail)
+            log.exception("pgbus-web: no redirect after a done action")
+    oob = Markup(' hx-swap-oob="innerHTML"') if hx.details().request else Markup("")
+    body = _BARE_MESSAGES.format(oob=oob, category=category, message=message, note=note)
+    if not hx.details().request:
+        body = Markup('<!doctype html><html lang="{}"><title>pgbus</title><main>{}</main></html>').format(
+            current_locale(), body
+        )
+    return make_response(body, 200)
+
+
+def committed(answer: Callable[[], Response], message: str, category: str,
+              location: Callable[[], str]) -> Response:
+    """*answer()* for an action whose transaction has committed; whatever
+    fails while it reads or draws the page is logged, and the operator
+    still reads that it was done (done_anyway), never an error page."""
+    try:
+        return answer()
+    except Exception:  # noqa: BLE001  (any failure after the commit)
+        log.exception("pgbus-web: the action was done, but drawing its answer failed")
+        return done_anyway(message, category, location)
 
 
 def _refused_form(workflow_id: str, verb: str, field: str, message: str, status: int, names) -> Response:
@@ -275,7 +301,12 @@ def run_action(workflow_id: str, verb: str):
         )
     except errors.WorkflowError as problem:
         return workflow_error(workflow_id, verb, problem, names)
-    return run_answer(workflow_id, 200, done(verb, run, after, options), "ok")
+    message = done(verb, run, after, options)
+    return committed(lambda: run_answer(workflow_id, 200, message, "ok"), message, "ok", _run_url(workflow_id))
+
+
+def _run_url(workflow_id: str) -> Callable[[], str]:
+    return lambda: url_for("pgbus_web.workflow", workflow_id=workflow_id)
 
 
 def send_signal(workflow_id: str):
@@ -295,13 +326,15 @@ def send_signal(workflow_id: str):
         return workflow_error(workflow_id, buttons.SIGNAL, problem, names)
     if result.duplicate:
         message = t("pgbus.workflows.forms.done.signal_duplicate", idempotency_key=signal.idempotency_key or "")
-        return run_answer(workflow_id, 200, message, "warn")
-    if result.signal.get("status") == states.SIGNAL_CLAIMED:
+        category = "warn"
+    elif result.signal.get("status") == states.SIGNAL_CLAIMED:
         message = t("pgbus.workflows.forms.done.signal_claimed", name=signal.name,
                     step=result.run.get("current_step") or timefmt.NONE)
+        category = "ok"
     else:
-        message = t("pgbus.workflows.forms.done.signal", name=signal.name)
-    return run_answer(workflow_id, 200, message, "ok")
+        message, category = t("pgbus.workflows.forms.done.signal", name=signal.name), "ok"
+    return committed(lambda: run_answer(workflow_id, 200, message, category), message, category,
+                     _run_url(workflow_id))
 
 
 # --- a needs-attention group ----------------------------------------------------
@@ -336,15 +369,15 @@ def index_answer(status: int, message: str, category: str) -> Response:
     """The index's counts, groups and runs as they are now, with *message*."""
     settings = state().settings
     run_filters = _current_filters() if hx.details().request else _posted_filters()
+    if status < 400 and not hx.details().request:
+        _flash(category, message)
+        return redirect(url_for("pgbus_web.workflows", **run_filters.query()), 303)
     with state().database.primary.connect() as conn:
         page = context.index_context(conn, settings, run_filters)
     page.update(views.common(), filter_error=None)
     if hx.details().request:
         body = render.fragments(INDEX_TEMPLATE, INDEX_BLOCKS, page) + _messages(category, message)
         return make_response(body, status)
-    if status < 400:
-        _flash(category, message)
-        return redirect(url_for("pgbus_web.workflows", **run_filters.query()), 303)
     page["pgbus_messages"] = [(category, message)]
     return make_response(render_template(INDEX_TEMPLATE, **page), status)
 
@@ -411,7 +444,9 @@ def bulk_action(verb: str):
     )
     for workflow_id, problem in result.errors:
         log.warning("pgbus-web: bulk %s left %s: %s", verb, workflow_id, problem)
-    return index_answer(200, bulk_message(result), "warn" if result.errors else "ok")
+    message, category = bulk_message(result), "warn" if result.errors else "ok"
+    return committed(lambda: index_answer(200, message, category), message, category,
+                     lambda: url_for("pgbus_web.workflows"))
 
 
 # --- refusals before the view ----------------------------------------------------
@@ -483,12 +518,6 @@ def refresh() -> dict[str, Any] | None:
     }
 
 
-def back_to_run(workflow_id: str, verb: str | None = None) -> Response:
-    """GET on a run's action URL (an address bar left there by a plain form
-    post that was refused, then Enter): the run's page, not a 405."""
-    return redirect(url_for("pgbus_web.workflow", workflow_id=workflow_id), 303)
-
-
 def back_to_index(verb: str) -> Response:
     """GET on a bulk action URL: the runs index."""
     return redirect(url_for("pgbus_web.workflows"), 303)
@@ -497,13 +526,15 @@ def back_to_index(verb: str) -> Response:
 def register(blueprint: Blueprint) -> None:
     csrf.init_blueprint(blueprint)
     # Static parts win over converters, so /workflows/bulk/<verb> and
-    # /workflows/<id>/signals are not taken for a run id or a verb.
+    # /workflows/<id>/signals are not taken for a run id or a verb; a run
+    # whose id is "bulk" is written "~YnVsaw" (run_ids.py). The verb is the
+    # last segment: the run id may hold slashes. A GET on a run's action
+    # URL is the run page's (views.workflow sends it to the run).
+    run = f"/workflows/<{run_ids.CONVERTER}:workflow_id>"
     blueprint.add_url_rule("/workflows/bulk/<verb>", "bulk_action", bulk_action, methods=["POST"])
-    blueprint.add_url_rule("/workflows/<workflow_id>/signals", "send_signal", send_signal, methods=["POST"])
-    blueprint.add_url_rule("/workflows/<workflow_id>/<verb>", "run_action", run_action, methods=["POST"])
+    blueprint.add_url_rule(f"{run}/signals", "send_signal", send_signal, methods=["POST"])
+    blueprint.add_url_rule(f"{run}/<verb>", "run_action", run_action, methods=["POST"])
     blueprint.add_url_rule("/workflows/bulk/<verb>", "bulk_action_page", back_to_index, methods=["GET"])
-    blueprint.add_url_rule("/workflows/<workflow_id>/signals", "send_signal_page", back_to_run, methods=["GET"])
-    blueprint.add_url_rule("/workflows/<workflow_id>/<verb>", "run_action_page", back_to_run, methods=["GET"])
     blueprint.register_error_handler(403, forbidden)
     blueprint.register_error_handler(csrf.CSRFError, csrf_failed)
     blueprint.register_error_handler(413, too_large)

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from .. import states
 from ..i18n import t
+from ..models.values import is_infinite
 from ..runtime import verb_table
 from ..runtime.plan import plan_of
 from . import forms, presenters
@@ -113,7 +114,9 @@ def run_actions(
         if "at" in fields:
             action.min_at = forms.local_input(now, tz)
             due = step.get("scheduled_at") if verb == "reschedule" else None
-            action.values["at"] = forms.local_input(due, tz) if due and due > now else forms.default_at(now, tz)
+            # A step due at ±infinity proposes the default: "infinity" is no time to type.
+            keep = due and not is_infinite(due) and due > now
+            action.values["at"] = forms.local_input(due, tz) if keep else forms.default_at(now, tz)
         if verb == "rerun" and definition is not None:
             action.step_names = tuple(definition.step_names)
             action.values["from_step"] = action.step_names[0] if action.step_names else ""

@@ -9,12 +9,14 @@ used, 413 for one that is too large), so the route can show the form back.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone, tzinfo
 from typing import Any, Mapping
 
 from .. import states
 from ..i18n import current_locale, parse_timezone, t
+from ..models import values
 from ..models.events import REASON_LIMIT
 from ..runtime import verb_table
 from . import timefmt
@@ -84,19 +86,41 @@ def _text(form: Mapping[str, str], name: str) -> str:
     return value
 
 
+class _UnstorableNumber(ValueError):
+    """A JSON number the payload cannot keep as written."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
+# Longest number shown back in the message about it.
+NUMBER_SHOWN = 40
+
+
 def _reject_constant(name: str) -> Any:
     # NaN and Infinity are not JSON, and jsonb refuses them.
-    raise ValueError(f"{name} is not a JSON value")
+    raise _UnstorableNumber(name)
 
 
-def _has_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_has_nul(key) or _has_nul(item) for key, item in value.items())
-    if isinstance(value, list):
-        return any(_has_nul(item) for item in value)
-    return False
+def _storable_float(text: str) -> float:
+    # Python reads a JSON number as a float: past its range 1e400 would be
+    # stored as Infinity (which jsonb refuses) and 1e-400 as 0, a number
+    # nobody typed.
+    value = float(text)
+    mantissa = text.lower().split("e")[0]
+    if math.isinf(value) or (value == 0 and any(digit in "123456789" for digit in mantissa)):
+        raise _UnstorableNumber(text)
+    return value
+
+
+def _storable_int(text: str) -> int:
+    # Longer than Python converts (sys.get_int_max_str_digits): refused
+    # with our words rather than Python's.
+    try:
+        return int(text)
+    except ValueError:
+        raise _UnstorableNumber(text) from None
 
 
 def _limit(value: str, field_name: str, limit: int) -> str:
@@ -123,6 +147,10 @@ def parse_at(value: str | None, *, tz: tzinfo, now: datetime) -> datetime:
     text = (value or "").strip()
     if not text:
         raise FormError("at", t("pgbus.workflows.forms.errors.time_missing"))
+    if "\x00" in text:
+        # Python's fromisoformat reads "10:00\x00" as 10:00: refuse what
+        # was sent rather than store something else.
+        raise FormError("at", t("pgbus.workflows.forms.errors.nul_character"))
     if len(text) > 64:
         raise FormError("at", t("pgbus.workflows.forms.errors.time_unreadable", value=text[:64]))
     try:
@@ -184,22 +212,48 @@ def parse_signal(form: Mapping[str, str]) -> SignalForm:
         )
     payload: Any = {}
     if raw.strip():
-        try:
-            payload = json.loads(raw, parse_constant=_reject_constant)
-        except json.JSONDecodeError as problem:
-            raise FormError(
-                "payload",
-                t("pgbus.workflows.forms.errors.payload_not_json_at", detail=problem.msg,
-                  line=problem.lineno, column=problem.colno),
-            ) from None
-        except (ValueError, RecursionError) as problem:
-            raise FormError("payload", t("pgbus.workflows.forms.errors.payload_not_json", detail=str(problem))) from None
-        if not isinstance(payload, dict):
-            raise FormError("payload", t("pgbus.workflows.forms.errors.payload_not_object"))
-        if _has_nul(payload):
-            raise FormError("payload", t("pgbus.workflows.forms.errors.nul_character"))
+        payload = _json_object("payload", raw)
     key = _limit(_text(form, "idempotency_key"), "idempotency_key", KEY_LIMIT) or None
     return SignalForm(name=name, payload=payload, idempotency_key=key)
+
+
+def _json_object(field_name: str, raw: str) -> dict[str, Any]:
+    """A form field holding a JSON object, as values jsonb stores exactly
+    as typed: FormError (422) for text that is not JSON, JSON that is not
+    an object, or what jsonb cannot hold (a number past a float's range,
+    NaN, a NUL, a lone surrogate, nesting deeper than values.MAX_JSON_DEPTH)."""
+    try:
+        value = json.loads(
+            raw, parse_constant=_reject_constant, parse_float=_storable_float, parse_int=_storable_int
+        )
+    except json.JSONDecodeError as problem:
+        raise FormError(
+            field_name,
+            t("pgbus.workflows.forms.errors.payload_not_json_at", detail=problem.msg,
+              line=problem.lineno, column=problem.colno),
+        ) from None
+    except _UnstorableNumber as problem:
+        shown = problem.text if len(problem.text) <= NUMBER_SHOWN else problem.text[:NUMBER_SHOWN] + "…"
+        raise FormError(field_name, t("pgbus.workflows.forms.errors.payload_number", value=shown)) from None
+    except RecursionError:
+        raise FormError(field_name, t("pgbus.workflows.forms.errors.payload_too_deep",
+                                      max=values.MAX_JSON_DEPTH)) from None
+    except ValueError as problem:
+        raise FormError(field_name, t("pgbus.workflows.forms.errors.payload_not_json", detail=str(problem))) from None
+    if not isinstance(value, dict):
+        raise FormError(field_name, t("pgbus.workflows.forms.errors.payload_not_object"))
+    problem = values.json_problem(value)
+    if problem is not None:
+        kind, piece = problem
+        if kind == values.NUL:
+            raise FormError(field_name, t("pgbus.workflows.forms.errors.nul_character"))
+        if kind == values.SURROGATE:
+            raise FormError(field_name, t("pgbus.workflows.forms.errors.payload_surrogate", value=piece))
+        if kind == values.TOO_DEEP:
+            raise FormError(field_name, t("pgbus.workflows.forms.errors.payload_too_deep",
+                                          max=values.MAX_JSON_DEPTH))
+        raise FormError(field_name, t("pgbus.workflows.forms.errors.payload_number", value=piece))
+    return value
 
 
 def parse_group(form: Mapping[str, str]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from typing import Any, Mapping
 from babel.numbers import format_decimal
 from flask import Blueprint
 
+from .. import bidi
 from ..i18n import current_locale
 from . import filters, presenters, timefmt
 from .extension import state
@@ -50,6 +51,9 @@ def init_blueprint(blueprint: Blueprint) -> None:
             "json_value": presenters.json_value,
             "batch_progress": presenters.batch_progress,
             "step_open": presenters.step_open,
+            "bidi_html": bidi.html,
+            "isolate_text": bidi.isolate_text,
+            "stored_json": presenters.stored_json,
             "code": presenters.code,
             "duration": timefmt.duration,
             "duration_between": duration_between,

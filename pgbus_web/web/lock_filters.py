@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from ..i18n import t
+from ..models.values import Infinite
 from ..locks import STATES
 from ..locks.queries import Cursor
 from .filters import FilterError
@@ -69,6 +70,9 @@ def _cursor(args: Mapping[str, str]) -> Cursor | None:
     if raw_at is None or key is None:
         missing = "after_at" if raw_at is None else "after_key"
         raise FilterError(t("pgbus.workflows.filters.errors.cursor", name=missing, value=""))
+    if raw_at.strip() in ("infinity", "-infinity"):
+        # The page after a lock stamped at ±infinity (models.values).
+        return Cursor(created_at=Infinite.of(1 if raw_at.strip() == "infinity" else -1), lock_key=key)
     try:
         moment = datetime.fromisoformat(raw_at.strip())
     except ValueError:

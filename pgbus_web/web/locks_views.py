@@ -18,19 +18,12 @@ block, carrying the message.
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timezone
 from typing import Any
 
-from flask import (
-    Blueprint,
-    Response,
-    abort,
-    current_app,
-    flash,
-    redirect,
-    request,
-    url_for,
-)
+from flask import Blueprint, Response, abort, current_app, flash, make_response, redirect, request, url_for
+from markupsafe import Markup
 
 from ..i18n import t, tn
 from ..locks import FRESH, GONE, LIVE, ORPHAN, PARKED, actions, queries
@@ -39,6 +32,8 @@ from .extension import state
 from .filters import FilterError
 from .lock_filters import MAX_KEY, MAX_QUEUE, LockFilters, parse, text
 from .security import may_act
+
+log = logging.getLogger(__name__)
 
 TEMPLATE = "pgbus_web/locks/index.html"
 FRAGMENTS = {"pgbus-locks": "locks"}
@@ -176,7 +171,28 @@ def _act(work) -> Response:
     except (BadForm, actions.LockActionError) as problem:
         status, message = _problem(problem)
         return _answer(view, "error", message, status)
-    return _answer(view, "ok", message)
+    # Committed: from here on the operator must read that it was done.
+    try:
+        return _answer(view, "ok", message)
+    except Exception:  # noqa: BLE001  (any failure after the commit)
+        log.exception("pgbus-web: the lock action was done, but drawing its answer failed")
+        return _done_anyway(view, message)
+
+
+def _done_anyway(view: LockFilters, message: str) -> Response:
+    """The answer to a done action whose page could not be drawn: the
+    message alone, in place of the locks block (htmx swaps it in), or the
+    redirect a plain form gets anyway."""
+    if not hx.details().request:
+        return redirect(url_for("pgbus_web.locks", **view.query()), code=303)
+    return make_response(
+        Markup(
+            '<section class="pgbus-card" id="pgbus-locks"><div class="pgbus-card-body">'
+            '<p class="pgbus-notice pgbus-notice-ok" role="status" data-outcome="ok">{}</p>'
+            '<p class="pgbus-notice pgbus-notice-warn pgbus-redraw-failed">{}</p></div></section>'
+        ).format(message, t("pgbus.workflows.forms.redraw_failed")),
+        200,
+    )
 
 
 def release():

@@ -15,19 +15,21 @@ See docs/presenters.md for the tones and the sentences.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
+import re
 import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping, Optional, Union
-from urllib.parse import urlsplit
 
 from markupsafe import Markup
 
-from .. import states
+from .. import bidi, states
 from ..i18n import t, t_html, tn
-from . import timefmt
+from ..models.values import RawJson
+from . import odd, timefmt
 
 log = logging.getLogger(__name__)
 
@@ -201,8 +203,9 @@ def _waiting_state(run, step, step_name, *, now, waiting_threshold) -> RunState:
 
 
 def code(value: Any) -> Markup:
-    """A step, signal or class name as ``<code class="pgbus-code">``."""
-    return Markup('<code class="pgbus-code">{}</code>').format(value)
+    """A step, signal or class name as ``<code class="pgbus-code">``,
+    isolated (``dir="auto"``) from the sentence around it (bidi.py)."""
+    return Markup('<code class="pgbus-code" dir="auto">{}</code>').format(value)
 
 
 BatchUrl = Union[str, Callable[[str], Optional[str]], None]
@@ -322,37 +325,65 @@ def bulk_confirm(action: str, group: Mapping[str, Any]) -> str:
     )
 
 
-def _has_hidden_characters(url: str) -> bool:
-    # Browsers drop tabs and newlines inside a URL before parsing it, so
-    # "/\t/evil.example" would turn into "//evil.example", another host.
-    # No safe link needs a control character or inner whitespace.
-    return any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in url)
+# RFC 3986 (appendix A), the grammar Ruby's URI.parse holds a URL to in
+# the reference's pgbus_workflow_safe_url: ASCII only, each character in
+# its place, "%" only before two hex digits. Anything outside it (a space,
+# a control, a backslash, a bidi control, any non-ASCII letter) is refused
+# rather than guessed at.
+_UNRESERVED = r"A-Za-z0-9\-._~"
+_SUB_DELIMS = r"!$&'()*+,;="
+_PCT = r"%[0-9A-Fa-f]{2}"
+_PCHAR = rf"(?:[{_UNRESERVED}{_SUB_DELIMS}:@]|{_PCT})"
+_QUERY = rf"(?:{_PCHAR}|[/?])*"
+_PATH_ABEMPTY = rf"(?:/{_PCHAR}*)*"
+_USERINFO = rf"(?:[{_UNRESERVED}{_SUB_DELIMS}:]|{_PCT})*"
+_REG_NAME = rf"(?:[{_UNRESERVED}{_SUB_DELIMS}]|{_PCT})*"
+_IP_LITERAL = r"\[(?P<ip>[0-9A-Fa-f:.]+|v[0-9A-Fa-f]+\.[" + _UNRESERVED + _SUB_DELIMS + r":]+)\]"
+_ABSOLUTE_URL = re.compile(
+    rf"(?P<scheme>[A-Za-z][A-Za-z0-9+\-.]*)://(?:{_USERINFO}@)?"
+    rf"(?P<host>{_IP_LITERAL}|{_REG_NAME})(?::[0-9]*)?"
+    rf"{_PATH_ABEMPTY}(?:\?{_QUERY})?(?:#{_QUERY})?"
+)
+# A same-site path: "/" and its segments, a query and a fragment.
+_SITE_PATH = re.compile(rf"/(?:{_PCHAR}+{_PATH_ABEMPTY})?(?:\?{_QUERY})?(?:#{_QUERY})?")
+# What Ruby's String#strip takes off both ends: ASCII whitespace and NUL.
+_STRIPPED = " \t\n\v\f\r\x00"
+
+
+def _ip_literal_ok(literal: str | None) -> bool:
+    if literal is None or literal.lower().startswith("v"):
+        return True  # not one, or an IPvFuture the grammar has checked
+    try:
+        ipaddress.IPv6Address(literal)
+    except ValueError:
+        return False
+    return True
 
 
 def safe_url(value: Any) -> Optional[str]:
-    """*value* when it is safe to put in an href, else None: an absolute
-    http(s) URL with a host, or a path on this site ("/orders/1042").
-    Never "//host" or "/\\host" (browsers read both as another host), nor
-    javascript:, data:, a relative path or a URL without a host."""
+    """*value* when it is safe to put in an href, else None, as the
+    reference's pgbus_workflow_safe_url: a path on this site ("/orders/1042"),
+    never "//host" or "/\\host" (browsers read both as another host), or
+    an absolute http(s) URL with a host; either must be an RFC 3986 URL
+    (ASCII, no space or control, no backslash). Never javascript:, data:, a
+    relative path or a URL without a host. Stricter than the reference in
+    one place: it links a path without parsing it, this checks the path's
+    characters too, so no control or bidi character reaches an href."""
     if value is None:
         return None
-    url = str(value).strip()
-    if not url or _has_hidden_characters(url):
+    url = str(value).strip(_STRIPPED)
+    if not url:
         return None
     if url.startswith("/"):
-        return None if url.startswith(("//", "/\\")) else url
-    # A backslash is not valid in a URL, and browsers read it as a slash:
-    # "https://good.example\@evil.example" must not pass as good.example.
-    if "\\" in url:
+        if url.startswith(("//", "/\\")):
+            return None
+        return url if _SITE_PATH.fullmatch(url) else None
+    match = _ABSOLUTE_URL.fullmatch(url)
+    if match is None or match.group("scheme").lower() not in ("http", "https"):
         return None
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname
-    except ValueError:
+    if not match.group("host") or not _ip_literal_ok(match.group("ip")):
         return None
-    if parts.scheme.lower() in ("http", "https") and host:
-        return url
-    return None
+    return url
 
 
 def subject_link(run: Mapping[str, Any], subject_url: Optional[Callable[[str, str], Any]]) -> tuple[str, Optional[str]]:
@@ -361,11 +392,11 @@ def subject_link(run: Mapping[str, Any], subject_url: Optional[Callable[[str, st
     otherwise. A run without a subject is the dash. A *subject_url* that
     raises is logged and the subject shows as plain text: one bad link
     must not take the page down."""
-    subject_type = run.get("subject_type")
-    if not subject_type:
+    parts = _subject_parts(run)
+    if not parts:
         return timefmt.NONE, None
-    subject_id = run.get("subject_id")
-    label = f"{subject_type} {subject_id}" if subject_id is not None else str(subject_type)
+    subject_type, subject_id = run.get("subject_type"), run.get("subject_id")
+    label = " ".join(parts)
     if subject_url is None:
         return label, None
     try:
@@ -376,16 +407,60 @@ def subject_link(run: Mapping[str, Any], subject_url: Optional[Callable[[str, st
     return label, safe_url(url)
 
 
+def _subject_parts(run: Mapping[str, Any]) -> tuple[str, ...]:
+    """("Order", "1042"), ("Order",) without an id, () without a subject."""
+    subject_type = run.get("subject_type")
+    if not subject_type:
+        return ()
+    subject_id = run.get("subject_id")
+    return (str(subject_type),) if subject_id is None else (str(subject_type), str(subject_id))
+
+
+def subject_html(run: Mapping[str, Any]) -> Markup:
+    """subject_link's label for a page: the type and the id each in its
+    own ``<bdi>``, so neither can turn the other around."""
+    parts = _subject_parts(run)
+    if not parts:
+        return Markup(timefmt.NONE)
+    return Markup(" ").join(Markup("<bdi>{}</bdi>").format(part) for part in parts)
+
+
 def json_value(value: Any) -> str:
     """A value as the run page shows it: objects and arrays as compact JSON,
-    everything else as text (None as empty, booleans as true/false)."""
+    everything else as text (None as empty, booleans as true/false); JSON
+    Python could not read (RawJson) as the text stored."""
     if isinstance(value, (dict, list, tuple)):
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+        try:
+            return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+        except (RecursionError, ValueError):
+            return repr(value)
     if value is None:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+def stored_json(value: Any, *, object_expected: bool = False) -> Markup:
+    """A stored JSON value as ``<code>``, as json_value writes it, cut at
+    odd.JSON_SHOWN_LIMIT characters. Marked as unusual (odd.marked) when
+    Python could not read it, when it was cut, or when an object was
+    expected (a run's arguments, a signal's payload, an event's details)
+    and it is not one: then it is written as raw JSON (``null``,
+    ``"text"``, ``[1,2]``), so the page says exactly what is stored."""
+    unusual = isinstance(value, RawJson) or (object_expected and not isinstance(value, dict))
+    if unusual and not isinstance(value, RawJson):
+        try:
+            text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+        except (RecursionError, ValueError):
+            text = repr(value)
+    else:
+        text = json_value(value)
+    text, cut = odd.shortened(text)
+    shown = Markup('<code class="pgbus-code pgbus-json" dir="auto">{}</code>').format(text)
+    if cut is not None:
+        shown, unusual = shown + cut, True
+    return odd.marked(shown, kind="json") if unusual else shown
 
 
 def template_globals() -> dict[str, Any]:
@@ -397,4 +472,5 @@ def template_globals() -> dict[str, Any]:
         "pgbus_presenters": sys.modules[__name__],
         "pgbus_timefmt": timefmt,
         "pgbus_timeline": timeline,
+        "pgbus_bidi": bidi,
     }

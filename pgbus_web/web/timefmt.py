@@ -10,10 +10,16 @@ script or a test can read. Due times and deadlines add the wall clock
 ``now``, the locale and the time zone are arguments, never read from a
 clock or a request here, so the same input always gives the same text.
 Naive datetimes are taken as UTC (every connection runs in UTC).
+
+A moment stored at ``infinity`` or ``-infinity`` (``models.values.Infinite``)
+has no relative text, wall clock or duration: it is written as its literal,
+and ``time_tag`` marks it as an unusual value (``odd.py``). A duration with
+an infinite end is the dash.
 """
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta, timezone, tzinfo
 from functools import lru_cache
 from typing import Union
@@ -24,6 +30,8 @@ from babel import dates as babel_dates
 from markupsafe import Markup, escape
 
 from ..i18n import t, tn
+from ..models.values import Infinite
+from . import odd
 
 # What a missing moment or duration shows: a dash, not a word.
 NONE = "—"
@@ -109,6 +117,8 @@ def iso(moment: datetime) -> str:
 
 def relative(moment: datetime, *, now: datetime) -> str:
     """"just now", "5 minutes ago", "in 2 hours" (plural forms from the catalog)."""
+    if isinstance(moment, Infinite):
+        return moment.literal
     seconds = (utc(now) - utc(moment)).total_seconds()
     span = abs(seconds)
     if span < JUST_NOW_SECONDS:
@@ -144,6 +154,8 @@ def clock(
     """The wall-clock time in *tz*: "3:05 PM" on the same day as *now*, with
     the date on another day ("Jan 6, 3:05 PM"), and the year in another year;
     with *seconds*, "3:05:07 PM"."""
+    if isinstance(moment, Infinite):
+        return moment.literal
     loc, zone_info = locale_of(locale), zone(tz)
     local, today = in_zone(moment, zone_info), in_zone(now, zone_info)
     skeleton = _hour_minute_skeleton(loc) + ("s" if seconds else "")
@@ -157,6 +169,8 @@ def clock(
 
 def short_time(moment: datetime, *, locale: LocaleArg = None, tz: TimeZoneArg = None, seconds: bool = False) -> str:
     """The time of day in *tz*, as the locale writes it: "3:05 PM", "15:05"."""
+    if isinstance(moment, Infinite):
+        return moment.literal
     loc = locale_of(locale)
     skeleton = _hour_minute_skeleton(loc) + ("s" if seconds else "")
     return babel_dates.format_skeleton(skeleton, in_zone(moment, zone(tz)), locale=loc)
@@ -164,11 +178,15 @@ def short_time(moment: datetime, *, locale: LocaleArg = None, tz: TimeZoneArg = 
 
 def short_date(moment: datetime, *, locale: LocaleArg = None, tz: TimeZoneArg = None) -> str:
     """The day in *tz*, without the year: "Jan 6", "6. Jan."."""
+    if isinstance(moment, Infinite):
+        return moment.literal
     return babel_dates.format_skeleton("MMMd", in_zone(moment, zone(tz)), locale=locale_of(locale))
 
 
 def short_date_time(moment: datetime, *, locale: LocaleArg = None, tz: TimeZoneArg = None, seconds: bool = False) -> str:
     """The day and the time in *tz*, glued as the locale does: "Jan 6, 3:05 PM"."""
+    if isinstance(moment, Infinite):
+        return moment.literal
     loc = locale_of(locale)
     return _join_date_time(
         loc, short_date(moment, locale=loc, tz=tz), short_time(moment, locale=loc, tz=tz, seconds=seconds)
@@ -178,6 +196,8 @@ def short_date_time(moment: datetime, *, locale: LocaleArg = None, tz: TimeZoneA
 def absolute(moment: datetime, *, locale: LocaleArg = None, tz: TimeZoneArg = None) -> str:
     """The exact moment in *tz*, to the second, the zone written out:
     "January 5, 2026, 3:05:03 PM CET"."""
+    if isinstance(moment, Infinite):
+        return moment.literal
     local = in_zone(moment, zone(tz))
     return babel_dates.format_datetime(local, "long", tzinfo=local.tzinfo, locale=locale_of(locale))
 
@@ -193,9 +213,11 @@ def time_tag(
     """A ``<time>`` element: the relative text ("5 minutes ago"), with
     *clock* followed by the wall clock ("in 2 hours (3:05 PM)", for due
     times and deadlines); the absolute moment as title, ISO UTC as
-    datetime. None gives the dash."""
+    datetime. None gives the dash, an infinite moment its literal, marked."""
     if moment is None:
         return Markup(NONE)
+    if isinstance(moment, Infinite):
+        return odd.moment(moment)
     text = relative(moment, now=now)
     if clock:
         text = t("pgbus.time.with_clock", relative=text, clock=_clock(moment, now=now, locale=locale, tz=tz))
@@ -217,6 +239,8 @@ def duration(value: timedelta | float | int | None) -> str:
     if value is None:
         return NONE
     seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if math.isnan(seconds) or math.isinf(seconds):
+        return NONE
     seconds = max(seconds, 0.0)
     if seconds < 1:
         return tn("pgbus.time.units.milliseconds", int(round(seconds * 1000)))
@@ -236,7 +260,8 @@ def duration(value: timedelta | float | int | None) -> str:
 
 
 def between(start: datetime | None, end: datetime | None) -> str:
-    """The duration from *start* to *end*; the dash when either is missing."""
-    if start is None or end is None:
+    """The duration from *start* to *end*; the dash when either is missing
+    or infinite."""
+    if start is None or end is None or isinstance(start, Infinite) or isinstance(end, Infinite):
         return NONE
     return duration(utc(end) - utc(start))

@@ -6,6 +6,10 @@ signal or a batch), and ran: ok, failed, cancelled, or open (still
 running, drawn up to now). Above them, a row for the periods the run was
 paused, read from the audit trail, with a faint band across every row.
 
+A moment stored at ``infinity`` or ``-infinity`` cannot sit on a time
+axis: it is left out (as if it were not set), and ``left_out`` tells the
+page to say so under the chart.
+
 No script, no inline style (the page's CSP forbids both): every shape has
 classes that static/timeline.css colours, in light and dark mode. Rows have
 a fixed height and the SVG grows with them, so fifty attempts stay
@@ -22,8 +26,9 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from markupsafe import Markup
 
-from .. import states
+from .. import bidi, states
 from ..i18n import t
+from ..models.values import Infinite
 from . import timefmt
 
 SERIES = ("waited", "queued", "waiting", "paused", "ran_ok", "ran_failed", "ran_open", "ran_cancelled")
@@ -81,8 +86,22 @@ class Segment:
     open: bool = False
 
 
+# The step columns the timeline reads.
+_STEP_MOMENTS = ("created_at", "scheduled_at", "waiting_since", "started_at", "finished_at", "updated_at")
+
+
 def _u(moment: Optional[datetime]) -> Optional[datetime]:
-    return timefmt.utc(moment) if moment is not None else None
+    """The moment in UTC; None when missing or infinite (off the axis)."""
+    if moment is None or isinstance(moment, Infinite):
+        return None
+    return timefmt.utc(moment)
+
+
+def left_out(steps: Iterable[Mapping[str, Any]], events: Iterable[Mapping[str, Any]] = ()) -> bool:
+    """True when a moment the timeline would draw is infinite, so it is not drawn."""
+    return any(isinstance(step.get(name), Infinite) for step in steps for name in _STEP_MOMENTS) or any(
+        isinstance(event.get("created_at"), Infinite) for event in events
+    )
 
 
 def attempt_segments(step: Mapping[str, Any], *, now: datetime) -> list[Segment]:
@@ -111,7 +130,7 @@ def attempt_segments(step: Mapping[str, Any], *, now: datetime) -> list[Segment]
         if moment is not None
     ]
     is_open = status in states.STEP_OPEN
-    if not is_open and not any(rank == _FINISHED for _, rank in points) and step.get("updated_at") is not None:
+    if not is_open and not any(rank == _FINISHED for _, rank in points) and _u(step.get("updated_at")) is not None:
         # An attempt that ended without finished_at ended when it was last written.
         points.append((_u(step["updated_at"]), _FINISHED))
     points.sort()
@@ -258,7 +277,7 @@ def render(
     rows = [(step, attempt_segments(step, now=now)) for step in steps]
     paused = paused_periods(events, now=now, run_status=run_status)
 
-    moments = [timefmt.utc(step["created_at"]) for step in steps if step.get("created_at") is not None]
+    moments = [_u(step.get("created_at")) for step in steps if _u(step.get("created_at")) is not None]
     for segment in [s for _, segs in rows for s in segs] + paused:
         moments += [segment.start, segment.end]
     if not moments:
@@ -292,7 +311,7 @@ def render(
     if paused:
         parts.append(_paused_row(paused, axis, y, labels, now=now, locale=locale, tz=tz))
         y += ROW_HEIGHT
-    markers = [e for e in events if e.get("event") == "wait_timed_out" and e.get("created_at") is not None]
+    markers = [e for e in events if e.get("event") == "wait_timed_out" and _u(e.get("created_at")) is not None]
     for index, (step, segments) in enumerate(rows):
         parts.append(_attempt_row(step, segments, axis, y, index, labels, markers, now=now, locale=locale, tz=tz))
         y += ROW_HEIGHT
@@ -384,12 +403,12 @@ def _row_frame(y: int, index: int, label: str, title: str, kind: str, extra_attr
         '<text class="pgbus-tl-label" x="8" y="{ty}">{label}</text>'
     ).format(
         kind=kind, attrs=extra_attrs, title=title, stripe=stripe, y=y, w=WIDTH, h=ROW_HEIGHT,
-        ty=y + ROW_HEIGHT // 2 + 4, label=_ellipsize(label),
+        ty=y + ROW_HEIGHT // 2 + 4, label=label,
     )  # fmt: skip
 
 
 def _paused_row(paused, axis, y, labels, *, now, locale, tz) -> Markup:
-    parts = [_row_frame(y, 1, labels["paused_row"], labels["paused_row"], "paused", Markup(""))]
+    parts = [_row_frame(y, 1, _ellipsize(labels["paused_row"]), labels["paused_row"], "paused", Markup(""))]
     parts += [_bar(period, axis, y, labels, now=now, locale=locale, tz=tz) for period in paused]
     parts.append(Markup("</g>"))
     return Markup("").join(parts)
@@ -404,7 +423,13 @@ def _attempt_row(step, segments, axis, y, index, labels, markers, *, now, locale
         status=labels["statuses"].get(status, status or ""),
     )
     attrs = Markup(' data-step="{}" data-attempt="{}" data-status="{}"').format(name, attempt, status or "")
-    parts = [_row_frame(y, index, f"{name} #{attempt}", title, "attempt", attrs)]
+    label = _ellipsize(f"{name} #{attempt}")
+    if bidi.has_controls(name):
+        # Isolated (bidi.py), so a control in the name cannot turn the
+        # attempt number around; cut first, so the cut keeps the isolate whole.
+        suffix = f" #{attempt}"
+        label = bidi.isolate_text(_ellipsize(name, max(LABEL_CHARS - len(suffix), 4))) + suffix
+    parts = [_row_frame(y, index, label, title, "attempt", attrs)]
     parts += [_bar(segment, axis, y, labels, now=now, locale=locale, tz=tz) for segment in segments]
     for event in markers:
         if event.get("step_id") is not None and event.get("step_id") == step.get("id"):

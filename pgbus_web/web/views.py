@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, jsonify, redirect, request, url_for
 from sqlalchemy import exc as sa_exc
 from werkzeug.exceptions import HTTPException, InternalServerError
 
 from ..i18n import t
-from . import context, filters, render
+from ..models import workflows
+from ..runtime import verbs
+from . import context, filters, render, run_ids
 from .extension import state
 from .security import may_act
 
@@ -65,11 +67,16 @@ def index():
 
 
 def workflow(workflow_id: str):
-    """GET /workflows/<workflow_id>: one run."""
+    """GET /workflows/<workflow_id>: one run. The address of one of its
+    actions (``<id>/cancel``, ``<id>/signals``: left in the address bar by
+    a plain form post that was refused) leads to the run's page."""
     try:
         with state().database.read() as conn:
             page = context.run_context(conn, state().settings, workflow_id)
     except context.NotFound:
+        owner = _action_owner(workflow_id)
+        if owner is not None:
+            return redirect(url_for("pgbus_web.workflow", workflow_id=owner), 303)
         return error_page(
             404,
             t("pgbus.workflows.show.not_found_title"),
@@ -77,6 +84,21 @@ def workflow(workflow_id: str):
         )
     page.update(common())
     return render.page(RUN_TEMPLATE, page, RUN_FRAGMENTS)
+
+
+# The last segments of a run's action URLs (POST routes of actions.py).
+ACTION_SEGMENTS = frozenset(verbs.VERBS) | {"signals"}
+
+
+def _action_owner(path: str) -> str | None:
+    """The run whose action URL *path* is (``<id>/<verb>``), when that run
+    exists; None otherwise. Only asked once no run has *path* as its id,
+    so a run whose id ends in ``/cancel`` keeps its page."""
+    owner, _, last = path.rpartition("/")
+    if not owner or last not in ACTION_SEGMENTS or not context.storable(owner):
+        return None
+    with state().database.read() as conn:
+        return owner if workflows.find(conn, owner) is not None else None
 
 
 def insights(workflow_class: str):
@@ -158,7 +180,7 @@ def server_error(problem: InternalServerError):
 
 def register(blueprint: Blueprint) -> None:
     blueprint.add_url_rule("/workflows", "workflows", index)
-    blueprint.add_url_rule("/workflows/<workflow_id>", "workflow", workflow)
+    blueprint.add_url_rule(f"/workflows/<{run_ids.CONVERTER}:workflow_id>", "workflow", workflow)
     blueprint.add_url_rule("/workflows/insights/<workflow_class>", "insights", insights)
     blueprint.add_url_rule("/health", "health", health)
     for problem in (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError):

@@ -1,0 +1,81 @@
+"""A run id in a URL: ``/workflows/<id>``, ``/workflows/<id>/<verb>``.
+
+A run id is any text another writer chose, so it may hold a ``/``
+(``orders/1042``) or be a word the dashboard's own routes use after
+``/workflows/`` (``bulk``, ``insights``): ``/workflows/bulk/cancel`` would
+be the bulk route, not Cancel on the run ``bulk``. The ``pgbus_run_id``
+converter takes the rest of the path (slashes included; the verb is
+always the last segment), and writes an id that would be misread as
+``~`` and its UTF-8 in URL-safe base64, which no route word and no
+readable id starts with:
+
+- the first segment is a route word (RESERVED), or the id starts with ``~``;
+- an empty, ``.`` or ``..`` segment (a leading, trailing or doubled
+  slash; browsers fold dot segments away).
+
+Every other id is its own URL, percent-encoded as usual, so a link stays
+readable. Reading back, ``~…`` is decoded (a segment that is not good
+base64 of UTF-8 stays as it is, and finds no run).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+from flask import Blueprint
+from werkzeug.routing import PathConverter
+
+CONVERTER = "pgbus_run_id"
+ESCAPE = "~"
+# The first path segments after /workflows/ that other routes own.
+# tests/test_web_run_ids.py checks that every static one is listed.
+RESERVED = frozenset({"bulk", "insights"})
+
+
+def needs_escape(workflow_id: str) -> bool:
+    segments = workflow_id.split("/")
+    return (
+        workflow_id.startswith(ESCAPE)
+        or segments[0] in RESERVED
+        or any(segment in ("", ".", "..") for segment in segments)
+    )
+
+
+def escape(workflow_id: str) -> str:
+    return ESCAPE + base64.urlsafe_b64encode(workflow_id.encode("utf-8")).rstrip(b"=").decode("ascii")
+
+
+def unescape(segment: str) -> str | None:
+    """The id an escaped segment stands for; None when it is not one that
+    ``escape`` writes."""
+    body = segment[len(ESCAPE):]
+    try:
+        raw = base64.b64decode(body + "=" * (-len(body) % 4), altchars=b"-_", validate=True)
+        workflow_id = raw.decode("utf-8")
+    except (binascii.Error, ValueError):
+        return None
+    return workflow_id if escape(workflow_id) == segment else None
+
+
+class RunIdConverter(PathConverter):
+    """The rest of the path, as above."""
+
+    def to_python(self, value: str) -> str:
+        if not value.startswith(ESCAPE):
+            return value
+        head, slash, rest = value.partition("/")
+        workflow_id = unescape(head)
+        return value if workflow_id is None else workflow_id + slash + rest
+
+    def to_url(self, value: str) -> str:
+        value = str(value)
+        return escape(value) if needs_escape(value) else super().to_url(value)
+
+
+def init_blueprint(blueprint: Blueprint) -> None:
+    """Register the converter on the app; before the routes that use it."""
+
+    @blueprint.record_once
+    def _converter(setup_state) -> None:
+        setup_state.app.url_map.converters.setdefault(CONVERTER, RunIdConverter)
