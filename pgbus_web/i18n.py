@@ -315,20 +315,17 @@ TEMPLATE_GLOBALS = {
 }
 
 
-def init_app(
+def init_locale(
     target,
     default_locale: Union[str, Callable[[], str]] = FALLBACK_LOCALE,
     cookie_path: Union[str, Callable[[], str]] = "/",
-) -> None:
-    """Wire the words into a Blueprint (or a whole Flask app): pick the
-    locale for each of its requests, remember ``?locale=`` in a cookie, and
-    give its templates ``t``, ``t_html``, ``tn``, ``tn_html``,
-    ``current_locale`` and friends.
-
-    ``default_locale`` is a code or a callable returning one (read per
-    request, so it can come from settings).
-    """
-    from flask import Blueprint, g, request
+) -> Callable[[], str]:
+    """Pick the locale for each request of *target* (a Blueprint or a whole
+    Flask app) and remember ``?locale=`` in a cookie. ``default_locale`` is
+    a code or a callable returning one (read per request, so it can come
+    from settings). Returns the cookie path as a callable, for the page
+    that tells timezone.js where its cookie goes."""
+    from flask import g, request
 
     def default() -> str:
         return default_locale() if callable(default_locale) else default_locale
@@ -357,25 +354,16 @@ def init_app(
 
     target.before_request(choose_locale)
     target.after_request(remember_locale)
-    # Within the blueprint's own requests these win over any host global
-    # of the same name.
-    target.context_processor(lambda: dict(TEMPLATE_GLOBALS))
-    target.context_processor(lambda: {"i18n_cookie_path": path()})
-
-    if isinstance(target, Blueprint):
-
-        @target.record_once
-        def _add_globals(state):
-            _set_globals(state.app)
-
-    else:
-        _set_globals(target)
+    return path
 
 
-def _set_globals(app) -> None:
-    # Macros imported without context see only globals; a host that already
-    # defines one of these names keeps its own.
-    for name, value in TEMPLATE_GLOBALS.items():
-        existing = app.jinja_env.globals.setdefault(name, value)
-        if existing is not value:
-            log.warning("pgbus-web: the host app's Jinja global %r is kept", name)
+def init_app(
+    target,
+    default_locale: Union[str, Callable[[], str]] = FALLBACK_LOCALE,
+    cookie_path: Union[str, Callable[[], str]] = "/",
+) -> None:
+    """init_locale, and give *target*'s templates ``t``, ``t_html``,
+    ``tn``, ``tn_html``, ``current_locale`` and friends (per request: a
+    host's Jinja globals are left alone)."""
+    path = init_locale(target, default_locale, cookie_path)
+    target.context_processor(lambda: {**TEMPLATE_GLOBALS, "i18n_cookie_path": path()})

@@ -540,3 +540,30 @@ def test_rerun_that_would_make_a_second_ongoing_run_for_the_subject_is_409(brows
     assert response.status_code == 409
     assert message(response).startswith("OrderWorkflow already has an ongoing run for Order 77")
     assert snapshot(engine) == before
+
+
+@pytest.mark.parametrize("path, data", [("resume", {}), ("signals", {"name": "any", "payload": "{}"})])
+def test_an_htmx_action_draws_the_run_the_verb_returned_without_reading_it_again(
+    browser, runs, engine, path, data
+):
+    """The route reads the run once (its class, for the form), the verb
+    locks it and returns it as it left it, and the answer draws that row."""
+    import sqlalchemy as sa
+
+    workflow_id = paused_on_capture(runs)
+    reads = []
+
+    def count(conn, cursor, statement, parameters, context, executemany):
+        if "FROM pgbus_workflows WHERE workflow_id" in statement and "FOR UPDATE" not in statement:
+            reads.append(statement)
+
+    sa.event.listen(engine, "before_cursor_execute", count)
+    try:
+        response = browser.post(url(workflow_id, path), data, htmx=True)
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", count)
+    assert response.status_code == 200
+    # The drawn header shows the state the verb left (control: not stale).
+    assert soup(response).select_one("#pgbus-run-header [data-status]")["data-status"] in ("ready", "paused")
+    # The route's own read and the verb's read-back, no third for the page.
+    assert len(reads) == 2, reads

@@ -202,7 +202,7 @@ def test_release_of_an_unknown_key_is_404_and_changes_nothing(client, locks):
     before = locks.snapshot()
     response = _post(client, "/locks/release", {"lock_key": "nope"})
     assert response.status_code == 404
-    notice = soup(response).select_one("#pgbus-locks .pgbus-notice-error")
+    notice = soup(response).select_one("#pgbus-messages .pgbus-notice-error")
     assert text_of(notice) == "There is no lock with key nope: it was released already."
     assert locks.snapshot() == before
 
@@ -240,7 +240,7 @@ def test_discard_with_bad_input_changes_nothing(client, locks, form, status):
     before = locks.snapshot()
     response = _post(client, "/locks/discard", form)
     assert response.status_code == status
-    assert soup(response).select_one("#pgbus-locks .pgbus-notice-error") is not None
+    assert soup(response).select_one("#pgbus-messages .pgbus-notice-error") is not None
     assert locks.snapshot() == before
 
 
@@ -264,7 +264,7 @@ def test_htmx_action_answers_with_the_block_and_its_message(client, locks):
     assert response.status_code == 200
     page = soup(response)
     assert page.select_one("html") is None
-    assert text_of(page.select_one("#pgbus-locks .pgbus-notice-ok")) == "Released lock k."
+    assert text_of(page.select_one("#pgbus-messages .pgbus-notice-ok")) == "Released lock k."
     assert list(_rows(response)) == ["other"]
 
 
@@ -275,7 +275,7 @@ def test_htmx_action_refused_still_answers_with_the_block(client, locks):
         client, "/locks/release", {"lock_key": "nope"}, headers={"HX-Request": "true", "HX-Target": "pgbus-locks"}
     )
     assert response.status_code == 200
-    assert soup(response).select_one("#pgbus-locks .pgbus-notice-error")["data-outcome"] == "error"
+    assert soup(response).select_one("#pgbus-messages .pgbus-notice-error")["data-category"] == "error"
     assert locks.snapshot() == before
 
 

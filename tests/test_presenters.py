@@ -16,7 +16,7 @@ from markupsafe import Markup
 
 from pgbus_web import i18n, states
 from pgbus_web.runtime.plan import ActionPlan
-from pgbus_web.web import presenters
+from pgbus_web.web import presenters, template_names
 from pgbus_web.web.presenters import RunState
 
 NOW = datetime(2026, 1, 5, 14, 5, 3, tzinfo=timezone.utc)
@@ -605,8 +605,7 @@ def test_json_value(value, text):
 @pytest.fixture(scope="module")
 def macros():
     env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True)
-    env.globals.update(i18n.TEMPLATE_GLOBALS)
-    env.globals.update(presenters.template_globals())
+    template_names.add_macro_global(env)
 
     def render(call: str, **context) -> BeautifulSoup:
         template = env.from_string('{% import "pgbus_web/_macros.html" as m %}' + call)

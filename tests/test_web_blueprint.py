@@ -58,6 +58,48 @@ def test_mounted_under_a_prefix_in_a_host_app(database):
     assert "Content-Security-Policy" not in client.get("/").headers
 
 
+def test_the_host_apps_jinja_globals_are_left_alone(database, runs):
+    from flask import render_template_string
+
+    from pgbus_web.demo.workflows import REGISTRY
+    from pgbus_web.i18n import force_locale, t
+
+    host = Flask("host")
+    host_t = lambda key, **kw: f"host:{key}"  # noqa: E731
+    host.jinja_env.globals.update(t=host_t, number=lambda value: "host-number", current_locale=lambda: "xx")
+    before = dict(host.jinja_env.globals)
+
+    @host.get("/page")
+    def page():
+        return render_template_string("{{ t('hello') }} {{ number(3) }} {{ current_locale() }}")
+
+    PgbusWeb(host, url_prefix="/ops", database=database, registry=REGISTRY)
+    runs.make("paused", paused_at=None)
+    client = host.test_client()
+    # The host's globals are the same objects, and its pages still use them.
+    assert {name: host.jinja_env.globals[name] for name in before} == before
+    assert client.get("/page").get_data(as_text=True) == "host:hello host-number xx"
+    # The dashboard's pages and macros speak with their own words.
+    response = client.get("/ops/workflows", headers={"Accept-Language": "de"})
+    assert response.status_code == 200
+    page_soup = soup(response)
+    assert page_soup.select_one("html")["lang"] == "de"
+    assert "host:" not in response.get_data(as_text=True)
+    badge = page_soup.select_one("#pgbus-runs .pgbus-badge")
+    key = f"pgbus.workflows.statuses.{badge['data-status']}"
+    with force_locale("de"):
+        german = t(key)
+    assert badge.get_text(strip=True) == german != t(key)
+
+
+def test_a_host_global_named_like_the_dashboards_macros_is_refused_at_start(database):
+    host = Flask("host")
+    host.jinja_env.globals["pgbus_web"] = "the host's own"
+    with pytest.raises(RuntimeError, match="Jinja global named 'pgbus_web'"):
+        PgbusWeb(host, url_prefix="/ops", database=database)
+    assert host.jinja_env.globals["pgbus_web"] == "the host's own"
+
+
 def test_init_app_style(database):
     web = PgbusWeb(url_prefix="/dash", database=database, page_size=5)
     host = Flask("host")

@@ -515,7 +515,7 @@ def test_a_done_signal_and_bulk_action_whose_answers_fail_to_draw_still_answer_s
 @pytest.mark.parametrize("htmx", [True, False], ids=["htmx", "plain"])
 def test_a_done_lock_action_whose_answer_fails_to_draw_still_answers_success(database, engine, locks,
                                                                              monkeypatch, htmx):
-    from pgbus_web.web import locks_views
+    from pgbus_web.web import answers, locks_views
 
     locks.acquire("k")
     app = operator_app(database, PROPAGATE_EXCEPTIONS=False)
@@ -526,7 +526,7 @@ def test_a_done_lock_action_whose_answer_fails_to_draw_still_answers_success(dat
         raise RuntimeError("drawing failed")
 
     monkeypatch.setattr(locks_views, "locks_context", broken)
-    monkeypatch.setattr(locks_views, "flash", broken)
+    monkeypatch.setattr(answers, "flash", broken)
     response = browser.post("/locks/release", {"lock_key": "k"}, htmx=htmx)
     assert response.status_code == (200 if htmx else 303)
     with engine.connect() as conn:

@@ -40,7 +40,7 @@ from flask import Blueprint, Flask
 
 from .. import i18n
 from ..db import Database
-from . import actions, chrome, csrf, helpers, locks_views, presenters, run_ids, security, views
+from . import actions, csrf, locks_views, run_ids, security, template_names, views
 from .extension import EXTENSION_NAME, State, state
 from .settings import Settings
 
@@ -107,18 +107,11 @@ def build_blueprint() -> Blueprint:
     )
     # The language and time-zone cookies keep to the dashboard's prefix,
     # like the CSRF cookie.
-    i18n.init_app(
+    cookie_path = i18n.init_locale(
         blueprint, default_locale=lambda: state().settings.default_locale, cookie_path=csrf.cookie_path
     )
     security.init_blueprint(blueprint)
-    chrome.init_blueprint(blueprint)
-    helpers.init_blueprint(blueprint)
-
-    @blueprint.record_once
-    def _macro_globals(setup_state) -> None:
-        # _macros.html is imported without context: what it calls must be a
-        # global of the app's Jinja environment.
-        setup_state.app.jinja_env.globals.update(presenters.template_globals())
+    template_names.init_blueprint(blueprint, cookie_path)
 
     run_ids.init_blueprint(blueprint)  # before the routes that use it
     views.register(blueprint)

@@ -24,8 +24,7 @@ from datetime import datetime
 from typing import Any, Callable, Mapping
 from urllib.parse import parse_qsl, urlsplit
 
-from flask import Blueprint, Response, flash, make_response, redirect, render_template, request, url_for
-from markupsafe import Markup
+from flask import Blueprint, Response, make_response, redirect, render_template, request, url_for
 from werkzeug.datastructures import MultiDict
 from werkzeug.exceptions import Forbidden, RequestEntityTooLarge
 
@@ -34,18 +33,12 @@ from ..i18n import current_locale, current_timezone, t, tn
 from ..models import workflows
 from ..runtime import errors, verbs
 from ..runtime.clock import utcnow
-from . import buttons, context, csrf, filters, forms, hx, presenters, render, run_ids, timefmt, views
+from . import answers, buttons, context, csrf, filters, forms, hx, pages, presenters, problems, render, run_ids, timefmt, views
 from .extension import state
 from .security import UNSAFE_METHODS
 
 log = logging.getLogger(__name__)
 
-RUN_TEMPLATE = views.RUN_TEMPLATE
-INDEX_TEMPLATE = views.INDEX_TEMPLATE
-FLASH_TEMPLATE = "pgbus_web/_flash.html"
-CONFIRM_TEMPLATE = "pgbus_web/bulk_confirm.html"
-# The index fragments a bulk action refreshes.
-INDEX_BLOCKS = ("counts", "attention", "runs")
 # The most runs one bulk request moves (oldest stuck first); the rest
 # stay in the group for the next request.
 BULK_LIMIT = workflows.ATTENTION_IDS_LIMIT
@@ -58,22 +51,6 @@ def actor() -> str:
     the name from the actor_name setting (the host's resolver)."""
     name = str(state().settings.actor_name(request) or "").strip() or "anonymous"
     return f"dashboard:{name[:ACTOR_LIMIT]}"
-
-
-# --- messages ------------------------------------------------------------------
-
-
-def already(status: str) -> str:
-    """'This run is already <status>': what the loser of a race reads."""
-    return {
-        states.READY: t("pgbus.workflows.forms.already.ready"),
-        states.RUNNING: t("pgbus.workflows.forms.already.running"),
-        states.WAITING: t("pgbus.workflows.forms.already.waiting"),
-        states.PAUSED: t("pgbus.workflows.forms.already.paused"),
-        states.COMPLETED: t("pgbus.workflows.forms.already.completed"),
-        states.FAILED: t("pgbus.workflows.forms.already.failed"),
-        states.CANCELLED: t("pgbus.workflows.forms.already.cancelled"),
-    }.get(status) or t("pgbus.workflows.forms.already.other", status=status)
 
 
 def _moment(moment: datetime | None) -> str:
@@ -107,160 +84,50 @@ def done(verb: str, before: Mapping[str, Any], after: Mapping[str, Any], options
     return t("pgbus.workflows.forms.done.reschedule", step=step_after, time=_moment(options.at))
 
 
-def _flash(category: str, message: str) -> None:
-    try:
-        flash(message, category)
-    except RuntimeError:
-        # A host app without SECRET_KEY has no session to carry it; the
-        # page the redirect leads to shows the new state all the same.
-        log.info("pgbus-web: no session for flashed messages (set SECRET_KEY)")
-
-
-def _messages(category: str, message: str) -> str:
-    return render_template(FLASH_TEMPLATE, pgbus_messages=[(category, message)], oob=True)
-
-
 # --- answers -------------------------------------------------------------------
 
 
-def message_answer(status: int, title: str, message: str, category: str = "error") -> Response:
-    """A refusal that has no page to show again: for htmx the message
-    alone, otherwise the error page."""
-    if hx.details().request:
-        return make_response(_messages(category, message), status)
-    return views.error_page(status, title, message)
-
-
-def _run_not_found(workflow_id: str) -> Response:
-    return message_answer(
-        404,
-        t("pgbus.workflows.show.not_found_title"),
-        t("pgbus.workflows.show.not_found", workflow_id=views.printable(workflow_id)),
-    )
-
-
 def run_answer(
-    workflow_id: str, status: int, message: str, category: str, refused: Mapping[str, Any] | None = None
+    workflow_id: str, status: int, message: str, category: str, refused: Mapping[str, Any] | None = None,
+    run: dict[str, Any] | None = None,
 ) -> Response:
     """The run as it is now, with *message*; *refused* (verb, values,
-    errors) shows that form back."""
+    errors) shows that form back. *run*: the run's row as the verb that
+    just committed returned it, not read again."""
     if status < 400 and not hx.details().request:
         # A plain form's success is a redirect: nothing to read or draw here.
-        _flash(category, message)
+        answers.flash_message(category, message)
         return redirect(url_for("pgbus_web.workflow", workflow_id=workflow_id), 303)
     settings = state().settings
     # The primary, not the replica: the operator must see what just happened.
     with state().database.primary.connect() as conn:
         try:
-            page = context.run_context(conn, settings, workflow_id)
+            page = context.run_context(conn, settings, workflow_id, run=run)
         except context.NotFound:
-            return _run_not_found(workflow_id)
+            return answers.refused(problems.run_not_found(workflow_id))
     page.update(views.common(), refused=refused)
     if hx.details().request:
-        body = render.fragments(RUN_TEMPLATE, views.RUN_FRAGMENTS.values(), page) + _messages(category, message)
+        body = render.fragments(pages.RUN.template, pages.RUN.blocks, page) + answers.messages(category, message)
         return make_response(body, status)
     page["pgbus_messages"] = [(category, message)]
-    return make_response(render_template(RUN_TEMPLATE, **page), status)
+    return make_response(render_template(pages.RUN.template, **page), status)
 
 
-# The messages area of an answer drawn without a template: what a done
-# action answers when drawing the page failed (done_anyway).
-_BARE_MESSAGES = Markup(
-    '<div class="pgbus-messages" id="pgbus-messages" role="status" aria-live="polite"{oob}>'
-    '<p class="pgbus-notice pgbus-notice-{category}" data-category="{category}">{message}</p>'
-    '<p class="pgbus-notice pgbus-notice-warn pgbus-redraw-failed" data-category="warn">{note}</p></div>'
-)
-
-
-def done_anyway(message: str, category: str, location: Callable[[], str]) -> Response:
-    """The answer to an action that has committed when drawing its answer
-    failed: still a success (an operator who read an error would do it
-    again), saying it was done and that the page could not be redrawn.
-    htmx gets the messages area alone; a plain form the redirect to
-    *location()*, or, failing that too, a bare page with the messages."""
-    note = t("pgbus.workflows.forms.redraw_failed")
-    category = category if category in ("ok", "warn") else "ok"
-    if not hx.details().request:
-        try:
-            _flash(category, message)
-            return redirect(location(), 303)
-        except Exception:  # noqa: BLE001  (the last resort must not fail)
-            log.exception("pgbus-web: no redirect after a done action")
-    oob = Markup(' hx-swap-oob="innerHTML"') if hx.details().request else Markup("")
-    body = _BARE_MESSAGES.format(oob=oob, category=category, message=message, note=note)
-    if not hx.details().request:
-        body = Markup('<!doctype html><html lang="{}"><title>pgbus</title><main>{}</main></html>').format(
-            current_locale(), body
-        )
-    return make_response(body, 200)
-
-
-def committed(answer: Callable[[], Response], message: str, category: str,
-              location: Callable[[], str]) -> Response:
-    """*answer()* for an action whose transaction has committed; whatever
-    fails while it reads or draws the page is logged, and the operator
-    still reads that it was done (done_anyway), never an error page."""
-    try:
-        return answer()
-    except Exception:  # noqa: BLE001  (any failure after the commit)
-        log.exception("pgbus-web: the action was done, but drawing its answer failed")
-        return done_anyway(message, category, location)
+def workflow_error(workflow_id: str, verb: str, problem: Exception, names) -> Response:
+    """The answer to what the runtime or the form refused (it wrote
+    nothing): the run page with the message, and the form at fault open
+    beside its field when a field is at fault."""
+    refusal = problems.refusal(problem, verb=verb, workflow_id=workflow_id)
+    if refusal.status == 404:
+        return answers.refused(refusal)
+    if refusal.field:
+        return _refused_form(workflow_id, verb, refusal.field, refusal.message, refusal.status, names)
+    return run_answer(workflow_id, refusal.status, refusal.message, "error")
 
 
 def _refused_form(workflow_id: str, verb: str, field: str, message: str, status: int, names) -> Response:
     refused = {"verb": verb, "values": forms.values_of(request.form, names), "errors": {field: message}}
     return run_answer(workflow_id, status, message, "error", refused)
-
-
-def workflow_error(workflow_id: str, verb: str, problem: errors.WorkflowError, names) -> Response:
-    """The answer to what the runtime refused (it wrote nothing)."""
-    label = buttons.verb_label(verb)
-    if isinstance(problem, errors.RunNotFound):
-        return _run_not_found(workflow_id)
-    if isinstance(problem, errors.WrongStatus):
-        if problem.status == "gone":
-            return _run_not_found(workflow_id)
-        if problem.status in problem.allowed:
-            # Allowed from this status, refused for another reason (say,
-            # skipping past the last step): "already" would not be true.
-            message = t("pgbus.workflows.forms.errors.not_now", action=label)
-        else:
-            message = already(problem.status)
-        return run_answer(workflow_id, 409, message, "error")
-    if isinstance(problem, errors.InvalidTime):
-        if problem.problem == errors.InvalidTime.MISSING:
-            message = t("pgbus.workflows.forms.errors.time_missing")
-        elif problem.problem == errors.InvalidTime.PAST:
-            message = t("pgbus.workflows.forms.errors.time_past", value=str(problem.value))
-        else:
-            message = t("pgbus.workflows.forms.errors.time_unreadable", value=str(problem.value))
-        return _refused_form(workflow_id, verb, "at", message, 422, names)
-    if isinstance(problem, errors.UnknownStep):
-        message = t(
-            "pgbus.workflows.forms.errors.unknown_step", step=problem.step, steps=", ".join(problem.known)
-        )
-        if verb == "rerun":
-            return _refused_form(workflow_id, verb, "from_step", message, 422, names)
-        return run_answer(workflow_id, 409, message, "error")
-    if isinstance(problem, errors.ClassNotLoaded):
-        message = t("pgbus.workflows.forms.errors.class_not_loaded", action=label, workflow_class=problem.workflow_class)
-        return run_answer(workflow_id, 409, message, "error")
-    if isinstance(problem, errors.SubjectBusy):
-        message = t(
-            "pgbus.workflows.forms.errors.subject_busy",
-            workflow_class=problem.workflow_class,
-            subject=f"{problem.subject_type} {problem.subject_id}",
-        )
-        return run_answer(workflow_id, 409, message, "error")
-    if isinstance(problem, errors.InvalidSignalName):
-        return _refused_form(
-            workflow_id, verb, "name", t("pgbus.workflows.forms.errors.signal_name_missing"), 422, names
-        )
-    if isinstance(problem, errors.InvalidPayload):
-        message = t("pgbus.workflows.forms.errors.payload_not_json", detail=problem.detail)
-        return _refused_form(workflow_id, verb, "payload", message, 422, names)
-    log.warning("pgbus-web: %s on %s refused: %s", verb, workflow_id, problem)
-    return run_answer(workflow_id, 409, t("pgbus.workflows.forms.errors.refused", action=label, detail=str(problem)), "error")
 
 
 # --- one run -------------------------------------------------------------------
@@ -276,12 +143,10 @@ def _find(workflow_id: str) -> dict[str, Any] | None:
 def run_action(workflow_id: str, verb: str):
     """POST /workflows/<workflow_id>/<verb>: one outside verb on one run."""
     if verb not in verbs.VERBS:
-        return message_answer(
-            404, t("pgbus.web.errors.not_found_title"), t("pgbus.workflows.forms.errors.unknown_verb", verb=verb[:50])
-        )
+        return answers.refused(problems.unknown_verb(verb))
     run = _find(workflow_id)
     if run is None:
-        return _run_not_found(workflow_id)
+        return answers.refused(problems.run_not_found(workflow_id))
     definition = context.definition_of(state().settings, run["workflow_class"])
     names = forms.VERB_FIELDS[verb]
     try:
@@ -293,7 +158,7 @@ def run_action(workflow_id: str, verb: str):
             step_names=tuple(definition.step_names) if definition is not None else (),
         )
     except forms.FormError as problem:
-        return _refused_form(workflow_id, verb, problem.field, problem.message, problem.status, names)
+        return workflow_error(workflow_id, verb, problem, names)
     try:
         after = verbs.perform(
             state().database.primary, verb, workflow_id,
@@ -302,7 +167,8 @@ def run_action(workflow_id: str, verb: str):
     except errors.WorkflowError as problem:
         return workflow_error(workflow_id, verb, problem, names)
     message = done(verb, run, after, options)
-    return committed(lambda: run_answer(workflow_id, 200, message, "ok"), message, "ok", _run_url(workflow_id))
+    return answers.committed(lambda: run_answer(workflow_id, 200, message, "ok", run=after), message, "ok",
+                             _run_url(workflow_id))
 
 
 def _run_url(workflow_id: str) -> Callable[[], str]:
@@ -313,11 +179,11 @@ def send_signal(workflow_id: str):
     """POST /workflows/<workflow_id>/signals: deliver a signal to one run."""
     names = forms.SIGNAL_FIELDS
     if _find(workflow_id) is None:
-        return _run_not_found(workflow_id)
+        return answers.refused(problems.run_not_found(workflow_id))
     try:
         signal = forms.parse_signal(request.form)
     except forms.FormError as problem:
-        return _refused_form(workflow_id, buttons.SIGNAL, problem.field, problem.message, problem.status, names)
+        return workflow_error(workflow_id, buttons.SIGNAL, problem, names)
     try:
         result = verbs.signal(
             state().database.primary, workflow_id, signal.name, signal.payload, signal.idempotency_key, actor=actor()
@@ -333,7 +199,7 @@ def send_signal(workflow_id: str):
         category = "ok"
     else:
         message, category = t("pgbus.workflows.forms.done.signal", name=signal.name), "ok"
-    return committed(lambda: run_answer(workflow_id, 200, message, category), message, category,
+    return answers.committed(lambda: run_answer(workflow_id, 200, message, category, run=result.run), message, category,
                      _run_url(workflow_id))
 
 
@@ -370,16 +236,16 @@ def index_answer(status: int, message: str, category: str) -> Response:
     settings = state().settings
     run_filters = _current_filters() if hx.details().request else _posted_filters()
     if status < 400 and not hx.details().request:
-        _flash(category, message)
+        answers.flash_message(category, message)
         return redirect(url_for("pgbus_web.workflows", **run_filters.query()), 303)
     with state().database.primary.connect() as conn:
         page = context.index_context(conn, settings, run_filters)
     page.update(views.common(), filter_error=None)
     if hx.details().request:
-        body = render.fragments(INDEX_TEMPLATE, INDEX_BLOCKS, page) + _messages(category, message)
+        body = render.fragments(pages.INDEX.template, pages.INDEX.blocks, page) + answers.messages(category, message)
         return make_response(body, status)
     page["pgbus_messages"] = [(category, message)]
-    return make_response(render_template(INDEX_TEMPLATE, **page), status)
+    return make_response(render_template(pages.INDEX.template, **page), status)
 
 
 def _fresh_group(conn, group: Mapping[str, Any], now: datetime) -> dict[str, Any] | None:
@@ -404,21 +270,19 @@ def bulk_action(verb: str):
     needs-attention group, at most BULK_LIMIT, oldest stuck first, each in
     its own transaction. Without ``confirmed=1`` it only asks first."""
     if verb not in buttons.BULK_VERBS:
-        return message_answer(
-            404, t("pgbus.web.errors.not_found_title"), t("pgbus.workflows.forms.errors.unknown_verb", verb=verb[:50])
-        )
+        return answers.refused(problems.unknown_verb(verb))
     settings = state().settings
     try:
         group = forms.parse_group(request.form)
         note = forms.reason(request.form, "note")
     except forms.FormError as problem:
-        return message_answer(problem.status, t("pgbus.web.errors.bad_request_title"), problem.message)
+        return answers.refused(problems.refusal(problem))
     registry = settings.registry
     class_loaded = context.definition_of(settings, group["workflow_class"]) is not None
     if verb not in buttons.bulk_verbs(group, class_loaded):
         message = t("pgbus.workflows.bulk.not_offered", action=buttons.bulk_label(verb),
                     reason=t(f"pgbus.workflows.attention.reasons.{group['reason']}"))
-        return message_answer(422, t("pgbus.web.errors.bad_request_title"), message)
+        return answers.message_answer(422, t("pgbus.web.errors.bad_request_title"), message)
     now = utcnow()
     with state().database.primary.connect() as conn:
         ids = workflows.attention_ids(conn, group, now=now, limit=BULK_LIMIT, **context.thresholds(settings))
@@ -428,7 +292,7 @@ def bulk_action(verb: str):
     if request.form.get("confirmed") != "1":
         shown = dict(fresh or group, count=(fresh or {}).get("count", len(ids)))
         return render_template(
-            CONFIRM_TEMPLATE,
+            pages.BULK_CONFIRM.template,
             verb=verb,
             label=buttons.bulk_label(verb),
             question=presenters.bulk_confirm(verb, shown),
@@ -445,7 +309,7 @@ def bulk_action(verb: str):
     for workflow_id, problem in result.errors:
         log.warning("pgbus-web: bulk %s left %s: %s", verb, workflow_id, problem)
     message, category = bulk_message(result), "warn" if result.errors else "ok"
-    return committed(lambda: index_answer(200, message, category), message, category,
+    return answers.committed(lambda: index_answer(200, message, category), message, category,
                      lambda: url_for("pgbus_web.workflows"))
 
 
@@ -455,16 +319,16 @@ def bulk_action(verb: str):
 def forbidden(problem: Forbidden):
     """403: a viewer posting (security.py), or a page the host hides."""
     if request.method in UNSAFE_METHODS:
-        return message_answer(403, t("pgbus.web.errors.forbidden_title"), t("pgbus.workflows.forms.errors.forbidden"))
+        return answers.message_answer(403, t("pgbus.web.errors.forbidden_title"), t("pgbus.workflows.forms.errors.forbidden"))
     return views.http_error(problem)
 
 
 def csrf_failed(problem: csrf.CSRFError):
-    return message_answer(400, t("pgbus.web.errors.bad_request_title"), t("pgbus.workflows.forms.errors.csrf"))
+    return answers.message_answer(400, t("pgbus.web.errors.bad_request_title"), t("pgbus.workflows.forms.errors.csrf"))
 
 
 def too_large(problem: RequestEntityTooLarge):
-    return message_answer(
+    return answers.message_answer(
         413,
         t("pgbus.workflows.forms.errors.too_large_title"),
         t("pgbus.workflows.forms.errors.too_large", max=csrf.MAX_BODY // 1024),
@@ -503,9 +367,9 @@ def refresh() -> dict[str, Any] | None:
     if endpoint == "workflows" and request.method == "GET":
         query = request.query_string.decode("latin-1")
         url = url_for("pgbus_web.workflows") + (f"?{query}" if query else "")
-        targets = views.INDEX_FRAGMENTS
+        targets = pages.INDEX.fragments
     elif endpoint in ("workflow", "run_action", "send_signal") and workflow_id:
-        url, targets = url_for("pgbus_web.workflow", workflow_id=workflow_id), views.RUN_FRAGMENTS
+        url, targets = url_for("pgbus_web.workflow", workflow_id=workflow_id), pages.RUN.fragments
     else:
         return None
     return {
@@ -539,10 +403,6 @@ def register(blueprint: Blueprint) -> None:
     blueprint.register_error_handler(csrf.CSRFError, csrf_failed)
     blueprint.register_error_handler(413, too_large)
 
-    @blueprint.context_processor
-    def _action_helpers() -> dict[str, Any]:
-        return {
-            "pgbus_run_actions": _run_actions,
-            "pgbus_group_actions": _group_actions,
-            "pgbus_refresh": refresh,
-        }
+
+# What the templates call (template_names.py gives them).
+TEMPLATE_NAMES = {"pgbus_run_actions": _run_actions, "pgbus_group_actions": _group_actions, "pgbus_refresh": refresh}

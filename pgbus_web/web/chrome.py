@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, current_app, request, url_for
+from flask import current_app, request, url_for
 
 from ..i18n import t
 
@@ -41,9 +41,5 @@ def nav() -> list[dict[str, Any]]:
     return items
 
 
-def init_blueprint(blueprint: Blueprint) -> None:
-    found = {"stylesheets": STYLESHEETS, "scripts": SCRIPTS}
-
-    @blueprint.context_processor
-    def _chrome() -> dict[str, Any]:
-        return {"pgbus_nav": nav, "pgbus_assets": found}
+# What the templates call (template_names.py gives them).
+TEMPLATE_NAMES: dict[str, Any] = {"pgbus_nav": nav, "pgbus_assets": {"stylesheets": STYLESHEETS, "scripts": SCRIPTS}}

@@ -14,6 +14,7 @@ from sqlalchemy.engine import Connection
 from .. import states
 from ..models import batches, events, signals, steps, workflows
 from ..runtime.clock import utcnow
+from . import pages
 from .filters import RANGES, RunFilters
 from .settings import Settings
 
@@ -103,9 +104,9 @@ def index_runs(
     return {"runs": rows, "pagination": pagination}
 
 
-# The parts of the index, each its own queries; an HTMX refresh of one
-# block loads only that part.
-INDEX_PARTS = ("counts", "attention", "runs")
+# The parts of the index are its blocks (pages.INDEX), each its own
+# queries; an HTMX refresh of one block loads only that part.
+INDEX_PARTS = pages.INDEX.blocks
 
 
 def index_context(
@@ -170,12 +171,15 @@ def _step_groups(step_rows: list[dict[str, Any]], definition) -> list[dict[str, 
 
 
 def run_context(
-    conn: Connection, settings: Settings, workflow_id: str, now: datetime | None = None
+    conn: Connection, settings: Settings, workflow_id: str, now: datetime | None = None,
+    run: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One run with its steps, signals, batches and audit trail. NotFound
-    when no run has this id."""
+    when no run has this id. *run*: its row when the caller has just read
+    it (a verb returns the run as it left it), saving that read."""
     now = now or utcnow()
-    run = workflows.find(conn, workflow_id) if storable(workflow_id) else None
+    if run is None:
+        run = workflows.find(conn, workflow_id) if storable(workflow_id) else None
     if run is None:
         raise NotFound(workflow_id)
     step_rows = steps.for_run(conn, workflow_id)

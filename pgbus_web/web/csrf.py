@@ -164,6 +164,6 @@ def init_blueprint(blueprint: Blueprint) -> None:
     blueprint.before_request(_protect)
     blueprint.after_request(_set_cookie)
 
-    @blueprint.context_processor
-    def _csrf_globals():
-        return {"csrf_token": token, "csrf_field": field, "csrf_header": HEADER_NAME}
+
+# What the templates call (template_names.py gives them).
+TEMPLATE_NAMES = {"csrf_token": token, "csrf_field": field, "csrf_header": HEADER_NAME}

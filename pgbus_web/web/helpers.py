@@ -1,7 +1,7 @@
 """Template helpers of the pages: a run's state with the configured
 thresholds, JSON values and durations. Given to the
-blueprint's templates by a context processor, so they read the settings
-and the clock of the request being answered."""
+blueprint's templates per request (template_names.py), so they read the
+settings and the clock of the request being answered."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from datetime import datetime
 from typing import Any, Mapping
 
 from babel.numbers import format_decimal
-from flask import Blueprint
 
 from .. import bidi
 from ..i18n import current_locale
@@ -43,22 +42,20 @@ def duration_between(start: datetime | None, end: datetime | None) -> str:
     return timefmt.between(start, end)
 
 
-def init_blueprint(blueprint: Blueprint) -> None:
-    @blueprint.context_processor
-    def _helpers() -> dict[str, Any]:
-        return {
-            "run_state": run_state,
-            "json_value": presenters.json_value,
-            "batch_progress": presenters.batch_progress,
-            "step_open": presenters.step_open,
-            "bidi_html": bidi.html,
-            "isolate_text": bidi.isolate_text,
-            "stored_json": presenters.stored_json,
-            "code": presenters.code,
-            "duration": timefmt.duration,
-            "duration_between": duration_between,
-            "status_tone": status_tone,
-            "number": number,
-            "filter_chips": filters.chips,
-            "group_query": filters.group_query,
-        }
+# What the templates call (template_names.py gives them).
+TEMPLATE_NAMES: dict[str, Any] = {
+    "run_state": run_state,
+    "json_value": presenters.json_value,
+    "batch_progress": presenters.batch_progress,
+    "step_open": presenters.step_open,
+    "bidi_html": bidi.html,
+    "isolate_text": bidi.isolate_text,
+    "stored_json": presenters.stored_json,
+    "code": presenters.code,
+    "duration": timefmt.duration,
+    "duration_between": duration_between,
+    "status_tone": status_tone,
+    "number": number,
+    "filter_chips": filters.chips,
+    "group_query": filters.group_query,
+}

@@ -22,12 +22,12 @@ import logging
 from datetime import datetime, timezone
 from typing import Any
 
-from flask import Blueprint, Response, abort, current_app, flash, make_response, redirect, request, url_for
-from markupsafe import Markup
+from flask import Blueprint, Response, make_response, redirect, render_template, request, url_for
 
 from ..i18n import t, tn
 from ..locks import FRESH, GONE, LIVE, ORPHAN, PARKED, actions, queries
-from . import hx, render
+from . import answers, hx, pages, problems, render
+from .forms import FormError
 from .extension import state
 from .filters import FilterError
 from .lock_filters import MAX_KEY, MAX_QUEUE, LockFilters, parse, text
@@ -35,8 +35,6 @@ from .security import may_act
 
 log = logging.getLogger(__name__)
 
-TEMPLATE = "pgbus_web/locks/index.html"
-FRAGMENTS = {"pgbus-locks": "locks"}
 
 # Badge tones: a live or parked lock is doing its job; a gone one leaked a
 # little; an orphan blocks its key until someone (or the reaper) acts.
@@ -81,14 +79,11 @@ def locks_context(conn, settings, view: LockFilters, now: datetime | None = None
     }
 
 
-def _page(view: LockFilters, *, notice: tuple[str, str] | None = None, status: int = 200,
-          filter_error: str | None = None, primary: bool = False) -> Response:
-    # After a write, read it back from the primary: a replica may lag.
-    database = state().database
-    with (database.write() if primary else database.read()) as conn:
+def _page(view: LockFilters, *, status: int = 200, filter_error: str | None = None) -> Response:
+    with state().database.read() as conn:
         context = locks_context(conn, state().settings, view)
-    context.update(notice=notice, filter_error=filter_error, can_act=may_act())
-    return render.page(TEMPLATE, context, FRAGMENTS, status=status)
+    context.update(filter_error=filter_error, can_act=may_act())
+    return render.page(pages.LOCKS.template, context, pages.LOCKS.fragments, status=status)
 
 
 def locks_index():
@@ -100,17 +95,9 @@ def locks_index():
 
 
 # --- actions -----------------------------------------------------------------
-
-
-class BadForm(ValueError):
-    """A form field that is missing or cannot be right."""
-
-
-def _guard() -> None:
-    """Operators only. CSRF is checked for the whole blueprint before any
-    POST view runs; these forms carry its token field (locks/_forms.html)."""
-    if not may_act():
-        abort(403)
+# Who may act (can_act) and the CSRF token are checked for the whole
+# blueprint before any POST view runs (security.py, csrf.py); these forms
+# carry the token field (locks/_forms.html).
 
 
 def _view() -> LockFilters:
@@ -125,9 +112,9 @@ def _field(name: str, limit: int) -> str:
     try:
         value = text(request.form, name, limit)
     except FilterError as problem:
-        raise BadForm(str(problem)) from None
+        raise FormError(name, str(problem), status=400) from None
     if value is None:
-        raise BadForm(t("pgbus.locks.errors.missing", name=name))
+        raise FormError(name, t("pgbus.locks.errors.missing", name=name), status=400)
     return value
 
 
@@ -135,64 +122,46 @@ def _msg_id() -> int:
     value = _field("msg_id", 20).strip()
     # isascii: "²" is a digit to str.isdigit, and not to int().
     if not (value.isascii() and value.isdigit()) or not 0 < int(value) <= MAX_MSG_ID:
-        raise BadForm(t("pgbus.locks.errors.bad_message_id", value=value))
+        raise FormError("msg_id", t("pgbus.locks.errors.bad_message_id", value=value), status=400)
     return int(value)
 
 
-def _problem(problem: Exception) -> tuple[int, str]:
-    """The status and the operator's sentence for a refused action."""
-    if isinstance(problem, actions.LockNotFound):
-        return 404, t("pgbus.locks.errors.not_found", lock_key=problem.lock_key)
-    if isinstance(problem, actions.QueueNotFound):
-        return 404, t("pgbus.locks.errors.queue_not_found", queue=problem.queue_name)
-    if isinstance(problem, actions.MessageNotFound):
-        return 409, t("pgbus.locks.errors.message_not_found", msg_id=problem.msg_id, queue=problem.queue_name)
-    return 400, str(problem)
-
-
-def _answer(view: LockFilters, kind: str, message: str, status: int = 200) -> Response:
+def _answer(view: LockFilters, category: str, message: str, status: int = 200) -> Response:
+    """The page as it is now with *message* in the messages area (htmx: the
+    locks block and the messages, each swapping itself in); a plain form's
+    success is a redirect back to its view with the message flashed."""
+    if category == "ok" and not hx.details().request:
+        answers.flash_message(category, message)
+        return redirect(_view_url(view), code=303)
+    database = state().database
+    # After a write, read it back from the primary: a replica may lag.
+    with database.write() as conn:
+        context = locks_context(conn, state().settings, view)
+    context.update(filter_error=None, can_act=may_act())
     if hx.details().request:
-        # htmx swaps 2xx answers only; the block carries the error itself.
-        return _page(view, notice=(kind, message), primary=True)
-    if kind == "ok":
-        if current_app.secret_key:
-            flash(message, "ok")
-        return redirect(url_for("pgbus_web.locks", **view.query()), code=303)
-    return _page(view, notice=(kind, message), status=status, primary=True)
+        # htmx swaps 2xx answers only: a refusal comes back as 200 with the
+        # error in the messages area.
+        body = render.fragments(pages.LOCKS.template, pages.LOCKS.blocks, context, oob=False)
+        return make_response(body + answers.messages(category, message), 200)
+    context["pgbus_messages"] = [(category, message)]
+    return make_response(render_template(pages.LOCKS.template, **context), status)
+
+
+def _view_url(view: LockFilters) -> str:
+    return url_for("pgbus_web.locks", **view.query())
 
 
 def _act(work) -> Response:
     """Run *work(conn)* in one transaction; it returns the sentence to show."""
-    _guard()
     view = _view()
     try:
         with state().database.write() as conn:
             message = work(conn)
-    except (BadForm, actions.LockActionError) as problem:
-        status, message = _problem(problem)
-        return _answer(view, "error", message, status)
+    except (FormError, actions.LockActionError) as problem:
+        refusal = problems.refusal(problem)
+        return _answer(view, "error", refusal.message, refusal.status)
     # Committed: from here on the operator must read that it was done.
-    try:
-        return _answer(view, "ok", message)
-    except Exception:  # noqa: BLE001  (any failure after the commit)
-        log.exception("pgbus-web: the lock action was done, but drawing its answer failed")
-        return _done_anyway(view, message)
-
-
-def _done_anyway(view: LockFilters, message: str) -> Response:
-    """The answer to a done action whose page could not be drawn: the
-    message alone, in place of the locks block (htmx swaps it in), or the
-    redirect a plain form gets anyway."""
-    if not hx.details().request:
-        return redirect(url_for("pgbus_web.locks", **view.query()), code=303)
-    return make_response(
-        Markup(
-            '<section class="pgbus-card" id="pgbus-locks"><div class="pgbus-card-body">'
-            '<p class="pgbus-notice pgbus-notice-ok" role="status" data-outcome="ok">{}</p>'
-            '<p class="pgbus-notice pgbus-notice-warn pgbus-redraw-failed">{}</p></div></section>'
-        ).format(message, t("pgbus.workflows.forms.redraw_failed")),
-        200,
-    )
+    return answers.committed(lambda: _answer(view, "ok", message), message, "ok", lambda: _view_url(view))
 
 
 def release():

@@ -19,14 +19,13 @@ import ipaddress
 import json
 import logging
 import re
-import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping, Optional, Union
 
 from markupsafe import Markup
 
-from .. import bidi, states
+from .. import states
 from ..i18n import t, t_html, tn
 from ..models.values import RawJson
 from . import odd, timefmt
@@ -461,16 +460,3 @@ def stored_json(value: Any, *, object_expected: bool = False) -> Markup:
     if cut is not None:
         shown, unusual = shown + cut, True
     return odd.marked(shown, kind="json") if unusual else shown
-
-
-def template_globals() -> dict[str, Any]:
-    """What _macros.html calls, for the blueprint to add to its Jinja
-    globals: this module, the time formatter and the timeline."""
-    from . import timeline
-
-    return {
-        "pgbus_presenters": sys.modules[__name__],
-        "pgbus_timefmt": timefmt,
-        "pgbus_timeline": timeline,
-        "pgbus_bidi": bidi,
-    }

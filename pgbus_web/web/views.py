@@ -6,50 +6,22 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, Response, jsonify, redirect, request, url_for
+from flask import Blueprint, jsonify, redirect, request, url_for
 from sqlalchemy import exc as sa_exc
 from werkzeug.exceptions import HTTPException, InternalServerError
 
 from ..i18n import t
 from ..models import workflows
 from ..runtime import verbs
-from . import context, filters, render, run_ids
+from . import answers, context, filters, pages, problems, render, run_ids
 from .extension import state
 from .security import may_act
 
 log = logging.getLogger(__name__)
 
-INDEX_TEMPLATE = "pgbus_web/index.html"
-RUN_TEMPLATE = "pgbus_web/run.html"
-INSIGHTS_TEMPLATE = "pgbus_web/insights.html"
-ERROR_TEMPLATE = "pgbus_web/error.html"
-
-# HTMX targets (element ids) each page can answer with one block of its
-# template instead of the whole page.
-INDEX_FRAGMENTS = {
-    "pgbus-counts": "counts",
-    "pgbus-attention": "attention",
-    "pgbus-runs": "runs",
-}
-RUN_FRAGMENTS = {
-    "pgbus-run-header": "run_header",
-    "pgbus-run-steps": "run_steps",
-    "pgbus-run-signals": "run_signals",
-    "pgbus-run-timeline": "run_timeline",
-    "pgbus-run-audit": "run_audit",
-}
-INSIGHTS_FRAGMENTS = {"pgbus-insights": "insights"}
-
-
 def common() -> dict:
     """What every page's template reads besides its own context."""
     return {"settings": state().settings, "can_act": may_act()}
-
-
-def printable(value: str) -> str:
-    """*value* to show back in a message: a NUL (which no stored id or
-    class can hold) as the replacement character."""
-    return value.replace("\x00", "\ufffd")
 
 
 def index():
@@ -59,11 +31,11 @@ def index():
         error = None
     except filters.FilterError as problem:
         run_filters, error = None, str(problem)
-    parts = render.requested_blocks(INDEX_FRAGMENTS) or context.INDEX_PARTS
+    parts = render.requested_blocks(pages.INDEX.fragments) or pages.INDEX.blocks
     with state().database.read() as conn:
         page = context.index_context(conn, state().settings, run_filters, parts=parts)
     page.update(common(), filter_error=error)
-    return render.page(INDEX_TEMPLATE, page, INDEX_FRAGMENTS, status=400 if error else 200)
+    return render.page(pages.INDEX.template, page, pages.INDEX.fragments, status=400 if error else 200)
 
 
 def workflow(workflow_id: str):
@@ -77,13 +49,9 @@ def workflow(workflow_id: str):
         owner = _action_owner(workflow_id)
         if owner is not None:
             return redirect(url_for("pgbus_web.workflow", workflow_id=owner), 303)
-        return error_page(
-            404,
-            t("pgbus.workflows.show.not_found_title"),
-            t("pgbus.workflows.show.not_found", workflow_id=printable(workflow_id)),
-        )
+        return answers.error_page_for(problems.run_not_found(workflow_id))
     page.update(common())
-    return render.page(RUN_TEMPLATE, page, RUN_FRAGMENTS)
+    return render.page(pages.RUN.template, page, pages.RUN.fragments)
 
 
 # The last segments of a run's action URLs (POST routes of actions.py).
@@ -105,13 +73,13 @@ def insights(workflow_class: str):
     """GET /workflows/insights/<workflow_class>: one class over a range."""
     range_name = request.args.get("since") or context.DEFAULT_INSIGHTS_RANGE
     if range_name not in filters.RANGES:
-        return error_page(
+        return answers.error_page(
             400,
             t("pgbus.web.errors.bad_request_title"),
             t(
                 "pgbus.workflows.filters.errors.choice",
                 name="since",
-                value=printable(range_name),
+                value=problems.printable(range_name),
                 allowed=", ".join(filters.RANGES),
             ),
         )
@@ -119,13 +87,9 @@ def insights(workflow_class: str):
         with state().database.read() as conn:
             page = context.insights_context(conn, state().settings, workflow_class, range_name)
     except context.NotFound:
-        return error_page(
-            404,
-            t("pgbus.workflows.insights.not_found_title"),
-            t("pgbus.workflows.insights.not_found", workflow_class=printable(workflow_class)),
-        )
+        return answers.error_page_for(problems.class_not_found(workflow_class))
     page.update(common())
-    return render.page(INSIGHTS_TEMPLATE, page, INSIGHTS_FRAGMENTS)
+    return render.page(pages.INSIGHTS.template, page, pages.INSIGHTS.fragments)
 
 
 def health():
@@ -142,20 +106,11 @@ def health():
 # --- error pages -------------------------------------------------------------
 
 
-def error_page(status: int, title: str, message: str) -> Response:
-    return render.page(
-        ERROR_TEMPLATE,
-        {"status": status, "title": title, "message": message},
-        {},
-        status=status,
-    )
-
-
 def database_unavailable(problem: Exception):
     # The operator needs to know the database is away, not our stack trace;
     # the log keeps the cause.
     log.error("pgbus-web: database unavailable: %s", problem)
-    return error_page(
+    return answers.error_page(
         503, t("pgbus.web.errors.unavailable_title"), t("pgbus.web.errors.unavailable")
     )
 
@@ -169,13 +124,13 @@ def http_error(problem: HTTPException):
     if problem.code not in titles:
         return problem
     title, message = titles[problem.code]
-    return error_page(problem.code, t(title), t(message))
+    return answers.error_page(problem.code, t(title), t(message))
 
 
 def server_error(problem: InternalServerError):
     """500: anything a view did not expect. Flask has logged the exception
     with its traceback before calling this; the operator reads a sentence."""
-    return error_page(500, t("pgbus.web.errors.server_title"), t("pgbus.web.errors.server"))
+    return answers.error_page(500, t("pgbus.web.errors.server_title"), t("pgbus.web.errors.server"))
 
 
 def register(blueprint: Blueprint) -> None:

@@ -1,0 +1,41 @@
+"""The dashboard's page templates and the fragments each can answer with:
+an HTMX request names an element id (HX-Target), the page renders that
+block of its own template (render.py). The routes that draw a page, the
+actions that redraw it and the live refresh all read these."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Page:
+    template: str
+    # Element id -> block name, in the page's order.
+    fragments: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def blocks(self) -> tuple[str, ...]:
+        return tuple(self.fragments.values())
+
+
+INDEX = Page(
+    "pgbus_web/index.html",
+    {"pgbus-counts": "counts", "pgbus-attention": "attention", "pgbus-runs": "runs"},
+)
+RUN = Page(
+    "pgbus_web/run.html",
+    {
+        "pgbus-run-header": "run_header",
+        "pgbus-run-steps": "run_steps",
+        "pgbus-run-signals": "run_signals",
+        "pgbus-run-timeline": "run_timeline",
+        "pgbus-run-audit": "run_audit",
+    },
+)
+INSIGHTS = Page("pgbus_web/insights.html", {"pgbus-insights": "insights"})
+LOCKS = Page("pgbus_web/locks/index.html", {"pgbus-locks": "locks"})
+ERROR = Page("pgbus_web/error.html")
+BULK_CONFIRM = Page("pgbus_web/bulk_confirm.html")
+# The messages area every page has (layout.html), alone.
+MESSAGES_TEMPLATE = "pgbus_web/_flash.html"
