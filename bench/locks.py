@@ -27,9 +27,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from pgbus_web import db, defaults, schema
-from pgbus_web.locks import STATES, actions, queries
-from pgbus_web.locks.queries import Cursor
+from pgbus_web.locks import STATES, actions
 from pgbus_web.locks.seed import SEED_QUEUES, seed_locks
+from pgbus_web.models import uniqueness_keys as queries
+from pgbus_web.models.uniqueness_keys import Cursor
 
 BENCH_DATABASE = "pgbus_bench_locks"
 PAGE_SIZE = 50

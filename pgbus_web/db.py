@@ -37,7 +37,6 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import NullPool
 
 from .bounded import BoundedConnection
-
 from .models import values
 
 DATABASE_URL_ENV = "PGBUS_DATABASE_URL"

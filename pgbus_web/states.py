@@ -90,3 +90,12 @@ APP_ACTOR = "app"
 # Batch statuses (pgbus_batches.status).
 BATCH_PROCESSING = "processing"
 BATCH_FINISHED = "finished"
+
+# A uniqueness lock's state as an operator sees it (locks/__init__ says
+# what each means).
+LOCK_LIVE = "live"
+LOCK_GONE = "gone"
+LOCK_PARKED = "parked"
+LOCK_FRESH = "fresh"
+LOCK_ORPHAN = "orphan"
+LOCK_STATES = (LOCK_LIVE, LOCK_GONE, LOCK_PARKED, LOCK_FRESH, LOCK_ORPHAN)

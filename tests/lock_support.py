@@ -10,8 +10,7 @@ from datetime import timedelta
 import sqlalchemy as sa
 
 from pgbus_web import defaults
-from pgbus_web.locks import queries
-from pgbus_web.models import uniqueness_keys
+from pgbus_web.models import pgmq_queues, uniqueness_keys
 
 FLOOR = defaults.LOCK_AGE_FLOOR
 QUEUE = "pgbus_default"
@@ -36,11 +35,11 @@ class Locks:
                 sa.text("SELECT pgmq.send(:queue, CAST(:body AS jsonb))"),
                 {"queue": queue, "body": json.dumps(body or {})},
             ).scalar_one()
-            return queries.find_message(conn, queries.find_queue(conn, queue), msg_id)
+            return pgmq_queues.find_message(conn, pgmq_queues.find_queue(conn, queue), msg_id)
 
     def message(self, queue: str, msg_id: int) -> dict | None:
         with self.engine.connect() as conn:
-            return queries.find_message(conn, queries.find_queue(conn, queue), msg_id)
+            return pgmq_queues.find_message(conn, pgmq_queues.find_queue(conn, queue), msg_id)
 
     def read(self, queue: str = QUEUE) -> None:
         """A worker reading one message (read_ct goes up)."""
@@ -112,11 +111,11 @@ class Locks:
             locks = conn.execute(sa.text("SELECT * FROM pgbus_uniqueness_keys ORDER BY lock_key")).all()
             parked = conn.execute(sa.text("SELECT * FROM pgbus_blocked_executions ORDER BY id")).all()
             messages = []
-            for table in queries.queue_tables(conn):
+            for table in pgmq_queues.queue_tables(conn):
                 messages += [
                     (table.name, *row)
                     for row in conn.execute(
-                        sa.text(f"SELECT msg_id, read_ct FROM {queries.qualified_table(conn, table)} ORDER BY msg_id")
+                        sa.text(f"SELECT msg_id, read_ct FROM {pgmq_queues.qualified_table(conn, table)} ORDER BY msg_id")
                     )
                 ]
             return locks, parked, messages
@@ -124,5 +123,5 @@ class Locks:
     def states(self, **kwargs) -> dict[str, str]:
         """lock_key -> state, over every lock."""
         with self.engine.connect() as conn:
-            page = queries.list_locks(conn, age_floor=kwargs.pop("age_floor", FLOOR), limit=1000, **kwargs)
+            page = uniqueness_keys.list_locks(conn, age_floor=kwargs.pop("age_floor", FLOOR), limit=1000, **kwargs)
         return {row["lock_key"]: row["state"] for row in page.rows}

@@ -9,8 +9,9 @@ import pytest
 import sqlalchemy as sa
 from lock_support import FLOOR, QUEUE, Locks
 
-from pgbus_web.locks import FRESH, GONE, LIVE, ORPHAN, PARKED, STATES, queries
+from pgbus_web.locks import FRESH, GONE, LIVE, ORPHAN, PARKED, STATES
 from pgbus_web.locks.seed import seed_locks, split
+from pgbus_web.models import uniqueness_keys as queries
 
 OLD = FLOOR + timedelta(minutes=5)
 

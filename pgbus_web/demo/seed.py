@@ -22,6 +22,7 @@ from sqlalchemy.engine import Engine
 from tqdm import tqdm
 
 from .. import schema
+from ..models import workflows
 from ..runtime.definitions import Workflow
 from . import workflows as demo
 from .stories import (
@@ -253,7 +254,7 @@ def seed(
     started = time.monotonic()
     now_ts = (now or datetime.now(UTC)).timestamp()
     with engine.connect() as conn:
-        first_number = conn.execute(sa.text("SELECT COALESCE(max(id), 0) + 1 FROM pgbus_workflows")).scalar_one()
+        first_number = workflows.highest_id(conn) + 1
     # The same seed on another database state gives other workflow ids, so
     # seeding twice with one seed adds runs instead of colliding.
     rng = random.Random(None if seed is None else f"{seed}:{first_number}")

@@ -1,5 +1,7 @@
-"""Uniqueness locks as an operator sees them: the Locks page's queries, its
-actions, the reaper, and a seeder for the demo and the benchmarks.
+"""Uniqueness locks as an operator sees them: the Locks page's actions, the
+reaper, and a seeder for the demo and the benchmarks (their SQL is in
+models/uniqueness_keys.py, models/pgmq_queues.py and
+models/blocked_executions.py).
 
 A lock (a pgbus_uniqueness_keys row) is in exactly one of these states:
 
@@ -13,10 +15,11 @@ A lock (a pgbus_uniqueness_keys row) is in exactly one of these states:
 - ``orphan``: unbound past the age floor, and no parked job carries it.
 """
 
-LIVE = "live"
-GONE = "gone"
-PARKED = "parked"
-FRESH = "fresh"
-ORPHAN = "orphan"
+from ..states import LOCK_FRESH as FRESH
+from ..states import LOCK_GONE as GONE
+from ..states import LOCK_LIVE as LIVE
+from ..states import LOCK_ORPHAN as ORPHAN
+from ..states import LOCK_PARKED as PARKED
+from ..states import LOCK_STATES as STATES
 
-STATES = (LIVE, GONE, PARKED, FRESH, ORPHAN)
+__all__ = ["FRESH", "GONE", "LIVE", "ORPHAN", "PARKED", "STATES"]

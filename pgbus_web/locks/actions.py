@@ -16,12 +16,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..models import blocked_executions, uniqueness_keys
+from ..models import blocked_executions, pgmq_queues, uniqueness_keys
 from ..models.uniqueness_keys import RELEASE_SLICE
-from .queries import CUTOFF, find_message, find_queue, gone_past_floor
 
 
 class LockActionError(Exception):
@@ -55,17 +53,11 @@ def _checked_floor(age_floor: timedelta) -> timedelta:
 
 def release_lock(conn: Connection, lock_key: str) -> dict[str, Any]:
     """Release the lock *lock_key*; returns the row as it was."""
-    row = conn.execute(
-        sa.text(
-            "SELECT lock_key, queue_name, msg_id, created_at FROM pgbus_uniqueness_keys "
-            "WHERE lock_key = :lock_key FOR UPDATE"
-        ),
-        {"lock_key": lock_key},
-    ).first()
+    row = uniqueness_keys.lock_for(conn, lock_key)
     if row is None:
         raise LockNotFound(lock_key)
     uniqueness_keys.release(conn, lock_key)
-    return dict(row._mapping)
+    return row
 
 
 @dataclass
@@ -87,13 +79,13 @@ def discard_message(conn: Connection, lock_key: str, *, queue_name: str, msg_id:
         raise LockActionError(f"not a message id: {msg_id!r}")
     if uniqueness_keys.find(conn, lock_key) is None:
         raise LockNotFound(lock_key)
-    table = find_queue(conn, queue_name)
+    table = pgmq_queues.find_queue(conn, queue_name)
     if table is None:
         raise QueueNotFound(queue_name)
-    message = find_message(conn, table, msg_id, for_update=True)
+    message = pgmq_queues.find_message(conn, table, msg_id, for_update=True)
     if message is None:
         raise MessageNotFound(queue_name, msg_id)
-    conn.execute(sa.text("SELECT pgmq.delete(:queue_name, :msg_id)"), {"queue_name": table.name, "msg_id": msg_id})
+    pgmq_queues.delete(conn, table.name, msg_id)
     released = uniqueness_keys.release_held_by(
         conn, lock_key, queue_name=table.name, msg_id=msg_id, enqueued_at=message["enqueued_at"]
     )
@@ -131,19 +123,7 @@ class ReapResult:
 def plan_reap(conn: Connection, *, age_floor: timedelta) -> ReapPlan:
     """The rows a reap would release now (see the module docstring)."""
     plan = ReapPlan(age_floor=_checked_floor(age_floor))
-    unbound = [
-        dict(row._mapping)
-        for row in conn.execute(
-            sa.text(
-                f"""
-                SELECT lock_key, queue_name, msg_id, created_at FROM pgbus_uniqueness_keys AS u
-                WHERE u.msg_id <= 0 AND u.created_at <= {CUTOFF}
-                ORDER BY u.created_at, u.lock_key
-                """
-            ),
-            {"age_floor": age_floor},
-        )
-    ]
+    unbound = uniqueness_keys.unbound_past_floor(conn, age_floor=age_floor)
     parked: set[str] = set()
     for start in range(0, len(unbound), RELEASE_SLICE):
         chunk = unbound[start : start + RELEASE_SLICE]
@@ -151,7 +131,7 @@ def plan_reap(conn: Connection, *, age_floor: timedelta) -> ReapPlan:
     plan.orphans = [row for row in unbound if row["lock_key"] not in parked]
     plan.parked = len(unbound) - len(plan.orphans)
 
-    plan.gone = gone_past_floor(conn, age_floor=age_floor)
+    plan.gone = uniqueness_keys.gone_past_floor(conn, age_floor=age_floor)
     return plan
 
 

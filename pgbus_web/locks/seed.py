@@ -14,14 +14,12 @@ import random
 import uuid
 from datetime import timedelta
 
-import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from .. import defaults
+from ..models import blocked_executions, pgmq_queues, uniqueness_keys
 from ..models.blocked_executions import UNIQUENESS_METADATA_KEY
-from ..models.uniqueness_keys import PENDING_QUEUE
 from . import FRESH, GONE, LIVE, ORPHAN, PARKED
-from .queries import find_queue, qualified_table
 
 SEED_QUEUES = ("pgbus_default", "pgbus_mailers", "pgbus_reports")
 # A queue name locks point at that PGMQ does not have (a dropped queue).
@@ -67,48 +65,13 @@ def _chunks(items, size=CHUNK):
 def _send_bound(conn: Connection, queue: str, keys: list[str]) -> list[int]:
     """Send one message per key and bind each key's lock to its message;
     messages are back-dated over LIVE_SPAN, each lock acquired just before."""
-    table = qualified_table(conn, find_queue(conn, queue))
     messages = [
         json.dumps({"job_class": key.split(":")[2], "arguments": [], UNIQUENESS_METADATA_KEY: key})
         for key in keys
     ]
-    ids = conn.execute(
-        sa.text("SELECT pgmq.send_batch(:queue, CAST(:messages AS jsonb[]))"),
-        {"queue": queue, "messages": messages},
-    ).scalars().all()
-    conn.execute(
-        sa.text(
-            f"""
-            WITH sent AS (
-              UPDATE {table} AS q
-              SET enqueued_at = now() - random() * CAST(:span AS interval),
-                  read_ct = floor(random() * 4)::int
-              WHERE q.msg_id = ANY(:ids)
-              RETURNING q.msg_id, q.enqueued_at, q.message
-            )
-            INSERT INTO pgbus_uniqueness_keys (lock_key, queue_name, msg_id, created_at)
-            SELECT sent.message ->> :metadata_key, :queue, sent.msg_id,
-                   (sent.enqueued_at AT TIME ZONE 'UTC') - interval '40 milliseconds'
-            FROM sent
-            """
-        ),
-        {"ids": ids, "span": LIVE_SPAN, "queue": queue, "metadata_key": UNIQUENESS_METADATA_KEY},
-    )
+    ids = pgmq_queues.send_batch(conn, queue, messages)
+    uniqueness_keys.bind_backdated(conn, pgmq_queues.find_queue(conn, queue), ids, span=LIVE_SPAN)
     return ids
-
-
-def _insert_unbound(conn: Connection, keys: list[str], *, older_than: timedelta, span: timedelta) -> None:
-    conn.execute(
-        sa.text(
-            """
-            INSERT INTO pgbus_uniqueness_keys (lock_key, queue_name, msg_id, created_at)
-            SELECT k, :queue, 0,
-                   LOCALTIMESTAMP - CAST(:older_than AS interval) - random() * CAST(:span AS interval)
-            FROM unnest(CAST(:keys AS text[])) AS k
-            """
-        ),
-        {"keys": keys, "queue": PENDING_QUEUE, "older_than": older_than, "span": span},
-    )
 
 
 def _park(conn: Connection, keys: list[str], rng: random.Random) -> None:
@@ -120,16 +83,7 @@ def _park(conn: Connection, keys: list[str], rng: random.Random) -> None:
         payload = json.dumps({"job_class": job, "arguments": [index], UNIQUENESS_METADATA_KEY: key})
         payloads.append(json.dumps(payload) if index % 4 == 3 else payload)
         concurrency_keys.append(f"{job}/tenant-{rng.randrange(1, 40)}")
-    conn.execute(
-        sa.text(
-            """
-            INSERT INTO pgbus_blocked_executions (concurrency_key, queue_name, payload, priority, created_at)
-            SELECT c, :queue, CAST(p AS jsonb), 0, now()
-            FROM unnest(CAST(:concurrency_keys AS text[]), CAST(:payloads AS text[])) AS x(c, p)
-            """
-        ),
-        {"concurrency_keys": concurrency_keys, "payloads": payloads, "queue": SEED_QUEUES[0]},
-    )
+    blocked_executions.park_many(conn, SEED_QUEUES[0], concurrency_keys, payloads)
 
 
 def seed_locks(
@@ -147,7 +101,7 @@ def seed_locks(
     counts = split(n)
     with engine.begin() as conn:
         for queue in SEED_QUEUES:
-            conn.execute(sa.text("SELECT pgmq.create(:queue)"), {"queue": queue})
+            pgmq_queues.create(conn, queue)
         live = [_key(rng) for _ in range(counts[LIVE])]
         for queue, chunk in _by_queue(live):
             _send_bound(conn, queue, chunk)
@@ -156,30 +110,21 @@ def seed_locks(
         dropped = gone[: len(gone) // 5]
         for queue, chunk in _by_queue(gone[len(dropped) :]):
             ids = _send_bound(conn, queue, chunk)
-            conn.execute(sa.text("SELECT pgmq.delete(:queue, CAST(:ids AS bigint[]))"), {"queue": queue, "ids": ids})
+            pgmq_queues.delete_many(conn, queue, ids)
         for chunk in _chunks(dropped):
-            conn.execute(
-                sa.text(
-                    """
-                    INSERT INTO pgbus_uniqueness_keys (lock_key, queue_name, msg_id, created_at)
-                    SELECT k, :queue, n, LOCALTIMESTAMP - random() * CAST(:span AS interval)
-                    FROM unnest(CAST(:keys AS text[])) WITH ORDINALITY AS x(k, n)
-                    """
-                ),
-                {"keys": chunk, "queue": DROPPED_QUEUE, "span": ORPHAN_SPAN},
-            )
+            uniqueness_keys.insert_bound_backdated(conn, chunk, DROPPED_QUEUE, span=ORPHAN_SPAN)
 
         parked = [_key(rng) for _ in range(counts[PARKED])]
         for chunk in _chunks(parked):
             # Parked jobs can wait longer than the floor: the reaper must spare them.
-            _insert_unbound(conn, chunk, older_than=timedelta(0), span=age_floor * 3)
+            uniqueness_keys.insert_unbound_backdated(conn, chunk, older_than=timedelta(0), span=age_floor * 3)
             _park(conn, chunk, rng)
 
         fresh = [_key(rng) for _ in range(counts[FRESH])]
         for chunk in _chunks(fresh):
-            _insert_unbound(conn, chunk, older_than=timedelta(0), span=age_floor * 0.9)
+            uniqueness_keys.insert_unbound_backdated(conn, chunk, older_than=timedelta(0), span=age_floor * 0.9)
 
         orphans = [_key(rng) for _ in range(counts[ORPHAN])]
         for chunk in _chunks(orphans):
-            _insert_unbound(conn, chunk, older_than=age_floor + timedelta(minutes=1), span=ORPHAN_SPAN)
+            uniqueness_keys.insert_unbound_backdated(conn, chunk, older_than=age_floor + timedelta(minutes=1), span=ORPHAN_SPAN)
     return counts

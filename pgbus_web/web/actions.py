@@ -24,7 +24,15 @@ from datetime import datetime
 from typing import Any, Callable, Mapping
 from urllib.parse import parse_qsl, urlsplit
 
-from flask import Blueprint, Response, make_response, redirect, render_template, request, url_for
+from flask import (
+    Blueprint,
+    Response,
+    make_response,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
 from werkzeug.datastructures import MultiDict
 from werkzeug.exceptions import Forbidden, RequestEntityTooLarge
 
@@ -33,7 +41,22 @@ from ..i18n import current_locale, current_timezone, t, tn
 from ..models import workflows
 from ..runtime import errors, verbs
 from ..runtime.clock import utcnow
-from . import answers, buttons, context, csrf, filters, forms, hx, pages, presenters, problems, render, run_ids, timefmt, views
+from . import (
+    answers,
+    buttons,
+    context,
+    csrf,
+    filters,
+    forms,
+    hx,
+    pages,
+    presenters,
+    problems,
+    render,
+    run_ids,
+    timefmt,
+    views,
+)
 from .extension import state
 from .security import UNSAFE_METHODS
 

@@ -11,9 +11,9 @@ from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from ..i18n import t
-from ..models.values import Infinite
 from ..locks import STATES
-from ..locks.queries import Cursor
+from ..models.uniqueness_keys import Cursor
+from ..models.values import Infinite
 from .filters import FilterError
 
 # Longest queue name a filter accepts: PGMQ's own limit is far below.

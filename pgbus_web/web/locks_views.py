@@ -22,14 +22,23 @@ import logging
 from datetime import datetime, timezone
 from typing import Any
 
-from flask import Blueprint, Response, make_response, redirect, render_template, request, url_for
+from flask import (
+    Blueprint,
+    Response,
+    make_response,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
 
 from ..i18n import t, tn
-from ..locks import FRESH, GONE, LIVE, ORPHAN, PARKED, actions, queries
+from ..locks import FRESH, GONE, LIVE, ORPHAN, PARKED, actions
+from ..models import pgmq_queues, uniqueness_keys
 from . import answers, hx, pages, problems, render
-from .forms import FormError
 from .extension import state
 from .filters import FilterError
+from .forms import FormError
 from .lock_filters import MAX_KEY, MAX_QUEUE, LockFilters, parse, text
 from .security import may_act
 
@@ -57,7 +66,7 @@ def state_labels() -> dict[str, str]:
 def locks_context(conn, settings, view: LockFilters, now: datetime | None = None) -> dict[str, Any]:
     """Everything the page shows, read on one connection."""
     floor = settings.lock_age_floor
-    page = queries.list_locks(
+    page = uniqueness_keys.list_locks(
         conn,
         age_floor=floor,
         limit=settings.page_size,
@@ -70,9 +79,9 @@ def locks_context(conn, settings, view: LockFilters, now: datetime | None = None
         "view": view,
         "locks": page.rows,
         "next_query": view.next_query(page.next_cursor) if page.next_cursor else None,
-        "counts": queries.count_by_state(conn, age_floor=floor, queue=view.queue),
-        "queues": queries.queue_counts(conn),
-        "known_queues": {table.name for table in queries.queue_tables(conn)},
+        "counts": uniqueness_keys.count_by_state(conn, age_floor=floor, queue=view.queue),
+        "queues": uniqueness_keys.queue_counts(conn),
+        "known_queues": {table.name for table in pgmq_queues.queue_tables(conn)},
         "age_floor": floor,
         "state_labels": state_labels(),
         "state_tones": STATE_TONES,
