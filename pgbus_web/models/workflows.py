@@ -599,6 +599,7 @@ def page(
     subject_id: str | None = None,
     step_name: str | None = None,
     error_class: str | None = None,
+    no_error_class: bool = False,
     created_from: datetime | None = None,
     created_to: datetime | None = None,
 ) -> list[dict[str, Any]]:
@@ -610,7 +611,9 @@ def page(
     first), so a page deep in a million runs costs what the first one does.
     *reason* keeps the runs stuck for that reason (as stuck_reason_counts
     decides, with the latest step); *step_name* and *error_class* match the
-    latest step (the run's current step when no step row exists yet)."""
+    latest step (the run's current step when no step row exists yet);
+    *no_error_class* keeps the runs whose latest step has no error class (or
+    that have no step), as an attention group without one counts them."""
     if reason is not None and reason not in _REASON_FILTERS:
         raise ValueError(f"unknown stuck reason {reason!r}")
     now = now or _now()
@@ -636,16 +639,19 @@ def page(
             waiting_before=now - waiting_threshold,
         )
     if step_name is not None:
-        # The runtime sets current_step whenever it schedules a step, so it
-        # names the latest step: testing it first lets a rare step skip the
-        # latest-step lookup of every other run; the second test keeps the
-        # answer exact.
-        conditions.append("w.current_step = :step_name")
+        # The run's latest_step_name (the steps' triggers keep it, as the
+        # stuck queries trust) names the latest step: testing it first lets
+        # a rare step skip the latest-step lookup of every other run. The
+        # second test is the rule itself. current_step would not do as the
+        # first: nothing ties it to the latest step row.
+        conditions.append("COALESCE(w.latest_step_name, w.current_step) = :step_name")
         conditions.append("COALESCE(s.step_name, w.current_step) = :step_name")
         binds["step_name"] = step_name
     if error_class is not None:
         conditions.append("s.error_class = :error_class")
         binds["error_class"] = error_class
+    elif no_error_class:
+        conditions.append("s.error_class IS NULL")
     binds["limit"] = int(limit)
     where = " AND ".join(conditions) or "TRUE"
     # Newer pages walk up from after_id; every page is shown newest first.
