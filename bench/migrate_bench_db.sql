@@ -1,15 +1,27 @@
--- Brings a database seeded before the runs carried their latest step's
--- facts up to schema/v1.sql as it is now: the latest_* columns, the
--- trigger that keeps them, a backfill from each run's latest step, the
--- reworked pgbus_workflows_stuck and a narrower pgbus_workflow_steps_latest.
--- For benchmark databases only (the schema is unreleased, so there is no
--- migration in the package). Safe to run twice:
+-- Brings a benchmark database seeded before the runs carried their latest
+-- step's facts (it records schema version 1, from before v1.sql took them
+-- in) up to schema/v1.sql as released: the latest_* columns, the trigger
+-- that keeps them, a backfill from each run's latest step, the reworked
+-- pgbus_workflows_stuck and a narrower pgbus_workflow_steps_latest. Then
+-- `pgbus-web db install` takes it to the current version like any version 1
+-- database (schema/v2.sql, and `db repair` of whatever the backfill missed).
+-- For benchmark databases only; a released database never lacked these.
+-- Safe to run twice, and only on a database still at version 1:
 --
 --     psql URL -v ON_ERROR_STOP=1 -f bench/migrate_bench_db.sql
+--     pgbus-web db install --database-url URL
 
 \timing on
 
 BEGIN;
+-- On a later version this would put version 1's trigger back: refuse.
+DO $$
+BEGIN
+    IF (SELECT max(version) FROM pgbus_web_schema) <> 1 THEN
+        RAISE EXCEPTION 'this script is for schema version 1 databases only';
+    END IF;
+END;
+$$;
 ALTER TABLE pgbus_workflows
     ADD COLUMN IF NOT EXISTS latest_step_id       bigint,
     ADD COLUMN IF NOT EXISTS latest_step_name     text,

@@ -6,7 +6,10 @@ no-op steps, and times one worker draining them. The steps do nothing, so
 the number is the runtime's own cost per step: the claim, the two
 transactions around the callable, the step rows and the audit events.
 
-    python bench/worker_throughput.py [--runs 500] [--steps 5]
+    python bench/worker_throughput.py [--runs 500] [--steps 5] [--schema-version N]
+
+--schema-version installs an older schema version, to compare what its
+triggers cost the worker (bench/latest_triggers.py isolates them).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ def main() -> None:
     parser.add_argument("--database-url", default=os.environ.get(db.DATABASE_URL_ENV))
     parser.add_argument("--runs", type=int, default=500)
     parser.add_argument("--steps", type=int, default=5, help="no-op steps per run")
+    parser.add_argument("--schema-version", type=int, default=schema.SCHEMA_VERSION)
     options = parser.parse_args()
 
     registry = Registry([
@@ -53,7 +57,7 @@ def main() -> None:
     with database(options.database_url) as url:
         # As the worker command makes it: no ping before each transaction.
         engine = db.create_engine(url, pool_pre_ping=False)
-        schema.install(engine)
+        schema.install(engine, target=options.schema_version)
         now = datetime.now(timezone.utc)
         for n in range(options.runs):
             system.start(engine, "Bench", {"n": n}, registry=registry, now=now)

@@ -201,3 +201,172 @@ def test_a_groups_message_is_its_newest_runs_ties_to_the_higher_id_and_no_since_
         groups = workflows.attention_groups(conn, threshold=defaults.STALL_THRESHOLD, now=T0)
     messages = {group["workflow_class"]: group["error_message"] for group in groups}
     assert messages == {"Tie": "second, same moment", "Unknown": "has a moment"}
+
+
+# --- Every write to the steps, deletes and moves included (schema/v2.sql) ------
+
+STUCK = {"threshold": timedelta(minutes=10), "now": T0}
+
+
+def add_run(engine, workflow_id: str, status: str = "paused", **attrs) -> str:
+    with engine.begin() as conn:
+        workflows.insert_run(conn, {"workflow_id": workflow_id, "workflow_class": "Hand", "status": status,
+                                    "paused_at": T0 - timedelta(hours=1), **attrs})
+    return workflow_id
+
+
+def add_step(engine, workflow_id: str, name: str, status: str, **columns) -> int:
+    names = ["workflow_id", "step_name", "status", *columns]
+    with engine.begin() as conn:
+        return conn.execute(sa.text(
+            f"INSERT INTO pgbus_workflow_steps ({', '.join(names)}) "
+            f"VALUES ({', '.join(':' + n for n in names)}) RETURNING id"
+        ), {"workflow_id": workflow_id, "step_name": name, "status": status, **columns}).scalar_one()
+
+
+def sql(engine, statement: str, **binds) -> None:
+    with engine.begin() as conn:
+        conn.execute(sa.text(statement), binds)
+
+
+def row_versions(engine) -> dict[str, str]:
+    """{workflow_id: the run row's version}: unchanged when nothing wrote the row."""
+    with engine.connect() as conn:
+        return dict(conn.execute(sa.text("SELECT workflow_id, xmin::text FROM pgbus_workflows")).all())
+
+
+def reasons(engine) -> dict[tuple[str, str], int]:
+    with engine.connect() as conn:
+        return workflows.stuck_reason_counts(conn, **STUCK)
+
+
+def test_deleting_the_latest_step_falls_back_to_the_one_before_then_to_none(engine, new_id):
+    run = add_run(engine, new_id())
+    first = add_step(engine, run, "charge", "failed", error_class="Boom")
+    stalled = add_step(engine, run, "charge", "failed", error_class=states.STEP_STALLED_ERROR)
+    assert assert_columns_match(engine)[run]["step_id"] == stalled
+    assert reasons(engine) == {("Hand", states.STALLED): 1}
+
+    sql(engine, "DELETE FROM pgbus_workflow_steps WHERE id = :id", id=stalled)
+    latest = assert_columns_match(engine)[run]
+    assert (latest["step_id"], latest["error_class"]) == (first, "Boom")
+    assert reasons(engine) == {("Hand", states.PAUSED_ERROR): 1}
+
+    sql(engine, "DELETE FROM pgbus_workflow_steps WHERE id = :id", id=first)
+    assert assert_columns_match(engine)[run] == dict.fromkeys(LATEST)
+    assert reasons(engine) == {("Hand", states.PAUSED_MANUAL): 1}
+
+
+def test_a_ready_run_whose_overdue_step_is_deleted_is_no_longer_overdue(engine, new_id):
+    run = add_run(engine, new_id(), status="ready", paused_at=None)
+    step = add_step(engine, run, "send", "scheduled", scheduled_at=T0 - timedelta(hours=1))
+    assert reasons(engine) == {("Hand", states.OVERDUE): 1}
+    sql(engine, "DELETE FROM pgbus_workflow_steps WHERE id = :id", id=step)
+    assert_columns_match(engine)
+    assert reasons(engine) == {}
+
+
+def test_deleting_an_older_step_leaves_the_run_row_unwritten(engine, new_id):
+    run = add_run(engine, new_id())
+    older = add_step(engine, run, "one", "completed")
+    add_step(engine, run, "two", "failed", error_class="Boom")
+    before = row_versions(engine)
+    sql(engine, "DELETE FROM pgbus_workflow_steps WHERE id = :id", id=older)
+    assert row_versions(engine) == before
+    assert_columns_match(engine)
+
+
+def test_moving_a_latest_step_to_another_run_where_it_is_or_is_not_the_latest(engine, new_id):
+    source, behind, ahead = (add_run(engine, new_id()) for _ in range(3))
+    behind_step = add_step(engine, behind, "old", "completed")
+    kept = add_step(engine, source, "one", "completed")
+    moved = add_step(engine, source, "two", "failed", error_class=states.STEP_STALLED_ERROR)
+    add_step(engine, ahead, "three", "completed")  # a higher id than moved
+    again = add_step(engine, source, "four", "failed", error_class="Boom")
+
+    # moved is not source's latest: source keeps its latest, behind gets moved.
+    sql(engine, "UPDATE pgbus_workflow_steps SET workflow_id = :w WHERE id = :id", w=behind, id=moved)
+    columns = assert_columns_match(engine)
+    assert (columns[source]["step_id"], columns[behind]["step_id"]) == (again, moved)
+
+    # source's latest goes to ahead, where a higher id is the latest.
+    sql(engine, "UPDATE pgbus_workflow_steps SET workflow_id = :w WHERE id = :id", w=ahead, id=again)
+    columns = assert_columns_match(engine)
+    assert columns[source]["step_id"] == kept
+    assert columns[ahead]["step_id"] == again
+
+    # Every step of behind to source in one statement: behind has none left.
+    sql(engine, "UPDATE pgbus_workflow_steps SET workflow_id = :w WHERE workflow_id = :from",
+        w=source, **{"from": behind})
+    columns = assert_columns_match(engine)
+    assert columns[behind] == dict.fromkeys(LATEST)
+    assert columns[source]["step_id"] == moved
+    assert behind_step < moved
+
+
+def test_changing_a_step_id_moves_the_latest(engine, new_id):
+    run = add_run(engine, new_id())
+    low = add_step(engine, run, "one", "completed")
+    high = add_step(engine, run, "two", "failed", error_class="Boom")
+    sql(engine, "UPDATE pgbus_workflow_steps SET id = :new WHERE id = :id", new=low - 100, id=high)
+    assert assert_columns_match(engine)[run]["step_id"] == low
+    sql(engine, "UPDATE pgbus_workflow_steps SET id = :new WHERE id = :id", new=high + 100, id=low - 100)
+    assert assert_columns_match(engine)[run]["step_id"] == high + 100
+
+
+def test_a_many_row_delete_and_a_run_delete(engine, new_id):
+    runs = [add_run(engine, new_id()) for _ in range(4)]
+    for n, run in enumerate(runs):
+        for attempt in range(n + 1):
+            add_step(engine, run, f"step{attempt}", "failed", error_class=f"E{attempt}")
+    # The two highest ids of every run, in one statement.
+    sql(engine, """
+        DELETE FROM pgbus_workflow_steps WHERE id IN (
+            SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY workflow_id ORDER BY id DESC) AS n
+                            FROM pgbus_workflow_steps) ranked WHERE n <= 2)
+    """)
+    columns = assert_columns_match(engine)
+    assert [columns[run]["step_name"] for run in runs] == [None, None, "step0", "step1"]
+    sql(engine, "DELETE FROM pgbus_workflows WHERE workflow_id = :w", w=runs[3])
+    assert set(assert_columns_match(engine)) == set(runs[:3])
+
+
+def test_truncating_the_steps_leaves_every_run_without_a_step(engine, new_id):
+    runs = [add_run(engine, new_id()) for _ in range(2)]
+    for run in runs:
+        add_step(engine, run, "charge", "failed", error_class="Boom")
+    sql(engine, "TRUNCATE pgbus_workflow_steps")
+    assert assert_columns_match(engine) == {run: dict.fromkeys(LATEST) for run in runs}
+    assert reasons(engine) == {("Hand", states.PAUSED_MANUAL): 2}
+
+
+def test_a_run_row_inserted_with_latest_values_of_its_own_gets_its_true_ones(engine, new_id):
+    run = add_run(engine, new_id())
+    add_step(engine, run, "charge", "failed", error_class=states.STEP_STALLED_ERROR)
+    # Put back from a copy: the copy carries the old latest_* values, the steps went with the run.
+    with engine.begin() as conn:
+        conn.execute(sa.text("CREATE TEMPORARY TABLE saved ON COMMIT DROP AS "
+                             "SELECT * FROM pgbus_workflows WHERE workflow_id = :w"),
+                     {"w": run})
+        conn.execute(sa.text("DELETE FROM pgbus_workflows WHERE workflow_id = :w"), {"w": run})
+        conn.execute(sa.text("INSERT INTO pgbus_workflows SELECT * FROM saved"))
+        conn.execute(sa.text(
+            "INSERT INTO pgbus_workflows (workflow_id, workflow_class, status, latest_step_id, "
+            "latest_step_status, latest_error_class) VALUES (:w, 'Hand', 'paused', 99, 'failed', 'Boom')"
+        ), {"w": new_id()})
+    columns = assert_columns_match(engine)
+    assert list(columns.values()) == [dict.fromkeys(LATEST)] * 2
+    assert reasons(engine) == {("Hand", states.PAUSED_MANUAL): 2}
+
+
+def test_an_update_that_changes_no_fact_the_run_carries_leaves_the_run_row_unwritten(engine, new_id):
+    run = add_run(engine, new_id(), status="running", paused_at=None)
+    step = add_step(engine, run, "charge", "in_progress")
+    before = row_versions(engine)
+    sql(engine, "UPDATE pgbus_workflow_steps SET started_at = now(), result = '{}', status = 'in_progress' "
+                "WHERE id = :id", id=step)
+    assert row_versions(engine) == before
+    # control: a changed fact does write it
+    sql(engine, "UPDATE pgbus_workflow_steps SET status = 'completed' WHERE id = :id", id=step)
+    assert row_versions(engine) != before
+    assert assert_columns_match(engine)[run]["step_status"] == "completed"

@@ -1,31 +1,141 @@
-"""``pgbus-web db ...``: the schema."""
+"""``pgbus-web db ...``: the schema, and the run columns it keeps.
+
+``check`` and ``repair`` are for runs whose latest_* columns were written
+while the steps' triggers did not fire: a bulk load or a restore with
+``session_replication_role = replica``, or a database used under schema
+version 1 (which missed deleted and moved steps). Both walk the runs in
+batches by id; ``repair`` writes each batch in its own short transaction,
+so it can run beside the workers.
+"""
 
 from __future__ import annotations
 
+import sys
+
 import click
+from sqlalchemy.engine import Engine
+from tqdm import tqdm
 
 from .. import db, schema
+from ..models import workflows
 from .common import database_url_option, engine_from, friendly_errors, main_group
+
+# Runs per batch: big enough that a million runs take a hundred round trips,
+# small enough that a repair's transaction holds its row locks for moments.
+BATCH_SIZE = 10_000
+# Example runs `db check` names.
+EXAMPLES = 10
+
+batch_size_option = click.option(
+    "--batch-size", type=click.IntRange(min=1), default=BATCH_SIZE, show_default=True,
+    help="Runs per batch (each batch of a repair is its own transaction).",
+)
 
 
 @main_group.group("db")
 def db_group() -> None:
-    """Install the schema."""
+    """Install the schema; check and repair the runs' latest-step columns."""
+
+
+def _batches(engine: Engine, batch_size: int, description: str):
+    """(after_id, last_id, runs) of each batch of runs in id order, with a
+    progress bar on a terminal, counted in runs."""
+    with engine.connect() as conn:
+        total = workflows.count_runs(conn)
+    with tqdm(total=total, unit="run", desc=description, disable=None, file=sys.stderr) as bar:
+        after_id = 0
+        while True:
+            with engine.connect() as conn:
+                batch = workflows.next_batch(conn, after_id=after_id, size=batch_size)
+            if batch is None:
+                return
+            last_id, runs = batch
+            yield after_id, last_id, runs
+            bar.update(runs)
+            after_id = last_id
+
+
+def _repair(engine: Engine, batch_size: int) -> tuple[int, int]:
+    """Fix every run's latest_* columns, batch by batch: (runs fixed, runs seen)."""
+    fixed = seen = 0
+    for after_id, last_id, runs in _batches(engine, batch_size, "Repairing"):
+        with engine.begin() as conn:
+            fixed += workflows.repair_latest(conn, after_id=after_id, last_id=last_id)
+        seen += runs
+    return fixed, seen
 
 
 @db_group.command("install")
 @database_url_option
+@batch_size_option
 @friendly_errors
-def install(database_url: str | None) -> None:
-    """Install PGMQ and the pgbus tables (idempotent)."""
+def install(database_url: str | None, batch_size: int) -> None:
+    """Install PGMQ and the pgbus tables, or upgrade an older schema (idempotent)."""
     engine = engine_from(database_url, db.UNBOUNDED_STATEMENTS)
     try:
-        result = schema.install(engine)
-    except schema.SchemaVersionError as exc:
-        raise click.ClickException(str(exc)) from None
+        try:
+            result = schema.install(engine)
+        except schema.SchemaVersionError as exc:
+            raise click.ClickException(str(exc)) from None
+        if result.upgraded_from is not None:
+            click.echo(f"Upgraded pgbus-web schema version {result.upgraded_from} to {result.version}.")
+            # Version 1 missed deleted and moved steps: its runs may carry
+            # columns that version 2 would not have left.
+            if result.upgraded_from < 2:
+                fixed, seen = _repair(engine, batch_size)
+                click.echo(f"Repaired the latest-step columns of {fixed} of {seen} runs.")
+        elif result.installed:
+            click.echo(f"Installed pgbus-web schema version {result.version}.")
+        else:
+            click.echo(f"Schema version {result.version} is already installed; nothing to do.")
     finally:
         engine.dispose()
-    if result.installed:
-        click.echo(f"Installed pgbus-web schema version {result.version}.")
-    else:
-        click.echo(f"Schema version {result.version} is already installed; nothing to do.")
+
+
+@db_group.command("check")
+@database_url_option
+@batch_size_option
+@click.option("--examples", type=click.IntRange(min=0), default=EXAMPLES, show_default=True,
+              help="How many of the disagreeing runs to name.")
+@friendly_errors
+def check(database_url: str | None, batch_size: int, examples: int) -> None:
+    """Report runs whose latest-step columns disagree with their latest step
+    (exit status 1 when any do). Changes nothing."""
+    engine = engine_from(database_url, db.UNBOUNDED_STATEMENTS)
+    seen = wrong = 0
+    named: list[str] = []
+    try:
+        for after_id, last_id, runs in _batches(engine, batch_size, "Checking"):
+            with engine.connect() as conn:
+                differ, ids = workflows.latest_mismatches(
+                    conn, after_id=after_id, last_id=last_id, limit=examples - len(named)
+                )
+            seen, wrong = seen + runs, wrong + differ
+            named += ids
+    finally:
+        engine.dispose()
+    if not wrong:
+        click.echo(f"All {seen} runs agree with their latest step.")
+        return
+    click.echo(
+        f"{wrong} of {seen} runs carry latest-step columns that disagree with their latest step; "
+        "`pgbus-web db repair` fixes them."
+    )
+    for workflow_id in named:
+        click.echo(f"  {workflow_id}")
+    sys.exit(1)
+
+
+@db_group.command("repair")
+@database_url_option
+@batch_size_option
+@friendly_errors
+def repair(database_url: str | None, batch_size: int) -> None:
+    """Recompute the latest-step columns of every run that disagrees with its
+    latest step, in batches (idempotent)."""
+    engine = engine_from(database_url, db.UNBOUNDED_STATEMENTS)
+    try:
+        fixed, seen = _repair(engine, batch_size)
+    finally:
+        engine.dispose()
+    click.echo(f"Repaired the latest-step columns of {fixed} of {seen} runs.")

@@ -397,6 +397,110 @@ def delete_stale(conn: Connection, *, before: datetime, limit: int = 1000) -> in
     ).rowcount
 
 
+# --- The latest_* columns against the steps ------------------------------------
+
+# A run's latest_* columns and the columns of its latest step row they copy
+# (schema/v2.sql keeps them equal on every write while triggers fire).
+LATEST_COLUMNS = (
+    "latest_step_id", "latest_step_name", "latest_step_status", "latest_error_class",
+    "latest_scheduled_at", "latest_waiting_since", "latest_timeout_at",
+)
+_LATEST_STEP = """
+    LEFT JOIN LATERAL (
+        SELECT id, step_name, status, error_class, scheduled_at, waiting_since, timeout_at
+        FROM pgbus_workflow_steps
+        WHERE workflow_id = w.workflow_id
+        ORDER BY id DESC
+        LIMIT 1
+    ) s ON TRUE
+"""
+_LATEST_DIFFERS = (
+    f"({', '.join('w.' + name for name in LATEST_COLUMNS)}) IS DISTINCT FROM "
+    "(s.id, s.step_name, s.status, s.error_class, s.scheduled_at, s.waiting_since, s.timeout_at)"
+)
+
+
+def count_runs(conn: Connection) -> int:
+    return conn.execute(sa.text("SELECT count(*) FROM pgbus_workflows")).scalar_one()
+
+
+def next_batch(conn: Connection, *, after_id: int, size: int) -> tuple[int, int] | None:
+    """The next batch of at most *size* runs with ids above *after_id*, as
+    (its last id, its runs): the batch is after_id < id <= last id. None past
+    the last run."""
+    last_id, runs = conn.execute(
+        sa.text(
+            "SELECT max(id), count(*) FROM (SELECT id FROM pgbus_workflows WHERE id > :after_id "
+            "ORDER BY id LIMIT :size) batch"
+        ),
+        {"after_id": int(after_id), "size": int(size)},
+    ).one()
+    return None if last_id is None else (last_id, runs)
+
+
+def latest_mismatches(conn: Connection, *, after_id: int, last_id: int, limit: int) -> tuple[int, list[str]]:
+    """Over the runs with after_id < id <= last_id: how many carry latest_*
+    columns other than their latest step row's (all NULL for a run without
+    steps), and up to *limit* of their workflow_ids, lowest id first."""
+    wrong, examples = conn.execute(
+        sa.text(
+            f"""
+            SELECT count(*), (array_agg(w.workflow_id ORDER BY w.id))[1:CAST(:limit AS integer)]
+            FROM pgbus_workflows w
+            {_LATEST_STEP}
+            WHERE w.id > :after_id AND w.id <= :last_id AND {_LATEST_DIFFERS}
+            """
+        ),
+        {"after_id": int(after_id), "last_id": int(last_id), "limit": int(limit)},
+    ).one()
+    return wrong, list(examples or [])
+
+
+def repair_latest(conn: Connection, *, after_id: int, last_id: int) -> int:
+    """Set the latest_* columns of the runs with after_id < id <= last_id that
+    disagree with their latest step row; the number of runs fixed.
+
+    Two statements in the caller's transaction: the wrong runs are locked
+    first, then read again and written with a fresh snapshot, so a step
+    written meanwhile by a transaction that held one of them (its trigger
+    updates the run) is seen rather than overwritten with older facts."""
+    ids = conn.execute(
+        sa.text(
+            f"""
+            SELECT w.id FROM pgbus_workflows w
+            {_LATEST_STEP}
+            WHERE w.id > :after_id AND w.id <= :last_id AND {_LATEST_DIFFERS}
+            FOR UPDATE OF w
+            """
+        ),
+        {"after_id": int(after_id), "last_id": int(last_id)},
+    ).scalars().all()
+    if not ids:
+        return 0
+    assignments = ", ".join(
+        f"{column} = truth.{source}"
+        for column, source in zip(
+            LATEST_COLUMNS,
+            ("id", "step_name", "status", "error_class", "scheduled_at", "waiting_since", "timeout_at"),
+        )
+    )
+    return conn.execute(
+        sa.text(
+            f"""
+            UPDATE pgbus_workflows target SET {assignments}
+            FROM (
+                SELECT w.id AS run_id, s.*
+                FROM pgbus_workflows w
+                {_LATEST_STEP}
+                WHERE w.id = ANY(:ids) AND {_LATEST_DIFFERS}
+            ) truth
+            WHERE target.id = truth.run_id
+            """
+        ),
+        {"ids": list(ids)},
+    ).rowcount
+
+
 def definition_outdated(run: Mapping[str, Any], current_digest: str | None) -> bool:
     """True when the run started on another step list than its definition
     declares now. *current_digest* is None when the definition is not
@@ -526,6 +630,7 @@ def page(
     subject_id: str | None = None,
     step_name: str | None = None,
     error_class: str | None = None,
+    no_error_class: bool = False,
     created_from: datetime | None = None,
     created_to: datetime | None = None,
 ) -> list[dict[str, Any]]:
@@ -537,7 +642,9 @@ def page(
     first), so a page deep in a million runs costs what the first one does.
     *reason* keeps the runs stuck for that reason (as stuck_reason_counts
     decides, with the latest step); *step_name* and *error_class* match the
-    latest step (the run's current step when no step row exists yet)."""
+    latest step (the run's current step when no step row exists yet);
+    *no_error_class* keeps the runs whose latest step has no error class (or
+    that have no step), as an attention group without one counts them."""
     if reason is not None and reason not in _REASON_FILTERS:
         raise ValueError(f"unknown stuck reason {reason!r}")
     now = now or _now()
@@ -563,16 +670,19 @@ def page(
             waiting_before=now - waiting_threshold,
         )
     if step_name is not None:
-        # The runtime sets current_step whenever it schedules a step, so it
-        # names the latest step: testing it first lets a rare step skip the
-        # latest-step lookup of every other run; the second test keeps the
-        # answer exact.
-        conditions.append("w.current_step = :step_name")
+        # The run's latest_step_name (the steps' triggers keep it, as the
+        # stuck queries trust) names the latest step: testing it first lets
+        # a rare step skip the latest-step lookup of every other run. The
+        # second test is the rule itself. current_step would not do as the
+        # first: nothing ties it to the latest step row.
+        conditions.append("COALESCE(w.latest_step_name, w.current_step) = :step_name")
         conditions.append("COALESCE(s.step_name, w.current_step) = :step_name")
         binds["step_name"] = step_name
     if error_class is not None:
         conditions.append("s.error_class = :error_class")
         binds["error_class"] = error_class
+    elif no_error_class:
+        conditions.append("s.error_class IS NULL")
     binds["limit"] = int(limit)
     where = " AND ".join(conditions) or "TRUE"
     # Newer pages walk up from after_id; every page is shown newest first.

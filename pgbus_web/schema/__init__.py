@@ -1,9 +1,12 @@
 """Installing the schema: PGMQ (from the SQL the ``pgmq`` package ships, no
 extension needed) and pgbus's tables, under a recorded version.
 
-``install`` is idempotent: on a database already at this version it changes
-nothing; on a database at another version it refuses and changes nothing, so
-that a later release can ship a migration instead.
+Each version is one script, ``v<N>.sql``, applied after the ones before it:
+a fresh install runs them all, a database at an older version runs the ones
+it lacks (a migration), each recorded in ``pgbus_web_schema``, all in one
+transaction. ``install`` is idempotent: on a database already at this
+version it changes nothing; on a database at a version this release does
+not know (a newer one) it refuses and changes nothing.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ import sqlalchemy as sa
 from pgmq.install import get_embedded_install_sql
 from sqlalchemy.engine import Connection, Engine
 
-SCHEMA_VERSION = 1
+# The scripts in order: version N is MIGRATIONS[N - 1].
+MIGRATIONS = ("v1.sql", "v2.sql")
+SCHEMA_VERSION = len(MIGRATIONS)
 VERSION_TABLE = "pgbus_web_schema"
 
 # Serializes concurrent installs (two workers starting at once); any constant
@@ -32,6 +37,8 @@ class InstallResult:
     version: int
     installed: bool  # False when the schema was already there
     pgmq_installed: bool
+    # The version a migrated database was at; None for a fresh install or none.
+    upgraded_from: int | None = None
 
 
 def _sql(name: str) -> str:
@@ -62,39 +69,45 @@ def _pgmq_present(conn: Connection) -> bool:
     return conn.execute(sa.text("SELECT to_regclass('pgmq.meta') IS NOT NULL")).scalar_one()
 
 
-def install(engine: Engine) -> InstallResult:
-    """Install PGMQ and the pgbus tables in one transaction."""
+def install(engine: Engine, *, target: int = SCHEMA_VERSION) -> InstallResult:
+    """Install PGMQ and the pgbus tables, or bring an older version up to
+    *target* (this release's version unless a test asks for an older one),
+    in one transaction."""
+    if not 1 <= target <= SCHEMA_VERSION:
+        raise ValueError(f"no schema version {target}; this release has 1 to {SCHEMA_VERSION}")
     with engine.begin() as conn:
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": INSTALL_LOCK_KEY})
         current = installed_version(conn)
-        if current == SCHEMA_VERSION:
-            return InstallResult(SCHEMA_VERSION, installed=False, pgmq_installed=False)
-        if current is not None:
+        if current == target:
+            return InstallResult(target, installed=False, pgmq_installed=False)
+        if current is not None and not 1 <= current < target:
             raise SchemaVersionError(
                 f"the database has pgbus-web schema version {current}; this release "
-                f"installs version {SCHEMA_VERSION} and cannot change it. Nothing was changed."
-            )
-        if conn.execute(sa.text("SELECT to_regclass('pgbus_workflows') IS NOT NULL")).scalar_one():
-            raise SchemaVersionError(
-                "the database already has pgbus tables that pgbus-web did not install "
-                "(no version recorded); nothing was changed."
+                f"installs version {target} and cannot change it. Nothing was changed."
             )
         pgmq_installed = False
-        if not _pgmq_present(conn):
-            _run_script(conn, get_embedded_install_sql())
-            pgmq_installed = True
-        _run_script(conn, _sql("v1.sql"))
-        conn.execute(
-            sa.text(
-                f"CREATE TABLE {VERSION_TABLE} ("
-                " version integer PRIMARY KEY,"
-                " installed_at timestamptz NOT NULL DEFAULT now())"
+        if current is None:
+            if conn.execute(sa.text("SELECT to_regclass('pgbus_workflows') IS NOT NULL")).scalar_one():
+                raise SchemaVersionError(
+                    "the database already has pgbus tables that pgbus-web did not install "
+                    "(no version recorded); nothing was changed."
+                )
+            if not _pgmq_present(conn):
+                _run_script(conn, get_embedded_install_sql())
+                pgmq_installed = True
+            conn.execute(
+                sa.text(
+                    f"CREATE TABLE {VERSION_TABLE} ("
+                    " version integer PRIMARY KEY,"
+                    " installed_at timestamptz NOT NULL DEFAULT now())"
+                )
             )
-        )
-        conn.execute(
-            sa.text(f"INSERT INTO {VERSION_TABLE} (version) VALUES (:v)"), {"v": SCHEMA_VERSION}
-        )
-    return InstallResult(SCHEMA_VERSION, installed=True, pgmq_installed=pgmq_installed)
+        for version in range((current or 0) + 1, target + 1):
+            _run_script(conn, _sql(MIGRATIONS[version - 1]))
+            conn.execute(
+                sa.text(f"INSERT INTO {VERSION_TABLE} (version) VALUES (:v)"), {"v": version}
+            )
+    return InstallResult(target, installed=True, pgmq_installed=pgmq_installed, upgraded_from=current)
 
 
 # Every table install() creates, children first: what tests truncate.

@@ -2,7 +2,9 @@
 so that every view of the index is a link to share.
 
 Parameters: ``workflow_class``, ``status``, ``reason`` (a stuck reason),
-``subject`` ("Order 1042", or just "Order"), ``step``, ``error_class``,
+``subject`` ("Order 1042", or just "Order"), ``step``, ``error_class`` or
+``no_error_class=1`` (runs whose latest step has no error class: a
+needs-attention group without one links to exactly its runs this way),
 ``since`` (a preset range: 1h, 24h, 7d, 30d) or ``from``/``to`` (a moment
 in the operator's time zone), and the keyset cursors ``before``/``after``.
 A value that cannot be right is reported back, never silently dropped.
@@ -28,6 +30,9 @@ RANGES = {
 MAX_TEXT = 200
 # The keyset cursors are ids, a bigserial.
 MAX_ID = 2**63 - 1
+# The one value of no_error_class (a separate parameter rather than a
+# special error_class: any text can be a stored error class).
+NO_ERROR_CLASS = "1"
 
 
 class FilterError(ValueError):
@@ -42,6 +47,7 @@ class RunFilters:
     subject: str | None = None
     step: str | None = None
     error_class: str | None = None
+    no_error_class: bool = False
     since: str | None = None
     created_from: datetime | None = None
     created_to: datetime | None = None
@@ -65,7 +71,7 @@ class RunFilters:
         """True when any filter (not a cursor) narrows the list."""
         return any(
             (self.workflow_class, self.status, self.reason, self.subject, self.step,
-             self.error_class, self.since, self.created_from, self.created_to)
+             self.error_class, self.no_error_class, self.since, self.created_from, self.created_to)
         )
 
     def query(self, **changes: Any) -> dict[str, str]:
@@ -79,6 +85,7 @@ class RunFilters:
             "subject": self.subject,
             "step": self.step,
             "error_class": self.error_class,
+            "no_error_class": NO_ERROR_CLASS if self.no_error_class else None,
             "since": self.since,
             "from": self.raw_from,
             "to": self.raw_to,
@@ -103,6 +110,7 @@ class RunFilters:
             "subject_id": self.subject_id,
             "step_name": self.step,
             "error_class": self.error_class,
+            "no_error_class": self.no_error_class,
             "created_from": created_from,
             "created_to": self.created_to,
             "before_id": self.before,
@@ -171,6 +179,10 @@ def parse(args: Mapping[str, str]) -> RunFilters:
         raise FilterError(t("pgbus.workflows.filters.errors.since_and_range"))
     if created_from and created_to and created_from >= created_to:
         raise FilterError(t("pgbus.workflows.filters.errors.range_order"))
+    error_class = _text(args, "error_class")
+    no_error_class = _choice(args, "no_error_class", (NO_ERROR_CLASS,)) is not None
+    if error_class is not None and no_error_class:
+        raise FilterError(t("pgbus.workflows.filters.errors.error_class_and_none"))
     before = _cursor(args, "before")
     after = _cursor(args, "after")
     if before is not None and after is not None:
@@ -181,7 +193,8 @@ def parse(args: Mapping[str, str]) -> RunFilters:
         reason=_choice(args, "reason", states.STUCK_REASONS),
         subject=_text(args, "subject"),
         step=_text(args, "step"),
-        error_class=_text(args, "error_class"),
+        error_class=error_class,
+        no_error_class=no_error_class,
         since=since,
         created_from=created_from,
         created_to=created_to,
@@ -211,6 +224,8 @@ def chips(filters: RunFilters) -> list[dict[str, Any]]:
     found = []
     for name, attribute, label_key, value_prefix in _CHIPS:
         value = getattr(filters, attribute)
+        if name == "error_class" and filters.no_error_class:
+            name, value, value_prefix = "no_error_class", t("pgbus.workflows.filters.no_error_class"), None
         if not value:
             continue
         found.append(
@@ -225,11 +240,14 @@ def chips(filters: RunFilters) -> list[dict[str, Any]]:
 
 
 def group_query(group: Mapping[str, Any]) -> dict[str, str]:
-    """The index query that lists one needs-attention group's runs."""
+    """The index query that lists one needs-attention group's runs: a group
+    without an error class lists the runs without one, not every run."""
+    error_class = group.get("error_class")
     values = {
         "workflow_class": group.get("workflow_class"),
         "step": group.get("step_name"),
         "reason": group.get("reason"),
-        "error_class": group.get("error_class"),
+        "error_class": error_class,
+        "no_error_class": NO_ERROR_CLASS if error_class is None else None,
     }
     return {name: str(value) for name, value in values.items() if value is not None}

@@ -1,0 +1,103 @@
+"""A database at schema version 1 is brought to version 2 by `db install`:
+the new triggers, and a repair of the runs version 1 left wrong. Each test
+gets a database of its own on the test server."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner
+from test_latest_step_columns import T0, add_run, add_step, assert_columns_match, sql
+
+from pgbus_web import db, schema, states
+from pgbus_web.cli import main_group
+from pgbus_web.models import workflows
+
+
+@pytest.fixture
+def scratch(_installed_engine, database_url):
+    """(url, engine) of an empty database, dropped afterwards."""
+    name = f"pgbus_scratch_{uuid.uuid4().hex[:12]}"
+    admin = _installed_engine.execution_options(isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    url = sa.engine.make_url(database_url).set(database=name).render_as_string(hide_password=False)
+    engine = db.create_engine(url)
+    try:
+        yield url, engine
+    finally:
+        engine.dispose()
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+
+
+def stuck(engine):
+    with engine.connect() as conn:
+        return workflows.stuck_reason_counts(conn, threshold=timedelta(minutes=10), now=T0)
+
+
+def mismatches(engine) -> int:
+    with engine.connect() as conn:
+        return workflows.latest_mismatches(conn, after_id=0, last_id=2**62, limit=0)[0]
+
+
+def versions(engine) -> list[int]:
+    with engine.connect() as conn:
+        return conn.execute(sa.text("SELECT version FROM pgbus_web_schema ORDER BY 1")).scalars().all()
+
+
+def test_db_install_upgrades_a_version_1_database_and_repairs_what_it_left(scratch):
+    url, engine = scratch
+    assert schema.install(engine, target=1).version == 1
+    stalled_run, moved_from, kept = add_run(engine, "stalled"), add_run(engine, "moved"), add_run(engine, "kept")
+    stalled = add_step(engine, stalled_run, "charge", "failed", error_class=states.STEP_STALLED_ERROR)
+    moved = add_step(engine, moved_from, "charge", "failed", error_class="Boom")
+    add_step(engine, kept, "charge", "failed", error_class="Boom")
+    sql(engine, "DELETE FROM pgbus_workflow_steps WHERE id = :id", id=stalled)
+    sql(engine, "UPDATE pgbus_workflow_steps SET workflow_id = 'kept' WHERE id = :id", id=moved)
+    # What version 1 leaves: both runs still read their gone step.
+    assert mismatches(engine) == 2
+    assert stuck(engine) == {("Hand", states.STALLED): 1, ("Hand", states.PAUSED_ERROR): 2}
+
+    result = CliRunner().invoke(main_group, ["db", "install", "--database-url", url])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        "Upgraded pgbus-web schema version 1 to 2.",
+        "Repaired the latest-step columns of 2 of 3 runs.",
+    ]
+    assert versions(engine) == [1, 2]
+    assert mismatches(engine) == 0
+    assert stuck(engine) == {("Hand", states.PAUSED_MANUAL): 2, ("Hand", states.PAUSED_ERROR): 1}
+
+    # The version 2 triggers are in place: a delete keeps the columns right.
+    sql(engine, "DELETE FROM pgbus_workflow_steps WHERE workflow_id = 'kept' AND id = :id", id=moved)
+    assert_columns_match(engine)
+
+    again = CliRunner().invoke(main_group, ["db", "install", "--database-url", url])
+    assert (again.exit_code, again.output.strip()) == (0, "Schema version 2 is already installed; nothing to do.")
+
+
+def test_install_upgrades_in_place_and_says_from_which_version(scratch):
+    _, engine = scratch
+    schema.install(engine, target=1)
+    result = schema.install(engine)
+    assert (result.version, result.installed, result.upgraded_from) == (schema.SCHEMA_VERSION, True, 1)
+    assert versions(engine) == [1, 2]
+
+
+def test_a_fresh_install_is_no_upgrade(scratch):
+    _, engine = scratch
+    result = schema.install(engine)
+    assert (result.installed, result.pgmq_installed, result.upgraded_from) == (True, True, None)
+    assert versions(engine) == list(range(1, schema.SCHEMA_VERSION + 1))
+
+
+def test_no_version_beyond_this_release_is_installed(scratch):
+    _, engine = scratch
+    with pytest.raises(ValueError, match="no schema version 3"):
+        schema.install(engine, target=schema.SCHEMA_VERSION + 1)
+    with engine.connect() as conn:
+        assert schema.installed_version(conn) is None
