@@ -232,7 +232,7 @@ def test_htmx_fragments_are_the_page_blocks(client, runs, target):
 
 
 def test_blocks_render_out_of_band_for_one_answer(app, runs):
-    from pgbus_web.web import context, render, state, views
+    from pgbus_web.web import context, pages, render, state
 
     made = every_state(runs)
     with app.test_request_context(f"/workflows/{made['paused_error']}"):
@@ -240,7 +240,7 @@ def test_blocks_render_out_of_band_for_one_answer(app, runs):
         with state().database.read() as conn:
             page = context.run_context(conn, state().settings, made["paused_error"])
         page.update(settings=state().settings, can_act=True)
-        html = render.fragments(views.RUN_TEMPLATE, ["run_header", "run_steps", "run_audit"], page)
+        html = render.fragments(pages.RUN.template, ["run_header", "run_steps", "run_audit"], page)
     sections = soup_from(html).select("section")
     assert [s["id"] for s in sections] == ["pgbus-run-header", "pgbus-run-steps", "pgbus-run-audit"]
     assert all(s["hx-swap-oob"] == "true" for s in sections)
