@@ -118,17 +118,24 @@ class RunFilters:
         }
 
 
-def _text(args: Mapping[str, str], name: str) -> str | None:
-    value = (args.get(name) or "").strip()
-    if not value:
+def text(args: Mapping[str, str], name: str, limit: int = MAX_TEXT, *, strip: bool = True) -> str | None:
+    """A query parameter's text, None when blank. *strip*: spaces around it
+    dropped (a lock key keeps its own). Refused when longer than *limit* or
+    holding a NUL: PostgreSQL text cannot hold one, so nothing stored has
+    one; refused here rather than failing in the query."""
+    raw = args.get(name) or ""
+    if not raw.strip():
         return None
-    if len(value) > MAX_TEXT:
-        raise FilterError(t("pgbus.workflows.filters.errors.too_long", name=name, limit=MAX_TEXT))
+    value = raw.strip() if strip else raw
+    if len(value) > limit:
+        raise FilterError(t("pgbus.workflows.filters.errors.too_long", name=name, limit=limit))
     if "\x00" in value:
-        # PostgreSQL text cannot hold a NUL, so no run has one: refuse it
-        # here rather than fail in the query.
         raise FilterError(t("pgbus.workflows.filters.errors.nul_character", name=name))
     return value
+
+
+def _text(args: Mapping[str, str], name: str) -> str | None:
+    return text(args, name)
 
 
 def _choice(args: Mapping[str, str], name: str, allowed) -> str | None:

@@ -14,6 +14,7 @@ from ..i18n import t
 from ..locks import STATES
 from ..models.uniqueness_keys import Cursor
 from ..models.values import Infinite
+from . import filters
 from .filters import FilterError
 
 # Longest queue name a filter accepts: PGMQ's own limit is far below.
@@ -51,15 +52,8 @@ class LockFilters:
 
 
 def text(args: Mapping[str, str], name: str, limit: int) -> str | None:
-    value = args.get(name) or ""
-    if not value.strip():
-        return None
-    if len(value) > limit:
-        raise FilterError(t("pgbus.workflows.filters.errors.too_long", name=name, limit=limit))
-    if "\x00" in value:
-        # PostgreSQL text cannot hold a NUL: no queue or lock key has one.
-        raise FilterError(t("pgbus.workflows.filters.errors.nul_character", name=name))
-    return value
+    """A parameter as typed (queue names and lock keys keep their spaces)."""
+    return filters.text(args, name, limit, strip=False)
 
 
 def _cursor(args: Mapping[str, str]) -> Cursor | None:
