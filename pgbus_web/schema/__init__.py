@@ -84,6 +84,7 @@ def install(engine: Engine) -> InstallResult:
             _run_script(conn, get_embedded_install_sql())
             pgmq_installed = True
         _run_script(conn, _sql("v1.sql"))
+        _run_script(conn, _sql("operations.sql"))
         conn.execute(
             sa.text(
                 f"CREATE TABLE {VERSION_TABLE} ("
@@ -99,6 +100,7 @@ def install(engine: Engine) -> InstallResult:
 
 # Every table install() creates, children first: what tests truncate.
 TABLES = (
+    "pgbus_web_operations",
     "pgbus_workflow_events",
     "pgbus_workflow_signals",
     "pgbus_workflow_steps",
