@@ -23,6 +23,7 @@ those runs as moved without acting again.
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Mapping
@@ -416,3 +417,42 @@ class Runner:
         else:
             self.held = _Held(written, written["heartbeat_at"], held.recover_until)
         return result
+
+
+class Background:
+    """The serving process's share of the work: a daemon thread that does
+    queued operations (one cheap look every *poll* seconds when none is
+    open), so a dashboard without a worker still finishes what it starts."""
+
+    def __init__(self, engine: Engine, registry=None, *, poll: float = 2.0) -> None:
+        self.runner = Runner(engine, registry)
+        self.engine = engine
+        self.poll = poll
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="pgbus-web-operations", daemon=True)
+
+    def start(self) -> "Background":
+        self.thread.start()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self.thread.join(timeout)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                if self.runner.held is None:
+                    with self.engine.connect() as conn:
+                        if not store.any_open(conn):
+                            self._stop.wait(self.poll)
+                            continue
+                if self.runner.step() is None:
+                    self._stop.wait(self.poll)
+            except Exception:  # noqa: BLE001  (a lost connection must not end the thread)
+                log.exception("operations: retrying in %.1fs", self.poll)
+                self._stop.wait(self.poll)
+        try:
+            self.runner.release()
+        except Exception:  # noqa: BLE001
+            log.exception("operations: could not release the operation in hand")

@@ -38,7 +38,7 @@ from flask import Blueprint, Flask
 
 from .. import i18n
 from ..db import Database
-from . import actions, chrome, csrf, helpers, locks_views, presenters, security, views
+from . import actions, chrome, csrf, helpers, locks_views, operations_views, presenters, security, views
 from .extension import EXTENSION_NAME, State, state
 from .settings import Settings
 
@@ -81,6 +81,7 @@ class PgbusWeb:
         self.settings = settings_from(settings)
         self.url_prefix = url_prefix
         self._database = database
+        self.operations = None  # the thread doing operations (run_operations)
         if app is not None:
             self.init_app(app)
 
@@ -92,6 +93,10 @@ class PgbusWeb:
         )
         app.extensions[EXTENSION_NAME] = State(self.settings, database)
         app.register_blueprint(build_blueprint(), url_prefix=self.url_prefix)
+        if self.settings.run_operations:
+            from ..runtime.operations import Background
+
+            self.operations = Background(database.primary, self.settings.registry).start()
 
 
 def build_blueprint() -> Blueprint:
@@ -121,4 +126,5 @@ def build_blueprint() -> Blueprint:
     views.register(blueprint)
     actions.register(blueprint)
     locks_views.register(blueprint)
+    operations_views.register(blueprint)
     return blueprint
