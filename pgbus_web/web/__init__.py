@@ -38,7 +38,7 @@ from flask import Blueprint, Flask
 
 from .. import i18n
 from ..db import Database
-from . import actions, chrome, csrf, helpers, locks_views, operations_views, presenters, security, views
+from . import actions, chrome, csrf, helpers, locks_views, presenters, security, views
 from .extension import EXTENSION_NAME, State, state
 from .settings import Settings
 
@@ -126,5 +126,4 @@ def build_blueprint() -> Blueprint:
     views.register(blueprint)
     actions.register(blueprint)
     locks_views.register(blueprint)
-    operations_views.register(blueprint)
     return blueprint

@@ -1,3 +1,0 @@
-"""placeholder"""
-def register(blueprint):
-    pass
