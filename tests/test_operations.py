@@ -339,3 +339,23 @@ def test_kill_minus_nine_mid_chunk_then_takeover_finishes_without_doing_anything
         done = store.find(conn, operation["id"])
     assert sorted(events_of(engine, "resumed")) == sorted(paused)
     assert (done["status"], done["moved"], done["skipped"], done["refused"]) == ("done", 400, 0, 0)
+
+
+def test_the_index_lists_the_runs_an_operation_touched(engine, runs, client):
+    from web_helpers import soup
+
+    touched = [paused_on_capture(runs) for _ in range(3)]
+    untouched = ready_later(runs)
+    operation = create(engine, status="paused")
+    finish(engine)
+    page = client.get(f"/workflows?operation={operation['id']}")
+    assert page.status_code == 200
+    text = page.get_data(as_text=True)
+    assert all(workflow_id[:8] in text for workflow_id in touched)
+    assert untouched[:8] not in text
+    chips = [chip.get_text(" ", strip=True) for chip in soup(page).select(".pgbus-chip, .pgbus-filter-chip")]
+    assert any(str(operation["id"]) in chip for chip in chips) or f"#{operation['id']}" in text or "Operation" in text
+    # Control: another operation's id lists nothing of these.
+    other = client.get(f"/workflows?operation={operation['id'] + 1}").get_data(as_text=True)
+    assert not any(workflow_id[:8] in other for workflow_id in touched)
+    assert client.get("/workflows?operation=abc").status_code == 400
