@@ -696,3 +696,32 @@ def matching_ids(
          **({"acted_by": str(acted_by)} if acted_by is not None else {})},
     )
     return as_dicts(rows)
+
+
+def class_status_counts(
+    conn: Connection, workflow_class: str, *, created_from: datetime | None = None
+) -> dict[str, int]:
+    """{status: runs} of one class, over the runs created since *created_from*
+    (every run when None)."""
+    condition = "AND created_at >= :created_from" if created_from is not None else ""
+    rows = conn.execute(
+        sa.text(
+            f"""
+            SELECT status, count(*) AS runs FROM pgbus_workflows
+            WHERE workflow_class = :workflow_class {condition}
+            GROUP BY status
+            """
+        ),
+        {"workflow_class": workflow_class, "created_from": created_from},
+    )
+    return {status: runs for status, runs in rows}
+
+
+def class_exists(conn: Connection, workflow_class: str) -> bool:
+    """True when at least one run of *workflow_class* exists."""
+    return conn.execute(
+        sa.text(
+            "SELECT EXISTS (SELECT 1 FROM pgbus_workflows WHERE workflow_class = :workflow_class)"
+        ),
+        {"workflow_class": workflow_class},
+    ).scalar_one()
