@@ -83,9 +83,19 @@ def test_db_install_upgrades_a_version_1_database_and_repairs_what_it_left(scrat
 def test_install_upgrades_in_place_and_says_from_which_version(scratch):
     _, engine = scratch
     schema.install(engine, target=1)
+    assert not _has_table(engine, "pgbus_web_operations")  # control: version 1 has none
     result = schema.install(engine)
     assert (result.version, result.installed, result.upgraded_from) == (schema.SCHEMA_VERSION, True, 1)
     assert versions(engine) == [1, 2]
+    # Version 2 brings the operations table (DESIGN §9).
+    assert _has_table(engine, "pgbus_web_operations")
+
+
+def _has_table(engine, name: str) -> bool:
+    import sqlalchemy as sa
+
+    with engine.connect() as conn:
+        return conn.execute(sa.text("SELECT to_regclass(:name) IS NOT NULL"), {"name": name}).scalar_one()
 
 
 def test_a_fresh_install_is_no_upgrade(scratch):

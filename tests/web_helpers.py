@@ -33,7 +33,9 @@ def text_of(node) -> str:
 def make_app(database, **settings):
     from pgbus_web.app import create_app
 
-    values = {"database": database, "registry": REGISTRY, "TESTING": True, **settings}
+    # No operations thread unless a test asks: it would race the tests'
+    # own look at an operation's status.
+    values = {"database": database, "registry": REGISTRY, "TESTING": True, "run_operations": False, **settings}
     return create_app(values)
 
 

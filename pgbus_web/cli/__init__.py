@@ -10,6 +10,7 @@ never a traceback.
 from __future__ import annotations
 
 from . import (
+    bulk,  # noqa: F401  (registers `bulk`)
     database,  # noqa: F401  (registers `db`)
     demo,  # noqa: F401  (registers `demo`)
     locks,  # noqa: F401  (registers `locks`)

@@ -83,6 +83,26 @@ def record(
     ).scalar_one()
 
 
+# Operation ids are compared as text: the expression the index
+# pgbus_workflow_events_operation holds (schema/v2.sql).
+_OPERATION_ACTED = sa.text(
+    """
+    SELECT EXISTS (
+        SELECT 1 FROM pgbus_workflow_events
+        WHERE details ? 'operation_id' AND details ->> 'operation_id' = :operation_id
+          AND workflow_id = :workflow_id
+    )
+    """
+)
+
+
+def operation_acted(conn: Connection, workflow_id: str, operation_id: int) -> bool:
+    """True when operation *operation_id* already wrote an event on this run."""
+    return conn.execute(
+        _OPERATION_ACTED, {"workflow_id": workflow_id, "operation_id": str(operation_id)}
+    ).scalar_one()
+
+
 def for_run(conn: Connection, workflow_id: str) -> list[dict[str, Any]]:
     """A run's events, oldest first."""
     return as_dicts(conn.execute(_FOR_RUN, {"workflow_id": workflow_id}))

@@ -7,6 +7,7 @@ guarded ``transition`` inside the same transaction.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Mapping
 
@@ -563,6 +564,13 @@ _PAGE_FILTERS = {
     "created_to": "w.created_at < :created_to",
     "before_id": "w.id < :before_id",
     "after_id": "w.id > :after_id",
+    # An operation's walk: never past the highest id at its preview.
+    "ceiling_id": "w.id <= :ceiling_id",
+    # The runs an operation acted on (its events carry its id).
+    "operation": (
+        "w.workflow_id IN (SELECT e.workflow_id FROM pgbus_workflow_events e"
+        " WHERE e.details ? 'operation_id' AND e.details ->> 'operation_id' = :operation)"
+    ),
 }
 
 # A stuck reason as a filter: the one run status it can have (so the scan
@@ -614,15 +622,15 @@ def _split_page_row(row: Mapping[str, Any]) -> dict[str, Any]:
     return run
 
 
-def page(
-    conn: Connection,
+def page_where(
     *,
-    limit: int,
     threshold: timedelta,
     waiting_threshold: timedelta,
     now: datetime | None = None,
     before_id: int | None = None,
     after_id: int | None = None,
+    ceiling_id: int | None = None,
+    operation: int | str | None = None,
     workflow_class: str | None = None,
     status: str | None = None,
     reason: str | None = None,
@@ -633,14 +641,13 @@ def page(
     no_error_class: bool = False,
     created_from: datetime | None = None,
     created_to: datetime | None = None,
-) -> list[dict[str, Any]]:
-    """One page of the runs index, newest first, each run with its latest
-    step and that step's batch under ``step`` and ``batch``.
+) -> tuple[str, dict[str, Any]]:
+    """The runs index's WHERE clause (over ``w``, a run, and ``s``, its
+    latest step) and its binds, for page() and for an operation's walk
+    (count_matching, matching_ids), so both see exactly the same runs.
 
-    Keyset pagination by id: *before_id* gives the page of older runs,
-    *after_id* the page of newer ones (fetched oldest first, returned newest
-    first), so a page deep in a million runs costs what the first one does.
-    *reason* keeps the runs stuck for that reason (as stuck_reason_counts
+    *ceiling_id* keeps runs up to that id; *operation* the runs that
+    operation acted on. *reason* keeps the runs stuck for that reason (as stuck_reason_counts
     decides, with the latest step); *step_name* and *error_class* match the
     latest step (the run's current step when no step row exists yet);
     *no_error_class* keeps the runs whose latest step has no error class (or
@@ -657,6 +664,8 @@ def page(
         "created_to": created_to,
         "before_id": before_id,
         "after_id": after_id,
+        "ceiling_id": ceiling_id,
+        "operation": str(operation) if operation is not None else None,
     }
     binds = {name: value for name, value in values.items() if value is not None}
     conditions = [_PAGE_FILTERS[name] for name in binds]
@@ -683,8 +692,49 @@ def page(
         binds["error_class"] = error_class
     elif no_error_class:
         conditions.append("s.error_class IS NULL")
-    binds["limit"] = int(limit)
     where = " AND ".join(conditions) or "TRUE"
+    return where, binds
+
+
+# The latest step of run w, as the index's conditions read it (s.*).
+_LATEST_STEP_JOIN = """
+    LEFT JOIN LATERAL (
+        SELECT id, step_name, status, attempt, scheduled_at, started_at,
+               finished_at, wait_for, waiting_since, timeout_at, batch_id,
+               error_class, error_message, created_at
+        FROM pgbus_workflow_steps
+        WHERE workflow_id = w.workflow_id
+        ORDER BY id DESC
+        LIMIT 1
+    ) s ON TRUE
+"""
+
+
+def _step_join(where: str) -> str:
+    """The latest-step join when the conditions read it; without it a
+    count over a status or a class is read from an index alone."""
+    return _LATEST_STEP_JOIN if re.search(r"\bs\.", where) else ""
+
+
+def page(
+    conn: Connection,
+    *,
+    limit: int,
+    threshold: timedelta,
+    waiting_threshold: timedelta,
+    now: datetime | None = None,
+    **filters: Any,
+) -> list[dict[str, Any]]:
+    """One page of the runs index, newest first, each run with its latest
+    step and that step's batch under ``step`` and ``batch``; *filters* are
+    page_where's.
+
+    Keyset pagination by id: *before_id* gives the page of older runs,
+    *after_id* the page of newer ones (fetched oldest first, returned newest
+    first), so a page deep in a million runs costs what the first one does."""
+    after_id = filters.get("after_id")
+    where, binds = page_where(threshold=threshold, waiting_threshold=waiting_threshold, now=now, **filters)
+    binds["limit"] = int(limit)
     # Newer pages walk up from after_id; every page is shown newest first.
     direction = "ASC" if after_id is not None else "DESC"
     rows = conn.execute(
@@ -694,15 +744,7 @@ def page(
             FROM (
                 SELECT {_PAGE_RUN_COLUMNS}, {_PAGE_STEP_COLUMNS}
                 FROM pgbus_workflows w
-                LEFT JOIN LATERAL (
-                    SELECT id, step_name, status, attempt, scheduled_at, started_at,
-                           finished_at, wait_for, waiting_since, timeout_at, batch_id,
-                           error_class, error_message, created_at
-                    FROM pgbus_workflow_steps
-                    WHERE workflow_id = w.workflow_id
-                    ORDER BY id DESC
-                    LIMIT 1
-                ) s ON TRUE
+                {_LATEST_STEP_JOIN}
                 WHERE {where}
                 ORDER BY w.id {direction}
                 LIMIT :limit
@@ -716,6 +758,54 @@ def page(
         binds,
     )
     return [_split_page_row(row) for row in as_dicts(rows)]
+
+
+def count_matching(conn: Connection, *, where: str, binds: Mapping[str, Any]) -> dict[tuple[str, str], int]:
+    """{(workflow_class, status): runs} matching page_where's *where*."""
+    rows = conn.execute(
+        sa.text(
+            f"""
+            SELECT w.workflow_class, w.status, count(*) AS runs
+            FROM pgbus_workflows w
+            {_step_join(where)}
+            WHERE {where}
+            GROUP BY w.workflow_class, w.status
+            """
+        ),
+        dict(binds),
+    )
+    return {(klass, status): runs for klass, status, runs in rows}
+
+
+def matching_ids(
+    conn: Connection, *, where: str, binds: Mapping[str, Any], after_id: int, ceiling_id: int, limit: int,
+    acted_by: int | None = None,
+) -> list[dict[str, Any]]:
+    """The next runs matching page_where's *where* with an id in
+    (*after_id*, *ceiling_id*], oldest id first, at most *limit*: id,
+    workflow_id, workflow_class and status of each, an operation's chunk.
+    *acted_by*: also the runs that operation already acted on (a chunk done
+    again after a takeover counts them, though they no longer match)."""
+    acted = (
+        " OR w.workflow_id IN (SELECT e.workflow_id FROM pgbus_workflow_events e"
+        " WHERE e.details ? 'operation_id' AND e.details ->> 'operation_id' = :acted_by)"
+        if acted_by is not None else ""
+    )
+    rows = conn.execute(
+        sa.text(
+            f"""
+            SELECT w.id, w.workflow_id, w.workflow_class, w.status
+            FROM pgbus_workflows w
+            {_step_join(where)}
+            WHERE w.id > :walk_after AND w.id <= :walk_ceiling AND (({where}){acted})
+            ORDER BY w.id
+            LIMIT :walk_limit
+            """
+        ),
+        {**binds, "walk_after": int(after_id), "walk_ceiling": int(ceiling_id), "walk_limit": int(limit),
+         **({"acted_by": str(acted_by)} if acted_by is not None else {})},
+    )
+    return as_dicts(rows)
 
 
 def class_status_counts(

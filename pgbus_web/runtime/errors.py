@@ -164,3 +164,14 @@ class SubjectBusy(WorkflowError):
             f"for {subject_type} {subject_id}",
             workflow_id=workflow_id,
         )
+
+
+class AlreadyActed(WorkflowError):
+    """An operation's verb on a run that operation already acted on (its
+    chunk is being done again after a crash or a takeover)."""
+
+    code = "already_acted"
+
+    def __init__(self, workflow_id: str, operation_id: int) -> None:
+        self.operation_id = operation_id
+        super().__init__(f"operation {operation_id} already acted on run {workflow_id}", workflow_id=workflow_id)

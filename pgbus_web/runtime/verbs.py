@@ -10,8 +10,12 @@ gets that error.
 Every verb takes the engine first, then the run's workflow_id, and keyword
 options: ``actor`` (default "app"), ``reason``, ``at`` (an aware datetime or
 an ISO 8601 string with a zone, in the future), ``from_step``, ``registry``
-(the definitions, needed by resume, resume_at, skip and rerun) and ``now``
-(tests pass it). Each returns the run's row as it is after the verb.
+(the definitions, needed by resume, resume_at, skip and rerun), ``now``
+(tests pass it) and ``operation_id`` (an operation acting on many runs,
+runtime/operations.py: its id goes into every audit event the verb writes,
+and a run that operation already acted on raises AlreadyActed under the
+row lock, so a chunk done again after a crash acts on nobody twice). Each
+returns the run's row as it is after the verb.
 """
 
 from __future__ import annotations
@@ -25,12 +29,13 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from .. import states
-from ..models import signals, steps, workflows
+from ..models import events, signals, steps, workflows
 from ..models.values import json_problem
 from . import flow, verb_table
 from .clock import parse_future, utcnow
 from .definitions import Registry, Workflow
 from .errors import (
+    AlreadyActed,
     ClassNotLoaded,
     InvalidPayload,
     InvalidSignalName,
@@ -57,12 +62,14 @@ class _Verb:
     """One verb's transaction: the locked run, and helpers that keep the
     verb's name, actor and time at hand."""
 
-    def __init__(self, conn: Connection, run: dict[str, Any], verb: str, actor: str, now: datetime):
+    def __init__(self, conn: Connection, run: dict[str, Any], verb: str, actor: str, now: datetime,
+                 operation_id: int | None = None):
         self.conn = conn
         self.run = run
         self.verb = verb
         self.actor = actor
         self.now = now
+        self.operation_id = operation_id
 
     @property
     def workflow_id(self) -> str:
@@ -81,6 +88,8 @@ class _Verb:
         return step
 
     def event(self, event: str, *, step=None, reason=None, details=None) -> None:
+        if self.operation_id is not None:
+            details = {**(details or {}), "operation_id": self.operation_id}
         flow.record(self.conn, self.run, event, actor=self.actor, now=self.now,
                     step=step, reason=reason, details=details)
 
@@ -95,18 +104,22 @@ class _Verb:
 
 def _run_verb(
     engine: Engine, workflow_id: str, verb: str, actor: str | None, now: datetime | None,
-    body: Callable[[_Verb], None],
+    body: Callable[[_Verb], None], operation_id: int | None = None,
 ) -> dict[str, Any]:
     now = now or utcnow()
     with engine.begin() as conn:
         run = workflows.lock_for(conn, workflow_id)
         if run is None:
             raise RunNotFound(workflow_id)
+        # Under the row lock, so that of two processes doing one operation's
+        # chunk (a takeover while the first still runs) only one acts.
+        if operation_id is not None and events.operation_acted(conn, workflow_id, operation_id):
+            raise AlreadyActed(workflow_id, operation_id)
         if run["status"] not in FROM[verb]:
             if verb == "signal":
                 raise RunFinished(workflow_id, verb, run["status"])
             raise WrongStatus(workflow_id, verb, run["status"], FROM[verb])
-        body(_Verb(conn, run, verb, actor or states.APP_ACTOR, now))
+        body(_Verb(conn, run, verb, actor or states.APP_ACTOR, now, operation_id))
         return workflows.find(conn, workflow_id)
 
 
@@ -167,23 +180,24 @@ def _resume(v: _Verb, registry: Registry | None, reason: str | None, at: datetim
 
 def resume(
     engine: Engine, workflow_id: str, *, reason: str | None = None, actor: str | None = None,
-    registry: Registry | None = None, now: datetime | None = None,
+    registry: Registry | None = None, now: datetime | None = None, operation_id: int | None = None,
 ) -> dict[str, Any]:
     """paused -> by the action plan: retry the failed step (due now),
     continue with the next step, finish the run, or let the pending step go on."""
     return _run_verb(engine, workflow_id, "resume", actor, now,
-                     lambda v: _resume(v, registry, _reason(reason), None))
+                     lambda v: _resume(v, registry, _reason(reason), None), operation_id)
 
 
 def resume_at(
     engine: Engine, workflow_id: str, *, at: datetime | str | None, reason: str | None = None,
     actor: str | None = None, registry: Registry | None = None, now: datetime | None = None,
+    operation_id: int | None = None,
 ) -> dict[str, Any]:
     """As resume, with the step due at *at* (which must be in the future)."""
     now = now or utcnow()
     when = parse_future(at, now=now, workflow_id=workflow_id)
     return _run_verb(engine, workflow_id, "resume_at", actor, now,
-                     lambda v: _resume(v, registry, _reason(reason), when))
+                     lambda v: _resume(v, registry, _reason(reason), when), operation_id)
 
 
 # --- run_now, reschedule -----------------------------------------------------
@@ -205,22 +219,22 @@ def _set_due(v: _Verb, event: str, at: datetime, reason: str | None) -> None:
 
 def run_now(
     engine: Engine, workflow_id: str, *, reason: str | None = None, actor: str | None = None,
-    now: datetime | None = None,
+    now: datetime | None = None, operation_id: int | None = None,
 ) -> dict[str, Any]:
     """ready -> ready with its step due now."""
     return _run_verb(engine, workflow_id, "run_now", actor, now,
-                     lambda v: _set_due(v, "run_now", v.now, _reason(reason)))
+                     lambda v: _set_due(v, "run_now", v.now, _reason(reason)), operation_id)
 
 
 def reschedule(
     engine: Engine, workflow_id: str, *, at: datetime | str | None, reason: str | None = None,
-    actor: str | None = None, now: datetime | None = None,
+    actor: str | None = None, now: datetime | None = None, operation_id: int | None = None,
 ) -> dict[str, Any]:
     """ready -> ready with its step due at *at* (in the future)."""
     now = now or utcnow()
     when = parse_future(at, now=now, workflow_id=workflow_id)
     return _run_verb(engine, workflow_id, "reschedule", actor, now,
-                     lambda v: _set_due(v, "rescheduled", when, _reason(reason)))
+                     lambda v: _set_due(v, "rescheduled", when, _reason(reason)), operation_id)
 
 
 # --- skip --------------------------------------------------------------------
@@ -265,12 +279,12 @@ def _following(v: _Verb, definition: Workflow, name: str):
 
 def skip(
     engine: Engine, workflow_id: str, *, reason: str | None = None, actor: str | None = None,
-    registry: Registry | None = None, now: datetime | None = None,
+    registry: Registry | None = None, now: datetime | None = None, operation_id: int | None = None,
 ) -> dict[str, Any]:
     """paused, ready or waiting -> the current step skipped; the next one
     scheduled, or the run completed after the last step."""
     return _run_verb(engine, workflow_id, "skip", actor, now,
-                     lambda v: _skip(v, registry, _reason(reason)))
+                     lambda v: _skip(v, registry, _reason(reason)), operation_id)
 
 
 # --- rerun -------------------------------------------------------------------
@@ -297,11 +311,12 @@ def _rerun(v: _Verb, registry: Registry | None, from_step: str | None, reason: s
 def rerun(
     engine: Engine, workflow_id: str, *, from_step: str | None = None, reason: str | None = None,
     actor: str | None = None, registry: Registry | None = None, now: datetime | None = None,
+    operation_id: int | None = None,
 ) -> dict[str, Any]:
     """completed, failed or cancelled -> ready with a new attempt of
     *from_step* (default: the first step), due now."""
     return _run_verb(engine, workflow_id, "rerun", actor, now,
-                     lambda v: _rerun(v, registry, from_step, _reason(reason)))
+                     lambda v: _rerun(v, registry, from_step, _reason(reason)), operation_id)
 
 
 # --- cancel, pause -----------------------------------------------------------
@@ -315,11 +330,12 @@ def _cancel(v: _Verb, reason: str | None) -> None:
 
 def cancel(
     engine: Engine, workflow_id: str, *, reason: str | None = None, actor: str | None = None,
-    now: datetime | None = None,
+    now: datetime | None = None, operation_id: int | None = None,
 ) -> dict[str, Any]:
     """Any ongoing status -> cancelled; its open step rows cancelled. A step
     running at that moment finishes, but its result is ignored."""
-    return _run_verb(engine, workflow_id, "cancel", actor, now, lambda v: _cancel(v, _reason(reason)))
+    return _run_verb(engine, workflow_id, "cancel", actor, now, lambda v: _cancel(v, _reason(reason)),
+                     operation_id)
 
 
 def _pause(v: _Verb, reason: str | None) -> None:
@@ -329,10 +345,11 @@ def _pause(v: _Verb, reason: str | None) -> None:
 
 def pause(
     engine: Engine, workflow_id: str, *, reason: str | None = None, actor: str | None = None,
-    now: datetime | None = None,
+    now: datetime | None = None, operation_id: int | None = None,
 ) -> dict[str, Any]:
     """ready, waiting or running -> paused: nothing new is scheduled until resumed."""
-    return _run_verb(engine, workflow_id, "pause", actor, now, lambda v: _pause(v, _reason(reason)))
+    return _run_verb(engine, workflow_id, "pause", actor, now, lambda v: _pause(v, _reason(reason)),
+                     operation_id)
 
 
 # --- signal ------------------------------------------------------------------
@@ -368,7 +385,7 @@ def _payload(payload: Any, workflow_id: str) -> dict[str, Any]:
 
 def signal(
     engine: Engine, workflow_id: str, name: str, payload: Any = None, idempotency_key: str | None = None,
-    *, actor: str | None = None, now: datetime | None = None,
+    *, actor: str | None = None, now: datetime | None = None, operation_id: int | None = None,
 ) -> SignalResult:
     """Deliver signal *name* to an ongoing run. It is stored pending; a
     step waiting for *name* claims it and becomes due now (the run goes
@@ -402,7 +419,7 @@ def signal(
         v.move(states.READY)
         result["signal"] = next(s for s in signals.for_run(v.conn, v.workflow_id) if s["id"] == stored["id"])
 
-    run = _run_verb(engine, workflow_id, "signal", actor, now, deliver)
+    run = _run_verb(engine, workflow_id, "signal", actor, now, deliver, operation_id)
     return SignalResult(signal=result["signal"], duplicate=result["duplicate"], run=run)
 
 
@@ -430,7 +447,7 @@ OPTIONS = {
 
 def perform(
     engine: Engine, verb: str, workflow_id: str, *, actor: str | None = None, now: datetime | None = None,
-    **options: Any,
+    operation_id: int | None = None, **options: Any,
 ) -> dict[str, Any]:
     """Call *verb* by name with the options it takes out of *options*
     (reason, at, from_step, registry); the others are ignored, so a form's
@@ -439,7 +456,7 @@ def perform(
     if function is None:
         raise UnknownVerb(verb)
     taken = {name: options.get(name) for name in OPTIONS[verb]}
-    return function(engine, workflow_id, actor=actor, now=now, **taken)
+    return function(engine, workflow_id, actor=actor, now=now, operation_id=operation_id, **taken)
 
 
 @dataclass
@@ -468,3 +485,6 @@ def bulk(
         else:
             result.moved += 1
     return result
+
+# The payload check signal() applies, for callers that check first (operations).
+parse_payload = _payload

@@ -1,5 +1,6 @@
 """The worker: runs due steps, wakes steps whose batch finished, and sweeps
-for timed-out waits and stalled steps.
+for timed-out waits and stalled steps, and does one chunk of a queued or
+running operation per tick (runtime/operations.py).
 
 Any number of workers may run side by side: a due step is claimed with
 ``FOR UPDATE SKIP LOCKED`` on its run, and marked in progress in that same
@@ -21,7 +22,7 @@ from typing import Callable
 from sqlalchemy.engine import Engine
 
 from .. import defaults
-from . import system
+from . import operations, system
 from .clock import utcnow
 from .definitions import Registry
 
@@ -43,11 +44,12 @@ class TickResult:
     timed_out: int = 0
     stalled: int = 0
     batches_advanced: int = 0  # demo batches whose simulated jobs moved on
+    operation_runs: int = 0  # runs an operation's chunk handled
 
     @property
     def busy(self) -> bool:
         return bool(self.steps or self.handled or self.woken or self.timed_out or self.stalled
-                     or self.batches_advanced)
+                     or self.batches_advanced or self.operation_runs)
 
 
 class Worker:
@@ -81,6 +83,7 @@ class Worker:
         self._last_sweep: float | None = None
         self.total_steps = 0
         self._steps_in_tick = 0
+        self.operations = operations.Runner(engine, registry, clock=clock)
 
     # --- one step, one tick --------------------------------------------------
 
@@ -134,6 +137,11 @@ class Worker:
             if happened == system.HANDLED:
                 result.handled += 1
         result.steps = self._steps_in_tick
+        if not self._stopping.is_set():
+            chunk = self.operations.step()
+            if chunk is not None:
+                # A finished operation counts as work: the next tick looks for another.
+                result.operation_runs = max(chunk.moved + chunk.skipped + chunk.refused, 1)
         return result
 
     def drain(self, *, now: datetime | None = None, max_ticks: int = 1000) -> TickResult:
@@ -141,7 +149,8 @@ class Worker:
         total = TickResult()
         for _ in range(max_ticks):
             result = self.tick(now=now, sweep=True)
-            for field in ("steps", "handled", "woken", "timed_out", "stalled", "batches_advanced"):
+            for field in ("steps", "handled", "woken", "timed_out", "stalled", "batches_advanced",
+                          "operation_runs"):
                 setattr(total, field, getattr(total, field) + getattr(result, field))
             if not result.busy:
                 break
@@ -161,6 +170,12 @@ class Worker:
                 continue
             if not result.busy:
                 self._stopping.wait(self.poll_interval)
+        try:
+            # Another process takes the operation in hand at once, rather
+            # than after its heartbeat goes stale.
+            self.operations.release()
+        except Exception:  # noqa: BLE001
+            log.exception("could not release the operation in hand; it is taken over once stale")
         log.info("worker stopped after %d steps", self.total_steps)
 
     def stop(self) -> None:

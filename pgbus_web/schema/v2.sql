@@ -1,12 +1,13 @@
 -- pgbus-web schema, version 2, applied after v1.sql (on a fresh install
 -- and on a version 1 database): the runs' latest_* columns stay equal to
--- their latest step row through every write to the steps.
+-- their latest step row through every write to the steps, and the table of
+-- operations (one verb on every run a filter matches, docs/operations.md).
 --
 -- Version 1 copied a step row into its run on INSERT and UPDATE only, so a
 -- run kept pointing at its latest step after that row was deleted, moved
 -- to another run or given a lower id, and after a TRUNCATE of the steps;
 -- the needs-attention groups then differed from the latest step's truth.
--- This migration changes no data: rows version 1 left wrong are found by
+-- This migration changes no existing data: rows version 1 left wrong are found by
 -- `pgbus-web db check` and fixed by `pgbus-web db repair` (which
 -- `pgbus-web db install` runs after this upgrade), in short batches rather
 -- than inside this transaction.
@@ -124,3 +125,45 @@ CREATE TRIGGER pgbus_workflows_latest_on_insert
                        NEW.latest_error_class, NEW.latest_scheduled_at, NEW.latest_waiting_since,
                        NEW.latest_timeout_at) > 0)
     EXECUTE FUNCTION pgbus_workflows_latest_on_insert();
+
+-- Operations: one outside verb on every run a filter of the runs index
+-- matches, done in chunks by any worker or serving process (DESIGN §9,
+-- docs/operations.md). Safe to run again: every object is IF NOT EXISTS.
+
+CREATE TABLE IF NOT EXISTS pgbus_web_operations (
+    id           bigserial PRIMARY KEY,
+    verb         text NOT NULL,
+    -- The runs index's query (name -> value): what the operation walks.
+    filters      jsonb NOT NULL DEFAULT '{}'::jsonb,
+    -- The highest run id at preview: runs created later are never swept in.
+    ceiling_id   bigint NOT NULL,
+    -- The verb's fields (at, from_step, signal name/payload) and the
+    -- thresholds the index's stuck-reason filters were read with.
+    params       jsonb NOT NULL DEFAULT '{}'::jsonb,
+    reason       text NOT NULL CHECK (char_length(reason) <= 1000),
+    actor        text NOT NULL,
+    status       text NOT NULL DEFAULT 'queued'
+                 CHECK (status IN ('queued', 'running', 'done', 'cancelled', 'failed')),
+    total        bigint NOT NULL DEFAULT 0,
+    moved        bigint NOT NULL DEFAULT 0,
+    skipped      bigint NOT NULL DEFAULT 0,
+    refused      bigint NOT NULL DEFAULT 0,
+    -- The last run id handled (every run up to it is done and counted).
+    cursor       bigint NOT NULL DEFAULT 0,
+    heartbeat_at timestamptz,
+    created_at   timestamptz NOT NULL DEFAULT now(),
+    started_at   timestamptz,
+    finished_at  timestamptz,
+    error        text
+);
+-- What a worker looks for on every tick: the few open operations.
+CREATE INDEX IF NOT EXISTS pgbus_web_operations_open
+    ON pgbus_web_operations (id) WHERE status IN ('queued', 'running');
+CREATE INDEX IF NOT EXISTS pgbus_web_operations_created
+    ON pgbus_web_operations (created_at DESC, id DESC);
+
+-- The runs an operation touched (GET /workflows?operation=<id>), and the
+-- check that keeps a run from being acted on twice by one operation.
+CREATE INDEX IF NOT EXISTS pgbus_workflow_events_operation
+    ON pgbus_workflow_events ((details ->> 'operation_id'), workflow_id)
+    WHERE details ? 'operation_id';

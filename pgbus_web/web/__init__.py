@@ -83,6 +83,7 @@ class PgbusWeb:
         self.settings = settings_from(settings)
         self.url_prefix = url_prefix
         self._database = database
+        self.operations = None  # the thread doing operations (run_operations)
         if app is not None:
             self.init_app(app)
 
@@ -94,6 +95,10 @@ class PgbusWeb:
         )
         app.extensions[EXTENSION_NAME] = State(self.settings, database)
         app.register_blueprint(build_blueprint(), url_prefix=self.url_prefix)
+        if self.settings.run_operations:
+            from ..runtime.operations import Background
+
+            self.operations = Background(database.primary, self.settings.registry).start()
 
 
 def build_blueprint() -> Blueprint:

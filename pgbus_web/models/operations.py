@@ -1,0 +1,195 @@
+"""pgbus_web_operations: one verb on every run a filter matches, done in
+chunks (runtime/operations.py holds the rules, docs/operations.md the
+crash-safety argument).
+
+Whoever holds an operation proves it with the heartbeat it last wrote (the
+*fence*): every write of progress names it, so a process whose operation
+was taken over (its heartbeat went stale) writes nothing more.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Mapping
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Connection
+
+from . import as_dict, as_dicts
+
+QUEUED = "queued"
+RUNNING = "running"
+DONE = "done"
+CANCELLED = "cancelled"
+FAILED = "failed"
+STATUSES = (QUEUED, RUNNING, DONE, CANCELLED, FAILED)
+OPEN = (QUEUED, RUNNING)
+
+COLUMNS = (
+    "id, verb, filters, ceiling_id, params, reason, actor, status, total, moved, skipped, "
+    "refused, cursor, heartbeat_at, created_at, started_at, finished_at, error"
+)
+
+_INSERT = sa.text(
+    f"""
+    INSERT INTO pgbus_web_operations
+        (verb, filters, ceiling_id, params, reason, actor, total, created_at)
+    VALUES (:verb, :filters, :ceiling_id, :params, :reason, :actor, :total, :now)
+    RETURNING {COLUMNS}
+    """
+).bindparams(sa.bindparam("filters", type_=JSONB), sa.bindparam("params", type_=JSONB))
+
+
+def insert(
+    conn: Connection, *, verb: str, filters: Mapping[str, str], ceiling_id: int, params: Mapping[str, Any],
+    reason: str, actor: str, total: int, now: datetime,
+) -> dict[str, Any]:
+    return as_dict(conn.execute(_INSERT, {
+        "verb": verb, "filters": dict(filters), "ceiling_id": int(ceiling_id), "params": dict(params),
+        "reason": reason, "actor": actor, "total": int(total), "now": now,
+    }).first())
+
+
+def find(conn: Connection, operation_id: int) -> dict[str, Any] | None:
+    return as_dict(conn.execute(
+        sa.text(f"SELECT {COLUMNS} FROM pgbus_web_operations WHERE id = :id"), {"id": int(operation_id)}
+    ).first())
+
+
+def recent(conn: Connection, *, limit: int = 50) -> list[dict[str, Any]]:
+    """The newest operations first."""
+    return as_dicts(conn.execute(
+        sa.text(f"SELECT {COLUMNS} FROM pgbus_web_operations ORDER BY created_at DESC, id DESC LIMIT :limit"),
+        {"limit": int(limit)},
+    ))
+
+
+def any_open(conn: Connection) -> bool:
+    """True when an operation is queued or running (the serving process's
+    cheap look before it tries a claim)."""
+    return conn.execute(sa.text(
+        "SELECT EXISTS (SELECT 1 FROM pgbus_web_operations WHERE status IN ('queued', 'running'))"
+    )).scalar_one()
+
+
+def claim(
+    conn: Connection, *, now: datetime, stale_before: datetime, operation_id: int | None = None
+) -> dict[str, Any] | None:
+    """Take the oldest queued operation, or a running one whose heartbeat
+    is older than *stale_before* (its process died); with *operation_id*,
+    that one only. SKIP LOCKED: two claimers never wait on each other, and
+    never take the same one. The row comes back with its new heartbeat,
+    the fence of every later write."""
+    only = "AND id = :operation_id" if operation_id is not None else ""
+    return as_dict(conn.execute(
+        sa.text(
+            f"""
+            UPDATE pgbus_web_operations
+            SET status = 'running', heartbeat_at = :now, started_at = COALESCE(started_at, :now)
+            WHERE id = (
+                SELECT id FROM pgbus_web_operations
+                WHERE (status = 'queued' OR (status = 'running' AND heartbeat_at < :stale_before)) {only}
+                ORDER BY id
+                LIMIT 1
+                FOR UPDATE SKIP LOCKED
+            )
+            RETURNING {COLUMNS}
+            """
+        ),
+        {"now": now, "stale_before": stale_before, "operation_id": operation_id},
+    ).first())
+
+
+def progress(
+    conn: Connection, operation_id: int, *, fence: datetime, now: datetime, cursor: int,
+    moved: int, skipped: int, refused: int,
+) -> dict[str, Any] | None:
+    """Add one chunk's counts and move the cursor past it, with a new
+    heartbeat; None when *fence* no longer holds (taken over): nothing
+    written. A cancelled operation still gets the counts of the chunk that
+    was in hand."""
+    return as_dict(conn.execute(
+        sa.text(
+            f"""
+            UPDATE pgbus_web_operations
+            SET moved = moved + :moved, skipped = skipped + :skipped, refused = refused + :refused,
+                cursor = GREATEST(cursor, :cursor), heartbeat_at = :now
+            WHERE id = :id AND heartbeat_at = :fence AND status IN ('running', 'cancelled')
+            RETURNING {COLUMNS}
+            """
+        ),
+        {"id": int(operation_id), "fence": fence, "now": now, "cursor": int(cursor),
+         "moved": int(moved), "skipped": int(skipped), "refused": int(refused)},
+    ).first())
+
+
+def finish(conn: Connection, operation_id: int, *, fence: datetime, now: datetime) -> dict[str, Any] | None:
+    """Done: the runs counted at preview that left the filter before their
+    turn (had moved on) are added to skipped."""
+    return as_dict(conn.execute(
+        sa.text(
+            f"""
+            UPDATE pgbus_web_operations
+            SET status = 'done', finished_at = :now, heartbeat_at = :now,
+                skipped = skipped + GREATEST(total - moved - skipped - refused, 0)
+            WHERE id = :id AND heartbeat_at = :fence AND status = 'running'
+            RETURNING {COLUMNS}
+            """
+        ),
+        {"id": int(operation_id), "fence": fence, "now": now},
+    ).first())
+
+
+def fail(conn: Connection, operation_id: int, *, fence: datetime, now: datetime, error: str) -> bool:
+    return conn.execute(
+        sa.text(
+            "UPDATE pgbus_web_operations SET status = 'failed', finished_at = :now, error = :error "
+            "WHERE id = :id AND heartbeat_at = :fence AND status = 'running'"
+        ),
+        {"id": int(operation_id), "fence": fence, "now": now, "error": error[:1000]},
+    ).rowcount == 1
+
+
+def release(conn: Connection, operation_id: int, *, fence: datetime) -> bool:
+    """Give a running operation back to the queue (a stopping process):
+    another process claims it at once instead of waiting for staleness."""
+    return conn.execute(
+        sa.text(
+            "UPDATE pgbus_web_operations SET status = 'queued', heartbeat_at = NULL "
+            "WHERE id = :id AND heartbeat_at = :fence AND status = 'running'"
+        ),
+        {"id": int(operation_id), "fence": fence},
+    ).rowcount == 1
+
+
+def cancel(conn: Connection, operation_id: int, *, now: datetime) -> dict[str, Any] | None:
+    """queued or running -> cancelled; None when it was not open."""
+    return as_dict(conn.execute(
+        sa.text(
+            f"""
+            UPDATE pgbus_web_operations SET status = 'cancelled', finished_at = :now
+            WHERE id = :id AND status IN ('queued', 'running')
+            RETURNING {COLUMNS}
+            """
+        ),
+        {"id": int(operation_id), "now": now},
+    ).first())
+
+
+def last_acted_run_id(conn: Connection, operation_id: int) -> int | None:
+    """The highest run id this operation wrote an event on: up to there, a
+    process taking it over walks the runs it acted on as well as those the
+    filter matches, so that each is counted once."""
+    return conn.execute(
+        sa.text(
+            """
+            SELECT max(w.id) FROM pgbus_workflows w
+            WHERE w.workflow_id IN (
+                SELECT e.workflow_id FROM pgbus_workflow_events e
+                WHERE e.details ? 'operation_id' AND e.details ->> 'operation_id' = :operation
+            )
+            """
+        ),
+        {"operation": str(operation_id)},
+    ).scalar_one()

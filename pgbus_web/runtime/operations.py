@@ -1,0 +1,472 @@
+"""Operations: one outside verb on every run a filter of the runs index
+matches, at any size, tracked in pgbus_web_operations (DESIGN §9).
+
+- preview(): what an operation would do now: the exact count, by status,
+  how many runs the verb fits (the verb table's rule) and how many it will
+  skip and why, and a sample: the first runs the index shows.
+- create(): the same, checked against the count the operator was shown,
+  then stored as a queued operation with a ceiling (the highest run id
+  now): runs created later are never swept in.
+- Runner: what a worker or the serving process does with operations: claim
+  one (SKIP LOCKED, or a running one whose heartbeat went stale), do it in
+  chunks, each run in its own transaction under its row lock through the
+  verbs themselves, and commit counts and cursor per chunk.
+
+Why no run is acted on twice, even after kill -9 (docs/operations.md): the
+verb's own transaction writes the audit event with details.operation_id,
+and the verb refuses (AlreadyActed) a run that already has one, checked
+under the run's row lock; the cursor only moves past runs whose
+transactions committed. A chunk done again after a crash therefore counts
+those runs as moved without acting again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Mapping
+
+from sqlalchemy.engine import Engine
+
+from ..models import operations as store
+from ..models import workflows
+from ..web import filters as index_filters
+from . import verb_table, verbs
+from .clock import parse_future, utcnow
+from .errors import (
+    AlreadyActed,
+    InvalidSignalName,
+    RunNotFound,
+    UnknownVerb,
+    WorkflowError,
+    WrongStatus,
+)
+
+log = logging.getLogger("pgbus_web.operations")
+
+# Runs per chunk: progress, cursor and heartbeat are committed this often.
+CHUNK = 200
+# A running operation whose heartbeat is older than this is taken over.
+STALE_AFTER = timedelta(seconds=60)
+# Runs of one chunk acted on at once, each on its own connection and in its
+# own transaction: one run's transaction is a dozen round trips, so a
+# single connection waits on the server most of the time.
+PARALLEL = 4
+# Runs shown in a preview.
+SAMPLE_SIZE = 10
+REASON_LIMIT = 1_000
+# The verbs an operation may apply: every outside verb of the table.
+VERBS = tuple(verb.name for verb in verb_table.TABLE)
+
+
+# --- refusals ----------------------------------------------------------------
+
+class OperationError(Exception):
+    """An operation refused before anything was written."""
+
+    code = "operation_error"
+
+
+class ReasonMissing(OperationError):
+    code = "reason_missing"
+
+    def __init__(self) -> None:
+        super().__init__("a reason is required")
+
+
+class NothingFits(OperationError):
+    """The verb fits none of the runs the filter matches (or none match)."""
+
+    code = "nothing_fits"
+
+    def __init__(self, preview: "Preview") -> None:
+        self.preview = preview
+        super().__init__(f"{preview.verb} fits none of the {preview.total} matching runs")
+
+
+class CountChanged(OperationError):
+    """The count the operator confirmed is not the count now: they must see
+    the fresh preview first."""
+
+    code = "count_changed"
+
+    def __init__(self, expected: int, preview: "Preview") -> None:
+        self.expected = expected
+        self.preview = preview
+        super().__init__(f"the filter matched {expected} runs when shown and matches {preview.total} now")
+
+
+class OperationNotFound(OperationError):
+    code = "operation_not_found"
+
+    def __init__(self, operation_id: Any) -> None:
+        self.operation_id = operation_id
+        super().__init__(f"no operation {operation_id!r}")
+
+
+class NotCancellable(OperationError):
+    code = "not_cancellable"
+
+    def __init__(self, operation: Mapping[str, Any]) -> None:
+        self.operation = operation
+        self.status = operation["status"]
+        super().__init__(f"operation {operation['id']} is {self.status}: only a queued or running one can be cancelled")
+
+
+# --- the filter, the verb and its fields -------------------------------------
+
+def stored_query(run_filters: index_filters.RunFilters) -> dict[str, str]:
+    """The index query an operation keeps: its filters without the page
+    cursors, from/to with their offset so another process in another zone
+    reads the same moments."""
+    changes: dict[str, Any] = {"before": None, "after": None}
+    if run_filters.created_from is not None:
+        changes["from"] = run_filters.created_from.isoformat()
+    if run_filters.created_to is not None:
+        changes["to"] = run_filters.created_to.isoformat()
+    query = run_filters.query(**changes)
+    return query
+
+
+def filters_of(operation: Mapping[str, Any]) -> index_filters.RunFilters:
+    return index_filters.parse(operation["filters"] or {})
+
+
+def _seconds(value: timedelta) -> float:
+    return value.total_seconds()
+
+
+def check(verb: str, params: Mapping[str, Any] | None, reason: str | None, *, now: datetime,
+          require_reason: bool = True) -> tuple[verb_table.Verb, dict[str, Any], str]:
+    """The verb, its fields as stored, and the reason; raises what is wrong
+    (UnknownVerb, ReasonMissing, InvalidTime, InvalidSignalName,
+    InvalidPayload) before anything is read or written."""
+    found = verb_table.get(verb) if isinstance(verb, str) else None
+    if found is None:
+        raise UnknownVerb(str(verb)[:50])
+    params = dict(params or {})
+    text = (reason or "").strip()
+    if require_reason and not text:
+        raise ReasonMissing()
+    stored: dict[str, Any] = {}
+    if verb_table.AT in found.fields:
+        stored["at"] = parse_future(params.get("at"), now=now).isoformat()
+    if verb_table.FROM_STEP in found.fields:
+        step = (params.get("from_step") or "").strip()
+        if step:
+            stored["from_step"] = step
+    if found.name == verb_table.SIGNAL:
+        name = params.get("name")
+        if not isinstance(name, str) or not name.strip():
+            raise InvalidSignalName(name)
+        stored["name"] = name.strip()
+        stored["payload"] = verbs.parse_payload(params.get("payload"), None)
+    return found, stored, text[:REASON_LIMIT]
+
+
+# --- preview ------------------------------------------------------------------
+
+@dataclass
+class Preview:
+    verb: str
+    query: dict[str, str]  # the index filters (stored_query)
+    params: dict[str, Any]
+    now: datetime
+    ceiling_id: int
+    total: int
+    by_status: dict[str, int]  # in the order of states.RUN, only statuses present
+    fits: int
+    # Why the others are skipped: {"why": "status", "status", "count"} or
+    # {"why": "class_not_loaded", "workflow_class", "count"}.
+    skips: list[dict[str, Any]] = field(default_factory=list)
+    sample: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def skipped(self) -> int:
+        return self.total - self.fits
+
+
+def _binds(run_filters: index_filters.RunFilters, now: datetime) -> dict[str, Any]:
+    binds = run_filters.page_binds(now)
+    binds.pop("before_id", None)
+    binds.pop("after_id", None)
+    return binds
+
+
+def preview(
+    engine: Engine, run_filters: index_filters.RunFilters, verb: str, params: Mapping[str, Any] | None = None,
+    *, registry=None, thresholds: Mapping[str, timedelta], now: datetime | None = None,
+) -> Preview:
+    """What *verb* on every run *run_filters* matches would do now. Read in
+    one repeatable-read snapshot, so the ceiling, counts and sample agree."""
+    from .. import states
+
+    now = now or utcnow()
+    found, stored, _ = check(verb, params, None, now=now, require_reason=False)
+    binds = _binds(run_filters, now)
+    with engine.connect() as conn:
+        conn = conn.execution_options(isolation_level="REPEATABLE READ")
+        with conn.begin():
+            ceiling = workflows.highest_id(conn)
+            where, where_binds = workflows.page_where(now=now, ceiling_id=ceiling, **thresholds, **binds)
+            counts = workflows.count_matching(conn, where=where, binds=where_binds)
+            sample = workflows.page(conn, limit=SAMPLE_SIZE, now=now, ceiling_id=ceiling, **thresholds, **binds)
+    by_status: dict[str, int] = {}
+    for (_, status), runs in counts.items():
+        by_status[status] = by_status.get(status, 0) + runs
+    by_status = {status: by_status[status] for status in states.RUN if status in by_status} | {
+        status: runs for status, runs in by_status.items() if status not in states.RUN
+    }
+    fits = 0
+    not_loaded: dict[str, int] = {}
+    for (workflow_class, status), runs in sorted(counts.items()):
+        if not found.allows(status):
+            continue
+        if found.needs_class and (registry is None or registry.get(workflow_class) is None):
+            not_loaded[workflow_class] = not_loaded.get(workflow_class, 0) + runs
+            continue
+        fits += runs
+    skips = [{"why": "status", "status": status, "count": runs}
+             for status, runs in by_status.items() if not found.allows(status)]
+    skips += [{"why": "class_not_loaded", "workflow_class": klass, "count": runs}
+              for klass, runs in sorted(not_loaded.items())]
+    return Preview(
+        verb=found.name, query=stored_query(run_filters), params=stored, now=now, ceiling_id=ceiling,
+        total=sum(by_status.values()), by_status=by_status, fits=fits, skips=skips, sample=sample,
+    )
+
+
+def create(
+    engine: Engine, run_filters: index_filters.RunFilters, verb: str, params: Mapping[str, Any] | None,
+    *, reason: str | None, actor: str, expected: int | None, registry=None,
+    thresholds: Mapping[str, timedelta], now: datetime | None = None,
+) -> dict[str, Any]:
+    """Store a queued operation: *verb* on every run *run_filters* matches,
+    up to the highest run id now. *expected* is the count the operator was
+    shown: another count now raises CountChanged with the fresh preview
+    (None: no check, for callers that just showed it). Nothing is written
+    when anything is refused."""
+    now = now or utcnow()
+    _, stored, text = check(verb, params, reason, now=now)
+    shown = preview(engine, run_filters, verb, params, registry=registry, thresholds=thresholds, now=now)
+    if expected is not None and int(expected) != shown.total:
+        raise CountChanged(int(expected), shown)
+    if shown.fits == 0:
+        raise NothingFits(shown)
+    stored["thresholds"] = {name: _seconds(value) for name, value in thresholds.items()}
+    with engine.begin() as conn:
+        return store.insert(
+            conn, verb=shown.verb, filters=shown.query, ceiling_id=shown.ceiling_id, params=stored,
+            reason=text, actor=actor, total=shown.total, now=now,
+        )
+
+
+def cancel(engine: Engine, operation_id: int, *, now: datetime | None = None) -> dict[str, Any]:
+    """Stop an operation: queued or running -> cancelled. The process doing
+    it stops after the chunk in hand, whose runs are still counted."""
+    with engine.begin() as conn:
+        cancelled = store.cancel(conn, operation_id, now=now or utcnow())
+        if cancelled is not None:
+            return cancelled
+        current = store.find(conn, operation_id)
+    if current is None:
+        raise OperationNotFound(operation_id)
+    raise NotCancellable(current)
+
+
+def find(engine: Engine, operation_id: int) -> dict[str, Any]:
+    with engine.connect() as conn:
+        found = store.find(conn, operation_id)
+    if found is None:
+        raise OperationNotFound(operation_id)
+    return found
+
+
+# --- doing it ---------------------------------------------------------------------
+
+def signal_key(operation_id: int, workflow_id: str) -> str:
+    """The idempotency key of the signal an operation sends one run: a
+    repeat stores nothing."""
+    return f"pgbus-web-operation-{operation_id}-{workflow_id}"
+
+
+def _act(engine: Engine, operation: Mapping[str, Any], workflow_id: str, registry) -> None:
+    params = operation["params"] or {}
+    if operation["verb"] == verb_table.SIGNAL:
+        verbs.signal(engine, workflow_id, params.get("name"), params.get("payload"),
+                     signal_key(operation["id"], workflow_id), actor=operation["actor"],
+                     operation_id=operation["id"])
+        return
+    verbs.perform(engine, operation["verb"], workflow_id, actor=operation["actor"], reason=operation["reason"],
+                  at=params.get("at"), from_step=params.get("from_step"), registry=registry,
+                  operation_id=operation["id"])
+
+
+@dataclass
+class Chunk:
+    operation_id: int
+    moved: int = 0
+    skipped: int = 0
+    refused: int = 0
+    status: str = store.RUNNING  # the operation's status after the chunk
+    lost: bool = False  # another process took it over: this one's counts were not written
+
+
+@dataclass
+class _Held:
+    operation: dict[str, Any]
+    fence: datetime
+    # Up to this run id the walk also takes the runs the operation already
+    # acted on (they may no longer match): see models.workflows.matching_ids.
+    recover_until: int | None
+
+
+class Runner:
+    """Does operations for one process: step() claims one when it holds
+    none and does one chunk of it. Not shared between threads."""
+
+    def __init__(self, engine: Engine, registry=None, *, chunk: int = CHUNK, stale_after: timedelta = STALE_AFTER,
+                 clock=utcnow, parallel: int = PARALLEL) -> None:
+        self.engine = engine
+        self.parallel = max(int(parallel), 1)
+        self.registry = registry
+        self.chunk = chunk
+        self.stale_after = stale_after
+        self.clock = clock
+        self.held: _Held | None = None
+
+    def claim(self, operation_id: int | None = None) -> dict[str, Any] | None:
+        now = self.clock()
+        with self.engine.begin() as conn:
+            claimed = store.claim(conn, now=now, stale_before=now - self.stale_after, operation_id=operation_id)
+            if claimed is None:
+                return None
+            recover_until = store.last_acted_run_id(conn, claimed["id"])
+        self.held = _Held(claimed, claimed["heartbeat_at"], recover_until)
+        return claimed
+
+    def step(self, operation_id: int | None = None) -> Chunk | None:
+        """One chunk of the operation in hand, claiming one first (with
+        *operation_id*: that one) when none is; None when there is none to do."""
+        if self.held is None and self.claim(operation_id) is None:
+            return None
+        held = self.held
+        try:
+            return self._chunk(held)
+        except Exception as problem:  # noqa: BLE001  (the database went away: leave it to go stale)
+            self.held = None
+            log.exception("operation %s: chunk failed: %s", held.operation["id"], problem)
+            raise
+
+    def release(self) -> None:
+        """Give the operation in hand back to the queue (a stopping process)."""
+        held, self.held = self.held, None
+        if held is not None:
+            with self.engine.begin() as conn:
+                store.release(conn, held.operation["id"], fence=held.fence)
+
+    def _one(self, operation: Mapping[str, Any], row: Mapping[str, Any]) -> str:
+        """Act on one run: "moved", "skipped" or "refused"."""
+        try:
+            _act(self.engine, operation, row["workflow_id"], self.registry)
+        except AlreadyActed:
+            return "moved"  # by this operation, before a crash: counted now
+        except (WrongStatus, RunNotFound):
+            return "skipped"
+        except WorkflowError as problem:
+            log.info("operation %s: %s refused on %s: %s", operation["id"], operation["verb"], row["workflow_id"],
+                     problem)
+            return "refused"
+        return "moved"
+
+    def _chunk(self, held: _Held) -> Chunk:
+        operation = held.operation
+        op_id = operation["id"]
+        verb = verb_table.get(operation["verb"])
+        result = Chunk(op_id)
+        created = operation["created_at"]
+        thresholds = {name: timedelta(seconds=value)
+                      for name, value in (operation["params"] or {}).get("thresholds", {}).items()}
+        recovering = held.recover_until is not None and operation["cursor"] < held.recover_until
+        with self.engine.connect() as conn:
+            where, binds = workflows.page_where(now=created, **thresholds, **_binds(filters_of(operation), created))
+            rows = workflows.matching_ids(conn, where=where, binds=binds, after_id=operation["cursor"],
+                                          ceiling_id=operation["ceiling_id"], limit=self.chunk,
+                                          acted_by=op_id if recovering else None)
+        now = self.clock()
+        if not rows:
+            with self.engine.begin() as conn:
+                finished = store.finish(conn, op_id, fence=held.fence, now=now)
+            self.held = None
+            if finished is None:
+                result.lost = True
+                return result
+            result.status = finished["status"]
+            return result
+        # The verb table's rule first, without a lock: most runs that do
+        # not fit are skipped for the price of the walk. A run this
+        # operation already acted on goes to the verb, which says so.
+        todo = [row for row in rows if recovering or verb.allows(row["status"])]
+        result.skipped += len(rows) - len(todo)
+        if self.parallel > 1 and len(todo) > 1:
+            with ThreadPoolExecutor(max_workers=self.parallel) as pool:
+                outcomes = list(pool.map(lambda row: self._one(operation, row), todo))
+        else:
+            outcomes = [self._one(operation, row) for row in todo]
+        for outcome in outcomes:
+            setattr(result, outcome, getattr(result, outcome) + 1)
+        with self.engine.begin() as conn:
+            written = store.progress(conn, op_id, fence=held.fence, now=self.clock(), cursor=rows[-1]["id"],
+                                     moved=result.moved, skipped=result.skipped, refused=result.refused)
+        if written is None:
+            self.held = None
+            result.lost = True
+            return result
+        result.status = written["status"]
+        if written["status"] != store.RUNNING:
+            self.held = None
+        else:
+            self.held = _Held(written, written["heartbeat_at"], held.recover_until)
+        return result
+
+
+class Background:
+    """The serving process's share of the work: a daemon thread that does
+    queued operations (one cheap look every *poll* seconds when none is
+    open), so a dashboard without a worker still finishes what it starts."""
+
+    def __init__(self, engine: Engine, registry=None, *, poll: float = 2.0) -> None:
+        self.runner = Runner(engine, registry)
+        self.engine = engine
+        self.poll = poll
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="pgbus-web-operations", daemon=True)
+
+    def start(self) -> "Background":
+        self.thread.start()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self.thread.join(timeout)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                if self.runner.held is None:
+                    with self.engine.connect() as conn:
+                        if not store.any_open(conn):
+                            self._stop.wait(self.poll)
+                            continue
+                if self.runner.step() is None:
+                    self._stop.wait(self.poll)
+            except Exception:  # noqa: BLE001  (a lost connection must not end the thread)
+                log.exception("operations: retrying in %.1fs", self.poll)
+                self._stop.wait(self.poll)
+        try:
+            self.runner.release()
+        except Exception:  # noqa: BLE001
+            log.exception("operations: could not release the operation in hand")
