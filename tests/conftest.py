@@ -117,3 +117,24 @@ def locks(engine):
     from lock_support import Locks
 
     return Locks(engine)
+
+
+@pytest.fixture(autouse=True)
+def _stop_operation_threads(monkeypatch):
+    """A mounted dashboard starts a thread doing queued operations (setting
+    run_operations, on by default): every one a test's app starts is
+    stopped when the test ends, so none outlives its app and holds the
+    session's connections."""
+    from pgbus_web.runtime import operations
+
+    started = []
+    start = operations.Background.start
+
+    def recorded(self):
+        started.append(self)
+        return start(self)
+
+    monkeypatch.setattr(operations.Background, "start", recorded)
+    yield
+    for background in started:
+        background.stop(timeout=5)
