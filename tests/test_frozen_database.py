@@ -120,6 +120,8 @@ def app_on(url: str, **settings):
     values = {
         "database_url": url, "registry": REGISTRY, "TESTING": True,
         "connect_timeout": CONNECT, "statement_timeout": STATEMENT, "health_timeout": HEALTH,
+        # The pool is the pages' alone here: no operations thread takes a connection.
+        "run_operations": False,
     }
     values.update(settings)
     return create_app(values)
@@ -232,7 +234,8 @@ def test_health_answers_while_hung_requests_hold_the_whole_pool(own_server):
         own_server.get_uri(), db.Bounds(connect=CONNECT, statement=STATEMENT, pool=2 * CONNECT),
         pool_size=2, max_overflow=0,
     ))
-    app = create_app({"database": database, "registry": REGISTRY, "TESTING": True, "health_timeout": HEALTH})
+    app = create_app({"database": database, "registry": REGISTRY, "TESTING": True, "health_timeout": HEALTH,
+                      "run_operations": False})
     try:
         with database.primary.connect() as one, database.primary.connect() as two:
             one.exec_driver_sql("SELECT 1")
