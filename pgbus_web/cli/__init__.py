@@ -15,6 +15,7 @@ from . import (
     locks,  # noqa: F401  (registers `locks`)
     seed,  # noqa: F401  (registers `seed`)
     serve,  # noqa: F401  (registers `serve`)
+    users,  # noqa: F401  (registers `users`)
     worker,  # noqa: F401  (registers `worker`)
 )
 from .common import main_group
