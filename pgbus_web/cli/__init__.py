@@ -13,6 +13,7 @@ from . import (
     database,  # noqa: F401  (registers `db`)
     demo,  # noqa: F401  (registers `demo`)
     locks,  # noqa: F401  (registers `locks`)
+    prune,  # noqa: F401  (registers `prune`)
     seed,  # noqa: F401  (registers `seed`)
     serve,  # noqa: F401  (registers `serve`)
     users,  # noqa: F401  (registers `users`)
