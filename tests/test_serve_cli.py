@@ -258,3 +258,57 @@ def test_serve_asks_for_sign_in_and_stops_on_sigterm(engine, database_url, tmp_p
         assert time.monotonic() - started < 10
     assert process.returncode == 0, stderr
     assert "Stopped." in stdout
+
+
+def test_the_worker_stops_on_sigterm_as_pid_1(engine, database_url):
+    if not _can_unshare():
+        pytest.skip("unshare --pid needs root here")
+    command = [*AS_PID_1, sys.executable, "-m", "pgbus_web", "worker", "--definitions", "pgbus_web.demo.workflows",
+               "--poll-interval", "0.05"]
+    with serving(command, {**os.environ, "PGBUS_DATABASE_URL": database_url}) as process:
+        assert process.stdout.readline().startswith("Worker running")
+        started = time.monotonic()
+        os.kill(_serve_pid(process, True), signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=10)
+        assert time.monotonic() - started < 10
+    assert process.returncode == 0, stderr
+    assert "Worker stopped after" in stdout
+
+
+def test_the_images_command_as_pid_1_on_an_empty_database(empty_database, tmp_path):
+    """The Dockerfile's command and environment, as PID 1: the one-line
+    schema message first; then with the schema installed at start and a
+    users file, sign-in asked, a viewer looks, and SIGTERM stops it."""
+    if not _can_unshare():
+        pytest.skip("unshare --pid needs root here")
+    port = _free_port()
+    env = {**os.environ, "PGBUS_DATABASE_URL": empty_database, "PGBUS_WEB_HOST": "0.0.0.0",
+           "PGBUS_WEB_PORT": str(port)}
+    command = [*AS_PID_1, sys.executable, "-m", "pgbus_web", "serve"]
+    refused = subprocess.run(command, env=env, capture_output=True, text=True, timeout=30)
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("Error: refusing to serve on 0.0.0.0 without sign-in")
+
+    env["PGBUS_WEB_USERS_FILE"] = str(write_users(tmp_path / "users"))
+    missing = subprocess.run(command, env=env, capture_output=True, text=True, timeout=30)
+    assert missing.returncode == 1
+    assert missing.stderr.strip().splitlines() == [
+        "Error: the database has no pgbus-web schema: run `pgbus-web db install` first "
+        "(or start with --install-schema)"
+    ]
+
+    env["PGBUS_WEB_INSTALL_SCHEMA"] = "1"
+    with serving(command, env) as process:
+        status, _ = _wait_up(port, process)
+        assert status == 200
+        assert _get(f"http://127.0.0.1:{port}/workflows")[0] == 401
+        import base64
+
+        auth = {"Authorization": "Basic " + base64.b64encode(b"vera:viewer password").decode()}
+        assert _get(f"http://127.0.0.1:{port}/workflows", auth)[0] == 200
+        started = time.monotonic()
+        os.kill(_serve_pid(process, True), signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=10)
+        assert time.monotonic() - started < 10
+    assert process.returncode == 0, stderr
+    assert "Installed pgbus-web schema version" in stdout and "Stopped." in stdout
