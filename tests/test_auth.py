@@ -321,3 +321,18 @@ def test_without_sign_in_the_app_is_as_before(database):
     from web_helpers import make_app
 
     assert make_app(database).test_client().get("/workflows").status_code == 200
+
+
+def test_basic_credentials_stop_working_when_the_password_changes(app, users_file):
+    from auth_support import CHEAP
+
+    from pgbus_web.auth import passwords, users
+
+    client = app.test_client()
+    assert client.get("/workflows", headers=basic(*VIEWER)).status_code == 200
+    assert client.get("/workflows", headers=basic(*VIEWER)).status_code == 200  # remembered
+    changed = users.read(users_file)
+    changed[VIEWER[0]] = users.User(VIEWER[0], users.VIEWER, passwords.hash_password("a new password", CHEAP))
+    users.write(users_file, changed)
+    assert client.get("/workflows", headers=basic(*VIEWER)).status_code == 401
+    assert client.get("/workflows", headers=basic(VIEWER[0], "a new password")).status_code == 200
