@@ -258,6 +258,11 @@ def test_serve_asks_for_sign_in_and_stops_on_sigterm(engine, database_url, tmp_p
         assert time.monotonic() - started < 10
     assert process.returncode == 0, stderr
     assert "Stopped." in stdout
+    # The access log: on stdout, in the format of the other log lines, no credentials.
+    access = [line for line in stdout.splitlines() if " pgbus_web.access INFO " in line]
+    assert any(line.endswith("ms") and '"GET /workflows" 401 ' in line for line in access), stdout
+    assert any('"GET /workflows" 200 ' in line for line in access), stdout
+    assert "viewer password" not in stdout and "Basic" not in stdout
 
 
 def test_the_worker_stops_on_sigterm_as_pid_1(engine, database_url):

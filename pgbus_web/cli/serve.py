@@ -5,17 +5,21 @@ from __future__ import annotations
 import ipaddress
 import logging
 import signal
+import sys
 from pathlib import Path
 
 import click
 
 from .. import db, schema
+from ..access_log import AccessLog
+from ..access_log import log as _access
 from ..db import describe_url
 from ..schema import status as schema_status
 from .common import database_url_option, engine_from, friendly_errors, main_group
 from .users import USERS_FILE_ENV
 
 log = logging.getLogger("pgbus_web.serve")
+LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
@@ -187,6 +191,8 @@ def _seconds(name: str, default: float, help: str, minimum: float = 0.1):
               envvar="PGBUS_WEB_TRUSTED_PROXIES", show_envvar=True, metavar="N",
               help="Reverse proxies in front of the server whose X-Forwarded-* headers to believe "
                    "(1 behind one TLS proxy); 0 ignores those headers.")
+@click.option("--access-log/--no-access-log", default=True, show_default=True, envvar="PGBUS_WEB_ACCESS_LOG",
+              show_envvar=True, help="One line per request on stdout, in the format of the other log lines.")
 @_seconds("connect-timeout", db.CONNECT_TIMEOUT, "Opening a database connection (whole seconds, at least 2).",
           minimum=2)
 @_seconds("statement-timeout", db.STATEMENT_TIMEOUT,
@@ -195,21 +201,24 @@ def _seconds(name: str, default: float, help: str, minimum: float = 0.1):
 @_seconds("health-timeout", db.HEALTH_TIMEOUT, "/health in all (its own connection; at least 2s to connect).")
 @friendly_errors
 def serve(database_url, replica_url, host, port, threads, definitions, secret_key, users_file, trusted_header,
-          trusted_role_header, trusted_proxy, no_auth, install_schema, trusted_proxies,
+          trusted_role_header, trusted_proxy, no_auth, install_schema, trusted_proxies, access_log,
           connect_timeout, statement_timeout, pool_timeout, health_timeout):
     """Serve the dashboard for one database, until SIGTERM or Ctrl-C.
 
     Without --users-file or --trusted-header it serves on loopback only
     (or anywhere with --no-auth). The database must hold this release's
     schema (`pgbus-web db install`, or --install-schema)."""
-    logging.basicConfig(format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    # Every log line, the access log's too, on stdout in one format.
+    logging.basicConfig(stream=sys.stdout, format=LOG_FORMAT)
+    if access_log:
+        _access.setLevel(logging.INFO)
     auth = auth_from(host, users_file, trusted_header, trusted_role_header, trusted_proxy, no_auth)
     # The socket first: a port in use fails before any database work.
     later = Later()
     server = create_server(later, host, port, threads)
     try:
         check_schema(database_url, install=install_schema)
-        later.app = build_app(
+        app = build_app(
             database_url, replica_url, definitions=definitions, secret_key=secret_key,
             trusted_proxies=trusted_proxies, auth=auth, connect_timeout=connect_timeout,
             statement_timeout=statement_timeout, pool_timeout=pool_timeout, health_timeout=health_timeout,
@@ -220,9 +229,10 @@ def serve(database_url, replica_url, host, port, threads, definitions, secret_ke
     if auth is None and not is_loopback(host):
         log.warning("pgbus-web: serving on %s with no sign-in (--no-auth): anyone who reaches it may act", host)
     click.echo(f"Dashboard: http://{host}:{server.effective_port}/workflows")
-    click.echo(f"Database: {describe_url(later.app.extensions['pgbus_web'].database.primary)}")
+    click.echo(f"Database: {describe_url(app.extensions['pgbus_web'].database.primary)}")
+    later.app = AccessLog(app) if access_log else app
     try:
         serve_until_stopped(server)
     finally:
-        later.app.extensions["pgbus_web"].database.dispose()
+        app.extensions["pgbus_web"].database.dispose()
     click.echo("Stopped.")
