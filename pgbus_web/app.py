@@ -7,7 +7,9 @@ at ``/`` (``/`` itself leads to the runs index).
 *settings* is a ``pgbus_web.web.settings.Settings``, or a dict of its field
 names; a dict may also carry ``database`` (a ready ``pgbus_web.db.Database``),
 ``trusted_proxies`` (see below) and upper-case Flask config keys
-(``SECRET_KEY``, ...). Serve it with any WSGI server; ``pgbus-web serve``
+(``SECRET_KEY``, ...), and ``auth``: a ``pgbus_web.auth.Auth``, the
+sign-in (users file, trusted proxy header) that supplies the blueprint's
+can_view, can_act and actor_name hooks (docs/standalone.md). Serve it with any WSGI server; ``pgbus-web serve``
 does so with waitress.
 
 Behind a reverse proxy that ends TLS, ``trusted_proxies=N`` honours the
@@ -27,6 +29,7 @@ from flask import Flask, has_request_context, redirect, request, url_for
 from flask.sessions import SecureCookieSessionInterface
 from werkzeug.middleware.proxy_fix import ProxyFix
 
+from .auth import Auth, with_hooks
 from .web import PgbusWeb, security
 from .web.settings import Settings
 
@@ -47,6 +50,9 @@ def create_app(settings: Settings | Mapping[str, Any] | None = None) -> Flask:
     flask_config = {key: values.pop(key) for key in list(values) if key.isupper()}
     database = values.pop("database", None)
     trusted_proxies = int(values.pop("trusted_proxies", 0) or 0)
+    auth: Auth | None = values.pop("auth", None)
+    if auth is not None:
+        values = with_hooks(values, auth)
 
     # The blueprint serves its own assets; the app needs no static route.
     app = Flask(__name__, static_folder=None)
@@ -71,6 +77,8 @@ def create_app(settings: Settings | Mapping[str, Any] | None = None) -> Flask:
         # one address need the same settings.secret_key.
         app.config["SECRET_KEY"] = web.settings.secret_key or secrets.token_hex(32)
     web.init_app(app)
+    if auth is not None:
+        auth.init_app(app)
     security.init_standalone(app)
 
     @app.get("/")

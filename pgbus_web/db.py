@@ -38,6 +38,7 @@ from sqlalchemy.pool import NullPool
 
 from .bounded import BoundedConnection
 from .models import values
+from .schema import status as schema_status
 
 DATABASE_URL_ENV = "PGBUS_DATABASE_URL"
 
@@ -200,6 +201,10 @@ def describe_url(engine: Engine) -> str:
     return engine.url.render_as_string(hide_password=True)
 
 
+class SchemaProblem(RuntimeError):
+    """The database answers but lacks this release's schema."""
+
+
 @dataclass
 class Database:
     """The primary (reads and writes) and an optional replica (reads only)."""
@@ -244,9 +249,12 @@ class Database:
         a connection of its own: never behind the pages' pool, which
         requests stuck on a frozen server may hold. Raises SQLAlchemy's
         OperationalError (or InterfaceError) when the server does not
-        answer."""
+        answer, SchemaProblem when it answers without this release's
+        schema (every page would fail)."""
         with self._health_engine(timeout).connect() as conn:
-            conn.exec_driver_sql("SELECT 1")
+            problem = schema_status.problem(conn)
+        if problem:
+            raise SchemaProblem(problem)
 
     def _health_engine(self, timeout: float) -> Engine:
         with self._health_lock:

@@ -91,3 +91,52 @@ def test_demo_serves_every_status_and_stuck_reason_and_stops_cleanly(demo):
     rest = process.stdout.read()
     assert "Stopped." in rest
     assert "Traceback" not in rest
+
+
+
+def _run_demo_until_up(data_dir, *extra) -> str:
+    """Start the demo, wait for its dashboard, stop it with SIGTERM; all it printed."""
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pgbus_web", "demo", "--port", str(port), "--data-dir", str(data_dir),
+         "--runs", "40", *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    lines = []
+    try:
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while not any(line.startswith("Dashboard:") for line in lines):
+            assert time.monotonic() < deadline and process.poll() is None, lines
+            lines.append(process.stdout.readline())
+        process.send_signal(signal.SIGTERM)
+        rest, _ = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, lines
+    return "".join(lines) + rest
+
+
+def test_a_second_demo_says_it_reuses_the_data_and_reset_starts_afresh(tmp_path):
+    data_dir = tmp_path / "demo"
+    first = _run_demo_until_up(data_dir)
+    assert "Seeding 40 runs" in first and "Reusing" not in first
+    # Not a terminal: no progress bar in the output.
+    assert "Seeding:" not in first and "run/s" not in first
+    second = _run_demo_until_up(data_dir)
+    assert "Reusing the earlier demo's runs" in second and "Seeding" not in second
+    third = _run_demo_until_up(data_dir, "--reset")
+    assert "Deleting the earlier demo database" in third and "Seeding 40 runs" in third
+
+
+def test_the_demo_refuses_a_public_host(tmp_path):
+    process = subprocess.run(
+        [sys.executable, "-m", "pgbus_web", "demo", "--port", str(_free_port()),
+         "--data-dir", str(tmp_path / "demo"), "--host", "0.0.0.0"],
+        capture_output=True, text=True, timeout=30,
+    )
+    assert process.returncode == 1
+    assert process.stderr.strip() == "Error: refusing to serve the demo on 0.0.0.0: it has no sign-in; " \
+        "use a loopback --host, or --no-auth"
+    assert not (tmp_path / "demo").exists()

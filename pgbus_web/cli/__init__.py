@@ -14,8 +14,10 @@ from . import (
     database,  # noqa: F401  (registers `db`)
     demo,  # noqa: F401  (registers `demo`)
     locks,  # noqa: F401  (registers `locks`)
+    prune,  # noqa: F401  (registers `prune`)
     seed,  # noqa: F401  (registers `seed`)
     serve,  # noqa: F401  (registers `serve`)
+    users,  # noqa: F401  (registers `users`)
     worker,  # noqa: F401  (registers `worker`)
 )
 from .common import main_group

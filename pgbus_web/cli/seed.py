@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from .. import db
@@ -20,7 +22,7 @@ def seed(database_url: str | None, runs: int, seed_value: int | None) -> None:
     steps, events, signals and batches, spread over the last 30 days."""
     engine = engine_from(database_url, db.UNBOUNDED_STATEMENTS)
     try:
-        result = seeding.seed(engine, runs=runs, seed=seed_value, progress=True)
+        result = seeding.seed(engine, runs=runs, seed=seed_value, progress=sys.stderr.isatty())
     except seeding.SeedError as exc:
         raise click.ClickException(str(exc)) from None
     finally:

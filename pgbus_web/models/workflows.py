@@ -380,8 +380,21 @@ def stale_ids(conn: Connection, *, before: datetime, limit: int = 1000) -> list[
     return [workflow_id for (workflow_id,) in rows]
 
 
+def count_stale(conn: Connection, *, before: datetime) -> int:
+    """How many runs pruning at *before* would remove."""
+    return conn.execute(
+        sa.text(
+            "SELECT count(*) FROM pgbus_workflows "
+            "WHERE status IN ('completed', 'failed', 'cancelled') AND updated_at < :before"
+        ),
+        {"before": before},
+    ).scalar_one()
+
+
 def delete_stale(conn: Connection, *, before: datetime, limit: int = 1000) -> int:
     """Delete up to *limit* stale runs; their steps, events and signals go with them."""
+    # The outer test again: a run moved on (a rerun) between the subquery's
+    # snapshot and the row lock is re-checked on its new version and kept.
     return conn.execute(
         sa.text(
             """
@@ -392,6 +405,7 @@ def delete_stale(conn: Connection, *, before: datetime, limit: int = 1000) -> in
                 ORDER BY updated_at
                 LIMIT :limit
             )
+            AND status IN ('completed', 'failed', 'cancelled') AND updated_at < :before
             """
         ),
         {"before": before, "limit": int(limit)},

@@ -10,6 +10,7 @@ from flask import Blueprint, jsonify, redirect, request, url_for
 from sqlalchemy import exc as sa_exc
 from werkzeug.exceptions import HTTPException, InternalServerError
 
+from ..db import SchemaProblem
 from ..i18n import t
 from ..models import workflows
 from ..runtime import verbs
@@ -93,13 +94,17 @@ def insights(workflow_class: str):
 
 
 def health():
-    """GET /health: 200 {"status": "ok"} when the database answers, else 503,
+    """GET /health: 200 {"status": "ok"} when the database answers with
+    this release's schema, else 503 with the reason,
     within health_timeout (its own connection, not the pages' pool)."""
     try:
         state().database.check(state().settings.health_timeout)
     except (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError) as problem:
         log.warning("pgbus-web: health check failed: %s", problem.__class__.__name__)
         return jsonify(status="unavailable", database="unreachable"), 503
+    except SchemaProblem as problem:
+        log.warning("pgbus-web: health check failed: %s", problem)
+        return jsonify(status="unavailable", database="ok", schema=str(problem)), 503
     return jsonify(status="ok", database="ok")
 
 

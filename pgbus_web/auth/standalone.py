@@ -1,0 +1,265 @@
+"""Sign-in for the standalone app, wired through the blueprint's own hooks:
+``can_view`` (anyone identified), ``can_act`` (operators) and
+``actor_name`` (the user's name). The blueprint knows nothing of it; a host
+app that mounts the blueprint keeps its own hooks.
+
+Who a request is, in this order: a trusted proxy's header; HTTP Basic
+credentials (scripts); the session of the sign-in form. Nobody: a browser
+navigating to a page is sent to the sign-in form, anything else (HTMX,
+scripts, posts) gets 401, with a Basic challenge when there is a users
+file. See docs/standalone.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import hmac
+import logging
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from flask import Blueprint, Flask, Response, abort, g, redirect, render_template, request, session, url_for
+
+from .. import i18n
+from ..web import hx
+from ..web.security import same_origin
+from . import passwords, proxy
+from . import session as sessions
+from .throttle import Throttle
+from .users import OPERATOR, UsersFile
+
+log = logging.getLogger(__name__)
+
+REALM = "pgbus-web"
+BLUEPRINT = "pgbus_auth"
+# The longest name echoed into a log line of a failed sign-in.
+LOGGED_NAME = 64
+# HTTP Basic credentials that verified are remembered this long (in memory,
+# as a keyed digest): a script polling with Basic does not cost an Argon2
+# verify (tens of ms and 64 MiB) on every request.
+BASIC_MEMORY = 300
+
+
+@dataclass(frozen=True)
+class Identity:
+    name: str
+    role: str
+    via: str  # "proxy", "basic" or "session"
+
+
+# A request whose Basic credentials were refused: answered 401, never
+# taken for anonymous-and-then-signed-in by a session.
+_REFUSED = Identity("", "", "refused")
+
+
+class Auth:
+    """The standalone app's sign-in. *users_file*: the form and HTTP Basic;
+    *trusted_header*: a proxy's word, from *trusted_proxies* only."""
+
+    def __init__(
+        self,
+        users_file: Path | None = None,
+        *,
+        trusted_header: str | None = None,
+        trusted_role_header: str | None = None,
+        trusted_proxies=(),
+        session_lifetime: timedelta = sessions.LIFETIME,
+        throttle: Throttle | None = None,
+    ) -> None:
+        if users_file is None and not trusted_header:
+            raise ValueError("sign-in needs a users file or a trusted header")
+        if trusted_header and not trusted_proxies:
+            raise ValueError("--trusted-header needs --trusted-proxy: the addresses it is believed from")
+        self.users = UsersFile(users_file) if users_file is not None else None
+        self.header = (
+            proxy.TrustedHeader(trusted_header, trusted_role_header, proxy.networks(trusted_proxies))
+            if trusted_header else None
+        )
+        self.lifetime = session_lifetime
+        self.throttle = throttle or Throttle()
+        self._basic_key = secrets.token_bytes(32)
+        self._basic_ok: dict[bytes, tuple[str, float]] = {}
+        self._basic_lock = threading.Lock()
+
+    # --- the blueprint's hooks ------------------------------------------------
+
+    def settings_hooks(self) -> dict[str, Any]:
+        return {"can_view": self.can_view, "can_act": self.can_act, "actor_name": self.actor_name}
+
+    def can_view(self, request_) -> bool:
+        if self.identity() is None:
+            abort(self._challenge())
+        return True
+
+    def can_act(self, request_) -> bool:
+        found = self.identity()
+        return found is not None and found.role == OPERATOR
+
+    def actor_name(self, request_) -> str:
+        found = self.identity()
+        return found.name if found else "anonymous"
+
+    # --- who is asking ----------------------------------------------------------
+
+    def identity(self) -> Identity | None:
+        if "_pgbus_identity" not in g:
+            found = self._identify()
+            g._pgbus_identity = found
+        found = g._pgbus_identity
+        return None if found is _REFUSED else found
+
+    def _identify(self) -> Identity | None:
+        if self.header is not None:
+            named = self.header.identify(request, self.users)
+            if named:
+                return Identity(named[0], named[1], "proxy")
+        if self.users is not None and request.authorization and request.authorization.type == "basic":
+            return self._basic()
+        if self.users is not None:
+            user = sessions.user(session, self.users.get, self.lifetime)
+            if user is not None:
+                return Identity(user.name, user.role, "session")
+        return None
+
+    def _basic(self) -> Identity:
+        name = request.authorization.username or ""
+        password = request.authorization.password or ""
+        digest = hmac.new(self._basic_key, f"{name}\0{password}".encode(), hashlib.sha256).digest()
+        known = self.users.get(name)
+        with self._basic_lock:
+            remembered = self._basic_ok.get(digest)
+        # Remembered only for the same stored hash: a new password or a
+        # removed user takes effect at once.
+        if known and remembered and remembered[1] > time.monotonic() and remembered[0] == known.password_hash:
+            return Identity(known.name, known.role, "basic")
+        user = self.check_password(name, password)
+        if user is None:
+            return _REFUSED
+        with self._basic_lock:
+            now = time.monotonic()
+            self._basic_ok = {k: v for k, v in self._basic_ok.items() if v[1] > now}
+            self._basic_ok[digest] = (user.password_hash, now + BASIC_MEMORY)
+        return Identity(user.name, user.role, "basic")
+
+    def check_password(self, name: str, password: str):
+        """The user when *name* and *password* match and neither the name
+        nor the address is throttled; None otherwise (logged, without the
+        password)."""
+        address = proxy.peer(request.environ)
+        shown = name[:LOGGED_NAME]
+        if self.throttle.blocked(name, address):
+            log.warning("pgbus-web: sign-in refused for %r from %s: too many failed attempts", shown, address)
+            return None
+        user = self.users.get(name) if self.users is not None else None
+        if user is None:
+            passwords.burn(password)
+        elif passwords.verify(user.password_hash, password):
+            self.throttle.succeeded(name)
+            return user
+        self.throttle.failed(name, address)
+        log.warning("pgbus-web: failed sign-in for %r from %s", shown, address)
+        return None
+
+    def _challenge(self) -> Response:
+        if self.users is not None and _browser_navigation():
+            return redirect(url_for(f"{BLUEPRINT}.sign_in", next=_here()), 303)
+        response = Response(i18n.t("pgbus.web.auth.required") + "\n", 401, mimetype="text/plain")
+        if hx.details().request:
+            # htmx follows HX-Redirect whatever the status.
+            if self.users is not None:
+                response.headers["HX-Redirect"] = url_for(f"{BLUEPRINT}.sign_in", next=_here())
+        elif self.users is not None:
+            response.headers["WWW-Authenticate"] = f'Basic realm="{REALM}", charset="UTF-8"'
+        return response
+
+    # --- wiring -----------------------------------------------------------------
+
+    def init_app(self, app: Flask) -> None:
+        app.config.setdefault("PERMANENT_SESSION_LIFETIME", self.lifetime)
+        app.register_blueprint(build_blueprint(self))
+        app.context_processor(lambda: {"pgbus_account": self.account()})
+
+    def account(self) -> dict | None:
+        """What the top bar shows: who is signed in, and sign-out for a session."""
+        found = self.identity() if request else None
+        if found is None:
+            return None
+        token = sessions.sign_out_token(session) if found.via == "session" else None
+        return {"name": found.name, "role": found.role, "sign_out_token": token}
+
+
+def _browser_navigation() -> bool:
+    return (
+        request.method in ("GET", "HEAD")
+        and not hx.details().request
+        and request.accept_mimetypes.accept_html
+        and request.authorization is None
+    )
+
+
+def _here() -> str:
+    return request.full_path.rstrip("?")
+
+
+def _safe_next(value: str | None) -> str:
+    if not value or not value.startswith("/"):
+        return url_for("pgbus_web.workflows")
+    return same_origin(value)
+
+
+def build_blueprint(auth: Auth) -> Blueprint:
+    blueprint = Blueprint(BLUEPRINT, __name__, template_folder="templates")
+    i18n.init_app(blueprint)
+
+    def page(status: int = 200, error: str | None = None):
+        return render_template(
+            "pgbus_auth/sign_in.html",
+            error=error,
+            form_token=sessions.form_token(session),
+            next=_safe_next(request.values.get("next")),
+            name=request.form.get("name", "") if request.method == "POST" else "",
+        ), status
+
+    @blueprint.route("/sign-in", methods=["GET", "POST"])
+    def sign_in():
+        if auth.users is None:
+            abort(404)
+        if request.method == "GET":
+            if auth.identity() is not None:
+                return redirect(_safe_next(request.args.get("next")), 303)
+            return page()
+        if not sessions.token_matches(session.get(sessions.FORM_KEY), request.form.get("token")):
+            return page(400, i18n.t("pgbus.web.auth.form_expired"))
+        name = request.form.get("name", "").strip()
+        address = proxy.peer(request.environ)
+        if auth.throttle.blocked(name, address):
+            log.warning("pgbus-web: sign-in refused for %r from %s: too many failed attempts",
+                        name[:LOGGED_NAME], address)
+            return page(429, i18n.t("pgbus.web.auth.throttled"))
+        user = auth.check_password(name, request.form.get("password", ""))
+        if user is None:
+            return page(401, i18n.t("pgbus.web.auth.failed"))
+        sessions.start(session, user)
+        return redirect(_safe_next(request.form.get("next")), 303)
+
+    @blueprint.post("/sign-out")
+    def sign_out():
+        if sessions.token_matches(sessions.sign_out_token(session), request.form.get("token")):
+            sessions.end(session)
+        return redirect(url_for(f"{BLUEPRINT}.sign_in"), 303)
+
+    return blueprint
+
+
+def with_hooks(values: dict[str, Any], auth: Auth) -> dict[str, Any]:
+    """The standalone app's settings values with the sign-in's hooks."""
+    settings = values.get("settings")
+    if settings is not None:
+        return {**values, "settings": dataclasses.replace(settings, **auth.settings_hooks())}
+    return {**values, **auth.settings_hooks()}

@@ -1,0 +1,130 @@
+"""The users file: one ``name:role:hash`` line per user (the hash is
+Argon2id's PHC string, which holds no colon). Lines that start with ``#``
+and blank lines are ignored. Written whole to a temporary file and renamed,
+readable by its owner only; read again by the server when it changes, so
+``pgbus-web users add/remove`` takes effect without a restart.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+VIEWER = "viewer"
+OPERATOR = "operator"
+ROLES = (VIEWER, OPERATOR)
+# Names go into the audit trail as dashboard:<name> and into URLs of logs:
+# letters, digits and . _ @ -, at most 64.
+NAME = re.compile(r"^[A-Za-z0-9._@-]{1,64}$")
+
+
+class UsersFileError(ValueError):
+    """A users file that cannot be read, or a bad name or role."""
+
+
+@dataclass(frozen=True)
+class User:
+    name: str
+    role: str
+    password_hash: str
+
+    @property
+    def may_act(self) -> bool:
+        return self.role == OPERATOR
+
+
+def check_name(name: str) -> str:
+    if not NAME.match(name or ""):
+        raise UsersFileError(
+            f"invalid user name {name!r}: use 1 to 64 letters, digits, '.', '_', '@' or '-'"
+        )
+    return name
+
+
+def check_role(role: str) -> str:
+    if role not in ROLES:
+        raise UsersFileError(f"invalid role {role!r}: use {' or '.join(ROLES)}")
+    return role
+
+
+def parse(text: str, source: str = "users file") -> dict[str, User]:
+    users: dict[str, User] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split(":", 2)
+        if len(parts) != 3 or not parts[2]:
+            raise UsersFileError(f"{source}, line {number}: expected name:role:hash")
+        name, role, password_hash = parts
+        try:
+            check_name(name)
+            check_role(role)
+        except UsersFileError as exc:
+            raise UsersFileError(f"{source}, line {number}: {exc}") from None
+        users[name] = User(name, role, password_hash)
+    return users
+
+
+def read(path: Path) -> dict[str, User]:
+    """The users in *path*; an absent file has none."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsersFileError(f"cannot read {path}: {exc}") from None
+    return parse(text, str(path))
+
+
+def write(path: Path, users: dict[str, User]) -> None:
+    """Replace *path* with *users*, atomically, mode 0600."""
+    path = Path(path)
+    lines = ["# pgbus-web users: name:role:argon2 hash (pgbus-web users add/remove)"]
+    lines += [f"{u.name}:{u.role}:{u.password_hash}" for u in sorted(users.values(), key=lambda u: u.name)]
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write("\n".join(lines) + "\n")
+        os.chmod(temporary, 0o600)
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+class UsersFile:
+    """The users of one file, read again whenever its mtime or size changes."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._stamp: tuple | None = None
+        self._users: dict[str, User] = {}
+        self.get("")  # a bad file fails at startup, not on the first sign-in
+
+    def _current_stamp(self) -> tuple | None:
+        try:
+            stat = self.path.stat()
+        except FileNotFoundError:
+            return None
+        return (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+
+    def users(self) -> dict[str, User]:
+        with self._lock:
+            stamp = self._current_stamp()
+            if stamp != self._stamp or self._stamp is None:
+                self._users = read(self.path)
+                self._stamp = stamp
+            return self._users
+
+    def get(self, name: str) -> User | None:
+        return self.users().get(name)

@@ -1,0 +1,63 @@
+"""``pgbus-web prune``: delete finished runs past a retention period."""
+
+from __future__ import annotations
+
+import re
+import sys
+from datetime import datetime, timedelta, timezone
+
+import click
+from tqdm import tqdm
+
+from .. import db
+from ..runtime import retention
+from .common import database_url_option, engine_from, friendly_errors, main_group
+
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+_DURATION = re.compile(r"^\s*(\d{1,7})\s*([smhdw])\s*$")
+
+
+class Duration(click.ParamType):
+    """A duration: a whole number and a unit, e.g. 90d, 12h, 30m, 2w."""
+
+    name = "DURATION"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, timedelta):
+            return value
+        match = _DURATION.match(str(value))
+        if not match:
+            self.fail(f"{value!r} is not a duration such as 90d, 12h, 30m or 2w", param, ctx)
+        amount, unit = int(match.group(1)), match.group(2)
+        if amount == 0:
+            self.fail("the duration must be more than zero", param, ctx)
+        return timedelta(**{_UNITS[unit]: amount})
+
+
+@main_group.command("prune")
+@database_url_option
+@click.option("--older-than", type=Duration(), required=True,
+              help="Delete finished runs last updated longer ago than this (e.g. 90d, 12h, 2w).")
+@click.option("--dry-run", is_flag=True, help="Count what would go; delete nothing.")
+@click.option("--batch", type=click.IntRange(min=1), default=retention.BATCH, show_default=True,
+              help="Runs deleted per transaction.")
+@friendly_errors
+def prune(database_url, older_than, dry_run, batch):
+    """Delete finished runs (completed, failed, cancelled) last updated
+    before the cutoff, with their steps, events and signals. Never an
+    ongoing run."""
+    before = datetime.now(timezone.utc) - older_than
+    cutoff = before.strftime("%Y-%m-%d %H:%M:%S UTC")
+    engine = engine_from(database_url, db.UNBOUNDED_STATEMENTS)
+    try:
+        if dry_run:
+            result = retention.prune(engine, before=before, dry_run=True)
+            click.echo(f"Dry run: would delete {result.found} finished run(s) last updated before {cutoff}.")
+            return
+        # A progress bar only on a terminal: in a log it is noise.
+        with tqdm(unit="run", desc="Pruning", disable=not sys.stderr.isatty()) as bar:
+            result = retention.prune(engine, before=before, batch=batch, progress=bar.update)
+    finally:
+        engine.dispose()
+    click.echo(f"Deleted {result.deleted} finished run(s) last updated before {cutoff}, "
+               "with their steps, events and signals.")

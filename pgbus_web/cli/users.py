@@ -1,0 +1,84 @@
+"""``pgbus-web users ...``: who may sign in to ``pgbus-web serve``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ..auth import passwords, users
+from .common import main_group
+
+USERS_FILE_ENV = "PGBUS_WEB_USERS_FILE"
+
+users_file_option = click.option(
+    "--users-file", type=click.Path(dir_okay=False, path_type=Path), required=True,
+    envvar=USERS_FILE_ENV, show_envvar=True, help="The users file (name:role:hash lines).",
+)
+
+
+def _read(path: Path) -> dict[str, users.User]:
+    try:
+        return users.read(path)
+    except users.UsersFileError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _password() -> str:
+    """Asked twice on a terminal; otherwise the first line of stdin."""
+    if sys.stdin.isatty():
+        return click.prompt("Password", hide_input=True, confirmation_prompt=True)
+    return sys.stdin.readline().rstrip("\r\n")
+
+
+@main_group.group("users")
+def users_group() -> None:
+    """Who may sign in to `pgbus-web serve --users-file`."""
+
+
+@users_group.command("add")
+@click.argument("name")
+@click.option("--role", type=click.Choice(users.ROLES), required=True,
+              help="viewer: sees the pages; operator: also acts on runs and locks.")
+@users_file_option
+def add(name: str, role: str, users_file: Path) -> None:
+    """Add NAME, or change its role and password. The password is asked
+    for on a terminal, else read from the first line of stdin."""
+    try:
+        users.check_name(name)
+    except users.UsersFileError as exc:
+        raise click.ClickException(str(exc)) from None
+    existing = _read(users_file)
+    password = _password()
+    if len(password) < 8:
+        raise click.ClickException("the password must have at least 8 characters; nothing was changed")
+    try:
+        hashed = passwords.hash_password(password)
+    except passwords.HashingUnavailable as exc:
+        raise click.ClickException(str(exc)) from None
+    known = name in existing
+    existing[name] = users.User(name, role, hashed)
+    users.write(users_file, existing)
+    click.echo(f"{'Updated' if known else 'Added'} {name} ({role}) in {users_file}.")
+
+
+@users_group.command("remove")
+@click.argument("name")
+@users_file_option
+def remove(name: str, users_file: Path) -> None:
+    """Remove NAME: its sessions end with its next request."""
+    existing = _read(users_file)
+    if name not in existing:
+        raise click.ClickException(f"no user {name!r} in {users_file}")
+    del existing[name]
+    users.write(users_file, existing)
+    click.echo(f"Removed {name} from {users_file}.")
+
+
+@users_group.command("list")
+@users_file_option
+def list_users(users_file: Path) -> None:
+    """List the users and their roles."""
+    for user in sorted(_read(users_file).values(), key=lambda u: u.name):
+        click.echo(f"{user.name}\t{user.role}")
