@@ -233,3 +233,60 @@ def test_pages_with_the_database_down_say_so_without_a_trace(dead_database, path
     assert text_of(page.select_one("h1")) == "Database unavailable"
     body = response.get_data(as_text=True)
     assert "Traceback" not in body and "psycopg" not in body and "OperationalError" not in body
+
+
+def test_a_host_app_mounts_the_dashboard_without_the_command_lines_packages(tmp_path):
+    """tqdm and waitress come with the cli/standalone/demo extras: mounting
+    the blueprint (and drawing a page of it) imports neither."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import sys
+
+        class Refuse:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in ("tqdm", "waitress"):
+                    raise ImportError(f"{name} is not installed")
+
+        sys.meta_path.insert(0, Refuse())
+        from flask import Flask
+        from pgbus_web.web import PgbusWeb
+
+        host = Flask("host")
+        PgbusWeb(host, url_prefix="/ops", database_url="postgresql://nobody@127.0.0.1:9/none",
+                 run_operations=False)
+        response = host.test_client().get("/ops/pgbus-static/pgbus.css")
+        assert response.status_code == 200, response.status_code
+        assert not {"tqdm", "waitress"} & set(sys.modules), sorted(sys.modules)
+        print("mounted")
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "mounted"
+
+
+def test_a_command_that_needs_an_extra_says_which(monkeypatch):
+    from click.testing import CliRunner
+
+    from pgbus_web import progress
+    from pgbus_web.cli.common import main_group as main
+
+    real_import = __import__
+
+    def refuse_tqdm(name, *args, **kwargs):
+        if name.split(".")[0] == "tqdm":
+            raise ImportError("no tqdm")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.__import__", refuse_tqdm)
+    with pytest.raises(progress.MissingExtra, match=r"pip install 'pgbus-web\[cli\]'"):
+        progress.bar(total=1)
+    monkeypatch.undo()
+    # Control: with tqdm there, a bar is made (off: no terminal here).
+    with progress.bar(total=1) as bar:
+        bar.update(1)
+    assert CliRunner().invoke(main, ["--help"]).exit_code == 0

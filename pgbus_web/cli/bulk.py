@@ -14,9 +14,8 @@ import time
 from typing import Iterable
 
 import click
-from tqdm import tqdm
 
-from .. import defaults
+from .. import defaults, progress
 from ..models import operations as store
 from ..runtime import errors, operations
 from ..runtime.clock import utcnow
@@ -139,7 +138,7 @@ def _run(engine, registry, operation):
     """Do *operation* here (or watch another process do it) with a bar."""
     runner = operations.Runner(engine, registry)
     op_id = operation["id"]
-    bar = tqdm(total=_bar_total(operation), unit="run", dynamic_ncols=True)
+    bar = progress.bar(total=_bar_total(operation), unit="run", dynamic_ncols=True)
     shown = 0
     try:
         while True:

@@ -10,6 +10,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from .. import __version__
 from ..db import DATABASE_URL_ENV, Bounds, DatabaseUrlError, create_engine
+from ..progress import MissingExtra
 
 
 @click.group()
@@ -38,7 +39,7 @@ def friendly_errors(func):
     def wrapper(*args, **kwargs):
         try:
             return func(*args, **kwargs)
-        except DatabaseUrlError as exc:
+        except (DatabaseUrlError, MissingExtra) as exc:
             raise click.ClickException(str(exc)) from None
         except OperationalError as exc:
             raise click.ClickException(f"cannot reach the database: {first_line(exc)}") from None

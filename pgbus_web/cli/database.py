@@ -14,9 +14,8 @@ import sys
 
 import click
 from sqlalchemy.engine import Engine
-from tqdm import tqdm
 
-from .. import db, schema
+from .. import db, progress, schema
 from ..models import workflows
 from .common import database_url_option, engine_from, friendly_errors, main_group
 
@@ -42,7 +41,7 @@ def _batches(engine: Engine, batch_size: int, description: str):
     progress bar on a terminal, counted in runs."""
     with engine.connect() as conn:
         total = workflows.count_runs(conn)
-    with tqdm(total=total, unit="run", desc=description, disable=None, file=sys.stderr) as bar:
+    with progress.bar(total=total, unit="run", desc=description, disable=None, file=sys.stderr) as bar:
         after_id = 0
         while True:
             with engine.connect() as conn:

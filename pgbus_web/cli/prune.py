@@ -7,9 +7,8 @@ import sys
 from datetime import datetime, timedelta, timezone
 
 import click
-from tqdm import tqdm
 
-from .. import db
+from .. import db, progress
 from ..runtime import retention
 from .common import database_url_option, engine_from, friendly_errors, main_group
 
@@ -55,7 +54,7 @@ def prune(database_url, older_than, dry_run, batch):
             click.echo(f"Dry run: would delete {result.found} finished run(s) last updated before {cutoff}.")
             return
         # A progress bar only on a terminal: in a log it is noise.
-        with tqdm(unit="run", desc="Pruning", disable=not sys.stderr.isatty()) as bar:
+        with progress.bar(unit="run", desc="Pruning", disable=not sys.stderr.isatty()) as bar:
             result = retention.prune(engine, before=before, batch=batch, progress=bar.update)
     finally:
         engine.dispose()

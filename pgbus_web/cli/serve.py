@@ -14,6 +14,7 @@ from .. import db, schema
 from ..access_log import AccessLog
 from ..access_log import log as _access
 from ..db import describe_url
+from ..progress import MissingExtra
 from ..schema import status as schema_status
 from .common import database_url_option, engine_from, friendly_errors, main_group
 from .users import USERS_FILE_ENV
@@ -84,7 +85,10 @@ def create_server(app, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, threa
     """A waitress server for *app*, its socket bound (``.run()`` serves
     until closed); a port in use or an address that cannot be bound is a
     one-line ClickException."""
-    import waitress
+    try:
+        import waitress
+    except ImportError:
+        raise click.ClickException(str(MissingExtra("waitress", "standalone"))) from None
 
     try:
         return waitress.create_server(app, host=host, port=port, threads=threads, ident="pgbus-web")

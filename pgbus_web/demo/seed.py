@@ -19,10 +19,10 @@ from typing import Iterator
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
-from tqdm import tqdm
 
 from .. import schema
 from ..models import workflows
+from ..progress import bar as progress_bar
 from ..runtime.definitions import Workflow
 from . import workflows as demo
 from .stories import (
@@ -260,7 +260,7 @@ def seed(
     rng = random.Random(None if seed is None else f"{seed}:{first_number}")
     skip_row_checks = _may_skip_row_checks(engine)
     result = SeedResult(runs=runs)
-    with tqdm(total=runs, unit="run", disable=not progress, desc="Seeding") as bar:
+    with progress_bar(total=runs, unit="run", disable=not progress, desc="Seeding") as bar:
         for chunk in _played_ahead(_chunks(engine, runs, rng, now_ts, first_number, chunk_size)):
             _write(engine, chunk, skip_row_checks=skip_row_checks)
             result.steps += chunk.rows["steps"]
