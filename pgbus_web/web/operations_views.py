@@ -17,7 +17,7 @@ problems.py words a refusal, answers.py answers.
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlencode
 
 from flask import Blueprint, Response, make_response, redirect, render_template, request, url_for
 from werkzeug.datastructures import MultiDict
@@ -27,7 +27,7 @@ from ..i18n import current_timezone, t
 from ..models import operations as store
 from ..runtime import errors, operations
 from ..runtime.clock import utcnow
-from . import answers, context, filters, forms, hx, operation_words, pages, problems, render, views
+from . import answers, buttons, context, filters, forms, hx, operation_words, pages, problems, render, views
 from .actions import actor
 from .extension import state
 
@@ -70,10 +70,10 @@ def preview_answer(preview: operations.Preview, form: dict[str, Any], *, status:
     return make_response(render_template(pages.OPERATION_PREVIEW.template, **page), status)
 
 
-def _shown(parsed: forms.OperationForm | None) -> dict[str, Any]:
+def _shown(parsed: forms.OperationForm, run_filters: filters.RunFilters) -> dict[str, Any]:
     """What the form's fields show again, as typed."""
-    values = {name: request.form.get(name, "") for name in ("verb", "reason", "at", "from_step", "name", "payload")}
-    values["query"] = request.form.get(forms.QUERY_FIELD, "")
+    values = {name: request.form.get(name, "") for name in ("at", "from_step", "name", "payload")}
+    values.update(verb=parsed.verb, reason=parsed.reason or "", query=urlencode(run_filters.query()))
     if parsed is not None and parsed.params.get("at") is not None and not values["at"].strip():
         values["at"] = forms.local_input(parsed.params["at"], forms.form_zone(request.form, current_timezone()))
     return values
@@ -90,13 +90,20 @@ def _refused(refusal: problems.Refusal) -> Response:
 
 def create():
     """POST /workflows/operations."""
-    settings = state().settings
     now = utcnow()
     try:
         run_filters = _filters()
         parsed = forms.parse_operation(request.form, tz=current_timezone(), now=now, verbs=operations.VERBS)
     except (filters.FilterError, forms.FormError) as problem:
         return _refused(problems.refusal(problem))
+    return answer(run_filters, parsed, now=now)
+
+
+def answer(run_filters: filters.RunFilters, parsed: forms.OperationForm, *, now) -> Response:
+    """The preview of *parsed* on *run_filters*, or, confirmed, the
+    operation created (a needs-attention group's button comes here too,
+    with its group's filter)."""
+    settings = state().settings
     engine = state().database.primary
     kwargs = dict(registry=settings.registry, thresholds=_limits(), now=now)
     if not parsed.confirmed:
@@ -104,17 +111,17 @@ def create():
             shown = operations.preview(engine, run_filters, parsed.verb, parsed.params, **kwargs)
         except (errors.WorkflowError, operations.OperationError) as problem:
             return _refused(problems.refusal(problem, verb=parsed.verb))
-        return preview_answer(shown, _shown(parsed))
+        return preview_answer(shown, _shown(parsed, run_filters))
     try:
         created = operations.create(engine, run_filters, parsed.verb, parsed.params, reason=parsed.reason,
                                     actor=actor(), expected=parsed.expected, **kwargs)
     except operations.CountChanged as problem:
         refusal = problems.refusal(problem)
-        return preview_answer(problem.preview, _shown(parsed), status=refusal.status, message=refusal.message)
+        return preview_answer(problem.preview, _shown(parsed, run_filters), status=refusal.status, message=refusal.message)
     except operations.ReasonMissing as problem:
         refusal = problems.refusal(problem)
         shown = operations.preview(engine, run_filters, parsed.verb, parsed.params, **kwargs)
-        return preview_answer(shown, _shown(parsed), status=refusal.status, message=refusal.message,
+        return preview_answer(shown, _shown(parsed, run_filters), status=refusal.status, message=refusal.message,
                               errors_by_field={"reason": refusal.message})
     except (errors.WorkflowError, operations.OperationError) as problem:
         return _refused(problems.refusal(problem, verb=parsed.verb))
@@ -126,6 +133,32 @@ def create():
         response.headers["HX-Redirect"] = location
         return response
     return redirect(location, 303)
+
+
+def group_action(verb: str):
+    """POST /workflows/bulk/<verb>: a needs-attention group's button, an
+    operation on the group's filter (filters.group_query: class, step,
+    stuck reason, error class or none), every run of it, no cap. The form
+    carries the group; the preview asks the reason (``note`` is taken as
+    the reason when a form sends one)."""
+    if verb not in buttons.BULK_VERBS:
+        return answers.refused(problems.unknown_verb(verb))
+    settings = state().settings
+    try:
+        group = forms.parse_group(request.form)
+        note = forms.reason(request.form, "note")
+        run_filters = filters.parse(filters.group_query(group))
+        parsed = forms.parse_operation(
+            MultiDict({**request.form.to_dict(), "verb": buttons.BULK_VERBS[verb], "reason": note or ""}),
+            tz=current_timezone(), now=utcnow(), verbs=operations.VERBS)
+    except (forms.FormError, filters.FilterError) as problem:
+        return answers.refused(problems.refusal(problem))
+    class_loaded = context.definition_of(settings, group["workflow_class"]) is not None
+    if verb not in buttons.bulk_verbs(group, class_loaded):
+        message = t("pgbus.workflows.bulk.not_offered", action=buttons.bulk_label(verb),
+                    reason=t(f"pgbus.workflows.attention.reasons.{group['reason']}"))
+        return answers.message_answer(422, t("pgbus.web.errors.bad_request_title"), message)
+    return answer(run_filters, parsed, now=utcnow())
 
 
 def _page(operation: dict[str, Any]) -> dict[str, Any]:
@@ -204,6 +237,7 @@ TEMPLATE_NAMES = {"pgbus_operation_verbs": operation_verbs}
 def register(blueprint: Blueprint) -> None:
     # "operations" is a reserved run-id word (run_ids.py): these static
     # paths win over the run routes' converter.
+    blueprint.add_url_rule("/workflows/bulk/<verb>", "bulk_action", group_action, methods=["POST"])
     blueprint.add_url_rule("/workflows/operations", "operations", recent, methods=["GET"])
     blueprint.add_url_rule("/workflows/operations", "operation_create", create, methods=["POST"])
     blueprint.add_url_rule("/workflows/operations/<int:operation_id>", "operation", show, methods=["GET"])

@@ -36,7 +36,6 @@ RUN = Page(
 INSIGHTS = Page("pgbus_web/insights.html", {"pgbus-insights": "insights"})
 LOCKS = Page("pgbus_web/locks/index.html", {"pgbus-locks": "locks"})
 ERROR = Page("pgbus_web/error.html")
-BULK_CONFIRM = Page("pgbus_web/bulk_confirm.html")
 # Operations (operations_views.py): the preview as a page, and alone (the
 # dialog htmx swaps into the page it was asked from); one operation, whose
 # progress block polls itself while it runs; the recent ones.
