@@ -127,6 +127,11 @@ def answer(run_filters: filters.RunFilters, parsed: forms.OperationForm, *, now)
         return _refused(problems.refusal(problem, verb=parsed.verb))
     location = url_for("pgbus_web.operation", operation_id=created["id"])
     message = t("pgbus.operations.started", operation_id=created["id"])
+    return answers.committed(lambda: _to_operation(location, message), message, "ok", lambda: location)
+
+
+def _to_operation(location: str, message: str) -> Response:
+    """Where a created operation leads: its page (htmx: HX-Redirect)."""
     answers.flash_message("ok", message)
     if hx.details().request:
         response = make_response("", 200)
