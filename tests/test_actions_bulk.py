@@ -1,19 +1,22 @@
-"""Bulk actions on a needs-attention group: the buttons that fit each
-reason, the confirmation (the browser's dialog with htmx, a page without
-JavaScript), one transaction per run for at most BULK_LIMIT runs oldest
-stuck first, the answer's counts, the refreshed group list, and every
-refusal with the database exactly as before."""
+"""A needs-attention group's bulk buttons are operations on the group's
+filter (DESIGN §9): the buttons that fit each reason, the operation's
+preview (a dialog with htmx, a page without JavaScript, never the
+browser's confirm()) asking the reason, every run of the group with no cap,
+the reason in every run's audit trail, and every refusal with the
+database exactly as before."""
 
 from __future__ import annotations
 
 import pytest
 from action_support import ago, events_of, message, paused_on_capture, run_row
+from operation_support import seed_paused
 from runtime_support import snapshot
 from web_helpers import soup, step, text_of
 
 from pgbus_web import states
-from pgbus_web.runtime import verbs
-from pgbus_web.web import actions
+from pgbus_web.demo.workflows import REGISTRY
+from pgbus_web.models import operations as store
+from pgbus_web.runtime import operations
 
 CAPTURE_GROUP = {
     "workflow_class": "OrderWorkflow",
@@ -47,12 +50,37 @@ def group_rows(response) -> dict[tuple, dict]:
             key = (fields["workflow_class"], fields["step_name"], fields["reason"], fields["error_class"])
             buttons[form["data-verb"]] = {
                 "label": text_of(form.select_one("button")),
-                "confirm": form.get("hx-confirm"),
-                "vals": form.get("hx-vals"),
+                "title": form.select_one("button").get("title"),
+                "hx-confirm": form.get("hx-confirm"),
                 "action": form["action"],
             }
         rows[key or row["data-reason"]] = buttons
     return rows
+
+
+def recent(engine):
+    with engine.connect() as conn:
+        return store.recent(conn)
+
+
+def finish(engine):
+    runner = operations.Runner(engine, REGISTRY)
+    while runner.step() is not None:
+        pass
+
+
+def act_on_group(browser, engine, verb, group, reason, *, htmx):
+    """A group's button, its preview, and the preview's form confirmed with
+    *reason*; then the operation is done. The preview's dialog, and the
+    answer to the confirmation."""
+    asked = browser.post(f"/workflows/bulk/{verb}", group, htmx=htmx)
+    assert asked.status_code == 200
+    dialog = soup(asked).select_one("dialog#pgbus-operation-dialog")
+    form = dialog.select_one("form.pgbus-operation-form")
+    fields = {field["name"]: field.get("value", "") for field in form.select("input")}
+    done = browser.post(form["action"], {**fields, "reason": reason}, htmx=htmx)
+    finish(engine)
+    return dialog, done
 
 
 # --- the buttons --------------------------------------------------------------------
@@ -65,15 +93,14 @@ def test_each_group_offers_the_verbs_that_fit_its_reason(browser, runs):
     rows = group_rows(browser.load())
     error_group = rows[("OrderWorkflow", "capture_payment", "paused_error", "TimeoutError")]
     assert [button["label"] for button in error_group.values()] == ["Retry all", "Skip all", "Cancel all"]
-    assert error_group["retry"]["confirm"] == "Retry capture_payment for all 3 runs that failed with TimeoutError?"
-    assert error_group["retry"]["vals"] == '{"confirmed": "1"}'
+    assert error_group["retry"]["title"] == "Retry capture_payment for all 3 runs that failed with TimeoutError?"
+    # The preview asks, not the browser's confirm().
+    assert all(button["hx-confirm"] is None for row in rows.values() for button in row.values())
     assert error_group["retry"]["action"] == "/workflows/bulk/retry"
     manual = rows[("OrderWorkflow", "send_receipt", "paused_manual", "")]
     assert list(manual) == ["resume", "skip", "cancel"]
-    assert manual["resume"]["confirm"] == "Resume all 2 runs paused at send_receipt?"
     overdue = rows[("OrderWorkflow", "reserve_stock", "overdue", "")]
     assert list(overdue) == ["skip", "cancel"]
-    assert overdue["cancel"]["confirm"] == "Cancel the 1 run stuck at reserve_stock?"
 
 
 def test_a_group_whose_class_is_not_loaded_offers_only_cancel(browser, runs):
@@ -83,28 +110,26 @@ def test_a_group_whose_class_is_not_loaded_offers_only_cancel(browser, runs):
     assert list(rows[("RetiredWorkflow", "mystery", "paused_error", "KeyError")]) == ["cancel"]
 
 
-# --- with htmx: confirmed in the browser, answered in place ----------------------------
+# --- an operation on the group's filter ------------------------------------------------
 
 
-def test_bulk_retry_moves_every_run_of_the_group_and_refreshes_the_list(browser, runs, engine):
+def test_bulk_retry_is_an_operation_on_every_run_of_the_group(browser, runs, engine):
     ids = paused_group(runs, 3)
     other = manual_group(runs, 1)
-    response = browser.post("/workflows/bulk/retry", {**CAPTURE_GROUP, "confirmed": "1"}, htmx=True,
-                            current_url="http://localhost/workflows")
-    assert response.status_code == 200
-    assert message(response) == "Moved 3 runs."
-    page = soup(response)
-    assert page.select_one("#pgbus-attention")["hx-swap-oob"] == "true"
-    assert page.select_one("#pgbus-counts")["hx-swap-oob"] == "true"
-    assert page.select_one("#pgbus-runs")["hx-swap-oob"] == "true"
-    # The group is gone from the list; the untouched one is still there.
-    reasons = [row["data-reason"] for row in page.select("#pgbus-attention tr.pgbus-attention-group")]
-    assert reasons == ["paused_manual"]
+    dialog, done = act_on_group(browser, engine, "retry", CAPTURE_GROUP, "gateway fixed", htmx=True)
+    assert dialog["data-total"] == "3"
+    assert {li["data-workflow-id"] for li in dialog.select(".pgbus-operation-sample li")} == set(ids)
+    [operation] = recent(engine)
+    assert done.status_code == 200 and done.headers["HX-Redirect"] == f"/workflows/operations/{operation['id']}"
+    assert operation["filters"] == {"workflow_class": "OrderWorkflow", "step": "capture_payment",
+                                    "reason": "paused_error", "error_class": "TimeoutError"}
+    assert (operation["status"], operation["moved"]) == ("done", 3)
     for workflow_id in ids:
         run = run_row(engine, workflow_id)
         assert (run["status"], run["current_step"]) == ("ready", "capture_payment")
         resumed = [e for e in events_of(engine, workflow_id) if e["event"] == "resumed"]
-        assert [(e["actor"], e["details"]["action"]) for e in resumed] == [("dashboard:alice", "retry")]
+        assert [(e["actor"], e["reason"], e["details"]["operation_id"]) for e in resumed] == [
+            ("dashboard:alice", "gateway fixed", operation["id"])]
     assert run_row(engine, other[0])["status"] == "paused"
 
 
@@ -123,118 +148,55 @@ BULK_CASES = [
 @pytest.mark.parametrize("htmx", [True, False], ids=["htmx", "plain"])
 def test_every_bulk_verb_with_and_without_javascript(browser, runs, engine, verb, make, group, event, status, htmx):
     ids = make(runs)
-    response = browser.post(f"/workflows/bulk/{verb}", {**group, "confirmed": "1", "note": "n"}, htmx=htmx)
-    if htmx:
-        assert response.status_code == 200
-        assert message(response) == "Moved 2 runs."
-    else:
-        assert response.status_code == 303
-        assert message(browser.client.get(response.headers["Location"])) == "Moved 2 runs."
+    dialog, done = act_on_group(browser, engine, verb, group, "n", htmx=htmx)
+    assert dialog["data-total"] == "2"
+    assert done.status_code == (200 if htmx else 303)
     for workflow_id in ids:
         assert run_row(engine, workflow_id)["status"] == status
         written = [e for e in events_of(engine, workflow_id) if e["event"] == event]
         assert [(e["actor"], e["reason"]) for e in written] == [("dashboard:alice", "n")]
 
 
-def test_bulk_cancel_with_a_note_in_the_audit_trail(browser, runs, engine):
-    ids = manual_group(runs, 2)
-    group = {"workflow_class": "OrderWorkflow", "step_name": "send_receipt", "reason": "paused_manual",
-             "error_class": ""}
-    response = browser.post("/workflows/bulk/cancel", {**group, "confirmed": "1", "note": "test orders"}, htmx=True)
-    assert response.status_code == 200
-    assert message(response) == "Moved 2 runs."
-    for workflow_id in ids:
-        assert run_row(engine, workflow_id)["status"] == "cancelled"
-        cancelled = next(e for e in events_of(engine, workflow_id) if e["event"] == "cancelled")
-        assert (cancelled["actor"], cancelled["reason"]) == ("dashboard:alice", "test orders")
-
-
 def test_bulk_skip_on_an_overdue_group(browser, runs, engine):
     workflow_id = runs.make(states.READY, step("reserve_stock", "scheduled", scheduled_at=ago(hours=2)))
     group = {"workflow_class": "OrderWorkflow", "step_name": "reserve_stock", "reason": "overdue", "error_class": ""}
-    response = browser.post("/workflows/bulk/skip", {**group, "confirmed": "1"}, htmx=True)
-    assert response.status_code == 200
+    act_on_group(browser, engine, "skip", group, "stock is there", htmx=True)
     assert run_row(engine, workflow_id)["current_step"] == "capture_payment"
 
 
-def test_runs_that_moved_on_meanwhile_are_counted_and_left_alone(browser, runs, engine, monkeypatch):
-    ids = paused_group(runs, 3)
-    real = actions.workflows.attention_ids
-
-    def another_operator_acts_first(conn, group, **kwargs):
-        found = real(conn, group, **kwargs)
-        # Between reading the group and acting on it, someone cancels one run.
-        verbs.cancel(engine, found[1], actor="dashboard:bob")
-        return found
-
-    monkeypatch.setattr(actions.workflows, "attention_ids", another_operator_acts_first)
-    response = browser.post("/workflows/bulk/retry", {**CAPTURE_GROUP, "confirmed": "1"}, htmx=True)
-    assert response.status_code == 200
-    assert message(response) == "Moved 2 runs. 1 run had already moved on and was left as it was."
-    assert [run_row(engine, workflow_id)["status"] for workflow_id in ids] == ["ready", "cancelled", "ready"]
-    assert not [e for e in events_of(engine, ids[1]) if e["event"] == "resumed"]
+def test_no_cap_every_run_of_a_large_group(browser, runs, engine):
+    seed_paused(engine, 501)  # more than the 500 a bulk request used to move
+    group = {**CAPTURE_GROUP, "workflow_class": "OrderWorkflow"}
+    dialog, _ = act_on_group(browser, engine, "retry", group, "gateway back", htmx=False)
+    assert dialog["data-total"] == "501"
+    [operation] = recent(engine)
+    assert (operation["status"], operation["moved"], operation["skipped"]) == ("done", 501, 0)
 
 
-def test_at_most_the_limit_oldest_stuck_first(browser, runs, engine, monkeypatch):
-    monkeypatch.setattr(actions, "BULK_LIMIT", 2)
-    ids = paused_group(runs, 3)  # ids[0] stuck longest
-    response = browser.post("/workflows/bulk/retry", {**CAPTURE_GROUP, "confirmed": "1"}, htmx=True)
-    assert message(response) == "Moved 2 runs."
-    assert [run_row(engine, workflow_id)["status"] for workflow_id in ids] == ["ready", "ready", "paused"]
-    rows = group_rows(response)
-    assert rows[tuple(CAPTURE_GROUP.values())]["retry"]["confirm"].startswith("Retry capture_payment for the 1 run")
+@pytest.mark.parametrize("htmx", [True, False], ids=["htmx", "plain"])
+def test_the_reason_is_asked_and_required(browser, runs, engine, htmx):
+    paused_group(runs, 2)
+    asked = browser.post("/workflows/bulk/retry", CAPTURE_GROUP, htmx=htmx)
+    form = soup(asked).select_one("form.pgbus-operation-form")
+    assert form.select_one("input[name=reason]").has_attr("required")
+    fields = {field["name"]: field.get("value", "") for field in form.select("input")}
+    before = snapshot(engine)
+    refused = browser.post(form["action"], {**fields, "reason": ""}, htmx=htmx)
+    assert refused.status_code == 422
+    assert soup(refused).select_one("#pgbus-operation-reason")["aria-invalid"] == "true"
+    assert snapshot(engine) == before and recent(engine) == []
 
 
-def test_the_limit_is_five_hundred():
-    assert actions.BULK_LIMIT == 500
-
-
-def test_the_refreshed_runs_list_keeps_the_operators_filters(browser, runs):
-    paused_group(runs, 1)
-    kept = runs.make(states.COMPLETED, step("send_receipt", "completed", finished_at=ago(minutes=1)),
-                     workflow_class="RefundWorkflow", subject=("Refund", "9"), finished_at=ago(minutes=1))
-    manual_group(runs, 1)
-    group = {"workflow_class": "OrderWorkflow", "step_name": "send_receipt", "reason": "paused_manual",
-             "error_class": ""}
-    response = browser.post("/workflows/bulk/resume", {**group, "confirmed": "1"}, htmx=True,
-                            current_url="http://localhost/workflows?workflow_class=RefundWorkflow")
-    shown = [row["data-workflow-id"] for row in soup(response).select("#pgbus-runs tr.pgbus-run-row")]
-    assert shown == [kept]
-
-
-# --- without JavaScript: a confirmation page first --------------------------------------
-
-
-def test_without_javascript_the_form_leads_to_a_confirmation_page_first(browser, runs, engine):
+def test_without_javascript_the_button_leads_to_the_preview_page_first(browser, runs, engine):
     ids = paused_group(runs, 3)
     before = snapshot(engine)
     response = browser.post("/workflows/bulk/retry", CAPTURE_GROUP)
     assert response.status_code == 200
     assert snapshot(engine) == before  # nothing moved yet
     page = soup(response)
-    assert text_of(page.select_one(".pgbus-bulk-question")) == (
-        "Retry capture_payment for all 3 runs that failed with TimeoutError?"
-    )
-    form = page.select_one("form.pgbus-bulk-confirm-form")
-    fields = {field["name"]: field.get("value", "") for field in form.select("input")}
-    assert fields["confirmed"] == "1" and fields["csrf_token"]
-    assert {name: fields[name] for name in CAPTURE_GROUP} == CAPTURE_GROUP
-    assert text_of(form.select_one("button")) == "Retry all"
-
-    confirmed = browser.post(form["action"], {**fields, "note": "gateway fixed"})
-    assert confirmed.status_code == 303
-    assert confirmed.headers["Location"].endswith("/workflows")
-    assert {run_row(engine, workflow_id)["status"] for workflow_id in ids} == {"ready"}
-    assert message(browser.client.get("/workflows")) == "Moved 3 runs."
-    resumed = next(e for e in events_of(engine, ids[0]) if e["event"] == "resumed")
-    assert resumed["reason"] == "gateway fixed"
-
-
-def test_the_confirmation_page_says_when_the_group_is_over_the_limit(browser, runs, monkeypatch):
-    monkeypatch.setattr(actions, "BULK_LIMIT", 2)
-    paused_group(runs, 3)
-    page = soup(browser.post("/workflows/bulk/retry", CAPTURE_GROUP))
-    assert text_of(page.select_one(".pgbus-bulk-limit")).startswith("At most 2 runs are changed per request")
+    assert page.select_one("html") is not None
+    assert page.select_one("dialog")["data-total"] == "3"
+    assert {run_row(engine, workflow_id)["status"] for workflow_id in ids} == {"paused"}
 
 
 # --- refusals ------------------------------------------------------------------------
@@ -244,11 +206,14 @@ def test_the_confirmation_page_says_when_the_group_is_over_the_limit(browser, ru
 def test_a_group_that_emptied_meanwhile_answers_so_and_nothing_moves(browser, runs, engine, htmx):
     manual_group(runs, 1)  # another group, untouched
     before = snapshot(engine)
-    response = browser.post("/workflows/bulk/retry", {**CAPTURE_GROUP, "confirmed": "1"}, htmx=htmx)
-    assert response.status_code == 409
-    assert message(response) == "No run is left in this group: they have all moved on. Nothing changed."
-    assert snapshot(engine) == before
-    assert soup(response).select_one("#pgbus-attention") is not None  # the list as it is now
+    asked = browser.post("/workflows/bulk/retry", CAPTURE_GROUP, htmx=htmx)
+    assert asked.status_code == 200
+    assert soup(asked).select_one("dialog")["data-total"] == "0"
+    assert soup(asked).select_one("form.pgbus-operation-form") is None  # nothing to confirm
+    response = browser.post("/workflows/bulk/retry", {**CAPTURE_GROUP, "confirmed": "1", "note": "n"}, htmx=htmx)
+    assert response.status_code == 422
+    assert "fits none of the 0 matching runs" in text_of(soup(response))
+    assert snapshot(engine) == before and recent(engine) == []
 
 
 @pytest.mark.parametrize("htmx", [True, False], ids=["htmx", "plain"])

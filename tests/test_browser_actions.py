@@ -1,7 +1,8 @@
 """The actions in a real browser: Debian's Chromium, headless, driven by
 Playwright, against the dashboard served on a free localhost port over the
 test database. It clicks Resume on a paused run and a bulk Resume on a
-needs-attention group, accepts the confirm dialog, and sees the page change
+needs-attention group through the operation's dialog and page (and
+cancels one), and sees the page change
 without a reload (a marker set on ``window`` before the click survives);
 then it watches live refresh pick up a change made elsewhere, and keep
 the list the operator filtered or paged to. The browser also reports any
@@ -18,7 +19,9 @@ from browser import WAIT_MS, launched, requires_chromium, serve
 from web_helpers import step
 
 from pgbus_web import states
-from pgbus_web.runtime import verbs
+from pgbus_web.demo.workflows import REGISTRY
+from pgbus_web.models import operations as store
+from pgbus_web.runtime import operations, verbs
 
 # The run page's badge. Waits go through locators: the page's CSP (rightly)
 # refuses the eval that a string predicate would need.
@@ -103,7 +106,10 @@ def test_resume_a_paused_run_without_a_reload(server, page, runs, engine):
     assert page.problems == []
 
 
-def test_bulk_resume_of_a_group_after_the_confirm_dialog(server, page, runs, engine):
+def test_a_groups_button_opens_the_operation_dialog_and_its_page_reaches_done(server, page, runs, engine):
+    # The group's button is an operation: its preview opens in the page (no
+    # browser confirm()), asks the reason, and leads to the operation's
+    # page, which refreshes itself until the operation is done.
     ids = [
         runs.make(states.PAUSED, step("send_receipt", "scheduled", scheduled_at=ago(hours=1)),
                   paused_at=ago(minutes=30 - index))
@@ -112,21 +118,42 @@ def test_bulk_resume_of_a_group_after_the_confirm_dialog(server, page, runs, eng
     page.goto(f"{server}/workflows")
     mark_window(page)
     dialogs: list[str] = []
-
-    def accept(dialog):
-        dialogs.append(dialog.message)
-        dialog.accept()
-
-    page.on("dialog", accept)
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
     group = page.locator('#pgbus-attention tr.pgbus-attention-group[data-reason="paused_manual"]')
     group.locator('form[data-verb="resume"] button').click()
-
-    page.locator("#pgbus-messages .pgbus-notice-ok").wait_for()
-    assert page.locator("#pgbus-messages").inner_text().strip() == "Moved 2 runs."
-    assert dialogs == ["Resume all 2 runs paused at send_receipt?"]
-    page.locator('#pgbus-attention tr.pgbus-attention-group[data-reason="paused_manual"]').wait_for(state="detached")
-    assert marker(page) == "still here"
+    dialog = page.locator("dialog#pgbus-operation-dialog[open]")
+    dialog.wait_for()
+    assert marker(page) == "still here"  # in the page, not a new one
+    assert dialog.get_attribute("data-total") == "2"
+    dialog.locator("input[name=reason]").fill("receipts fixed")
+    dialog.locator("button.pgbus-operation-start").click()
+    page.wait_for_url("**/workflows/operations/*")
+    assert page.locator("#pgbus-operation").get_attribute("data-status") == "queued"
+    runner = operations.Runner(engine, REGISTRY)
+    while runner.step() is not None:
+        pass
+    page.locator('#pgbus-operation[data-status="done"]').wait_for()
+    assert page.locator("#pgbus-operation .pgbus-operation-moved").inner_text().strip() == "2"
+    assert dialogs == []
     assert {run_row(engine, workflow_id)["status"] for workflow_id in ids} == {"ready"}
+    assert page.problems == []
+
+
+def test_an_operation_is_cancelled_from_its_page(server, page, runs, engine):
+    paused_on_capture(runs)
+    page.goto(f"{server}/workflows?status=paused")
+    page.locator("form.pgbus-operation-entry select[name=verb]").select_option("cancel")
+    page.locator("form.pgbus-operation-entry button").click()
+    dialog = page.locator("dialog#pgbus-operation-dialog[open]")
+    dialog.locator("input[name=reason]").fill("test orders")
+    dialog.locator("button.pgbus-operation-start").click()
+    page.wait_for_url("**/workflows/operations/*")
+    page.locator("form.pgbus-operation-cancel button").click()
+    page.locator('#pgbus-operation[data-status="cancelled"]').wait_for()
+    page.locator("#pgbus-messages .pgbus-notice-ok").wait_for()
+    page.locator("form.pgbus-operation-cancel").wait_for(state="detached")
+    with engine.connect() as conn:
+        assert [row["status"] for row in store.recent(conn)] == ["cancelled"]
     assert page.problems == []
 
 

@@ -98,8 +98,9 @@ def test_action_answers_are_fully_translated(database, runs, locale):  # noqa: F
     browser = Browser(operator_app(database).test_client())
     browser.load(f"/workflows?locale={locale}")
     answers = {
-        # Without JavaScript a bulk action asks on a page of its own first.
+        # Without JavaScript a group's button answers the operation's preview page.
         "bulk confirmation": browser.post("/workflows/bulk/retry", PAUSED_ERROR_GROUP),
+        "operation page": browser.client.get("/workflows/operations"),
         "pause": browser.post(f"/workflows/{made['running']}/pause", follow_redirects=True),
         "pause again": browser.post(f"/workflows/{made['running']}/pause", follow_redirects=True),
         "bad time": browser.post(f"/workflows/{made['ready_due_later']}/reschedule", {"at": "soon"}),
@@ -110,4 +111,4 @@ def test_action_answers_are_fully_translated(database, runs, locale):  # noqa: F
     for what, response in answers.items():
         html = response.get_data(as_text=True)
         assert KEY.findall(html) == [], what
-        assert "pgbus-notice" in html or "pgbus-bulk" in html, what
+        assert "pgbus-notice" in html or "pgbus-operation" in html, what

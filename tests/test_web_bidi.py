@@ -171,14 +171,16 @@ def test_the_bulk_confirmation_isolates_the_names(operator, odd_names):
     group = {"workflow_class": NAMES["workflow_class"], "step_name": NAMES["step"], "reason": "paused_error",
              "error_class": NAMES["error_class"]}
     index = soup(operator.client.get("/workflows"))
-    confirms = [form["hx-confirm"] for form in index.select("form.pgbus-group-action")]
+    # The group's question is its buttons' title; the operation's preview
+    # shows the group's filter as chips, each name in a <bdi>.
+    confirms = [button["title"] for button in index.select("form.pgbus-group-action button")]
     assert confirms
     for text in confirms:
         assert bidi.isolate_text(NAMES["step"]) in text and isolated_in_text(text)
     response = operator.post("/workflows/bulk/cancel", group)
     assert response.status_code == 200
-    question = soup(response).select_one(".pgbus-bulk-question")
-    assert {NAMES["step"], NAMES["error_class"]} <= {text_of(node) for node in question.select("bdi")}
+    chips = soup(response).select_one("dialog .pgbus-operation-filters")
+    assert {NAMES["step"], NAMES["error_class"]} <= {text_of(node) for node in chips.select("bdi")}
     assert assert_isolated(response.get_data(as_text=True)) > 0
 
 

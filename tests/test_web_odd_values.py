@@ -27,8 +27,10 @@ from action_support import (
 from web_helpers import soup, step, text_of
 
 from pgbus_web import states
+from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.i18n import force_locale, t
 from pgbus_web.models import events, steps, workflows
+from pgbus_web.runtime import operations
 
 MARKER = "unusual value"
 
@@ -503,13 +505,15 @@ def test_a_done_signal_and_bulk_action_whose_answers_fail_to_draw_still_answer_s
     assert verb_events(engine, waiting, "signal_received") == 1
     paused = paused_on_capture(runs)
     group = {"workflow_class": "OrderWorkflow", "step_name": "capture_payment", "reason": "paused_error",
-             "error_class": "TimeoutError", "confirmed": "1"}
+             "error_class": "TimeoutError", "confirmed": "1", "note": "n"}
+    # A group's button is an operation: created, then done by a runner.
     response = browser.post("/workflows/bulk/cancel", group, htmx=htmx)
     assert response.status_code == (200 if htmx else 303)
+    runner = operations.Runner(engine, REGISTRY)
+    while runner.step() is not None:
+        pass
     assert run_row(engine, paused)["status"] == states.CANCELLED
     assert verb_events(engine, paused, "cancelled") == 1
-    if htmx:
-        assert t("pgbus.workflows.forms.redraw_failed") in message(response)
 
 
 @pytest.mark.parametrize("htmx", [True, False], ids=["htmx", "plain"])

@@ -40,7 +40,7 @@ from flask import Blueprint, Flask
 
 from .. import i18n
 from ..db import Database
-from . import actions, csrf, locks_views, run_ids, security, template_names, views
+from . import actions, csrf, locks_views, operations_views, run_ids, security, template_names, views
 from .extension import EXTENSION_NAME, State, state
 from .settings import Settings
 
@@ -120,6 +120,7 @@ def build_blueprint() -> Blueprint:
 
     run_ids.init_blueprint(blueprint)  # before the routes that use it
     views.register(blueprint)
+    operations_views.register(blueprint)
     actions.register(blueprint)
     locks_views.register(blueprint)
     return blueprint

@@ -1,5 +1,5 @@
-"""The routes that change runs: an outside verb on one run, a signal to one
-run, a verb on one needs-attention group. Each is thin: read the form
+"""The routes that change one run: an outside verb on it, a signal to it
+(a needs-attention group's buttons are operations: operations_views.py). Each is thin: read the form
 (forms.py), call one runtime function, answer.
 
 The answer depends on who asked:
@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 from typing import Any, Callable, Mapping
-from urllib.parse import parse_qsl, urlsplit
 
 from flask import (
     Blueprint,
@@ -33,11 +32,10 @@ from flask import (
     request,
     url_for,
 )
-from werkzeug.datastructures import MultiDict
 from werkzeug.exceptions import Forbidden, RequestEntityTooLarge
 
 from .. import states
-from ..i18n import current_locale, current_timezone, t, tn
+from ..i18n import current_locale, current_timezone, t
 from ..models import workflows
 from ..runtime import errors, verbs
 from ..runtime.clock import utcnow
@@ -46,11 +44,9 @@ from . import (
     buttons,
     context,
     csrf,
-    filters,
     forms,
     hx,
     pages,
-    presenters,
     problems,
     render,
     run_ids,
@@ -62,9 +58,6 @@ from .security import UNSAFE_METHODS
 
 log = logging.getLogger(__name__)
 
-# The most runs one bulk request moves (oldest stuck first); the rest
-# stay in the group for the next request.
-BULK_LIMIT = workflows.ATTENTION_IDS_LIMIT
 # Longest actor name kept: the audit trail shows it on every line.
 ACTOR_LIMIT = 200
 
@@ -226,116 +219,6 @@ def send_signal(workflow_id: str):
                      _run_url(workflow_id))
 
 
-# --- a needs-attention group ----------------------------------------------------
-
-
-def _current_filters() -> filters.RunFilters | None:
-    """The filters of the index page htmx posted from, so its runs list
-    stays as the operator had it."""
-    current = hx.details().current_url
-    if not current:
-        return filters.RunFilters()
-    parts = urlsplit(current)
-    if parts.path != url_for("pgbus_web.workflows"):
-        return filters.RunFilters()
-    try:
-        return filters.parse(MultiDict(parse_qsl(parts.query)))
-    except filters.FilterError:
-        return None
-
-
-def _posted_filters() -> filters.RunFilters:
-    """The filters of the index a plain bulk form was posted from: its
-    ``back`` field carries that page's query (read as filters only, so it
-    can lead nowhere but the index)."""
-    try:
-        return filters.parse(MultiDict(parse_qsl(request.form.get("back", ""))))
-    except filters.FilterError:
-        return filters.RunFilters()
-
-
-def index_answer(status: int, message: str, category: str) -> Response:
-    """The index's counts, groups and runs as they are now, with *message*."""
-    settings = state().settings
-    run_filters = _current_filters() if hx.details().request else _posted_filters()
-    if status < 400 and not hx.details().request:
-        answers.flash_message(category, message)
-        return redirect(url_for("pgbus_web.workflows", **run_filters.query()), 303)
-    with state().database.primary.connect() as conn:
-        page = context.index_context(conn, settings, run_filters)
-    page.update(views.common(), filter_error=None)
-    if hx.details().request:
-        body = render.fragments(pages.INDEX.template, pages.INDEX.blocks, page) + answers.messages(category, message)
-        return make_response(body, status)
-    page["pgbus_messages"] = [(category, message)]
-    return make_response(render_template(pages.INDEX.template, **page), status)
-
-
-def _fresh_group(conn, group: Mapping[str, Any], now: datetime) -> dict[str, Any] | None:
-    limits = context.thresholds(state().settings)
-    for row in workflows.attention_groups(conn, now=now, workflow_class=group["workflow_class"], **limits):
-        if all(row.get(name) == group.get(name) for name in forms.GROUP_FIELDS):
-            return row
-    return None
-
-
-def bulk_message(result: verbs.BulkResult) -> str:
-    parts = [tn("pgbus.workflows.bulk.moved", result.moved)]
-    if result.moved_on:
-        parts.append(tn("pgbus.workflows.bulk.moved_on", result.moved_on))
-    if result.errors:
-        parts.append(tn("pgbus.workflows.bulk.refused", len(result.errors)))
-    return " ".join(parts)
-
-
-def bulk_action(verb: str):
-    """POST /workflows/bulk/<verb>: one verb on the runs of one
-    needs-attention group, at most BULK_LIMIT, oldest stuck first, each in
-    its own transaction. Without ``confirmed=1`` it only asks first."""
-    if verb not in buttons.BULK_VERBS:
-        return answers.refused(problems.unknown_verb(verb))
-    settings = state().settings
-    try:
-        group = forms.parse_group(request.form)
-        note = forms.reason(request.form, "note")
-    except forms.FormError as problem:
-        return answers.refused(problems.refusal(problem))
-    registry = settings.registry
-    class_loaded = context.definition_of(settings, group["workflow_class"]) is not None
-    if verb not in buttons.bulk_verbs(group, class_loaded):
-        message = t("pgbus.workflows.bulk.not_offered", action=buttons.bulk_label(verb),
-                    reason=t(f"pgbus.workflows.attention.reasons.{group['reason']}"))
-        return answers.message_answer(422, t("pgbus.web.errors.bad_request_title"), message)
-    now = utcnow()
-    with state().database.primary.connect() as conn:
-        ids = workflows.attention_ids(conn, group, now=now, limit=BULK_LIMIT, **context.thresholds(settings))
-        fresh = _fresh_group(conn, group, now) if ids and request.form.get("confirmed") != "1" else None
-    if not ids:
-        return index_answer(409, t("pgbus.workflows.bulk.emptied"), "warn")
-    if request.form.get("confirmed") != "1":
-        shown = dict(fresh or group, count=(fresh or {}).get("count", len(ids)))
-        return render_template(
-            pages.BULK_CONFIRM.template,
-            verb=verb,
-            label=buttons.bulk_label(verb),
-            question=presenters.bulk_confirm(verb, shown),
-            group=group,
-            count=shown["count"],
-            limit=BULK_LIMIT,
-            note=note or "",
-            back=_posted_filters().query(),
-        )
-    result = verbs.bulk(
-        state().database.primary, buttons.BULK_VERBS[verb], ids,
-        actor=actor(), registry=registry, reason=note,
-    )
-    for workflow_id, problem in result.errors:
-        log.warning("pgbus-web: bulk %s left %s: %s", verb, workflow_id, problem)
-    message, category = bulk_message(result), "warn" if result.errors else "ok"
-    return answers.committed(lambda: index_answer(200, message, category), message, category,
-                     lambda: url_for("pgbus_web.workflows"))
-
-
 # --- refusals before the view ----------------------------------------------------
 
 
@@ -412,13 +295,13 @@ def back_to_index(verb: str) -> Response:
 
 def register(blueprint: Blueprint) -> None:
     csrf.init_blueprint(blueprint)
-    # Static parts win over converters, so /workflows/bulk/<verb> and
+    # Static parts win over converters, so /workflows/bulk/<verb>
+    # (operations_views.py) and
     # /workflows/<id>/signals are not taken for a run id or a verb; a run
     # whose id is "bulk" is written "~YnVsaw" (run_ids.py). The verb is the
     # last segment: the run id may hold slashes. A GET on a run's action
     # URL is the run page's (views.workflow sends it to the run).
     run = f"/workflows/<{run_ids.CONVERTER}:workflow_id>"
-    blueprint.add_url_rule("/workflows/bulk/<verb>", "bulk_action", bulk_action, methods=["POST"])
     blueprint.add_url_rule(f"{run}/signals", "send_signal", send_signal, methods=["POST"])
     blueprint.add_url_rule(f"{run}/<verb>", "run_action", run_action, methods=["POST"])
     blueprint.add_url_rule("/workflows/bulk/<verb>", "bulk_action_page", back_to_index, methods=["GET"])

@@ -288,3 +288,51 @@ def values_of(form: Mapping[str, str], names: tuple[str, ...]) -> dict[str, str]
 def default_at(now: datetime, tz: tzinfo, ahead: timedelta = timedelta(hours=1)) -> str:
     """What a time field proposes: *ahead* from now, on the minute."""
     return local_input((now + ahead).replace(second=0, microsecond=0), tz)
+
+
+# --- an operation: one verb on every run a filter matches ---------------------
+
+# The field of an operation's form holding the index's query string: the
+# index's own filter names cannot be the form's fields, since its "reason"
+# (a stuck reason) would collide with the operator's reason.
+QUERY_FIELD = "query"
+
+
+@dataclass(frozen=True)
+class OperationForm:
+    verb: str
+    params: dict[str, Any]  # at (aware UTC), from_step, signal name and payload
+    reason: str | None
+    expected: int | None  # the count the operator was shown
+    confirmed: bool
+
+
+def parse_operation(form: Mapping[str, str], *, tz: tzinfo, now: datetime, verbs: tuple[str, ...]) -> OperationForm:
+    """An operation's form: the verb (one of *verbs*), the fields it takes,
+    the reason, the count shown and whether it was confirmed. The reason
+    is not required here: the preview is asked without one, and the
+    runtime refuses a confirmed form without it."""
+    verb = _text(form, "verb")
+    if verb not in verbs:
+        raise FormError("verb", t("pgbus.workflows.forms.errors.unknown_verb", verb=verb[:50]))
+    fields = verb_table.BY_NAME[verb].fields
+    params: dict[str, Any] = {}
+    confirmed = form.get("confirmed") == "1"
+    if "at" in fields:
+        raw_at = form.get("at")
+        if not (raw_at or "").strip() and not confirmed:
+            # The first preview proposes the run page's default time.
+            raw_at = default_at(now, form_zone(form, tz))
+        params["at"] = parse_at(raw_at, tz=form_zone(form, tz), now=now)
+    if "from_step" in fields:
+        params["from_step"] = _limit(_text(form, "from_step"), "from_step", NAME_LIMIT) or None
+    if verb == verb_table.SIGNAL:
+        signal = parse_signal(form)
+        params.update(name=signal.name, payload=signal.payload)
+    raw = _text(form, "expected")
+    expected = None
+    if raw:
+        if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
+            raise FormError("expected", t("pgbus.operations.errors.expected", value=raw[:50]))
+        expected = int(raw)
+    return OperationForm(verb=verb, params=params, reason=reason(form), expected=expected, confirmed=confirmed)

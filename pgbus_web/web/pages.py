@@ -36,6 +36,12 @@ RUN = Page(
 INSIGHTS = Page("pgbus_web/insights.html", {"pgbus-insights": "insights"})
 LOCKS = Page("pgbus_web/locks/index.html", {"pgbus-locks": "locks"})
 ERROR = Page("pgbus_web/error.html")
-BULK_CONFIRM = Page("pgbus_web/bulk_confirm.html")
+# Operations (operations_views.py): the preview as a page, and alone (the
+# dialog htmx swaps into the page it was asked from); one operation, whose
+# progress block polls itself while it runs; the recent ones.
+OPERATION_PREVIEW = Page("pgbus_web/operations/preview.html")
+OPERATION_DIALOG_TEMPLATE = "pgbus_web/operations/_dialog.html"
+OPERATION = Page("pgbus_web/operations/show.html", {"pgbus-operation": "operation"})
+OPERATIONS = Page("pgbus_web/operations/index.html", {"pgbus-operations": "operations"})
 # The messages area every page has (layout.html), alone.
 MESSAGES_TEMPLATE = "pgbus_web/_flash.html"

@@ -460,3 +460,13 @@ def stored_json(value: Any, *, object_expected: bool = False) -> Markup:
     if cut is not None:
         shown, unusual = shown + cut, True
     return odd.marked(shown, kind="json") if unusual else shown
+
+
+def event_operation(event: Mapping[str, Any]) -> int | None:
+    """The operation an audit event was written by (details.operation_id),
+    when it is a plain id."""
+    details = event.get("details")
+    value = details.get("operation_id") if isinstance(details, Mapping) else None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        return None
+    return value

@@ -14,6 +14,7 @@ from .. import states
 from ..i18n import t
 from ..locks import actions as lock_actions
 from ..runtime import errors
+from ..runtime import operations
 from . import buttons, forms
 from .filters import FilterError
 
@@ -126,11 +127,35 @@ def _lock(problem: lock_actions.LockActionError) -> Refusal:
     return Refusal(400, str(problem))
 
 
+def operation_not_found(operation_id) -> Refusal:
+    return Refusal(404, t("pgbus.operations.errors.not_found", operation_id=printable(str(operation_id))[:50]),
+                   title_key="pgbus.web.errors.not_found_title")
+
+
+def _operation(problem: operations.OperationError) -> Refusal:
+    if isinstance(problem, operations.ReasonMissing):
+        return Refusal(422, t("pgbus.operations.errors.reason_missing"), field="reason")
+    if isinstance(problem, operations.NothingFits):
+        return Refusal(422, t("pgbus.operations.errors.nothing_fits", action=buttons.verb_label(problem.preview.verb),
+                              total=problem.preview.total))
+    if isinstance(problem, operations.CountChanged):
+        return Refusal(409, t("pgbus.operations.errors.count_changed", expected=problem.expected,
+                              total=problem.preview.total))
+    if isinstance(problem, operations.OperationNotFound):
+        return operation_not_found(problem.operation_id)
+    if isinstance(problem, operations.NotCancellable):
+        return Refusal(409, t("pgbus.operations.errors.not_cancellable",
+                              status=t(f"pgbus.operations.statuses.{problem.status}")))
+    return Refusal(400, str(problem))
+
+
 def refusal(problem: Exception, *, verb: str | None = None, workflow_id: str | None = None) -> Refusal:
     """The status and sentence for *problem*, refused before anything was
     written. *verb* and *workflow_id* name what was asked, for the words."""
     if isinstance(problem, errors.WorkflowError):
         return _workflow(problem, verb, workflow_id)
+    if isinstance(problem, operations.OperationError):
+        return _operation(problem)
     if isinstance(problem, forms.FormError):
         return Refusal(problem.status, problem.message, field=problem.field)
     if isinstance(problem, FilterError):

@@ -16,7 +16,7 @@ from typing import Any, Callable
 from flask import Blueprint
 
 from .. import bidi, i18n
-from . import actions, chrome, csrf, helpers, presenters, timefmt, timeline
+from . import actions, chrome, csrf, helpers, operations_views, presenters, timefmt, timeline
 
 # The one global the macros read: pgbus_web.t(...), pgbus_web.presenters...
 MACRO_GLOBAL = "pgbus_web"
@@ -40,6 +40,7 @@ def context_names(cookie_path: Callable[[], str]) -> dict[str, Any]:
         **helpers.TEMPLATE_NAMES,
         **csrf.TEMPLATE_NAMES,
         **actions.TEMPLATE_NAMES,
+        **operations_views.TEMPLATE_NAMES,
     }
 
 

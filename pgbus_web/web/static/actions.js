@@ -35,7 +35,7 @@
     if (document.hidden) {
       return true;
     }
-    if (document.querySelector("details.pgbus-action[open]")) {
+    if (document.querySelector("details.pgbus-action[open], dialog.pgbus-operation-dialog[open]")) {
       return true;
     }
     var active = document.activeElement;
