@@ -21,7 +21,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Callable, Mapping, Optional, Union
+from typing import Any, Callable, Mapping, Optional
 
 from markupsafe import Markup
 
@@ -207,20 +207,6 @@ def code(value: Any) -> Markup:
     return Markup('<code class="pgbus-code" dir="auto">{}</code>').format(value)
 
 
-BatchUrl = Union[str, Callable[[str], Optional[str]], None]
-
-
-def batch_link(name: Any, batch_id: Optional[str], batch_url: BatchUrl) -> Markup:
-    """The batch's name as code, linked when a URL is given (a string, or a
-    callable taking the batch_id) and safe."""
-    label = code(name)
-    url = batch_url(batch_id) if callable(batch_url) and batch_id else batch_url
-    url = safe_url(url) if isinstance(url, str) else None
-    if not url:
-        return label
-    return Markup('<a class="pgbus-link" href="{}">{}</a>').format(url, label)
-
-
 def next_sentence(
     run: Mapping[str, Any],
     state: RunState,
@@ -228,21 +214,18 @@ def next_sentence(
     now: datetime,
     locale: timefmt.LocaleArg = None,
     tz: timefmt.TimeZoneArg = None,
-    batch_url: BatchUrl = None,
 ) -> Markup:
     """The "what happens next" sentence: "Waiting for signal
     <code>shipment_confirmed</code> since <time>3 hours ago</time>". Step and
     signal names as code, past moments relative (``ago``, ``late``), due
-    times and deadlines as the clock (``time``), the batch linked through
-    *batch_url* (a URL, or a callable given the batch_id); ``count`` picks
-    the plural form of a batch's "7 of 12 jobs done"."""
+    times and deadlines as the clock (``time``), the batch by its name;
+    ``count`` picks the plural form of a batch's "7 of 12 jobs done"."""
     args: dict[str, Any] = {}
     for key, value in state.next_args.items():
         if key in ("step", "signal"):
             args[key] = code(value)
         elif key == "batch":
-            batch_id = state.next_args.get("batch_id") or _get(run.get("step"), "batch_id")
-            args[key] = batch_link(value, batch_id, batch_url)
+            args[key] = code(value)
         elif key in ("ago", "late"):
             args[key] = timefmt.time_tag(value, now=now, locale=locale, tz=tz)
         elif key == "time":
