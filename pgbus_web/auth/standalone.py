@@ -24,7 +24,18 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, Flask, Response, abort, g, redirect, render_template, request, session, url_for
+from flask import (
+    Blueprint,
+    Flask,
+    Response,
+    abort,
+    g,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
 
 from .. import i18n
 from ..web import hx

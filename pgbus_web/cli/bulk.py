@@ -15,8 +15,7 @@ from typing import Iterable
 
 import click
 
-from .. import defaults, progress
-from ..models import operations as store
+from .. import defaults, progress, states
 from ..runtime import errors, operations
 from ..runtime.clock import utcnow
 from ..web import filters as index_filters
@@ -121,7 +120,7 @@ def bulk(database_url, verb, filter_pairs, reason, at, from_step, signal_name, p
         engine.dispose()
     click.echo(f"Operation {final['id']} {final['status']}: moved {final['moved']}, skipped {final['skipped']}, "
                f"refused {final['refused']} of {final['total']}.")
-    if final["status"] != store.DONE:
+    if final["status"] != states.OPERATION_DONE:
         raise SystemExit(1)
 
 
@@ -147,7 +146,7 @@ def _run(engine, registry, operation):
             handled = current["moved"] + current["skipped"] + current["refused"]
             bar.update(max(min(handled, bar.total) - shown, 0))
             shown = max(shown, min(handled, bar.total))
-            if current["status"] not in store.OPEN:
+            if current["status"] not in states.OPERATION_OPEN:
                 return current
             if chunk is None:
                 time.sleep(WATCH_INTERVAL)  # another process holds it: watch

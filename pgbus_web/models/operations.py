@@ -18,14 +18,6 @@ from sqlalchemy.engine import Connection
 
 from . import as_dict, as_dicts
 
-QUEUED = "queued"
-RUNNING = "running"
-DONE = "done"
-CANCELLED = "cancelled"
-FAILED = "failed"
-STATUSES = (QUEUED, RUNNING, DONE, CANCELLED, FAILED)
-OPEN = (QUEUED, RUNNING)
-
 COLUMNS = (
     "id, verb, filters, ceiling_id, params, reason, actor, status, total, moved, skipped, "
     "refused, cursor, heartbeat_at, created_at, started_at, finished_at, error"

@@ -31,6 +31,7 @@ from typing import Any, Mapping
 
 from sqlalchemy.engine import Engine
 
+from .. import states
 from ..models import operations as store
 from ..models import workflows
 from ..web import filters as index_filters
@@ -202,8 +203,6 @@ def preview(
 ) -> Preview:
     """What *verb* on every run *run_filters* matches would do now. Read in
     one repeatable-read snapshot, so the ceiling, counts and sample agree."""
-    from .. import states
-
     now = now or utcnow()
     found, stored, _ = check(verb, params, None, now=now, require_reason=False)
     binds = _binds(run_filters, now)
@@ -311,7 +310,7 @@ class Chunk:
     moved: int = 0
     skipped: int = 0
     refused: int = 0
-    status: str = store.RUNNING  # the operation's status after the chunk
+    status: str = states.OPERATION_RUNNING  # the operation's status after the chunk
     lost: bool = False  # another process took it over: this one's counts were not written
 
 
@@ -426,7 +425,7 @@ class Runner:
             result.lost = True
             return result
         result.status = written["status"]
-        if written["status"] != store.RUNNING:
+        if written["status"] != states.OPERATION_RUNNING:
             self.held = None
         else:
             self.held = _Held(written, written["heartbeat_at"], held.recover_until)

@@ -40,7 +40,16 @@ from flask import Blueprint, Flask
 
 from .. import i18n
 from ..db import Database
-from . import actions, csrf, locks_views, operations_views, run_ids, security, template_names, views
+from . import (
+    actions,
+    csrf,
+    locks_views,
+    operations_views,
+    run_ids,
+    security,
+    template_names,
+    views,
+)
 from .extension import EXTENSION_NAME, State, state
 from .settings import Settings
 

@@ -8,12 +8,11 @@ from typing import Any, Mapping
 
 from .. import states
 from ..i18n import t
-from ..models.operations import OPEN, STATUSES
+from ..states import OPERATION as STATUSES
+from ..states import OPERATION_OPEN as OPEN
 from . import buttons
 from .filters import FilterError, parse
 from .presenters import _humanize
-
-
 
 
 def operation_verb(verb: str) -> str:

@@ -19,7 +19,15 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
-from flask import Blueprint, Response, make_response, redirect, render_template, request, url_for
+from flask import (
+    Blueprint,
+    Response,
+    make_response,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
 from werkzeug.datastructures import MultiDict
 
 from .. import states
@@ -27,7 +35,19 @@ from ..i18n import current_timezone, t
 from ..models import operations as store
 from ..runtime import errors, operations
 from ..runtime.clock import utcnow
-from . import answers, buttons, context, filters, forms, hx, operation_words, pages, problems, render, views
+from . import (
+    answers,
+    buttons,
+    context,
+    filters,
+    forms,
+    hx,
+    operation_words,
+    pages,
+    problems,
+    render,
+    views,
+)
 from .actions import actor
 from .extension import state
 

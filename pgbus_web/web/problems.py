@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from .. import states
 from ..i18n import t
 from ..locks import actions as lock_actions
-from ..runtime import errors
-from ..runtime import operations
+from ..runtime import errors, operations
 from . import buttons, forms
 from .filters import FilterError
 

@@ -16,7 +16,16 @@ from typing import Any, Callable
 from flask import Blueprint
 
 from .. import bidi, i18n
-from . import actions, chrome, csrf, helpers, operations_views, presenters, timefmt, timeline
+from . import (
+    actions,
+    chrome,
+    csrf,
+    helpers,
+    operations_views,
+    presenters,
+    timefmt,
+    timeline,
+)
 
 # The one global the macros read: pgbus_web.t(...), pgbus_web.presenters...
 MACRO_GLOBAL = "pgbus_web"
