@@ -19,12 +19,12 @@ from action_support import ago, paused_on_capture, ready_later
 from web_helpers import step
 
 from pgbus_web import defaults, states
+from pgbus_web import run_filters as filters
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import operations as store
 from pgbus_web.runtime import errors, operations, verbs
 from pgbus_web.runtime.clock import utcnow
 from pgbus_web.schema import TABLES
-from pgbus_web.web import filters
 
 THRESHOLDS = {"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaults.WAITING_THRESHOLD}
 

@@ -31,10 +31,10 @@ from typing import Any, Mapping
 
 from sqlalchemy.engine import Engine
 
+from .. import run_filters as index_filters
 from .. import states
 from ..models import operations as store
 from ..models import workflows
-from ..web import filters as index_filters
 from . import verb_table, verbs
 from .clock import parse_future, utcnow
 from .errors import (

@@ -13,9 +13,9 @@ from sqlalchemy.engine import Connection
 
 from .. import states
 from ..models import batches, events, signals, steps, workflows
+from ..run_filters import RANGES, RunFilters
 from ..runtime.clock import utcnow
 from . import pages
-from .filters import RANGES, RunFilters
 from .settings import Settings
 
 # The insights page's range when none is asked for.

@@ -10,9 +10,9 @@ from typing import Any, Mapping
 
 from babel.numbers import format_decimal
 
-from .. import bidi
+from .. import bidi, run_filters
 from ..i18n import current_locale
-from . import filters, presenters, timefmt
+from . import filter_chips, presenters, timefmt
 from .extension import state
 
 
@@ -56,6 +56,6 @@ TEMPLATE_NAMES: dict[str, Any] = {
     "duration_between": duration_between,
     "status_tone": status_tone,
     "number": number,
-    "filter_chips": filters.chips,
-    "group_query": filters.group_query,
+    "filter_chips": filter_chips.chips,
+    "group_query": run_filters.group_query,
 }

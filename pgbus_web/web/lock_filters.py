@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
+from .. import run_filters as filters
 from ..i18n import t
 from ..locks import STATES
 from ..models.uniqueness_keys import Cursor
 from ..models.values import Infinite
-from . import filters
-from .filters import FilterError
+from ..run_filters import FilterError
 
 # Longest queue name a filter accepts: PGMQ's own limit is far below.
 MAX_QUEUE = 200

@@ -35,9 +35,9 @@ from flask import (
 from ..i18n import t, tn
 from ..locks import FRESH, GONE, LIVE, ORPHAN, PARKED, actions
 from ..models import pgmq_queues, uniqueness_keys
+from ..run_filters import FilterError
 from . import answers, hx, pages, problems, render
 from .extension import state
-from .filters import FilterError
 from .forms import FormError
 from .lock_filters import MAX_KEY, MAX_QUEUE, LockFilters, parse, text
 from .security import may_act

@@ -8,10 +8,10 @@ from typing import Any, Mapping
 
 from .. import states
 from ..i18n import t
+from ..run_filters import FilterError, parse
 from ..states import OPERATION as STATUSES
 from ..states import OPERATION_OPEN as OPEN
 from . import buttons
-from .filters import FilterError, parse
 from .presenters import _humanize
 
 

@@ -30,6 +30,7 @@ from flask import (
 )
 from werkzeug.datastructures import MultiDict
 
+from .. import run_filters as filters
 from .. import states
 from ..i18n import current_timezone, t
 from ..models import operations as store
@@ -39,7 +40,7 @@ from . import (
     answers,
     buttons,
     context,
-    filters,
+    filter_chips,
     forms,
     hx,
     operation_words,
@@ -72,7 +73,7 @@ def preview_answer(preview: operations.Preview, form: dict[str, Any], *, status:
     page = {
         "preview": preview,
         "form": form,
-        "chips": filters.chips(filters.parse(preview.query)),
+        "chips": filter_chips.chips(filters.parse(preview.query)),
         "message": message,
         "errors": errors_by_field or {},
         "statuses": states.RUN,
@@ -189,7 +190,7 @@ def group_action(verb: str):
 def _page(operation: dict[str, Any]) -> dict[str, Any]:
     now = utcnow()
     page = {"operation": operation, "now": now, **operation_words.operation_progress(operation, now=now)}
-    page["chips"] = filters.chips(operations.filters_of(operation)) if operation_words.filters_readable(operation) else []
+    page["chips"] = filter_chips.chips(operations.filters_of(operation)) if operation_words.filters_readable(operation) else []
     page.update(views.common())
     return page
 

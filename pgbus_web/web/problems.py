@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from .. import states
 from ..i18n import t
 from ..locks import actions as lock_actions
+from ..run_filters import FilterError
 from ..runtime import errors, operations
 from . import buttons, forms
-from .filters import FilterError
 
 log = logging.getLogger(__name__)
 

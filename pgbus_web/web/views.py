@@ -10,11 +10,12 @@ from flask import Blueprint, jsonify, redirect, request, url_for
 from sqlalchemy import exc as sa_exc
 from werkzeug.exceptions import HTTPException, InternalServerError
 
+from .. import run_filters as filters
 from ..db import SchemaProblem
 from ..i18n import t
 from ..models import workflows
 from ..runtime import verbs
-from . import answers, context, filters, pages, problems, render, run_ids
+from . import answers, context, pages, problems, render, run_ids
 from .extension import state
 from .security import may_act
 

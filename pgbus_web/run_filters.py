@@ -1,5 +1,6 @@
-"""The runs index's filters, read from and written back to the query string,
-so that every view of the index is a link to share.
+"""The runs' filters: one model read by the index, the operations, the
+command line and every other door, parsed from and written back to a query
+string, so that every view of the index is a link to share.
 
 Parameters: ``workflow_class``, ``status``, ``reason`` (a stuck reason),
 ``subject`` ("Order 1042", or just "Order"), ``step``, ``error_class`` or
@@ -17,8 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
 
-from .. import states
-from ..i18n import current_timezone, t
+from . import states
+from .i18n import current_timezone, t
 
 # The preset ranges offered on the index and the insights page.
 RANGES = {
@@ -216,41 +217,6 @@ def parse(args: Mapping[str, str]) -> RunFilters:
         raw_from=raw_from,
         raw_to=raw_to,
     )
-
-
-# Chips: (query parameter, RunFilters attribute, label key, value key prefix).
-_CHIPS = (
-    ("workflow_class", "workflow_class", "pgbus.workflows.filters.workflow_class", None),
-    ("status", "status", "pgbus.workflows.filters.status", "pgbus.workflows.statuses."),
-    ("reason", "reason", "pgbus.workflows.filters.reason", "pgbus.workflows.attention.reasons."),
-    ("subject", "subject", "pgbus.workflows.filters.subject", None),
-    ("step", "step", "pgbus.workflows.filters.step", None),
-    ("error_class", "error_class", "pgbus.workflows.filters.error_class", None),
-    ("since", "since", "pgbus.workflows.filters.since", "pgbus.workflows.ranges."),
-    ("from", "raw_from", "pgbus.workflows.filters.from", None),
-    ("to", "raw_to", "pgbus.workflows.filters.to", None),
-    ("operation", "operation", "pgbus.workflows.filters.operation", None),
-)
-
-
-def chips(filters: RunFilters) -> list[dict[str, Any]]:
-    """The active filters as label, value and the query without that filter."""
-    found = []
-    for name, attribute, label_key, value_prefix in _CHIPS:
-        value = getattr(filters, attribute)
-        if name == "error_class" and filters.no_error_class:
-            name, value, value_prefix = "no_error_class", t("pgbus.workflows.filters.no_error_class"), None
-        if not value:
-            continue
-        found.append(
-            {
-                "name": name,
-                "label": t(label_key),
-                "value": t(value_prefix + value) if value_prefix else str(value),
-                "query": filters.query(**{name: None}),
-            }
-        )
-    return found
 
 
 def group_query(group: Mapping[str, Any]) -> dict[str, str]:
