@@ -33,7 +33,7 @@ from sqlalchemy.engine import make_url
 from pgbus_web import db, defaults, schema
 from pgbus_web.demo.workflows import ORDER_WORKFLOW, REGISTRY
 from pgbus_web.runtime import operations
-from pgbus_web.web import filters
+from pgbus_web import run_filters as filters
 
 BENCH_DATABASE = "pgbus_bench_operations"
 THRESHOLDS = {"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaults.WAITING_THRESHOLD}

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pgbus_web import locks, states  # noqa: E402
-from pgbus_web.web.filters import RANGES  # noqa: E402
+from pgbus_web.run_filters import RANGES  # noqa: E402
 
 SOURCE_LOCALE = "en"
 # The message functions of pgbus_web.i18n; the key is the first argument.
