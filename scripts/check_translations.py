@@ -126,7 +126,7 @@ def load(path: Path, locale: str) -> Catalog:
 def load_all(translations: Path) -> dict[str, Catalog]:
     return {
         path.parent.parent.name: load(path, path.parent.parent.name)
-        for path in sorted(translations.glob("*/LC_MESSAGES/messages.po"))
+        for path in sorted(translations.glob("*/LC_MESSAGES/pgbus_web.po"))
     }
 
 
@@ -234,7 +234,7 @@ def fill(translations: Path) -> dict[str, int]:
                     lines.append(f"msgstr[{index}] {_po_string(text)}")
             else:
                 lines.append(f"msgstr {_po_string(source.forms[0])}")
-        path = translations / locale / "LC_MESSAGES" / "messages.po"
+        path = translations / locale / "LC_MESSAGES" / "pgbus_web.po"
         text = path.read_text(encoding="utf-8").rstrip("\n") + "\n" + "\n".join(lines) + "\n"
         path.write_text(text, encoding="utf-8")
         added[locale] = len(missing)

@@ -22,7 +22,7 @@ msgstr ""
 
 
 def write_catalog(root: Path, locale: str, plural: str, body: str) -> None:
-    path = root / locale / "LC_MESSAGES" / "messages.po"
+    path = root / locale / "LC_MESSAGES" / "pgbus_web.po"
     path.parent.mkdir(parents=True)
     path.write_text(CATALOG_HEADER.format(locale=locale, plural=plural) + body, encoding="utf-8")
 

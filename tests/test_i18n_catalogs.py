@@ -133,7 +133,7 @@ msgstr[1] "%(count)s Läufe"
 
 def _catalogs(tmp_path, german):
     for locale, body in (("en", ENGLISH), ("de", german)):
-        path = tmp_path / locale / "LC_MESSAGES" / "messages.po"
+        path = tmp_path / locale / "LC_MESSAGES" / "pgbus_web.po"
         path.parent.mkdir(parents=True)
         path.write_text(HEADER.format(locale=locale) + body, encoding="utf-8")
     return tmp_path
@@ -209,6 +209,6 @@ def test_fill_adds_missing_keys_as_fuzzy_english(tmp_path):
     assert check_translations.fill(root) == {"de": 1}
     problems, _ = check_translations.check(root, USED)
     assert problems == ["de: pgbus.test.hello: fuzzy"]
-    with open(root / "de" / "LC_MESSAGES" / "messages.po", "rb") as fp:
+    with open(root / "de" / "LC_MESSAGES" / "pgbus_web.po", "rb") as fp:
         filled = {m.id: m.string for m in read_po(fp) if m.id == "pgbus.test.hello"}
     assert filled == {"pgbus.test.hello": "Hello %(name)s"}
