@@ -71,12 +71,12 @@ def create_app(settings: Settings | Mapping[str, Any] | None = None) -> Flask:
             x_prefix=trusted_proxies,
         )
     web = PgbusWeb(database=database, **values)
+    web.init_app(app)
     if not app.config.get("SECRET_KEY"):
         # Signs the session (flashed messages, CSRF). Without a configured
         # one a random key works for one process; several processes behind
         # one address need the same settings.secret_key.
         app.config["SECRET_KEY"] = web.settings.secret_key or secrets.token_hex(32)
-    web.init_app(app)
     if auth is not None:
         auth.init_app(app)
     security.init_standalone(app)

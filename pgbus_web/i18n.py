@@ -2,16 +2,22 @@
 
 Message ids are keys that mirror pgbus's i18n keys
 (``pgbus.workflows.statuses.paused``); the English text lives in the ``en``
-catalog like every other language. Catalogs are the ``.po`` files under
-``translations/<locale>/LC_MESSAGES/messages.po``, read and kept in memory on
-first use: there is no compiled ``.mo`` to go stale next to its source.
+catalog like every other language. The catalogs are the dashboard's own
+Flask-Babel ``Domain`` (``DOMAIN``, gettext domain ``pgbus_web``, its own
+directory), so a host app's catalogs and the dashboard's never mix.
+
+A development checkout reads ``translations/<locale>/LC_MESSAGES/pgbus_web.po``
+and compiles it in memory on first use, so it never serves a stale ``.mo``;
+the installed wheel carries compiled ``pgbus_web.mo`` files only (built by
+``hatch_build.py``). ``catalog_files.compile_po`` does both compilations.
 
 The dashboard is a blueprint mounted in host apps that may run their own
-Flask-Babel with their own locale selector, so the locale chosen here lives
-on ``flask.g`` under our own name and is set only for the blueprint's own
-requests: the host's pages keep the host's locale. (Flask-Babel's locale is
-one per app and its domains load ``.mo`` files only, which is why it is not
-used for the lookup.)
+Flask-Babel with their own locale, so the locale chosen here lives on
+``flask.g`` under our own name and is set only for the blueprint's own
+requests: the host's pages keep the host's locale. The host's choice is
+read, never changed: its Flask-Babel selectors (or the ``locale_selector``
+and ``timezone_selector`` settings) come after the dashboard's own
+``?locale=`` and cookies (docs/i18n.md).
 
 A message missing in a locale (absent, empty or fuzzy) shows the English
 text. ``t_html`` and ``tn_html`` trust the message text and escape every
@@ -22,22 +28,22 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import gettext
+import io
 import logging
-from dataclasses import dataclass
-from datetime import timedelta
+from datetime import timedelta, tzinfo
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Iterator, Optional, Union
+from typing import Any, Callable, Iterator, Optional, Union
 from urllib.parse import urlencode
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from babel import Locale
-from babel.messages.pofile import read_po
+import flask_babel
+from babel import Locale, support
 from babel.numbers import format_decimal
+from flask import g, has_app_context, has_request_context, request
 from markupsafe import Markup
 
-from . import bidi
+from . import bidi, catalog_files
 
 log = logging.getLogger(__name__)
 
@@ -55,16 +61,15 @@ LOCALE_ALIASES = {"no": "nb", "nn": "nb", "jp": "ja", "dk": "da"}
 UTC = ZoneInfo("UTC")
 
 _G_LOCALE = "pgbus_web_locale"
+_G_TIMEZONE = "pgbus_web_timezone"
 _forced_locale: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar(
     "pgbus_web_forced_locale", default=None
 )
 
-Entry = Union[str, tuple]
-
 
 def translations_dir() -> Path:
     """Where the catalogs are: inside the installed package (the wheel
-    force-includes them there) or at the root of a source checkout."""
+    puts them there) or at the root of a source checkout."""
     packaged = Path(__file__).resolve().parent / "translations"
     if packaged.is_dir():
         return packaged
@@ -72,72 +77,80 @@ def translations_dir() -> Path:
 
 
 def catalog_path(locale: str) -> Path:
-    return translations_dir() / locale / "LC_MESSAGES" / "messages.po"
+    """The source catalog of *locale* (absent in an installed wheel)."""
+    return catalog_files.po_path(translations_dir(), locale)
 
 
 @lru_cache(maxsize=1)
 def available_locales() -> tuple[str, ...]:
     """The locales that have a catalog, English first."""
-    found = sorted(
-        p.parent.parent.name for p in translations_dir().glob("*/LC_MESSAGES/messages.po")
-    )
+    found = catalog_files.locales(translations_dir())
     if FALLBACK_LOCALE in found:
         found.remove(FALLBACK_LOCALE)
         found.insert(0, FALLBACK_LOCALE)
     return tuple(found)
 
 
-@dataclass(frozen=True)
-class Catalog:
-    locale: str
-    messages: dict  # key -> str, or a tuple of plural forms
-    plural: Callable[[int], int]
-
-    def form(self, entry: Entry, count) -> str:
-        if isinstance(entry, str):
-            return entry
-        index = self.plural(_whole(count))
-        return entry[min(index, len(entry) - 1)]
-
-
-def _whole(count) -> int:
-    """The number a plural rule is asked about: a count, or a numeral string."""
-    try:
-        return abs(int(count))
-    except (TypeError, ValueError):
-        return 1
-
-
-def load_catalog(path: Path, locale: str) -> Catalog:
-    """Read a ``.po`` file into a Catalog, leaving out empty and fuzzy
-    entries so that they fall back to English."""
-    with open(path, "rb") as fp:
-        po = read_po(fp, locale=locale)
-    messages: dict = {}
-    for message in po:
-        if not message.id or message.fuzzy:
-            continue
-        if isinstance(message.id, (tuple, list)):
-            forms = tuple(message.string or ())
-            if forms and all(forms):
-                messages[message.id[0]] = forms
-        elif message.string:
-            messages[message.id] = message.string
-    return Catalog(locale, messages, gettext.c2py(po.plural_expr))
+def _compiled(locale: str) -> Optional[bytes]:
+    """*locale*'s compiled catalog: from its ``.po`` when there is one (a
+    checkout: the source is the only truth), else the wheel's ``.mo``."""
+    root = translations_dir()
+    source = catalog_files.po_path(root, locale)
+    if source.is_file():
+        return catalog_files.compile_po(source, locale)
+    compiled = catalog_files.mo_path(root, locale)
+    if compiled.is_file():
+        return compiled.read_bytes()
+    return None
 
 
 @lru_cache(maxsize=None)
-def catalog(locale: str) -> Optional[Catalog]:
-    path = catalog_path(locale)
-    if not path.is_file():
+def catalog(locale: str) -> Optional[support.Translations]:
+    """*locale*'s own messages, without a fallback (None: no catalog)."""
+    data = _compiled(locale)
+    if data is None:
         return None
-    return load_catalog(path, locale)
+    return support.Translations(io.BytesIO(data), domain=catalog_files.DOMAIN)
+
+
+@lru_cache(maxsize=None)
+def _with_fallback(locale: str) -> support.NullTranslations:
+    # What DOMAIN hands Flask-Babel's gettext: the locale, then English.
+    data = _compiled(locale)
+    if data is None:
+        return catalog(FALLBACK_LOCALE) or support.NullTranslations()
+    found = support.Translations(io.BytesIO(data), domain=catalog_files.DOMAIN)
+    english = catalog(FALLBACK_LOCALE)
+    if english is not None and locale != FALLBACK_LOCALE:
+        found.add_fallback(english)
+    return found
 
 
 def reload() -> None:
     """Forget the loaded catalogs (after editing a ``.po`` in a running process)."""
     catalog.cache_clear()
+    _with_fallback.cache_clear()
     available_locales.cache_clear()
+
+
+class DashboardDomain(flask_babel.Domain):
+    """The dashboard's Flask-Babel domain: its own directory and gettext
+    domain, in the dashboard's locale (``current_locale()``), never the
+    host app's. It needs no ``Babel`` on the app, so a host without
+    Flask-Babel gets none installed."""
+
+    def __init__(self) -> None:
+        super().__init__(domain=catalog_files.DOMAIN)
+
+    @property
+    def translation_directories(self) -> list[str]:
+        return [str(translations_dir())]
+
+    def get_translations(self) -> support.NullTranslations:
+        return _with_fallback(current_locale())
+
+
+DOMAIN = DashboardDomain()
 
 
 # --- the locale in effect ------------------------------------------------
@@ -158,8 +171,6 @@ def match_locale(tag: Optional[str]) -> Optional[str]:
 
 
 def _request_locale() -> Optional[str]:
-    from flask import g, has_app_context
-
     if has_app_context():
         return g.get(_G_LOCALE)
     return None
@@ -184,11 +195,24 @@ def force_locale(locale: str) -> Iterator[str]:
         _forced_locale.reset(token)
 
 
-def select_locale(request, default: str = FALLBACK_LOCALE) -> str:
-    """``?locale=``, then the cookie, then Accept-Language (best quality
-    first, region falling back to the language), then ``default``."""
+def host_selectors(app) -> tuple[Optional[Callable], Optional[Callable]]:
+    """The host app's Flask-Babel ``locale_selector`` and
+    ``timezone_selector``, when the host set Flask-Babel up with them."""
+    config = app.extensions.get("babel")
+    return getattr(config, "locale_selector", None), getattr(config, "timezone_selector", None)
+
+
+def select_locale(request, default: str = FALLBACK_LOCALE, host: Optional[Callable[[], Any]] = None) -> str:
+    """``?locale=``, then the cookie, then the host's choice (*host*: a
+    selector returning a code, a Babel Locale or None), then
+    Accept-Language (best quality first, region falling back to the
+    language), then ``default``."""
     for candidate in (request.args.get(LOCALE_PARAM), request.cookies.get(LOCALE_COOKIE)):
         chosen = match_locale(candidate)
+        if chosen:
+            return chosen
+    if host is not None:
+        chosen = match_locale(_tag(host()))
         if chosen:
             return chosen
     for tag, _quality in request.accept_languages:
@@ -196,6 +220,13 @@ def select_locale(request, default: str = FALLBACK_LOCALE) -> str:
         if chosen:
             return chosen
     return match_locale(default) or FALLBACK_LOCALE
+
+
+def _tag(value) -> Optional[str]:
+    # A selector may answer "de_AT", Locale("de", "AT") or None.
+    if isinstance(value, Locale):
+        return str(value)
+    return value if isinstance(value, str) else None
 
 
 def locale_name(locale: str) -> str:
@@ -206,8 +237,6 @@ def locale_name(locale: str) -> str:
 
 def locale_query(locale: str) -> str:
     """The current request's query string with ``locale`` set, for a menu link."""
-    from flask import request
-
     pairs = [(k, v) for k, v in request.args.items(multi=True) if k != LOCALE_PARAM]
     pairs.append((LOCALE_PARAM, locale))
     return "?" + urlencode(pairs)
@@ -225,24 +254,68 @@ def parse_timezone(name: Optional[str]) -> Optional[ZoneInfo]:
         return None
 
 
-def current_timezone() -> ZoneInfo:
-    """The operator's time zone as the browser reported it (cookie
-    ``pgbus_tz``), UTC when unknown or not a real zone."""
-    from flask import has_request_context, request
+def as_zone(value) -> Optional[ZoneInfo]:
+    """A host selector's answer as a ZoneInfo: a zone name, a ZoneInfo, or a
+    pytz zone (Flask-Babel's kind); None for anything else."""
+    if isinstance(value, ZoneInfo):
+        return value
+    if isinstance(value, str):
+        return parse_timezone(value)
+    if isinstance(value, tzinfo):
+        return parse_timezone(getattr(value, "zone", None))
+    return None
 
+
+def select_timezone(request, host: Optional[Callable[[], Any]] = None) -> ZoneInfo:
+    """The browser's zone (cookie ``pgbus_tz``, written by timezone.js),
+    else the host's choice (*host*: a selector), else UTC."""
+    chosen = parse_timezone(request.cookies.get(TIMEZONE_COOKIE))
+    if chosen is None and host is not None:
+        chosen = as_zone(host())
+    return chosen or UTC
+
+
+def current_timezone() -> ZoneInfo:
+    """The operator's time zone as this request chose it (select_timezone);
+    outside the dashboard's requests the cookie's, else UTC."""
     if has_request_context():
-        return parse_timezone(request.cookies.get(TIMEZONE_COOKIE)) or UTC
+        chosen = g.get(_G_TIMEZONE)
+        if chosen is None:
+            chosen = parse_timezone(request.cookies.get(TIMEZONE_COOKIE)) or UTC
+        return chosen
     return UTC
 
 
 # --- lookup -----------------------------------------------------------------
 
 
-def _candidates(locale: str) -> Iterator[Catalog]:
-    for code in (locale, FALLBACK_LOCALE) if locale != FALLBACK_LOCALE else (locale,):
-        found = catalog(code)
-        if found is not None:
-            yield found
+def _whole(count) -> int:
+    """The number a plural rule is asked about: a count, or a numeral string."""
+    try:
+        return abs(int(count))
+    except (TypeError, ValueError):
+        return 1
+
+
+def _lookup(found: support.Translations, key: str, count) -> Optional[str]:
+    """*key*'s text in *found* (the form for *count* of a plural), or None."""
+    # gettext gives a plural entry's singular; a count picks its form.
+    if count is None:
+        text = found.gettext(key)
+    else:
+        text = found.ngettext(key, key, _whole(count))
+        if text == key:
+            text = found.gettext(key)
+    return None if text == key else text
+
+
+def _count_text(count: int, locale: str) -> str:
+    # Shown with the language's digit grouping: 1,234 / 1.234 / 1 234.
+    # Below 1000 every catalog's language writes plain ASCII digits, so
+    # the common small count skips Babel's number formatting.
+    if 0 <= count < 1000:
+        return str(count)
+    return format_decimal(count, locale=locale)
 
 
 def _render(key: str, count: Optional[int], kwargs: dict, fmt: Callable[[str, dict], object]):
@@ -250,20 +323,20 @@ def _render(key: str, count: Optional[int], kwargs: dict, fmt: Callable[[str, di
     A translation that fails to format (a placeholder it should not have)
     falls back to English as well."""
     locale = current_locale()
-    if isinstance(kwargs.get("count"), int) and not isinstance(kwargs["count"], bool):
-        # Shown with the language's digit grouping: 1,234 / 1.234 / 1 234.
-        kwargs = {**kwargs, "count": format_decimal(kwargs["count"], locale=locale)}
-    for found in _candidates(locale):
-        entry = found.messages.get(key)
-        if entry is None:
+    given = kwargs.get("count")
+    if isinstance(given, int) and not isinstance(given, bool):
+        kwargs = {**kwargs, "count": _count_text(given, locale)}
+    for code in (locale, FALLBACK_LOCALE) if locale != FALLBACK_LOCALE else (locale,):
+        found = catalog(code)
+        text = None if found is None else _lookup(found, key, count)
+        if text is None:
             continue
-        text = found.form(entry, count if count is not None else 1)
         try:
             return fmt(text, kwargs)
         except (KeyError, ValueError, TypeError) as error:
-            if found.locale == FALLBACK_LOCALE:
+            if code == FALLBACK_LOCALE:
                 raise
-            log.warning("pgbus-web: %s message %s does not format (%s)", found.locale, key, error)
+            log.warning("pgbus-web: %s message %s does not format (%s)", code, key, error)
     log.warning("pgbus-web: message %s is in no catalog", key)
     return fmt(key, {})
 
@@ -315,17 +388,22 @@ TEMPLATE_GLOBALS = {
 }
 
 
+Selectors = Callable[[], tuple]
+
+
 def init_locale(
     target,
     default_locale: Union[str, Callable[[], str]] = FALLBACK_LOCALE,
     cookie_path: Union[str, Callable[[], str]] = "/",
+    selectors: Optional[Selectors] = None,
 ) -> Callable[[], str]:
-    """Pick the locale for each request of *target* (a Blueprint or a whole
-    Flask app) and remember ``?locale=`` in a cookie. ``default_locale`` is
-    a code or a callable returning one (read per request, so it can come
-    from settings). Returns the cookie path as a callable, for the page
-    that tells timezone.js where its cookie goes."""
-    from flask import g, request
+    """Pick the locale and the time zone for each request of *target* (a
+    Blueprint or a whole Flask app), once, and remember ``?locale=`` in a
+    cookie. ``default_locale`` is a code or a callable returning one (read
+    per request, so it can come from settings); *selectors* returns the
+    host's ``(locale_selector, timezone_selector)``, either None. Returns
+    the cookie path as a callable, for the page that tells timezone.js
+    where its cookie goes."""
 
     def default() -> str:
         return default_locale() if callable(default_locale) else default_locale
@@ -335,8 +413,13 @@ def init_locale(
     def path() -> str:
         return cookie_path() if callable(cookie_path) else cookie_path
 
-    def choose_locale():
-        g.setdefault(_G_LOCALE, select_locale(request, default()))
+    def choose():
+        # Once per request: every t() and every moment reads the result.
+        host_locale, host_zone = selectors() if selectors is not None else (None, None)
+        if _G_LOCALE not in g:
+            setattr(g, _G_LOCALE, select_locale(request, default(), host_locale))
+        if _G_TIMEZONE not in g:
+            setattr(g, _G_TIMEZONE, select_timezone(request, host_zone))
 
     def remember_locale(response):
         asked = match_locale(request.args.get(LOCALE_PARAM))
@@ -352,7 +435,7 @@ def init_locale(
             )
         return response
 
-    target.before_request(choose_locale)
+    target.before_request(choose)
     target.after_request(remember_locale)
     return path
 
@@ -361,9 +444,10 @@ def init_app(
     target,
     default_locale: Union[str, Callable[[], str]] = FALLBACK_LOCALE,
     cookie_path: Union[str, Callable[[], str]] = "/",
+    selectors: Optional[Selectors] = None,
 ) -> None:
     """init_locale, and give *target*'s templates ``t``, ``t_html``,
     ``tn``, ``tn_html``, ``current_locale`` and friends (per request: a
     host's Jinja globals are left alone)."""
-    path = init_locale(target, default_locale, cookie_path)
+    path = init_locale(target, default_locale, cookie_path, selectors)
     target.context_processor(lambda: {**TEMPLATE_GLOBALS, "i18n_cookie_path": path()})

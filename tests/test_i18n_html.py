@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from babel.messages.pofile import read_po
 from jinja2 import Environment
 from markupsafe import Markup
 
@@ -18,11 +19,21 @@ HOSTILE = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 
-HTML_KEYS = sorted(key for key in i18n.catalog("en").messages if key.endswith("_html"))
+
+
+def _english() -> dict:
+    with open(i18n.catalog_path("en"), "rb") as fp:
+        return {
+            (m.id[0] if isinstance(m.id, tuple) else m.id): m.string for m in read_po(fp) if m.id
+        }
+
+
+ENGLISH = _english()
+HTML_KEYS = sorted(key for key in ENGLISH if key.endswith("_html"))
 
 
 def _placeholders(key):
-    entry = i18n.catalog("en").messages[key]
+    entry = ENGLISH[key]
     text = " ".join(entry) if isinstance(entry, tuple) else entry
     return sorted(set(__import__("re").findall(r"%\((\w+)\)s", text)))
 

@@ -8,8 +8,12 @@ blueprint, mountable in any Flask app under any URL prefix::
              can_act=lambda request: current_user.is_admin)
 
 or, application-factory style, ``web = PgbusWeb(url_prefix="/ops", ...)``
-then ``web.init_app(app)``. The keyword arguments are the fields of
-``pgbus_web.web.settings.Settings``. Templates and static files ship in the
+then ``web.init_app(app)`` for each app (several apps in one process each
+get their own settings and database). The keyword arguments are the fields
+of ``pgbus_web.web.settings.Settings``; each can also come from the app's
+config as ``PGBUS_WEB_<NAME>`` (``PGBUS_WEB_DATABASE_URL``,
+``PGBUS_WEB_URL_PREFIX``, ...), and a keyword wins over the config. A wrong
+value fails ``init_app`` with a message naming the setting. Templates and static files ship in the
 package and are served by the blueprint itself (no CDN).
 
 Security boundary. Authentication belongs to the host app: the blueprint
@@ -36,7 +40,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from flask import Blueprint, Flask
+from flask import Blueprint, Flask, current_app
 
 from .. import i18n
 from ..db import Database
@@ -51,12 +55,15 @@ from . import (
     views,
 )
 from .extension import EXTENSION_NAME, State, state
-from .settings import Settings
+from .settings import Settings, SettingError, check
 
-__all__ = ["PgbusWeb", "Settings", "State", "build_blueprint", "settings_from", "state"]
+__all__ = ["PgbusWeb", "SettingError", "Settings", "State", "build_blueprint", "settings_from", "state"]
 # Where the blueprint serves its own assets, under its URL prefix; a name
 # unlikely to clash with a host app's /static.
 STATIC_URL_PATH = "/pgbus-static"
+# app.config keys: PGBUS_WEB_PAGE_SIZE for page_size, and so on.
+CONFIG_PREFIX = "PGBUS_WEB_"
+DEFAULT_URL_PREFIX = "/"
 
 
 def settings_from(values: dict[str, Any]) -> Settings:
@@ -76,6 +83,23 @@ def settings_from(values: dict[str, Any]) -> Settings:
     return dataclasses.replace(base, **values) if base is not None else Settings(**values)
 
 
+def config_values(config) -> dict[str, Any]:
+    """The settings an app's config gives as ``PGBUS_WEB_<NAME>`` (plus
+    ``PGBUS_WEB_URL_PREFIX``); a ``PGBUS_WEB_`` key that names no setting is
+    refused by name, like an unknown keyword."""
+    known = {field.name for field in dataclasses.fields(Settings)} | {"url_prefix"}
+    values = {}
+    for key, value in config.items():
+        if not key.startswith(CONFIG_PREFIX):
+            continue
+        name = key[len(CONFIG_PREFIX):].lower()
+        if name not in known:
+            raise TypeError(f"unknown pgbus-web setting in the app's config: {key}; known: "
+                            + ", ".join(CONFIG_PREFIX + n.upper() for n in sorted(known)))
+        values[name] = value
+    return values
+
+
 class PgbusWeb:
     """The dashboard extension. *database* may pass a ready
     ``pgbus_web.db.Database`` (a host that already has engines, or tests);
@@ -84,30 +108,59 @@ class PgbusWeb:
     def __init__(
         self,
         app: Flask | None = None,
-        url_prefix: str = "/",
+        url_prefix: str | None = None,
         *,
         database: Database | None = None,
         **settings: Any,
     ) -> None:
-        self.settings = settings_from(settings)
-        self.url_prefix = url_prefix
+        # Checked now for unknown names; merged with each app's config in init_app.
+        settings_from(settings)
+        self._keywords = settings
+        self._url_prefix = url_prefix
         self._database = database
+        self.settings = None  # the last bound app's (state().settings per request)
         self.operations = None  # the thread doing operations (run_operations)
         if app is not None:
             self.init_app(app)
 
+    def settings_for(self, app: Flask) -> tuple[Settings, str]:
+        """The settings and URL prefix for *app*: its config's, then the
+        keywords over them, checked (SettingError names a wrong one)."""
+        values = config_values(app.config)
+        prefix = self._url_prefix if self._url_prefix is not None else values.pop("url_prefix", None)
+        values.pop("url_prefix", None)
+        prefix = DEFAULT_URL_PREFIX if prefix is None else prefix
+        if not isinstance(prefix, str) or not prefix.startswith("/"):
+            raise SettingError(f"pgbus-web setting url_prefix must be a path starting with /; got {prefix!r}")
+        base = self._keywords.get("settings")
+        if base is not None and values:
+            values = {"settings": settings_from({"settings": base, **values}), **self._keywords}
+        else:
+            values.update(self._keywords)
+        return check(settings_from(values), i18n.available_locales()), prefix
+
     def init_app(self, app: Flask) -> None:
         if EXTENSION_NAME in app.extensions:
             raise RuntimeError("pgbus-web is already registered on this app")
+        settings, prefix = self.settings_for(app)
         database = self._database or Database.from_urls(
-            self.settings.database_url, self.settings.replica_url, self.settings.bounds()
+            settings.database_url, settings.replica_url, settings.bounds()
         )
-        app.extensions[EXTENSION_NAME] = State(self.settings, database)
-        app.register_blueprint(build_blueprint(), url_prefix=self.url_prefix)
-        if self.settings.run_operations:
+        app.extensions[EXTENSION_NAME] = State(settings, database)
+        app.register_blueprint(build_blueprint(), url_prefix=prefix)
+        self.settings = settings
+        if settings.run_operations:
             from ..runtime.operations import Background
 
-            self.operations = Background(database.primary, self.settings.registry).start()
+            self.operations = Background(database.primary, settings.registry).start()
+
+
+def _selectors() -> tuple:
+    """The host's (locale_selector, timezone_selector): the settings', else
+    its Flask-Babel's."""
+    settings = state().settings
+    host_locale, host_zone = i18n.host_selectors(current_app)
+    return settings.locale_selector or host_locale, settings.timezone_selector or host_zone
 
 
 def build_blueprint() -> Blueprint:
@@ -122,7 +175,10 @@ def build_blueprint() -> Blueprint:
     # The language and time-zone cookies keep to the dashboard's prefix,
     # like the CSRF cookie.
     cookie_path = i18n.init_locale(
-        blueprint, default_locale=lambda: state().settings.default_locale, cookie_path=csrf.cookie_path
+        blueprint,
+        default_locale=lambda: state().settings.default_locale,
+        cookie_path=csrf.cookie_path,
+        selectors=_selectors,
     )
     security.init_blueprint(blueprint)
     template_names.init_blueprint(blueprint, cookie_path)

@@ -1,12 +1,15 @@
 """The dashboard's configuration: every knob in one place, with its default.
 
-A host app passes these to ``PgbusWeb(app, ...)``; the standalone app builds
-them from the command line and the environment.
+A host app passes these to ``PgbusWeb(app, ...)`` or puts them in its
+``app.config`` as ``PGBUS_WEB_<NAME>`` (keywords win); the standalone app
+builds them from the command line and the environment. ``check`` refuses a
+wrong value at start-up, naming the setting, so it never surfaces as a 500
+on some later request.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Callable, Optional
 
@@ -41,7 +44,15 @@ class Settings:
     can_act: Optional[Callable[[Any], bool]] = None
     # actor_name(request) -> the name recorded as "dashboard:<name>".
     actor_name: Callable[[Any], str] = _default_actor
+    # A locale code with a catalog ("de", "pt-BR" gives pt). The language
+    # of a request that asked for none (docs/i18n.md).
     default_locale: str = "en"
+    # For hosts without Flask-Babel: locale_selector() -> a locale code or
+    # None, timezone_selector() -> a zone name, a tzinfo or None. Called
+    # once per dashboard request, after the dashboard's own ?locale= and
+    # cookies; a host with Flask-Babel's selectors needs neither.
+    locale_selector: Optional[Callable[[], Any]] = None
+    timezone_selector: Optional[Callable[[], Any]] = None
     page_size: int = PAGE_SIZE
     refresh_interval: int = REFRESH_INTERVAL
     # The workflow definitions loaded in this process (a runtime Registry);
@@ -69,3 +80,62 @@ class Settings:
         return db.Bounds(
             connect=self.connect_timeout, statement=self.statement_timeout, pool=self.pool_timeout
         )
+
+
+class SettingError(ValueError):
+    """A setting with a value the dashboard cannot use; the message names it."""
+
+
+_CALLABLE_OR_NONE = ("subject_url", "can_view", "can_act", "locale_selector", "timezone_selector")
+_DURATIONS = ("stall_threshold", "waiting_threshold", "lock_age_floor")
+_SECONDS = ("connect_timeout", "statement_timeout", "pool_timeout", "health_timeout")
+
+
+def _refuse(name: str, wanted: str, value: Any) -> SettingError:
+    return SettingError(f"pgbus-web setting {name} must be {wanted}; got {value!r}")
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check(settings: Settings, locales: tuple[str, ...]) -> Settings:
+    """*settings* with durations given as seconds (a config file's numbers)
+    made timedeltas, or SettingError naming the first wrong one. *locales*
+    are the catalogs a default_locale may name."""
+    from ..i18n import match_locale
+
+    changes: dict[str, Any] = {}
+    for name in ("database_url", "replica_url"):
+        value = getattr(settings, name)
+        if value is not None and not isinstance(value, str):
+            raise _refuse(name, "a database URL (text) or None", value)
+    for name in _DURATIONS:
+        value = getattr(settings, name)
+        if (_whole(value) or isinstance(value, float)) and value >= 0:
+            changes[name] = value = timedelta(seconds=value)
+        if not isinstance(value, timedelta) or value < timedelta(0):
+            raise _refuse(name, "a timedelta (or a number of seconds) of zero or more", value)
+    for name in _CALLABLE_OR_NONE:
+        value = getattr(settings, name)
+        if value is not None and not callable(value):
+            raise _refuse(name, "a callable or None", value)
+    if not callable(settings.actor_name):
+        raise _refuse("actor_name", "a callable", settings.actor_name)
+    if not isinstance(settings.default_locale, str) or match_locale(settings.default_locale) is None:
+        hint = " (a callable choice is locale_selector)" if callable(settings.default_locale) else ""
+        raise _refuse("default_locale", f"one of the locale codes {', '.join(locales)}{hint}",
+                      settings.default_locale)
+    if not _whole(settings.page_size) or settings.page_size < 1:
+        raise _refuse("page_size", "a whole number of 1 or more", settings.page_size)
+    if not _whole(settings.refresh_interval) or settings.refresh_interval < 0:
+        raise _refuse("refresh_interval", "a whole number of seconds, 0 or more", settings.refresh_interval)
+    if not isinstance(settings.run_operations, bool):
+        raise _refuse("run_operations", "True or False", settings.run_operations)
+    if settings.secret_key is not None and not isinstance(settings.secret_key, (str, bytes)):
+        raise _refuse("secret_key", "text or None", settings.secret_key)
+    for name in _SECONDS:
+        value = getattr(settings, name)
+        if not (_whole(value) or isinstance(value, float)) or not value > 0:
+            raise _refuse(name, "a number of seconds above 0", value)
+    return replace(settings, **changes) if changes else settings
