@@ -241,3 +241,65 @@ def test_count_is_written_with_the_languages_digit_grouping(test_catalogs, local
 def test_a_count_given_as_text_still_picks_the_plural_form(test_catalogs):
     assert i18n.t("pgbus.test.runs", count="1") == "1 run"
     assert i18n.t("pgbus.test.runs", count="5") == "5 runs"
+
+
+# --- compiled catalogs: the wheel's .mo, never a stale one in a checkout ---
+
+
+def test_a_checkout_reads_its_po_even_beside_a_stale_mo(test_catalogs):
+    from pgbus_web import catalog_files
+
+    with i18n.force_locale("de"):
+        assert i18n.t("pgbus.test.hello", name="Ada") == "Hallo Ada"
+    compiled = catalog_files.compile_po(catalog_files.po_path(test_catalogs, "de"), "de")
+    catalog_files.mo_path(test_catalogs, "de").write_bytes(compiled)
+    po = catalog_files.po_path(test_catalogs, "de")
+    po.write_text(po.read_text(encoding="utf-8").replace("Hallo", "Servus"), encoding="utf-8")
+    i18n.reload()
+    with i18n.force_locale("de"):
+        assert i18n.t("pgbus.test.hello", name="Ada") == "Servus Ada"
+
+
+def test_an_install_without_po_reads_the_compiled_mo(test_catalogs):
+    from pgbus_web import catalog_files
+
+    for locale in ("en", "de"):
+        po = catalog_files.po_path(test_catalogs, locale)
+        catalog_files.mo_path(test_catalogs, locale).write_bytes(catalog_files.compile_po(po, locale))
+        po.unlink()
+    i18n.reload()
+    assert i18n.available_locales() == ("en", "de")
+    with i18n.force_locale("de"):
+        assert i18n.t("pgbus.test.hello", name="Ada") == "Hallo Ada"
+        assert i18n.tn("pgbus.test.runs", 2) == "2 Läufe"
+        # Fuzzy and empty entries are not compiled: English shows.
+        assert i18n.t("pgbus.test.fuzzy") == "Fuzzy in German"
+        assert i18n.t("pgbus.test.empty") == "Empty in German"
+
+
+def test_every_compiled_catalog_in_the_checkout_agrees_with_its_po():
+    """A .mo compiled by hand (pybabel compile) is never read by the
+    dashboard, but other tools would: it must say what its .po says."""
+    import io
+    from gettext import GNUTranslations
+
+    from pgbus_web import catalog_files
+
+    root = i18n.translations_dir()
+    for compiled in sorted(root.glob(f"*/LC_MESSAGES/{catalog_files.DOMAIN}.mo")):
+        locale = compiled.parent.parent.name
+        source = GNUTranslations(io.BytesIO(catalog_files.compile_po(catalog_files.po_path(root, locale), locale)))
+        shipped = GNUTranslations(io.BytesIO(compiled.read_bytes()))
+        assert shipped._catalog == source._catalog, f"{compiled} is stale: pybabel compile -d translations -D pgbus_web"
+
+
+def test_the_domain_gives_flask_babel_gettext_in_the_dashboards_locale(test_catalogs):
+    app = Flask("host")
+    with app.test_request_context("/"):
+        with i18n.force_locale("de"):
+            assert i18n.DOMAIN.gettext("pgbus.test.hello", name="Ada") == "Hallo Ada"
+            assert i18n.DOMAIN.ngettext("pgbus.test.runs", "pgbus.test.runs", 2, count=2) == "2 Läufe"
+            # English behind every locale.
+            assert i18n.DOMAIN.gettext("pgbus.test.only_english") == "Only in English"
+        assert i18n.DOMAIN.gettext("pgbus.test.hello", name="Ada") == "Hello Ada"
+    assert "babel" not in app.extensions
