@@ -40,7 +40,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import flask_babel
 from babel import Locale, support
 from babel.numbers import format_decimal
-from flask import g, has_app_context, has_request_context, request
+from flask import g, has_request_context, request
 from markupsafe import Markup
 
 from . import bidi, catalog_files
@@ -62,6 +62,13 @@ UTC = ZoneInfo("UTC")
 
 _G_LOCALE = "pgbus_web_locale"
 _G_TIMEZONE = "pgbus_web_timezone"
+_G_TOKEN = "pgbus_web_choice_token"
+# The (locale, zone) of the dashboard request being handled: set by its
+# before_request, reset by its teardown. Read by every t() and moment, so
+# a context variable rather than flask.g behind two proxies.
+_request_choice: contextvars.ContextVar[Optional[tuple]] = contextvars.ContextVar(
+    "pgbus_web_request_choice", default=None
+)
 _forced_locale: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar(
     "pgbus_web_forced_locale", default=None
 )
@@ -170,16 +177,14 @@ def match_locale(tag: Optional[str]) -> Optional[str]:
     return base if base in locales else None
 
 
-def _request_locale() -> Optional[str]:
-    if has_app_context():
-        return g.get(_G_LOCALE)
-    return None
-
-
 def current_locale() -> str:
     """The locale of what is being rendered: a forced one, else the one this
     request chose, else English."""
-    return _forced_locale.get() or _request_locale() or FALLBACK_LOCALE
+    forced = _forced_locale.get()
+    if forced:
+        return forced
+    choice = _request_choice.get()
+    return choice[0] if choice is not None else FALLBACK_LOCALE
 
 
 @contextlib.contextmanager
@@ -278,11 +283,11 @@ def select_timezone(request, host: Optional[Callable[[], Any]] = None) -> ZoneIn
 def current_timezone() -> ZoneInfo:
     """The operator's time zone as this request chose it (select_timezone);
     outside the dashboard's requests the cookie's, else UTC."""
+    choice = _request_choice.get()
+    if choice is not None:
+        return choice[1]
     if has_request_context():
-        chosen = g.get(_G_TIMEZONE)
-        if chosen is None:
-            chosen = parse_timezone(request.cookies.get(TIMEZONE_COOKIE)) or UTC
-        return chosen
+        return parse_timezone(request.cookies.get(TIMEZONE_COOKIE)) or UTC
     return UTC
 
 
@@ -416,10 +421,16 @@ def init_locale(
     def choose():
         # Once per request: every t() and every moment reads the result.
         host_locale, host_zone = selectors() if selectors is not None else (None, None)
-        if _G_LOCALE not in g:
-            setattr(g, _G_LOCALE, select_locale(request, default(), host_locale))
-        if _G_TIMEZONE not in g:
-            setattr(g, _G_TIMEZONE, select_timezone(request, host_zone))
+        if _G_LOCALE in g:
+            return
+        setattr(g, _G_LOCALE, select_locale(request, default(), host_locale))
+        setattr(g, _G_TIMEZONE, select_timezone(request, host_zone))
+        setattr(g, _G_TOKEN, _request_choice.set((g.get(_G_LOCALE), g.get(_G_TIMEZONE))))
+
+    def forget(_error=None):
+        token = g.pop(_G_TOKEN, None)
+        if token is not None:
+            _request_choice.reset(token)
 
     def remember_locale(response):
         asked = match_locale(request.args.get(LOCALE_PARAM))
@@ -437,6 +448,7 @@ def init_locale(
 
     target.before_request(choose)
     target.after_request(remember_locale)
+    target.teardown_request(forget)
     return path
 
 

@@ -193,13 +193,73 @@ def short_date_time(moment: datetime, *, locale: LocaleArg = None, tz: TimeZoneA
     )
 
 
+# Field letters of a zone in a CLDR pattern (z, zzzz, v, V, O, Z, X, x).
+_ZONE_FIELDS = frozenset("zvVOZXx")
+# Zone texts per (locale, zone, offset, dst, abbreviation): Babel's zone
+# naming is the slow part of a moment's title and a page names few zones.
+_zone_texts: dict = {}
+_ZONE_TEXTS_MAX = 1024
+# Date texts per (locale, day): a page's moments fall on a few days.
+_date_texts: dict = {}
+_DATE_TEXTS_MAX = 4096
+
+
+class _Fields(babel_dates.DateTimeFormat):
+    """Babel's field formatter, with the zone's fields from _zone_texts."""
+
+    def __init__(self, value: datetime, locale: Locale, zone_texts: dict) -> None:
+        self.value, self.locale, self.reference_date = value, locale, None
+        self.zone_texts = zone_texts
+
+    def __getitem__(self, name: str) -> str:
+        text = self.zone_texts.get(name)
+        return text if text is not None else super().__getitem__(name)
+
+
+@lru_cache(maxsize=32)
+def _long_formats(loc: Locale) -> tuple:
+    """(glue, date pattern, time pattern, zone fields) of the locale's "long"
+    date-time, as babel_dates.format_datetime(..., "long") joins them."""
+    date_pattern = babel_dates.parse_pattern(loc.date_formats["long"].pattern)
+    time_pattern = babel_dates.parse_pattern(loc.time_formats["long"].pattern)
+    glue = str(loc.datetime_formats["long"]).replace("'", "")
+    fields = tuple(
+        value for kind, value in babel_dates.tokenize_pattern(time_pattern.pattern)
+        if kind == "field" and value[0] in _ZONE_FIELDS
+    )
+    return glue, date_pattern.format, time_pattern.format, tuple(f"{c * n}" for c, n in fields)
+
+
+def _zone_fields(loc: Locale, local: datetime, names: tuple) -> dict:
+    key = (loc, local.tzinfo, local.utcoffset(), local.dst(), local.tzname())
+    texts = _zone_texts.get(key)
+    if texts is None:
+        # As format_time gives them: on the wall-clock time, with its date.
+        reference = babel_dates.DateTimeFormat(local.timetz(), loc, reference_date=local.date())
+        texts = {name: reference[name] for name in names}
+        if len(_zone_texts) >= _ZONE_TEXTS_MAX:
+            _zone_texts.clear()
+        _zone_texts[key] = texts
+    return texts
+
+
 def absolute(moment: datetime, *, locale: LocaleArg = None, tz: TimeZoneArg = None) -> str:
     """The exact moment in *tz*, to the second, the zone written out:
-    "January 5, 2026, 3:05:03 PM CET"."""
+    "January 5, 2026, 3:05:03 PM CET" (Babel's "long" date-time, its
+    patterns parsed and its zone named once, not per moment)."""
     if isinstance(moment, Infinite):
         return moment.literal
     local = in_zone(moment, zone(tz))
-    return babel_dates.format_datetime(local, "long", tzinfo=local.tzinfo, locale=locale_of(locale))
+    loc = locale_of(locale)
+    glue, date_format, time_format, zone_names = _long_formats(loc)
+    fields = _Fields(local, loc, _zone_fields(loc, local, zone_names))
+    day = (loc, local.date())
+    date_text = _date_texts.get(day)
+    if date_text is None:
+        if len(_date_texts) >= _DATE_TEXTS_MAX:
+            _date_texts.clear()
+        date_text = _date_texts[day] = date_format % fields
+    return glue.replace("{0}", time_format % fields).replace("{1}", date_text)
 
 
 def time_tag(

