@@ -166,3 +166,24 @@ def test_unknown_zone_is_a_clear_error():
 def test_unknown_locale_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown locale 'xx'"):
         timefmt.absolute(NOW, locale="xx")
+
+
+# --- absolute: Babel's "long" date-time, with patterns and zone names cached ---
+
+
+@pytest.mark.parametrize("locale", ["en", "da", "de", "es", "fi", "fr", "it", "ja", "nb", "nl", "pt", "sv"])
+def test_absolute_says_what_babels_long_format_says(locale):
+    import random
+    from datetime import timedelta as span
+
+    from babel import dates as babel_dates
+
+    rng = random.Random(locale)
+    zones = [None, "Europe/Berlin", "America/Lima", "Asia/Tokyo", "Australia/Lord_Howe", "America/New_York",
+             "Asia/Kolkata", "UTC", timezone(span(hours=5, minutes=45))]
+    for tz in zones:
+        for _ in range(40):
+            moment = datetime(2026, 1, 1, tzinfo=timezone.utc) + span(seconds=rng.randint(-10**9, 10**9))
+            local = timefmt.in_zone(moment, timefmt.zone(tz))
+            expected = babel_dates.format_datetime(local, "long", tzinfo=local.tzinfo, locale=locale)
+            assert timefmt.absolute(moment, locale=locale, tz=tz) == expected, (tz, moment)
