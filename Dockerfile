@@ -19,7 +19,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PGBUS_WEB_PORT=8080
 
 WORKDIR /app
-COPY pyproject.toml README.md LICENSE ./
+COPY pyproject.toml hatch_build.py README.md LICENSE ./
 COPY pgbus_web ./pgbus_web
 COPY translations ./translations
 RUN pip install '.[standalone]' \

@@ -277,3 +277,11 @@ def test_an_unknown_config_key_is_refused_by_name(database):
     with pytest.raises(TypeError, match="PGBUS_WEB_PAGE_SIZ;"):
         PgbusWeb(app, database=database, run_operations=False)
     assert "pgbus_web" not in app.extensions
+
+
+def test_a_whole_settings_object_leaves_the_config_unread(database):
+    from pgbus_web.web import Settings
+
+    app = _bound({"PGBUS_WEB_PAGE_SIZE": 7}, database=database, settings=Settings(page_size=11))
+    with app.app_context():
+        assert state().settings.page_size == 11

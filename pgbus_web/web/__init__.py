@@ -132,9 +132,9 @@ class PgbusWeb:
         prefix = DEFAULT_URL_PREFIX if prefix is None else prefix
         if not isinstance(prefix, str) or not prefix.startswith("/"):
             raise SettingError(f"pgbus-web setting url_prefix must be a path starting with /; got {prefix!r}")
-        base = self._keywords.get("settings")
-        if base is not None and values:
-            values = {"settings": settings_from({"settings": base, **values}), **self._keywords}
+        if "settings" in self._keywords:
+            # A whole Settings object says every field: the config adds nothing.
+            values = dict(self._keywords)
         else:
             values.update(self._keywords)
         return check(settings_from(values), i18n.available_locales()), prefix
