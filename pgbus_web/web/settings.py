@@ -136,6 +136,8 @@ def check(settings: Settings, locales: tuple[str, ...]) -> Settings:
         raise _refuse("secret_key", "text or None", settings.secret_key)
     for name in _SECONDS:
         value = getattr(settings, name)
+        if value is None and name == "statement_timeout":
+            continue  # no statement_timeout at all (db.Bounds)
         if not (_whole(value) or isinstance(value, float)) or not value > 0:
             raise _refuse(name, "a number of seconds above 0", value)
     return replace(settings, **changes) if changes else settings
