@@ -150,8 +150,14 @@ def schedule(
     due_at: datetime | None = None,
     event: str = "step_scheduled",
     reason: str | None = None,
+    start: bool = False,
 ) -> tuple[dict[str, Any], str]:
     """Insert a new attempt of *step*; returns (row, the run's next status).
+
+    *start* (the worker's chain, which starts a step due now in the same
+    transaction): a step due now that waits for nothing is inserted already
+    in progress, the row an insert then a start would leave, in one write;
+    the caller records its start (the row's status tells it).
 
     Due at *due_at*, else after the step's delay, else now. A ``wait_for``
     step due now starts waiting at once, unless it already holds a signal
@@ -186,9 +192,12 @@ def schedule(
         record(conn, run, event, actor=actor, now=now, step=row, reason=reason, details={"at": iso(now)})
         claim_signal(conn, run, row, pending[0], actor=actor, now=now)
         return row, states.READY
+    started = {"status": states.STEP_SCHEDULED}
+    if start and due <= now and not step.wait_for:
+        started = {"status": states.STEP_IN_PROGRESS, "started_at": now}
     row = steps.insert_step(
         conn, workflow_id=workflow_id, step_name=step.name, now=now,
-        status=states.STEP_SCHEDULED, attempt=attempt, scheduled_at=due, wait_for=step.wait_for,
+        attempt=attempt, scheduled_at=due, wait_for=step.wait_for, **started,
     )
     record(conn, run, event, actor=actor, now=now, step=row, reason=reason, details={"at": iso(due)})
     return row, states.READY

@@ -119,11 +119,12 @@ def _move(conn: Connection, run: Mapping[str, Any], from_, to: str, **attrs: Any
 # --- after a step ended ------------------------------------------------------
 
 def _advance(
-    conn: Connection, run: Mapping[str, Any], definition: Workflow, step_name: str, *, now: datetime
+    conn: Connection, run: Mapping[str, Any], definition: Workflow, step_name: str, *, now: datetime,
+    start: bool = False,
 ) -> tuple[dict[str, Any], str] | None:
     """The step ended on a run that goes on: schedule the next step (its
     row and the run's new status come back), or complete the run after the
-    last one."""
+    last one. *start*: see flow.schedule."""
     try:
         following = definition.next_step(step_name)
     except KeyError:
@@ -135,7 +136,7 @@ def _advance(
         _move(conn, run, run["status"], states.COMPLETED, finished_at=now)
         flow.record(conn, run, "finished", actor=SYSTEM, now=now, details={"status": states.COMPLETED})
         return None
-    row, status = flow.schedule(conn, run, following, actor=SYSTEM, now=now)
+    row, status = flow.schedule(conn, run, following, actor=SYSTEM, now=now, start=start)
     _move(conn, run, run["status"], status, current_step=following.name)
     return row, status
 
@@ -374,14 +375,17 @@ def _finish(conn: Connection, run: dict[str, Any], taken: Taken, outcome: Outcom
     flow.record(conn, run, "step_completed", actor=SYSTEM, now=now, step=done)
     if run["status"] != states.RUNNING:
         return "completed", None
-    scheduled = _advance(conn, run, taken.definition, done["step_name"], now=now)
+    scheduled = _advance(conn, run, taken.definition, done["step_name"], now=now, start=chain)
     if not chain or scheduled is None:
         return "completed", None
     following, status = scheduled
+    ready = {**run, "status": states.READY, "current_step": following["step_name"]}
+    if following["status"] == states.STEP_IN_PROGRESS:  # inserted started (flow.schedule)
+        spec = taken.definition.get_step(following["step_name"])
+        return "completed", _started(conn, ready, following, taken.definition, spec, None, now=now)
     if status != states.READY or following["status"] != states.STEP_SCHEDULED or following["scheduled_at"] > now:
         return "completed", None
-    started = _begin(conn, {**run, "status": states.READY, "current_step": following["step_name"]},
-                     following, taken.definition, now=now)
+    started = _begin(conn, ready, following, taken.definition, now=now)
     return "completed", started if isinstance(started, Taken) else None
 
 
