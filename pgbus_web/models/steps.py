@@ -75,11 +75,26 @@ def _with_result_type(statement, names):
     return statement
 
 
+# insert_step(attempt=NEXT_ATTEMPT): the attempt number is counted in the
+# INSERT itself (see next_attempt), saving the writer a round trip.
+NEXT_ATTEMPT = object()
+_NEXT_ATTEMPT_SQL = (
+    "(SELECT COALESCE(max(attempt), 0) + 1 FROM pgbus_workflow_steps "
+    "WHERE workflow_id = :workflow_id AND step_name = :step_name)"
+)
+
+
 def insert_step(conn: Connection, *, workflow_id: str, step_name: str, now, **attrs: Any) -> dict[str, Any]:
     """Insert one step attempt (created_at = updated_at = *now*) and return it."""
     names = _writable(attrs)
+    placeholders = [
+        _NEXT_ATTEMPT_SQL if name == "attempt" and attrs[name] is NEXT_ATTEMPT else ":" + name
+        for name in names
+    ]
+    if attrs.get("attempt") is NEXT_ATTEMPT:
+        attrs = {name: value for name, value in attrs.items() if name != "attempt"}
     columns = ", ".join(["workflow_id", "step_name", "created_at", "updated_at", *names])
-    values = ", ".join([":workflow_id", ":step_name", ":now", ":now", *(":" + name for name in names)])
+    values = ", ".join([":workflow_id", ":step_name", ":now", ":now", *placeholders])
     statement = _with_result_type(
         sa.text(f"INSERT INTO pgbus_workflow_steps ({columns}) VALUES ({values}) RETURNING {COLUMNS}"),
         names,
@@ -106,6 +121,20 @@ def update_step(conn: Connection, step_id: int, *, from_, now, **attrs: Any) -> 
     )
     row = conn.execute(
         statement, {"id": step_id, "now": now, "from_statuses": from_statuses, **attrs}
+    ).first()
+    return as_dict(row)
+
+
+def start(conn: Connection, step_id: int, *, now) -> dict[str, Any] | None:
+    """A scheduled step outside any batch -> in progress (the worker's
+    common case, one statement); None when the row is not that any more
+    (the caller then reads it and decides)."""
+    row = conn.execute(
+        sa.text(
+            "UPDATE pgbus_workflow_steps SET status = 'in_progress', started_at = :now, updated_at = :now "
+            f"WHERE id = :id AND status = 'scheduled' AND batch_id IS NULL RETURNING {COLUMNS}"
+        ),
+        {"id": step_id, "now": now},
     ).first()
     return as_dict(row)
 
@@ -202,6 +231,34 @@ def claim_due(conn: Connection, *, now, classes, limit: int = 1) -> list[dict[st
         {"now": now, "classes": list(classes), "limit": int(limit)},
     )
     return as_dicts(rows)
+
+
+def claim_next(conn: Connection, *, now, classes, run_columns: str) -> dict[str, Any] | None:
+    """The worker's claim: as claim_due for one step, returning the locked
+    run's *run_columns* (models.workflows.SELECT_COLUMNS) with step_id and
+    step_name, and telling the latest_* trigger that this transaction sets
+    its runs' latest step columns itself (models.workflows.LATEST_BY_WRITER).
+    The run's columns are read after its lock (re-checked), so they need no
+    second read; the step's are not, and the caller's guarded update of the
+    step is its re-read."""
+    row = conn.execute(
+        sa.text(
+            f"""
+            SELECT s.id AS step_id, s.step_name AS claimed_step_name,
+                   set_config('pgbus_web.latest_by_writer', 'on', true) AS latest_by_writer,
+                   {", ".join("w." + column.strip() for column in run_columns.split(","))}
+            FROM pgbus_workflow_steps s
+            JOIN pgbus_workflows w ON w.workflow_id = s.workflow_id
+            WHERE s.status = 'scheduled' AND s.scheduled_at <= :now AND w.status = 'ready'
+              AND w.workflow_class = ANY(:classes)
+            ORDER BY s.scheduled_at, s.id
+            LIMIT 1
+            FOR UPDATE OF w SKIP LOCKED
+            """
+        ),
+        {"now": now, "classes": list(classes)},
+    ).first()
+    return as_dict(row)
 
 
 def timed_out_waits(conn: Connection, *, now, limit: int = 100) -> list[dict[str, Any]]:

@@ -78,16 +78,28 @@ def find(conn: Connection, workflow_id: str) -> dict[str, Any] | None:
     return as_dict(row)
 
 
-def lock_for(conn: Connection, workflow_id: str) -> dict[str, Any] | None:
-    """The run's row, locked FOR UPDATE until the transaction ends; None when unknown."""
-    row = conn.execute(
+# Set (transaction-local) by a writer that keeps its runs' latest_* columns
+# itself: the row trigger pgbus_workflow_steps_latest_on_run then skips its
+# per-step-row UPDATE of the run (schema/v3.sql), and the writer ends with
+# transition(..., sync_latest=True) or sync_latest() on every run whose
+# steps it wrote. Any other writer leaves it unset and has the trigger.
+LATEST_BY_WRITER = "pgbus_web.latest_by_writer"
+
+
+def lock_for(conn: Connection, workflow_id: str, *, sets_latest: bool = False) -> dict[str, Any] | None:
+    """The run's row, locked FOR UPDATE until the transaction ends; None when unknown.
+    *sets_latest*: this transaction keeps latest_* itself (LATEST_BY_WRITER)."""
+    declare = f", set_config('{LATEST_BY_WRITER}', 'on', true) AS latest_by_writer" if sets_latest else ""
+    row = as_dict(conn.execute(
         sa.text(
-            f"SELECT {SELECT_COLUMNS} FROM pgbus_workflows "
+            f"SELECT {SELECT_COLUMNS}{declare} FROM pgbus_workflows "
             "WHERE workflow_id = :workflow_id FOR UPDATE"
         ),
         {"workflow_id": workflow_id},
-    ).first()
-    return as_dict(row)
+    ).first())
+    if row is not None:
+        row.pop("latest_by_writer", None)
+    return row
 
 
 def any_run(conn: Connection) -> bool:
@@ -121,17 +133,42 @@ def waiting_for_signal(conn: Connection, signal: str, *, waiting_before: datetim
     ).scalars().all()
 
 
+# The run's latest step, as the latest_* triggers read it (schema/v2.sql):
+# joined into a run UPDATE by a writer that keeps latest_* itself.
+_LATEST_FROM = """
+    FROM (SELECT 1) AS one
+    LEFT JOIN LATERAL (
+        SELECT id AS l_id, step_name AS l_step_name, status AS l_status, error_class AS l_error_class,
+               scheduled_at AS l_scheduled_at, waiting_since AS l_waiting_since, timeout_at AS l_timeout_at
+        FROM pgbus_workflow_steps
+        WHERE workflow_id = :workflow_id
+        ORDER BY id DESC
+        LIMIT 1
+    ) l ON TRUE
+"""
+_LATEST_SET = (
+    ", (latest_step_id, latest_step_name, latest_step_status, latest_error_class,"
+    " latest_scheduled_at, latest_waiting_since, latest_timeout_at) ="
+    " (l.l_id, l.l_step_name, l.l_status, l.l_error_class, l.l_scheduled_at,"
+    " l.l_waiting_since, l.l_timeout_at)"
+)
+
+
 def transition(
-    conn: Connection, workflow_id: str, *, from_: Iterable[str] | str, to: str, **attrs: Any
+    conn: Connection, workflow_id: str, *, from_: Iterable[str] | str, to: str,
+    sync_latest: bool = False, **attrs: Any
 ) -> int:
     """Single-winner status change: 1 when this call moved the row, 0 when
-    its status was not in *from_*. *attrs* are further columns to set."""
+    its status was not in *from_*. *attrs* are further columns to set.
+    *sync_latest*: also set latest_* from the run's latest step, in the
+    same row version (a writer that declared LATEST_BY_WRITER)."""
     from_statuses = [from_] if isinstance(from_, str) else list(from_)
     names = _checked(attrs)
     assignments = "".join(f", {name} = :{name}" for name in names)
+    latest_set, latest_from = (_LATEST_SET, _LATEST_FROM) if sync_latest else ("", "")
     statement = sa.text(
-        f"UPDATE pgbus_workflows SET status = :to, updated_at = now(){assignments} "
-        "WHERE workflow_id = :workflow_id AND status = ANY(:from_statuses)"
+        f"UPDATE pgbus_workflows w SET status = :to, updated_at = now(){assignments}{latest_set}"
+        f"{latest_from} WHERE w.workflow_id = :workflow_id AND w.status = ANY(:from_statuses)"
     )
     if "arguments" in attrs:
         statement = statement.bindparams(sa.bindparam("arguments", type_=JSONB))
@@ -140,6 +177,22 @@ def transition(
         {"to": to, "workflow_id": workflow_id, "from_statuses": from_statuses, **attrs},
     )
     return result.rowcount
+
+
+_SYNC_LATEST = sa.text(
+    "UPDATE pgbus_workflows w SET updated_at = w.updated_at" + _LATEST_SET + _LATEST_FROM
+    + " WHERE w.workflow_id = :workflow_id"
+    " AND (w.latest_step_id, w.latest_step_name, w.latest_step_status, w.latest_error_class,"
+    " w.latest_scheduled_at, w.latest_waiting_since, w.latest_timeout_at)"
+    " IS DISTINCT FROM (l.l_id, l.l_step_name, l.l_status, l.l_error_class, l.l_scheduled_at,"
+    " l.l_waiting_since, l.l_timeout_at)"
+)
+
+
+def sync_latest(conn: Connection, workflow_id: str) -> None:
+    """latest_* from the run's latest step, written only when they differ
+    (a writer that declared LATEST_BY_WRITER and moved no status)."""
+    conn.execute(_SYNC_LATEST, {"workflow_id": workflow_id})
 
 
 def insert_run(conn: Connection, attrs: Mapping[str, Any]) -> bool:

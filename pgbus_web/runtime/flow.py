@@ -7,13 +7,15 @@ should move to, and the caller makes that one guarded transition.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from sqlalchemy.engine import Connection
 
 from .. import states
-from ..models import events, signals, steps
+from ..models import events, signals, steps, workflows
 from .definitions import Step
 
 
@@ -27,17 +29,96 @@ def record(
     step: Mapping[str, Any] | None = None,
     reason: str | None = None,
     details: Mapping[str, Any] | None = None,
-) -> int:
-    return events.record(
-        conn,
-        workflow_id=run["workflow_id"],
-        event=event,
-        actor=actor,
-        reason=reason,
-        step=step,
-        details=details,
-        created_at=now,
-    )
+) -> None:
+    fields = dict(workflow_id=run["workflow_id"], event=event, actor=actor, reason=reason,
+                  step=step, details=details, created_at=now)
+    pending = conn.info.get(_PENDING)
+    if pending is not None:
+        pending.events.append(events.row(**fields))
+        pending.runs.setdefault(run["workflow_id"], None)
+    else:
+        events.record(conn, **fields)
+
+
+# --- deferred writes -----------------------------------------------------------
+#
+# The worker's transactions move a run through several statuses and write
+# several events per step (ready -> running, completed / scheduled /
+# started). Inside deferred(), those are collected and written at the end
+# in two statements: the run's one row version (its last status, guarded by
+# its first, with its latest_* columns, so the latest_* trigger is told to
+# skip: models.workflows.LATEST_BY_WRITER) and every event in one INSERT,
+# in the order recorded. The caller holds the run's lock throughout, and
+# nothing in between reads the run's row or these events back.
+
+_PENDING = "pgbus_web.pending_writes"
+
+
+@dataclass
+class _Move:
+    from_: Any
+    to: str
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _Pending:
+    events: list[dict[str, Any]] = field(default_factory=list)
+    # workflow_id -> its combined move, or None: steps or events written, no move.
+    runs: dict[str, _Move | None] = field(default_factory=dict)
+
+
+def move(conn: Connection, run: Mapping[str, Any], from_, to: str, **attrs: Any) -> bool:
+    """A guarded status change of a run whose lock the caller holds: now,
+    or inside deferred() at its end, combined with the run's other moves
+    (the first one's guard, the last one's status). False when it did not
+    move (at once only; a deferred move that fails raises at the end)."""
+    pending = conn.info.get(_PENDING)
+    if pending is None:
+        return workflows.transition(conn, run["workflow_id"], from_=from_, to=to, **attrs) == 1
+    earlier = pending.runs.get(run["workflow_id"])
+    if earlier is None:
+        pending.runs[run["workflow_id"]] = _Move(from_, to, dict(attrs))
+    else:
+        earlier.to = to
+        earlier.attrs.update(attrs)
+    return True
+
+
+def flush(conn: Connection) -> None:
+    """Write what deferred() collected so far (reads that need it call this first)."""
+    pending = conn.info.get(_PENDING)
+    if pending is None:
+        return
+    for workflow_id, moved in pending.runs.items():
+        if moved is None:
+            workflows.sync_latest(conn, workflow_id)
+        elif workflows.transition(conn, workflow_id, from_=moved.from_, to=moved.to,
+                                  sync_latest=True, **moved.attrs) != 1:
+            raise RuntimeError(f"run {workflow_id} changed under its row lock")
+    events.record_many(conn, pending.events)
+    pending.events.clear()
+    # The runs stay listed: a later step write needs their latest_* again.
+    pending.runs = dict.fromkeys(pending.runs)
+
+
+@contextmanager
+def deferred(conn: Connection, workflow_id: str | None = None) -> Iterator[None]:
+    """Collect run moves and events until the block ends, then write them
+    (not when it raises: the transaction is rolled back anyway). The
+    caller declares LATEST_BY_WRITER in its transaction (lock_for(...,
+    sets_latest=True) or steps.claim_next) before writing any step;
+    *workflow_id* names a run whose steps may be written without a move
+    or an event."""
+    pending = _Pending()
+    if workflow_id is not None:
+        pending.runs[workflow_id] = None
+    conn.info[_PENDING] = pending
+    try:
+        yield
+        flush(conn)
+    finally:
+        conn.info.pop(_PENDING, None)
 
 
 def iso(moment: datetime | None) -> str | None:
@@ -69,8 +150,14 @@ def schedule(
     due_at: datetime | None = None,
     event: str = "step_scheduled",
     reason: str | None = None,
+    start: bool = False,
 ) -> tuple[dict[str, Any], str]:
     """Insert a new attempt of *step*; returns (row, the run's next status).
+
+    *start* (the worker's chain, which starts a step due now in the same
+    transaction): a step due now that waits for nothing is inserted already
+    in progress, the row an insert then a start would leave, in one write;
+    the caller records its start (the row's status tells it).
 
     Due at *due_at*, else after the step's delay, else now. A ``wait_for``
     step due now starts waiting at once, unless it already holds a signal
@@ -78,7 +165,7 @@ def schedule(
     then it is due now and runs with that signal.
     """
     workflow_id = run["workflow_id"]
-    attempt = steps.next_attempt(conn, workflow_id, step.name)
+    attempt = steps.NEXT_ATTEMPT
     due = due_at if due_at is not None else (now + step.delay if step.delay else now)
     if step.wait_for and due <= now and signals.held_by_step(conn, workflow_id, step.name) is None:
         pending = signals.pending_for(conn, workflow_id, step.wait_for)
@@ -105,9 +192,12 @@ def schedule(
         record(conn, run, event, actor=actor, now=now, step=row, reason=reason, details={"at": iso(now)})
         claim_signal(conn, run, row, pending[0], actor=actor, now=now)
         return row, states.READY
+    started = {"status": states.STEP_SCHEDULED}
+    if start and due <= now and not step.wait_for:
+        started = {"status": states.STEP_IN_PROGRESS, "started_at": now}
     row = steps.insert_step(
         conn, workflow_id=workflow_id, step_name=step.name, now=now,
-        status=states.STEP_SCHEDULED, attempt=attempt, scheduled_at=due, wait_for=step.wait_for,
+        attempt=attempt, scheduled_at=due, wait_for=step.wait_for, **started,
     )
     record(conn, run, event, actor=actor, now=now, step=row, reason=reason, details={"at": iso(due)})
     return row, states.READY

@@ -112,19 +112,19 @@ def start(
 
 def _move(conn: Connection, run: Mapping[str, Any], from_, to: str, **attrs: Any) -> None:
     """A system transition under the lock we hold: it must move the row."""
-    moved = workflows.transition(conn, run["workflow_id"], from_=from_, to=to, **attrs)
-    if moved != 1:
+    if not flow.move(conn, run, from_, to, **attrs):
         raise RuntimeError(f"run {run['workflow_id']} changed under its row lock")
 
 
 # --- after a step ended ------------------------------------------------------
 
 def _advance(
-    conn: Connection, run: Mapping[str, Any], definition: Workflow, step_name: str, *, now: datetime
+    conn: Connection, run: Mapping[str, Any], definition: Workflow, step_name: str, *, now: datetime,
+    start: bool = False,
 ) -> tuple[dict[str, Any], str] | None:
     """The step ended on a run that goes on: schedule the next step (its
     row and the run's new status come back), or complete the run after the
-    last one."""
+    last one. *start*: see flow.schedule."""
     try:
         following = definition.next_step(step_name)
     except KeyError:
@@ -136,7 +136,7 @@ def _advance(
         _move(conn, run, run["status"], states.COMPLETED, finished_at=now)
         flow.record(conn, run, "finished", actor=SYSTEM, now=now, details={"status": states.COMPLETED})
         return None
-    row, status = flow.schedule(conn, run, following, actor=SYSTEM, now=now)
+    row, status = flow.schedule(conn, run, following, actor=SYSTEM, now=now, start=start)
     _move(conn, run, run["status"], status, current_step=following.name)
     return row, status
 
@@ -161,6 +161,7 @@ def _record_failure(
     )
     flow.record(conn, run, "step_failed", actor=SYSTEM, now=now, step=failed,
                 details={"error_class": error_class, "error_message": message})
+    flow.flush(conn)  # the streak reads the trail back
     streak = steps.failure_streak(conn, failed)
     if step is not None and streak < step.max_attempts:
         retry_at = now + step.backoff.delay(streak)
@@ -226,24 +227,33 @@ def take_step(engine: Engine, registry: Registry, *, now: datetime) -> Taken | s
     """Claim the oldest due step of a ready run (SKIP LOCKED: runs another
     worker holds are passed over) and mark it started. None when nothing is due."""
     with engine.begin() as conn:
-        claimed = steps.claim_due(conn, now=now, classes=registry.names, limit=1)
-        if not claimed:
+        claimed = steps.claim_next(conn, now=now, classes=registry.names,
+                                   run_columns=workflows.SELECT_COLUMNS)
+        if claimed is None:
             return None
-        run = workflows.lock_for(conn, claimed[0]["workflow_id"])
-        row = steps.find(conn, claimed[0]["step_id"])
-        # The claim read the step outside the run's lock; look again under it.
-        if run["status"] != states.READY or row is None or row["status"] != states.STEP_SCHEDULED:
-            return HANDLED
-        return _begin(conn, run, row, registry.get(run["workflow_class"]), now=now)
+        step = {"id": claimed.pop("step_id"), "step_name": claimed.pop("claimed_step_name")}
+        claimed.pop("latest_by_writer")
+        with flow.deferred(conn, claimed["workflow_id"]):
+            return _begin(conn, claimed, step, registry.get(claimed["workflow_class"]), now=now)
 
 
 def _begin(conn: Connection, run: dict[str, Any], row: dict[str, Any], definition: Workflow, *, now: datetime) -> Taken | str:
     """Mark a due step of a ready run started (the run's lock held). A
     step that must wait first (its signal is not there, or its batch is
-    open) goes back to its wait instead: HANDLED."""
+    open) goes back to its wait instead: HANDLED. *row* needs only id and
+    step_name: it may have been read before the lock, so it is read again
+    (or, in the common case, updated with a guard) under it."""
     spec = definition.get_step(row["step_name"])
+    if spec is not None and not spec.wait_for:
+        started = steps.start(conn, row["id"], now=now)
+        if started is not None:
+            return _started(conn, run, started, definition, spec, None, now=now)
+    row = steps.find(conn, row["id"])
+    if row is None or row["status"] != states.STEP_SCHEDULED:
+        return HANDLED
     if spec is None:
         _move(conn, run, states.READY, states.RUNNING)
+        flow.flush(conn)
         running = workflows.find(conn, run["workflow_id"])
         _record_failure(conn, running, row, None, error_class=STEP_NOT_DEFINED_ERROR,
                         message=f"{definition.name} no longer declares step {row['step_name']!r}",
@@ -259,6 +269,11 @@ def _begin(conn: Connection, run: dict[str, Any], row: dict[str, Any], definitio
         held = signals.held_by_step(conn, run["workflow_id"], row["step_name"])
     started = steps.update_step(conn, row["id"], from_=states.STEP_SCHEDULED, now=now,
                                 status=states.STEP_IN_PROGRESS, started_at=now)
+    return _started(conn, run, started, definition, spec, held, now=now)
+
+
+def _started(conn: Connection, run: dict[str, Any], started: dict[str, Any], definition: Workflow, spec: Step,
+             held: Mapping[str, Any] | None, *, now: datetime) -> Taken:
     _move(conn, run, states.READY, states.RUNNING)
     flow.record(conn, run, "step_started", actor=SYSTEM, now=now, step=started)
     signal = None
@@ -320,13 +335,25 @@ def finish_and_continue(
     commit per step instead of two, with the same rows and events."""
     workflow_id = taken.run["workflow_id"]
     with engine.begin() as conn:
-        run = workflows.lock_for(conn, workflow_id)
+        run = workflows.lock_for(conn, workflow_id, sets_latest=True)
         if run is None:
             return "late", None  # the run was deleted meanwhile: nothing to record it on
+        with flow.deferred(conn, workflow_id):
+            return _finish(conn, run, taken, outcome, now=now, chain=chain)
+
+
+def _finish(conn: Connection, run: dict[str, Any], taken: Taken, outcome: Outcome, *, now: datetime,
+            chain: bool) -> tuple[str, Taken | None]:
+    ongoing = run["status"] in (states.RUNNING, states.PAUSED)
+    done = None
+    if ongoing and outcome.ok and not taken.spec.fan_out:
+        # The common case in one statement: the guard is the re-read.
+        done = steps.update_step(conn, taken.step["id"], from_=states.STEP_IN_PROGRESS, now=now,
+                                 status=states.STEP_COMPLETED, finished_at=now,
+                                 result=_storable(outcome.result))
+    if done is None:
         row = steps.find(conn, taken.step["id"])
-        if row is None or row["status"] != states.STEP_IN_PROGRESS or run["status"] not in (
-            states.RUNNING, states.PAUSED
-        ):
+        if row is None or row["status"] != states.STEP_IN_PROGRESS or not ongoing:
             flow.record(conn, run, "late_completion_ignored", actor=SYSTEM, now=now, step=row or taken.step,
                         details={"outcome": "completed" if outcome.ok else "failed",
                                  "run_status": run["status"],
@@ -343,20 +370,23 @@ def finish_and_continue(
         done = steps.update_step(conn, row["id"], from_=states.STEP_IN_PROGRESS, now=now,
                                  status=states.STEP_COMPLETED, finished_at=now,
                                  result=_storable(outcome.result))
-        if taken.spec.wait_for:
-            flow.consume_held(conn, run, row["step_name"], now=now)
-        flow.record(conn, run, "step_completed", actor=SYSTEM, now=now, step=done)
-        if run["status"] != states.RUNNING:
-            return "completed", None
-        scheduled = _advance(conn, run, taken.definition, row["step_name"], now=now)
-        if not chain or scheduled is None:
-            return "completed", None
-        following, status = scheduled
-        if status != states.READY or following["status"] != states.STEP_SCHEDULED or following["scheduled_at"] > now:
-            return "completed", None
-        started = _begin(conn, {**run, "status": states.READY, "current_step": following["step_name"]},
-                         following, taken.definition, now=now)
-        return "completed", started if isinstance(started, Taken) else None
+    if taken.spec.wait_for:
+        flow.consume_held(conn, run, done["step_name"], now=now)
+    flow.record(conn, run, "step_completed", actor=SYSTEM, now=now, step=done)
+    if run["status"] != states.RUNNING:
+        return "completed", None
+    scheduled = _advance(conn, run, taken.definition, done["step_name"], now=now, start=chain)
+    if not chain or scheduled is None:
+        return "completed", None
+    following, status = scheduled
+    ready = {**run, "status": states.READY, "current_step": following["step_name"]}
+    if following["status"] == states.STEP_IN_PROGRESS:  # inserted started (flow.schedule)
+        spec = taken.definition.get_step(following["step_name"])
+        return "completed", _started(conn, ready, following, taken.definition, spec, None, now=now)
+    if status != states.READY or following["status"] != states.STEP_SCHEDULED or following["scheduled_at"] > now:
+        return "completed", None
+    started = _begin(conn, ready, following, taken.definition, now=now)
+    return "completed", started if isinstance(started, Taken) else None
 
 
 # --- fan-out -----------------------------------------------------------------
