@@ -15,7 +15,7 @@ from ..db import SchemaProblem
 from ..i18n import t
 from ..models import workflows
 from ..runtime import verbs
-from . import answers, context, pages, problems, render, run_ids
+from . import answers, context, fresh, pages, problems, render, run_ids
 from .extension import state
 from .security import may_act
 
@@ -35,9 +35,13 @@ def index():
         run_filters, error = None, str(problem)
     parts = render.requested_blocks(pages.INDEX.fragments) or pages.INDEX.blocks
     with state().database.read() as conn:
+        tag, unchanged = fresh.check(conn)
+        if unchanged is not None:
+            return unchanged
         page = context.index_context(conn, state().settings, run_filters, parts=parts)
     page.update(common(), filter_error=error)
-    return render.page(pages.INDEX.template, page, pages.INDEX.fragments, status=400 if error else 200)
+    response = render.page(pages.INDEX.template, page, pages.INDEX.fragments, status=400 if error else 200)
+    return fresh.tagged(response, tag)
 
 
 def workflow(workflow_id: str):
@@ -46,6 +50,9 @@ def workflow(workflow_id: str):
     a plain form post that was refused) leads to the run's page."""
     try:
         with state().database.read() as conn:
+            tag, unchanged = fresh.check(conn)
+            if unchanged is not None:
+                return unchanged
             page = context.run_context(conn, state().settings, workflow_id)
     except context.NotFound:
         owner = _action_owner(workflow_id)
@@ -53,7 +60,7 @@ def workflow(workflow_id: str):
             return redirect(url_for("pgbus_web.workflow", workflow_id=owner), 303)
         return answers.error_page_for(problems.run_not_found(workflow_id))
     page.update(common())
-    return render.page(pages.RUN.template, page, pages.RUN.fragments)
+    return fresh.tagged(render.page(pages.RUN.template, page, pages.RUN.fragments), tag)
 
 
 # The last segments of a run's action URLs (POST routes of actions.py).
