@@ -44,16 +44,39 @@ def index():
     return fresh.tagged(response, tag)
 
 
+# The run page's windows of older attempts and events (context.Window).
+WINDOW_CURSORS = ("attempts_before", "events_before")
+
+
+def _window_cursors() -> dict[str, int]:
+    """The run page's window cursors from the query: ids, as a bigserial
+    has them; FilterError for anything else."""
+    cursors = {}
+    for name in WINDOW_CURSORS:
+        value = request.args.get(name)
+        if value is None:
+            continue
+        if not (value.isascii() and value.isdigit() and 0 < len(value) <= 19 and 0 < int(value) < 2**63):
+            raise filters.FilterError(t(
+                "pgbus.workflows.show.window.bad_cursor", name=name, value=problems.printable(value)))
+        cursors[name] = int(value)
+    return cursors
+
+
 def workflow(workflow_id: str):
     """GET /workflows/<workflow_id>: one run. The address of one of its
     actions (``<id>/cancel``, ``<id>/signals``: left in the address bar by
     a plain form post that was refused) leads to the run's page."""
     try:
+        cursors = _window_cursors()
+    except filters.FilterError as problem:
+        return answers.error_page(400, t("pgbus.web.errors.bad_request_title"), str(problem))
+    try:
         with state().database.read() as conn:
             tag, unchanged = fresh.check(conn)
             if unchanged is not None:
                 return unchanged
-            page = context.run_context(conn, state().settings, workflow_id)
+            page = context.run_context(conn, state().settings, workflow_id, **cursors)
     except context.NotFound:
         owner = _action_owner(workflow_id)
         if owner is not None:
