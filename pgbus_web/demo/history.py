@@ -81,7 +81,9 @@ _RUNS = """
     ),
     run AS (
         SELECT n, i, CAST(i % 10 AS int) AS p,
-               md5('pgbus-history-' || n)::uuid::text AS workflow_id,
+               -- uuid-shaped and rising with n: each chunk's index entries go
+               -- to the right edge of the workflow_id indexes, not at random.
+               '00000000-0000-4000-8000-' || lpad(to_hex(n), 12, '0') AS workflow_id,
                CASE WHEN (n * 7919) % 100 < 94 THEN 'completed'
                     WHEN (n * 7919) % 100 < 97 THEN 'failed' ELSE 'cancelled' END AS status,
                CAST(:oldest AS timestamptz) + (n - :numbered_from) * CAST(:spacing AS interval) AS t0,
