@@ -230,5 +230,7 @@ def seed_history(engine: Engine, *, runs: int, now: datetime | None = None, prog
                     workflows.add_counts(conn, {(klass, status): runs for klass, status, runs in counts})
                     changes.mark(conn)
             bar.update(size)
+    with engine.begin() as conn:
+        workflows.fold_counts(conn)
     result.seconds = time.monotonic() - started
     return result

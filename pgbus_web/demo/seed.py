@@ -274,5 +274,7 @@ def seed(
             for status, count in chunk.statuses.items():
                 result.statuses[status] = result.statuses.get(status, 0) + count
             bar.update(len(chunk.runs))
+    with engine.begin() as conn:
+        workflows.fold_counts(conn)
     result.seconds = time.monotonic() - started
     return result

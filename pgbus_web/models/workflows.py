@@ -245,6 +245,12 @@ def repair_counts(conn: Connection) -> int:
     return wrong
 
 
+def fold_counts(conn: Connection) -> None:
+    """Fold the committed deltas into the totals now (when no other fold
+    runs): after a bulk load that wrote many deltas with triggers off."""
+    conn.execute(sa.text("SELECT pgbus_workflow_counts_fold()"))
+
+
 def add_counts(conn: Connection, counts: Mapping[tuple[str, str], int]) -> None:
     """Add *counts* to the kept counts: for runs written while the triggers
     did not fire (the seeder's bulk load as a superuser)."""

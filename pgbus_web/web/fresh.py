@@ -39,11 +39,16 @@ TIME_BUCKET = 60
 _PROCESS = secrets.token_hex(8)
 
 
+def _now() -> float:
+    """Seconds since the epoch (a test holds the clock here)."""
+    return time.time()
+
+
 def _tag(conn: Connection) -> str:
     parts = (
         _PROCESS,
         str(changes.marker(conn)),
-        str(int(time.time() // TIME_BUCKET)),
+        str(int(_now() // TIME_BUCKET)),
         request.full_path,
         hx.details().target or "",
         i18n.current_locale(),
