@@ -46,7 +46,7 @@ def _installed_engine(database_url):
 
 def _reset(engine) -> None:
     with engine.begin() as conn:
-        conn.execute(sa.text(f"TRUNCATE {', '.join(schema.TABLES)} RESTART IDENTITY CASCADE"))
+        conn.execute(sa.text(f"TRUNCATE {', '.join(schema.TABLES + schema.DERIVED_TABLES)} RESTART IDENTITY CASCADE"))
         for (queue,) in conn.execute(sa.text("SELECT queue_name FROM pgmq.meta")).all():
             conn.execute(sa.text("SELECT pgmq.drop_queue(:q)"), {"q": queue})
 

@@ -27,6 +27,14 @@ def table_rows(engine) -> list[tuple]:
         return [tuple(row) for row in conn.execute(sa.text("SELECT * FROM pgbus_workflows ORDER BY id"))]
 
 
+def counts_rows(engine) -> list[tuple]:
+    """The kept counts' rows with their row versions: unchanged means unwritten."""
+    with engine.connect() as conn:
+        return [tuple(row) for row in conn.execute(sa.text(
+            "SELECT ctid, * FROM pgbus_workflow_counts UNION ALL "
+            "SELECT ctid, * FROM pgbus_workflow_count_deltas ORDER BY 1"))]
+
+
 @pytest.fixture
 def consistent(engine):
     """Seven runs, each with up to three steps, written with the triggers on."""
@@ -76,21 +84,29 @@ def test_check_names_the_runs_repair_fixes_them_then_check_is_clean(engine, data
     lines = checked.output.splitlines()
     assert lines[0].startswith("7 of 8 runs carry latest-step columns that disagree with their latest step;")
     assert "pgbus-web db repair" in lines[0]
-    assert [line.strip() for line in lines[1:]] == wrong
+    assert [line.strip() for line in lines[1:8]] == wrong
+    # The restored run was inserted without the count triggers too.
+    assert lines[8].startswith("1 run counts by class and status disagree with the runs;")
+    assert lines[9].strip() == "Hand paused: 7 kept, 8 runs"
 
     repaired = db(database_url, "repair", "--batch-size", "3")
     assert repaired.exit_code == 0, repaired.output
-    assert repaired.output.strip() == "Repaired the latest-step columns of 7 of 8 runs."
+    assert repaired.output.splitlines() == [
+        "Repaired the latest-step columns of 7 of 8 runs.",
+        "Refilled 1 run counts by class and status.",
+    ]
     columns = assert_columns_match(engine)
     assert columns["restored"]["step_id"] is None
 
     clean = db(database_url, "check")
-    assert (clean.exit_code, clean.output.strip()) == (0, "All 8 runs agree with their latest step.")
+    assert (clean.exit_code, clean.output.splitlines()) == (
+        0, ["All 8 runs agree with their latest step.", "The run counts agree with the runs."])
 
     # Again: nothing to fix, and no run row written.
     versions = row_versions(engine)
     again = db(database_url, "repair")
-    assert (again.exit_code, again.output.strip()) == (0, "Repaired the latest-step columns of 0 of 8 runs.")
+    assert (again.exit_code, again.output.splitlines()[0]) == (0, "Repaired the latest-step columns of 0 of 8 runs.")
+    assert again.output.splitlines()[1] == "Refilled 0 run counts by class and status."
     assert row_versions(engine) == versions
 
 
@@ -100,22 +116,27 @@ def test_check_names_at_most_the_examples_asked_for_across_batches(engine, datab
     assert checked.exit_code == 1
     lines = checked.output.splitlines()
     assert lines[0].startswith("7 of 8 runs")
-    assert [line.strip() for line in lines[1:]] == wrong[:3]
+    assert [line.strip() for line in lines[1:4]] == wrong[:3]
 
 
 def test_a_consistent_database_checks_clean_and_repair_writes_nothing(engine, database_url, consistent):
     before, versions = table_rows(engine), row_versions(engine)
     checked = db(database_url, "check", "--batch-size", "2")
-    assert (checked.exit_code, checked.output.strip()) == (0, "All 7 runs agree with their latest step.")
+    assert (checked.exit_code, checked.output.splitlines()) == (
+        0, ["All 7 runs agree with their latest step.", "The run counts agree with the runs."])
+    counts = counts_rows(engine)
     repaired = db(database_url, "repair", "--batch-size", "2")
-    assert (repaired.exit_code, repaired.output.strip()) == (0, "Repaired the latest-step columns of 0 of 7 runs.")
+    assert (repaired.exit_code, repaired.output.splitlines()) == (
+        0, ["Repaired the latest-step columns of 0 of 7 runs.", "Refilled 0 run counts by class and status."])
+    assert counts_rows(engine) == counts
     assert table_rows(engine) == before
     assert row_versions(engine) == versions
 
 
 def test_an_empty_database_checks_clean(engine, database_url):
     checked = db(database_url, "check")
-    assert (checked.exit_code, checked.output.strip()) == (0, "All 0 runs agree with their latest step.")
+    assert (checked.exit_code, checked.output.splitlines()) == (
+        0, ["All 0 runs agree with their latest step.", "The run counts agree with the runs."])
 
 
 @pytest.mark.parametrize("command", ["check", "repair"])

@@ -1,6 +1,9 @@
 """``pgbus-web db ...``: the schema, and the run columns it keeps.
 
-``check`` and ``repair`` are for runs whose latest_* columns were written
+``check`` and ``repair`` also compare the kept run counts (schema/v3.sql)
+with count(*) and refill them.
+
+They are for runs whose latest_* columns were written
 while the steps' triggers did not fire: a bulk load or a restore with
 ``session_replication_role = replica``, or a database used under schema
 version 1 (which missed deleted and moved steps). Both walk the runs in
@@ -33,7 +36,7 @@ batch_size_option = click.option(
 
 @main_group.group("db")
 def db_group() -> None:
-    """Install the schema; check and repair the runs' latest-step columns."""
+    """Install the schema; check and repair the runs' latest-step columns and counts."""
 
 
 def _batches(engine: Engine, batch_size: int, description: str):
@@ -98,10 +101,12 @@ def install(database_url: str | None, batch_size: int) -> None:
               help="How many of the disagreeing runs to name.")
 @friendly_errors
 def check(database_url: str | None, batch_size: int, examples: int) -> None:
-    """Report runs whose latest-step columns disagree with their latest step
-    (exit status 1 when any do). Changes nothing."""
+    """Report runs whose latest-step columns disagree with their latest step,
+    and run counts that disagree with the runs (exit status 1 when any do).
+    Changes nothing."""
     engine = engine_from(database_url, db.UNBOUNDED_STATEMENTS)
     seen = wrong = 0
+    counts: dict = {}
     named: list[str] = []
     try:
         for after_id, last_id, runs in _batches(engine, batch_size, "Checking"):
@@ -111,18 +116,30 @@ def check(database_url: str | None, batch_size: int, examples: int) -> None:
                 )
             seen, wrong = seen + runs, wrong + differ
             named += ids
+        with engine.connect() as conn:
+            counts = workflows.count_mismatches(conn)
     finally:
         engine.dispose()
     if not wrong:
         click.echo(f"All {seen} runs agree with their latest step.")
-        return
-    click.echo(
-        f"{wrong} of {seen} runs carry latest-step columns that disagree with their latest step; "
-        "`pgbus-web db repair` fixes them."
-    )
-    for workflow_id in named:
-        click.echo(f"  {workflow_id}")
-    sys.exit(1)
+    else:
+        click.echo(
+            f"{wrong} of {seen} runs carry latest-step columns that disagree with their latest step; "
+            "`pgbus-web db repair` fixes them."
+        )
+        for workflow_id in named:
+            click.echo(f"  {workflow_id}")
+    if not counts:
+        click.echo("The run counts agree with the runs.")
+    else:
+        click.echo(
+            f"{len(counts)} run counts by class and status disagree with the runs; "
+            "`pgbus-web db repair` refills them."
+        )
+        for (klass, status), (kept, counted) in counts.items():
+            click.echo(f"  {klass} {status}: {kept} kept, {counted} runs")
+    if wrong or counts:
+        sys.exit(1)
 
 
 @db_group.command("repair")
@@ -131,10 +148,14 @@ def check(database_url: str | None, batch_size: int, examples: int) -> None:
 @friendly_errors
 def repair(database_url: str | None, batch_size: int) -> None:
     """Recompute the latest-step columns of every run that disagrees with its
-    latest step, in batches (idempotent)."""
+    latest step, in batches, then refill the run counts that disagree with
+    the runs (idempotent)."""
     engine = engine_from(database_url, db.UNBOUNDED_STATEMENTS)
     try:
         fixed, seen = _repair(engine, batch_size)
+        with engine.begin() as conn:
+            counts = workflows.repair_counts(conn)
     finally:
         engine.dispose()
     click.echo(f"Repaired the latest-step columns of {fixed} of {seen} runs.")
+    click.echo(f"Refilled {counts} run counts by class and status.")

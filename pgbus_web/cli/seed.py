@@ -8,26 +8,37 @@ import click
 
 from .. import db
 from ..demo import seed as seeding
+from ..demo.history import seed_history
 from .common import database_url_option, engine_from, friendly_errors, main_group
 
 
 @main_group.command("seed")
 @database_url_option
-@click.option("--runs", type=click.IntRange(min=1), required=True, help="How many runs to write.")
+@click.option("--runs", type=click.IntRange(min=1), default=None, help="How many runs to write.")
+@click.option("--history", type=click.IntRange(min=1), default=None,
+              help="How many finished runs to add before the last 31 days, by set-based SQL (fast).")
 @click.option("--seed", "seed_value", type=int, default=None,
               help="Random seed, for the same runs again (relative to now).")
 @friendly_errors
-def seed(database_url: str | None, runs: int, seed_value: int | None) -> None:
+def seed(database_url: str | None, runs: int | None, history: int | None, seed_value: int | None) -> None:
     """Write realistic runs in every status and stuck reason, with their
-    steps, events, signals and batches, spread over the last 30 days."""
+    steps, events, signals and batches, spread over the last 30 days
+    (--runs), and/or finished runs before them (--history)."""
+    if runs is None and history is None:
+        raise click.UsageError("Give --runs, --history or both.")
     engine = engine_from(database_url, db.UNBOUNDED_STATEMENTS)
     try:
-        result = seeding.seed(engine, runs=runs, seed=seed_value, progress=sys.stderr.isatty())
+        if history is not None:
+            past = seed_history(engine, runs=history, progress=sys.stderr.isatty())
+            click.echo(f"Added {past.runs} finished runs ({past.steps} steps, {past.events} events) "
+                       f"in {past.seconds:.1f}s.")
+        if runs is not None:
+            result = seeding.seed(engine, runs=runs, seed=seed_value, progress=sys.stderr.isatty())
+            click.echo(
+                f"Seeded {result.runs} runs ({result.steps} steps, {result.events} events, "
+                f"{result.signals} signals, {result.batches} batches) in {result.seconds:.1f}s."
+            )
     except seeding.SeedError as exc:
         raise click.ClickException(str(exc)) from None
     finally:
         engine.dispose()
-    click.echo(
-        f"Seeded {result.runs} runs ({result.steps} steps, {result.events} events, "
-        f"{result.signals} signals, {result.batches} batches) in {result.seconds:.1f}s."
-    )

@@ -782,6 +782,9 @@ class Chunk:
         self.signals: list[tuple[str, str]] = []
         self.batches: list[tuple[str, str]] = []
         self.statuses: dict[str, int] = {}
+        # {(class, status): runs}: the kept run counts the chunk adds when
+        # it is written with triggers off.
+        self.counts: dict[tuple[str, str], int] = {}
         self.rows = {"steps": 0, "events": 0, "signals": 0, "batches": 0}
 
     def uuid(self) -> str:
@@ -881,6 +884,7 @@ class Chunk:
             created, ts(run.t), *latest_columns,
         )) + "\n"))
         self.statuses[run.status] = self.statuses.get(run.status, 0) + 1
+        self.counts[(klass, run.status)] = self.counts.get((klass, run.status), 0) + 1
         rows = self.rows
         rows["steps"] += len(run.steps)
         rows["events"] += len(run.events)

@@ -141,6 +141,34 @@ def operation_acted(conn: Connection, workflow_id: str, operation_id: int) -> bo
     ).scalar_one()
 
 
-def for_run(conn: Connection, workflow_id: str) -> list[dict[str, Any]]:
-    """A run's events, oldest first."""
-    return as_dicts(conn.execute(_FOR_RUN, {"workflow_id": workflow_id}))
+def for_run(
+    conn: Connection, workflow_id: str, *, limit: int | None = None, before_id: int | None = None
+) -> list[dict[str, Any]]:
+    """A run's events, oldest first: every one, or the newest *limit*
+    (below *before_id* when given), read newest first through
+    pgbus_workflow_events_run."""
+    if limit is None and before_id is None:
+        return as_dicts(conn.execute(_FOR_RUN, {"workflow_id": workflow_id}))
+    rows = as_dicts(conn.execute(
+        sa.text(
+            """
+            SELECT id, workflow_id, event, actor, reason, step_id, step_name, attempt, details, created_at
+            FROM pgbus_workflow_events
+            WHERE workflow_id = :workflow_id AND id < :before_id
+            ORDER BY id DESC
+            LIMIT :limit
+            """
+        ),
+        {"workflow_id": workflow_id, "before_id": before_id if before_id is not None else 2**63 - 1,
+         "limit": limit},
+    ))
+    rows.reverse()
+    return rows
+
+
+def count_for_run(conn: Connection, workflow_id: str) -> int:
+    """How many events the run has."""
+    return conn.execute(
+        sa.text("SELECT count(*) FROM pgbus_workflow_events WHERE workflow_id = :workflow_id"),
+        {"workflow_id": workflow_id},
+    ).scalar_one()

@@ -29,13 +29,66 @@ def latest(conn: Connection, workflow_id: str) -> dict[str, Any] | None:
     return as_dict(row)
 
 
-def for_run(conn: Connection, workflow_id: str) -> list[dict[str, Any]]:
-    """Every attempt of every step of the run, in the order they were created."""
+def for_run(
+    conn: Connection, workflow_id: str, *, limit: int | None = None, before_id: int | None = None
+) -> list[dict[str, Any]]:
+    """The run's attempts in the order they were created: every one, or
+    the newest *limit* (below *before_id* when given), read newest first
+    through pgbus_workflow_steps_latest so a long history costs no more."""
+    if limit is None and before_id is None:
+        rows = conn.execute(
+            sa.text(f"SELECT {COLUMNS} FROM pgbus_workflow_steps WHERE workflow_id = :workflow_id ORDER BY id"),
+            {"workflow_id": workflow_id},
+        )
+        return as_dicts(rows)
+    rows = as_dicts(conn.execute(
+        sa.text(
+            f"SELECT {COLUMNS} FROM pgbus_workflow_steps WHERE workflow_id = :workflow_id "
+            "AND id < :before_id ORDER BY id DESC LIMIT :limit"
+        ),
+        {"workflow_id": workflow_id, "before_id": before_id if before_id is not None else 2**63 - 1,
+         "limit": limit},
+    ))
+    rows.reverse()
+    return rows
+
+
+def names_for_run(conn: Connection, workflow_id: str) -> list[dict[str, Any]]:
+    """Each step the run has attempted, in the order it first met it: its
+    name, how many attempts (``attempts``) and its latest attempt (``latest``)."""
     rows = conn.execute(
-        sa.text(f"SELECT {COLUMNS} FROM pgbus_workflow_steps WHERE workflow_id = :workflow_id ORDER BY id"),
+        sa.text(
+            f"""
+            SELECT * FROM (
+                SELECT DISTINCT ON (step_name) {COLUMNS},
+                       count(*) OVER (PARTITION BY step_name) AS attempts,
+                       min(id) OVER (PARTITION BY step_name) AS first_id
+                FROM pgbus_workflow_steps WHERE workflow_id = :workflow_id
+                ORDER BY step_name, id DESC
+            ) named
+            ORDER BY first_id
+            """
+        ),
         {"workflow_id": workflow_id},
     )
-    return as_dicts(rows)
+    named = []
+    for row in as_dicts(rows):
+        attempts = row.pop("attempts")
+        row.pop("first_id")
+        named.append({"name": row["step_name"], "attempts": attempts, "latest": row})
+    return named
+
+
+def find_many(conn: Connection, workflow_id: str, ids) -> dict[int, dict[str, Any]]:
+    """{id: step row} of the given step ids that exist in the run."""
+    ids = sorted({int(i) for i in ids if i is not None})
+    if not ids:
+        return {}
+    rows = conn.execute(
+        sa.text(f"SELECT {COLUMNS} FROM pgbus_workflow_steps WHERE id = ANY(:ids) AND workflow_id = :workflow_id"),
+        {"ids": ids, "workflow_id": workflow_id},
+    )
+    return {row["id"]: row for row in as_dicts(rows)}
 
 
 # --- Written by the runtime (verbs, worker, sweep) ---------------------------

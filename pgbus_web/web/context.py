@@ -20,6 +20,10 @@ from .settings import Settings
 
 # The insights page's range when none is asked for.
 DEFAULT_INSIGHTS_RANGE = "7d"
+# The run page shows a run's newest attempts and events, and older ones a
+# window at a time on demand: the page costs the same whatever the history.
+ATTEMPTS_SHOWN = 25
+EVENTS_SHOWN = 50
 # Step durations read the newest this many runs of the range: enough for
 # a steady median and 95th percentile, and a page that stays quick on a
 # class with millions of attempts.
@@ -150,57 +154,103 @@ def index_context(
 # --- one run ---------------------------------------------------------------
 
 
-def _step_groups(step_rows: list[dict[str, Any]], definition) -> list[dict[str, Any]]:
-    """The run's attempts grouped by step, in the definition's order (steps
-    it has that the run has not reached yet come with no attempts), then any
-    step the definition no longer has, in the order the run met it."""
+def _step_groups(
+    shown: list[dict[str, Any]], named: list[dict[str, Any]], definition
+) -> list[dict[str, Any]]:
+    """The run's steps in the definition's order (steps it has that the
+    run has not reached yet come with no attempts), then any step the
+    definition no longer has, in the order the run met it. Each with its
+    attempts among *shown*, its number of attempts and its latest one
+    (from *named*, steps.names_for_run: over the whole history)."""
     by_name: dict[str, list[dict[str, Any]]] = {}
-    for row in step_rows:
+    for row in shown:
         by_name.setdefault(row["step_name"], []).append(row)
+    facts = {entry["name"]: entry for entry in named}
     names = list(definition.step_names) if definition is not None else []
-    names += [name for name in by_name if name not in names]
+    names += [name for name in facts if name not in names]
     return [
         {
             "name": name,
             "attempts": by_name.get(name, []),
-            "latest": by_name[name][-1] if name in by_name else None,
+            "count": facts[name]["attempts"] if name in facts else 0,
+            "latest": facts[name]["latest"] if name in facts else None,
             "defined": definition is not None and definition.has_step(name),
         }
         for name in names
     ]
 
 
+@dataclass(frozen=True)
+class Window:
+    """Which of a run's attempts or events the page shows: the newest
+    *shown* of *total* below *before* (None: the newest); *older* is the
+    ``before`` of the next older window (None when none is older)."""
+
+    shown: int
+    total: int
+    before: int | None
+    older: int | None
+
+    @property
+    def partial(self) -> bool:
+        return self.before is not None or self.older is not None
+
+
+def _window(rows: list[dict[str, Any]], size: int, total: int, before: int | None):
+    """The newest *size* of *rows* (read with one extra, oldest first) and their Window."""
+    older = len(rows) > size
+    rows = rows[-size:] if older else rows
+    return rows, Window(len(rows), total, before, rows[0]["id"] if older and rows else None)
+
+
 def run_context(
     conn: Connection, settings: Settings, workflow_id: str, now: datetime | None = None,
-    run: dict[str, Any] | None = None,
+    run: dict[str, Any] | None = None, attempts_before: int | None = None,
+    events_before: int | None = None,
 ) -> dict[str, Any]:
-    """One run with its steps, signals, batches and audit trail. NotFound
-    when no run has this id. *run*: its row when the caller has just read
-    it (a verb returns the run as it left it), saving that read."""
+    """One run with its steps, signals, batches and audit trail: its newest
+    ATTEMPTS_SHOWN attempts and EVENTS_SHOWN events, or those below
+    *attempts_before* / *events_before*. NotFound when no run has this id.
+    *run*: its row when the caller has just read it (a verb returns the run
+    as it left it), saving that read."""
     now = now or utcnow()
     if run is None:
         run = workflows.find(conn, workflow_id) if storable(workflow_id) else None
     if run is None:
         raise NotFound(workflow_id)
-    step_rows = steps.for_run(conn, workflow_id)
+    named = steps.names_for_run(conn, workflow_id)
+    step_rows, attempts = _window(
+        steps.for_run(conn, workflow_id, limit=ATTEMPTS_SHOWN + 1, before_id=attempts_before),
+        ATTEMPTS_SHOWN, sum(entry["attempts"] for entry in named), attempts_before,
+    )
+    event_rows, event_window = _window(
+        events.for_run(conn, workflow_id, limit=EVENTS_SHOWN + 1, before_id=events_before),
+        EVENTS_SHOWN, events.count_for_run(conn, workflow_id), events_before,
+    )
     signal_rows = signals.for_run(conn, workflow_id)
-    event_rows = events.for_run(conn, workflow_id)
-    batch_map = batches.find_many(conn, (row["batch_id"] for row in step_rows))
+    latest = max((entry["latest"] for entry in named), key=lambda row: row["id"], default=None)
+    steps_by_id = {row["id"]: row for row in step_rows}
+    # A signal names the step that claimed it, shown or not.
+    steps_by_id.update(steps.find_many(
+        conn, workflow_id, (row["claimed_by_step_id"] for row in signal_rows
+               if row["claimed_by_step_id"] not in steps_by_id)))
+    batch_ids = [row["batch_id"] for row in step_rows] + ([latest["batch_id"]] if latest else [])
+    batch_map = batches.find_many(conn, batch_ids)
     definition = definition_of(settings, run["workflow_class"])
     digest = definition.digest if definition is not None else None
-    latest = step_rows[-1] if step_rows else None
     run["step"] = latest
     run["batch"] = batch_map.get(latest["batch_id"]) if latest and latest["batch_id"] else None
-    steps_by_id = {row["id"]: row for row in step_rows}
     return {
         "now": now,
         "run": run,
         "steps": step_rows,
-        "step_groups": _step_groups(step_rows, definition),
+        "step_groups": _step_groups(step_rows, named, definition),
         "steps_by_id": steps_by_id,
         "batches": batch_map,
         "signals": signal_rows,
         "events": event_rows,
+        "attempts_window": attempts,
+        "events_window": event_window,
         "definition": definition,
         "class_loaded": definition is not None,
         "definition_outdated": workflows.definition_outdated(run, digest),

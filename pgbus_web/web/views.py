@@ -15,7 +15,7 @@ from ..db import SchemaProblem
 from ..i18n import t
 from ..models import workflows
 from ..runtime import verbs
-from . import answers, context, pages, problems, render, run_ids
+from . import answers, context, fresh, pages, problems, render, run_ids
 from .extension import state
 from .security import may_act
 
@@ -35,9 +35,32 @@ def index():
         run_filters, error = None, str(problem)
     parts = render.requested_blocks(pages.INDEX.fragments) or pages.INDEX.blocks
     with state().database.read() as conn:
+        tag, unchanged = fresh.check(conn)
+        if unchanged is not None:
+            return unchanged
         page = context.index_context(conn, state().settings, run_filters, parts=parts)
     page.update(common(), filter_error=error)
-    return render.page(pages.INDEX.template, page, pages.INDEX.fragments, status=400 if error else 200)
+    response = render.page(pages.INDEX.template, page, pages.INDEX.fragments, status=400 if error else 200)
+    return fresh.tagged(response, tag)
+
+
+# The run page's windows of older attempts and events (context.Window).
+WINDOW_CURSORS = ("attempts_before", "events_before")
+
+
+def _window_cursors() -> dict[str, int]:
+    """The run page's window cursors from the query: ids, as a bigserial
+    has them; FilterError for anything else."""
+    cursors = {}
+    for name in WINDOW_CURSORS:
+        value = request.args.get(name)
+        if value is None:
+            continue
+        if not (value.isascii() and value.isdigit() and 0 < len(value) <= 19 and 0 < int(value) < 2**63):
+            raise filters.FilterError(t(
+                "pgbus.workflows.show.window.bad_cursor", name=name, value=problems.printable(value)))
+        cursors[name] = int(value)
+    return cursors
 
 
 def workflow(workflow_id: str):
@@ -45,15 +68,22 @@ def workflow(workflow_id: str):
     actions (``<id>/cancel``, ``<id>/signals``: left in the address bar by
     a plain form post that was refused) leads to the run's page."""
     try:
+        cursors = _window_cursors()
+    except filters.FilterError as problem:
+        return answers.error_page(400, t("pgbus.web.errors.bad_request_title"), str(problem))
+    try:
         with state().database.read() as conn:
-            page = context.run_context(conn, state().settings, workflow_id)
+            tag, unchanged = fresh.check(conn)
+            if unchanged is not None:
+                return unchanged
+            page = context.run_context(conn, state().settings, workflow_id, **cursors)
     except context.NotFound:
         owner = _action_owner(workflow_id)
         if owner is not None:
             return redirect(url_for("pgbus_web.workflow", workflow_id=owner), 303)
         return answers.error_page_for(problems.run_not_found(workflow_id))
     page.update(common())
-    return render.page(pages.RUN.template, page, pages.RUN.fragments)
+    return fresh.tagged(render.page(pages.RUN.template, page, pages.RUN.fragments), tag)
 
 
 # The last segments of a run's action URLs (POST routes of actions.py).
