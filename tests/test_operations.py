@@ -300,6 +300,33 @@ def test_an_abandoned_operation_is_taken_over_and_nothing_is_done_twice(engine, 
         assert store.find(conn, operation["id"]) == done
 
 
+@pytest.mark.parametrize("filter_values", [{"status": "paused"}, {"workflow_class": "OrderWorkflow"}])
+def test_runs_a_stale_holder_acts_on_after_the_takeover_are_counted_once(engine, runs, filter_values):
+    # The race behind a kill -9 run once ending ('done', 367, 33, 0): the
+    # process that lost the operation is not dead yet (or its last COMMITs
+    # are still in flight) and acts on runs of its chunk *after* the taker
+    # claimed it. Those runs no longer match the filter, so no walk finds
+    # them again (status=paused); or they still match and the verb no
+    # longer fits them (the class alone). Either way they are counted as
+    # moved, once, never as skipped.
+    paused = [paused_on_capture(runs) for _ in range(10)]
+    operation = create(engine, **filter_values)
+    slow = operations.Runner(engine, REGISTRY, chunk=4)
+    assert slow.step().moved == 4
+    later = utcnow() + timedelta(minutes=5)
+    taker = operations.Runner(engine, REGISTRY, chunk=2, clock=lambda: later)
+    assert taker.claim() is not None
+    # The slow holder's chunk in hand lands now, after the claim.
+    for workflow_id in paused[4:8]:
+        verbs.resume(engine, workflow_id, registry=REGISTRY, reason="gateway back", actor="dashboard:alice",
+                     operation_id=operation["id"])
+    finish(engine, taker)
+    with engine.connect() as conn:
+        done = store.find(conn, operation["id"])
+    assert sorted(events_of(engine, "resumed")) == sorted(paused)  # control: each resumed once
+    assert (done["status"], done["moved"], done["skipped"], done["refused"]) == ("done", 10, 0, 0)
+
+
 CHILD = """
 import sys
 from pgbus_web import db, defaults

@@ -103,6 +103,62 @@ def operation_acted(conn: Connection, workflow_id: str, operation_id: int) -> bo
     ).scalar_one()
 
 
+def operation_acted_among(conn: Connection, workflow_ids: list[str], operation_id: int) -> set[str]:
+    """Those of *workflow_ids* operation *operation_id* already wrote an event on."""
+    if not workflow_ids:
+        return set()
+    return set(conn.execute(
+        sa.text(
+            """
+            SELECT DISTINCT workflow_id FROM pgbus_workflow_events
+            WHERE details ? 'operation_id' AND details ->> 'operation_id' = :operation_id
+              AND workflow_id = ANY(:workflow_ids)
+            """
+        ),
+        {"workflow_ids": list(workflow_ids), "operation_id": str(operation_id)},
+    ).scalars())
+
+
+def record_many(conn: Connection, rows: list[Mapping[str, Any]]) -> None:
+    """Append many events in one statement, in the order given (their ids
+    follow it); each row has record()'s arguments."""
+    if not rows:
+        return
+    for row in rows:
+        if row["event"] not in states.EVENTS:
+            raise ValueError(f"unknown workflow event {row['event']!r}")
+    conn.execute(
+        _INSERT_MANY,
+        {"events": [{
+            "workflow_id": row["workflow_id"],
+            "event": row["event"],
+            "actor": str(row["actor"]),
+            "reason": truncate(str(row["reason"]), REASON_LIMIT) if row.get("reason") else None,
+            "step_id": row["step"]["id"] if row.get("step") else None,
+            "step_name": row["step"]["step_name"] if row.get("step") else None,
+            "attempt": row["step"]["attempt"] if row.get("step") else None,
+            "details": cap(row.get("details")),
+            "created_at": row["created_at"].isoformat() if row.get("created_at") else None,
+        } for row in rows]},
+    )
+
+
+# One jsonb array of events, unpacked in order (WITH ORDINALITY keeps it):
+# one statement and one round trip for a whole chunk.
+_INSERT_MANY = sa.text(
+    """
+    INSERT INTO pgbus_workflow_events
+        (workflow_id, event, actor, reason, step_id, step_name, attempt, details, created_at)
+    SELECT e.workflow_id, e.event, e.actor, e.reason, e.step_id, e.step_name, e.attempt, e.details,
+           COALESCE(e.created_at, now())
+    FROM ROWS FROM (jsonb_to_recordset(:events)
+         AS (workflow_id text, event text, actor text, reason text, step_id bigint, step_name text,
+             attempt integer, details jsonb, created_at timestamptz)) WITH ORDINALITY AS e
+    ORDER BY e.ordinality
+    """
+).bindparams(sa.bindparam("events", type_=JSONB))
+
+
 def for_run(conn: Connection, workflow_id: str) -> list[dict[str, Any]]:
     """A run's events, oldest first."""
     return as_dicts(conn.execute(_FOR_RUN, {"workflow_id": workflow_id}))

@@ -90,6 +90,22 @@ def lock_for(conn: Connection, workflow_id: str) -> dict[str, Any] | None:
     return as_dict(row)
 
 
+def lock_many(conn: Connection, workflow_ids: list[str]) -> list[dict[str, Any]]:
+    """lock_for() of many runs at once, in id order, without waiting: a run
+    whose row another transaction holds is left out (SKIP LOCKED), as is
+    an unknown one."""
+    if not workflow_ids:
+        return []
+    rows = conn.execute(
+        sa.text(
+            f"SELECT {SELECT_COLUMNS} FROM pgbus_workflows "
+            "WHERE workflow_id = ANY(:workflow_ids) ORDER BY id FOR UPDATE SKIP LOCKED"
+        ),
+        {"workflow_ids": list(workflow_ids)},
+    )
+    return as_dicts(rows)
+
+
 def any_run(conn: Connection) -> bool:
     """True when the table holds a run (the demo seeds an empty database only)."""
     return conn.execute(sa.text("SELECT EXISTS (SELECT 1 FROM pgbus_workflows)")).scalar_one()
@@ -140,6 +156,28 @@ def transition(
         {"to": to, "workflow_id": workflow_id, "from_statuses": from_statuses, **attrs},
     )
     return result.rowcount
+
+
+def transition_many(
+    conn: Connection, moves: list[tuple[str, str]], *, from_: Iterable[str], to: str
+) -> int:
+    """transition() of many runs in one statement: each (workflow_id,
+    current_step) moves from a status in *from_* to *to*, with that current
+    step and paused_at cleared. Returns how many moved."""
+    if not moves:
+        return 0
+    return conn.execute(
+        sa.text(
+            """
+            UPDATE pgbus_workflows w
+            SET status = :to, updated_at = now(), current_step = m.current_step, paused_at = NULL
+            FROM unnest(CAST(:workflow_ids AS text[]), CAST(:steps AS text[])) AS m(workflow_id, current_step)
+            WHERE w.workflow_id = m.workflow_id AND w.status = ANY(:from_statuses)
+            """
+        ),
+        {"to": to, "from_statuses": list(from_), "workflow_ids": [move[0] for move in moves],
+         "steps": [move[1] for move in moves]},
+    ).rowcount
 
 
 def insert_run(conn: Connection, attrs: Mapping[str, Any]) -> bool:
@@ -793,31 +831,22 @@ def count_matching(conn: Connection, *, where: str, binds: Mapping[str, Any]) ->
 
 def matching_ids(
     conn: Connection, *, where: str, binds: Mapping[str, Any], after_id: int, ceiling_id: int, limit: int,
-    acted_by: int | None = None,
 ) -> list[dict[str, Any]]:
     """The next runs matching page_where's *where* with an id in
     (*after_id*, *ceiling_id*], oldest id first, at most *limit*: id,
-    workflow_id, workflow_class and status of each, an operation's chunk.
-    *acted_by*: also the runs that operation already acted on (a chunk done
-    again after a takeover counts them, though they no longer match)."""
-    acted = (
-        " OR w.workflow_id IN (SELECT e.workflow_id FROM pgbus_workflow_events e"
-        " WHERE e.details ? 'operation_id' AND e.details ->> 'operation_id' = :acted_by)"
-        if acted_by is not None else ""
-    )
+    workflow_id, workflow_class and status of each, an operation's chunk."""
     rows = conn.execute(
         sa.text(
             f"""
             SELECT w.id, w.workflow_id, w.workflow_class, w.status
             FROM pgbus_workflows w
             {_step_join(where)}
-            WHERE w.id > :walk_after AND w.id <= :walk_ceiling AND (({where}){acted})
+            WHERE w.id > :walk_after AND w.id <= :walk_ceiling AND ({where})
             ORDER BY w.id
             LIMIT :walk_limit
             """
         ),
-        {**binds, "walk_after": int(after_id), "walk_ceiling": int(ceiling_id), "walk_limit": int(limit),
-         **({"acted_by": str(acted_by)} if acted_by is not None else {})},
+        {**binds, "walk_after": int(after_id), "walk_ceiling": int(ceiling_id), "walk_limit": int(limit)},
     )
     return as_dicts(rows)
 
