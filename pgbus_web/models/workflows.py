@@ -829,6 +829,24 @@ def count_matching(conn: Connection, *, where: str, binds: Mapping[str, Any]) ->
     return {(klass, status): runs for klass, status, runs in rows}
 
 
+def count_up_to(conn: Connection, *, where: str, binds: Mapping[str, Any], cap: int) -> int:
+    """How many runs match page_where's *where*, counting no further than
+    *cap* + 1 (so a page can say "more than cap" for the price of cap)."""
+    return conn.execute(
+        sa.text(
+            f"""
+            SELECT count(*) FROM (
+                SELECT 1 FROM pgbus_workflows w
+                {_step_join(where)}
+                WHERE {where}
+                LIMIT :count_cap
+            ) matched
+            """
+        ),
+        {**binds, "count_cap": int(cap) + 1},
+    ).scalar_one()
+
+
 def matching_ids(
     conn: Connection, *, where: str, binds: Mapping[str, Any], after_id: int, ceiling_id: int, limit: int,
 ) -> list[dict[str, Any]]:
