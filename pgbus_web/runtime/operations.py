@@ -9,15 +9,18 @@ matches, at any size, tracked in pgbus_web_operations (DESIGN §9).
   now): runs created later are never swept in.
 - Runner: what a worker or the serving process does with operations: claim
   one (SKIP LOCKED, or a running one whose heartbeat went stale), do it in
-  chunks, each run in its own transaction under its row lock through the
-  verbs themselves, and commit counts and cursor per chunk.
+  chunks, and commit counts and cursor per chunk. resume and resume_at do a
+  chunk in one transaction (chunk_resume.py: the verb's rules, gathered
+  writes); every other verb, and what the chunk path leaves, goes run by
+  run through the verbs themselves, each in its own transaction.
 
 Why no run is acted on twice, even after kill -9 (docs/operations.md): the
-verb's own transaction writes the audit event with details.operation_id,
-and the verb refuses (AlreadyActed) a run that already has one, checked
-under the run's row lock; the cursor only moves past runs whose
-transactions committed. A chunk done again after a crash therefore counts
-those runs as moved without acting again.
+run's change commits with its audit event carrying details.operation_id,
+and a run that already has one is not acted on again, checked under the
+run's row lock; the cursor only moves past runs whose transactions
+committed. A chunk done again after a crash therefore counts those runs as
+moved without acting again; finish counts moved from the audit trail, so
+runs a process that lost the operation commits late are counted too.
 """
 
 from __future__ import annotations
