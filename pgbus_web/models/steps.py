@@ -185,26 +185,38 @@ def next_attempts(conn: Connection, pairs: list[tuple[str, str]]) -> dict[tuple[
     return {(row.workflow_id, row.step_name): row.attempt for row in rows}
 
 
+def reserve_ids(conn: Connection, count: int) -> list[int]:
+    """*count* step ids taken from the table's sequence now, ascending, for
+    rows inserted later in this transaction (schedule_many)."""
+    return list(conn.execute(
+        sa.text(
+            "SELECT nextval(pg_get_serial_sequence('pgbus_workflow_steps', 'id')) AS id "
+            "FROM generate_series(1, :count) ORDER BY 1"
+        ),
+        {"count": int(count)},
+    ).scalars())
+
+
 def schedule_many(conn: Connection, rows: list[dict[str, Any]], *, now) -> dict[str, dict[str, Any]]:
-    """Insert one scheduled attempt per run in one statement (rows of
-    workflow_id, step_name, attempt, scheduled_at; created_at = updated_at
-    = *now*): workflow_id -> the inserted row."""
+    """Insert one scheduled attempt per run in one statement (rows of id
+    from reserve_ids, workflow_id, step_name, attempt, scheduled_at;
+    created_at = updated_at = *now*): workflow_id -> the inserted row."""
     if not rows:
         return {}
     inserted = conn.execute(
         sa.text(
             f"""
             INSERT INTO pgbus_workflow_steps
-                (workflow_id, step_name, status, attempt, scheduled_at, created_at, updated_at)
-            SELECT r.workflow_id, r.step_name, 'scheduled', r.attempt, r.scheduled_at, :now, :now
-            FROM unnest(CAST(:workflow_ids AS text[]), CAST(:step_names AS text[]), CAST(:attempts AS integer[]),
-                        CAST(:scheduled AS timestamptz[])) WITH ORDINALITY
-                 AS r(workflow_id, step_name, attempt, scheduled_at, n)
-            ORDER BY r.n
+                (id, workflow_id, step_name, status, attempt, scheduled_at, created_at, updated_at)
+            SELECT r.id, r.workflow_id, r.step_name, 'scheduled', r.attempt, r.scheduled_at, :now, :now
+            FROM unnest(CAST(:ids AS bigint[]), CAST(:workflow_ids AS text[]), CAST(:step_names AS text[]),
+                        CAST(:attempts AS integer[]), CAST(:scheduled AS timestamptz[]))
+                 AS r(id, workflow_id, step_name, attempt, scheduled_at)
+            ORDER BY r.id
             RETURNING {COLUMNS}
             """
         ),
-        {"now": now, "workflow_ids": [row["workflow_id"] for row in rows],
+        {"now": now, "ids": [int(row["id"]) for row in rows], "workflow_ids": [row["workflow_id"] for row in rows],
          "step_names": [row["step_name"] for row in rows], "attempts": [int(row["attempt"]) for row in rows],
          "scheduled": [row["scheduled_at"] for row in rows]},
     )

@@ -31,7 +31,6 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from .. import states
 from ..models import events, steps, workflows
 from . import flow, verb_table, verbs
 from .definitions import Registry
@@ -92,24 +91,24 @@ def resume_chunk(
         if not planned:
             return result
         attempts = steps.next_attempts(conn, [(run["workflow_id"], plan.step) for run, _, plan in planned])
+        ids = steps.reserve_ids(conn, len(planned))
+        rows = [{"id": step_id, "workflow_id": run["workflow_id"], "step_name": plan.step, "scheduled_at": due,
+                 "attempt": attempts[(run["workflow_id"], plan.step)]}
+                for step_id, (run, _, plan) in zip(ids, planned)]
         events.record_many(conn, [
             {"workflow_id": run["workflow_id"], "event": "resumed", "actor": actor, "reason": reason, "step": row,
              "details": {**verbs.resume_details(plan, at), "operation_id": operation_id}, "created_at": now}
             for run, row, plan in planned
         ])
-        scheduled = steps.schedule_many(conn, [
-            {"workflow_id": run["workflow_id"], "step_name": plan.step, "scheduled_at": due,
-             "attempt": attempts[(run["workflow_id"], plan.step)]}
-            for run, _, plan in planned
-        ], now=now)
+        # The status change before the rows it points at: see workflows.resume_many.
+        moved = workflows.resume_many(conn, [{**row, "step_id": row["id"]} for row in rows], from_=verbs.FROM[verb])
+        if moved != len(planned):  # cannot happen under the locks; never write half a chunk
+            raise RuntimeError(f"{moved} of {len(planned)} runs moved")
+        scheduled = steps.schedule_many(conn, rows, now=now)
         events.record_many(conn, [
             {"workflow_id": run["workflow_id"], "event": "step_scheduled", "actor": actor,
              "step": scheduled[run["workflow_id"]], "details": flow.scheduled_details(due), "created_at": now}
             for run, _, _ in planned
         ])
-        moved = workflows.transition_many(conn, [(run["workflow_id"], plan.step) for run, _, plan in planned],
-                                          from_=verbs.FROM[verb], to=states.READY)
-        if moved != len(planned):  # cannot happen under the locks; never write half a chunk
-            raise RuntimeError(f"{moved} of {len(planned)} runs moved")
         result.moved = [run["workflow_id"] for run, _, _ in planned]
     return result
