@@ -63,7 +63,10 @@ def trail(engine, workflow_id):
     with engine.connect() as conn:
         run = conn.execute(sa.text(
             "SELECT status, current_step, paused_at IS NULL, finished_at IS NULL, latest_step_name, "
-            "latest_step_status FROM pgbus_workflows WHERE workflow_id = :w"), binds).one()
+            "latest_step_status, latest_scheduled_at IS NOT DISTINCT FROM (SELECT scheduled_at FROM "
+            "pgbus_workflow_steps WHERE id = latest_step_id), latest_step_id IS NOT DISTINCT FROM "
+            "(SELECT max(id) FROM pgbus_workflow_steps WHERE workflow_id = :w) "
+            "FROM pgbus_workflows WHERE workflow_id = :w"), binds).one()
         steps = conn.execute(sa.text(
             "SELECT step_name, status, attempt, created_at = :now, updated_at = :now, "
             "CASE WHEN created_at = :now THEN scheduled_at ELSE NULL END, scheduled_at IS NULL, wait_for, "
@@ -101,6 +104,8 @@ def test_the_chunk_path_writes_what_the_verb_writes_run_for_run(engine, runs):
     # Control: the chunk path did change the runs it moved.
     assert all(trail(engine, chunked[name]) != before[name] for name in ("retry", "continue", "first_step"))
     assert trail(engine, chunked["retry"])[2][-2][0] == "resumed"
+    # The runs' latest-step columns are their latest row's, as the trigger keeps them.
+    assert all(trail(engine, workflow_id)[0][-2:] == (True, True) for workflow_id in chunked.values())
 
 
 def test_resume_at_through_the_chunk_path_matches_the_verb(engine, runs):
