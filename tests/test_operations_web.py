@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 
 import pytest
 from action_support import paused_on_capture, ready_later
-from test_operations import everything
+from test_operations import THRESHOLDS, everything
 from web_helpers import soup, text_of
 
 from pgbus_web.demo.workflows import REGISTRY
@@ -196,3 +196,33 @@ def test_the_index_offers_the_entry_only_with_a_filter(browser, runs):
     entry = soup(browser.load("/workflows?status=paused")).select_one("form.pgbus-operation-entry")
     assert entry is not None and entry.select_one("input[name=query]")["value"] == PAUSED
     assert "resume" in [option["value"] for option in entry.select("option")]
+
+
+def test_the_entry_says_how_many_runs_the_preview_would_count(browser, runs, engine, monkeypatch):
+    from pgbus_web.web import context
+
+    for _ in range(3):
+        paused_on_capture(runs)
+    ready_later(runs)
+    label = text_of(soup(browser.load("/workflows?status=paused")).select_one(".pgbus-operation-entry label"))
+    shown = operations.preview(engine, operations.index_filters.parse({"status": "paused"}), "resume",
+                               registry=REGISTRY, thresholds=THRESHOLDS)
+    assert shown.total == 3 and label == "Act on all 3 matching runs"
+    # The live refresh of the runs block (htmx) says it too, and one run is one run.
+    fragment = browser.client.get("/workflows?status=ready", headers={"HX-Request": "true", "HX-Target": "pgbus-runs"})
+    assert text_of(soup(fragment).select_one(".pgbus-operation-entry label")) == "Act on 1 matching run"
+    # Past the cap the count stops: it says "more than".
+    monkeypatch.setattr(context, "MATCHING_CAP", 2)
+    label = text_of(soup(browser.load("/workflows?status=paused")).select_one(".pgbus-operation-entry label"))
+    assert label == "Act on more than 2 matching runs"
+
+
+def test_the_navigation_leads_to_the_operations_list(browser, runs):
+    for url in ("/workflows", "/workflows/operations"):
+        page = soup(browser.load(url))
+        links = page.select(".pgbus-nav a[href$='/workflows/operations']")
+        assert [text_of(a) for a in links] == ["Operations"]
+        assert (links[0].get("aria-current") == "page") == (url == "/workflows/operations")
+    # Control: the Workflows entry is not the current one on the operations list.
+    workflows_link = soup(browser.load("/workflows/operations")).select_one(".pgbus-nav a[href$='/workflows']")
+    assert workflows_link is not None and workflows_link.get("aria-current") is None

@@ -172,3 +172,19 @@ def count_for_run(conn: Connection, workflow_id: str) -> int:
         sa.text("SELECT count(*) FROM pgbus_workflow_events WHERE workflow_id = :workflow_id"),
         {"workflow_id": workflow_id},
     ).scalar_one()
+
+
+def operation_acted_among(conn: Connection, workflow_ids: list[str], operation_id: int) -> set[str]:
+    """Those of *workflow_ids* operation *operation_id* already wrote an event on."""
+    if not workflow_ids:
+        return set()
+    return set(conn.execute(
+        sa.text(
+            """
+            SELECT DISTINCT workflow_id FROM pgbus_workflow_events
+            WHERE details ? 'operation_id' AND details ->> 'operation_id' = :operation_id
+              AND workflow_id = ANY(:workflow_ids)
+            """
+        ),
+        {"workflow_ids": list(workflow_ids), "operation_id": str(operation_id)},
+    ).scalars())

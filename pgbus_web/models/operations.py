@@ -117,19 +117,28 @@ def progress(
 
 
 def finish(conn: Connection, operation_id: int, *, fence: datetime, now: datetime) -> dict[str, Any] | None:
-    """Done: the runs counted at preview that left the filter before their
-    turn (had moved on) are added to skipped."""
+    """Done. moved is counted again from the audit trail: the runs with an
+    event of this operation, whoever wrote it (a holder that lost the
+    operation may still commit runs of its chunk after the taker walked
+    past them, and those no longer match the filter). The runs counted at
+    preview that are neither moved nor counted otherwise had moved on
+    before their turn: skipped."""
     return as_dict(conn.execute(
         sa.text(
             f"""
+            WITH acted AS (
+                SELECT count(DISTINCT e.workflow_id) AS runs FROM pgbus_workflow_events e
+                WHERE e.details ? 'operation_id' AND e.details ->> 'operation_id' = :operation
+            )
             UPDATE pgbus_web_operations
-            SET status = 'done', finished_at = :now, heartbeat_at = :now,
-                skipped = skipped + GREATEST(total - moved - skipped - refused, 0)
+            SET status = 'done', finished_at = :now, heartbeat_at = :now, moved = acted.runs,
+                skipped = skipped + GREATEST(total - acted.runs - skipped - refused, 0)
+            FROM acted
             WHERE id = :id AND heartbeat_at = :fence AND status = 'running'
             RETURNING {COLUMNS}
             """
         ),
-        {"id": int(operation_id), "fence": fence, "now": now},
+        {"id": int(operation_id), "fence": fence, "now": now, "operation": str(operation_id)},
     ).first())
 
 
@@ -167,21 +176,3 @@ def cancel(conn: Connection, operation_id: int, *, now: datetime) -> dict[str, A
         ),
         {"id": int(operation_id), "now": now},
     ).first())
-
-
-def last_acted_run_id(conn: Connection, operation_id: int) -> int | None:
-    """The highest run id this operation wrote an event on: up to there, a
-    process taking it over walks the runs it acted on as well as those the
-    filter matches, so that each is counted once."""
-    return conn.execute(
-        sa.text(
-            """
-            SELECT max(w.id) FROM pgbus_workflows w
-            WHERE w.workflow_id IN (
-                SELECT e.workflow_id FROM pgbus_workflow_events e
-                WHERE e.details ? 'operation_id' AND e.details ->> 'operation_id' = :operation
-            )
-            """
-        ),
-        {"operation": str(operation_id)},
-    ).scalar_one()

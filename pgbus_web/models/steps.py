@@ -29,6 +29,26 @@ def latest(conn: Connection, workflow_id: str) -> dict[str, Any] | None:
     return as_dict(row)
 
 
+def latest_of(conn: Connection, workflow_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """latest() of many runs in one statement: workflow_id -> its latest
+    step row (runs without a step are left out)."""
+    if not workflow_ids:
+        return {}
+    rows = conn.execute(
+        sa.text(
+            f"""
+            SELECT s.* FROM unnest(CAST(:workflow_ids AS text[])) AS r(workflow_id)
+            CROSS JOIN LATERAL (
+                SELECT {COLUMNS} FROM pgbus_workflow_steps
+                WHERE workflow_id = r.workflow_id ORDER BY id DESC LIMIT 1
+            ) s
+            """
+        ),
+        {"workflow_ids": list(workflow_ids)},
+    )
+    return {row["workflow_id"]: row for row in as_dicts(rows)}
+
+
 def for_run(
     conn: Connection, workflow_id: str, *, limit: int | None = None, before_id: int | None = None
 ) -> list[dict[str, Any]]:
@@ -227,6 +247,62 @@ def next_attempt(conn: Connection, workflow_id: str, step_name: str) -> int:
         ),
         {"workflow_id": workflow_id, "step_name": step_name},
     ).scalar_one()
+
+
+def next_attempts(conn: Connection, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
+    """next_attempt() of many (workflow_id, step_name) pairs in one statement."""
+    if not pairs:
+        return {}
+    rows = conn.execute(
+        sa.text(
+            """
+            SELECT p.workflow_id, p.step_name,
+                   (SELECT COALESCE(max(s.attempt), 0) + 1 FROM pgbus_workflow_steps s
+                    WHERE s.workflow_id = p.workflow_id AND s.step_name = p.step_name) AS attempt
+            FROM unnest(CAST(:workflow_ids AS text[]), CAST(:step_names AS text[])) AS p(workflow_id, step_name)
+            """
+        ),
+        {"workflow_ids": [pair[0] for pair in pairs], "step_names": [pair[1] for pair in pairs]},
+    )
+    return {(row.workflow_id, row.step_name): row.attempt for row in rows}
+
+
+def reserve_ids(conn: Connection, count: int) -> list[int]:
+    """*count* step ids taken from the table's sequence now, ascending, for
+    rows inserted later in this transaction (schedule_many)."""
+    return list(conn.execute(
+        sa.text(
+            "SELECT nextval(pg_get_serial_sequence('pgbus_workflow_steps', 'id')) AS id "
+            "FROM generate_series(1, :count) ORDER BY 1"
+        ),
+        {"count": int(count)},
+    ).scalars())
+
+
+def schedule_many(conn: Connection, rows: list[dict[str, Any]], *, now) -> dict[str, dict[str, Any]]:
+    """Insert one scheduled attempt per run in one statement (rows of id
+    from reserve_ids, workflow_id, step_name, attempt, scheduled_at;
+    created_at = updated_at = *now*): workflow_id -> the inserted row."""
+    if not rows:
+        return {}
+    inserted = conn.execute(
+        sa.text(
+            f"""
+            INSERT INTO pgbus_workflow_steps
+                (id, workflow_id, step_name, status, attempt, scheduled_at, created_at, updated_at)
+            SELECT r.id, r.workflow_id, r.step_name, 'scheduled', r.attempt, r.scheduled_at, :now, :now
+            FROM unnest(CAST(:ids AS bigint[]), CAST(:workflow_ids AS text[]), CAST(:step_names AS text[]),
+                        CAST(:attempts AS integer[]), CAST(:scheduled AS timestamptz[]))
+                 AS r(id, workflow_id, step_name, attempt, scheduled_at)
+            ORDER BY r.id
+            RETURNING {COLUMNS}
+            """
+        ),
+        {"now": now, "ids": [int(row["id"]) for row in rows], "workflow_ids": [row["workflow_id"] for row in rows],
+         "step_names": [row["step_name"] for row in rows], "attempts": [int(row["attempt"]) for row in rows],
+         "scheduled": [row["scheduled_at"] for row in rows]},
+    )
+    return {row["workflow_id"]: row for row in as_dicts(inserted)}
 
 
 def failure_streak(conn: Connection, step: dict[str, Any]) -> int:

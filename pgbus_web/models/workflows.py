@@ -102,6 +102,22 @@ def lock_for(conn: Connection, workflow_id: str, *, sets_latest: bool = False) -
     return row
 
 
+def lock_many(conn: Connection, workflow_ids: list[str]) -> list[dict[str, Any]]:
+    """lock_for() of many runs at once, in id order, without waiting: a run
+    whose row another transaction holds is left out (SKIP LOCKED), as is
+    an unknown one."""
+    if not workflow_ids:
+        return []
+    rows = conn.execute(
+        sa.text(
+            f"SELECT {SELECT_COLUMNS} FROM pgbus_workflows "
+            "WHERE workflow_id = ANY(:workflow_ids) ORDER BY id FOR UPDATE SKIP LOCKED"
+        ),
+        {"workflow_ids": list(workflow_ids)},
+    )
+    return as_dicts(rows)
+
+
 def any_run(conn: Connection) -> bool:
     """True when the table holds a run (the demo seeds an empty database only)."""
     return conn.execute(sa.text("SELECT EXISTS (SELECT 1 FROM pgbus_workflows)")).scalar_one()
@@ -193,6 +209,34 @@ def sync_latest(conn: Connection, workflow_id: str) -> None:
     """latest_* from the run's latest step, written only when they differ
     (a writer that declared LATEST_BY_WRITER and moved no status)."""
     conn.execute(_SYNC_LATEST, {"workflow_id": workflow_id})
+
+
+def resume_many(conn: Connection, moves: list[dict[str, Any]], *, from_: Iterable[str]) -> int:
+    """Many runs from a status in *from_* to ready in one statement, each
+    with its current_step, paused_at cleared, and its latest_* columns
+    already those of the scheduled step row about to be inserted (step_id,
+    step_name, scheduled_at): the steps' trigger then finds nothing to
+    change and leaves the row alone, one run row version instead of two.
+    Returns how many moved."""
+    if not moves:
+        return 0
+    return conn.execute(
+        sa.text(
+            """
+            UPDATE pgbus_workflows w
+            SET status = 'ready', updated_at = now(), current_step = m.step_name, paused_at = NULL,
+                latest_step_id = m.step_id, latest_step_name = m.step_name, latest_step_status = 'scheduled',
+                latest_error_class = NULL, latest_scheduled_at = m.scheduled_at, latest_waiting_since = NULL,
+                latest_timeout_at = NULL
+            FROM unnest(CAST(:workflow_ids AS text[]), CAST(:step_ids AS bigint[]), CAST(:step_names AS text[]),
+                        CAST(:scheduled AS timestamptz[])) AS m(workflow_id, step_id, step_name, scheduled_at)
+            WHERE w.workflow_id = m.workflow_id AND w.status = ANY(:from_statuses)
+            """
+        ),
+        {"from_statuses": list(from_), "workflow_ids": [move["workflow_id"] for move in moves],
+         "step_ids": [int(move["step_id"]) for move in moves], "step_names": [move["step_name"] for move in moves],
+         "scheduled": [move["scheduled_at"] for move in moves]},
+    ).rowcount
 
 
 def insert_run(conn: Connection, attrs: Mapping[str, Any]) -> bool:
@@ -930,33 +974,42 @@ def count_matching(conn: Connection, *, where: str, binds: Mapping[str, Any]) ->
     return {(klass, status): runs for klass, status, runs in rows}
 
 
+def count_up_to(conn: Connection, *, where: str, binds: Mapping[str, Any], cap: int) -> int:
+    """How many runs match page_where's *where*, counting no further than
+    *cap* + 1 (so a page can say "more than cap" for the price of cap)."""
+    return conn.execute(
+        sa.text(
+            f"""
+            SELECT count(*) FROM (
+                SELECT 1 FROM pgbus_workflows w
+                {_step_join(where)}
+                WHERE {where}
+                LIMIT :count_cap
+            ) matched
+            """
+        ),
+        {**binds, "count_cap": int(cap) + 1},
+    ).scalar_one()
+
+
 def matching_ids(
     conn: Connection, *, where: str, binds: Mapping[str, Any], after_id: int, ceiling_id: int, limit: int,
-    acted_by: int | None = None,
 ) -> list[dict[str, Any]]:
     """The next runs matching page_where's *where* with an id in
     (*after_id*, *ceiling_id*], oldest id first, at most *limit*: id,
-    workflow_id, workflow_class and status of each, an operation's chunk.
-    *acted_by*: also the runs that operation already acted on (a chunk done
-    again after a takeover counts them, though they no longer match)."""
-    acted = (
-        " OR w.workflow_id IN (SELECT e.workflow_id FROM pgbus_workflow_events e"
-        " WHERE e.details ? 'operation_id' AND e.details ->> 'operation_id' = :acted_by)"
-        if acted_by is not None else ""
-    )
+    workflow_id, workflow_class and status of each, an operation's chunk."""
     rows = conn.execute(
         sa.text(
             f"""
             SELECT w.id, w.workflow_id, w.workflow_class, w.status
             FROM pgbus_workflows w
             {_step_join(where)}
-            WHERE w.id > :walk_after AND w.id <= :walk_ceiling AND (({where}){acted})
+            WHERE w.id > :walk_after AND w.id <= :walk_ceiling AND ({where})
             ORDER BY w.id
             LIMIT :walk_limit
             """
         ),
-        {**binds, "walk_after": int(after_id), "walk_ceiling": int(ceiling_id), "walk_limit": int(limit),
-         **({"acted_by": str(acted_by)} if acted_by is not None else {})},
+        {**binds, "walk_after": int(after_id), "walk_ceiling": int(ceiling_id), "walk_limit": int(limit)},
     )
     return as_dicts(rows)
 

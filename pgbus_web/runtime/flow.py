@@ -199,8 +199,19 @@ def schedule(
         conn, workflow_id=workflow_id, step_name=step.name, now=now,
         attempt=attempt, scheduled_at=due, wait_for=step.wait_for, **started,
     )
-    record(conn, run, event, actor=actor, now=now, step=row, reason=reason, details={"at": iso(due)})
+    record(conn, run, event, actor=actor, now=now, step=row, reason=reason, details=scheduled_details(due))
     return row, states.READY
+
+
+def plain_schedule(step: Step) -> bool:
+    """schedule() of *step* is one scheduled row and its event, whatever the
+    signals: a step without wait_for (runtime/chunk_resume.py does many
+    such at once)."""
+    return not step.wait_for
+
+
+def scheduled_details(due: datetime) -> dict[str, Any]:
+    return {"at": iso(due)}
 
 
 def _wait_details(row: Mapping[str, Any]) -> dict[str, Any]:

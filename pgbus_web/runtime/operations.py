@@ -9,15 +9,18 @@ matches, at any size, tracked in pgbus_web_operations (DESIGN §9).
   now): runs created later are never swept in.
 - Runner: what a worker or the serving process does with operations: claim
   one (SKIP LOCKED, or a running one whose heartbeat went stale), do it in
-  chunks, each run in its own transaction under its row lock through the
-  verbs themselves, and commit counts and cursor per chunk.
+  chunks, and commit counts and cursor per chunk. resume and resume_at do a
+  chunk in one transaction (chunk_resume.py: the verb's rules, gathered
+  writes); every other verb, and what the chunk path leaves, goes run by
+  run through the verbs themselves, each in its own transaction.
 
 Why no run is acted on twice, even after kill -9 (docs/operations.md): the
-verb's own transaction writes the audit event with details.operation_id,
-and the verb refuses (AlreadyActed) a run that already has one, checked
-under the run's row lock; the cursor only moves past runs whose
-transactions committed. A chunk done again after a crash therefore counts
-those runs as moved without acting again.
+run's change commits with its audit event carrying details.operation_id,
+and a run that already has one is not acted on again, checked under the
+run's row lock; the cursor only moves past runs whose transactions
+committed. A chunk done again after a crash therefore counts those runs as
+moved without acting again; finish counts moved from the audit trail, so
+runs a process that lost the operation commits late are counted too.
 """
 
 from __future__ import annotations
@@ -34,8 +37,8 @@ from sqlalchemy.engine import Engine
 from .. import run_filters as index_filters
 from .. import states
 from ..models import operations as store
-from ..models import workflows
-from . import verb_table, verbs
+from ..models import events, workflows
+from . import chunk_resume, verb_table, verbs
 from .clock import parse_future, utcnow
 from .errors import (
     AlreadyActed,
@@ -318,9 +321,6 @@ class Chunk:
 class _Held:
     operation: dict[str, Any]
     fence: datetime
-    # Up to this run id the walk also takes the runs the operation already
-    # acted on (they may no longer match): see models.workflows.matching_ids.
-    recover_until: int | None
 
 
 class Runner:
@@ -343,8 +343,7 @@ class Runner:
             claimed = store.claim(conn, now=now, stale_before=now - self.stale_after, operation_id=operation_id)
             if claimed is None:
                 return None
-            recover_until = store.last_acted_run_id(conn, claimed["id"])
-        self.held = _Held(claimed, claimed["heartbeat_at"], recover_until)
+        self.held = _Held(claimed, claimed["heartbeat_at"])
         return claimed
 
     def step(self, operation_id: int | None = None) -> Chunk | None:
@@ -381,6 +380,30 @@ class Runner:
             return "refused"
         return "moved"
 
+    def _fast(self, operation: Mapping[str, Any], todo: list[dict[str, Any]], result: Chunk) -> list[dict[str, Any]]:
+        """The chunk's runs through chunk_resume when the verb has that
+        path, counted into *result*; returns the runs left for the per-run
+        verb (all of them when the path does not apply or fails)."""
+        if operation["verb"] not in chunk_resume.VERBS or not todo:
+            return todo
+        now = self.clock()
+        at = None
+        try:
+            if operation["verb"] == "resume_at":
+                at = parse_future((operation["params"] or {}).get("at"), now=now)
+            done = chunk_resume.resume_chunk(
+                self.engine, operation["verb"], [row["workflow_id"] for row in todo], operation_id=operation["id"],
+                actor=operation["actor"], reason=operation["reason"], at=at, registry=self.registry, now=now,
+            )
+        except Exception:  # noqa: BLE001  (rolled back whole: each run on its own then, with its own answer)
+            log.warning("operation %s: the chunk's one transaction failed: run by run", operation["id"],
+                        exc_info=True)
+            return todo
+        result.moved += len(done.moved) + len(done.already)
+        result.skipped += len(done.skipped)
+        rest = set(done.rest)
+        return [row for row in todo if row["workflow_id"] in rest]
+
     def _chunk(self, held: _Held) -> Chunk:
         operation = held.operation
         op_id = operation["id"]
@@ -389,12 +412,10 @@ class Runner:
         created = operation["created_at"]
         thresholds = {name: timedelta(seconds=value)
                       for name, value in (operation["params"] or {}).get("thresholds", {}).items()}
-        recovering = held.recover_until is not None and operation["cursor"] < held.recover_until
         with self.engine.connect() as conn:
             where, binds = workflows.page_where(now=created, **thresholds, **_binds(filters_of(operation), created))
             rows = workflows.matching_ids(conn, where=where, binds=binds, after_id=operation["cursor"],
-                                          ceiling_id=operation["ceiling_id"], limit=self.chunk,
-                                          acted_by=op_id if recovering else None)
+                                          ceiling_id=operation["ceiling_id"], limit=self.chunk)
         now = self.clock()
         if not rows:
             with self.engine.begin() as conn:
@@ -406,10 +427,17 @@ class Runner:
             result.status = finished["status"]
             return result
         # The verb table's rule first, without a lock: most runs that do
-        # not fit are skipped for the price of the walk. A run this
-        # operation already acted on goes to the verb, which says so.
-        todo = [row for row in rows if recovering or verb.allows(row["status"])]
-        result.skipped += len(rows) - len(todo)
+        # not fit are skipped for the price of the walk. One that no longer
+        # fits because this operation acted on it (a chunk done again after
+        # a takeover, the filter still matching it) was moved, not skipped.
+        todo = [row for row in rows if verb.allows(row["status"])]
+        others = [row["workflow_id"] for row in rows if not verb.allows(row["status"])]
+        if others:
+            with self.engine.connect() as conn:
+                acted = events.operation_acted_among(conn, others, op_id)
+            result.moved += len(acted)
+            result.skipped += len(others) - len(acted)
+        todo = self._fast(operation, todo, result)
         if self.parallel > 1 and len(todo) > 1:
             with ThreadPoolExecutor(max_workers=self.parallel) as pool:
                 outcomes = list(pool.map(lambda row: self._one(operation, row), todo))
@@ -428,7 +456,7 @@ class Runner:
         if written["status"] != states.OPERATION_RUNNING:
             self.held = None
         else:
-            self.held = _Held(written, written["heartbeat_at"], held.recover_until)
+            self.held = _Held(written, written["heartbeat_at"])
         return result
 
 

@@ -140,6 +140,14 @@ def _go_on(v: _Verb, definition: Workflow, after: str) -> None:
 
 # --- resume, resume_at -------------------------------------------------------
 
+def resume_details(plan, at: datetime | None) -> dict[str, Any]:
+    """The details of a "resumed" event (also written by runtime/chunk_resume.py)."""
+    details = {"action": plan.action, "step": plan.step}
+    if at is not None:
+        details["at"] = flow.iso(at)
+    return details
+
+
 def _resume(v: _Verb, registry: Registry | None, reason: str | None, at: datetime | None) -> None:
     definition = v.definition(registry)
     latest = steps.latest(v.conn, v.workflow_id)
@@ -147,10 +155,7 @@ def _resume(v: _Verb, registry: Registry | None, reason: str | None, at: datetim
         plan = plan_for(v.run, latest, definition)
     except KeyError:
         raise UnknownStep(v.workflow_id, definition.name, latest["step_name"], definition.step_names) from None
-    details = {"action": plan.action, "step": plan.step}
-    if at is not None:
-        details["at"] = flow.iso(at)
-    v.event("resumed", reason=reason, step=latest, details=details)
+    v.event("resumed", reason=reason, step=latest, details=resume_details(plan, at))
     if plan.action == FINISH:
         _finish(v)
         return

@@ -17,11 +17,13 @@ SCRIPTS = ("timezone.js", "actions.js")
 # not registered (the Locks page in a build without it) is left out.
 NAV = (
     ("pgbus_web.workflows", "pgbus.web.nav.workflows"),
+    ("pgbus_web.operations", "pgbus.web.nav.operations"),
     ("pgbus_web.locks", "pgbus.web.nav.locks"),
 )
 # Endpoints that belong to a nav entry, for aria-current.
 NAV_SECTIONS = {
     "pgbus_web.workflows": ("pgbus_web.workflows", "pgbus_web.workflow", "pgbus_web.insights"),
+    "pgbus_web.operations": ("pgbus_web.operations", "pgbus_web.operation", "pgbus_web.operation_create"),
 }
 
 

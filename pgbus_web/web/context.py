@@ -148,7 +148,25 @@ def index_context(
     }
     if filters is not None and "runs" in parts:
         context.update(index_runs(conn, settings, filters, now))
+        if filters.active:
+            context.update(matching=matching_count(conn, settings, filters, now), matching_cap=MATCHING_CAP)
     return context
+
+
+# The index's "Act on all N runs" counts this far and no further: the
+# runs block is refreshed every few seconds, and counting a million runs
+# costs half a second (the preview, asked for once, gives the exact count).
+MATCHING_CAP = 10_000
+
+
+def matching_count(conn: Connection, settings: Settings, filters: RunFilters, now: datetime) -> int:
+    """What the operation's preview would count for *filters* now (its
+    total), up to MATCHING_CAP + 1."""
+    binds = filters.page_binds(now)
+    binds.pop("before_id", None)
+    binds.pop("after_id", None)
+    where, where_binds = workflows.page_where(now=now, **thresholds(settings), **binds)
+    return workflows.count_up_to(conn, where=where, binds=where_binds, cap=MATCHING_CAP)
 
 
 # --- one run ---------------------------------------------------------------
