@@ -2,7 +2,9 @@
 command line and every other door, parsed from and written back to a query
 string, so that every view of the index is a link to share.
 
-Parameters: ``workflow_class``, ``status``, ``reason`` (a stuck reason),
+Parameters: ``q`` (one search box: a run id whole or by the prefix the
+list shows, an idempotency key, or a subject, docs/web.md "Finding a
+run"), ``workflow_class``, ``status``, ``reason`` (a stuck reason),
 ``subject`` ("Order 1042", or just "Order"), ``step``, ``error_class`` or
 ``no_error_class=1`` (runs whose latest step has no error class: a
 needs-attention group without one links to exactly its runs this way),
@@ -43,6 +45,7 @@ class FilterError(ValueError):
 
 @dataclass(frozen=True)
 class RunFilters:
+    q: str | None = None
     workflow_class: str | None = None
     status: str | None = None
     reason: str | None = None
@@ -73,7 +76,7 @@ class RunFilters:
     def active(self) -> bool:
         """True when any filter (not a cursor) narrows the list."""
         return any(
-            (self.workflow_class, self.status, self.reason, self.subject, self.step,
+            (self.q, self.workflow_class, self.status, self.reason, self.subject, self.step,
              self.error_class, self.no_error_class, self.since, self.created_from, self.created_to,
              self.operation)
         )
@@ -83,6 +86,7 @@ class RunFilters:
         drops a parameter). Changing a filter drops the cursors: the new
         list starts at its newest run."""
         values = {
+            "q": self.q,
             "workflow_class": self.workflow_class,
             "status": self.status,
             "reason": self.reason,
@@ -108,6 +112,7 @@ class RunFilters:
         if self.since is not None:
             created_from = now - RANGES[self.since]
         return {
+            "search": self.q,
             "workflow_class": self.workflow_class,
             "status": self.status,
             "reason": self.reason,
@@ -201,6 +206,7 @@ def parse(args: Mapping[str, str]) -> RunFilters:
     if before is not None and after is not None:
         raise FilterError(t("pgbus.workflows.filters.errors.two_cursors"))
     return RunFilters(
+        q=_text(args, "q"),
         workflow_class=_text(args, "workflow_class"),
         status=_choice(args, "status", states.RUN),
         reason=_choice(args, "reason", states.STUCK_REASONS),
