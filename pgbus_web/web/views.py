@@ -130,7 +130,12 @@ def http_error(problem: HTTPException):
     if problem.code not in titles:
         return problem
     title, message = titles[problem.code]
-    return answers.error_page(problem.code, t(title), t(message))
+    response = answers.error_page(problem.code, t(title), t(message))
+    # A 405's Allow header names the methods the address takes.
+    for name, value in problem.get_headers():
+        if name == "Allow":
+            response.headers[name] = value
+    return response
 
 
 def server_error(problem: InternalServerError):
