@@ -13,7 +13,8 @@ three runs of different types), every status, an idempotency key on every
 other run, random uuid run ids. No step rows: the search reads the runs
 table; the page's latest-step lookup costs one index probe per listed run
 (docs/performance.md). Then it searches for one run near the middle by each
-form, prints the plan of each, and checks each found that run.
+form, prints the plan of each, and checks each found that run; last, the
+plan of the failed runs' groups (models.workflows.failed_groups).
 """
 
 from __future__ import annotations
@@ -129,6 +130,14 @@ def main() -> None:
                   f"median {statistics.median(times) * 1000:.2f} ms, slowest {max(times) * 1000:.2f} ms")
             print(plan)
             print()
+        # The failed runs' groups beside the needs-attention groups (the
+        # seed makes a tenth of the runs failed).
+        groups, statement, parameters = capture(engine, lambda conn: workflows.failed_groups(conn))
+        times = timed(engine, lambda conn: workflows.failed_groups(conn), args.repeat)
+        print(f"== failed runs' groups: {len(groups)} groups of {sum(g['count'] for g in groups):,} runs; "
+              f"median {statistics.median(times) * 1000:.2f} ms, slowest {max(times) * 1000:.2f} ms")
+        print(explain_text(engine, statement, parameters))
+        print()
         print("summary (median / slowest of", args.repeat, "calls):")
         for label, text, count, found, median, slowest in summary:
             print(f"  {label:<42} {count:>3} runs  {'found' if found else '-':<5}  "

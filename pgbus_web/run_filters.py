@@ -237,3 +237,18 @@ def group_query(group: Mapping[str, Any]) -> dict[str, str]:
         "no_error_class": NO_ERROR_CLASS if error_class is None else None,
     }
     return {name: str(value) for name, value in values.items() if value is not None}
+
+
+def failed_group_query(group: Mapping[str, Any]) -> dict[str, str]:
+    """The index query that lists one group of failed runs (class, step and
+    error class of the latest step; none when the group has none), as
+    workflows.failed_groups counts them."""
+    error_class = group.get("error_class")
+    values = {
+        "status": states.FAILED,
+        "workflow_class": group.get("workflow_class"),
+        "step": group.get("step_name"),
+        "error_class": error_class,
+        "no_error_class": NO_ERROR_CLASS if error_class is None else None,
+    }
+    return {name: str(value) for name, value in values.items() if value is not None}

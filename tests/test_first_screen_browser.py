@@ -78,15 +78,19 @@ def test_a_filtered_url_opens_on_its_runs_and_chips(chromium, server, made, quer
         context.close()
 
 
-def test_a_groups_link_opens_on_the_groups_runs(chromium, server, made):
+@pytest.mark.parametrize(
+    "link, chip",
+    [("tr.pgbus-attention-group a.pgbus-group-link", "reason"), ("tr.pgbus-failed-group a.pgbus-group-link", "status")],
+    ids=["needs-attention group", "failed runs' group"],
+)
+def test_a_groups_link_opens_on_the_groups_runs(chromium, server, made, link, chip):
     context, page = opened(chromium, server + "/workflows")
     try:
-        link = page.locator("a.pgbus-group-link").last
-        link.click()
-        page.wait_for_url("**reason=*")
+        page.locator(link).last.click()
+        page.wait_for_url(f"**{chip}=*")
         first_row = page.locator("tr.pgbus-run-row").first
         assert first_row.bounding_box()["y"] < VIEWPORT["height"]
-        assert top_of(page, '.pgbus-chip[data-filter="reason"]') < VIEWPORT["height"]
+        assert top_of(page, f'.pgbus-chip[data-filter="{chip}"]') < VIEWPORT["height"]
     finally:
         context.close()
 

@@ -327,6 +327,29 @@ def attention_groups(
     return as_dicts(rows)
 
 
+def failed_groups(conn: Connection, *, limit: int = ATTENTION_GROUP_LIMIT) -> list[dict[str, Any]]:
+    """The failed runs (terminal: no needs-attention group has them) grouped
+    by (class, step, error class) of their latest step, biggest first, at
+    most *limit* groups, each with its count and its newest failure
+    (last_failed_at). Read from the failed-runs index alone (schema v3)."""
+    rows = conn.execute(
+        sa.text(
+            """
+            SELECT w.workflow_class, COALESCE(w.latest_step_name, w.current_step) AS step_name,
+                   w.latest_error_class AS error_class, count(*) AS count,
+                   max(w.finished_at) AS last_failed_at
+            FROM pgbus_workflows w
+            WHERE w.status = 'failed'
+            GROUP BY 1, 2, 3
+            ORDER BY count DESC, last_failed_at DESC NULLS LAST, 1, 2, 3
+            LIMIT :limit
+            """
+        ),
+        {"limit": int(limit)},
+    )
+    return as_dicts(rows)
+
+
 def attention_ids(
     conn: Connection,
     group: Mapping[str, Any],

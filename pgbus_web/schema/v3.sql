@@ -21,3 +21,11 @@ CREATE INDEX IF NOT EXISTS pgbus_workflows_search_idempotency
 -- A subject by its id alone, or by type and id, in any case.
 CREATE INDEX IF NOT EXISTS pgbus_workflows_search_subject
     ON pgbus_workflows (lower(subject_id), lower(subject_type));
+
+-- The index's failed runs grouped by class, step and error class of their
+-- latest step (models.workflows.failed_groups): read from this index alone,
+-- however many runs the table holds.
+CREATE INDEX IF NOT EXISTS pgbus_workflows_failed
+    ON pgbus_workflows (workflow_class, latest_step_name, latest_error_class)
+    INCLUDE (current_step, finished_at)
+    WHERE status = 'failed';

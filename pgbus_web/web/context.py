@@ -127,6 +127,10 @@ def index_context(
         if "attention" in parts
         else []
     )
+    failed = workflows.failed_groups(conn) if "attention" in parts else []
+    for group in failed:
+        # Rerun needs the class's step list (verb_table.CLASS_VERBS).
+        group["class_loaded"] = definition_of(settings, group["workflow_class"]) is not None
     classes = sorted(
         {row["workflow_class"] for row in counts["rows"]}
         | set(getattr(settings.registry, "names", ()) or ())
@@ -136,6 +140,7 @@ def index_context(
         "filters": filters or RunFilters(),
         "counts": counts,
         "attention_groups": groups,
+        "failed_groups": failed,
         "classes": classes,
         "statuses": states.RUN,
         "reasons": states.STUCK_REASONS,

@@ -69,4 +69,5 @@ TEMPLATE_NAMES: dict[str, Any] = {
     "number": number,
     "filter_chips": filter_chips.chips,
     "group_query": run_filters.group_query,
+    "failed_group_query": run_filters.failed_group_query,
 }
