@@ -39,6 +39,12 @@ MAX_ID = 2**63 - 1
 NO_ERROR_CLASS = "1"
 
 
+# Every filter's query parameter (the cursors aside): what a door other
+# than the index (the command line's --filter NAME=VALUE) accepts.
+NAMES = ("q", "workflow_class", "status", "reason", "subject", "step", "error_class", "no_error_class",
+         "since", "from", "to", "operation")
+
+
 class FilterError(ValueError):
     """A query parameter that cannot be right; the message says which and why."""
 

@@ -202,3 +202,18 @@ def test_the_prefix_bounds_are_exact_at_the_edges():
     # The surrogates are skipped: they are no characters of text.
     assert workflows.search_where("abc" + chr(0xD7FF))[1]["search_id_high"] == "abc" + chr(0xE000)
     assert workflows.ascii_lower("ÄBC-Ω") == "Äbc-Ω"
+
+
+def test_the_command_line_reads_the_search(engine, found):
+    from click.testing import CliRunner
+
+    from pgbus_web.cli import main_group
+
+    url = engine.url.render_as_string(hide_password=False)
+    before = everything(engine)
+    result = CliRunner().invoke(main_group, ["bulk", "cancel", "--filter", f"q={RUN_ID[:8].upper()}",
+                                             "--reason", "r", "--dry-run", "--database-url", url])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("1 runs match {'q': '6CED4F1B'}"), result.output
+    assert f"  {RUN_ID}  OrderWorkflow  paused" in result.output
+    assert everything(engine) == before
