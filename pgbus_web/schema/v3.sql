@@ -23,9 +23,11 @@ CREATE INDEX IF NOT EXISTS pgbus_workflows_search_subject
     ON pgbus_workflows (lower(subject_id), lower(subject_type));
 
 -- The index's failed runs grouped by class, step and error class of their
--- latest step (models.workflows.failed_groups): read from this index alone,
--- however many runs the table holds.
+-- latest step (models.workflows.failed_groups): read from this index alone
+-- and in its order, so the grouping needs no sort, however many runs the
+-- table holds. The step is the query's own expression; its columns are
+-- included, as an index-only scan needs them.
 CREATE INDEX IF NOT EXISTS pgbus_workflows_failed
-    ON pgbus_workflows (workflow_class, latest_step_name, latest_error_class)
-    INCLUDE (current_step, finished_at)
+    ON pgbus_workflows (workflow_class, (COALESCE(latest_step_name, current_step)), latest_error_class)
+    INCLUDE (latest_step_name, current_step, finished_at)
     WHERE status = 'failed';
