@@ -2,7 +2,8 @@
 needs-attention group's "N runs" link and a search open on the matching
 runs and their filter chips, and a filter error is shown at the top; the
 unfiltered index keeps its counts and groups first (the control: there the
-runs start below the first screen)."""
+runs start below the first screen). The search box, typed into, finds a
+run by each form it accepts, and a near miss finds nothing."""
 
 from __future__ import annotations
 
@@ -102,5 +103,41 @@ def test_a_filter_error_is_shown_at_the_top(chromium, server, made):
         assert "bogus" in error.inner_text()
         assert top_of(page, ".pgbus-filter-error") < VIEWPORT["height"] / 2
         assert top_of(page, ".pgbus-filter-error") < top_of(page, "#pgbus-counts")
+    finally:
+        context.close()
+
+
+RUN_ID = "6ced4f1b-9a3e-4c55-8d1e-0a2b3c4d5e6f"
+
+
+@pytest.mark.parametrize(
+    "typed",
+    [RUN_ID, RUN_ID[:8].upper(), "checkout-77a", "order 100615", "Order 100615", "100615"],
+)
+def test_the_search_box_finds_the_run_by_each_form(chromium, server, made, engine, typed):
+    Runs(engine).make(states.PAUSED, step("capture_payment", "failed", error_class="Timeout"), paused_at=utcnow(),
+                      workflow_id=RUN_ID, subject=("Order", "100615"), idempotency_key="Checkout-77A")
+    context, page = opened(chromium, server + "/workflows")
+    try:
+        page.get_by_label(page.locator('label[for="pgbus-search-q"]').inner_text()).fill(typed)
+        page.locator("#pgbus-search-q").press("Enter")
+        page.wait_for_url("**q=*")
+        rows = page.locator("tr.pgbus-run-row")
+        assert [rows.nth(i).get_attribute("data-workflow-id") for i in range(rows.count())] == [RUN_ID]
+        assert rows.first.bounding_box()["y"] < VIEWPORT["height"]
+    finally:
+        context.close()
+
+
+def test_a_near_miss_in_the_search_box_finds_nothing(chromium, server, made, engine):
+    Runs(engine).make(states.PAUSED, step("capture_payment", "failed", error_class="Timeout"), paused_at=utcnow(),
+                      workflow_id=RUN_ID, subject=("Order", "100615"))
+    context, page = opened(chromium, server + "/workflows")
+    try:
+        page.locator("#pgbus-search-q").fill("order 100616")
+        page.locator("#pgbus-search-q").press("Enter")
+        page.wait_for_url("**q=*")
+        assert page.locator("tr.pgbus-run-row").count() == 0
+        assert page.locator("#pgbus-runs .pgbus-empty").is_visible()
     finally:
         context.close()
