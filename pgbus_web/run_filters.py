@@ -2,7 +2,9 @@
 command line and every other door, parsed from and written back to a query
 string, so that every view of the index is a link to share.
 
-Parameters: ``workflow_class``, ``status``, ``reason`` (a stuck reason),
+Parameters: ``q`` (one search box: a run id whole or by the prefix the
+list shows, an idempotency key, or a subject, docs/web.md "Finding a
+run"), ``workflow_class``, ``status``, ``reason`` (a stuck reason),
 ``subject`` ("Order 1042", or just "Order"), ``step``, ``error_class`` or
 ``no_error_class=1`` (runs whose latest step has no error class: a
 needs-attention group without one links to exactly its runs this way),
@@ -37,12 +39,19 @@ MAX_ID = 2**63 - 1
 NO_ERROR_CLASS = "1"
 
 
+# Every filter's query parameter (the cursors aside): what a door other
+# than the index (the command line's --filter NAME=VALUE) accepts.
+NAMES = ("q", "workflow_class", "status", "reason", "subject", "step", "error_class", "no_error_class",
+         "since", "from", "to", "operation")
+
+
 class FilterError(ValueError):
     """A query parameter that cannot be right; the message says which and why."""
 
 
 @dataclass(frozen=True)
 class RunFilters:
+    q: str | None = None
     workflow_class: str | None = None
     status: str | None = None
     reason: str | None = None
@@ -73,7 +82,7 @@ class RunFilters:
     def active(self) -> bool:
         """True when any filter (not a cursor) narrows the list."""
         return any(
-            (self.workflow_class, self.status, self.reason, self.subject, self.step,
+            (self.q, self.workflow_class, self.status, self.reason, self.subject, self.step,
              self.error_class, self.no_error_class, self.since, self.created_from, self.created_to,
              self.operation)
         )
@@ -83,6 +92,7 @@ class RunFilters:
         drops a parameter). Changing a filter drops the cursors: the new
         list starts at its newest run."""
         values = {
+            "q": self.q,
             "workflow_class": self.workflow_class,
             "status": self.status,
             "reason": self.reason,
@@ -108,6 +118,7 @@ class RunFilters:
         if self.since is not None:
             created_from = now - RANGES[self.since]
         return {
+            "search": self.q,
             "workflow_class": self.workflow_class,
             "status": self.status,
             "reason": self.reason,
@@ -201,6 +212,7 @@ def parse(args: Mapping[str, str]) -> RunFilters:
     if before is not None and after is not None:
         raise FilterError(t("pgbus.workflows.filters.errors.two_cursors"))
     return RunFilters(
+        q=_text(args, "q"),
         workflow_class=_text(args, "workflow_class"),
         status=_choice(args, "status", states.RUN),
         reason=_choice(args, "reason", states.STUCK_REASONS),
@@ -227,6 +239,21 @@ def group_query(group: Mapping[str, Any]) -> dict[str, str]:
         "workflow_class": group.get("workflow_class"),
         "step": group.get("step_name"),
         "reason": group.get("reason"),
+        "error_class": error_class,
+        "no_error_class": NO_ERROR_CLASS if error_class is None else None,
+    }
+    return {name: str(value) for name, value in values.items() if value is not None}
+
+
+def failed_group_query(group: Mapping[str, Any]) -> dict[str, str]:
+    """The index query that lists one group of failed runs (class, step and
+    error class of the latest step; none when the group has none), as
+    workflows.failed_groups counts them."""
+    error_class = group.get("error_class")
+    values = {
+        "status": states.FAILED,
+        "workflow_class": group.get("workflow_class"),
+        "step": group.get("step_name"),
         "error_class": error_class,
         "no_error_class": NO_ERROR_CLASS if error_class is None else None,
     }

@@ -51,7 +51,8 @@ def basic(name: str, password: str) -> dict[str, str]:
 
 def dashboard_requests(app, run_id):
     """(method, url) for every route of the blueprint but the open ones."""
-    values = {"workflow_id": run_id, "verb": "cancel", "workflow_class": "OrderWorkflow", "operation_id": 1}
+    values = {"workflow_id": run_id, "verb": "cancel", "workflow_class": "OrderWorkflow", "operation_id": 1,
+              "batch_id": "batch-1"}
     found = []
     for rule in app.url_map.iter_rules():
         if not rule.endpoint.startswith("pgbus_web.") or rule.endpoint in ("pgbus_web.static", "pgbus_web.health"):

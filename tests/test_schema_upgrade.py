@@ -77,7 +77,9 @@ def test_db_install_upgrades_a_version_1_database_and_repairs_what_it_left(scrat
     assert_columns_match(engine)
 
     again = CliRunner().invoke(main_group, ["db", "install", "--database-url", url])
-    assert (again.exit_code, again.output.strip()) == (0, f"Schema version {schema.SCHEMA_VERSION} is already installed; nothing to do.")
+    assert (again.exit_code, again.output.strip()) == (
+        0, f"Schema version {schema.SCHEMA_VERSION} is already installed; nothing to do."
+    )
 
 
 def test_install_upgrades_in_place_and_says_from_which_version(scratch):

@@ -23,8 +23,7 @@ from .common import database_url_option, engine_from, friendly_errors, main_grou
 from .worker import load_registry
 
 # The filters the runs index reads (GET /workflows?NAME=VALUE).
-FILTER_NAMES = ("workflow_class", "status", "reason", "subject", "step", "error_class", "since", "from", "to",
-                "operation")
+FILTER_NAMES = index_filters.NAMES
 THRESHOLDS = {"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaults.WAITING_THRESHOLD}
 # Seconds between two looks at an operation another process is doing.
 WATCH_INTERVAL = 0.5

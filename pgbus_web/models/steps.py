@@ -134,6 +134,28 @@ WRITABLE = (
 )
 
 
+def for_batch(conn: Connection, batch_id: str, *, limit: int = 100) -> list[dict[str, Any]]:
+    """The step attempts that waited or wait on the batch, newest first, at
+    most *limit*, each with its run's class and status (run_class,
+    run_status): who waits for it. By the steps' batch index."""
+    rows = conn.execute(
+        sa.text(
+            """
+            SELECT s.id, s.workflow_id, s.step_name, s.status, s.attempt, s.waiting_since,
+                   s.timeout_at, s.finished_at, s.created_at,
+                   w.workflow_class AS run_class, w.status AS run_status
+            FROM pgbus_workflow_steps s
+            JOIN pgbus_workflows w ON w.workflow_id = s.workflow_id
+            WHERE s.batch_id = :batch_id
+            ORDER BY s.id DESC
+            LIMIT :limit
+            """
+        ),
+        {"batch_id": batch_id, "limit": int(limit)},
+    )
+    return as_dicts(rows)
+
+
 def _writable(names) -> list[str]:
     names = list(names)
     unknown = [name for name in names if name not in WRITABLE]

@@ -509,6 +509,29 @@ def attention_groups(
     return as_dicts(rows)
 
 
+def failed_groups(conn: Connection, *, limit: int = ATTENTION_GROUP_LIMIT) -> list[dict[str, Any]]:
+    """The failed runs (terminal: no needs-attention group has them) grouped
+    by (class, step, error class) of their latest step, biggest first, at
+    most *limit* groups, each with its count and its newest failure
+    (last_failed_at). Read from the failed-runs index alone (schema v3)."""
+    rows = conn.execute(
+        sa.text(
+            """
+            SELECT w.workflow_class, COALESCE(w.latest_step_name, w.current_step) AS step_name,
+                   w.latest_error_class AS error_class, count(*) AS count,
+                   max(w.finished_at) AS last_failed_at
+            FROM pgbus_workflows w
+            WHERE w.status = 'failed'
+            GROUP BY 1, 2, 3
+            ORDER BY count DESC, last_failed_at DESC NULLS LAST, 1, 2, 3
+            LIMIT :limit
+            """
+        ),
+        {"limit": int(limit)},
+    )
+    return as_dicts(rows)
+
+
 def attention_ids(
     conn: Connection,
     group: Mapping[str, Any],
@@ -797,6 +820,71 @@ _REASON_FILTERS = {
 }
 
 
+# The search box (DESIGN §10): the shortest run id prefix taken as one (the
+# list shows eight characters); a shorter text matches a whole id only.
+SEARCH_ID_PREFIX_MIN = 4
+
+
+def ascii_lower(value: str) -> str:
+    """*value* with A-Z made a-z and nothing else changed: what PostgreSQL's
+    lower() does under the "C" collation, which the run id search index
+    uses, so the prefix's bounds computed here agree with it exactly."""
+    return value.translate(_ASCII_LOWER)
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def _successor(prefix: str) -> str | None:
+    """The least text greater than every text that starts with *prefix*,
+    in code point order (the "C" collation); None when there is none."""
+    chars = list(prefix)
+    while chars:
+        code = ord(chars.pop()) + 1
+        if 0xD800 <= code <= 0xDFFF:  # surrogates are no characters of UTF-8 text
+            code = 0xE000
+        if code <= 0x10FFFF:
+            return "".join(chars) + chr(code)
+    return None
+
+
+def search_where(search: str) -> tuple[str, dict[str, Any]]:
+    """The search box's condition over run ``w`` and its binds: any of
+
+    - the run id, case-insensitive: by prefix from SEARCH_ID_PREFIX_MIN
+      characters on (the short id the list shows), else whole;
+    - the idempotency key, case-insensitive;
+    - the subject id alone (``1042``), or type and id (``order 1042``),
+      case-insensitive.
+
+    Every branch matches an expression index of schema v3 (the run id's
+    as a range, so a bound plan can use it), so the OR is a BitmapOr of
+    index scans at any table size (bench/search.py)."""
+    lowered = ascii_lower(search)
+    binds: dict[str, Any] = {"search": search}
+    branches = []
+    high = _successor(lowered) if len(search) >= SEARCH_ID_PREFIX_MIN else None
+    if high is not None:
+        branches.append(
+            '(lower(w.workflow_id COLLATE "C") >= :search_id_low'
+            ' AND lower(w.workflow_id COLLATE "C") < :search_id_high)'
+        )
+        binds.update(search_id_low=lowered, search_id_high=high)
+    else:
+        branches.append('lower(w.workflow_id COLLATE "C") = :search_id_low')
+        binds["search_id_low"] = lowered
+    branches.append("lower(w.idempotency_key) = lower(:search)")
+    branches.append("lower(w.subject_id) = lower(:search)")
+    parts = search.split(None, 1)
+    if len(parts) == 2:
+        branches.append(
+            "(lower(w.subject_id) = lower(:search_subject_id)"
+            " AND lower(w.subject_type) = lower(:search_subject_type))"
+        )
+        binds.update(search_subject_type=parts[0], search_subject_id=parts[1].strip())
+    return "(" + " OR ".join(branches) + ")", binds
+
+
 def _split_page_row(row: Mapping[str, Any]) -> dict[str, Any]:
     """One index row as the run's columns plus ``step`` (its latest step
     row, or None) and ``batch`` (the batch that step waits on, or None)."""
@@ -838,6 +926,7 @@ def page_where(
     no_error_class: bool = False,
     created_from: datetime | None = None,
     created_to: datetime | None = None,
+    search: str | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The runs index's WHERE clause (over ``w``, a run, and ``s``, its
     latest step) and its binds, for page() and for an operation's walk
@@ -848,7 +937,8 @@ def page_where(
     decides, with the latest step); *step_name* and *error_class* match the
     latest step (the run's current step when no step row exists yet);
     *no_error_class* keeps the runs whose latest step has no error class (or
-    that have no step), as an attention group without one counts them."""
+    that have no step), as an attention group without one counts them;
+    *search* is the search box's text (search_where)."""
     if reason is not None and reason not in _REASON_FILTERS:
         raise ValueError(f"unknown stuck reason {reason!r}")
     now = now or _now()
@@ -889,6 +979,10 @@ def page_where(
         binds["error_class"] = error_class
     elif no_error_class:
         conditions.append("s.error_class IS NULL")
+    if search is not None:
+        condition, search_binds = search_where(search)
+        conditions.append(condition)
+        binds.update(search_binds)
     where = " AND ".join(conditions) or "TRUE"
     return where, binds
 

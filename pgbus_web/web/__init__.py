@@ -52,6 +52,7 @@ from . import (
     run_ids,
     security,
     template_names,
+    unrouted,
     views,
 )
 from .extension import EXTENSION_NAME, State, state
@@ -184,6 +185,7 @@ def build_blueprint() -> Blueprint:
     template_names.init_blueprint(blueprint, cookie_path)
 
     run_ids.init_blueprint(blueprint)  # before the routes that use it
+    unrouted.init_blueprint(blueprint)
     views.register(blueprint)
     operations_views.register(blueprint)
     actions.register(blueprint)

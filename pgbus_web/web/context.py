@@ -16,6 +16,7 @@ from ..models import batches, events, signals, steps, workflows
 from ..run_filters import RANGES, RunFilters
 from ..runtime.clock import utcnow
 from . import pages
+from .presenters import batch_progress as presenters_batch_progress
 from .settings import Settings
 
 # The insights page's range when none is asked for.
@@ -130,6 +131,10 @@ def index_context(
         if "attention" in parts
         else []
     )
+    failed = workflows.failed_groups(conn) if "attention" in parts else []
+    for group in failed:
+        # Rerun needs the class's step list (verb_table.CLASS_VERBS).
+        group["class_loaded"] = definition_of(settings, group["workflow_class"]) is not None
     classes = sorted(
         {row["workflow_class"] for row in counts["rows"]}
         | set(getattr(settings.registry, "names", ()) or ())
@@ -139,6 +144,7 @@ def index_context(
         "filters": filters or RunFilters(),
         "counts": counts,
         "attention_groups": groups,
+        "failed_groups": failed,
         "classes": classes,
         "statuses": states.RUN,
         "reasons": states.STUCK_REASONS,
@@ -326,4 +332,39 @@ def insights_context(
         "durations": durations,
         "durations_runs": sample["runs"],
         "durations_sampled": sample["runs"] >= DURATION_SAMPLE_RUNS,
+    }
+
+
+# --- one batch -------------------------------------------------------------
+
+# A batch page lists at most this many of the step attempts waiting on it.
+BATCH_WAITERS_LIMIT = 100
+# No batch id is longer: a longer one is not looked up.
+MAX_BATCH_ID = 1000
+
+
+def batch_context(conn: Connection, batch_id: str, now: datetime | None = None) -> dict[str, Any]:
+    """One batch: its jobs by state (pgbus_batches keeps counts, not the
+    jobs themselves) and the step attempts that wait or waited on it, each
+    with its run. NotFound when no batch has this id."""
+    now = now or utcnow()
+    batch = batches.find(conn, batch_id) if storable(batch_id) and len(batch_id) <= MAX_BATCH_ID else None
+    if batch is None:
+        raise NotFound(batch_id)
+    done, total = presenters_batch_progress(batch)
+    counted = {
+        "completed": int(batch["completed_jobs"] or 0),
+        "failed": int(batch["failed_jobs"] or 0),
+        "discarded": int(batch["discarded_jobs"] or 0),
+    }
+    jobs = [(name, count) for name, count in counted.items()]
+    jobs.append(("pending", max(total - sum(counted.values()), 0)))
+    return {
+        "now": now,
+        "batch": batch,
+        "done": done,
+        "total": total,
+        "jobs": jobs,
+        "waiters": steps.for_batch(conn, batch_id, limit=BATCH_WAITERS_LIMIT),
+        "waiters_limit": BATCH_WAITERS_LIMIT,
     }

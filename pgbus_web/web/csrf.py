@@ -34,6 +34,7 @@ from markupsafe import Markup, escape
 from werkzeug.exceptions import BadRequest
 
 from .extension import state
+from . import unrouted
 from .security import UNSAFE_METHODS
 
 log = logging.getLogger(__name__)
@@ -133,7 +134,7 @@ def validate() -> None:
 
 
 def _protect() -> None:
-    if request.method not in UNSAFE_METHODS:
+    if request.method not in UNSAFE_METHODS or unrouted.adopted():
         return
     limit = request.max_content_length
     if limit is None or limit > MAX_BODY:

@@ -10,6 +10,7 @@ from ..run_filters import RunFilters
 
 # Chips: (query parameter, RunFilters attribute, label key, value key prefix).
 _CHIPS = (
+    ("q", "q", "pgbus.workflows.search.chip", None),
     ("workflow_class", "workflow_class", "pgbus.workflows.filters.workflow_class", None),
     ("status", "status", "pgbus.workflows.filters.status", "pgbus.workflows.statuses."),
     ("reason", "reason", "pgbus.workflows.filters.reason", "pgbus.workflows.attention.reasons."),

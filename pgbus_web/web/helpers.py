@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any, Mapping
 
 from babel.numbers import format_decimal
+from flask import url_for
 
 from .. import bidi, run_filters
 from ..i18n import current_locale
@@ -42,6 +43,15 @@ def duration_between(start: datetime | None, end: datetime | None) -> str:
     return timefmt.between(start, end)
 
 
+def batch_url(batch_id: str) -> str:
+    """The batch page's address (the run page and the next sentence link it)."""
+    return url_for("pgbus_web.batch", batch_id=batch_id)
+
+
+def batch_link(name: Any, batch_id: str | None):
+    return presenters.batch_link(name, batch_id, batch_url)
+
+
 # What the templates call (template_names.py gives them).
 TEMPLATE_NAMES: dict[str, Any] = {
     "run_state": run_state,
@@ -52,10 +62,12 @@ TEMPLATE_NAMES: dict[str, Any] = {
     "isolate_text": bidi.isolate_text,
     "stored_json": presenters.stored_json,
     "code": presenters.code,
+    "batch_link": batch_link,
     "duration": timefmt.duration,
     "duration_between": duration_between,
     "status_tone": status_tone,
     "number": number,
     "filter_chips": filter_chips.chips,
     "group_query": run_filters.group_query,
+    "failed_group_query": run_filters.failed_group_query,
 }

@@ -34,6 +34,7 @@ RUN = Page(
     },
 )
 INSIGHTS = Page("pgbus_web/insights.html", {"pgbus-insights": "insights"})
+BATCH = Page("pgbus_web/batch.html", {"pgbus-batch": "batch"})
 LOCKS = Page("pgbus_web/locks/index.html", {"pgbus-locks": "locks"})
 ERROR = Page("pgbus_web/error.html")
 # Operations (operations_views.py): the preview as a page, and alone (the

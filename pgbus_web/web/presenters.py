@@ -207,6 +207,15 @@ def code(value: Any) -> Markup:
     return Markup('<code class="pgbus-code" dir="auto">{}</code>').format(value)
 
 
+def batch_link(name: Any, batch_id: Optional[str], batch_url: Optional[Callable[[str], str]]) -> Markup:
+    """The batch's name as code, linked to its page when *batch_url* (the
+    page's address for a batch_id) is given and the batch has an id."""
+    label = code(name)
+    if batch_url is None or not batch_id:
+        return label
+    return Markup('<a class="pgbus-link" href="{}">{}</a>').format(batch_url(batch_id), label)
+
+
 def next_sentence(
     run: Mapping[str, Any],
     state: RunState,
@@ -214,18 +223,19 @@ def next_sentence(
     now: datetime,
     locale: timefmt.LocaleArg = None,
     tz: timefmt.TimeZoneArg = None,
+    batch_url: Optional[Callable[[str], str]] = None,
 ) -> Markup:
     """The "what happens next" sentence: "Waiting for signal
     <code>shipment_confirmed</code> since <time>3 hours ago</time>". Step and
     signal names as code, past moments relative (``ago``, ``late``), due
-    times and deadlines as the clock (``time``), the batch by its name;
-    ``count`` picks the plural form of a batch's "7 of 12 jobs done"."""
+    times and deadlines as the clock (``time``), the batch by its name,
+    linked to its page through *batch_url* (a batch_id's address); ``count`` picks the plural form of a batch's "7 of 12 jobs done"."""
     args: dict[str, Any] = {}
     for key, value in state.next_args.items():
         if key in ("step", "signal"):
             args[key] = code(value)
         elif key == "batch":
-            args[key] = code(value)
+            args[key] = batch_link(value, state.next_args.get("batch_id"), batch_url)
         elif key in ("ago", "late"):
             args[key] = timefmt.time_tag(value, now=now, locale=locale, tz=tz)
         elif key == "time":

@@ -70,6 +70,14 @@ def class_not_found(workflow_class: str) -> Refusal:
     )
 
 
+def batch_not_found(batch_id: str) -> Refusal:
+    return Refusal(
+        404,
+        t("pgbus.batches.not_found", batch_id=printable(batch_id)),
+        title_key="pgbus.batches.not_found_title",
+    )
+
+
 def unknown_verb(verb: str) -> Refusal:
     return Refusal(
         404, t("pgbus.workflows.forms.errors.unknown_verb", verb=verb[:50]), title_key="pgbus.web.errors.not_found_title"

@@ -26,6 +26,7 @@ from flask import Blueprint, Flask, abort, g, request
 from werkzeug.utils import redirect
 
 from . import hx
+from .unrouted import adopted, under
 from .extension import state
 
 log = logging.getLogger(__name__)
@@ -118,7 +119,7 @@ def _check_view() -> None:
 
 def _check_act() -> None:
     # Before the CSRF check and the view: a viewer's post reads and writes nothing.
-    if request.method in UNSAFE_METHODS and not may_act():
+    if request.method in UNSAFE_METHODS and not adopted() and not may_act():
         abort(403)
 
 
@@ -161,10 +162,6 @@ def add_headers(response):
     return hx.vary_on_hx_request(response)
 
 
-def _under(path: str, prefix: str) -> bool:
-    return not prefix or path == prefix or path.startswith(prefix + "/")
-
-
 def init_blueprint(blueprint: Blueprint) -> None:
     blueprint.before_request(_check_view)
     blueprint.before_request(_check_act)
@@ -177,7 +174,7 @@ def init_blueprint(blueprint: Blueprint) -> None:
         def unrouted(response):
             # No rule matched (404, 405, a slash redirect): the host's
             # own routes keep their own headers.
-            if request.url_rule is None and _under(request.path, prefix):
+            if request.url_rule is None and under(request.path, prefix):
                 return add_headers(response)
             return response
 

@@ -37,6 +37,7 @@ MACROS = SimpleNamespace(
     timefmt=timefmt,
     timeline=timeline,
     bidi=bidi,
+    batch_url=helpers.batch_url,
 )
 
 

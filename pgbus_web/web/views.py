@@ -124,6 +124,18 @@ def insights(workflow_class: str):
     return render.page(pages.INSIGHTS.template, page, pages.INSIGHTS.fragments)
 
 
+def batch(batch_id: str):
+    """GET /batches/<batch_id>: one fan-out batch, its jobs by state and
+    the runs that wait for it."""
+    try:
+        with state().database.read() as conn:
+            page = context.batch_context(conn, batch_id)
+    except context.NotFound:
+        return answers.error_page_for(problems.batch_not_found(batch_id))
+    page.update(common())
+    return render.page(pages.BATCH.template, page, pages.BATCH.fragments)
+
+
 def health():
     """GET /health: 200 {"status": "ok"} when the database answers with
     this release's schema, else 503 with the reason,
@@ -160,7 +172,12 @@ def http_error(problem: HTTPException):
     if problem.code not in titles:
         return problem
     title, message = titles[problem.code]
-    return answers.error_page(problem.code, t(title), t(message))
+    response = answers.error_page(problem.code, t(title), t(message))
+    # A 405's Allow header names the methods the address takes.
+    for name, value in problem.get_headers():
+        if name == "Allow":
+            response.headers[name] = value
+    return response
 
 
 def server_error(problem: InternalServerError):
@@ -173,6 +190,8 @@ def register(blueprint: Blueprint) -> None:
     blueprint.add_url_rule("/workflows", "workflows", index)
     blueprint.add_url_rule(f"/workflows/<{run_ids.CONVERTER}:workflow_id>", "workflow", workflow)
     blueprint.add_url_rule("/workflows/insights/<workflow_class>", "insights", insights)
+    # A batch id is any text (a "/" too): the rest of the path.
+    blueprint.add_url_rule("/batches/<path:batch_id>", "batch", batch)
     blueprint.add_url_rule("/health", "health", health)
     for problem in (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError):
         blueprint.register_error_handler(problem, database_unavailable)
