@@ -239,7 +239,7 @@ def test_render_legend_names_the_series_drawn():
     assert find_all(root, "pgbus-tl-legend-item") == []
     legend = {item["series"]: item["label"] for item in timeline.legend(steps, events, now=NOW)}
     assert legend == {
-        "waited": "Waited",
+        "waited": "Not yet due",
         "queued": "Queued",
         "paused": "Paused",
         "ran_ok": "Ran OK",
