@@ -41,6 +41,15 @@ def moment(text: Any) -> Optional[datetime]:
         return None
 
 
+def _clock_tag(at: datetime, *, now: datetime, locale, tz) -> Markup:
+    # "since 3:05:07 PM" reads in every language where "since 5 minutes
+    # ago" does not: the wall clock, the full moment in the title.
+    return Markup('<time datetime="{}" title="{}">{}</time>').format(
+        timefmt.iso(at), timefmt.absolute(at, locale=locale, tz=tz),
+        timefmt.clock(at, now=now, locale=locale, tz=tz, seconds=True),
+    )
+
+
 def error_message(message: Optional[str], *, now: datetime, locale=None, tz=None) -> Markup:
     """A step's stored error message: the sweep's sentences in the
     operator's language with formatted times, anything else as stored."""
@@ -50,7 +59,7 @@ def error_message(message: Optional[str], *, now: datetime, locale=None, tz=None
     if stalled and moment(stalled["since"]):
         return t_html(
             "pgbus.workflows.errors.stalled_html",
-            since=timefmt.exact_tag(moment(stalled["since"]), now=now, locale=locale, tz=tz),
+            since=_clock_tag(moment(stalled["since"]), now=now, locale=locale, tz=tz),
             threshold=timefmt.duration(int(stalled["seconds"])),
         )
     timed_out = _TIMED_OUT.fullmatch(message)
@@ -58,8 +67,8 @@ def error_message(message: Optional[str], *, now: datetime, locale=None, tz=None
         return t_html(
             "pgbus.workflows.errors.wait_timed_out_html",
             what=Markup("<code>{}</code>").format(timed_out["what"]),
-            since=timefmt.exact_tag(moment(timed_out["since"]), now=now, locale=locale, tz=tz),
-            at=timefmt.exact_tag(moment(timed_out["at"]), now=now, locale=locale, tz=tz),
+            since=_clock_tag(moment(timed_out["since"]), now=now, locale=locale, tz=tz),
+            at=_clock_tag(moment(timed_out["at"]), now=now, locale=locale, tz=tz),
         )
     return Markup(escape(message))
 
