@@ -209,3 +209,26 @@ def test_the_skip_link_leads_to_the_main_content(server, page, runs):
     assert page.locator(".pgbus-skip-link").is_visible()
     page.keyboard.press("Enter")
     assert active(page)["id"] == "pgbus-main"
+
+
+def test_the_timeline_key_stays_on_a_phone_screen_in_japanese(server, page, runs):
+    # The key is HTML that wraps: on a 390 px phone, in Japanese, every item
+    # is inside the window and no two overlap (the SVG legend ran off-screen).
+    workflow_id = runs.make(
+        states.PAUSED,
+        step("capture_payment", "failed", attempt=1, started_at=ago(minutes=18), finished_at=ago(minutes=17)),
+        step("capture_payment", "failed", attempt=2, started_at=ago(minutes=12), finished_at=ago(minutes=11)),
+        paused_at=ago(minutes=11),
+        events_=[{"event": "paused", "actor": "dashboard:alice", "step": 1}],
+    )
+    page.set_viewport_size({"width": 390, "height": 900})
+    page.goto(f"{server}/workflows/{workflow_id}?locale=ja")
+    boxes = page.evaluate(
+        "Array.from(document.querySelectorAll('.pgbus-tl-legend-list li')).map(el => {"
+        " const b = el.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; })"
+    )
+    assert len(boxes) >= 2
+    assert all(0 <= left and right <= 390 for left, _, right, _ in boxes), boxes
+    for index, a in enumerate(boxes):
+        for b in boxes[index + 1:]:
+            assert a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1], (a, b)
