@@ -67,3 +67,29 @@ def launched():
             yield browser
         finally:
             browser.close()
+
+
+# axe-core, vendored as a test asset (scripts/vendor_assets.sh; never served).
+AXE = Path(__file__).parent / "vendor" / "axe.min.js"
+# The rules the pages are held to: WCAG 2.2 A and AA (target size among
+# them) and axe's best practices.
+AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa", "best-practice"]
+
+
+def axe_violations(page) -> list[str]:
+    """axe-core's violations on *page* as it is now, one line each (rule,
+    impact, the first nodes' selectors and axe's summary); [] when clean.
+    axe is evaluated through the DevTools protocol, so the page's
+    Content-Security-Policy (no inline script) stays as it is."""
+    if page.evaluate("typeof window.axe") != "object":
+        page.evaluate(AXE.read_text(encoding="utf-8"))
+    results = page.evaluate(
+        "async (tags) => (await axe.run(document, {runOnly: {type: 'tag', values: tags}, resultTypes: ['violations']}))"
+        ".violations.map(v => ({id: v.id, impact: v.impact, nodes: v.nodes.slice(0, 4).map(n => ({"
+        " target: n.target.join(' '), summary: n.failureSummary}))}))",
+        AXE_TAGS,
+    )
+    return [
+        f"{v['id']} ({v['impact']}): " + " | ".join(f"{n['target']}: {n['summary']}" for n in v["nodes"])
+        for v in results
+    ]

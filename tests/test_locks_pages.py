@@ -66,10 +66,10 @@ def test_nav_links_to_the_locks_page(client):
 @pytest.mark.parametrize(
     "key, state, detail",
     [
-        ("a-live", LIVE, re.compile(r"^Message enqueued (just now|.+ ago) ?, read 1 time$")),
+        ("a-live", LIVE, re.compile(r"^Message enqueued (just now|.+ ago) \(\S+\s?[AP]M\) ?, read 1 time$")),
         ("b-gone", GONE, re.compile(r"^Message #\d+ is no longer in its queue$")),
         ("c-parked", PARKED, re.compile(r"^Its job is parked behind concurrency key Sync/tenant-3$")),
-        ("d-fresh", FRESH, re.compile(r"^Unbound; an orphan in \d+ minutes if nothing binds it$")),
+        ("d-fresh", FRESH, re.compile(r"^Unbound; an orphan in \d+ minutes \(\S+\s?[AP]M\) if nothing binds it$")),
         ("e-orphan", ORPHAN, re.compile(r"^Unbound past the age floor, and no parked job carries it$")),
     ],
 )

@@ -232,11 +232,14 @@ def test_render_paused_row_and_band():
 
 
 def test_render_legend_names_the_series_drawn():
+    # The key is HTML beside the chart (it wraps in any language), not
+    # text placed in the SVG by a guessed width.
     steps, events = order_run()
     root = parse(timeline.render(steps, events, now=NOW, locale="en", tz="UTC"))
-    legend = {item.get("data-series"): item.find(f"{SVG}text").text for item in find_all(root, "pgbus-tl-legend-item")}
+    assert find_all(root, "pgbus-tl-legend-item") == []
+    legend = {item["series"]: item["label"] for item in timeline.legend(steps, events, now=NOW)}
     assert legend == {
-        "waited": "Waited",
+        "waited": "Not yet due",
         "queued": "Queued",
         "paused": "Paused",
         "ran_ok": "Ran OK",
@@ -349,3 +352,16 @@ def test_custom_labels():
 
 def test_no_steps_renders_nothing():
     assert str(timeline.render([], [], now=NOW)) == ""
+
+
+def test_a_failed_attempt_has_a_glyph_as_well_as_a_colour():
+    steps, events = order_run()
+    root = parse(timeline.render(steps, events, now=NOW, locale="en", tz="UTC"))
+    failed_bars = [bar for bar in find_all(root, "pgbus-tl-bar") if bar.get("data-series") == "ran_failed"]
+    glyphs = find_all(root, "pgbus-tl-glyph")
+    assert failed_bars and len(glyphs) == len(failed_bars)
+    assert {glyph.text for glyph in glyphs} == {"✕"}
+    # A good attempt has none (the control).
+    assert any(bar.get("data-series") == "ran_ok" for bar in find_all(root, "pgbus-tl-bar"))
+    keys = {item["series"]: item["glyph"] for item in timeline.legend(steps, events, now=NOW)}
+    assert keys["ran_failed"] == "✕" and keys["ran_ok"] == ""

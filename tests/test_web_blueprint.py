@@ -129,6 +129,18 @@ def test_htmx_is_served_by_the_blueprint_pinned(client):
     assert "htmx.org 2.0.11" in open_vendor_versions()
 
 
+def test_idiomorph_is_served_by_the_blueprint_pinned_and_axe_is_not(client):
+    page = soup(client.get("/workflows"))
+    script = page.select_one('script[src*="idiomorph"]')["src"]
+    response = client.get(script)
+    assert response.status_code == 200 and b"Idiomorph" in response.data[:2000]
+    assert "idiomorph 0.8.0" in open_vendor_versions()
+    assert client.get(script.replace("idiomorph-ext.min.js", "idiomorph.LICENSE")).status_code == 200
+    # axe-core is a test asset only (the control: a page links no axe).
+    assert page.select_one('script[src*="axe"]') is None
+    assert client.get(script.replace("idiomorph-ext.min.js", "axe.min.js")).status_code == 404
+
+
 def open_vendor_versions() -> str:
     from pathlib import Path
 

@@ -69,7 +69,7 @@ def refused(refusal: Refusal) -> Response:
 # The messages area of an answer drawn without a template: what a done
 # action answers when drawing the page failed (done_anyway).
 _BARE_MESSAGES = Markup(
-    '<div class="pgbus-messages" id="pgbus-messages" role="status" aria-live="polite"{oob}>'
+    '<div class="pgbus-messages" id="pgbus-messages" role="status" aria-live="polite" tabindex="-1"{oob}>'
     '<p class="pgbus-notice pgbus-notice-{category}" data-category="{category}">{message}</p>'
     '<p class="pgbus-notice pgbus-notice-warn pgbus-redraw-failed" data-category="warn">{note}</p></div>'
 )

@@ -10,10 +10,11 @@ from typing import Any, Mapping
 
 from babel.numbers import format_decimal
 from flask import url_for
+from markupsafe import Markup
 
 from .. import bidi, run_filters
-from ..i18n import current_locale
-from . import filter_chips, presenters, timefmt
+from ..i18n import current_locale, current_timezone
+from . import filter_chips, presenters, runtime_words, timefmt
 from .extension import state
 
 
@@ -52,8 +53,22 @@ def batch_link(name: Any, batch_id: str | None):
     return presenters.batch_link(name, batch_id, batch_url)
 
 
+def error_words(message: str | None, now: datetime) -> Markup:
+    """A stored error message in the operator's language (runtime_words)."""
+    return runtime_words.error_message(message, now=now, locale=current_locale(), tz=current_timezone())
+
+
+def detail_words(key: Any, value: Any, now: datetime) -> Markup:
+    """An audit detail's value: a moment or a span through the time
+    formatter, anything else as stored JSON."""
+    shown = runtime_words.detail_value(key, value, now=now, locale=current_locale(), tz=current_timezone())
+    return shown if shown is not None else presenters.stored_json(value)
+
+
 # What the templates call (template_names.py gives them).
 TEMPLATE_NAMES: dict[str, Any] = {
+    "error_words": error_words,
+    "detail_words": detail_words,
     "run_state": run_state,
     "json_value": presenters.json_value,
     "batch_progress": presenters.batch_progress,

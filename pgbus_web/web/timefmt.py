@@ -292,6 +292,27 @@ def time_tag(
 _clock = clock
 
 
+def exact_tag(
+    moment: datetime | None,
+    *,
+    now: datetime,
+    locale: LocaleArg = None,
+    tz: TimeZoneArg = None,
+) -> Markup:
+    """time_tag with the exact moment written out, not only in the title
+    (which needs a mouse): "5 minutes ago (3:05:07 PM)", the date added on
+    another day. The zone is named once on the page (the top bar), and in
+    the title. None gives the dash, an infinite moment its literal."""
+    if moment is None or isinstance(moment, Infinite):
+        return time_tag(moment, now=now, locale=locale, tz=tz)
+    text = t("pgbus.time.with_clock", relative=relative(moment, now=now),
+             clock=_clock(moment, now=now, locale=locale, tz=tz, seconds=True))
+    return Markup(
+        f'<time datetime="{escape(iso(moment))}" title="{escape(absolute(moment, locale=locale, tz=tz))}">'
+        f"{escape(text)}</time>"
+    )
+
+
 def duration(value: timedelta | float | int | None) -> str:
     """A span in at most two units: "1h 5m", "2d 3h", "45s", "350ms".
     The smaller unit is left out when it is zero ("1h"); a negative span

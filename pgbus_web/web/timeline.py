@@ -40,15 +40,14 @@ RIGHT_PAD = 12
 ROW_HEIGHT = 24  # fixed: more attempts make a taller SVG, never thinner rows
 BAR_HEIGHT = 14
 AXIS_HEIGHT = 26
-LEGEND_ROW_HEIGHT = 20
-LEGEND_SWATCH = 12
-# Rough width of one character at the chart's 12px font, to place legend
-# items and cut labels without measuring text (there is no browser here).
-CHAR_WIDTH = 7
 LABEL_CHARS = 26  # longer step names are cut, the full name is in the tooltip
 MIN_BAR_WIDTH = 2  # a one-millisecond step still shows
 MAX_TICKS = 7
 WIDTH = LABEL_WIDTH + CHART_WIDTH + RIGHT_PAD
+
+# The mark after a bar whose colour alone would carry its meaning, also
+# shown in the legend's key.
+GLYPHS = {"ran_failed": "✕"}
 
 # Tick spacings, smallest first: the first that gives at most MAX_TICKS wins.
 _TICK_STEPS = [
@@ -202,6 +201,27 @@ def default_labels() -> dict[str, Any]:
     }
 
 
+def legend(
+    steps: Sequence[Mapping[str, Any]],
+    events: Sequence[Mapping[str, Any]] = (),
+    *,
+    now: datetime,
+    run_status: Optional[str] = None,
+    labels: Optional[Mapping[str, Any]] = None,
+) -> list[dict[str, str]]:
+    """The series the chart draws, in SERIES order, each with its words and
+    its glyph (GLYPHS, "" when colour and the bar's edge say enough)."""
+    if not steps:
+        return []
+    labels = labels or default_labels()
+    now = timefmt.utc(now)
+    drawn = {segment.series for step in steps for segment in attempt_segments(step, now=now)}
+    if paused_periods(events, now=now, run_status=run_status):
+        drawn.add("paused")
+    return [{"series": name, "label": labels["series"][name], "glyph": GLYPHS.get(name, "")}
+            for name in SERIES if name in drawn]
+
+
 def _ellipsize(text: str, limit: int = LABEL_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -284,9 +304,9 @@ def render(
         return Markup("")
     axis = _Axis(min(moments), max(moments))
 
-    present = {s.series for _, segs in rows for s in segs} | ({"paused"} if paused else set())
-    legend, legend_height = _legend([name for name in SERIES if name in present], labels)
-    top = legend_height + AXIS_HEIGHT
+    # The legend is HTML beside the chart (legend()): it wraps in any
+    # language and stays on screen while a narrow chart scrolls.
+    top = AXIS_HEIGHT
     row_count = len(rows) + (1 if paused else 0)
     height = top + row_count * ROW_HEIGHT + 4
 
@@ -296,7 +316,6 @@ def render(
             'viewBox="0 0 {w} {h}" width="{w}" height="{h}" data-rows="{rows}">'
         ).format(w=WIDTH, h=height, rows=row_count),
         Markup("<title>{}</title>").format(labels["title"]),
-        legend,
         _axis(axis, top, height, locale=locale, tz=tz),
     ]
     for period in paused:
@@ -333,26 +352,6 @@ def _span(axis: _Axis, segment: Segment) -> tuple[float, float]:
     return x0, x1
 
 
-def _legend(series: Sequence[str], labels: Mapping[str, Any]) -> tuple[Markup, int]:
-    items, x, row = [], LABEL_WIDTH, 0
-    for name in series:
-        text = labels["series"][name]
-        width = LEGEND_SWATCH + 6 + len(text) * CHAR_WIDTH + 16
-        if x + width > WIDTH and x > LABEL_WIDTH:
-            x, row = LABEL_WIDTH, row + 1
-        y = 4 + row * LEGEND_ROW_HEIGHT
-        items.append(
-            Markup(
-                '<g class="pgbus-tl-legend-item" data-series="{name}">'
-                '<rect class="pgbus-tl-swatch pgbus-tl-{name}" x="{x}" y="{y}" width="{s}" height="{s}" rx="2"/>'
-                '<text class="pgbus-tl-legend-label" x="{tx}" y="{ty}">{text}</text></g>'
-            ).format(name=name, x=x, y=y, s=LEGEND_SWATCH, tx=x + LEGEND_SWATCH + 6, ty=y + LEGEND_SWATCH - 2, text=text)
-        )
-        x += width
-    height = (row + 1) * LEGEND_ROW_HEIGHT + 4 if series else 0
-    return Markup('<g class="pgbus-tl-legend">{}</g>').format(Markup("").join(items)), height
-
-
 def _axis(axis: _Axis, top: int, height: int, *, locale, tz) -> Markup:
     step, moments = axis.ticks(timefmt.zone(tz))
     texts = _tick_labels(step, moments, locale=locale, tz=tz)
@@ -386,13 +385,21 @@ def _bar(segment: Segment, axis: _Axis, y: int, labels, *, now, locale, tz) -> M
         duration=timefmt.between(segment.start, segment.end),
     )
     classes = f"pgbus-tl-bar pgbus-tl-{segment.series}" + (" pgbus-tl-open" if segment.open else "")
-    return Markup(
+    bar = Markup(
         '<rect class="{cls}" data-series="{series}" x="{x}" y="{y}" width="{w}" height="{h}" rx="2">'
         "<title>{title}</title></rect>"
     ).format(
         cls=classes, series=segment.series, x=_num(x0), y=y + (ROW_HEIGHT - BAR_HEIGHT) // 2,
         w=_num(x1 - x0), h=BAR_HEIGHT, title=title,
     )  # fmt: skip
+    glyph = GLYPHS.get(segment.series)
+    if glyph:
+        # A shape as well as a colour: a failed run of a step is told from
+        # a good one without seeing colours (WCAG 1.4.1).
+        bar += Markup('<text class="pgbus-tl-glyph" data-series="{series}" x="{x}" y="{y}" aria-hidden="true">'
+                      "{glyph}</text>").format(series=segment.series, x=_num(x1 + 2),
+                                               y=y + ROW_HEIGHT // 2 + 4, glyph=glyph)
+    return bar
 
 
 def _row_frame(y: int, index: int, label: str, title: str, kind: str, extra_attrs: Markup) -> Markup:

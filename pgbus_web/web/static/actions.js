@@ -13,6 +13,10 @@
 //    it wants in HX-Target (the server reads only those): the "often" ones
 //    on every poll, the "seldom" ones (the slow needs-attention groups)
 //    every n-th.
+// 4. The live refresh switch (_live_toggle.html): a button, hidden until
+//    this script shows it (without JavaScript nothing refreshes), that
+//    turns the polls off and on; the choice is remembered in
+//    localStorage for every page of the dashboard.
 (function () {
   "use strict";
 
@@ -31,8 +35,51 @@
     }
   });
 
+  var LIVE_KEY = "pgbus-live-refresh";
+
+  function liveOff() {
+    try {
+      return window.localStorage.getItem(LIVE_KEY) === "off";
+    } catch (error) {
+      return false;
+    }
+  }
+
+  function showSwitch() {
+    var button = document.getElementById("pgbus-live-toggle");
+    if (!button) {
+      return;
+    }
+    var on = !liveOff();
+    button.hidden = false;
+    button.setAttribute("aria-pressed", on ? "true" : "false");
+    var state = button.querySelector(".pgbus-live-state");
+    if (state) {
+      state.textContent = button.getAttribute(on ? "data-on" : "data-off");
+    }
+  }
+
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest("#pgbus-live-toggle");
+    if (!button) {
+      return;
+    }
+    try {
+      window.localStorage.setItem(LIVE_KEY, liveOff() ? "on" : "off");
+    } catch (error) {
+      return;
+    }
+    showSwitch();
+  });
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", showSwitch);
+  } else {
+    showSwitch();
+  }
+
   function busy() {
-    if (document.hidden) {
+    if (liveOff() || document.hidden) {
       return true;
     }
     if (document.querySelector("details.pgbus-action[open], dialog.pgbus-operation-dialog[open]")) {

@@ -1,0 +1,234 @@
+"""Keyboard focus in real Chromium: live refresh merges its fragments into
+the page (idiomorph), so a focused link, button or summary stays focused
+across polls; after an action focus moves to the message, or to the field
+in error; live refresh has a remembered on/off switch; opening an action's
+form moves no button; Escape closes an open form and the language menu;
+the skip link leads to the main content.
+
+Skipped only when /usr/bin/chromium is missing (CI installs it)."""
+
+from __future__ import annotations
+
+import pytest
+from action_support import ago, operator_app, paused_on_capture
+from browser import WAIT_MS, launched, requires_chromium, serve
+from web_helpers import step
+
+from pgbus_web import states
+from pgbus_web.web.actions import REFRESH_SELDOM_EVERY
+
+pytestmark = requires_chromium
+
+# Marks the focused element itself (a property on the node, not an
+# attribute the server could send back): a replaced node loses it.
+MARK_FOCUSED = "document.activeElement.pgbusFocusMark = 'kept'"
+FOCUS_KEPT = "document.activeElement && document.activeElement.pgbusFocusMark === 'kept'"
+
+
+@pytest.fixture
+def server(database):
+    yield from serve(operator_app(database, actor_name=lambda request: "browser", refresh_interval=1))
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    with launched() as browser:
+        yield browser
+
+
+@pytest.fixture
+def page(chromium):
+    context = chromium.new_context(locale="en-US", timezone_id="Europe/Oslo")
+    page = context.new_page()
+    page.set_default_timeout(WAIT_MS)
+    problems: list[str] = []
+    page.on("pageerror", lambda error: problems.append(str(error)))
+    page.problems = problems
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+def polls_seen(page) -> list[str]:
+    polls: list[str] = []
+    page.on("request", lambda req: polls.append(req.headers.get("hx-target", ""))
+            if req.headers.get("hx-trigger") == "pgbus-refresh" else None)
+    return polls
+
+
+def wait_for_polls(page, polls: list[str], wanted: str, count: int = 1) -> None:
+    """Until *count* polls that asked for *wanted* have been answered."""
+    for _ in range(40):
+        if sum(wanted in target for target in polls) >= count:
+            page.wait_for_timeout(400)  # its answer swapped in
+            return
+        page.wait_for_timeout(250)
+    raise AssertionError(f"no poll for {wanted}: {polls}")
+
+
+def test_focus_on_a_run_link_survives_live_refresh(server, page, runs):
+    paused_on_capture(runs)
+    page.goto(f"{server}/workflows")
+    link = page.locator("#pgbus-runs tr.pgbus-run-row a").first
+    link.focus()
+    page.evaluate(MARK_FOCUSED)
+    polls = polls_seen(page)
+    # A new run between polls: the list really changes under the focus.
+    newer = runs.make(states.READY, step("reserve_stock", "scheduled", scheduled_at=ago(minutes=1)))
+    page.locator(f'#pgbus-runs tr[data-workflow-id="{newer}"]').wait_for()
+    wait_for_polls(page, polls, "pgbus-runs")
+    assert page.evaluate(FOCUS_KEPT)
+    assert page.problems == []
+
+
+def test_focus_on_a_groups_button_survives_the_groups_refresh(server, page, runs):
+    runs.make(states.PAUSED, step("send_receipt", "scheduled", scheduled_at=ago(hours=1)), paused_at=ago(minutes=30))
+    page.goto(f"{server}/workflows")
+    button = page.locator('#pgbus-attention form[data-verb="resume"] button').first
+    button.focus()
+    page.evaluate(MARK_FOCUSED)
+    polls = polls_seen(page)
+    # The groups come every REFRESH_SELDOM_EVERY-th poll.
+    page.wait_for_timeout(1000 * (REFRESH_SELDOM_EVERY + 1))
+    wait_for_polls(page, polls, "pgbus-attention")
+    assert page.evaluate(FOCUS_KEPT)
+    assert page.problems == []
+
+
+def test_focus_on_an_action_button_survives_the_run_page_refresh(server, page, runs):
+    workflow_id = paused_on_capture(runs)
+    page.goto(f"{server}/workflows/{workflow_id}")
+    page.locator('details.pgbus-action[data-verb="resume"] summary').focus()
+    page.evaluate(MARK_FOCUSED)
+    polls = polls_seen(page)
+    wait_for_polls(page, polls, "pgbus-run-header", count=2)
+    assert page.evaluate(FOCUS_KEPT)
+
+
+def wait_for_focus_on(page, element_id: str) -> None:
+    # Polled from here: the page's CSP (rightly) refuses wait_for_function's eval.
+    for _ in range(40):
+        if page.evaluate("document.activeElement ? document.activeElement.id : ''") == element_id:
+            return
+        page.wait_for_timeout(100)
+
+
+def active(page) -> dict:
+    return page.evaluate("({id: document.activeElement.id, tag: document.activeElement.tagName})")
+
+
+def test_after_an_action_focus_moves_to_the_message(server, page, runs):
+    workflow_id = paused_on_capture(runs)
+    page.goto(f"{server}/workflows/{workflow_id}")
+    resume = page.locator('details.pgbus-action[data-verb="resume"]')
+    resume.locator("summary").click()
+    resume.locator('input[name="reason"]').fill("gateway is back")
+    resume.locator('input[name="reason"]').press("Enter")
+    page.locator("#pgbus-messages .pgbus-notice-ok").wait_for()
+    wait_for_focus_on(page, "pgbus-messages")
+    assert active(page)["id"] == "pgbus-messages"
+
+
+def test_after_an_invalid_signal_payload_focus_moves_to_the_payload(server, page, runs):
+    workflow_id = paused_on_capture(runs)
+    page.goto(f"{server}/workflows/{workflow_id}")
+    signal = page.locator('details.pgbus-action[data-verb="signal"]')
+    signal.locator("summary").click()
+    signal.locator('input[name="name"]').fill("shipment_confirmed")
+    signal.locator('textarea[name="payload"]').fill("{not json")
+    signal.locator('button[type="submit"]').click()
+    page.locator('#pgbus-action-signal-payload[aria-invalid="true"]').wait_for()
+    wait_for_focus_on(page, "pgbus-action-signal-payload")
+    assert active(page)["id"] == "pgbus-action-signal-payload"
+
+
+def test_live_refresh_switch_stops_polls_and_is_remembered(server, page, runs):
+    paused_on_capture(runs)
+    page.goto(f"{server}/workflows")
+    switch = page.locator("#pgbus-live-toggle")
+    assert switch.is_visible() and switch.get_attribute("aria-pressed") == "true"
+    assert " ".join(switch.inner_text().split()) == "Live refresh: on"
+    switch.click()
+    assert switch.get_attribute("aria-pressed") == "false"
+    assert " ".join(switch.inner_text().split()) == "Live refresh: off"
+    polls = polls_seen(page)
+    page.wait_for_timeout(2_500)
+    assert polls == []
+    page.reload()
+    assert page.locator("#pgbus-live-toggle").get_attribute("aria-pressed") == "false"
+    page.wait_for_timeout(2_000)
+    assert polls == []
+    # On again: the polls come back (the control case).
+    page.locator("#pgbus-live-toggle").click()
+    wait_for_polls(page, polls, "pgbus-runs")
+
+
+def summary_places(page) -> list[list[float]]:
+    """Where each action's button is on the page (not in the window: a
+    click may scroll)."""
+    return page.evaluate(
+        "Array.from(document.querySelectorAll('details.pgbus-action > summary')).map(el => {"
+        " const box = el.getBoundingClientRect();"
+        " return [box.left + window.scrollX, box.top + window.scrollY, box.width, box.height]; })"
+    )
+
+
+def test_opening_a_form_moves_no_button(server, page, runs):
+    workflow_id = paused_on_capture(runs)
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(f"{server}/workflows/{workflow_id}")
+        before = summary_places(page)
+        assert len(before) >= 3
+        page.locator('details.pgbus-action[data-verb="resume"] summary').click()
+        assert summary_places(page) == before, width
+
+
+def test_escape_closes_an_action_form_and_the_language_menu(server, page, runs):
+    workflow_id = paused_on_capture(runs)
+    page.goto(f"{server}/workflows/{workflow_id}")
+    resume = page.locator('details.pgbus-action[data-verb="resume"]')
+    resume.locator("summary").click()
+    resume.locator('input[name="reason"]').focus()
+    assert resume.get_attribute("open") is not None
+    page.keyboard.press("Escape")
+    assert resume.get_attribute("open") is None
+    assert page.evaluate("document.activeElement.closest('details').dataset.verb") == "resume"
+    menu = page.locator("details.pgbus-lang-menu")
+    menu.locator("summary").click()
+    assert menu.get_attribute("open") is not None
+    page.keyboard.press("Escape")
+    assert menu.get_attribute("open") is None
+
+
+def test_the_skip_link_leads_to_the_main_content(server, page, runs):
+    page.goto(f"{server}/workflows")
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.className") == "pgbus-skip-link"
+    assert page.locator(".pgbus-skip-link").is_visible()
+    page.keyboard.press("Enter")
+    assert active(page)["id"] == "pgbus-main"
+
+
+def test_the_timeline_key_stays_on_a_phone_screen_in_japanese(server, page, runs):
+    # The key is HTML that wraps: on a 390 px phone, in Japanese, every item
+    # is inside the window and no two overlap (the SVG legend ran off-screen).
+    workflow_id = runs.make(
+        states.PAUSED,
+        step("capture_payment", "failed", attempt=1, started_at=ago(minutes=18), finished_at=ago(minutes=17)),
+        step("capture_payment", "failed", attempt=2, started_at=ago(minutes=12), finished_at=ago(minutes=11)),
+        paused_at=ago(minutes=11),
+        events_=[{"event": "paused", "actor": "dashboard:alice", "step": 1}],
+    )
+    page.set_viewport_size({"width": 390, "height": 900})
+    page.goto(f"{server}/workflows/{workflow_id}?locale=ja")
+    boxes = page.evaluate(
+        "Array.from(document.querySelectorAll('.pgbus-tl-legend-list li')).map(el => {"
+        " const b = el.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; })"
+    )
+    assert len(boxes) >= 2
+    assert all(0 <= left and right <= 390 for left, _, right, _ in boxes), boxes
+    for index, a in enumerate(boxes):
+        for b in boxes[index + 1:]:
+            assert a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1], (a, b)
