@@ -122,6 +122,11 @@ def run_row(run: Mapping[str, Any], *, stuck: str | None = None) -> dict[str, An
     return shaped
 
 
+def signal(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A signal's row (models.signals)."""
+    return _object(row, SIGNAL_FIELDS, json_fields=("payload",))
+
+
 def plan(run: Mapping[str, Any], latest: Mapping[str, Any] | None, definition) -> dict[str, Any] | None:
     """What resume would do now (runtime/plan.py), or None."""
     found = plan_of(run, latest, definition)
@@ -148,7 +153,7 @@ def run_detail(page: Mapping[str, Any], *, stuck: str | None = None) -> dict[str
             }
             for group in page["step_groups"]
         ],
-        "signals": [_object(signal, SIGNAL_FIELDS, json_fields=("payload",)) for signal in page["signals"]],
+        "signals": [signal(row) for row in page["signals"]],
         "events": [_object(event, EVENT_FIELDS, json_fields=("details",)) for event in page["events"]],
         "available_actions": list(verb_table.available_actions(run, page["class_loaded"])),
         "plan": plan(run, run.get("step"), page["definition"]),

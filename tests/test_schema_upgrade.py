@@ -65,10 +65,10 @@ def test_db_install_upgrades_a_version_1_database_and_repairs_what_it_left(scrat
     result = CliRunner().invoke(main_group, ["db", "install", "--database-url", url])
     assert result.exit_code == 0, result.output
     assert result.output.splitlines() == [
-        "Upgraded pgbus-web schema version 1 to 2.",
+        f"Upgraded pgbus-web schema version 1 to {schema.SCHEMA_VERSION}.",
         "Repaired the latest-step columns of 2 of 3 runs.",
     ]
-    assert versions(engine) == [1, 2]
+    assert versions(engine) == list(range(1, schema.SCHEMA_VERSION + 1))
     assert mismatches(engine) == 0
     assert stuck(engine) == {("Hand", states.PAUSED_MANUAL): 2, ("Hand", states.PAUSED_ERROR): 1}
 
@@ -77,7 +77,7 @@ def test_db_install_upgrades_a_version_1_database_and_repairs_what_it_left(scrat
     assert_columns_match(engine)
 
     again = CliRunner().invoke(main_group, ["db", "install", "--database-url", url])
-    assert (again.exit_code, again.output.strip()) == (0, "Schema version 2 is already installed; nothing to do.")
+    assert (again.exit_code, again.output.strip()) == (0, f"Schema version {schema.SCHEMA_VERSION} is already installed; nothing to do.")
 
 
 def test_install_upgrades_in_place_and_says_from_which_version(scratch):
@@ -86,7 +86,7 @@ def test_install_upgrades_in_place_and_says_from_which_version(scratch):
     assert not _has_table(engine, "pgbus_web_operations")  # control: version 1 has none
     result = schema.install(engine)
     assert (result.version, result.installed, result.upgraded_from) == (schema.SCHEMA_VERSION, True, 1)
-    assert versions(engine) == [1, 2]
+    assert versions(engine) == list(range(1, schema.SCHEMA_VERSION + 1))
     # Version 2 brings the operations table (DESIGN §9).
     assert _has_table(engine, "pgbus_web_operations")
 
@@ -107,7 +107,20 @@ def test_a_fresh_install_is_no_upgrade(scratch):
 
 def test_no_version_beyond_this_release_is_installed(scratch):
     _, engine = scratch
-    with pytest.raises(ValueError, match="no schema version 3"):
+    with pytest.raises(ValueError, match=f"no schema version {schema.SCHEMA_VERSION + 1}"):
         schema.install(engine, target=schema.SCHEMA_VERSION + 1)
     with engine.connect() as conn:
         assert schema.installed_version(conn) is None
+
+
+def test_a_version_2_database_gets_the_api_tokens_table(scratch):
+    from pgbus_web.api import tokens
+
+    _, engine = scratch
+    schema.install(engine, target=2)
+    assert not _has_table(engine, "pgbus_web_api_tokens")  # control: version 2 has none
+    result = schema.install(engine, target=3)
+    assert (result.version, result.upgraded_from) == (3, 2)
+    assert _has_table(engine, "pgbus_web_api_tokens")
+    token, row = tokens.add(engine, "ci", "viewer")
+    assert tokens.check(engine, token).name == "ci" and row["role"] == "viewer"

@@ -17,6 +17,7 @@ from . import (
     prune,  # noqa: F401  (registers `prune`)
     seed,  # noqa: F401  (registers `seed`)
     serve,  # noqa: F401  (registers `serve`)
+    tokens,  # noqa: F401  (registers `tokens`)
     users,  # noqa: F401  (registers `users`)
     worker,  # noqa: F401  (registers `worker`)
 )

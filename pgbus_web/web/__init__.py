@@ -104,6 +104,9 @@ class PgbusWeb:
         )
         app.extensions[EXTENSION_NAME] = State(self.settings, database)
         app.register_blueprint(build_blueprint(), url_prefix=self.url_prefix)
+        from .. import api
+
+        api.register(app, self.url_prefix)
         if self.settings.run_operations:
             from ..runtime.operations import Background
 

@@ -41,6 +41,12 @@ class Settings:
     can_act: Optional[Callable[[Any], bool]] = None
     # actor_name(request) -> the name recorded as "dashboard:<name>".
     actor_name: Callable[[Any], str] = _default_actor
+    # api_auth(request, token) -> pgbus_web.api.Caller or None: who a JSON
+    # API request carrying "Authorization: Bearer <token>" is (None: the
+    # token is refused, 401). Unset, a bearer header means nothing and the
+    # hooks above decide, with the CSRF token for a post (docs/api.md).
+    # The standalone app sets it to its tokens table (pgbus-web tokens).
+    api_auth: Optional[Callable[[Any, str], Any]] = None
     default_locale: str = "en"
     page_size: int = PAGE_SIZE
     refresh_interval: int = REFRESH_INTERVAL
