@@ -77,6 +77,12 @@ def create_app(settings: Settings | Mapping[str, Any] | None = None) -> Flask:
         from .web.extension import state
 
         values["api_auth"] = checker(lambda: state().database.primary)
+    if values.get("metrics", getattr(base, "metrics", None)) is None:
+        # Standalone, /metrics is on when prometheus_client is installed
+        # (the standalone extra brings it; docs/metrics.md).
+        from .metrics import available
+
+        values["metrics"] = available()
     web = PgbusWeb(database=database, **values)
     if not app.config.get("SECRET_KEY"):
         # Signs the session (flashed messages, CSRF). Without a configured

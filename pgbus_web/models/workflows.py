@@ -273,6 +273,32 @@ def stuck_reason_counts(
     return {(klass, reason): runs for klass, reason, runs in rows}
 
 
+def stuck_reason_summary(
+    conn: Connection,
+    *,
+    threshold: timedelta,
+    now: datetime | None = None,
+    waiting_threshold: timedelta | None = None,
+) -> dict[tuple[str, str], tuple[int, datetime | None]]:
+    """{(workflow_class, reason): (runs, when the oldest got stuck)}: what
+    stuck_reason_counts counts, with the oldest "since" (the metrics'
+    oldest-stuck age; None when no run of the pair has one)."""
+    binds = _stuck_binds(threshold, now, waiting_threshold)
+    inner = _stuck_runs_sql(waiting=waiting_threshold is not None, by_class=False)
+    rows = conn.execute(
+        sa.text(
+            f"""
+            SELECT stuck.workflow_class, stuck.reason, count(*) AS runs, min(stuck.since) AS oldest
+            FROM ({inner}) stuck
+            WHERE stuck.reason IS NOT NULL
+            GROUP BY stuck.workflow_class, stuck.reason
+            """
+        ),
+        binds,
+    )
+    return {(klass, reason): (runs, oldest) for klass, reason, runs, oldest in rows}
+
+
 def attention_groups(
     conn: Connection,
     *,

@@ -107,6 +107,10 @@ class PgbusWeb:
         from .. import api
 
         api.register(app, self.url_prefix)
+        if self.settings.metrics:
+            from . import metrics_view
+
+            metrics_view.register(app, self.url_prefix)
         if self.settings.run_operations:
             from ..runtime.operations import Background
 

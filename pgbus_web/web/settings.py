@@ -56,6 +56,12 @@ class Settings:
     # Do queued operations (act on every run a filter matches) in a thread
     # of this process too; a host whose workers do them may turn it off.
     run_operations: bool = True
+    # GET <prefix>/metrics in Prometheus text format (docs/metrics.md),
+    # behind can_view or an api_auth token. None: off in a mounted app, on
+    # in the standalone one; needs prometheus_client (the metrics extra).
+    metrics: Optional[bool] = None
+    # A scrape reads the database at most once per this many seconds.
+    metrics_interval: float = 15.0
     # Secret used to sign CSRF tokens when the host app has no SECRET_KEY.
     secret_key: Optional[str] = None
     # How long a request waits on the database, in seconds (pgbus_web.db;
