@@ -15,6 +15,7 @@ from . import (
     demo,  # noqa: F401  (registers `demo`)
     locks,  # noqa: F401  (registers `locks`)
     prune,  # noqa: F401  (registers `prune`)
+    runs,  # noqa: F401  (registers `runs` and `attention`)
     seed,  # noqa: F401  (registers `seed`)
     serve,  # noqa: F401  (registers `serve`)
     tokens,  # noqa: F401  (registers `tokens`)
