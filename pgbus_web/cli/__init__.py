@@ -14,6 +14,7 @@ from . import (
     database,  # noqa: F401  (registers `db`)
     demo,  # noqa: F401  (registers `demo`)
     locks,  # noqa: F401  (registers `locks`)
+    mcp_command,  # noqa: F401  (registers `mcp`)
     prune,  # noqa: F401  (registers `prune`)
     runs,  # noqa: F401  (registers `runs` and `attention`)
     seed,  # noqa: F401  (registers `seed`)
