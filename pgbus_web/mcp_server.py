@@ -13,6 +13,7 @@ error (``isError``) whose text says why, and writes nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -86,7 +87,7 @@ class Tools:
             "no_error_class": run_filters.NO_ERROR_CLASS if no_error_class else None, "since": since,
             "before": before,
         })
-        settings = Settings(**{**vars(self.settings), "page_size": max(1, min(int(limit), MAX_RUNS))})
+        settings = dataclasses.replace(self.settings, page_size=max(1, min(int(limit), MAX_RUNS)))
         page = scripted.runs(self.engine, settings, filters)
         return {"runs": page.runs, "next_before": page.next_before}
 

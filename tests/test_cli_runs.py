@@ -185,3 +185,32 @@ def test_attention_lists_the_groups(cli, driver):
     assert group["count"] == 2
     assert group["filters"]["reason"] == "paused_error"
     assert "resume" in group["actions"]
+
+
+def test_odd_stored_values_never_break_a_table_or_json(cli, driver, engine):
+    """Timestamps at ±infinity, JSON Python cannot read, a line break and a
+    control character in a stored error: listed, shown and in JSON alike."""
+    from test_web_odd_values import set_column
+
+    workflow_id = driver.paused_on_capture()
+    set_column(engine, "pgbus_workflows", "updated_at", "infinity", workflow_id)
+    set_column(engine, "pgbus_workflows", "created_at", "-infinity", workflow_id)
+    set_column(engine, "pgbus_workflow_steps", "finished_at", "infinity", workflow_id)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "UPDATE pgbus_workflow_steps SET error_message = E'line one\\nline two\\x07' WHERE workflow_id = %s",
+            (workflow_id,))
+        conn.exec_driver_sql(
+            "UPDATE pgbus_workflows SET arguments = '{\"n\": 1e-400}'::jsonb WHERE workflow_id = %s",
+            (workflow_id,))
+    listed = cli("runs", "list")
+    assert listed.exit_code == 0, listed.output
+    assert "infinity" in listed.output
+    shown = cli("runs", "show", workflow_id)
+    assert shown.exit_code == 0, shown.output
+    assert "line one line two" in shown.output and "\x07" not in shown.output
+    [detail] = json_lines(cli("runs", "show", workflow_id, "--json"))
+    assert detail["run"]["updated_at"] == "infinity" and detail["run"]["created_at"] == "-infinity"
+    assert detail["run"]["raw_json"] == ["arguments"]
+    [row] = json_lines(cli("runs", "list", "--json"))
+    assert row["updated_at"] == "infinity"
