@@ -255,22 +255,9 @@ def stuck_reason_counts(
     workflow_class: str | None = None,
 ) -> dict[tuple[str, str], int]:
     """{(workflow_class, reason): runs} for the ongoing runs that need a person."""
-    binds = _stuck_binds(threshold, now, waiting_threshold)
-    if workflow_class is not None:
-        binds["workflow_class"] = workflow_class
-    inner = _stuck_runs_sql(waiting=waiting_threshold is not None, by_class=workflow_class is not None)
-    rows = conn.execute(
-        sa.text(
-            f"""
-            SELECT stuck.workflow_class, stuck.reason, count(*) AS runs
-            FROM ({inner}) stuck
-            WHERE stuck.reason IS NOT NULL
-            GROUP BY stuck.workflow_class, stuck.reason
-            """
-        ),
-        binds,
-    )
-    return {(klass, reason): runs for klass, reason, runs in rows}
+    summary = stuck_reason_summary(conn, threshold=threshold, now=now, waiting_threshold=waiting_threshold,
+                                   workflow_class=workflow_class)
+    return {key: runs for key, (runs, _) in summary.items()}
 
 
 def stuck_reason_summary(
@@ -279,12 +266,15 @@ def stuck_reason_summary(
     threshold: timedelta,
     now: datetime | None = None,
     waiting_threshold: timedelta | None = None,
+    workflow_class: str | None = None,
 ) -> dict[tuple[str, str], tuple[int, datetime | None]]:
-    """{(workflow_class, reason): (runs, when the oldest got stuck)}: what
-    stuck_reason_counts counts, with the oldest "since" (the metrics'
-    oldest-stuck age; None when no run of the pair has one)."""
+    """{(workflow_class, reason): (runs, when the oldest got stuck)}: the
+    stuck runs counted, with the oldest "since" (the metrics' oldest-stuck
+    age; None when no run of the pair has one)."""
     binds = _stuck_binds(threshold, now, waiting_threshold)
-    inner = _stuck_runs_sql(waiting=waiting_threshold is not None, by_class=False)
+    if workflow_class is not None:
+        binds["workflow_class"] = workflow_class
+    inner = _stuck_runs_sql(waiting=waiting_threshold is not None, by_class=workflow_class is not None)
     rows = conn.execute(
         sa.text(
             f"""
