@@ -133,7 +133,12 @@ def test_standalone_metrics_need_sign_in_or_a_token(database, engine, tmp_path):
     assert samples(client.get("/metrics", headers=_basic(*VIEWER)))
     assert samples(client.get("/metrics", headers=_basic(*OPERATOR)))
     token = token_for(engine, "prometheus", "viewer")
-    assert samples(client.get("/metrics", headers={"Authorization": f"Bearer {token}"}))
+    scraped = client.get("/metrics", headers={"Authorization": f"Bearer {token}"})
+    assert samples(scraped)
+    assert scraped.headers["X-Content-Type-Options"] == "nosniff"
+    with engine.connect() as conn:
+        [last_used] = conn.execute(sa.text("SELECT last_used_at FROM pgbus_web_api_tokens")).scalars()
+    assert last_used is not None
 
 
 def test_a_mounted_app_serves_metrics_only_when_it_opts_in(database):

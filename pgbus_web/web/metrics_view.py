@@ -15,7 +15,7 @@ import time
 from flask import Blueprint, Flask, Response, g, request
 
 from .. import i18n, metrics
-from . import csrf
+from . import csrf, security
 from .extension import EXTENSION_NAME, state
 
 BLUEPRINT = "pgbus_metrics"
@@ -88,6 +88,8 @@ def register(app: Flask, url_prefix: str) -> None:
     blueprint = Blueprint(BLUEPRINT, __name__)
     i18n.init_locale(blueprint, default_locale=lambda: state().settings.default_locale, cookie_path=csrf.cookie_path)
     blueprint.before_request(guard.check)
+    blueprint.after_request(guard.record_use)  # a token's last use, as on the API
+    blueprint.after_request(security.add_headers)
     blueprint.add_url_rule("/metrics", "metrics", scrape, methods=["GET"])
     app.register_blueprint(blueprint, url_prefix=url_prefix.rstrip("/") or None)
     app.before_request(_started)
