@@ -27,7 +27,7 @@ def _template(path: str) -> str:
     return f"^{pattern}$"
 
 
-def operation_of(method: str, url: str) -> dict[str, Any]:
+def template_of(method: str, url: str) -> str:
     """The document's operation for *method* on *url* (the most specific
     template: a run's signals route before its verbs)."""
     path = url.split("?", 1)[0]
@@ -39,7 +39,11 @@ def operation_of(method: str, url: str) -> dict[str, Any]:
     ]
     assert candidates, f"{method} {path} is not in the OpenAPI document"
     candidates.sort(key=lambda template: template.count("{"))
-    return DOCUMENT["paths"][candidates[0]][method.lower()]
+    return candidates[0]
+
+
+def operation_of(method: str, url: str) -> dict[str, Any]:
+    return DOCUMENT["paths"][template_of(method, url)][method.lower()]
 
 
 def check_answer(method: str, url: str, response) -> Any:
@@ -65,7 +69,8 @@ class Api:
         self.client = client
         self.token = token
         self.prefix = prefix
-        self.answers: list[tuple[str, str, int]] = []
+        # (path template, method, status) of every answer checked.
+        self.answers: set[tuple[str, str, int]] = set()
 
     def headers(self, extra=None) -> dict[str, str]:
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
@@ -74,7 +79,7 @@ class Api:
     def get(self, url: str, **kwargs):
         response = self.client.get(self.prefix + BASE + url, headers=self.headers(kwargs.pop("headers", None)), **kwargs)
         response.json_body = check_answer("GET", BASE + url, response)
-        self.answers.append(("GET", url, response.status_code))
+        self.answers.add((template_of("GET", BASE + url), "get", response.status_code))
         return response
 
     def post(self, url: str, body: Any = None, *, raw: bytes | None = None, content_type: str = "application/json",
@@ -83,7 +88,7 @@ class Api:
         response = self.client.post(self.prefix + BASE + url, data=data, content_type=content_type,
                                     headers=self.headers(kwargs.pop("headers", None)), **kwargs)
         response.json_body = check_answer("POST", BASE + url, response)
-        self.answers.append(("POST", url, response.status_code))
+        self.answers.add((template_of("POST", BASE + url), "post", response.status_code))
         return response
 
 

@@ -4,7 +4,6 @@ every answer checked against the OpenAPI document (api_support.Api)."""
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 
 import pytest
@@ -17,11 +16,10 @@ from action_support import (
     operator_app,
     paused_on_capture,
     ready_later,
-    run_row,
     signals_of,
     waiting_for_shipment,
 )
-from api_support import DOCUMENT, Api, token_for
+from api_support import DOCUMENT, Api, template_of, token_for
 from openapi_spec_validator import validate
 from test_web_bad_input import everything
 from test_web_odd_values import set_column
@@ -48,6 +46,48 @@ def test_the_document_is_valid_openapi_3_1(client):
     response = Api(client).get("/openapi.json")
     assert response.status_code == 200 and response.json_body["openapi"] == "3.1.0"
     assert set(response.json_body["paths"]) == set(DOCUMENT["paths"])
+
+
+def test_every_documented_operation_answers_as_documented(operator, runs, locks):
+    """One real answer (checked against the document) from every path and
+    method the document has, each a success."""
+    paused, waiting = paused_on_capture(runs), waiting_for_shipment(runs)
+    locks.acquire("k-1")
+    operator.get("/openapi.json")
+    operator.get("/runs")
+    operator.get(f"/runs/{paused}")
+    operator.get("/counts")
+    operator.get("/attention")
+    operator.get("/locks")
+    operator.post(f"/runs/{waiting}/signals", {"name": "shipment_confirmed"})
+    operator.post(f"/runs/{paused}/resume", {"reason": "tour"})
+    operator.post("/operations", {"verb": "cancel", "filters": {"status": "ready"}})
+    created = operator.post("/operations", {"verb": "cancel", "filters": {"status": "ready"}, "reason": "tour",
+                                            "confirmed": True})
+    operation_id = created.json_body["operation"]["id"]
+    operator.get("/operations")
+    operator.get(f"/operations/{operation_id}")
+    operator.post(f"/operations/{operation_id}/cancel")
+    documented = {(path, method) for path, item in DOCUMENT["paths"].items() for method in item}
+    answered = {(path, method) for path, method, status in operator.answers if status < 300}
+    assert answered == documented
+    assert template_of("POST", f"/api/v1/runs/{paused}/signals") == "/runs/{workflow_id}/signals"
+
+
+def test_the_answer_check_catches_an_answer_that_differs():
+    """Control for the check every answer goes through."""
+    import jsonschema
+    from api_support import check_answer
+    from flask import Response
+
+    good = Response('{"classes": [], "totals": {}, "total": 0}', 200, mimetype="application/json")
+    check_answer("GET", "/api/v1/counts", good)
+    for body in ('{"classes": [], "totals": {}}', '{"classes": [], "totals": {}, "total": "0"}',
+                 '{"classes": [], "totals": {}, "total": 0, "extra": 1}'):
+        with pytest.raises(jsonschema.ValidationError):
+            check_answer("GET", "/api/v1/counts", Response(body, 200, mimetype="application/json"))
+    with pytest.raises(AssertionError):
+        check_answer("GET", "/api/v1/counts", Response("{}", 418, mimetype="application/json"))
 
 
 # --- reads ---------------------------------------------------------------------------------
