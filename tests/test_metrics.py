@@ -18,8 +18,6 @@ from auth_support import OPERATOR, VIEWER, signed_in_app, write_users
 from prometheus_client.parser import text_string_to_metric_families
 from web_helpers import make_app
 
-from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.runtime import verbs
 from pgbus_web.web import PgbusWeb
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,7 +41,8 @@ def runs_of(found, klass, status) -> float:
     return found[("pgbus_workflow_runs", (("status", status), ("workflow_class", klass)))]
 
 
-def test_a_scrape_counts_runs_and_the_stuck_gauge_falls_after_a_resume_and_the_interval(database, driver, engine):
+def test_a_scrape_counts_runs_and_the_stuck_gauge_falls_after_a_resume_and_the_interval(database, database_url,
+                                                                                       driver, engine):
     app = make_app(database, metrics_interval=0.5)
     client = app.test_client()
     first, second = driver.paused_on_capture(), driver.paused_on_capture(order_id=9)
@@ -57,7 +56,16 @@ def test_a_scrape_counts_runs_and_the_stuck_gauge_falls_after_a_resume_and_the_i
     oldest = before[("pgbus_workflow_oldest_stuck_seconds", (("reason", "paused_error"), ("workflow_class", "OrderWorkflow")))]
     assert oldest > 0
 
-    verbs.resume(engine, first, actor="cli:test", reason="gateway back", registry=REGISTRY)
+    # As an operator would: the stuck group from the command line, one run resumed there.
+    from click.testing import CliRunner
+
+    from pgbus_web.cli.common import main_group
+
+    listed = CliRunner().invoke(main_group, ["attention", "--database-url", database_url])
+    assert listed.output.splitlines()[1].split()[:4] == ["2", "OrderWorkflow", "capture_payment", "paused_error"]
+    resumed = CliRunner().invoke(main_group, ["runs", "resume", first, "--database-url", database_url,
+                                              "--reason", "gateway back", "--definitions", "pgbus_web.demo.workflows"])
+    assert resumed.exit_code == 0, resumed.output
     # Within the interval: the same reading, the database not asked again.
     assert stuck(samples(client.get("/metrics")), "OrderWorkflow", "paused_error") == 2
     time.sleep(0.6)
