@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from flask import Blueprint, Flask, Response, g, request
+from flask import Blueprint, Flask, Response, current_app, g, request
 
 from .. import i18n, metrics
 from . import csrf, security
@@ -23,7 +23,7 @@ EXTENSION = "pgbus_metrics"
 # The blueprints whose requests are timed: the pages, the API, the sign-in and this.
 TIMED = frozenset({"pgbus_web", "pgbus_api", "pgbus_auth", BLUEPRINT})
 # Request durations' buckets, in seconds: a page answers in milliseconds,
-# a slow one in seconds (the pages' statement timeout is 5 s by default).
+# a slow one in seconds (the pages' statement timeout is 10 s by default).
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -47,8 +47,6 @@ class Exposition:
 
 
 def _exposition() -> Exposition:
-    from flask import current_app
-
     return current_app.extensions[EXTENSION]
 
 
@@ -75,7 +73,7 @@ def _timed(response: Response) -> Response:
 
 def register(app: Flask, url_prefix: str) -> None:
     """Serve /metrics under *url_prefix* and time the dashboard's requests."""
-    from ..api import guard
+    from ..api import guard  # the API package imports the web one: imported here, as web/__init__ does
 
     found = app.extensions[EXTENSION_NAME]
     settings, database = found.settings, found.database
