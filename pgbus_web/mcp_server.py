@@ -56,6 +56,11 @@ def _filters(values: dict[str, Any]) -> run_filters.RunFilters:
         raise _tool_error(str(problem)) from None
 
 
+def _params(at, from_step, signal_name, payload) -> dict[str, Any]:
+    """An operation's fields (runtime/operations.check reads them)."""
+    return {"at": at, "from_step": from_step, "name": signal_name, "payload": payload if payload is not None else {}}
+
+
 class Tools:
     """The tools' bodies, over one engine and the settings (registry, thresholds)."""
 
@@ -100,11 +105,13 @@ class Tools:
             raise _tool_error(f"no workflow run {workflow_id!r}") from None
 
     def preview_operation(self, verb: str, filters: dict[str, str], at: str | None = None,
-                          from_step: str | None = None) -> dict[str, Any]:
+                          from_step: str | None = None, signal_name: str | None = None,
+                          payload: dict[str, Any] | None = None) -> dict[str, Any]:
         """What an operation doing `verb` on every run `filters` matches (the
         find_runs filters, or a needs-attention group's `filters`) would do
-        now: how many runs, which it fits and skips, a sample. Changes nothing."""
-        shown = self._preview(verb, filters, {"at": at, "from_step": from_step})
+        now: how many runs, which it fits and skips, a sample. Changes nothing.
+        For verb signal, `signal_name` and a JSON object `payload`."""
+        shown = self._preview(verb, filters, _params(at, from_step, signal_name, payload))
         return rep.preview(shown)
 
     def show_operation(self, operation_id: int) -> dict[str, Any]:
@@ -147,13 +154,14 @@ class Tools:
             raise _tool_error(str(problem)) from None
 
     def start_operation(self, verb: str, filters: dict[str, str], reason: str, expected_runs: int,
-                        at: str | None = None, from_step: str | None = None) -> dict[str, Any]:
+                        at: str | None = None, from_step: str | None = None, signal_name: str | None = None,
+                        payload: dict[str, Any] | None = None) -> dict[str, Any]:
         """Do `verb` on every run `filters` matches, as a tracked operation,
         and answer when it is done. `expected_runs` is the `total` that
         preview_operation showed: if the filter matches another count now,
         nothing starts and the answer says so. `reason` is required."""
         reason = _require(reason)
-        params = {"at": at, "from_step": from_step}
+        params = _params(at, from_step, signal_name, payload)
         found = _filters(filters)
         try:
             operation = operations.create(

@@ -153,3 +153,26 @@ def test_the_command_needs_a_database(option):
                                 env={"PGBUS_DATABASE_URL": ""})
     assert result.exit_code == 1
     assert "Error" in result.output
+
+
+def test_a_signal_operation_reaches_every_waiting_run(database_url, driver):
+    first = driver.waiting_for_shipment()
+    second = driver.waiting_for_shipment(order_id=8)
+    filters = {"workflow_class": "OrderWorkflow", "status": "waiting"}
+
+    async def calls(client):
+        nameless = refusal(await client.call_tool("preview_operation", {"verb": "signal", "filters": filters}))
+        shown = answer(await client.call_tool("preview_operation", {
+            "verb": "signal", "filters": filters, "signal_name": "shipment_confirmed"}))
+        done = answer(await client.call_tool("start_operation", {
+            "verb": "signal", "filters": filters, "signal_name": "shipment_confirmed", "payload": {"carrier": "x"},
+            "reason": "the carrier confirmed by mail", "expected_runs": shown["total"]}))
+        return nameless, shown, done
+
+    nameless, shown, done = session(database_url, "--allow-actions", calls=calls)
+    assert "signal" in nameless.lower()
+    assert shown["total"] == 2
+    assert (done["operation"]["status"], done["operation"]["moved"]) == ("done", 2)
+    for workflow_id in (first, second):
+        assert driver.status(workflow_id) == "ready"
+        assert [signal["payload"] for signal in driver.signals(workflow_id)] == [{"carrier": "x"}]
