@@ -183,3 +183,16 @@ def test_the_example_alerting_rules_pass_promtool():
     tested = subprocess.run([PROMTOOL or "promtool", "test", "rules", str(ROOT / "tests/alerts_test.yml")],
                             capture_output=True, text=True)
     assert tested.returncode == 0, tested.stdout + tested.stderr
+
+
+def test_serve_builds_its_metrics_with_the_interval_asked(database_url):
+    from pgbus_web.cli.serve import build_app
+
+    app = build_app(database_url, metrics_interval=3.5)
+    try:
+        assert app.extensions["pgbus_metrics"].cache.interval == 3.5
+        scraped = app.test_client().get("/metrics")  # no sign-in asked (loopback): open
+        assert scraped.status_code == 200
+        assert "# TYPE pgbus_workflow_stuck_runs gauge" in scraped.get_data(as_text=True)
+    finally:
+        app.extensions["pgbus_web"].database.primary.dispose()
