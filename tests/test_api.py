@@ -16,6 +16,7 @@ from action_support import (
     operator_app,
     paused_on_capture,
     ready_later,
+    run_row,
     signals_of,
     waiting_for_shipment,
 )
@@ -187,6 +188,31 @@ def test_wrong_state_is_409_and_unknown_verb_404(operator, runs, engine):
     assert everything(engine) == before
 
 
+def test_a_lost_race_is_409_and_writes_once(operator, runs, engine):
+    """The run is paused when the request reads it; another writer cancels
+    it while the verb waits on its row lock: the verb sees the new status."""
+    import threading
+
+    workflow_id = paused_on_capture(runs)
+    answers = []
+    with engine.connect() as holder:
+        with holder.begin():
+            holder.execute(sa.text("SELECT 1 FROM pgbus_workflows WHERE workflow_id = :w FOR UPDATE"),
+                           {"w": workflow_id})
+            request = threading.Thread(target=lambda: answers.append(
+                operator.post(f"/runs/{workflow_id}/resume", {"reason": "racing"})))
+            request.start()
+            request.join(1.0)
+            assert not answers  # waiting on the row lock
+            holder.execute(sa.text("UPDATE pgbus_workflows SET status = 'cancelled' WHERE workflow_id = :w"),
+                           {"w": workflow_id})
+        request.join(10)
+    [refused] = answers
+    assert refused.status_code == 409 and refused.json_body["detail"] == t("pgbus.workflows.forms.already.cancelled")
+    assert run_row(engine, workflow_id)["status"] == states.CANCELLED
+    assert not [event for event in events_of(engine, workflow_id) if event["actor"] == "api:deploy-bot"]
+
+
 def test_reschedule_reads_at_with_its_offset_and_refuses_the_past(operator, runs, engine):
     workflow_id = ready_later(runs)
     before = everything(engine)
@@ -313,6 +339,8 @@ def test_a_mounted_app_uses_its_hooks_and_its_api_auth(database, runs, engine):
              api_auth=lambda request, token: Caller("ci", may_act=True) if token == "host-secret" else None)
     workflow_id = paused_on_capture(runs)
     assert Api(host.test_client(), prefix="/ops").get("/runs").status_code == 403
+    document = Api(host.test_client(), prefix="/ops").get("/openapi.json", headers={"X-Staff": "1"}).json_body
+    assert document["servers"] == [{"url": "/ops/api/v1"}]
     assert Api(host.test_client(), prefix="/ops").get("/runs", headers={"X-Staff": "1"}).status_code == 200
     assert Api(host.test_client(), "wrong", prefix="/ops").get("/runs").status_code == 401
     done = Api(host.test_client(), "host-secret", prefix="/ops").post(f"/runs/{workflow_id}/cancel", {"reason": "x"})

@@ -8,7 +8,7 @@ refusal ``application/problem+json`` with a translated ``detail``.
 
 from __future__ import annotations
 
-from flask import Blueprint, Flask, Response, request
+from flask import Blueprint, Flask, Response, request, url_for
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
 from .. import i18n
@@ -48,8 +48,8 @@ def _no_store(response: Response) -> Response:
 
 
 def document() -> Response:
-    """GET /openapi.json."""
-    return json_answer(openapi.document())
+    """GET /openapi.json, its server the API's own address here."""
+    return json_answer(openapi.document(url_for(f"{BLUEPRINT}.openapi").rsplit("/", 1)[0]))
 
 
 def build_blueprint() -> Blueprint:

@@ -203,7 +203,8 @@ def _body(schema: str) -> dict[str, Any]:
     return {"required": False, "content": {JSON: {"schema": _ref(schema)}}}
 
 
-def document() -> dict[str, Any]:
+def document(base: str = "/api/v1") -> dict[str, Any]:
+    """The document; *base*: where the API is served (under the dashboard's prefix)."""
     filters = [
         _query("workflow_class", "A class."), _query("status", "A run status.", enum=states.RUN),
         _query("reason", "A stuck reason.", enum=states.STUCK_REASONS),
@@ -220,7 +221,7 @@ def document() -> dict[str, Any]:
         "openapi": "3.1.0",
         "info": {"title": "pgbus-web", "version": __version__,
                  "description": "The runs of pgbus workflows: read them, and act on them as the dashboard does."},
-        "servers": [{"url": "/api/v1", "description": "Under the dashboard's prefix."}],
+        "servers": [{"url": base}],
         "security": [{"bearer": []}, {"host": []}],
         "components": {
             "schemas": SCHEMAS,

@@ -115,6 +115,7 @@ class PgbusWeb:
             from ..runtime.operations import Background
 
             self.operations = Background(database.primary, self.settings.registry).start()
+            app.extensions[EXTENSION_NAME].operations = self.operations
 
 
 def build_blueprint() -> Blueprint:
