@@ -16,7 +16,6 @@ from . import run_filters
 from .runtime import verb_table, verbs
 from .runtime.clock import utcnow
 from .runtime.errors import (
-    ClassNotLoaded,
     InvalidPayload,
     InvalidSignalName,
     InvalidTime,
@@ -104,5 +103,5 @@ def send_signal(engine: Engine, settings: Settings, workflow_id: str, name: str,
             "run": run(engine, settings, workflow_id)}
 
 
-__all__ = ["BAD_INPUT", "REASONED", "NotFound", "Page", "WorkflowError", "ClassNotLoaded", "act", "attention",
+__all__ = ["BAD_INPUT", "REASONED", "NotFound", "Page", "WorkflowError", "act", "attention",
            "filters_from", "run", "runs", "send_signal"]
