@@ -70,6 +70,19 @@ def create_app(settings: Settings | Mapping[str, Any] | None = None) -> Flask:
             x_port=trusted_proxies,
             x_prefix=trusted_proxies,
         )
+    base = values.get("settings")
+    if "api_auth" not in values and (base is None or base.api_auth is None):
+        # The standalone app's bearer tokens (pgbus-web tokens, docs/api.md).
+        from .api.tokens import checker
+        from .web.extension import state
+
+        values["api_auth"] = checker(lambda: state().database.primary)
+    if values.get("metrics", getattr(base, "metrics", None)) is None:
+        # Standalone, /metrics is on when prometheus_client is installed
+        # (the standalone extra brings it; docs/metrics.md).
+        from .metrics import available
+
+        values["metrics"] = available()
     web = PgbusWeb(database=database, **values)
     web.init_app(app)
     if not app.config.get("SECRET_KEY"):

@@ -12,7 +12,7 @@ import flask_babel
 import pytest
 from babel.messages.catalog import Catalog
 from babel.messages.mofile import write_mo
-from flask import Blueprint, Flask, g, render_template_string, request
+from flask import Blueprint, Flask, render_template_string, request
 from web_helpers import soup, text_of
 
 from pgbus_web import i18n

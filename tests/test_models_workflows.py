@@ -325,6 +325,27 @@ def test_stuck_reason_counts_names_each_reason(engine, one_run_per_case):
     }
 
 
+def test_stuck_reason_summary_gives_the_oldest_since_of_each_pair(engine, make_run):
+    """The metrics' oldest stuck age: the earliest paused_at, scheduled_at
+    or waiting_since of each (class, reason); not-stuck runs do not count."""
+    oldest, newer = NOW - timedelta(hours=5), NOW - timedelta(hours=1)
+    make_run("paused", **paused_on("capture", "TimeoutError", paused_at=newer))
+    make_run("paused", **paused_on("capture", "TimeoutError", paused_at=oldest))
+    make_run("ready", step=("capture", "scheduled", {"scheduled_at": NOW - timedelta(minutes=30)}))
+    make_run("ready", step=("capture", "scheduled", {"scheduled_at": NOW - timedelta(days=9)}), workflow_class="X")
+    # A control: due a minute ago is not overdue, so it is not counted.
+    make_run("ready", step=("capture", "scheduled", {"scheduled_at": NOW - timedelta(minutes=1)}))
+    with engine.connect() as conn:
+        summary = workflows.stuck_reason_summary(conn, threshold=THRESHOLD, now=NOW)
+        only_order = workflows.stuck_reason_summary(conn, threshold=THRESHOLD, now=NOW, workflow_class="OrderWorkflow")
+    assert summary == {
+        ("OrderWorkflow", "paused_error"): (2, oldest),
+        ("OrderWorkflow", "overdue"): (1, NOW - timedelta(minutes=30)),
+        ("X", "overdue"): (1, NOW - timedelta(days=9)),
+    }
+    assert only_order == {key: value for key, value in summary.items() if key[0] == "OrderWorkflow"}
+
+
 def test_waiting_overdue_needs_a_waiting_threshold(engine, one_run_per_case):
     with engine.connect() as conn:
         counts = workflows.stuck_reason_counts(conn, threshold=THRESHOLD, now=NOW)

@@ -113,3 +113,16 @@ def test_no_version_beyond_this_release_is_installed(scratch):
         schema.install(engine, target=schema.SCHEMA_VERSION + 1)
     with engine.connect() as conn:
         assert schema.installed_version(conn) is None
+
+
+def test_a_version_2_database_gets_the_api_tokens_table(scratch):
+    from pgbus_web.api import tokens
+
+    _, engine = scratch
+    schema.install(engine, target=2)
+    assert not _has_table(engine, "pgbus_web_api_tokens")  # control: version 2 has none
+    result = schema.install(engine, target=3)
+    assert (result.version, result.upgraded_from) == (3, 2)
+    assert _has_table(engine, "pgbus_web_api_tokens")
+    token, row = tokens.add(engine, "ci", "viewer")
+    assert tokens.check(engine, token).name == "ci" and row["role"] == "viewer"

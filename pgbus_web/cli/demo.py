@@ -163,6 +163,9 @@ def demo(port, host, data_dir, runs, reset, no_auth):
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         http.close()
+        operations = later.app.extensions["pgbus_web"].operations
+        if operations is not None:
+            operations.stop()
         live.stop()
         worker.stop()
         worker_thread.join(timeout=15)

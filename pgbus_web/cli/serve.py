@@ -203,10 +203,11 @@ def _seconds(name: str, default: float, help: str, minimum: float = 0.1):
           f"A page's statement, cancelled by the server; the client gives up {db.ANSWER_GRACE}s later.")
 @_seconds("pool-timeout", db.POOL_TIMEOUT, "Waiting for a free connection when all are in use.")
 @_seconds("health-timeout", db.HEALTH_TIMEOUT, "/health in all (its own connection; at least 2s to connect).")
+@_seconds("metrics-interval", 15.0, "/metrics reads the database at most once per this (docs/metrics.md).")
 @friendly_errors
 def serve(database_url, replica_url, host, port, threads, definitions, secret_key, users_file, trusted_header,
           trusted_role_header, trusted_proxy, no_auth, install_schema, trusted_proxies, access_log,
-          connect_timeout, statement_timeout, pool_timeout, health_timeout):
+          connect_timeout, statement_timeout, pool_timeout, health_timeout, metrics_interval):
     """Serve the dashboard for one database, until SIGTERM or Ctrl-C.
 
     Without --users-file or --trusted-header it serves on loopback only
@@ -226,6 +227,7 @@ def serve(database_url, replica_url, host, port, threads, definitions, secret_ke
             database_url, replica_url, definitions=definitions, secret_key=secret_key,
             trusted_proxies=trusted_proxies, auth=auth, connect_timeout=connect_timeout,
             statement_timeout=statement_timeout, pool_timeout=pool_timeout, health_timeout=health_timeout,
+            metrics_interval=metrics_interval,
         )
     except BaseException:
         server.close()

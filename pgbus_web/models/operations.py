@@ -65,6 +65,25 @@ def any_open(conn: Connection) -> bool:
     )).scalar_one()
 
 
+def outcome_totals(conn: Connection) -> dict[tuple[str, str], int]:
+    """{(verb, outcome): runs} over every operation kept: the runs each
+    verb moved, skipped and refused (the metrics' operation outcomes)."""
+    rows = conn.execute(sa.text(
+        "SELECT verb, COALESCE(sum(moved), 0), COALESCE(sum(skipped), 0), COALESCE(sum(refused), 0) "
+        "FROM pgbus_web_operations GROUP BY verb"
+    ))
+    totals: dict[tuple[str, str], int] = {}
+    for verb, moved, skipped, refused in rows:
+        totals.update({(verb, "moved"): int(moved), (verb, "skipped"): int(skipped), (verb, "refused"): int(refused)})
+    return totals
+
+
+def status_counts(conn: Connection) -> dict[tuple[str, str], int]:
+    """{(verb, status): operations}."""
+    rows = conn.execute(sa.text("SELECT verb, status, count(*) FROM pgbus_web_operations GROUP BY verb, status"))
+    return {(verb, status): int(count) for verb, status, count in rows}
+
+
 def claim(
     conn: Connection, *, now: datetime, stale_before: datetime, operation_id: int | None = None
 ) -> dict[str, Any] | None:

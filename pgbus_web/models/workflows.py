@@ -437,6 +437,22 @@ def stuck_reason_counts(
     workflow_class: str | None = None,
 ) -> dict[tuple[str, str], int]:
     """{(workflow_class, reason): runs} for the ongoing runs that need a person."""
+    summary = stuck_reason_summary(conn, threshold=threshold, now=now, waiting_threshold=waiting_threshold,
+                                   workflow_class=workflow_class)
+    return {key: runs for key, (runs, _) in summary.items()}
+
+
+def stuck_reason_summary(
+    conn: Connection,
+    *,
+    threshold: timedelta,
+    now: datetime | None = None,
+    waiting_threshold: timedelta | None = None,
+    workflow_class: str | None = None,
+) -> dict[tuple[str, str], tuple[int, datetime | None]]:
+    """{(workflow_class, reason): (runs, when the oldest got stuck)}: the
+    stuck runs counted, with the oldest "since" (the metrics' oldest-stuck
+    age; None when no run of the pair has one)."""
     binds = _stuck_binds(threshold, now, waiting_threshold)
     if workflow_class is not None:
         binds["workflow_class"] = workflow_class
@@ -444,7 +460,7 @@ def stuck_reason_counts(
     rows = conn.execute(
         sa.text(
             f"""
-            SELECT stuck.workflow_class, stuck.reason, count(*) AS runs
+            SELECT stuck.workflow_class, stuck.reason, count(*) AS runs, min(stuck.since) AS oldest
             FROM ({inner}) stuck
             WHERE stuck.reason IS NOT NULL
             GROUP BY stuck.workflow_class, stuck.reason
@@ -452,7 +468,7 @@ def stuck_reason_counts(
         ),
         binds,
     )
-    return {(klass, reason): runs for klass, reason, runs in rows}
+    return {(klass, reason): (runs, oldest) for klass, reason, runs, oldest in rows}
 
 
 def attention_groups(

@@ -150,10 +150,18 @@ class PgbusWeb:
         app.extensions[EXTENSION_NAME] = State(settings, database)
         app.register_blueprint(build_blueprint(), url_prefix=prefix)
         self.settings = settings
+        from .. import api
+
+        api.register(app, prefix)
+        if settings.metrics:
+            from . import metrics_view
+
+            metrics_view.register(app, prefix)
         if settings.run_operations:
             from ..runtime.operations import Background
 
             self.operations = Background(database.primary, settings.registry).start()
+            app.extensions[EXTENSION_NAME].operations = self.operations
 
 
 def _selectors() -> tuple:

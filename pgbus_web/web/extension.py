@@ -5,6 +5,7 @@ helpers read it without importing the package face."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from flask import current_app
 
@@ -22,6 +23,9 @@ class State:
 
     settings: Settings
     database: Database
+    # The thread doing queued operations (run_operations), or None: stopped
+    # before the database goes, so it never logs a lost connection.
+    operations: Any = None
 
 
 def state() -> State:

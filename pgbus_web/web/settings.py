@@ -44,6 +44,12 @@ class Settings:
     can_act: Optional[Callable[[Any], bool]] = None
     # actor_name(request) -> the name recorded as "dashboard:<name>".
     actor_name: Callable[[Any], str] = _default_actor
+    # api_auth(request, token) -> pgbus_web.api.Caller or None: who a JSON
+    # API request carrying "Authorization: Bearer <token>" is (None: the
+    # token is refused, 401). Unset, a bearer header means nothing and the
+    # hooks above decide, with the CSRF token for a post (docs/api.md).
+    # The standalone app sets it to its tokens table (pgbus-web tokens).
+    api_auth: Optional[Callable[[Any, str], Any]] = None
     # A locale code with a catalog ("de", "pt-BR" gives pt). The language
     # of a request that asked for none (docs/i18n.md).
     default_locale: str = "en"
@@ -61,6 +67,12 @@ class Settings:
     # Do queued operations (act on every run a filter matches) in a thread
     # of this process too; a host whose workers do them may turn it off.
     run_operations: bool = True
+    # GET <prefix>/metrics in Prometheus text format (docs/metrics.md),
+    # behind can_view or an api_auth token. None: off in a mounted app, on
+    # in the standalone one; needs prometheus_client (the metrics extra).
+    metrics: Optional[bool] = None
+    # A scrape reads the database at most once per this many seconds.
+    metrics_interval: float = 15.0
     # Secret used to sign CSRF tokens when the host app has no SECRET_KEY.
     secret_key: Optional[str] = None
     # How long a request waits on the database, in seconds (pgbus_web.db;

@@ -1,0 +1,84 @@
+"""A JSON request body, checked before anything is read or written: JSON
+(``Content-Type: application/json``), at most csrf.MAX_BODY bytes (413
+otherwise, from Werkzeug), an object, only the fields the endpoint knows,
+each of its JSON type, and nothing jsonb cannot store (values.json_problem).
+The result is the form the pages' parsers read (web/forms.py): every value
+as text, so the API and the pages share one set of checks."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+from flask import request
+
+from ..i18n import t
+from ..models import values
+
+STRING, OBJECT, INTEGER, BOOLEAN = "string", "object", "integer", "boolean"
+
+
+class BodyError(Exception):
+    def __init__(self, status: int, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.field = field
+
+
+def _is(value: Any, kind: str) -> bool:
+    if kind == STRING:
+        return isinstance(value, str)
+    if kind == OBJECT:
+        return isinstance(value, dict)
+    if kind == INTEGER:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, bool)
+
+
+def read(fields: Mapping[str, str]) -> dict[str, Any]:
+    """The body's fields (name -> JSON type of *fields*); null is absent."""
+    raw = request.get_data(cache=True)
+    if not raw.strip():
+        return {}
+    if not request.is_json:
+        raise BodyError(415, t("pgbus.api.errors.not_json_type"))
+    try:
+        text = raw.decode("utf-8")
+        json.loads(text)
+    except (ValueError, RecursionError) as problem:
+        detail = getattr(problem, "msg", None) or str(problem)[:100] or type(problem).__name__
+        raise BodyError(400, t("pgbus.api.errors.not_json", detail=detail)) from None
+    # values.loads keeps a number a float cannot hold as the text it was
+    # (RawJson): refused, rather than stored as another number.
+    body = values.loads(text)
+    if isinstance(body, values.RawJson):
+        raise BodyError(422, t("pgbus.api.errors.unstorable", value=text[:40]))
+    if not isinstance(body, dict):
+        raise BodyError(422, t("pgbus.api.errors.not_object"))
+    found = values.json_problem(body)
+    if found is not None:
+        raise BodyError(422, t("pgbus.api.errors.unstorable", value=found[1][:40]))
+    for name in body:
+        if name not in fields:
+            raise BodyError(422, t("pgbus.api.errors.unknown_field", field=name[:50],
+                                   known=", ".join(fields) or "-"), field=name[:50])
+    given = {name: value for name, value in body.items() if value is not None}
+    for name, value in given.items():
+        if not _is(value, fields[name]):
+            raise BodyError(422, t("pgbus.api.errors.wrong_type", field=name, kind=fields[name]), field=name)
+    return given
+
+
+def as_form(given: Mapping[str, Any]) -> dict[str, str]:
+    """The body's values as a form's text: an object as its JSON, a
+    boolean as "1" or "" (the forms' checkbox), a number as its digits."""
+    form: dict[str, str] = {}
+    for name, value in given.items():
+        if isinstance(value, bool):
+            form[name] = "1" if value else ""
+        elif isinstance(value, dict):
+            form[name] = json.dumps(value, ensure_ascii=False)
+        else:
+            form[name] = str(value)
+    return form

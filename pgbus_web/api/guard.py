@@ -1,0 +1,96 @@
+"""Who may use the API, checked before any view runs.
+
+- ``Authorization: Bearer <token>`` with an ``api_auth`` hook set (the
+  standalone app's tokens table, or a host's own): the hook names the
+  caller (api/tokens.Caller) or refuses the token (401). Its role decides:
+  a viewer's post is 403. No CSRF token: a browser never sends a bearer
+  header on its own, so a forged cross-site request cannot carry one.
+- Otherwise the pages' rules: the host's can_view and can_act hooks (the
+  standalone app's sign-in, HTTP Basic included), and a post needs the
+  CSRF token (header X-CSRF-Token) like any form of the dashboard.
+
+The actor is ``api:<token name>`` for a token, else the pages' actor.
+"""
+
+from __future__ import annotations
+
+from flask import Response, g, request
+from werkzeug.exceptions import HTTPException
+
+from ..i18n import t
+from ..web import actions, csrf, security
+from ..web.extension import state
+from . import tokens
+from .problems import problem
+
+_CALLER = "_pgbus_api_caller"
+
+
+def caller() -> tokens.Caller | None:
+    return g.get(_CALLER)
+
+
+def actor() -> str:
+    found = caller()
+    return found.actor if found is not None else actions.actor()
+
+
+def _bearer() -> str | None:
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else None
+
+
+def _refused_token() -> Response:
+    return problem(401, t("pgbus.api.errors.bad_token"),
+                   headers={"WWW-Authenticate": 'Bearer realm="pgbus-web", error="invalid_token"'})
+
+
+def _forbidden() -> Response:
+    return problem(403, t("pgbus.workflows.forms.errors.forbidden"))
+
+
+def check() -> Response | None:
+    """The blueprint's before_request: None lets the view run."""
+    # Werkzeug refuses a longer body (413) when the view reads it.
+    if request.max_content_length is None or request.max_content_length > csrf.MAX_BODY:
+        request.max_content_length = csrf.MAX_BODY
+    unsafe = request.method in security.UNSAFE_METHODS
+    hook = state().settings.api_auth
+    token = _bearer()
+    if token is not None and hook is not None:
+        found = hook(request, token) if token else None
+        if found is None:
+            return _refused_token()
+        g.setdefault(_CALLER, found)
+        if unsafe and not found.may_act:
+            return _forbidden()
+        return None
+    try:
+        if not security.may_view():
+            return _forbidden()
+    except HTTPException as refused:
+        # The standalone sign-in's challenge: a 401 (with its Basic
+        # challenge), said as a problem.
+        response = refused.get_response()
+        if response.status_code == 401:
+            headers = {"WWW-Authenticate": response.headers["WWW-Authenticate"]} \
+                if "WWW-Authenticate" in response.headers else None
+            return problem(401, t("pgbus.web.auth.required"), headers=headers)
+        return response
+    if unsafe:
+        if not security.may_act():
+            return _forbidden()
+        try:
+            csrf.validate()
+        except csrf.CSRFError:
+            return problem(400, t("pgbus.api.errors.csrf"))
+    return None
+
+
+def record_use(response: Response) -> Response:
+    """A token's last use: written when it was answered, not refused."""
+    found = caller()
+    if found is not None and found.token_id is not None and response.status_code < 400:
+        tokens.used(state().database.primary, found)
+    return response

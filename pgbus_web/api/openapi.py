@@ -1,0 +1,297 @@
+"""The API's OpenAPI 3.1 document, written by hand beside the routes
+(api/__init__.py) and the shapes (representations.py); the tests check it
+with openapi-spec-validator and every response they get against it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import __version__, states
+from ..runtime import verb_table
+from ..runtime.operations import VERBS as OPERATION_VERBS
+from ..runtime.verbs import VERBS
+
+JSON = "application/json"
+PROBLEM = "application/problem+json"
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _null(kind: str | dict) -> dict[str, Any]:
+    if isinstance(kind, dict):
+        return {"anyOf": [kind, {"type": "null"}]}
+    return {"type": [kind, "null"]}
+
+
+def _object(properties: dict[str, Any], *, extra: bool = False, required: list[str] | None = None) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties) if required is None else required,
+        "additionalProperties": extra,
+    }
+
+
+MOMENT = {"type": ["string", "null"], "description": "ISO 8601 in UTC (…Z), or infinity / -infinity as stored."}
+TEXT = {"type": ["string", "null"]}
+INT = {"type": ["integer", "null"]}
+ANY_JSON: dict[str, Any] = {"description": "JSON as stored; the stored text when listed in raw_json."}
+RAW_JSON = {"type": "array", "items": {"type": "string"},
+            "description": "The JSON fields given as their stored text (JSON Python could not read)."}
+
+STEP = {
+    "id": {"type": "integer"}, "step_name": {"type": "string"}, "status": {"type": "string"},
+    "attempt": {"type": "integer"}, "scheduled_at": MOMENT, "started_at": MOMENT, "finished_at": MOMENT,
+    "wait_for": TEXT, "waiting_since": MOMENT, "timeout_at": MOMENT, "batch_id": TEXT, "error_class": TEXT,
+    "error_message": TEXT, "created_at": MOMENT,
+}
+RUN = {
+    "id": {"type": "integer"}, "workflow_id": {"type": "string"}, "workflow_class": {"type": "string"},
+    "status": {"type": "string", "enum": list(states.RUN)}, "current_step": TEXT, "subject_type": TEXT,
+    "subject_id": TEXT, "definition_digest": TEXT, "paused_at": MOMENT, "started_at": MOMENT,
+    "finished_at": MOMENT, "created_at": MOMENT, "updated_at": MOMENT,
+    "stuck_reason": {"type": ["string", "null"], "enum": [*states.STUCK_REASONS, None]},
+    "latest_step": _null(_ref("Step")), "batch": _null(_ref("Batch")),
+}
+ATTEMPT = {**STEP, "error_backtrace": TEXT, "result": ANY_JSON, "updated_at": MOMENT}
+
+SCHEMAS: dict[str, Any] = {
+    "Problem": _object({
+        "type": {"type": "string"}, "title": {"type": "string"}, "status": {"type": "integer"},
+        "detail": {"type": "string", "description": "What went wrong, in the request's language."},
+        "field": {"type": "string", "description": "The body field at fault."},
+        "preview": _ref("Preview"),
+    }, required=["type", "title", "status", "detail"]),
+    "Step": _object(STEP),
+    "Attempt": _object({**ATTEMPT, "raw_json": RAW_JSON}, required=list(ATTEMPT)),
+    "Batch": _object({
+        "batch_id": {"type": "string"}, "description": TEXT, "total_jobs": INT, "completed_jobs": INT,
+        "failed_jobs": INT, "discarded_jobs": INT, "status": TEXT, "finished_at": MOMENT,
+    }),
+    "RunRow": _object(RUN),
+    "RunFull": _object({**RUN, "arguments": ANY_JSON, "idempotency_key": TEXT, "raw_json": RAW_JSON},
+                       required=[*RUN, "arguments", "idempotency_key"]),
+    "Signal": _object({
+        "id": {"type": "integer"}, "name": {"type": "string"}, "payload": ANY_JSON, "idempotency_key": TEXT,
+        "status": {"type": "string"}, "claimed_by_step_id": INT, "claimed_at": MOMENT, "consumed_at": MOMENT,
+        "created_at": MOMENT, "raw_json": RAW_JSON,
+    }, required=["id", "name", "payload", "idempotency_key", "status", "claimed_by_step_id", "claimed_at",
+                 "consumed_at", "created_at"]),
+    "Event": _object({
+        "id": {"type": "integer"}, "event": {"type": "string"}, "actor": {"type": "string"}, "reason": TEXT,
+        "step_id": INT, "step_name": TEXT, "attempt": INT, "details": ANY_JSON, "created_at": MOMENT,
+        "raw_json": RAW_JSON,
+    }, required=["id", "event", "actor", "reason", "step_id", "step_name", "attempt", "details", "created_at"]),
+    "RunDetail": _object({
+        "run": _ref("RunFull"),
+        "steps": {"type": "array", "items": _object({
+            "name": {"type": "string"}, "defined": {"type": "boolean"},
+            "attempts": {"type": "array", "items": _ref("Attempt")},
+        })},
+        "signals": {"type": "array", "items": _ref("Signal")},
+        "events": {"type": "array", "items": _ref("Event")},
+        "available_actions": {"type": "array", "items": {"type": "string", "enum": [v.name for v in verb_table.TABLE]}},
+        "plan": _null(_object({"action": {"type": "string"}, "step": TEXT})),
+        "class_loaded": {"type": "boolean"},
+        "definition_outdated": {"type": "boolean"},
+    }),
+    "RunsPage": _object({
+        "runs": {"type": "array", "items": _ref("RunRow")},
+        "next_before": INT, "next_after": INT,
+    }),
+    "Counts": _object({
+        "classes": {"type": "array", "items": _object({
+            "workflow_class": {"type": "string"},
+            "counts": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "total": {"type": "integer"},
+        })},
+        "totals": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "total": {"type": "integer"},
+    }),
+    "AttentionGroup": _object({
+        "workflow_class": {"type": "string"}, "step_name": TEXT,
+        "reason": {"type": "string", "enum": list(states.STUCK_REASONS)}, "error_class": TEXT,
+        "count": {"type": "integer"}, "first_seen_at": MOMENT, "last_seen_at": MOMENT, "error_message": TEXT,
+        "filters": {"type": "object", "additionalProperties": {"type": "string"},
+                    "description": "The query of GET /runs (and an operation's filters) listing its runs."},
+        "actions": {"type": "array", "items": {"type": "string"}},
+    }),
+    "Attention": _object({"groups": {"type": "array", "items": _ref("AttentionGroup")}}),
+    "Operation": _object({
+        "id": {"type": "integer"}, "verb": {"type": "string"}, "filters": ANY_JSON, "params": ANY_JSON,
+        "reason": {"type": "string"}, "actor": {"type": "string"},
+        "status": {"type": "string", "enum": list(states.OPERATION)},
+        "total": {"type": "integer"}, "moved": {"type": "integer"}, "skipped": {"type": "integer"},
+        "refused": {"type": "integer"}, "ceiling_id": {"type": "integer"}, "cursor": {"type": "integer"},
+        "heartbeat_at": MOMENT, "created_at": MOMENT, "started_at": MOMENT, "finished_at": MOMENT,
+        "error": TEXT, "raw_json": RAW_JSON,
+    }, required=["id", "verb", "filters", "params", "reason", "actor", "status", "total", "moved", "skipped",
+                 "refused", "ceiling_id", "cursor", "heartbeat_at", "created_at", "started_at", "finished_at",
+                 "error"]),
+    "Preview": _object({
+        "verb": {"type": "string"}, "filters": {"type": "object", "additionalProperties": {"type": "string"}},
+        "params": {"type": "object"}, "total": {"type": "integer"},
+        "by_status": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "fits": {"type": "integer"}, "skipped": {"type": "integer"},
+        "skips": {"type": "array", "items": {"type": "object"}},
+        "sample": {"type": "array", "items": _ref("RunRow")}, "ceiling_id": {"type": "integer"},
+    }),
+    "Lock": _object({
+        "lock_key": {"type": "string"}, "queue_name": {"type": "string"}, "msg_id": {"type": "integer"},
+        "state": {"type": "string"}, "created_at": MOMENT, "age_seconds": {"type": ["number", "null"]},
+        "enqueued_at": MOMENT, "read_ct": INT, "concurrency_key": TEXT,
+    }),
+    "Locks": _object({
+        "locks": {"type": "array", "items": _ref("Lock")},
+        "next": _null({"type": "object", "additionalProperties": {"type": "string"}}),
+        "counts": {"type": "object", "additionalProperties": {"type": "integer"}},
+    }),
+    "RunChanged": _object({
+        "message": {"type": "string"}, "run": _null(_ref("RunDetail")),
+        "duplicate": {"type": "boolean"}, "signal": _ref("Signal"),
+    }, required=["message", "run"]),
+    "OperationAnswer": _object({"message": {"type": "string"}, "operation": _ref("Operation")},
+                               required=["operation"]),
+    "PreviewAnswer": _object({"preview": _ref("Preview")}),
+    "Operations": _object({"operations": {"type": "array", "items": _ref("Operation")}}),
+    "VerbBody": _object({
+        "reason": {"type": ["string", "null"], "maxLength": 1000},
+        "at": {"type": ["string", "null"], "description": "ISO 8601; without an offset, UTC. resume_at, reschedule."},
+        "from_step": {"type": ["string", "null"], "description": "rerun only."},
+    }, required=[]),
+    "SignalBody": _object({
+        "name": {"type": "string"}, "payload": _null({"type": "object"}),
+        "idempotency_key": {"type": ["string", "null"]},
+    }, required=["name"]),
+    "OperationBody": _object({
+        "verb": {"type": "string", "enum": list(OPERATION_VERBS)},
+        "filters": {"type": "object", "additionalProperties": {"type": ["string", "integer"]},
+                    "description": "GET /runs's query parameters (an attention group's filters)."},
+        "reason": {"type": ["string", "null"]}, "at": {"type": ["string", "null"]},
+        "from_step": {"type": ["string", "null"]}, "name": {"type": ["string", "null"]},
+        "payload": _null({"type": "object"}), "expected": {"type": ["integer", "null"]},
+        "confirmed": {"type": ["boolean", "null"]},
+    }, required=["verb"]),
+}
+
+
+def _answer(description: str, schema: str, media: str = JSON) -> dict[str, Any]:
+    return {"description": description, "content": {media: {"schema": _ref(schema)}}}
+
+
+def _problems(*statuses: int) -> dict[str, Any]:
+    return {str(status): _answer("Refused; nothing changed.", "Problem", PROBLEM) for status in statuses}
+
+
+def _query(name: str, description: str, kind: str = "string", enum=None) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": kind}
+    if enum:
+        schema["enum"] = list(enum)
+    return {"name": name, "in": "query", "required": False, "schema": schema, "description": description}
+
+
+RUN_ID = {"name": "workflow_id", "in": "path", "required": True, "schema": {"type": "string"},
+          "description": "The run's id, percent-encoded (an id the dashboard's URLs escape starts with ~)."}
+OPERATION_ID = {"name": "operation_id", "in": "path", "required": True, "schema": {"type": "integer"}}
+READ = (400, 401, 403)
+WRITE = (400, 401, 403, 404, 409, 413, 415, 422)
+
+
+def _body(schema: str) -> dict[str, Any]:
+    return {"required": False, "content": {JSON: {"schema": _ref(schema)}}}
+
+
+def document(base: str = "/api/v1") -> dict[str, Any]:
+    """The document; *base*: where the API is served (under the dashboard's prefix)."""
+    filters = [
+        _query("workflow_class", "A class."), _query("status", "A run status.", enum=states.RUN),
+        _query("reason", "A stuck reason.", enum=states.STUCK_REASONS),
+        _query("subject", "A subject: type, or type and id."), _query("step", "The latest step."),
+        _query("error_class", "The latest step's error class."),
+        _query("no_error_class", "1: runs whose latest step has no error class.", enum=["1"]),
+        _query("since", "A preset range.", enum=["1h", "24h", "7d", "30d"]),
+        _query("from", "Created at or after (ISO 8601)."), _query("to", "Created before (ISO 8601)."),
+        _query("operation", "The runs an operation acted on.", "integer"),
+        _query("before", "Keyset cursor: runs older than this id (next_before).", "integer"),
+        _query("after", "Keyset cursor: runs newer than this id.", "integer"),
+    ]
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "pgbus-web", "version": __version__,
+                 "description": "The runs of pgbus workflows: read them, and act on them as the dashboard does."},
+        "servers": [{"url": base}],
+        "security": [{"bearer": []}, {"host": []}],
+        "components": {
+            "schemas": SCHEMAS,
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer",
+                           "description": "pgbus-web tokens add NAME --role viewer|operator"},
+                "host": {"type": "apiKey", "in": "header", "name": "X-CSRF-Token",
+                         "description": "The dashboard's own sign-in (or the host app's), with the CSRF token for a post."},
+            },
+        },
+        "paths": {
+            "/runs": {"get": {
+                "operationId": "listRuns", "summary": "Runs, newest first, as the index filters them.",
+                "parameters": filters,
+                "responses": {"200": _answer("A page of runs.", "RunsPage"), **_problems(*READ)},
+            }},
+            "/runs/{workflow_id}": {"get": {
+                "operationId": "showRun", "summary": "One run with its steps, signals, events and available actions.",
+                "parameters": [RUN_ID],
+                "responses": {"200": _answer("The run.", "RunDetail"), **_problems(*READ, 404)},
+            }},
+            "/runs/{workflow_id}/signals": {"post": {
+                "operationId": "sendSignal", "summary": "Deliver a signal to one run.",
+                "parameters": [RUN_ID], "requestBody": _body("SignalBody"),
+                "responses": {"200": _answer("Stored (or a duplicate of its idempotency key).", "RunChanged"),
+                              **_problems(*WRITE)},
+            }},
+            "/runs/{workflow_id}/{verb}": {"post": {
+                "operationId": "actOnRun", "summary": "An outside verb on one run.",
+                "parameters": [RUN_ID, {"name": "verb", "in": "path", "required": True,
+                                        "schema": {"type": "string", "enum": list(VERBS)}}],
+                "requestBody": _body("VerbBody"),
+                "responses": {"200": _answer("Done.", "RunChanged"), **_problems(*WRITE)},
+            }},
+            "/counts": {"get": {
+                "operationId": "counts", "summary": "Runs per class and status.",
+                "responses": {"200": _answer("The counts.", "Counts"), **_problems(*READ)},
+            }},
+            "/attention": {"get": {
+                "operationId": "attention", "summary": "The needs-attention groups, biggest first.",
+                "responses": {"200": _answer("The groups.", "Attention"), **_problems(*READ)},
+            }},
+            "/operations": {
+                "get": {"operationId": "listOperations", "summary": "The recent operations.",
+                        "responses": {"200": _answer("Newest first.", "Operations"), **_problems(*READ)}},
+                "post": {"operationId": "startOperation",
+                         "summary": "Preview (without confirmed) or start (confirmed, with a reason) one verb on every run a filter matches.",
+                         "requestBody": _body("OperationBody"),
+                         "responses": {"200": _answer("The preview.", "PreviewAnswer"),
+                                       "201": _answer("Started.", "OperationAnswer"), **_problems(*WRITE)}},
+            },
+            "/operations/{operation_id}": {"get": {
+                "operationId": "showOperation", "summary": "One operation and its progress.",
+                "parameters": [OPERATION_ID],
+                "responses": {"200": _answer("The operation.", "OperationAnswer"), **_problems(*READ, 404)},
+            }},
+            "/operations/{operation_id}/cancel": {"post": {
+                "operationId": "cancelOperation", "summary": "Stop a queued or running operation.",
+                "parameters": [OPERATION_ID],
+                "responses": {"200": _answer("Cancelled.", "OperationAnswer"), **_problems(*WRITE)},
+            }},
+            "/locks": {"get": {
+                "operationId": "listLocks", "summary": "Uniqueness locks, oldest first, and counts by state.",
+                "parameters": [_query("state", "A lock state."), _query("queue", "A queue."),
+                               _query("after_at", "Cursor (next)."), _query("after_key", "Cursor (next).")],
+                "responses": {"200": _answer("A page of locks.", "Locks"), **_problems(*READ)},
+            }},
+            "/openapi.json": {"get": {
+                "operationId": "openapi", "summary": "This document.",
+                "responses": {"200": {"description": "OpenAPI 3.1", "content": {JSON: {"schema": {"type": "object"}}}}},
+            }},
+        },
+    }

@@ -1,0 +1,120 @@
+"""The API's reads: the runs (the index's filters and keyset paging), one
+run, the counts, the needs-attention groups, operations and locks. Each is
+the pages' own context builder or query, shaped by representations.py."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Mapping
+
+from flask import Response, request
+
+from .. import representations as rep
+from .. import run_filters
+from ..models import operations as operation_store
+from ..runtime.clock import utcnow
+from ..web import context, locks_views, problems
+from ..web.extension import state
+from ..web.lock_filters import parse as parse_lock_filters
+from .answers import json_answer
+from .problems import from_refusal
+
+# Operations listed by GET /operations, newest first.
+RECENT_OPERATIONS = 50
+
+
+def stuck_of(now: datetime):
+    """The run -> stuck reason function for rows read at *now*."""
+    settings = state().settings
+
+    def stuck(run: Mapping[str, Any]) -> str | None:
+        return rep.stuck_reason(run, now=now, stall_threshold=settings.stall_threshold,
+                                waiting_threshold=settings.waiting_threshold)
+
+    return stuck
+
+
+def runs() -> Response:
+    """GET /runs: one page of the index, newest first; ``next_before`` is
+    the ``before`` of the next (older) page, null on the last."""
+    try:
+        filters = run_filters.parse(request.args)
+    except run_filters.FilterError as refused:
+        return from_refusal(problems.refusal(refused))
+    now = utcnow()
+    with state().database.read() as conn:
+        page = context.index_runs(conn, state().settings, filters, now)
+    stuck = stuck_of(now)
+    return json_answer({
+        "runs": [rep.run_row(run, stuck=stuck(run)) for run in page["runs"]],
+        "next_before": page["pagination"].older,
+        "next_after": page["pagination"].newer,
+    })
+
+
+def run_detail(conn, workflow_id: str, *, now: datetime | None = None, run=None) -> dict[str, Any]:
+    """One run in detail (NotFound when there is none)."""
+    now = now or utcnow()
+    page = context.run_context(conn, state().settings, workflow_id, now=now, run=run)
+    return rep.run_detail(page, stuck=stuck_of(now)(page["run"]))
+
+
+def run(workflow_id: str) -> Response:
+    """GET /runs/<workflow_id>."""
+    with state().database.read() as conn:
+        try:
+            return json_answer(run_detail(conn, workflow_id))
+        except context.NotFound:
+            return from_refusal(problems.run_not_found(workflow_id))
+
+
+def counts() -> Response:
+    """GET /counts: runs per class and status."""
+    with state().database.read() as conn:
+        page = context.index_context(conn, state().settings, None, parts=("counts",))
+    return json_answer(rep.counts(page["counts"]))
+
+
+def attention() -> Response:
+    """GET /attention: the needs-attention groups, biggest first."""
+    settings = state().settings
+    with state().database.read() as conn:
+        page = context.index_context(conn, settings, None, parts=("attention",))
+    return json_answer({"groups": [
+        rep.attention_group(group, context.definition_of(settings, group["workflow_class"]) is not None)
+        for group in page["attention_groups"]
+    ]})
+
+
+def operations() -> Response:
+    """GET /operations: the recent operations, newest first."""
+    with state().database.read() as conn:
+        rows = operation_store.recent(conn, limit=RECENT_OPERATIONS)
+    return json_answer({"operations": [rep.operation(row) for row in rows]})
+
+
+def operation(operation_id: int) -> Response:
+    """GET /operations/<id>."""
+    found = None
+    if operation_id <= run_filters.MAX_ID:
+        with state().database.primary.connect() as conn:
+            found = operation_store.find(conn, operation_id)
+    if found is None:
+        return from_refusal(problems.operation_not_found(operation_id))
+    return json_answer({"operation": rep.operation(found)})
+
+
+def locks() -> Response:
+    """GET /locks: one page of uniqueness locks (the Locks page's filters
+    ``state``, ``queue`` and its cursor), oldest first, and the counts."""
+    try:
+        view = parse_lock_filters(request.args)
+    except run_filters.FilterError as refused:
+        return from_refusal(problems.refusal(refused))
+    with state().database.read() as conn:
+        page = locks_views.locks_context(conn, state().settings, view)
+    return json_answer({
+        "locks": [rep.lock(row) for row in page["locks"]],
+        "next": page["next_query"],
+        "counts": dict(page["counts"]),
+    })

@@ -1,0 +1,173 @@
+"""The API's writes: an outside verb or a signal on one run, starting
+(previewing without ``confirmed``, creating with it) and cancelling an
+operation. Each reads its JSON body (body.py) into the pages' own form
+parsers (web/forms.py), calls the same runtime function as the page's
+action, and answers what web/problems.py would say, as a problem: the
+same checks, statuses and audit events as the pages. The time zone of an
+``at`` without an offset is UTC."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timezone
+from typing import Any
+
+from flask import Response, url_for
+
+from .. import representations as rep
+from .. import run_filters, states
+from ..i18n import t
+from ..models import workflows
+from ..runtime import errors, operations, verb_table, verbs
+from ..runtime.clock import utcnow
+from ..web import actions, context, forms, problems
+from ..web.extension import state
+from . import body, guard, reads
+from .answers import json_answer
+from .problems import from_refusal, problem
+
+log = logging.getLogger(__name__)
+
+# The body fields of each verb: the verb table's, each a string.
+VERB_FIELDS = {name: {field: body.STRING for field in verb_table.BY_NAME[name].fields} for name in verbs.VERBS}
+SIGNAL_FIELDS = {verb_table.SIGNAL_NAME: body.STRING, verb_table.PAYLOAD: body.OBJECT,
+                 verb_table.IDEMPOTENCY_KEY: body.STRING}
+OPERATION_FIELDS = {
+    "verb": body.STRING, "filters": body.OBJECT, "reason": body.STRING, verb_table.AT: body.STRING,
+    verb_table.FROM_STEP: body.STRING, verb_table.SIGNAL_NAME: body.STRING, verb_table.PAYLOAD: body.OBJECT,
+    "expected": body.INTEGER, "confirmed": body.BOOLEAN,
+}
+
+
+def _refused(refused: body.BodyError) -> Response:
+    return problem(refused.status, refused.message, field=refused.field)
+
+
+def _after(workflow_id: str, message: str, run: dict[str, Any] | None, **extra: Any) -> Response:
+    """The answer once the change committed: the message and the run as it
+    is now. A failure reading it back still answers success (run: null):
+    the change is made, and a retry would be refused."""
+    detail = None
+    try:
+        with state().database.primary.connect() as conn:
+            detail = reads.run_detail(conn, workflow_id, run=run)
+    except Exception:  # noqa: BLE001 - committed; the read-back is a courtesy
+        log.exception("pgbus-web: reading run %r back after an API write failed", workflow_id)
+    return json_answer({"message": message, **extra, "run": detail})
+
+
+def _find(workflow_id: str) -> dict[str, Any] | None:
+    if not context.storable(workflow_id):
+        return None
+    with state().database.primary.connect() as conn:
+        return workflows.find(conn, workflow_id)
+
+
+def run_verb(workflow_id: str, verb: str) -> Response:
+    """POST /runs/<workflow_id>/<verb>."""
+    if verb not in verbs.VERBS:
+        return from_refusal(problems.unknown_verb(verb))
+    try:
+        given = body.read(VERB_FIELDS[verb])
+    except body.BodyError as refused:
+        return _refused(refused)
+    run = _find(workflow_id)
+    if run is None:
+        return from_refusal(problems.run_not_found(workflow_id))
+    definition = context.definition_of(state().settings, run["workflow_class"])
+    try:
+        options = forms.parse_verb(
+            verb, body.as_form(given), tz=timezone.utc, now=utcnow(),
+            step_names=tuple(definition.step_names) if definition is not None else (),
+        )
+        after = verbs.perform(state().database.primary, verb, workflow_id, actor=guard.actor(),
+                              registry=state().settings.registry, **options.options())
+    except (forms.FormError, errors.WorkflowError) as refused:
+        return from_refusal(problems.refusal(refused, verb=verb, workflow_id=workflow_id))
+    return _after(workflow_id, actions.done(verb, run, after, options), after)
+
+
+def send_signal(workflow_id: str) -> Response:
+    """POST /runs/<workflow_id>/signals."""
+    try:
+        given = body.read(SIGNAL_FIELDS)
+    except body.BodyError as refused:
+        return _refused(refused)
+    if _find(workflow_id) is None:
+        return from_refusal(problems.run_not_found(workflow_id))
+    try:
+        signal = forms.parse_signal(body.as_form(given))
+        result = verbs.signal(state().database.primary, workflow_id, signal.name, signal.payload,
+                              signal.idempotency_key, actor=guard.actor())
+    except (forms.FormError, errors.WorkflowError) as refused:
+        return from_refusal(problems.refusal(refused, verb=verb_table.SIGNAL, workflow_id=workflow_id))
+    if result.duplicate:
+        message = t("pgbus.workflows.forms.done.signal_duplicate", idempotency_key=signal.idempotency_key or "")
+    elif result.signal.get("status") == states.SIGNAL_CLAIMED:
+        message = t("pgbus.workflows.forms.done.signal_claimed", name=signal.name,
+                    step=result.run.get("current_step") or "-")
+    else:
+        message = t("pgbus.workflows.forms.done.signal", name=signal.name)
+    return _after(workflow_id, message, result.run or None, duplicate=result.duplicate,
+                  signal=rep.signal(result.signal))
+
+
+def _filters(given: dict[str, Any]) -> run_filters.RunFilters:
+    raw = given.get("filters") or {}
+    for name, value in raw.items():
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise body.BodyError(422, t("pgbus.api.errors.wrong_type", field=f"filters.{name[:50]}", kind=body.STRING),
+                                 field="filters")
+    try:
+        return run_filters.parse({name: str(value) for name, value in raw.items()})
+    except run_filters.FilterError as refused:
+        raise body.BodyError(422, str(refused), field="filters") from None
+
+
+def start_operation() -> Response:
+    """POST /operations: without ``confirmed`` the preview (200); with it
+    (and ``reason``, and the ``expected`` count the caller was shown, when
+    it wants that checked) the operation created (201)."""
+    now = utcnow()
+    try:
+        given = body.read(OPERATION_FIELDS)
+        filters = _filters(given)
+        parsed = forms.parse_operation(body.as_form({k: v for k, v in given.items() if k != "filters"}),
+                                       tz=timezone.utc, now=now, verbs=operations.VERBS)
+    except body.BodyError as refused:
+        return _refused(refused)
+    except forms.FormError as refused:
+        return from_refusal(problems.refusal(refused))
+    settings = state().settings
+    engine = state().database.primary
+    kwargs = dict(registry=settings.registry, thresholds=context.thresholds(settings), now=now)
+    stuck = reads.stuck_of(now)
+    try:
+        if not parsed.confirmed:
+            shown = operations.preview(engine, filters, parsed.verb, parsed.params, **kwargs)
+            return json_answer({"preview": rep.preview(shown, stuck_of=stuck)})
+        created = operations.create(engine, filters, parsed.verb, parsed.params, reason=parsed.reason,
+                                    actor=guard.actor(), expected=parsed.expected, **kwargs)
+    except operations.CountChanged as refused:
+        return from_refusal(problems.refusal(refused), preview=rep.preview(refused.preview, stuck_of=stuck))
+    except (errors.WorkflowError, operations.OperationError) as refused:
+        return from_refusal(problems.refusal(refused, verb=parsed.verb))
+    location = url_for("pgbus_api.operation", operation_id=created["id"])
+    return json_answer({"message": t("pgbus.operations.started", operation_id=created["id"]),
+                        "operation": rep.operation(created)}, 201, {"Location": location})
+
+
+def cancel_operation(operation_id: int) -> Response:
+    """POST /operations/<id>/cancel."""
+    try:
+        body.read({})
+    except body.BodyError as refused:
+        return _refused(refused)
+    if operation_id > run_filters.MAX_ID:
+        return from_refusal(problems.operation_not_found(operation_id))
+    try:
+        cancelled = operations.cancel(state().database.primary, operation_id, now=utcnow())
+    except operations.OperationError as refused:
+        return from_refusal(problems.refusal(refused))
+    return json_answer({"message": t("pgbus.operations.cancelled", operation_id=cancelled["id"]),
+                        "operation": rep.operation(cancelled)})

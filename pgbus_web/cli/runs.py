@@ -1,0 +1,274 @@
+"""``pgbus-web runs ...`` and ``pgbus-web attention``: the runs index, one
+run, its verbs and signals, and the needs-attention groups, from a shell.
+
+The same reads and verbs as the pages (pgbus_web/scripted.py), acting as
+``cli:<os user>``. People get aligned tables cut to the terminal; ``--json``
+gives JSON Lines (representations.py's shapes, one object a line). Exit
+codes: 0 done, 1 refused (no such run, a status the verb does not start
+from, a definition not loaded), 2 bad usage (an unknown filter value, a
+bad time, payload or step).
+"""
+
+from __future__ import annotations
+
+import click
+
+from .. import run_filters, scripted, states
+from ..runtime import verb_table
+from ..web.settings import Settings
+from . import output
+from .common import database_url_option, engine_from, friendly_errors, main_group
+from .worker import load_registry
+
+json_option = click.option("--json", "as_json", is_flag=True, help="JSON Lines for scripts, not a table.")
+definitions_option = click.option(
+    "--definitions", metavar="MODULE",
+    help="Module exposing REGISTRY: the workflow definitions (resume, resume_at, skip and rerun need them).")
+
+
+def actor() -> str:
+    import getpass
+
+    try:
+        return f"cli:{getpass.getuser()}"
+    except Exception:  # noqa: BLE001  (no login name in a container)
+        return "cli:unknown"
+
+
+def _settings(definitions: str | None, **values) -> Settings:
+    return Settings(registry=load_registry(definitions) if definitions else None, **values)
+
+
+def _refused(problem: scripted.WorkflowError) -> click.ClickException:
+    """A runtime refusal: exit 2 when the input was wrong, else 1."""
+    if isinstance(problem, scripted.BAD_INPUT):
+        return click.UsageError(str(problem))
+    return click.ClickException(str(problem))
+
+
+@main_group.group("runs")
+def runs_group() -> None:
+    """List, show and act on workflow runs."""
+
+
+# --- runs list -----------------------------------------------------------------
+
+
+@runs_group.command("list")
+@database_url_option
+@click.option("--class", "workflow_class", help="Only runs of this workflow class.")
+@click.option("--status", help=f"Only runs in this status ({', '.join(states.RUN)}).")
+@click.option("--reason", help=f"Only runs stuck for this reason ({', '.join(states.STUCK_REASONS)}).")
+@click.option("--step", help="Only runs whose latest step has this name.")
+@click.option("--subject", help='Only runs of this subject: "TYPE" or "TYPE ID".')
+@click.option("--error-class", help="Only runs whose latest step failed with this error class.")
+@click.option("--no-error-class", is_flag=True, help="Only runs whose latest step has no error class.")
+@click.option("--since", help=f"Only runs created within this range ({', '.join(run_filters.RANGES)}).")
+@click.option("--from", "created_from", metavar="MOMENT", help="Only runs created at or after (ISO 8601).")
+@click.option("--to", "created_to", metavar="MOMENT", help="Only runs created before (ISO 8601).")
+@click.option("--operation", type=int, help="Only runs this operation acted on.")
+@click.option("--before", type=int, metavar="ID", help="The page older than this run id (the cursor printed).")
+@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True, help="Runs on the page.")
+@json_option
+@definitions_option
+@friendly_errors
+def list_runs(database_url, workflow_class, status, reason, step, subject, error_class, no_error_class, since,
+              created_from, created_to, operation, before, limit, as_json, definitions):
+    """The runs the index's filters match, newest first."""
+    try:
+        filters = scripted.filters_from({
+            "workflow_class": workflow_class, "status": status, "reason": reason, "step": step,
+            "subject": subject, "error_class": error_class,
+            "no_error_class": run_filters.NO_ERROR_CLASS if no_error_class else None, "since": since,
+            "from": created_from, "to": created_to, "operation": operation, "before": before,
+        })
+    except run_filters.FilterError as problem:
+        raise click.UsageError(str(problem)) from None
+    settings = _settings(definitions, page_size=limit)
+    engine = engine_from(database_url, pool_size=1, max_overflow=0)
+    try:
+        page = scripted.runs(engine, settings, filters)
+    finally:
+        engine.dispose()
+    if as_json:
+        output.echo_json_lines(page.runs)
+    else:
+        output.echo_table(
+            ("ID", "CLASS", "STATUS", "STUCK", "STEP", "UPDATED", "WORKFLOW ID"),
+            ((run["id"], run["workflow_class"], run["status"], run["stuck_reason"],
+              (run["latest_step"] or {}).get("step_name") or run["current_step"], run["updated_at"],
+              run["workflow_id"]) for run in page.runs),
+        )
+    if page.next_before is not None:
+        click.echo(f"More: --before {page.next_before}", err=True)
+
+
+# --- runs show -----------------------------------------------------------------
+
+
+def _describe(detail: dict) -> None:
+    run = detail["run"]
+    status = run["status"] + (f" (stuck: {run['stuck_reason']})" if run["stuck_reason"] else "")
+    facts = [
+        ("Run", run["workflow_id"]), ("Class", run["workflow_class"]), ("Status", status),
+        ("Step", run["current_step"]),
+        ("Subject", " ".join(part for part in (run["subject_type"], run["subject_id"]) if part)),
+        ("Created", run["created_at"]), ("Updated", run["updated_at"]),
+        ("Actions", ", ".join(detail["available_actions"]) or "none"),
+    ]
+    for line in output.table(("", ""), facts)[1:]:
+        click.echo(line)
+    attempts = [(group["name"], attempt) for group in detail["steps"] for attempt in group["attempts"]]
+    if attempts:
+        click.echo("")
+        output.echo_table(("STEP", "ATTEMPT", "STATUS", "FINISHED", "ERROR"), (
+            (name, a["attempt"], a["status"], a["finished_at"],
+             ": ".join(part for part in (a["error_class"], a["error_message"]) if part))
+            for name, a in attempts))
+    if detail["signals"]:
+        click.echo("")
+        output.echo_table(("SIGNAL", "STATUS", "RECEIVED"),
+                          ((s["name"], s["status"], s["created_at"]) for s in detail["signals"]))
+    if detail["events"]:
+        click.echo("")
+        output.echo_table(("WHEN", "EVENT", "ACTOR", "STEP", "REASON"), (
+            (e["created_at"], e["event"], e["actor"], e["step_name"], e["reason"]) for e in detail["events"]))
+
+
+@runs_group.command("show")
+@database_url_option
+@click.argument("workflow_id")
+@json_option
+@definitions_option
+@friendly_errors
+def show(database_url, workflow_id, as_json, definitions):
+    """One run: its steps, signals, audit trail and the verbs it allows now."""
+    settings = _settings(definitions)
+    engine = engine_from(database_url, pool_size=1, max_overflow=0)
+    try:
+        detail = scripted.run(engine, settings, workflow_id)
+    except scripted.NotFound:
+        raise click.ClickException(f"no workflow run {workflow_id!r}") from None
+    finally:
+        engine.dispose()
+    if as_json:
+        output.echo_json_lines([detail])
+    else:
+        _describe(detail)
+
+
+# --- runs VERB -------------------------------------------------------------------
+
+
+def _after(detail: dict, verb: str, as_json: bool) -> None:
+    if as_json:
+        output.echo_json_lines([detail])
+        return
+    run = detail["run"]
+    click.echo(f"{verb}: run {run['workflow_id']} is {run['status']} now"
+               f" (step {run['current_step'] or '-'}; actions: {', '.join(detail['available_actions']) or 'none'}).")
+
+
+def _verb_command(verb: verb_table.Verb) -> None:
+    def command(database_url, workflow_id, reason, definitions, as_json, at=None, from_step=None):
+        settings = _settings(definitions)
+        engine = engine_from(database_url, pool_size=1, max_overflow=0)
+        try:
+            detail = scripted.act(engine, settings, verb.name, workflow_id, actor=actor(), reason=reason,
+                                  at=at, from_step=from_step)
+        except scripted.WorkflowError as problem:
+            raise _refused(problem) from None
+        finally:
+            engine.dispose()
+        _after(detail, verb.name, as_json)
+
+    command.__doc__ = (f"{verb.name} one run (from {', '.join(verb.from_statuses)})"
+                       + ("; needs --definitions." if verb.needs_class else "."))
+    if verb_table.FROM_STEP in verb.fields:
+        command = click.option("--step", "from_step", help="The step to rerun from (default: the first).")(command)
+    if verb_table.AT in verb.fields:
+        command = click.option("--at", required=True, help="When (ISO 8601 with a zone, in the future).")(command)
+    command = json_option(command)
+    command = definitions_option(command)
+    command = click.option("--reason", required=True, help="Why: recorded on the run's audit trail.")(command)
+    command = click.argument("workflow_id")(command)
+    command = database_url_option(command)
+    runs_group.command(verb.name)(friendly_errors(command))
+
+
+for _verb in verb_table.TABLE:
+    if _verb.name in scripted.REASONED:
+        _verb_command(_verb)
+
+
+@runs_group.command("signal")
+@database_url_option
+@click.argument("workflow_id")
+@click.argument("name")
+@click.option("--payload", default="{}", show_default=True, help="A JSON object.")
+@click.option("--idempotency-key", help="Sent again with the same key, the signal is stored once.")
+@json_option
+@definitions_option
+@friendly_errors
+def send_signal(database_url, workflow_id, name, payload, idempotency_key, as_json, definitions):
+    """Send signal NAME to one ongoing run."""
+    settings = _settings(definitions)
+    engine = engine_from(database_url, pool_size=1, max_overflow=0)
+    try:
+        result = scripted.send_signal(engine, settings, workflow_id, name, payload, actor=actor(),
+                                      idempotency_key=idempotency_key)
+    except scripted.WorkflowError as problem:
+        raise _refused(problem) from None
+    finally:
+        engine.dispose()
+    if as_json:
+        output.echo_json_lines([result])
+        return
+    said = "already received (same idempotency key): nothing done" if result["duplicate"] else "sent"
+    click.echo(f"signal {name}: {said}.")
+    _after(result["run"], "signal", False)
+
+
+# --- attention -------------------------------------------------------------------
+
+
+@main_group.command("attention")
+@database_url_option
+@json_option
+@definitions_option
+@friendly_errors
+def attention(database_url, as_json, definitions):
+    """The runs that need a person, grouped by class, step, reason and error."""
+    settings = _settings(definitions)
+    engine = engine_from(database_url, pool_size=1, max_overflow=0)
+    try:
+        groups = scripted.attention(engine, settings)
+    finally:
+        engine.dispose()
+    if as_json:
+        output.echo_json_lines(groups)
+        return
+    if not groups:
+        click.echo("No run needs attention.")
+        return
+    output.echo_table(("RUNS", "CLASS", "STEP", "REASON", "ERROR", "SINCE", "LIST WITH"), (
+        (group["count"], group["workflow_class"], group["step_name"], group["reason"], group["error_class"],
+         group["first_seen_at"], _list_with(group["filters"])) for group in groups))
+
+
+# The runs list options that a group's filters (run_filters.group_query) map to.
+_OPTION_OF = {"workflow_class": "--class", "status": "--status", "reason": "--reason", "step": "--step",
+              "error_class": "--error-class", "no_error_class": "--no-error-class"}
+
+
+def _list_with(filters: dict) -> str:
+    import shlex
+
+    parts = []
+    for name, value in filters.items():
+        option = _OPTION_OF.get(name)
+        if option is None:
+            continue
+        parts.append(option if name == "no_error_class" else f"{option} {shlex.quote(value)}")
+    return " ".join(parts)
+

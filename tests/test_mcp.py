@@ -1,0 +1,178 @@
+"""pgbus-web mcp: a real MCP client session (the official SDK's Client over
+stdio) with the real command, spawned as operators' MCP hosts spawn it,
+against the real database. Read-only unless started with --allow-actions;
+every act needs a reason and is recorded as the actor ``mcp``; every refusal
+is a tool error that writes nothing."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+from test_web_bad_input import everything
+
+from pgbus_web.mcp_server import ACT_TOOLS, READ_TOOLS
+
+DEFINITIONS = ["--definitions", "pgbus_web.demo.workflows"]
+
+
+def session(database_url, *options, calls):
+    """Spawn `pgbus-web mcp`, run *calls*(client) in the session, return what it returns."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "pgbus_web", "mcp", "--database-url", database_url, *DEFINITIONS, *options],
+    )
+
+    async def main():
+        async with Client(params) as client:
+            return await calls(client)
+
+    return anyio.run(main)
+
+
+def answer(result) -> dict:
+    assert not result.is_error, result.content
+    if result.structured_content is not None:
+        return result.structured_content
+    return json.loads(result.content[0].text)
+
+
+def refusal(result) -> str:
+    assert result.is_error, result
+    return " ".join(getattr(part, "text", "") for part in result.content)
+
+
+def test_a_read_only_session_lists_groups_finds_and_shows_runs(database_url, driver, engine):
+    first = driver.paused_on_capture()
+    driver.paused_on_capture(order_id=7)
+    done = driver.completed()
+    before = everything(engine)
+
+    async def calls(client):
+        tools = await client.list_tools()
+        return (
+            sorted(tool.name for tool in tools.tools),
+            answer(await client.call_tool("needs_attention", {})),
+            answer(await client.call_tool("find_runs", {"status": "paused"})),
+            answer(await client.call_tool("find_runs", {"status": "completed"})),
+            answer(await client.call_tool("show_run", {"workflow_id": first})),
+            refusal(await client.call_tool("show_run", {"workflow_id": "no-such-run"})),
+            refusal(await client.call_tool("find_runs", {"status": "sleeping"})),
+            # Not offered: a read-only session has no acting tool.
+            (await client.call_tool("act_on_run", {"workflow_id": first, "verb": "cancel", "reason": "r"})).is_error,
+        )
+
+    names, attention, paused, completed, shown, missing, bad_filter, act_refused = session(database_url, calls=calls)
+    assert names == sorted(READ_TOOLS)
+    [group] = attention["groups"]
+    assert (group["count"], group["reason"], group["step_name"]) == (2, "paused_error", "capture_payment")
+    assert "resume" in group["actions"]
+    assert len(paused["runs"]) == 2 and {run["status"] for run in paused["runs"]} == {"paused"}
+    assert [run["workflow_id"] for run in completed["runs"]] == [done]
+    assert shown["run"]["workflow_id"] == first
+    assert "resume" in shown["available_actions"]
+    assert "no-such-run" in missing
+    assert "sleeping" in bad_filter or "status" in bad_filter
+    assert act_refused
+    assert everything(engine) == before
+
+
+def test_acting_needs_allow_actions_and_a_reason_and_records_mcp(database_url, driver, engine):
+    paused = driver.paused_on_capture()
+    done = driver.completed()
+    before = everything(engine)
+
+    async def refusals(client):
+        return (
+            sorted(tool.name for tool in (await client.list_tools()).tools),
+            refusal(await client.call_tool("act_on_run", {"workflow_id": paused, "verb": "resume", "reason": "  "})),
+            refusal(await client.call_tool("act_on_run", {"workflow_id": done, "verb": "resume", "reason": "r"})),
+            refusal(await client.call_tool("act_on_run", {"workflow_id": paused, "verb": "run_now", "reason": "r"})),
+            refusal(await client.call_tool("act_on_run", {"workflow_id": paused, "verb": "explode", "reason": "r"})),
+            refusal(await client.call_tool("act_on_run", {"workflow_id": "gone", "verb": "cancel", "reason": "r"})),
+        )
+
+    names, no_reason, finished, wrong_status, unknown, missing = session(database_url, "--allow-actions",
+                                                                         calls=refusals)
+    assert names == sorted(READ_TOOLS + ACT_TOOLS)
+    assert "reason is required" in no_reason
+    assert "completed" in finished and "paused" in wrong_status
+    assert "explode" in unknown and "no workflow run" in missing
+    assert everything(engine) == before
+
+    async def resume(client):
+        return answer(await client.call_tool("act_on_run", {"workflow_id": paused, "verb": "resume",
+                                                            "reason": "gateway is back"}))
+
+    after = session(database_url, "--allow-actions", calls=resume)
+    assert after["run"]["status"] == "ready"
+    assert driver.status(paused) == "ready"
+    resumed = [event for event in driver.event_rows(paused) if event["event"] == "resumed"]
+    assert [(event["actor"], event["reason"]) for event in resumed] == [("mcp", "gateway is back")]
+
+
+def test_an_operation_is_previewed_then_done_with_the_expected_count(database_url, driver, engine):
+    driver.paused_on_capture()
+    driver.paused_on_capture(order_id=7)
+    group_filters = {"workflow_class": "OrderWorkflow", "step": "capture_payment", "reason": "paused_error"}
+
+    async def calls(client):
+        shown = answer(await client.call_tool("preview_operation", {"verb": "cancel", "filters": group_filters}))
+        stale = refusal(await client.call_tool("start_operation", {
+            "verb": "cancel", "filters": group_filters, "reason": "drop them", "expected_runs": 5}))
+        done = answer(await client.call_tool("start_operation", {
+            "verb": "cancel", "filters": group_filters, "reason": "drop them", "expected_runs": shown["total"]}))
+        return shown, stale, done
+
+    shown, stale, done = session(database_url, "--allow-actions", calls=calls)
+    assert (shown["total"], shown["fits"]) == (2, 2)
+    assert "matches 2 runs now, not 5" in stale
+    operation = done["operation"]
+    assert (operation["status"], operation["moved"], operation["actor"], operation["reason"]) == (
+        "done", 2, "mcp", "drop them")
+    assert sorted(status for (status,) in _statuses(engine)) == ["cancelled", "cancelled"]
+
+
+def _statuses(engine):
+    import sqlalchemy as sa
+
+    with engine.connect() as conn:
+        return conn.execute(sa.text("SELECT status FROM pgbus_workflows")).all()
+
+
+@pytest.mark.parametrize("option", ["--allow-actions", None])
+def test_the_command_needs_a_database(option):
+    from click.testing import CliRunner
+
+    from pgbus_web.cli.common import main_group
+
+    result = CliRunner().invoke(main_group, ["mcp", "--database-url", "mysql://nope/x", *([option] if option else [])],
+                                env={"PGBUS_DATABASE_URL": ""})
+    assert result.exit_code == 1
+    assert "Error" in result.output
+
+
+def test_a_signal_operation_reaches_every_waiting_run(database_url, driver):
+    first = driver.waiting_for_shipment()
+    second = driver.waiting_for_shipment(order_id=8)
+    filters = {"workflow_class": "OrderWorkflow", "status": "waiting"}
+
+    async def calls(client):
+        nameless = refusal(await client.call_tool("preview_operation", {"verb": "signal", "filters": filters}))
+        shown = answer(await client.call_tool("preview_operation", {
+            "verb": "signal", "filters": filters, "signal_name": "shipment_confirmed"}))
+        done = answer(await client.call_tool("start_operation", {
+            "verb": "signal", "filters": filters, "signal_name": "shipment_confirmed", "payload": {"carrier": "x"},
+            "reason": "the carrier confirmed by mail", "expected_runs": shown["total"]}))
+        return nameless, shown, done
+
+    nameless, shown, done = session(database_url, "--allow-actions", calls=calls)
+    assert "signal" in nameless.lower()
+    assert shown["total"] == 2
+    assert (done["operation"]["status"], done["operation"]["moved"]) == ("done", 2)
+    for workflow_id in (first, second):
+        assert driver.status(workflow_id) == "ready"
+        assert [signal["payload"] for signal in driver.signals(workflow_id)] == [{"carrier": "x"}]
