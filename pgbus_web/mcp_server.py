@@ -77,17 +77,19 @@ class Tools:
         operation may do on it."""
         return {"groups": scripted.attention(self.engine, self.settings)}
 
-    def find_runs(self, workflow_class: str | None = None, status: str | None = None, reason: str | None = None,
+    def find_runs(self, q: str | None = None, workflow_class: str | None = None, status: str | None = None, reason: str | None = None,
                   step: str | None = None, subject: str | None = None, error_class: str | None = None,
                   no_error_class: bool = False, since: str | None = None, before: int | None = None,
                   limit: int = 50) -> dict[str, Any]:
         """Runs matching the dashboard index's filters, newest first: status
         (pending, ready, running, waiting, paused, completed, failed,
         cancelled), reason (stalled, paused_error, paused_manual, overdue,
-        waiting_overdue), since (1h, 24h, 7d, 30d), subject ("TYPE" or "TYPE ID").
+        waiting_overdue), since (1h, 24h, 7d, 30d), subject ("TYPE" or "TYPE ID");
+        q searches: a run id or its shown prefix (4+ characters), an
+        idempotency key, a subject in any case, or a subject's id alone.
         `next_before` pages to older runs."""
         filters = _filters({
-            "workflow_class": workflow_class, "status": status, "reason": reason, "step": step,
+            "q": q, "workflow_class": workflow_class, "status": status, "reason": reason, "step": step,
             "subject": subject, "error_class": error_class,
             "no_error_class": run_filters.NO_ERROR_CLASS if no_error_class else None, "since": since,
             "before": before,

@@ -115,6 +115,16 @@ def test_runs_filtered_and_paged_by_keyset(database, engine, runs):
     assert refused.status_code == 400 and "sleeping" in refused.json_body["detail"]
 
 
+def test_runs_searched_with_q_by_the_shown_prefix(database, engine, runs):
+    api = Api(operator_app(database).test_client(), token_for(engine, "reader", "viewer"))
+    wanted, other = paused_on_capture(runs), paused_on_capture(runs)
+    assert wanted[:8] != other[:8]
+    found = api.get(f"/runs?q={wanted[:8].upper()}")
+    assert [run["workflow_id"] for run in found.json_body["runs"]] == [wanted]
+    # Control: the other run's prefix finds the other run.
+    assert [run["workflow_id"] for run in api.get(f"/runs?q={other[:8]}").json_body["runs"]] == [other]
+
+
 def test_one_run_in_detail(viewer, runs):
     workflow_id = paused_on_capture(runs)
     shown = viewer.get(f"/runs/{workflow_id}")

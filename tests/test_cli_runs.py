@@ -52,6 +52,10 @@ def test_runs_list_as_a_table_and_as_json_lines_with_the_index_filters(cli, driv
     assert [run["workflow_id"] for run in json_lines(cli("runs", "list", "--status", "completed", "--json"))] == [done]
     assert json_lines(cli("runs", "list", "--reason", "paused_error", "--class", "OrderWorkflow", "--json"))[0][
         "workflow_id"] == paused
+    # The search box's q: a run by the prefix the table shows, in any case.
+    assert [run["workflow_id"] for run in json_lines(cli("runs", "list", "--q", paused[:8].upper(), "--json"))] == [
+        paused]
+    assert [run["workflow_id"] for run in json_lines(cli("runs", "list", "--q", done[:8], "--json"))] == [done]
 
 
 def test_runs_list_pages_with_a_cursor_on_stderr(cli, driver):

@@ -13,8 +13,8 @@ from test_web_odd_values import set_column
 from pgbus_web import representations as rep
 from pgbus_web import states
 from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.models.values import INFINITY, MINUS_INFINITY, RawJson
 from pgbus_web.models import workflows
+from pgbus_web.models.values import INFINITY, MINUS_INFINITY, RawJson
 from pgbus_web.runtime import verb_table
 from pgbus_web.web import context
 from pgbus_web.web.settings import Settings

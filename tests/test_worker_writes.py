@@ -9,7 +9,13 @@ import pytest
 import sqlalchemy as sa
 from runtime_support import T0
 from sqlalchemy import event
-from test_latest_step_columns import add_run, add_step, assert_columns_match, run_columns, sql
+from test_latest_step_columns import (
+    add_run,
+    add_step,
+    assert_columns_match,
+    run_columns,
+    sql,
+)
 from test_schema_upgrade import scratch  # noqa: F401  (a fixture)
 
 from pgbus_web import db, schema

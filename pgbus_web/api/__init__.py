@@ -8,12 +8,12 @@ refusal ``application/problem+json`` with a translated ``detail``.
 
 from __future__ import annotations
 
-from flask import Blueprint, Flask, Response, request, url_for
-from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
+from flask import Blueprint, Flask, Response, url_for
+from werkzeug.exceptions import HTTPException
 
 from .. import i18n
 from ..i18n import t
-from ..web import csrf, run_ids, security
+from ..web import csrf, run_ids, security, unrouted
 from ..web.extension import state
 from . import guard, openapi, reads, writes
 from .answers import json_answer
@@ -23,7 +23,6 @@ from .tokens import Caller
 __all__ = ["Caller", "PREFIX", "BLUEPRINT", "register"]
 
 PREFIX = "/api/v1"
-_ROUTING = {404: NotFound, 405: MethodNotAllowed}
 BLUEPRINT = "pgbus_api"
 
 
@@ -38,7 +37,8 @@ def _http_error(error: HTTPException) -> Response:
         detail = t("pgbus.api.errors.method")
     else:
         detail = t("pgbus.api.errors.http", status=status)
-    return problem(status, detail)
+    # A 405's Allow header names the methods the address takes.
+    return problem(status, detail, headers={name: value for name, value in error.get_headers() if name == "Allow"})
 
 
 def _no_store(response: Response) -> Response:
@@ -79,24 +79,9 @@ def build_blueprint() -> Blueprint:
     for rule, endpoint, view, method in rules:
         blueprint.add_url_rule(rule, endpoint, view, methods=[method])
 
-    @blueprint.record_once
-    def _unrouted(setup_state) -> None:
-        prefix = (setup_state.url_prefix or "").rstrip("/")
-
-        def as_problem(response: Response) -> Response:
-            # No rule matched (a 404, a 405): routing answered before any
-            # blueprint was chosen; under the API's prefix it is a problem.
-            if request.url_rule is None and response.status_code in (404, 405) and (
-                    request.path == prefix or request.path.startswith(prefix + "/")):
-                with i18n.force_locale(i18n.select_locale(request, state().settings.default_locale)):
-                    answer = _http_error(_ROUTING[response.status_code]())
-                if "Allow" in response.headers:
-                    answer.headers["Allow"] = response.headers["Allow"]
-                return security.add_headers(answer)
-            return response
-
-        setup_state.app.after_request(as_problem)
-
+    # A 404 or 405 routing gives under the API's prefix reaches the
+    # blueprint (its hooks and _http_error): a problem, never a page.
+    unrouted.init_blueprint(blueprint)
     return blueprint
 
 

@@ -18,7 +18,7 @@ from flask import Response, g, request
 from werkzeug.exceptions import HTTPException
 
 from ..i18n import t
-from ..web import actions, csrf, security
+from ..web import actions, csrf, security, unrouted
 from ..web.extension import state
 from . import tokens
 from .problems import problem
@@ -55,7 +55,8 @@ def check() -> Response | None:
     # Werkzeug refuses a longer body (413) when the view reads it.
     if request.max_content_length is None or request.max_content_length > csrf.MAX_BODY:
         request.max_content_length = csrf.MAX_BODY
-    unsafe = request.method in security.UNSAFE_METHODS
+    # An unrouted request changes nothing: it only gets its 404 or 405.
+    unsafe = request.method in security.UNSAFE_METHODS and not unrouted.adopted()
     hook = state().settings.api_auth
     token = _bearer()
     if token is not None and hook is not None:

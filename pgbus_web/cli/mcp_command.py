@@ -21,8 +21,9 @@ from .worker import load_registry
 def mcp(database_url, allow_actions, definitions):
     """Serve the Model Context Protocol on standard input and output."""
     try:
-        from .. import mcp_server
         import mcp as _sdk  # noqa: F401  (the extra's package, checked before the database)
+
+        from .. import mcp_server
     except ImportError:
         raise MissingExtra("mcp", "mcp") from None
     settings = Settings(registry=load_registry(definitions) if definitions else None)

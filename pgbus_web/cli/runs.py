@@ -56,6 +56,8 @@ def runs_group() -> None:
 
 @runs_group.command("list")
 @database_url_option
+@click.option("--q", "q", metavar="TEXT",
+              help="Search: a run id or its shown prefix, an idempotency key, a subject (any case) or its id.")
 @click.option("--class", "workflow_class", help="Only runs of this workflow class.")
 @click.option("--status", help=f"Only runs in this status ({', '.join(states.RUN)}).")
 @click.option("--reason", help=f"Only runs stuck for this reason ({', '.join(states.STUCK_REASONS)}).")
@@ -72,12 +74,12 @@ def runs_group() -> None:
 @json_option
 @definitions_option
 @friendly_errors
-def list_runs(database_url, workflow_class, status, reason, step, subject, error_class, no_error_class, since,
+def list_runs(database_url, q, workflow_class, status, reason, step, subject, error_class, no_error_class, since,
               created_from, created_to, operation, before, limit, as_json, definitions):
     """The runs the index's filters match, newest first."""
     try:
         filters = scripted.filters_from({
-            "workflow_class": workflow_class, "status": status, "reason": reason, "step": step,
+            "q": q, "workflow_class": workflow_class, "status": status, "reason": reason, "step": step,
             "subject": subject, "error_class": error_class,
             "no_error_class": run_filters.NO_ERROR_CLASS if no_error_class else None, "since": since,
             "from": created_from, "to": created_to, "operation": operation, "before": before,

@@ -36,8 +36,8 @@ from sqlalchemy.engine import Engine
 
 from .. import run_filters as index_filters
 from .. import states
-from ..models import operations as store
 from ..models import events, workflows
+from ..models import operations as store
 from . import chunk_resume, verb_table, verbs
 from .clock import parse_future, utcnow
 from .errors import (

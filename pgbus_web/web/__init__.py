@@ -56,7 +56,7 @@ from . import (
     views,
 )
 from .extension import EXTENSION_NAME, State, state
-from .settings import Settings, SettingError, check
+from .settings import SettingError, Settings, check
 
 __all__ = ["PgbusWeb", "SettingError", "Settings", "State", "build_blueprint", "settings_from", "state"]
 # Where the blueprint serves its own assets, under its URL prefix; a name

@@ -33,8 +33,8 @@ from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
 from markupsafe import Markup, escape
 from werkzeug.exceptions import BadRequest
 
-from .extension import state
 from . import unrouted
+from .extension import state
 from .security import UNSAFE_METHODS
 
 log = logging.getLogger(__name__)

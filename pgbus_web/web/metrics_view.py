@@ -73,7 +73,9 @@ def _timed(response: Response) -> Response:
 
 def register(app: Flask, url_prefix: str) -> None:
     """Serve /metrics under *url_prefix* and time the dashboard's requests."""
-    from ..api import guard  # the API package imports the web one: imported here, as web/__init__ does
+    from ..api import (
+        guard,  # the API package imports the web one: imported here, as web/__init__ does
+    )
 
     found = app.extensions[EXTENSION_NAME]
     settings, database = found.settings, found.database

@@ -26,8 +26,8 @@ from flask import Blueprint, Flask, abort, g, request
 from werkzeug.utils import redirect
 
 from . import hx
-from .unrouted import adopted, under
 from .extension import state
+from .unrouted import adopted, under
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,8 @@
 """Every answer under the dashboard's prefix is a dashboard page, the ones
 routing gives too (a 404 for ``/workflows/`` or ``/locks/xyz``, a 405).
 
-Werkzeug raises those before any blueprint is chosen, so Flask would answer
+The dashboard's API adopts the ones under its own prefix the same way,
+answering them as problems. Werkzeug raises those before any blueprint is chosen, so Flask would answer
 them with the host app's handlers, or its bare "Not Found", in English,
 without the dashboard's look, language or sign-in. Here such a request is
 handed to the blueprint before Flask prepares it (``request_started``
@@ -20,7 +21,9 @@ from werkzeug.exceptions import MethodNotAllowed, NotFound
 from werkzeug.routing import Rule
 
 ENDPOINT = "unrouted"
-# Where each app keeps (prefix, endpoint) of its dashboard.
+# Where each app keeps the (prefix, endpoint) of each blueprint that adopts
+# its unrouted requests (the dashboard's pages, its API below them), the
+# longest prefix first: a path goes to the deepest one it is under.
 _APP_KEY = "pgbus_web_unrouted"
 # Where the request keeps the routing's error for the view to raise.
 _ENVIRON_KEY = "pgbus_web.routing_error"
@@ -44,11 +47,11 @@ def _view():
 
 
 def _adopt(app: Flask, **_: object) -> None:
-    prefix, endpoint = app.extensions[_APP_KEY]
     problem = request.routing_exception
     if request.url_rule is not None or not isinstance(problem, (NotFound, MethodNotAllowed)):
         return
-    if not under(request.path, prefix):
+    endpoint = next((endpoint for prefix, endpoint in app.extensions[_APP_KEY] if under(request.path, prefix)), None)
+    if endpoint is None:
         return
     request.environ[_ENVIRON_KEY] = problem
     request.url_rule = Rule(request.path, endpoint=endpoint)
@@ -62,7 +65,11 @@ def init_blueprint(blueprint: Blueprint) -> None:
         app = setup_state.app
         endpoint = f"{setup_state.name_prefix}.{setup_state.name}.{ENDPOINT}".lstrip(".")
         app.view_functions[endpoint] = _view
-        app.extensions[_APP_KEY] = ((setup_state.url_prefix or "").rstrip("/"), endpoint)
+        adopting = app.extensions.setdefault(_APP_KEY, [])
+        adopting.append(((setup_state.url_prefix or "").rstrip("/"), endpoint))
+        adopting.sort(key=lambda entry: len(entry[0]), reverse=True)
         # A module-level receiver, held strongly: a closure would be
-        # collected (blinker keeps weak references by default).
-        request_started.connect(_adopt, app, weak=False)
+        # collected (blinker keeps weak references by default). Connected
+        # once per app, however many blueprints adopt.
+        if len(adopting) == 1:
+            request_started.connect(_adopt, app, weak=False)
