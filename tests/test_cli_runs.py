@@ -117,6 +117,11 @@ def test_runs_show_as_text_and_json(cli, driver):
 
 def test_runs_resume_acts_as_the_os_user_with_the_reason(cli, driver, engine):
     workflow_id = driver.paused_on_capture()
+    # Without the definitions, the refusal names the option that fixes it,
+    # and the run stays as it was.
+    bare = cli("runs", "resume", workflow_id, "--reason", "gateway is back")
+    assert bare.exit_code == 1 and "--definitions MODULE" in bare.output
+    assert driver.status(workflow_id) == "paused"
     result = cli("runs", "resume", workflow_id, "--reason", "gateway is back", *DEFINITIONS)
     assert result.exit_code == 0, result.output
     assert f"resume: run {workflow_id} is ready now" in result.output

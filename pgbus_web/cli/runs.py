@@ -14,7 +14,7 @@ from __future__ import annotations
 import click
 
 from .. import run_filters, scripted, states
-from ..runtime import verb_table
+from ..runtime import errors, verb_table
 from ..web.settings import Settings
 from . import output
 from .common import database_url_option, engine_from, friendly_errors, main_group
@@ -43,6 +43,9 @@ def _refused(problem: scripted.WorkflowError) -> click.ClickException:
     """A runtime refusal: exit 2 when the input was wrong, else 1."""
     if isinstance(problem, scripted.BAD_INPUT):
         return click.UsageError(str(problem))
+    if isinstance(problem, errors.ClassNotLoaded):
+        # The fix is on this command line: say which option it is.
+        return click.ClickException(f"{problem} (load the workflow definitions with --definitions MODULE)")
     return click.ClickException(str(problem))
 
 
