@@ -138,6 +138,21 @@ def _hour_minute_skeleton(loc: Locale) -> str:
     return "hm" if "h" in loc.time_formats["short"].pattern else "Hm"
 
 
+@lru_cache(maxsize=256)
+def _skeleton_format(loc: Locale, skeleton: str) -> str:
+    # babel_dates.format_skeleton's pattern lookup (fuzzy match, parse),
+    # done once per (locale, skeleton) rather than per moment.
+    if skeleton not in loc.datetime_skeletons:
+        skeleton = babel_dates.match_skeleton(skeleton, loc.datetime_skeletons) or skeleton
+    return babel_dates.parse_pattern(loc.datetime_skeletons[skeleton]).format
+
+
+def _format_skeleton(skeleton: str, local: datetime, loc: Locale) -> str:
+    """babel_dates.format_skeleton(skeleton, local, locale=loc) for an aware
+    *local*, with the pattern from _skeleton_format."""
+    return _skeleton_format(loc, skeleton) % babel_dates.DateTimeFormat(local, loc)
+
+
 def _join_date_time(loc: Locale, date_text: str, time_text: str) -> str:
     # The locale's glue between a date and a time ("{1}, {0}" in English).
     return str(loc.datetime_formats["short"]).format(time_text, date_text)
@@ -159,11 +174,11 @@ def clock(
     loc, zone_info = locale_of(locale), zone(tz)
     local, today = in_zone(moment, zone_info), in_zone(now, zone_info)
     skeleton = _hour_minute_skeleton(loc) + ("s" if seconds else "")
-    time_text = babel_dates.format_skeleton(skeleton, local, locale=loc)
+    time_text = _format_skeleton(skeleton, local, loc)
     if local.date() == today.date():
         return time_text
     date_skeleton = "MMMd" if local.year == today.year else "yMMMd"
-    date_text = babel_dates.format_skeleton(date_skeleton, local, locale=loc)
+    date_text = _format_skeleton(date_skeleton, local, loc)
     return _join_date_time(loc, date_text, time_text)
 
 
@@ -173,14 +188,14 @@ def short_time(moment: datetime, *, locale: LocaleArg = None, tz: TimeZoneArg = 
         return moment.literal
     loc = locale_of(locale)
     skeleton = _hour_minute_skeleton(loc) + ("s" if seconds else "")
-    return babel_dates.format_skeleton(skeleton, in_zone(moment, zone(tz)), locale=loc)
+    return _format_skeleton(skeleton, in_zone(moment, zone(tz)), loc)
 
 
 def short_date(moment: datetime, *, locale: LocaleArg = None, tz: TimeZoneArg = None) -> str:
     """The day in *tz*, without the year: "Jan 6", "6. Jan."."""
     if isinstance(moment, Infinite):
         return moment.literal
-    return babel_dates.format_skeleton("MMMd", in_zone(moment, zone(tz)), locale=locale_of(locale))
+    return _format_skeleton("MMMd", in_zone(moment, zone(tz)), locale_of(locale))
 
 
 def short_date_time(moment: datetime, *, locale: LocaleArg = None, tz: TimeZoneArg = None, seconds: bool = False) -> str:
