@@ -36,11 +36,9 @@ from .stories import (
     shuffled_deck,
 )
 
-# Runs played and written per transaction: big enough for COPY to pay off
-# (each sorted COPY then visits an index page once for many rows; 20,000
-# cut the server's COPY time by about 30 % against 5,000), small enough to
-# hold three chunks in memory (~380 MB) and keep the progress bar steady.
-CHUNK_RUNS = 20_000
+# Runs played and written per transaction: big enough for COPY to pay off,
+# small enough for a steady progress bar.
+CHUNK_RUNS = 5_000
 # Chunks played ahead of the one being written.
 CHUNKS_AHEAD = 2
 # Step and signal ids are taken from their sequences this many at a time.
