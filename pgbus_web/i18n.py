@@ -133,11 +133,24 @@ def _with_fallback(locale: str) -> support.NullTranslations:
     return found
 
 
+# What else remembers translated words (timefmt's relative texts): forgotten
+# with the catalogs.
+_on_reload: list[Callable[[], None]] = []
+
+
+def on_reload(forget: Callable[[], None]) -> None:
+    """Call *forget* whenever the catalogs are reloaded."""
+    _on_reload.append(forget)
+
+
 def reload() -> None:
     """Forget the loaded catalogs (after editing a ``.po`` in a running process)."""
     catalog.cache_clear()
     _with_fallback.cache_clear()
     available_locales.cache_clear()
+    _rendered.clear()
+    for forget in _on_reload:
+        forget()
 
 
 class DashboardDomain(flask_babel.Domain):
@@ -323,11 +336,35 @@ def _count_text(count: int, locale: str) -> str:
     return format_decimal(count, locale=locale)
 
 
+# Formatted messages per (locale, key, count, formatter, arguments): a page
+# asks for the same words many times (column labels, "by system", status
+# names), and a message is a pure function of these. An argument's type is
+# part of the key, since Markup("<b>") equals "<b>" but formats unescaped.
+# Cleared with the catalogs (reload) and whole when full.
+_rendered: dict = {}
+_RENDERED_MAX = 20_000
+
+
 def _render(key: str, count: Optional[int], kwargs: dict, fmt: Callable[[str, dict], object]):
-    """Look ``key`` up in the current locale then English, and format it.
-    A translation that fails to format (a placeholder it should not have)
-    falls back to English as well."""
+    """_render_fresh, remembered when its arguments can be a dict key."""
     locale = current_locale()
+    try:
+        memo = (locale, key, count, fmt, tuple((name, type(value), value) for name, value in kwargs.items()))
+        text = _rendered.get(memo)
+    except TypeError:  # an argument that cannot be hashed: format it afresh
+        return _render_fresh(locale, key, count, kwargs, fmt)
+    if text is None:
+        text = _render_fresh(locale, key, count, kwargs, fmt)
+        if len(_rendered) >= _RENDERED_MAX:
+            _rendered.clear()
+        _rendered[memo] = text
+    return text
+
+
+def _render_fresh(locale: str, key: str, count: Optional[int], kwargs: dict, fmt: Callable[[str, dict], object]):
+    """Look ``key`` up in *locale* then English, and format it. A
+    translation that fails to format (a placeholder it should not have)
+    falls back to English as well."""
     given = kwargs.get("count")
     if isinstance(given, int) and not isinstance(given, bool):
         kwargs = {**kwargs, "count": _count_text(given, locale)}

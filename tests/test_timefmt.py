@@ -187,3 +187,47 @@ def test_absolute_says_what_babels_long_format_says(locale):
             local = timefmt.in_zone(moment, timefmt.zone(tz))
             expected = babel_dates.format_datetime(local, "long", tzinfo=local.tzinfo, locale=locale)
             assert timefmt.absolute(moment, locale=locale, tz=tz) == expected, (tz, moment)
+
+
+# --- the remembered texts: the same answer as working it out afresh ---
+
+
+def test_a_remembered_clock_follows_the_viewers_day():
+    # The same moment, asked on its own day and then a day later: the second
+    # answer names the day (the memo is keyed by the viewer's day).
+    moment = ahead(minutes=30)
+    assert plain(timefmt.clock(moment, now=NOW, locale="en", tz="UTC")) == "2:35 PM"
+    assert plain(timefmt.clock(moment, now=NOW + timedelta(days=1), locale="en", tz="UTC")) == "Jan 5, 2:35 PM"
+    assert plain(timefmt.clock(moment, now=NOW, locale="en", tz="UTC")) == "2:35 PM"
+    # ... and by the zone and the locale.
+    assert timefmt.clock(moment, now=NOW, locale="de", tz="Europe/Copenhagen") == "15:35"
+    assert plain(timefmt.clock(moment, now=NOW, locale="en", tz="Europe/Copenhagen")) == "3:35 PM"
+
+
+def test_remembered_tags_equal_fresh_ones_across_moments_days_and_zones():
+    import random
+
+    rng = random.Random(11)
+    cases = [
+        (NOW + timedelta(seconds=rng.randint(-4 * 86400, 4 * 86400)), NOW + timedelta(hours=rng.randint(0, 48)),
+         rng.choice(["en", "de", "ja"]), rng.choice(["UTC", "Asia/Tokyo", "America/Lima"]))
+        for _ in range(150)
+    ]
+    first = [(timefmt.exact_tag(m, now=n, locale=loc, tz=tz), timefmt.time_tag(m, now=n, locale=loc, tz=tz, clock=True))
+             for m, n, loc, tz in cases]
+    timefmt._moment_texts.clear()
+    timefmt._clock_texts.clear()
+    timefmt._relative_texts.clear()
+    fresh = [(timefmt.exact_tag(m, now=n, locale=loc, tz=tz), timefmt.time_tag(m, now=n, locale=loc, tz=tz, clock=True))
+             for m, n, loc, tz in reversed(cases)]
+    assert first == list(reversed(fresh))
+    assert len({text for pair in first for text in pair}) > 200  # the cases differ
+
+
+def test_reloading_the_catalogs_forgets_the_remembered_relative_texts():
+    from pgbus_web import i18n
+
+    timefmt.relative(ago(minutes=3), now=NOW)
+    assert timefmt._relative_texts
+    i18n.reload()
+    assert not timefmt._relative_texts

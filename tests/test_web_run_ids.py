@@ -175,3 +175,15 @@ def test_every_route_word_after_workflows_is_reserved(app):
         if len(parts) > 2 and parts[1] == "workflows" and not parts[2].startswith("<"):
             words.add(parts[2])
     assert words and words <= run_ids.RESERVED
+
+
+@pytest.mark.parametrize("workflow_id", IDS + ["plain-id", "6ced4f1b-0000"])
+def test_the_runs_table_link_is_url_for_s(app, workflow_id):
+    # The runs table writes its links with helpers.run_url (url_for's
+    # prefix, the route's converter); every id must come out as url_for's.
+    from pgbus_web.web import helpers
+
+    with app.test_request_context():
+        assert helpers.run_url(workflow_id) == url_for("pgbus_web.workflow", workflow_id=workflow_id)
+        # A second id in the same request reuses the prefix and still matches.
+        assert helpers.run_url("orders/7") == url_for("pgbus_web.workflow", workflow_id="orders/7")

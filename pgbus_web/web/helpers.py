@@ -9,12 +9,12 @@ from datetime import datetime
 from typing import Any, Mapping
 
 from babel.numbers import format_decimal
-from flask import url_for
+from flask import current_app, g, url_for
 from markupsafe import Markup
 
 from .. import bidi, run_filters
 from ..i18n import current_locale, current_timezone
-from . import filter_chips, presenters, runtime_words, timefmt
+from . import filter_chips, presenters, run_ids, runtime_words, timefmt
 from .extension import state
 
 
@@ -49,6 +49,18 @@ def batch_url(batch_id: str) -> str:
     return url_for("pgbus_web.batch", batch_id=batch_id)
 
 
+def run_url(workflow_id: str) -> str:
+    """The run page's address, as url_for writes it: the part before the
+    id is asked of url_for once per request and the id written by the
+    route's own converter, since a runs table links 50 runs."""
+    made = g.get("_pgbus_run_url")
+    if made is None:
+        converter = current_app.url_map.converters[run_ids.CONVERTER](current_app.url_map)
+        made = g._pgbus_run_url = (url_for("pgbus_web.workflow", workflow_id="x")[:-1], converter.to_url)
+    prefix, to_url = made
+    return prefix + to_url(workflow_id)
+
+
 def batch_link(name: Any, batch_id: str | None):
     return presenters.batch_link(name, batch_id, batch_url)
 
@@ -78,6 +90,7 @@ TEMPLATE_NAMES: dict[str, Any] = {
     "stored_json": presenters.stored_json,
     "code": presenters.code,
     "batch_link": batch_link,
+    "run_url": run_url,
     "duration": timefmt.duration,
     "duration_between": duration_between,
     "status_tone": status_tone,

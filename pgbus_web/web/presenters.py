@@ -7,8 +7,8 @@ Everything here takes plain values (row dicts, ``now``, the thresholds) and
 returns words or Markup, so it is unit tested without a database or a
 request. Moments go through ``timefmt``; the ``_html`` keys let ``<time>``,
 ``<code>`` and links through, and ``t_html`` escapes every other argument
-(a step name, an error class, an actor) — nothing here formats HTML by
-joining strings.
+(a step name, an error class, an actor); the few tags written here (a
+name as code, a subject's parts) escape every value they hold.
 
 See docs/presenters.md for the tones and the sentences.
 """
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping, Optional
 
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from .. import states
 from ..i18n import t, t_html, tn
@@ -204,7 +204,7 @@ def _waiting_state(run, step, step_name, *, now, waiting_threshold) -> RunState:
 def code(value: Any) -> Markup:
     """A step, signal or class name as ``<code class="pgbus-code">``,
     isolated (``dir="auto"``) from the sentence around it (bidi.py)."""
-    return Markup('<code class="pgbus-code" dir="auto">{}</code>').format(value)
+    return Markup(f'<code class="pgbus-code" dir="auto">{escape(value)}</code>')
 
 
 def batch_link(name: Any, batch_id: Optional[str], batch_url: Optional[Callable[[str], str]]) -> Markup:
@@ -414,7 +414,7 @@ def subject_html(run: Mapping[str, Any]) -> Markup:
     parts = _subject_parts(run)
     if not parts:
         return Markup(timefmt.NONE)
-    return Markup(" ").join(Markup("<bdi>{}</bdi>").format(part) for part in parts)
+    return Markup(" ".join(f"<bdi>{escape(part)}</bdi>" for part in parts))
 
 
 def json_value(value: Any) -> str:

@@ -18,6 +18,7 @@ from flask import Blueprint
 from .. import bidi, i18n
 from . import (
     actions,
+    cells,
     chrome,
     csrf,
     helpers,
@@ -34,6 +35,7 @@ MACROS = SimpleNamespace(
     current_locale=i18n.current_locale,
     current_timezone=i18n.current_timezone,
     presenters=presenters,
+    cells=cells,
     timefmt=timefmt,
     timeline=timeline,
     bidi=bidi,

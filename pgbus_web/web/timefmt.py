@@ -29,7 +29,8 @@ from babel import Locale, UnknownLocaleError
 from babel import dates as babel_dates
 from markupsafe import Markup, escape
 
-from ..i18n import t, tn
+from .. import i18n
+from ..i18n import current_locale, t, tn
 from ..models.values import Infinite
 from . import odd
 
@@ -115,6 +116,13 @@ def iso(moment: datetime) -> str:
     return utc(moment).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
+# "5 minutes ago" per (locale, unit, count, past): a page writes the same
+# few dozen of them many times.
+_relative_texts: dict = {}
+_RELATIVE_TEXTS_MAX = 4096
+i18n.on_reload(_relative_texts.clear)
+
+
 def relative(moment: datetime, *, now: datetime) -> str:
     """"just now", "5 minutes ago", "in 2 hours" (plural forms from the catalog)."""
     if isinstance(moment, Infinite):
@@ -127,9 +135,14 @@ def relative(moment: datetime, *, now: datetime) -> str:
         if span >= size:
             count = int(span // size)
             break
-    if seconds > 0:
-        return tn(f"pgbus.time.{unit}_ago", count)
-    return tn(f"pgbus.time.in_{unit}", count)
+    key = (current_locale(), unit, count, seconds > 0)
+    text = _relative_texts.get(key)
+    if text is None:
+        text = tn(f"pgbus.time.{unit}_ago" if seconds > 0 else f"pgbus.time.in_{unit}", count)
+        if len(_relative_texts) >= _RELATIVE_TEXTS_MAX:
+            _relative_texts.clear()
+        _relative_texts[key] = text
+    return text
 
 
 def _hour_minute_skeleton(loc: Locale) -> str:
@@ -158,6 +171,13 @@ def _join_date_time(loc: Locale, date_text: str, time_text: str) -> str:
     return str(loc.datetime_formats["short"]).format(time_text, date_text)
 
 
+# How many moments' texts each cache below keeps before starting afresh.
+_MOMENT_TEXTS_MAX = 20_000
+# Wall clocks per (moment, locale, zone, seconds, the viewer's day): the
+# timeline's bars and a page's moments are drawn again on every refresh.
+_clock_texts: dict = {}
+
+
 def clock(
     moment: datetime,
     *,
@@ -172,14 +192,20 @@ def clock(
     if isinstance(moment, Infinite):
         return moment.literal
     loc, zone_info = locale_of(locale), zone(tz)
-    local, today = in_zone(moment, zone_info), in_zone(now, zone_info)
-    skeleton = _hour_minute_skeleton(loc) + ("s" if seconds else "")
-    time_text = _format_skeleton(skeleton, local, loc)
-    if local.date() == today.date():
-        return time_text
-    date_skeleton = "MMMd" if local.year == today.year else "yMMMd"
-    date_text = _format_skeleton(date_skeleton, local, loc)
-    return _join_date_time(loc, date_text, time_text)
+    today = in_zone(now, zone_info).date()
+    key = (moment, loc, zone_info, seconds, today)
+    text = _clock_texts.get(key)
+    if text is None:
+        local = in_zone(moment, zone_info)
+        skeleton = _hour_minute_skeleton(loc) + ("s" if seconds else "")
+        text = _format_skeleton(skeleton, local, loc)
+        if local.date() != today:
+            date_skeleton = "MMMd" if local.year == today.year else "yMMMd"
+            text = _join_date_time(loc, _format_skeleton(date_skeleton, local, loc), text)
+        if len(_clock_texts) >= _MOMENT_TEXTS_MAX:
+            _clock_texts.clear()
+        _clock_texts[key] = text
+    return text
 
 
 def short_time(moment: datetime, *, locale: LocaleArg = None, tz: TimeZoneArg = None, seconds: bool = False) -> str:
@@ -277,6 +303,28 @@ def absolute(moment: datetime, *, locale: LocaleArg = None, tz: TimeZoneArg = No
     return glue.replace("{0}", time_format % fields).replace("{1}", date_text)
 
 
+# A moment's texts (iso, absolute, clock) per (moment, locale, zone, clock
+# form, the viewer's day): a page's rows are drawn again on every refresh
+# and by every viewer in the same zone, and Babel's formatting is most of a
+# moment's cost. Cleared whole when full, as the caches above.
+_moment_texts: dict = {}
+
+
+def _texts(moment: datetime, now: datetime, locale: LocaleArg, tz: TimeZoneArg, form: int) -> tuple:
+    """(iso, absolute, clock) of a finite *moment*; *form* 0 leaves the
+    clock out, 1 is clock(), 2 is clock(seconds=True)."""
+    loc, zone_info = locale_of(locale), zone(tz)
+    key = (moment, loc, zone_info, form, in_zone(now, zone_info).date())
+    texts = _moment_texts.get(key)
+    if texts is None:
+        wall = _clock(moment, now=now, locale=loc, tz=zone_info, seconds=form == 2) if form else None
+        texts = (iso(moment), absolute(moment, locale=loc, tz=zone_info), wall)
+        if len(_moment_texts) >= _MOMENT_TEXTS_MAX:
+            _moment_texts.clear()
+        _moment_texts[key] = texts
+    return texts
+
+
 def time_tag(
     moment: datetime | None,
     *,
@@ -293,14 +341,12 @@ def time_tag(
         return Markup(NONE)
     if isinstance(moment, Infinite):
         return odd.moment(moment)
+    when, title, wall = _texts(moment, now, locale, tz, 1 if clock else 0)
     text = relative(moment, now=now)
     if clock:
-        text = t("pgbus.time.with_clock", relative=text, clock=_clock(moment, now=now, locale=locale, tz=tz))
+        text = t("pgbus.time.with_clock", relative=text, clock=wall)
     # Joined by hand rather than Markup.format: a page has hundreds of these.
-    return Markup(
-        f'<time datetime="{escape(iso(moment))}" title="{escape(absolute(moment, locale=locale, tz=tz))}">'
-        f"{escape(text)}</time>"
-    )
+    return Markup(f'<time datetime="{escape(when)}" title="{escape(title)}">{escape(text)}</time>')
 
 
 # time_tag's keyword shadows the function inside it.
@@ -320,12 +366,9 @@ def exact_tag(
     the title. None gives the dash, an infinite moment its literal."""
     if moment is None or isinstance(moment, Infinite):
         return time_tag(moment, now=now, locale=locale, tz=tz)
-    text = t("pgbus.time.with_clock", relative=relative(moment, now=now),
-             clock=_clock(moment, now=now, locale=locale, tz=tz, seconds=True))
-    return Markup(
-        f'<time datetime="{escape(iso(moment))}" title="{escape(absolute(moment, locale=locale, tz=tz))}">'
-        f"{escape(text)}</time>"
-    )
+    when, title, wall = _texts(moment, now, locale, tz, 2)
+    text = t("pgbus.time.with_clock", relative=relative(moment, now=now), clock=wall)
+    return Markup(f'<time datetime="{escape(when)}" title="{escape(title)}">{escape(text)}</time>')
 
 
 def duration(value: timedelta | float | int | None) -> str:

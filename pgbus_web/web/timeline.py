@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from .. import bidi, states
 from ..i18n import t
@@ -385,33 +385,30 @@ def _bar(segment: Segment, axis: _Axis, y: int, labels, *, now, locale, tz) -> M
         duration=timefmt.between(segment.start, segment.end),
     )
     classes = f"pgbus-tl-bar pgbus-tl-{segment.series}" + (" pgbus-tl-open" if segment.open else "")
-    bar = Markup(
-        '<rect class="{cls}" data-series="{series}" x="{x}" y="{y}" width="{w}" height="{h}" rx="2">'
-        "<title>{title}</title></rect>"
-    ).format(
-        cls=classes, series=segment.series, x=_num(x0), y=y + (ROW_HEIGHT - BAR_HEIGHT) // 2,
-        w=_num(x1 - x0), h=BAR_HEIGHT, title=title,
-    )  # fmt: skip
+    # Written with escape() rather than Markup.format: a long run has
+    # hundreds of bars, and every value is escaped all the same.
+    series = escape(segment.series)
+    bar = (
+        f'<rect class="{escape(classes)}" data-series="{series}" x="{escape(_num(x0))}" '
+        f'y="{y + (ROW_HEIGHT - BAR_HEIGHT) // 2}" width="{escape(_num(x1 - x0))}" height="{BAR_HEIGHT}" rx="2">'
+        f"<title>{escape(title)}</title></rect>"
+    )
     glyph = GLYPHS.get(segment.series)
     if glyph:
         # A shape as well as a colour: a failed run of a step is told from
         # a good one without seeing colours (WCAG 1.4.1).
-        bar += Markup('<text class="pgbus-tl-glyph" data-series="{series}" x="{x}" y="{y}" aria-hidden="true">'
-                      "{glyph}</text>").format(series=segment.series, x=_num(x1 + 2),
-                                               y=y + ROW_HEIGHT // 2 + 4, glyph=glyph)
-    return bar
+        bar += (f'<text class="pgbus-tl-glyph" data-series="{series}" x="{escape(_num(x1 + 2))}" '
+                f'y="{y + ROW_HEIGHT // 2 + 4}" aria-hidden="true">{escape(glyph)}</text>')
+    return Markup(bar)
 
 
 def _row_frame(y: int, index: int, label: str, title: str, kind: str, extra_attrs: Markup) -> Markup:
     stripe = "pgbus-tl-stripe" + (" pgbus-tl-stripe-alt" if index % 2 else "")
     return Markup(
-        '<g class="pgbus-tl-row pgbus-tl-row-{kind}"{attrs}><title>{title}</title>'
-        '<rect class="{stripe}" x="0" y="{y}" width="{w}" height="{h}"/>'
-        '<text class="pgbus-tl-label" x="8" y="{ty}">{label}</text>'
-    ).format(
-        kind=kind, attrs=extra_attrs, title=title, stripe=stripe, y=y, w=WIDTH, h=ROW_HEIGHT,
-        ty=y + ROW_HEIGHT // 2 + 4, label=label,
-    )  # fmt: skip
+        f'<g class="pgbus-tl-row pgbus-tl-row-{escape(kind)}"{escape(extra_attrs)}><title>{escape(title)}</title>'
+        f'<rect class="{stripe}" x="0" y="{y}" width="{WIDTH}" height="{ROW_HEIGHT}"/>'
+        f'<text class="pgbus-tl-label" x="8" y="{y + ROW_HEIGHT // 2 + 4}">{escape(label)}</text>'
+    )
 
 
 def _paused_row(paused, axis, y, labels, *, now, locale, tz) -> Markup:
@@ -429,7 +426,7 @@ def _attempt_row(step, segments, axis, y, index, labels, markers, *, now, locale
         attempt=attempt,
         status=labels["statuses"].get(status, status or ""),
     )
-    attrs = Markup(' data-step="{}" data-attempt="{}" data-status="{}"').format(name, attempt, status or "")
+    attrs = Markup(f' data-step="{escape(name)}" data-attempt="{escape(attempt)}" data-status="{escape(status or "")}"')
     label = _ellipsize(f"{name} #{attempt}")
     if bidi.has_controls(name):
         # Isolated (bidi.py), so a control in the name cannot turn the
