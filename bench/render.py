@@ -9,7 +9,10 @@ directory and seeds --runs runs there (the demo's generator), so one
 command gives the figures. Each page is asked in English with no time zone,
 and in German with a browser time zone (Europe/Berlin: the zone name is
 written out in every moment's title), once to warm the caches, then
---repeat times; the medians are shown.
+--repeat times; the medians are shown, and the least CPU time (the
+steadiest figure on a shared machine). A third row asks the runs fragment
+for a search that matches nothing: the same request without rows, i.e.
+what the request costs beside its SQL before anything is drawn.
 """
 
 from __future__ import annotations
@@ -57,8 +60,8 @@ def attempts_of(engine, workflow_id: str) -> int:
 
 
 def measure(client, timer: SqlTimer, path: str, headers: dict, cookies: dict, repeat: int):
-    """(median request ms, median SQL ms, statements, median request CPU
-    ms) of *path*. The CPU time (this thread's: the test client runs the
+    """(median request ms, median SQL ms, statements, median and least
+    request CPU ms) of *path*. The CPU time (this thread's: the test client runs the
     app in it) is the page's own cost without the database's, and stays
     meaningful on a busy machine where wall times swell."""
     for name, value in cookies.items():
@@ -76,7 +79,7 @@ def measure(client, timer: SqlTimer, path: str, headers: dict, cookies: dict, re
             sqls.append(timer.total * 1000)
     for name in cookies:
         client.delete_cookie(name)
-    return statistics.median(requests), statistics.median(sqls), timer.statements, statistics.median(cpus)
+    return statistics.median(requests), statistics.median(sqls), timer.statements, statistics.median(cpus), min(cpus)
 
 
 def bench(database_url: str, repeat: int) -> None:
@@ -85,18 +88,25 @@ def bench(database_url: str, repeat: int) -> None:
     app = create_app({"database": database, "registry": REGISTRY, "run_operations": False})
     client = app.test_client()
     run = run_with_attempts(database.primary, 8)
+    fragment = {"HX-Request": "true", "HX-Target": "pgbus-runs"}
     pages = (
-        ("runs fragment, 50 rows", "/workflows", {"HX-Request": "true", "HX-Target": "pgbus-runs"}),
+        ("runs fragment, 50 rows", "/workflows", fragment),
         (f"run page, {attempts_of(database.primary, run)} attempts", f"/workflows/{run}", {}),
+        # The same request with no row to draw: what the framework, the
+        # pool's ping and rollback, and the change marker cost by themselves.
+        ("runs fragment, no rows (floor)", "/workflows?q=no-run-has-this-subject", fragment),
     )
-    print(f"{'page':<28} {'viewer':<18} {'request ms':>10} {'SQL ms':>7} {'stmts':>5} {'ratio':>6} {'CPU ms':>7}")
+    print(f"{'page':<30} {'viewer':<18} {'request ms':>10} {'SQL ms':>7} {'stmts':>5} {'ratio':>6}"
+          f" {'CPU ms':>7} {'min CPU':>7}")
     worst = 0.0
     for label, path, headers in pages:
         for viewer, cookies in VIEWERS:
-            request_ms, sql_ms, statements, cpu_ms = measure(client, timer, path, headers, cookies, repeat)
+            request_ms, sql_ms, statements, cpu_ms, least = measure(client, timer, path, headers, cookies, repeat)
             ratio = request_ms / sql_ms if sql_ms else float("inf")
-            worst = max(worst, ratio)
-            print(f"{label:<28} {viewer:<18} {request_ms:10.1f} {sql_ms:7.1f} {statements:5d} {ratio:5.1f}x {cpu_ms:7.1f}")
+            if "(floor)" not in label:
+                worst = max(worst, ratio)
+            print(f"{label:<30} {viewer:<18} {request_ms:10.1f} {sql_ms:7.1f} {statements:5d} {ratio:5.1f}x"
+                  f" {cpu_ms:7.1f} {least:7.1f}")
     verdict = "within" if worst <= TARGET_RATIO else "over"
     print(f"worst ratio {worst:.1f}x: {verdict} the target of {TARGET_RATIO:.0f}x its SQL")
     database.dispose()
