@@ -317,3 +317,38 @@ def test_the_images_command_as_pid_1_on_an_empty_database(empty_database, tmp_pa
         assert time.monotonic() - started < 10
     assert process.returncode == 0, stderr
     assert "Installed pgbus-web schema version" in stdout and "Stopped." in stdout
+
+
+def test_a_stopped_serve_gives_its_operation_back_to_the_queue(engine, database_url):
+    # serve runs queued operations in a thread of its own; stopped while
+    # it holds one, it must hand it back (status queued), so another
+    # process takes it at once rather than after the stale heartbeat.
+    from operation_support import seed_paused
+    from test_operations import THRESHOLDS, query
+
+    from pgbus_web.demo.workflows import REGISTRY
+    from pgbus_web.models import operations as store
+    from pgbus_web.runtime import operations
+
+    seed_paused(engine, 3000)
+    operation = operations.create(engine, query(status="paused"), "cancel", None, reason="gateway gone",
+                                  actor="dashboard:alice", expected=None, registry=REGISTRY, thresholds=THRESHOLDS)
+
+    def current():
+        with engine.connect() as conn:
+            return store.find(conn, operation["id"])
+
+    port = _free_port()
+    command = [*SERVE, "--port", str(port), "--definitions", "pgbus_web.demo.workflows"]
+    with serving(command, {**os.environ, "PGBUS_DATABASE_URL": database_url}) as process:
+        deadline = time.monotonic() + 60
+        while not (current()["status"] == "running" and current()["moved"] > 0):
+            assert time.monotonic() < deadline and process.poll() is None, "serve never took the operation"
+            time.sleep(0.05)
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=20)
+    assert process.returncode == 0, stderr
+    assert "Stopped." in stdout
+    left = current()
+    assert left["moved"] < 3000, "the operation ended before serve was stopped: nothing was tested"
+    assert (left["status"], left["heartbeat_at"]) == ("queued", None)

@@ -240,5 +240,10 @@ def serve(database_url, replica_url, host, port, threads, definitions, secret_ke
     try:
         serve_until_stopped(server)
     finally:
+        # The operation in hand goes back to the queue before the pool
+        # closes, so another process takes it at once (as the demo does).
+        operations = app.extensions["pgbus_web"].operations
+        if operations is not None:
+            operations.stop()
         app.extensions["pgbus_web"].database.dispose()
     click.echo("Stopped.")
