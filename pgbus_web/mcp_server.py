@@ -146,12 +146,12 @@ class Tools:
     def send_signal(self, workflow_id: str, name: str, reason: str, payload: dict[str, Any] | None = None,
                     idempotency_key: str | None = None) -> dict[str, Any]:
         """Send signal `name` with a JSON object `payload` to one ongoing run;
-        a step waiting for it becomes due. `reason` is required (said in the
-        answer; a signal's audit event carries its name and key)."""
+        a step waiting for it becomes due. `reason` is required and goes on
+        the signal's audit event, with its name and key."""
         _require(reason)
         try:
             return scripted.send_signal(self.engine, self.settings, workflow_id, name, payload or {}, actor=ACTOR,
-                                        idempotency_key=idempotency_key)
+                                        idempotency_key=idempotency_key, reason=reason)
         except errors.WorkflowError as problem:
             raise _tool_error(str(problem)) from None
 

@@ -96,9 +96,10 @@ def act(engine: Engine, settings: Settings, verb: str, workflow_id: str, *, acto
 
 
 def send_signal(engine: Engine, settings: Settings, workflow_id: str, name: str, payload: Any, *, actor: str,
-                idempotency_key: str | None = None) -> dict[str, Any]:
-    """Signal *name* to one run; its signal, whether it was a duplicate, and the run after it."""
-    result = verbs.signal(engine, workflow_id, name, payload, idempotency_key, actor=actor)
+                idempotency_key: str | None = None, reason: str | None = None) -> dict[str, Any]:
+    """Signal *name* to one run; its signal, whether it was a duplicate, and
+    the run after it. *reason* goes on its audit event."""
+    result = verbs.signal(engine, workflow_id, name, payload, idempotency_key, actor=actor, reason=reason)
     return {"signal": rep.signal(result.signal), "duplicate": result.duplicate,
             "run": run(engine, settings, workflow_id)}
 

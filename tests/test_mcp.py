@@ -176,3 +176,17 @@ def test_a_signal_operation_reaches_every_waiting_run(database_url, driver):
     for workflow_id in (first, second):
         assert driver.status(workflow_id) == "ready"
         assert [signal["payload"] for signal in driver.signals(workflow_id)] == [{"carrier": "x"}]
+
+
+def test_send_signal_records_its_reason_on_the_audit_trail(database_url, driver):
+    waiting = driver.waiting_for_shipment()
+
+    async def calls(client):
+        return answer(await client.call_tool("send_signal", {
+            "workflow_id": waiting, "name": "shipment_confirmed", "payload": {"carrier": "x"},
+            "reason": "the carrier confirmed by mail"}))
+
+    sent = session(database_url, "--allow-actions", calls=calls)
+    assert sent["duplicate"] is False and driver.status(waiting) == "ready"
+    received = [event for event in driver.event_rows(waiting) if event["event"] == "signal_received"]
+    assert [(event["actor"], event["reason"]) for event in received] == [("mcp", "the carrier confirmed by mail")]

@@ -175,6 +175,11 @@ def test_a_signal_operation_uses_a_key_per_operation_and_run(engine, runs):
         keys = conn.execute(sa.text("SELECT idempotency_key FROM pgbus_workflow_signals")).scalars().all()
     assert keys == [operations.signal_key(operation["id"], waiting)]
     assert statuses(engine, [waiting]) == {waiting: states.READY}
+    # The run's audit trail says why, as every other verb's does.
+    with engine.connect() as conn:
+        said = conn.execute(sa.text("SELECT reason, actor FROM pgbus_workflow_events WHERE event = 'signal_received'"
+                                    " AND workflow_id = :w"), {"w": waiting}).all()
+    assert [tuple(row) for row in said] == [("gateway back", "dashboard:alice")]
 
 
 def test_cancel_stops_it_and_keeps_the_chunk_in_hand_counted(engine, runs):

@@ -300,7 +300,7 @@ def _act(engine: Engine, operation: Mapping[str, Any], workflow_id: str, registr
     if operation["verb"] == verb_table.SIGNAL:
         verbs.signal(engine, workflow_id, params.get("name"), params.get("payload"),
                      signal_key(operation["id"], workflow_id), actor=operation["actor"],
-                     operation_id=operation["id"])
+                     operation_id=operation["id"], reason=operation["reason"])
         return
     verbs.perform(engine, operation["verb"], workflow_id, actor=operation["actor"], reason=operation["reason"],
                   at=params.get("at"), from_step=params.get("from_step"), registry=registry,

@@ -391,8 +391,10 @@ def _payload(payload: Any, workflow_id: str) -> dict[str, Any]:
 def signal(
     engine: Engine, workflow_id: str, name: str, payload: Any = None, idempotency_key: str | None = None,
     *, actor: str | None = None, now: datetime | None = None, operation_id: int | None = None,
+    reason: str | None = None,
 ) -> SignalResult:
-    """Deliver signal *name* to an ongoing run. It is stored pending; a
+    """Deliver signal *name* to an ongoing run (*reason*, when given, goes
+    on its audit event: an operation's or a script's why). It is stored pending; a
     step waiting for *name* claims it and becomes due now (the run goes
     from waiting to ready). A repeated *idempotency_key* stores nothing and
     does nothing: the result says duplicate. *payload*: a dict, or a JSON
@@ -411,8 +413,8 @@ def signal(
             result.update(signal=signals.find_by_key(v.conn, v.workflow_id, key), duplicate=True)
             return
         result.update(signal=stored, duplicate=False)
-        v.event("signal_received", details={"signal": name, "signal_id": stored["id"],
-                                            "idempotency_key": key})
+        v.event("signal_received", reason=_reason(reason),
+                details={"signal": name, "signal_id": stored["id"], "idempotency_key": key})
         if v.run["status"] != states.WAITING:
             return  # stays pending: a paused run claims it when resumed, a later step when it waits
         latest = steps.latest(v.conn, v.workflow_id)
