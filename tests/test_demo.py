@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -64,9 +65,14 @@ def test_demo_serves_every_status_and_stuck_reason_and_stops_cleanly(demo):
     process, lines = demo
     dashboard = lines["Dashboard:"]
     assert dashboard.endswith("/workflows")
-    with urllib.request.urlopen(dashboard, timeout=10) as response:
-        assert response.status == 200
-        assert "OrderWorkflow" in response.read().decode()
+    try:
+        with urllib.request.urlopen(dashboard, timeout=10) as response:
+            assert response.status == 200
+            assert "OrderWorkflow" in response.read().decode()
+    except urllib.error.HTTPError as problem:
+        # What the demo logged (its traceback) says why, not the status alone.
+        process.send_signal(signal.SIGINT)
+        raise AssertionError(f"{problem}; the demo printed:\n{process.communicate(timeout=30)[0]}") from None
 
     engine = create_engine(lines["Database:"])
     try:
