@@ -173,8 +173,10 @@ def page_rows(url: str, repeat: int, rows: dict[str, Row]) -> int:
         total = workflows.count_runs(conn)
         some_id = conn.execute(sa.text("SELECT max(id) FROM pgbus_workflows")).scalar_one()
         eight = conn.execute(sa.text(
-            "SELECT workflow_id FROM pgbus_workflow_steps WHERE id > (SELECT max(id) - 200000 "
-            "FROM pgbus_workflow_steps) GROUP BY workflow_id HAVING count(*) = 8 LIMIT 1")).scalar()
+            # The newest steps by the primary key first: grouped directly, the
+            # planner may walk the whole (workflow_id, ...) index instead.
+            "SELECT workflow_id FROM (SELECT workflow_id FROM pgbus_workflow_steps ORDER BY id DESC "
+            "LIMIT 200000) recent GROUP BY workflow_id HAVING count(*) = 8 LIMIT 1")).scalar()
 
     def counts():
         with engine.connect() as conn:

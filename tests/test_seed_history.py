@@ -73,3 +73,21 @@ def test_the_cli_adds_history(engine, database_url):
     refused = CliRunner().invoke(main_group, ["seed", "--database-url", database_url])
     assert refused.exit_code == 2 and "Give --runs, --history or both." in refused.output
     assert scalar(engine, "SELECT count(*) FROM pgbus_workflows") == 50
+
+
+def test_history_without_events_has_steps_and_no_events(engine, database_url):
+    """--no-history-events: the runs and their steps as before, no event;
+    the default, the control, writes events for the same runs."""
+    bare = CliRunner().invoke(main_group, ["seed", "--history", "40", "--no-history-events",
+                                           "--database-url", database_url])
+    assert bare.exit_code == 0, bare.output
+    steps = scalar(engine, "SELECT count(*) FROM pgbus_workflow_steps")
+    assert scalar(engine, "SELECT count(*) FROM pgbus_workflows") == 40 and steps > 40
+    assert scalar(engine, "SELECT count(*) FROM pgbus_workflow_events") == 0
+    assert f"({steps} steps, 0 events)" in bare.output
+    checked = CliRunner().invoke(main_group, ["db", "check", "--database-url", database_url])
+    assert checked.exit_code == 0, checked.output
+    full = CliRunner().invoke(main_group, ["seed", "--history", "40", "--database-url", database_url])
+    assert full.exit_code == 0, full.output
+    assert scalar(engine, "SELECT count(*) FROM pgbus_workflow_steps") == 2 * steps
+    assert scalar(engine, "SELECT count(*) FROM pgbus_workflow_events") > 3 * steps

@@ -193,8 +193,11 @@ def _reserve_step_ids(engine: Engine, count: int) -> int:
 
 
 def seed_history(engine: Engine, *, runs: int, now: datetime | None = None, progress: bool = False,
-                 chunk_size: int = CHUNK_RUNS) -> HistoryResult:
-    """Add *runs* finished runs before the last HISTORY_END, by set-based SQL."""
+                 chunk_size: int = CHUNK_RUNS, events: bool = True) -> HistoryResult:
+    """Add *runs* finished runs before the last HISTORY_END, by set-based SQL.
+    Without *events* the runs get their steps but no events: a history of
+    ten million runs then fits a small disk (its events would be most of
+    it), at the price of run pages without a timeline for those runs."""
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
         raise ValueError(f"runs must be a positive whole number, not {runs!r}")
     check_schema(engine)
@@ -225,7 +228,8 @@ def seed_history(engine: Engine, *, runs: int, now: datetime | None = None, prog
                 conn.execute(sa.text(_PLAN_TABLE), plan)
                 counts = conn.execute(sa.text(_INSERT_RUNS), binds).all()
                 result.steps += conn.execute(sa.text(_INSERT_STEPS), binds).rowcount
-                result.events += conn.execute(sa.text(_INSERT_EVENTS), binds).rowcount
+                if events:
+                    result.events += conn.execute(sa.text(_INSERT_EVENTS), binds).rowcount
                 if skip_triggers:
                     workflows.add_counts(conn, {(klass, status): runs for klass, status, runs in counts})
                     changes.mark(conn)
