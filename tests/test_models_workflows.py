@@ -587,3 +587,39 @@ def test_waiting_for_signal_lists_the_runs_whose_latest_step_waits_for_it_since_
                                             limit=1) == [second]
         assert workflows.any_run(conn)
         assert workflows.highest_id(conn) == 5
+
+
+def _plan_of(engine, call) -> str:
+    """The plan of the statement *call* sends (EXPLAIN of exactly it)."""
+    sent = []
+
+    def grab(conn, cursor, statement, parameters, context, executemany):
+        sent.append((statement, parameters))
+
+    sa.event.listen(engine, "before_cursor_execute", grab)
+    try:
+        with engine.connect() as conn:
+            call(conn)
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", grab)
+    statement, parameters = sent[-1]
+    with engine.connect() as conn:
+        cursor = conn.connection.driver_connection.cursor()
+        cursor.execute("EXPLAIN " + statement, parameters)
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+@pytest.mark.parametrize("reason", sorted(workflows.STUCK_RULES))
+def test_a_stuck_filter_counts_and_walks_without_reading_a_runs_steps(engine, reason):
+    # At ten million runs each latest-step lookup is a random read: the
+    # count beside the runs and an operation's walk read the run rows alone.
+    where, binds = workflows.page_where(threshold=THRESHOLD, waiting_threshold=WAITING_THRESHOLD, reason=reason,
+                                        step_name="capture", error_class="TimeoutError")
+    count = _plan_of(engine, lambda conn: workflows.count_up_to(conn, where=where, binds=binds, cap=10_000))
+    walk = _plan_of(engine, lambda conn: workflows.matching_ids(conn, where=where, binds=binds, after_id=0,
+                                                                ceiling_id=10**9, limit=200))
+    assert "pgbus_workflow_steps" not in count and "pgbus_workflow_steps" not in walk
+    # Control: the page itself shows each run's latest step, so it reads them.
+    page = _plan_of(engine, lambda conn: workflows.page(conn, limit=50, threshold=THRESHOLD,
+                                                         waiting_threshold=WAITING_THRESHOLD, reason=reason))
+    assert "pgbus_workflow_steps" in page

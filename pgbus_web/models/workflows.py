@@ -379,16 +379,45 @@ def add_counts(conn: Connection, counts: Mapping[tuple[str, str], int]) -> None:
 # The latest step's facts are the run's latest_* columns (a trigger on the
 # steps table keeps them), so the whole query reads pgbus_workflows_stuck
 # only, instead of looking up the latest step of every such run.
+# Each stuck reason's rule, the one home of them: the run status it can
+# have, and the condition on the run's latest_* columns (the steps'
+# triggers and the worker keep them equal to its latest step row; `db
+# check` proves it). The needs-attention queries and the index's reason
+# filter both read these, so a group's count and its "N runs" list agree,
+# and neither looks a run's steps up. The conditions exclude each other.
+STUCK_RULES: dict[str, tuple[str, str]] = {
+    states.STALLED: (
+        states.PAUSED,
+        "w.latest_step_status = 'failed' AND w.latest_error_class = :stalled_error",
+    ),
+    states.PAUSED_ERROR: (
+        states.PAUSED,
+        "w.latest_step_status = 'failed' AND w.latest_error_class IS DISTINCT FROM :stalled_error",
+    ),
+    states.PAUSED_MANUAL: (
+        states.PAUSED,
+        "w.latest_step_status IS DISTINCT FROM 'failed'",
+    ),
+    states.OVERDUE: (
+        states.READY,
+        "w.latest_step_status = 'scheduled' AND w.latest_scheduled_at < :overdue_before",
+    ),
+    states.WAITING_OVERDUE: (
+        states.WAITING,
+        "w.latest_step_status = 'waiting' AND w.latest_timeout_at IS NULL"
+        " AND w.latest_waiting_since < :waiting_before",
+    ),
+}
+
+
 def _stuck_runs_sql(*, waiting: bool, by_class: bool) -> str:
     waiting_since = (
         "WHEN stuck_reason.reason = 'waiting_overdue' THEN w.latest_waiting_since" if waiting else ""
     )
-    waiting_reason = (
-        "WHEN w.status = 'waiting' AND w.latest_step_status = 'waiting'"
-        " AND w.latest_timeout_at IS NULL"
-        " AND w.latest_waiting_since < :waiting_before THEN 'waiting_overdue'"
-        if waiting
-        else ""
+    reasons = "\n                     ".join(
+        f"WHEN w.status = '{status}' AND {rule} THEN '{reason}'"
+        for reason, (status, rule) in STUCK_RULES.items()
+        if waiting or reason != states.WAITING_OVERDUE
     )
     statuses = "'paused', 'ready', 'waiting'" if waiting else "'paused', 'ready'"
     class_filter = "AND w.workflow_class = :workflow_class" if by_class else ""
@@ -404,13 +433,7 @@ def _stuck_runs_sql(*, waiting: bool, by_class: bool) -> str:
         FROM pgbus_workflows w
         CROSS JOIN LATERAL (
             SELECT CASE
-                     WHEN w.status = 'paused' AND w.latest_step_status = 'failed'
-                          AND w.latest_error_class = :stalled_error THEN 'stalled'
-                     WHEN w.status = 'paused' AND w.latest_step_status = 'failed' THEN 'paused_error'
-                     WHEN w.status = 'paused' THEN 'paused_manual'
-                     WHEN w.status = 'ready' AND w.latest_step_status = 'scheduled'
-                          AND w.latest_scheduled_at < :overdue_before THEN 'overdue'
-                     {waiting_reason}
+                     {reasons}
                    END AS reason
         ) stuck_reason
         WHERE w.status IN ({statuses}) {class_filter}
@@ -809,33 +832,6 @@ _PAGE_FILTERS = {
     ),
 }
 
-# A stuck reason as a filter: the one run status it can have (so the scan
-# walks the (status, id) index newest first and stops at the page size) and
-# the condition on the latest step, the same rules as _stuck_runs_sql.
-_REASON_FILTERS = {
-    states.STALLED: (
-        states.PAUSED,
-        "s.status = 'failed' AND s.error_class = :stalled_error",
-    ),
-    states.PAUSED_ERROR: (
-        states.PAUSED,
-        "s.status = 'failed' AND s.error_class IS DISTINCT FROM :stalled_error",
-    ),
-    states.PAUSED_MANUAL: (
-        states.PAUSED,
-        "s.status IS DISTINCT FROM 'failed'",
-    ),
-    states.OVERDUE: (
-        states.READY,
-        "s.status = 'scheduled' AND s.scheduled_at < :overdue_before",
-    ),
-    states.WAITING_OVERDUE: (
-        states.WAITING,
-        "s.status = 'waiting' AND s.timeout_at IS NULL AND s.waiting_since < :waiting_before",
-    ),
-}
-
-
 # The search box (DESIGN §10): the shortest run id prefix taken as one (the
 # list shows eight characters); a shorter text matches a whole id only.
 SEARCH_ID_PREFIX_MIN = 4
@@ -955,7 +951,7 @@ def page_where(
     *no_error_class* keeps the runs whose latest step has no error class (or
     that have no step), as an attention group without one counts them;
     *search* is the search box's text (search_where)."""
-    if reason is not None and reason not in _REASON_FILTERS:
+    if reason is not None and reason not in STUCK_RULES:
         raise ValueError(f"unknown stuck reason {reason!r}")
     now = now or _now()
     values: dict[str, Any] = {
@@ -973,7 +969,9 @@ def page_where(
     binds = {name: value for name, value in values.items() if value is not None}
     conditions = [_PAGE_FILTERS[name] for name in binds]
     if reason is not None:
-        reason_status, reason_condition = _REASON_FILTERS[reason]
+        # The stuck rule's status first: the scan walks the (status, id)
+        # index newest first and stops at the page size.
+        reason_status, reason_condition = STUCK_RULES[reason]
         conditions += ["w.status = :reason_status", reason_condition]
         binds.update(
             reason_status=reason_status,
@@ -981,20 +979,18 @@ def page_where(
             overdue_before=now - threshold,
             waiting_before=now - waiting_threshold,
         )
+    # The latest step's name and error class from the run's latest_*
+    # columns, as STUCK_RULES read them: a filter never looks a run's steps
+    # up, so its count costs the same at ten million runs as at one.
+    # current_step names a run that has no step row yet.
     if step_name is not None:
-        # The run's latest_step_name (the steps' triggers keep it, as the
-        # stuck queries trust) names the latest step: testing it first lets
-        # a rare step skip the latest-step lookup of every other run. The
-        # second test is the rule itself. current_step would not do as the
-        # first: nothing ties it to the latest step row.
         conditions.append("COALESCE(w.latest_step_name, w.current_step) = :step_name")
-        conditions.append("COALESCE(s.step_name, w.current_step) = :step_name")
         binds["step_name"] = step_name
     if error_class is not None:
-        conditions.append("s.error_class = :error_class")
+        conditions.append("w.latest_error_class = :error_class")
         binds["error_class"] = error_class
     elif no_error_class:
-        conditions.append("s.error_class IS NULL")
+        conditions.append("w.latest_error_class IS NULL")
     if search is not None:
         condition, search_binds = search_where(search)
         conditions.append(condition)
