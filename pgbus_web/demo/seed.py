@@ -1,9 +1,11 @@
 """Seeding a database with the demo's history: ``seed(engine, runs=N)`` or
 ``pgbus-web seed --runs N``. The runs are played by stories.py; here they
-are written with COPY, a chunk of runs per transaction, while a second
-thread plays the next chunk, so a million runs take minutes. Step and
-signal ids are reserved from their sequences a block at a time, so rows can
-name each other before they are written.
+are written with COPY while a second thread plays the next chunk, so a
+million runs take minutes. Into empty tables (a fresh database) they go in
+one transaction, frozen, with the indexes built after the rows
+(empty_load.py); otherwise a chunk of runs per transaction, beside
+whatever else writes. Step and signal ids are taken ahead of the rows, so
+rows can name each other before they are written.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import queue
 import random
 import threading
 import time
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import datetime
 from operator import itemgetter
@@ -24,6 +27,7 @@ from .. import schema
 from ..models import changes, workflows
 from ..progress import bar as progress_bar
 from ..runtime.definitions import Workflow
+from . import empty_load
 from . import workflows as demo
 from .stories import (
     BATCH_COLUMNS,
@@ -58,6 +62,17 @@ class SeedResult:
     batches: int = 0
     seconds: float = 0.0
     statuses: dict[str, int] = field(default_factory=dict)
+    # Indexes dropped and built again after the rows (0 when the tables
+    # held rows, and the chunks were written into the indexes as they were).
+    indexes_rebuilt: int = 0
+
+    def add(self, chunk: Chunk) -> None:
+        self.steps += chunk.rows["steps"]
+        self.events += chunk.rows["events"]
+        self.signals += chunk.rows["signals"]
+        self.batches += chunk.rows["batches"]
+        for status, count in chunk.statuses.items():
+            self.statuses[status] = self.statuses.get(status, 0) + count
 
 
 
@@ -116,33 +131,45 @@ class _Ids:
 # --- writing -------------------------------------------------------------------------
 
 
-def _copy(cursor, table: str, columns: str, blocks: list[tuple[str, str]]) -> int:
-    """COPY one table's rows, given as (workflow_id, COPY text) blocks."""
+def _copy(cursor, table: str, columns: str, blocks: list[tuple[str, str]], *, freeze: bool = False) -> int:
+    """COPY one table's rows, given as (workflow_id, COPY text) blocks;
+    *freeze* when the table was truncated in this transaction."""
     if not blocks:
         return 0
     # In workflow_id order, each index page and each run's key is visited
-    # once per chunk rather than at random; a run's rows stay in order.
+    # once per chunk rather than at random; a run's rows stay in order (and
+    # both ways of writing give the events the same ids).
     blocks.sort(key=itemgetter(0))
-    with cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+    options = " WITH (FREEZE)" if freeze else ""
+    with cursor.copy(f"COPY {table} ({columns}) FROM STDIN{options}") as copy:
         copy.write("".join(block for _, block in blocks))
     return len(blocks)
 
 
+def _set_up(conn, *, skip_row_checks: bool) -> None:
+    """The seeding transaction's settings."""
+    conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
+    if skip_row_checks:
+        # The chunk is written parents first and names only its own runs,
+        # so the per-row foreign-key checks (most of the server's work
+        # here) are skipped, as pg_restore --disable-triggers does.
+        conn.exec_driver_sql("SET LOCAL session_replication_role = replica")
+    conn.exec_driver_sql("SET LOCAL TimeZone = 'UTC'")
+
+
+def _copy_chunk(conn, chunk: Chunk, *, freeze: bool = False) -> None:
+    with conn.connection.dbapi_connection.cursor() as cursor:
+        _copy(cursor, "pgbus_workflows", RUN_COLUMNS, chunk.runs, freeze=freeze)
+        _copy(cursor, "pgbus_batches", BATCH_COLUMNS, chunk.batches, freeze=freeze)
+        _copy(cursor, "pgbus_workflow_steps", STEP_COLUMNS, chunk.steps, freeze=freeze)
+        _copy(cursor, "pgbus_workflow_signals", SIGNAL_COLUMNS, chunk.signals, freeze=freeze)
+        _copy(cursor, "pgbus_workflow_events", EVENT_COLUMNS, chunk.events, freeze=freeze)
+
+
 def _write(engine: Engine, chunk: Chunk, *, skip_row_checks: bool) -> None:
     with engine.begin() as conn:
-        conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
-        if skip_row_checks:
-            # The chunk is written parents first and names only its own runs,
-            # so the per-row foreign-key checks (most of the server's work
-            # here) are skipped, as pg_restore --disable-triggers does.
-            conn.exec_driver_sql("SET LOCAL session_replication_role = replica")
-        conn.exec_driver_sql("SET LOCAL TimeZone = 'UTC'")
-        with conn.connection.dbapi_connection.cursor() as cursor:
-            _copy(cursor, "pgbus_workflows", RUN_COLUMNS, chunk.runs)
-            _copy(cursor, "pgbus_batches", BATCH_COLUMNS, chunk.batches)
-            _copy(cursor, "pgbus_workflow_steps", STEP_COLUMNS, chunk.steps)
-            _copy(cursor, "pgbus_workflow_signals", SIGNAL_COLUMNS, chunk.signals)
-            _copy(cursor, "pgbus_workflow_events", EVENT_COLUMNS, chunk.events)
+        _set_up(conn, skip_row_checks=skip_row_checks)
+        _copy_chunk(conn, chunk)
         if skip_row_checks:
             # The runs' count and change-marker triggers did not fire either.
             workflows.add_counts(conn, chunk.counts)
@@ -172,29 +199,32 @@ def _old_order_workflow() -> Workflow:
     return Workflow(demo.ORDER, steps)
 
 
-def _chunks(engine: Engine, runs: int, rng: random.Random, now: float, first_number: int,
-            chunk_size: int) -> Iterator[Chunk]:
-    step_ids = _Ids(engine, "pgbus_workflow_steps")
-    signal_ids = _Ids(engine, "pgbus_workflow_signals")
+@dataclass
+class _Plan:
+    """What the chunks are played from: the same plan gives the same rows."""
+    runs: int
+    rng: random.Random
+    now: float
+    first_number: int
+    chunk_size: int
+
+
+def _chunks(plan: _Plan, step_ids, signal_ids) -> Iterator[Chunk]:
     old_order = _old_order_workflow()
-    try:
-        deck: list[str] = []
-        told: dict[str, int] = {}
-        first_deck = True
-        made = 0
-        while made < runs:
-            chunk = Chunk(rng, step_ids, signal_ids, now, old_order, told)
-            for _ in range(min(chunk_size, runs - made)):
-                if not deck:
-                    deck = shuffled_deck(rng, first_deck)
-                    deck.reverse()
-                    first_deck = False
-                chunk.play(deck.pop(), first_number + made)
-                made += 1
-            yield chunk
-    finally:
-        step_ids.give_back()
-        signal_ids.give_back()
+    deck: list[str] = []
+    told: dict[str, int] = {}
+    first_deck = True
+    made = 0
+    while made < plan.runs:
+        chunk = Chunk(plan.rng, step_ids, signal_ids, plan.now, old_order, told)
+        for _ in range(min(plan.chunk_size, plan.runs - made)):
+            if not deck:
+                deck = shuffled_deck(plan.rng, first_deck)
+                deck.reverse()
+                first_deck = False
+            chunk.play(deck.pop(), plan.first_number + made)
+            made += 1
+        yield chunk
 
 
 def _played_ahead(chunks: Iterator[Chunk]) -> Iterator[Chunk]:
@@ -240,6 +270,51 @@ def _played_ahead(chunks: Iterator[Chunk]) -> Iterator[Chunk]:
         worker.join()
 
 
+def _seed_empty(engine: Engine, plan: _Plan, written) -> int | None:
+    """Write the runs into empty tables in one transaction (empty_load.py):
+    the number of indexes built again, or None, having written nothing,
+    when any of the tables holds a row."""
+    with engine.connect() as conn:
+        # A look without a lock first: a database in use keeps its readers.
+        if empty_load.any_rows(conn):
+            return None
+    # One transaction, so a failure anywhere leaves the database as it was,
+    # indexes and all (closing the connection uncommitted rolls it back).
+    with engine.connect() as conn:
+        _set_up(conn, skip_row_checks=True)
+        if not empty_load.claim(conn):
+            return None
+        step_ids = empty_load.HeldIds(conn, "pgbus_workflow_steps")
+        signal_ids = empty_load.HeldIds(conn, "pgbus_workflow_signals")
+        indexes = empty_load.drop_indexes(conn)
+        with closing(_played_ahead(_chunks(plan, step_ids, signal_ids))) as chunks:
+            for chunk in chunks:
+                _copy_chunk(conn, chunk, freeze=True)
+                # The runs' count triggers did not fire.
+                workflows.add_counts(conn, chunk.counts)
+                written(chunk)
+        empty_load.build_indexes(conn, indexes)
+        step_ids.finish(conn)
+        signal_ids.finish(conn)
+        changes.mark(conn)
+        conn.commit()
+    return len(indexes)
+
+
+def _seed_chunked(engine: Engine, plan: _Plan, written, *, skip_row_checks: bool) -> None:
+    """Write the runs a chunk per transaction, into the indexes as they are."""
+    step_ids = _Ids(engine, "pgbus_workflow_steps")
+    signal_ids = _Ids(engine, "pgbus_workflow_signals")
+    try:
+        with closing(_played_ahead(_chunks(plan, step_ids, signal_ids))) as chunks:
+            for chunk in chunks:
+                _write(engine, chunk, skip_row_checks=skip_row_checks)
+                written(chunk)
+    finally:
+        step_ids.give_back()
+        signal_ids.give_back()
+
+
 def seed(
     engine: Engine,
     *,
@@ -248,10 +323,13 @@ def seed(
     now: datetime | None = None,
     progress: bool = False,
     chunk_size: int = CHUNK_RUNS,
+    into_empty: bool = True,
 ) -> SeedResult:
     """Write *runs* generated runs (with their steps, events, signals and
     batches) and return what was written. *seed* makes the runs
-    reproducible (with the same *now*); *progress* shows a progress bar."""
+    reproducible (with the same *now*); *progress* shows a progress bar.
+    *into_empty* False writes chunk by chunk even into empty tables (the
+    same rows either way)."""
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
         raise ValueError(f"runs must be a positive whole number, not {runs!r}")
     check_schema(engine)
@@ -262,18 +340,23 @@ def seed(
     # The same seed on another database state gives other workflow ids, so
     # seeding twice with one seed adds runs instead of colliding.
     rng = random.Random(None if seed is None else f"{seed}:{first_number}")
+    plan = _Plan(runs, rng, now_ts, first_number, chunk_size)
     skip_row_checks = _may_skip_row_checks(engine)
     result = SeedResult(runs=runs)
     with progress_bar(total=runs, unit="run", disable=not progress, desc="Seeding") as bar:
-        for chunk in _played_ahead(_chunks(engine, runs, rng, now_ts, first_number, chunk_size)):
-            _write(engine, chunk, skip_row_checks=skip_row_checks)
-            result.steps += chunk.rows["steps"]
-            result.events += chunk.rows["events"]
-            result.signals += chunk.rows["signals"]
-            result.batches += chunk.rows["batches"]
-            for status, count in chunk.statuses.items():
-                result.statuses[status] = result.statuses.get(status, 0) + count
+        def written(chunk: Chunk) -> None:
+            result.add(chunk)
             bar.update(len(chunk.runs))
+
+        rebuilt = None
+        # Dropping indexes and turning triggers off both need the rights
+        # the triggers-off path already checks for.
+        if into_empty and skip_row_checks:
+            rebuilt = _seed_empty(engine, plan, written)
+        if rebuilt is None:
+            _seed_chunked(engine, plan, written, skip_row_checks=skip_row_checks)
+        else:
+            result.indexes_rebuilt = rebuilt
     with engine.begin() as conn:
         workflows.fold_counts(conn)
     result.seconds = time.monotonic() - started
