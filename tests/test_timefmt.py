@@ -215,7 +215,7 @@ def test_remembered_tags_equal_fresh_ones_across_moments_days_and_zones():
     ]
     first = [(timefmt.exact_tag(m, now=n, locale=loc, tz=tz), timefmt.time_tag(m, now=n, locale=loc, tz=tz, clock=True))
              for m, n, loc, tz in cases]
-    timefmt._moment_texts.clear()
+    timefmt._stamps.clear()
     timefmt._clock_texts.clear()
     timefmt._relative_texts.clear()
     fresh = [(timefmt.exact_tag(m, now=n, locale=loc, tz=tz), timefmt.time_tag(m, now=n, locale=loc, tz=tz, clock=True))

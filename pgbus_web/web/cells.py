@@ -19,6 +19,7 @@ from markupsafe import Markup, escape
 from .. import bidi
 from ..i18n import current_locale, current_timezone, t
 from . import presenters, timefmt
+from .helpers import batch_url
 
 
 def badge(label: Any, tone: Any, status: Any = None) -> Markup:
@@ -73,8 +74,6 @@ def next_sentence(
 ) -> Markup:
     """presenters.next_sentence in its span; the batch it waits for links
     to the batch page."""
-    from .helpers import batch_url  # helpers reads the request's state
-
     sentence = presenters.next_sentence(
         run, state, now=now, batch_url=batch_url,
         locale=locale or current_locale(), tz=tz or current_timezone(),

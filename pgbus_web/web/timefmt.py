@@ -303,25 +303,22 @@ def absolute(moment: datetime, *, locale: LocaleArg = None, tz: TimeZoneArg = No
     return glue.replace("{0}", time_format % fields).replace("{1}", date_text)
 
 
-# A moment's texts (iso, absolute, clock) per (moment, locale, zone, clock
-# form, the viewer's day): a page's rows are drawn again on every refresh
-# and by every viewer in the same zone, and Babel's formatting is most of a
-# moment's cost. Cleared whole when full, as the caches above.
-_moment_texts: dict = {}
+# A moment's ISO text and long title per (moment, locale, zone): a page's
+# rows are drawn again on every refresh and by every viewer in the same
+# zone, and Babel's formatting is most of a moment's cost. (Its wall clock
+# is clock()'s, remembered there.) Cleared whole when full, as above.
+_stamps: dict = {}
 
 
-def _texts(moment: datetime, now: datetime, locale: LocaleArg, tz: TimeZoneArg, form: int) -> tuple:
-    """(iso, absolute, clock) of a finite *moment*; *form* 0 leaves the
-    clock out, 1 is clock(), 2 is clock(seconds=True)."""
-    loc, zone_info = locale_of(locale), zone(tz)
-    key = (moment, loc, zone_info, form, in_zone(now, zone_info).date())
-    texts = _moment_texts.get(key)
+def _stamp(moment: datetime, loc: Locale, zone_info: tzinfo) -> tuple[str, str]:
+    """(iso, absolute) of a finite *moment*."""
+    key = (moment, loc, zone_info)
+    texts = _stamps.get(key)
     if texts is None:
-        wall = _clock(moment, now=now, locale=loc, tz=zone_info, seconds=form == 2) if form else None
-        texts = (iso(moment), absolute(moment, locale=loc, tz=zone_info), wall)
-        if len(_moment_texts) >= _MOMENT_TEXTS_MAX:
-            _moment_texts.clear()
-        _moment_texts[key] = texts
+        texts = (iso(moment), absolute(moment, locale=loc, tz=zone_info))
+        if len(_stamps) >= _MOMENT_TEXTS_MAX:
+            _stamps.clear()
+        _stamps[key] = texts
     return texts
 
 
@@ -341,10 +338,11 @@ def time_tag(
         return Markup(NONE)
     if isinstance(moment, Infinite):
         return odd.moment(moment)
-    when, title, wall = _texts(moment, now, locale, tz, 1 if clock else 0)
+    loc, zone_info = locale_of(locale), zone(tz)
+    when, title = _stamp(moment, loc, zone_info)
     text = relative(moment, now=now)
     if clock:
-        text = t("pgbus.time.with_clock", relative=text, clock=wall)
+        text = t("pgbus.time.with_clock", relative=text, clock=_clock(moment, now=now, locale=loc, tz=zone_info))
     # Joined by hand rather than Markup.format: a page has hundreds of these.
     return Markup(f'<time datetime="{escape(when)}" title="{escape(title)}">{escape(text)}</time>')
 
@@ -366,7 +364,9 @@ def exact_tag(
     the title. None gives the dash, an infinite moment its literal."""
     if moment is None or isinstance(moment, Infinite):
         return time_tag(moment, now=now, locale=locale, tz=tz)
-    when, title, wall = _texts(moment, now, locale, tz, 2)
+    loc, zone_info = locale_of(locale), zone(tz)
+    when, title = _stamp(moment, loc, zone_info)
+    wall = _clock(moment, now=now, locale=loc, tz=zone_info, seconds=True)
     text = t("pgbus.time.with_clock", relative=relative(moment, now=now), clock=wall)
     return Markup(f'<time datetime="{escape(when)}" title="{escape(title)}">{escape(text)}</time>')
 
