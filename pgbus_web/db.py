@@ -236,6 +236,12 @@ class Database:
         """A connection for pages: the replica when there is one."""
         engine = self.replica or self.primary
         with engine.connect() as conn:
+            # Each statement its own transaction: a page only reads, and
+            # under READ COMMITTED each statement takes its own snapshot
+            # anyway. Saves the BEGIN and ROLLBACK round trips, and the
+            # connection is never left idle in a transaction while the
+            # page draws.
+            conn.execution_options(isolation_level="AUTOCOMMIT")
             yield conn
 
     @contextmanager

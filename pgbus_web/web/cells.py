@@ -17,9 +17,9 @@ from flask import url_for
 from markupsafe import Markup, escape
 
 from .. import bidi
-from ..i18n import current_locale, current_timezone, t
+from ..i18n import current_locale, current_timezone, on_reload, t
 from . import presenters, timefmt
-from .helpers import batch_url
+from .helpers import batch_url, run_state, run_url
 
 
 def badge(label: Any, tone: Any, status: Any = None) -> Markup:
@@ -63,6 +63,101 @@ def subject(run: Mapping[str, Any], subject_url: Optional[Callable[[str, str], A
     if url:
         return Markup(f'<a class="pgbus-link pgbus-subject" href="{escape(url)}">{escape(presenters.subject_html(run))}</a>')
     return Markup(f'<span class="pgbus-subject">{escape(presenters.subject_html(run))}</span>')
+
+
+# The runs table's columns: the header's words, which each cell repeats as
+# its data-label (the table stacks into labelled cards on a phone).
+RUN_COLUMNS = ("status", "run", "subject", "step", "next", "age")
+
+# Runs rows drawn before, by everything they show (_row_key): the live
+# refresh draws the same page every few seconds, and most of its rows have
+# not changed. The subject cell is drawn each time (the host's subject_url
+# may answer differently). Cleared whole when full, and with the catalogs.
+_drawn_rows: dict = {}
+_DRAWN_ROWS_MAX = 4096
+on_reload(_drawn_rows.clear)
+
+
+def run_rows(
+    runs: list[Mapping[str, Any]],
+    now: datetime,
+    subject_url: Optional[Callable[[str, str], Any]] = None,
+) -> Markup:
+    """The runs table's body rows: one ``<tr>`` per run (a page's rows, as
+    workflows.page gives them) with its badge, class and link, subject,
+    step, next sentence and age. One call draws them all, so the locale,
+    the zone and the column words are looked up once per table."""
+    locale, tz = current_locale(), current_timezone()
+    # What every row shares: the language and zone, the viewer's day (a
+    # wall clock shows the date on another day), the links' prefixes.
+    zone = timefmt.zone(tz)
+    shared = (locale, zone, timefmt.in_zone(now, zone).date(), run_url("x"), batch_url("x"))
+    rows = []
+    for run in runs:
+        state = run_state(run, now)
+        key = _row_key(run, state, now, shared)
+        drawn = _drawn_rows.get(key) if key is not None else None
+        if drawn is None:
+            drawn = _run_row(run, state, now, locale, tz)
+            if key is not None:
+                if len(_drawn_rows) >= _DRAWN_ROWS_MAX:
+                    _drawn_rows.clear()
+                _drawn_rows[key] = drawn
+        head, tail = drawn
+        rows.append(f"{head}{subject(run, subject_url)}{tail}")
+    return Markup("".join(rows))
+
+
+def _row_key(run: Mapping[str, Any], state: presenters.RunState, now: datetime, shared: tuple) -> Optional[tuple]:
+    """Everything a runs row shows: the run's, its step's and its batch's
+    values, its state, and what the clock makes of its moments ("5 minutes
+    ago"; "infinity", which as a value equals Python's last moment); None
+    when a value cannot be a key."""
+    moments = [run.get("created_at"), *(v for v in state.next_args.values() if isinstance(v, datetime))]
+    step, batch = run.get("step"), run.get("batch")
+    key = (
+        shared,
+        tuple(value for name, value in run.items() if name != "step" and name != "batch"),
+        tuple(step.values()) if step else None,
+        tuple(batch.values()) if batch else None,
+        state.badge, state.tone, state.next_key, tuple(state.next_args.items()),
+        tuple(timefmt.relative(moment, now=now) for moment in moments if isinstance(moment, datetime)),
+    )
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _run_row(
+    run: Mapping[str, Any], state: presenters.RunState, now: datetime, locale: Any, tz: Any
+) -> tuple[str, str]:
+    """A runs row's HTML before and after its subject cell's content."""
+    status, run_label, subject_label, step_label, next_label, age = (
+        escape(t(f"pgbus.workflows.index.columns.{name}")) for name in RUN_COLUMNS
+    )
+    step, workflow_id = run["step"], run["workflow_id"]
+    if step and step["step_name"] or run["current_step"]:
+        step_cell = f'<code dir="auto">{escape(step["step_name"] if step else run["current_step"])}</code>'
+        if step and step["attempt"] > 1:
+            step_cell += f' <span class="pgbus-muted pgbus-small">#{escape(step["attempt"])}</span>'
+    else:
+        step_cell = '<span class="pgbus-muted">—</span>'
+    head = f"""
+        <tr class="pgbus-run-row" data-workflow-id="{escape(workflow_id)}" data-badge="{escape(state.badge)}">
+          <td data-label="{status}">{run_badge(state)}</td>
+          <td data-label="{run_label}">
+            <a class="pgbus-class" dir="auto" href="{escape(run_url(workflow_id))}">{escape(run["workflow_class"])}</a>
+            <div class="pgbus-run-link pgbus-muted"><bdi>{escape(workflow_id[:8])}</bdi></div>
+          </td>
+          <td data-label="{subject_label}">"""
+    tail = f"""</td>
+          <td data-label="{step_label}">{step_cell}</td>
+          <td class="pgbus-next" data-label="{next_label}">{next_sentence(run, state, now, locale, tz)}</td>
+          <td class="pgbus-nowrap pgbus-small" data-label="{age}">{timefmt.exact_tag(run["created_at"], now=now, locale=locale, tz=tz)}</td>
+        </tr>"""
+    return head, tail
 
 
 def next_sentence(

@@ -1,0 +1,155 @@
+"""The runs table's rows are remembered between requests (cells.run_rows):
+a row drawn from the memo must be the row drawn afresh, whatever changed
+in between: the language, the zone, the clock, the run, the host's
+subject links."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import sqlalchemy as sa
+
+from pgbus_web import states
+from pgbus_web.web import cells, context
+from web_helpers import Runs, every_state, make_app, soup, step
+
+HX = {"HX-Request": "true", "HX-Target": "pgbus-runs"}
+T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """The pages' clock, held at .now."""
+
+    class Clock:
+        now = T0
+
+    held = Clock()
+    monkeypatch.setattr(context, "utcnow", lambda: held.now)
+    return held
+
+
+@pytest.fixture
+def made(engine, clock):
+    runs = Runs(engine)
+    return every_state(runs)
+
+
+def rows_of(client, locale: str, tz: str) -> str:
+    client.set_cookie("pgbus_tz", tz)
+    response = client.get(f"/workflows?locale={locale}", headers=HX)
+    assert response.status_code == 200
+    body = soup(response).select_one("table.pgbus-runs tbody")
+    assert body is not None and body.select("tr.pgbus-run-row")
+    return str(body)
+
+
+def drawn_afresh(client, locale: str, tz: str) -> str:
+    cells._drawn_rows.clear()
+    return rows_of(client, locale, tz)
+
+
+# (locale, zone, how far the clock moved): each differs from the one
+# before in what a remembered row would have to be drawn for.
+VIEWS = [
+    ("en", "UTC", timedelta(0)),
+    ("de", "Europe/Berlin", timedelta(0)),
+    ("de", "Europe/Berlin", timedelta(hours=3)),
+    ("ja", "America/New_York", timedelta(hours=3)),
+    ("ja", "Asia/Tokyo", timedelta(hours=3)),
+    ("ja", "America/New_York", timedelta(days=2, minutes=7)),
+    ("en", "UTC", timedelta(days=2, minutes=7)),
+]
+
+
+def test_a_remembered_row_is_the_row_drawn_afresh_in_every_view(database, made, clock):
+    client = make_app(database).test_client()
+    seen = []
+    for locale, tz, moved in VIEWS:
+        clock.now = T0 + moved
+        warm = rows_of(client, locale, tz)  # the memo holds every view before
+        assert warm == drawn_afresh(client, locale, tz), (locale, tz, moved)
+        seen.append(warm)
+    # Control: every view draws differently, so the equality above could fail.
+    assert len(set(seen)) == len(VIEWS)
+
+
+def test_the_memo_is_used(database, made, clock):
+    client = make_app(database).test_client()
+    first = drawn_afresh(client, "en", "UTC")
+    remembered = dict(cells._drawn_rows)
+    assert len(remembered) == len(made)
+    # Drawn from the memo: a planted row shows, so the page read it.
+    key = next(iter(remembered))
+    head, tail = remembered[key]
+    cells._drawn_rows[key] = (head.replace('data-badge="', 'data-badge="planted-'), tail)
+    again = rows_of(client, "en", "UTC")
+    assert "planted-" in again and "planted-" not in first
+
+
+def test_a_changed_run_is_drawn_anew(database, engine, made, clock):
+    client = make_app(database).test_client()
+    before = rows_of(client, "en", "UTC")
+    run = made["running"]
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE pgbus_workflows SET status = 'paused', paused_at = :now WHERE workflow_id = :w"),
+                     {"w": run, "now": T0})
+    after = rows_of(client, "en", "UTC")
+    assert after == drawn_afresh(client, "en", "UTC")
+    row = soup_row(after, run)
+    assert row["data-badge"] == "paused" and soup_row(before, run)["data-badge"] == "running"
+
+
+def test_infinity_is_not_the_last_moment_python_holds(database, engine, clock):
+    """+infinity loads as a datetime equal to Python's last moment: the
+    memo tells them apart by type."""
+    runs = Runs(engine)
+    run = runs.make(states.PAUSED, step("capture_payment", "failed", error_class="E"))
+    client = make_app(database).test_client()
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE pgbus_workflows SET created_at = '9999-12-31 23:59:59.999999+00' "
+                             "WHERE workflow_id = :w"), {"w": run})
+    finite = rows_of(client, "en", "UTC")
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE pgbus_workflows SET created_at = 'infinity' WHERE workflow_id = :w"), {"w": run})
+    infinite = rows_of(client, "en", "UTC")
+    assert infinite == drawn_afresh(client, "en", "UTC")
+    assert "infinity" in soup_row(infinite, run).get_text() and "infinity" not in soup_row(finite, run).get_text()
+
+
+def test_the_hosts_subject_links_are_asked_every_time(database, engine, clock):
+    runs = Runs(engine)
+    run = runs.make(states.RUNNING, step("capture_payment", "in_progress"), subject=("Order", "42"))
+    target = {"base": "https://shop.example/a/"}
+    app = make_app(database, subject_url=lambda kind, ident: f"{target['base']}{ident}")
+    client = app.test_client()
+    first = soup_row(rows_of(client, "en", "UTC"), run).select_one("a.pgbus-subject")["href"]
+    target["base"] = "https://shop.example/b/"
+    second = soup_row(rows_of(client, "en", "UTC"), run).select_one("a.pgbus-subject")["href"]
+    assert (first, second) == ("https://shop.example/a/42", "https://shop.example/b/42")
+
+
+def test_two_mounts_link_their_own_run_pages(database, made, clock):
+    from flask import Flask
+
+    from pgbus_web.web import PgbusWeb
+    from pgbus_web.demo.workflows import REGISTRY
+
+    host = Flask("host")
+    host.config["SECRET_KEY"] = "host secret"
+    PgbusWeb(host, url_prefix="/ops", database=database, registry=REGISTRY, run_operations=False)
+    own = rows_of(make_app(database).test_client(), "en", "UTC")
+    response = host.test_client().get("/ops/workflows?locale=en", headers=HX)
+    mounted = str(soup(response).select_one("table.pgbus-runs tbody"))
+    run = made["running"]
+    assert soup_row(own, run).select_one("a.pgbus-class")["href"] == f"/workflows/{run}"
+    assert soup_row(mounted, run).select_one("a.pgbus-class")["href"] == f"/ops/workflows/{run}"
+
+
+def soup_row(tbody_html: str, workflow_id: str):
+    from bs4 import BeautifulSoup
+
+    row = BeautifulSoup(tbody_html, "html.parser").select_one(f'tr[data-workflow-id="{workflow_id}"]')
+    assert row is not None
+    return row
