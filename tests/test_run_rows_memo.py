@@ -153,3 +153,21 @@ def soup_row(tbody_html: str, workflow_id: str):
     row = BeautifulSoup(tbody_html, "html.parser").select_one(f'tr[data-workflow-id="{workflow_id}"]')
     assert row is not None
     return row
+
+
+def test_a_row_whose_values_cannot_be_a_key_is_drawn_and_not_kept(database, engine, clock):
+    from pgbus_web.models import workflows
+
+    runs = Runs(engine)
+    run = runs.make(states.RUNNING, step("capture_payment", "in_progress"))
+    app = make_app(database)
+    with engine.connect() as conn:
+        rows = workflows.page(conn, limit=5, threshold=timedelta(minutes=5), waiting_threshold=timedelta(hours=1))
+    odd = dict(rows[0], definition_digest=["a", "list"])  # unhashable
+    with app.test_request_context("/workflows"):
+        cells._drawn_rows.clear()
+        drawn = str(cells.run_rows([odd], T0))
+        assert f'data-workflow-id="{run}"' in drawn and not cells._drawn_rows
+        # Control: the same row with its own values is kept.
+        cells.run_rows(rows[:1], T0)
+        assert len(cells._drawn_rows) == 1

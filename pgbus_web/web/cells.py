@@ -71,8 +71,9 @@ RUN_COLUMNS = ("status", "run", "subject", "step", "next", "age")
 
 # Runs rows drawn before, by everything they show (_row_key): the live
 # refresh draws the same page every few seconds, and most of its rows have
-# not changed. The subject cell is drawn each time (the host's subject_url
-# may answer differently). Cleared whole when full, and with the catalogs.
+# not changed. With a host's subject_url the subject cell is drawn each
+# time (the host's links may change without the run). Cleared whole when
+# full, and with the catalogs.
 _drawn_rows: dict = {}
 _DRAWN_ROWS_MAX = 4096
 on_reload(_drawn_rows.clear)
@@ -96,26 +97,31 @@ def run_rows(
     for run in runs:
         state = run_state(run, now)
         key = _row_key(run, state, now, shared)
-        drawn = _drawn_rows.get(key) if key is not None else None
+        try:
+            drawn = _drawn_rows.get(key)
+        except TypeError:  # a value that cannot be a key: drawn, not kept
+            drawn, key = None, None
         if drawn is None:
-            drawn = _run_row(run, state, now, locale, tz)
+            head, tail = _run_row(run, state, now, locale, tz)
+            # Without a host's links, the subject is the run's own values.
+            drawn = (head, tail) if subject_url is not None else (f"{head}{subject(run)}{tail}", None)
             if key is not None:
                 if len(_drawn_rows) >= _DRAWN_ROWS_MAX:
                     _drawn_rows.clear()
                 _drawn_rows[key] = drawn
         head, tail = drawn
-        rows.append(f"{head}{subject(run, subject_url)}{tail}")
+        rows.append(head if tail is None else f"{head}{subject(run, subject_url)}{tail}")
     return Markup("".join(rows))
 
 
-def _row_key(run: Mapping[str, Any], state: presenters.RunState, now: datetime, shared: tuple) -> Optional[tuple]:
+def _row_key(run: Mapping[str, Any], state: presenters.RunState, now: datetime, shared: tuple) -> tuple:
     """Everything a runs row shows: the run's, its step's and its batch's
     values, its state, and what the clock makes of its moments ("5 minutes
-    ago"; "infinity", which as a value equals Python's last moment); None
-    when a value cannot be a key."""
+    ago"; "infinity", which as a value equals Python's last moment). A
+    value that cannot be hashed makes the key fail on lookup."""
     moments = [run.get("created_at"), *(v for v in state.next_args.values() if isinstance(v, datetime))]
     step, batch = run.get("step"), run.get("batch")
-    key = (
+    return (
         shared,
         tuple(value for name, value in run.items() if name != "step" and name != "batch"),
         tuple(step.values()) if step else None,
@@ -123,11 +129,6 @@ def _row_key(run: Mapping[str, Any], state: presenters.RunState, now: datetime, 
         state.badge, state.tone, state.next_key, tuple(state.next_args.items()),
         tuple(timefmt.relative(moment, now=now) for moment in moments if isinstance(moment, datetime)),
     )
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
 
 
 def _run_row(
