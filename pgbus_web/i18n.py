@@ -247,8 +247,10 @@ def _tag(value) -> Optional[str]:
     return value if isinstance(value, str) else None
 
 
+@lru_cache(maxsize=64)
 def locale_name(locale: str) -> str:
-    """A language's own name for itself, as the language menu shows it."""
+    """A language's own name for itself, as the language menu shows it
+    (Babel's, looked up once per language: every page's menu lists all)."""
     name = Locale.parse(locale).get_display_name(locale) or locale
     return name[:1].upper() + name[1:]
 
