@@ -204,22 +204,38 @@ def test_a_remembered_clock_follows_the_viewers_day():
     assert plain(timefmt.clock(moment, now=NOW, locale="en", tz="Europe/Copenhagen")) == "3:35 PM"
 
 
+def test_a_remembered_tag_follows_the_viewers_day():
+    # "12 hours ago" both times, but the second viewer's day is the next:
+    # the wall clock then names the moment's day.
+    moment = datetime(2026, 1, 4, 11, 30, tzinfo=timezone.utc)
+    late, after_midnight = datetime(2026, 1, 4, 23, 50, tzinfo=timezone.utc), datetime(2026, 1, 5, 0, 10, tzinfo=timezone.utc)
+    same_day = plain(str(timefmt.exact_tag(moment, now=late, locale="en", tz="UTC")))
+    next_day = plain(str(timefmt.exact_tag(moment, now=after_midnight, locale="en", tz="UTC")))
+    assert ">12 hours ago (11:30:00 AM)<" in same_day
+    assert ">12 hours ago (Jan 4, 11:30:00 AM)<" in next_day
+
+
 def test_remembered_tags_equal_fresh_ones_across_moments_days_and_zones():
     import random
 
     rng = random.Random(11)
+    # A few moments, each met again on other days, in other zones and words.
+    moments = [NOW + timedelta(seconds=rng.randint(-4 * 86400, 4 * 86400)) for _ in range(12)]
     cases = [
-        (NOW + timedelta(seconds=rng.randint(-4 * 86400, 4 * 86400)), NOW + timedelta(hours=rng.randint(0, 48)),
+        (rng.choice(moments), NOW + timedelta(hours=rng.randint(0, 48)),
          rng.choice(["en", "de", "ja"]), rng.choice(["UTC", "Asia/Tokyo", "America/Lima"]))
         for _ in range(150)
     ]
-    first = [(timefmt.exact_tag(m, now=n, locale=loc, tz=tz), timefmt.time_tag(m, now=n, locale=loc, tz=tz, clock=True))
-             for m, n, loc, tz in cases]
+    def tags(m, n, loc, tz):
+        return (timefmt.exact_tag(m, now=n, locale=loc, tz=tz), timefmt.time_tag(m, now=n, locale=loc, tz=tz, clock=True),
+                timefmt.time_tag(m, now=n, locale=loc, tz=tz))
+
+    first = [tags(*case) for case in cases]
     timefmt._stamps.clear()
     timefmt._clock_texts.clear()
     timefmt._relative_texts.clear()
-    fresh = [(timefmt.exact_tag(m, now=n, locale=loc, tz=tz), timefmt.time_tag(m, now=n, locale=loc, tz=tz, clock=True))
-             for m, n, loc, tz in reversed(cases)]
+    timefmt._tags.clear()
+    fresh = [tags(*case) for case in reversed(cases)]
     assert first == list(reversed(fresh))
     assert len({text for pair in first for text in pair}) > 200  # the cases differ
 

@@ -322,6 +322,25 @@ def _stamp(moment: datetime, loc: Locale, zone_info: tzinfo) -> tuple[str, str]:
     return texts
 
 
+# Whole <time> tags per (moment, kind, locale, zone, the viewer's day, the
+# language and relative words now): a run page has about 80 of them, drawn
+# again on every refresh. The relative words are worked out first (a few
+# dictionary reads) and are part of the key, so the tag changes with them.
+_tags: dict = {}
+i18n.on_reload(_tags.clear)
+
+
+def _remembered_tag(moment: datetime, kind: str, loc: Locale, zone_info: tzinfo, now: datetime, text: str, draw) -> Markup:
+    key = (moment, kind, loc, zone_info, in_zone(now, zone_info).date(), current_locale(), text)
+    tag = _tags.get(key)
+    if tag is None:
+        tag = draw()
+        if len(_tags) >= _MOMENT_TEXTS_MAX:
+            _tags.clear()
+        _tags[key] = tag
+    return tag
+
+
 def time_tag(
     moment: datetime | None,
     *,
@@ -339,12 +358,17 @@ def time_tag(
     if isinstance(moment, Infinite):
         return odd.moment(moment)
     loc, zone_info = locale_of(locale), zone(tz)
-    when, title = _stamp(moment, loc, zone_info)
     text = relative(moment, now=now)
-    if clock:
-        text = t("pgbus.time.with_clock", relative=text, clock=_clock(moment, now=now, locale=loc, tz=zone_info))
-    # Joined by hand rather than Markup.format: a page has hundreds of these.
-    return Markup(f'<time datetime="{escape(when)}" title="{escape(title)}">{escape(text)}</time>')
+
+    def draw() -> Markup:
+        when, title = _stamp(moment, loc, zone_info)
+        shown = text
+        if clock:
+            shown = t("pgbus.time.with_clock", relative=text, clock=_clock(moment, now=now, locale=loc, tz=zone_info))
+        # Joined by hand rather than Markup.format: a page has hundreds of these.
+        return Markup(f'<time datetime="{escape(when)}" title="{escape(title)}">{escape(shown)}</time>')
+
+    return _remembered_tag(moment, "clock" if clock else "relative", loc, zone_info, now, text, draw)
 
 
 # time_tag's keyword shadows the function inside it.
@@ -365,10 +389,15 @@ def exact_tag(
     if moment is None or isinstance(moment, Infinite):
         return time_tag(moment, now=now, locale=locale, tz=tz)
     loc, zone_info = locale_of(locale), zone(tz)
-    when, title = _stamp(moment, loc, zone_info)
-    wall = _clock(moment, now=now, locale=loc, tz=zone_info, seconds=True)
-    text = t("pgbus.time.with_clock", relative=relative(moment, now=now), clock=wall)
-    return Markup(f'<time datetime="{escape(when)}" title="{escape(title)}">{escape(text)}</time>')
+    text = relative(moment, now=now)
+
+    def draw() -> Markup:
+        when, title = _stamp(moment, loc, zone_info)
+        wall = _clock(moment, now=now, locale=loc, tz=zone_info, seconds=True)
+        shown = t("pgbus.time.with_clock", relative=text, clock=wall)
+        return Markup(f'<time datetime="{escape(when)}" title="{escape(title)}">{escape(shown)}</time>')
+
+    return _remembered_tag(moment, "exact", loc, zone_info, now, text, draw)
 
 
 def duration(value: timedelta | float | int | None) -> str:
