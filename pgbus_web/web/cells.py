@@ -10,6 +10,7 @@ can print it as it is.
 
 from __future__ import annotations
 
+from collections import abc
 from datetime import datetime
 from typing import Any, Callable, Mapping, Optional
 
@@ -18,7 +19,7 @@ from markupsafe import Markup, escape
 
 from .. import bidi
 from ..i18n import current_locale, current_timezone, on_reload, t
-from . import presenters, timefmt
+from . import helpers, presenters, timefmt
 from .helpers import batch_url, run_state, run_url
 
 
@@ -175,6 +176,36 @@ def next_sentence(
         locale=locale or current_locale(), tz=tz or current_timezone(),
     )
     return Markup(f'<span class="pgbus-next-sentence" data-next="{escape(state.next_key)}">{escape(sentence)}</span>')
+
+
+def audit_items(events: list[Mapping[str, Any]], now: datetime) -> Markup:
+    """The audit trail's ``<li>`` items, newest first (*events* come oldest
+    first): when, the sentence, and the details, each value through the
+    time formatter where it is a moment or a span, else as stored JSON.
+    One call draws them all: a run page shows up to 50."""
+    items = []
+    for event in reversed(events):
+        details = event.get("details")
+        if details and isinstance(details, abc.Mapping):
+            pairs = "".join(
+                f'\n          <div><dt dir="auto">{escape(key)}</dt><dd>{helpers.detail_words(key, value, now)}</dd></div>'
+                for key, value in details.items()
+            )
+            shown = f'\n        <dl class="pgbus-audit-details">{pairs}\n        </dl>'
+        elif details is not None and not isinstance(details, abc.Mapping):
+            shown = f'\n        <p class="pgbus-audit-details">{presenters.stored_json(details, object_expected=True)}</p>'
+        else:
+            shown = ""
+        items.append(
+            f"""
+    <li class="pgbus-event" data-event="{escape(event.get("event"))}">
+      <div class="pgbus-audit-when">{time_tag(event.get("created_at"), now)}</div>
+      <div>
+        {event_sentence(event)}{shown}
+      </div>
+    </li>"""
+        )
+    return Markup("".join(items))
 
 
 def event_sentence(event: Mapping[str, Any]) -> Markup:
