@@ -310,8 +310,8 @@ def absolute(moment: datetime, *, locale: LocaleArg = None, tz: TimeZoneArg = No
 _stamps: dict = {}
 
 
-def _stamp(moment: datetime, loc: Locale, zone_info: tzinfo) -> tuple[str, str]:
-    """(iso, absolute) of a finite *moment*."""
+def stamp(moment: datetime, loc: Locale, zone_info: tzinfo) -> tuple[str, str]:
+    """(iso, absolute) of a finite *moment*, remembered."""
     key = (moment, loc, zone_info)
     texts = _stamps.get(key)
     if texts is None:
@@ -361,7 +361,7 @@ def time_tag(
     text = relative(moment, now=now)
 
     def draw() -> Markup:
-        when, title = _stamp(moment, loc, zone_info)
+        when, title = stamp(moment, loc, zone_info)
         shown = text
         if clock:
             shown = t("pgbus.time.with_clock", relative=text, clock=_clock(moment, now=now, locale=loc, tz=zone_info))
@@ -392,7 +392,7 @@ def exact_tag(
     text = relative(moment, now=now)
 
     def draw() -> Markup:
-        when, title = _stamp(moment, loc, zone_info)
+        when, title = stamp(moment, loc, zone_info)
         wall = _clock(moment, now=now, locale=loc, tz=zone_info, seconds=True)
         shown = t("pgbus.time.with_clock", relative=text, clock=wall)
         return Markup(f'<time datetime="{escape(when)}" title="{escape(title)}">{escape(shown)}</time>')

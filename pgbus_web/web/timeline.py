@@ -356,22 +356,20 @@ def _axis(axis: _Axis, top: int, height: int, *, locale, tz) -> Markup:
     step, moments = axis.ticks(timefmt.zone(tz))
     texts = _tick_labels(step, moments, locale=locale, tz=tz)
     ticks = []
+    loc, zone_info = timefmt.locale_of(locale), timefmt.zone(tz)
     for moment, text in zip(moments, texts):
-        x = _num(axis.x(moment))
+        x = escape(_num(axis.x(moment)))
+        # The full moment as the locale writes it, remembered (timefmt):
+        # the same round moments come back on every refresh.
+        title = timefmt.stamp(moment, loc, zone_info)[1]
         ticks.append(
-            Markup(
-                '<g class="pgbus-tl-tick"><line class="pgbus-tl-gridline" x1="{x}" x2="{x}" y1="{y1}" y2="{y2}"/>'
-                '<text class="pgbus-tl-tick-label" x="{x}" y="{ty}" text-anchor="middle">{text}</text>'
-                "<title>{title}</title></g>"
-            ).format(
-                x=x, y1=top - 4, y2=height - 4, ty=top - 10, text=text,
-                title=timefmt.absolute(moment, locale=locale, tz=tz),
-            )  # fmt: skip
+            f'<g class="pgbus-tl-tick"><line class="pgbus-tl-gridline" x1="{x}" x2="{x}" y1="{top - 4}" y2="{height - 4}"/>'
+            f'<text class="pgbus-tl-tick-label" x="{x}" y="{top - 10}" text-anchor="middle">{escape(text)}</text>'
+            f"<title>{escape(title)}</title></g>"
         )
-    baseline = Markup('<line class="pgbus-tl-axis-line" x1="{x1}" x2="{x2}" y1="{y}" y2="{y}"/>').format(
-        x1=LABEL_WIDTH, x2=LABEL_WIDTH + CHART_WIDTH, y=top - 4
-    )
-    return Markup('<g class="pgbus-tl-axis">{}{}</g>').format(baseline, Markup("").join(ticks))
+    baseline = (f'<line class="pgbus-tl-axis-line" x1="{LABEL_WIDTH}" x2="{LABEL_WIDTH + CHART_WIDTH}" '
+                f'y1="{top - 4}" y2="{top - 4}"/>')
+    return Markup(f'<g class="pgbus-tl-axis">{baseline}{"".join(ticks)}</g>')
 
 
 def _bar(segment: Segment, axis: _Axis, y: int, labels, *, now, locale, tz) -> Markup:
