@@ -18,7 +18,7 @@ from flask import url_for
 from markupsafe import Markup, escape
 
 from .. import bidi
-from ..i18n import current_locale, current_timezone, on_reload, t
+from ..i18n import current_locale, current_timezone, on_reload, t, t_html, tn
 from . import helpers, presenters, timefmt
 from .helpers import batch_url, run_state, run_url
 
@@ -176,6 +176,80 @@ def next_sentence(
         locale=locale or current_locale(), tz=tz or current_timezone(),
     )
     return Markup(f'<span class="pgbus-next-sentence" data-next="{escape(state.next_key)}">{escape(sentence)}</span>')
+
+
+def attempt_items(attempts: list[Mapping[str, Any]], batches: Mapping[str, Any], now: datetime) -> Markup:
+    """A step's attempts as ``<li>`` items, newest first (*attempts* come
+    oldest first): number, status and how long it ran, its moments, what it
+    waits for (a signal, a batch of *batches* by id), its error, backtrace
+    and result."""
+    items = []
+    for attempt in reversed(attempts):
+        status, started, finished = attempt.get("status"), attempt.get("started_at"), attempt.get("finished_at")
+        head = f"""
+          <div class="pgbus-attempt-head">
+            <strong>{escape(t("pgbus.workflows.show.attempt", attempt=attempt.get("attempt")))}</strong>
+            {step_badge(status)}"""
+        if started and finished:
+            ran = t("pgbus.workflows.show.ran_for", duration=timefmt.between(started, finished))
+            head += f'\n            <span class="pgbus-muted pgbus-small">{escape(ran)}</span>'
+        times = "".join(
+            f"<span>{t_html(key, time=time_tag(attempt.get(column), now))}</span>"
+            for column, key in _ATTEMPT_MOMENTS
+            if column == "created_at" or attempt.get(column)
+        )
+        parts = [head, f'\n          </div>\n          <div class="pgbus-attempt-times">\n            {times}\n          </div>']
+        if attempt.get("wait_for") or attempt.get("batch_id"):
+            waits = ""
+            if attempt.get("wait_for"):
+                waits += f'<span>{t_html("pgbus.workflows.show.waits_for_signal_html", signal=presenters.code(attempt["wait_for"]))}</span>'
+            if attempt.get("batch_id"):
+                batch = batches.get(attempt["batch_id"])
+                name = batch["description"] if batch and batch.get("description") else attempt["batch_id"]
+                link = t_html("pgbus.workflows.show.waits_for_batch_html", batch=helpers.batch_link(name, attempt["batch_id"]))
+                progress = ""
+                if batch:
+                    done, total = presenters.batch_progress(batch)
+                    progress = f' ({escape(tn("pgbus.workflows.show.batch_progress", total, done=done))})'
+                waits += f"\n            <span>{link}{progress}</span>"
+            if attempt.get("waiting_since"):
+                waits += f'<span>{t_html("pgbus.workflows.show.waiting_since_html", time=time_tag(attempt["waiting_since"], now))}</span>'
+            # When it gives up only matters while the attempt is open (states.STEP_OPEN).
+            if attempt.get("timeout_at") and presenters.step_open(status):
+                waits += f'<span>{t_html("pgbus.workflows.show.timeout_html", time=time_tag(attempt["timeout_at"], now))}</span>'
+            parts.append(f'\n          <div class="pgbus-attempt-times">{waits}\n          </div>')
+        error_class, error_message = attempt.get("error_class"), attempt.get("error_message")
+        if error_class or error_message:
+            colon = ": " if error_class and error_message else ""
+            parts.append(
+                f'\n          <p class="pgbus-error"><span class="pgbus-error-class" dir="auto">{escape(error_class or "")}</span>'
+                f'{colon}<span class="pgbus-error-message" dir="auto">{helpers.error_words(error_message, now)}</span></p>'
+            )
+        if attempt.get("error_backtrace"):
+            parts.append(
+                f'\n          <details class="pgbus-backtrace">\n            <summary>{escape(t("pgbus.workflows.show.backtrace"))}</summary>'
+                f'\n            <pre><code>{escape(attempt["error_backtrace"])}</code></pre>\n          </details>'
+            )
+        if attempt.get("result") is not None:
+            parts.append(
+                f'\n          <details class="pgbus-result">\n            <summary class="pgbus-muted pgbus-small">'
+                f'{escape(t("pgbus.workflows.show.result"))}</summary>\n            <pre>{presenters.stored_json(attempt["result"])}</pre>'
+                f"\n          </details>"
+            )
+        items.append(
+            f'\n        <li class="pgbus-attempt" id="pgbus-step-{escape(attempt.get("id"))}" data-status="{escape(status)}">'
+            f'{"".join(parts)}\n        </li>'
+        )
+    return Markup("".join(items))
+
+
+# An attempt's moments in the order its line shows them (created always).
+_ATTEMPT_MOMENTS = (
+    ("created_at", "pgbus.workflows.show.created_html"),
+    ("scheduled_at", "pgbus.workflows.show.due_html"),
+    ("started_at", "pgbus.workflows.show.started_html"),
+    ("finished_at", "pgbus.workflows.show.finished_html"),
+)
 
 
 def audit_items(events: list[Mapping[str, Any]], now: datetime) -> Markup:
