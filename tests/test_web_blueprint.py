@@ -5,6 +5,7 @@ hook, the health check and the pages when the database is away."""
 from __future__ import annotations
 
 import pytest
+import sqlalchemy as sa
 from flask import Flask
 from web_helpers import every_state, make_app, soup, text_of
 
@@ -302,3 +303,22 @@ def test_a_command_that_needs_an_extra_says_which(monkeypatch):
     with progress.bar(total=1) as bar:
         bar.update(1)
     assert CliRunner().invoke(main, ["--help"]).exit_code == 0
+
+
+def test_pages_read_without_holding_a_transaction(database, engine):
+    """Database.read: each statement its own transaction, so no BEGIN or
+    ROLLBACK round trip and no connection idle in a transaction while a
+    page draws; writes keep theirs."""
+    from psycopg.pq import TransactionStatus
+
+    with database.read() as conn:
+        conn.execute(sa.text("SELECT 1"))
+        assert conn.connection.dbapi_connection.info.transaction_status == TransactionStatus.IDLE
+    # Control: a write is one transaction until it ends.
+    with database.write() as conn:
+        conn.execute(sa.text("SELECT 1"))
+        assert conn.connection.dbapi_connection.info.transaction_status == TransactionStatus.INTRANS
+    # The pool gives the next page a connection back in its default mode.
+    with engine.connect() as conn:
+        conn.execute(sa.text("SELECT 1"))
+        assert conn.connection.dbapi_connection.info.transaction_status == TransactionStatus.INTRANS
