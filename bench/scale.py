@@ -367,9 +367,9 @@ def contention(url: str, seconds: float) -> None:
                     conn.exec_driver_sql(setup)
                 results[label], deadlocks = writers(engine, seconds)
                 print(f"  {label:<40} {results[label]:8.0f}   deadlocks: {deadlocks}")
-            with engine.begin() as conn:
-                kept = workflows.status_counts(conn)
-            print(f"  kept counts afterwards: {dict(kept)}")
+            # No counts printed after: the first variant wrote without
+            # counting and the last replaced the trigger, so the scratch
+            # database's kept counts are not this schema's (tests prove those).
         finally:
             engine.dispose()
 
