@@ -181,6 +181,13 @@ def page_rows(url: str, repeat: int, rows: dict[str, Row]) -> int:
             # planner may walk the whole (workflow_id, ...) index instead.
             "SELECT workflow_id FROM (SELECT workflow_id FROM pgbus_workflow_steps ORDER BY id DESC "
             "LIMIT 200000) recent GROUP BY workflow_id HAVING count(*) = 8 LIMIT 1")).scalar()
+        if eight is None:
+            # The newest steps are a history's (`seed --history` after the
+            # runs: one attempt a step): a sample of all runs instead.
+            eight = conn.execute(sa.text(
+                "SELECT w.workflow_id FROM pgbus_workflows w TABLESAMPLE SYSTEM (0.5) REPEATABLE (1) "
+                "WHERE (SELECT count(*) FROM pgbus_workflow_steps s WHERE s.workflow_id = w.workflow_id) = 8 "
+                "LIMIT 1")).scalar()
 
     def counts():
         with engine.connect() as conn:
