@@ -21,7 +21,9 @@ from pgbus_web.models import workflows
 def scratch(_installed_engine, database_url):
     """(url, engine) of an empty database, dropped afterwards."""
     name = f"pgbus_scratch_{uuid.uuid4().hex[:12]}"
-    admin = _installed_engine.execution_options(isolation_level="AUTOCOMMIT")
+    # Its own engine, without the pages' statement_timeout: creating and
+    # dropping a database waits on the disk, which a busy machine makes slow.
+    admin = sa.create_engine(_installed_engine.url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
     url = sa.engine.make_url(database_url).set(database=name).render_as_string(hide_password=False)
@@ -32,6 +34,7 @@ def scratch(_installed_engine, database_url):
         engine.dispose()
         with admin.connect() as conn:
             conn.execute(sa.text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+        admin.dispose()
 
 
 def stuck(engine):
