@@ -1,5 +1,7 @@
 """The HTML of the small pieces a page repeats hundreds of times: a
-badge, a subject, a "what happens next" sentence, an audit sentence.
+badge, a subject, a "what happens next" sentence, an audit sentence; and
+the lists made of them: the runs table's rows (remembered between
+requests, run_rows), a step's attempts and the audit trail's items.
 
 They are the macros of _macros.html (exported there under the same names),
 written in Python because a Jinja macro call costs more than the piece it
