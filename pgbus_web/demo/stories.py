@@ -14,9 +14,10 @@ them is seed.py's job. No I/O here but the ids a chunk is given.
 from __future__ import annotations
 
 import inspect
+from bisect import bisect
+from itertools import accumulate
 import random
 from datetime import datetime, timedelta, timezone
-from operator import itemgetter
 from typing import Any, Callable, Protocol
 
 from .. import defaults, states
@@ -56,6 +57,19 @@ COMPLETED_PER_THOUSAND = 1000 - sum(STORIES.values())
 
 # Classes of the completed runs (and of stories open to every class), per thousand.
 CLASS_WEIGHTS = ((demo.ORDER, 500), (demo.ONBOARDING, 300), (demo.REFUND, 200))
+
+# Classes and their cumulative weights, for _pick.
+_CLASSES = tuple(c for c, _ in CLASS_WEIGHTS)
+_CLASSES_CUM = tuple(accumulate(w for _, w in CLASS_WEIGHTS))
+# Failed attempts of capture_payment in a completed order: 0, 1, 2.
+_CAPTURE_FAILS_CUM = tuple(accumulate((80, 14, 6)))
+
+
+def _pick(rng: random.Random, population: tuple, cum_weights: tuple):
+    """rng.choices(population, cum_weights=cum_weights)[0], drawing the same
+    number, without building the list (a run draws a class and more)."""
+    return population[bisect(cum_weights, rng.random() * (cum_weights[-1] + 0.0), 0, len(population) - 1)]
+
 
 # The failures the demo steps raise, as the runtime stores them:
 # step -> (error class, message, the step's function).
@@ -168,7 +182,8 @@ class _Run:
     # -- small moves ----------------------------------------------------------
 
     def wait(self, low: float, high: float) -> None:
-        self.t += self.rng.uniform(low, high)
+        # random.uniform's own arithmetic, without its call.
+        self.t += low + (high - low) * self.rng.random()
 
     def event(self, name, step=None, *, actor=SYSTEM, reason=None, details="{}"):
         self.events.append((name, actor, reason, step, details, self.t))
@@ -215,7 +230,7 @@ class _Run:
         return row
 
     def start_step(self, row) -> None:
-        self.t = max(self.t, row[S_SCHEDULED]) + self.rng.uniform(0.05, 2.0)
+        self.t = max(self.t, row[S_SCHEDULED]) + (0.05 + (2.0 - 0.05) * self.rng.random())  # uniform(0.05, 2.0)
         row[S_STATUS] = states.STEP_IN_PROGRESS
         row[S_STARTED] = row[S_UPDATED] = self.t
         self.status = states.RUNNING
@@ -238,6 +253,8 @@ class _Run:
                    details='{"error_class": "%s", "error_message": "%s"}' % (error_class, message))
 
     def consume_held(self, step_name) -> None:
+        if not self.signals:
+            return
         ids = {row[S_ID] for row in self.steps if row[S_NAME] == step_name}
         for signal in self.signals:
             if signal[4] == states.SIGNAL_CLAIMED and signal[5] in ids:
@@ -404,7 +421,7 @@ def _completed(run: _Run, now: float) -> None:
     fails: dict[str, int] = {}
     twist = rng.random()
     if klass == demo.ORDER:
-        fails["capture_payment"] = rng.choices((0, 1, 2), (80, 14, 6))[0]
+        fails["capture_payment"] = _pick(rng, (0, 1, 2), _CAPTURE_FAILS_CUM)
     elif klass == demo.ONBOARDING:
         fails["send_welcome_email"] = 1 if rng.random() < 0.1 else 0
         # Some users complete their profile while the tips timer runs.
@@ -877,7 +894,7 @@ class Chunk:
         told = self.told.get(story, 0)
         self.told[story] = told + 1
         if classes is None:
-            klass = rng.choices([c for c, _ in CLASS_WEIGHTS], [w for _, w in CLASS_WEIGHTS])[0]
+            klass = _pick(rng, _CLASSES, _CLASSES_CUM)
         else:
             klass = classes[told % len(classes)]  # in turn, so that a few runs show each
         definition = demo.REGISTRY.get(klass)
@@ -916,7 +933,8 @@ class Chunk:
         # The latest step's facts on the run, as the steps trigger keeps
         # them: the trigger does not fire while seeding skips row checks.
         if steps:
-            latest = max(steps, key=itemgetter(S_ID))
+            # Ids are taken in rising order as steps are added: the last is the latest.
+            latest = steps[-1]
             latest_columns = (
                 str(latest[S_ID]), latest[S_NAME], latest[S_STATUS], latest[S_ERROR_CLASS] or NULL,
                 ts[latest[S_SCHEDULED]], ts[latest[S_WAITING_SINCE]], ts[latest[S_TIMEOUT]],
