@@ -383,6 +383,34 @@ def test_moments_are_written_as_datetime_isoformat_writes_them():
     assert ties  # the tie-breaking was exercised
 
 
+def test_seeding_gives_the_gil_back_sooner_only_while_it_plays(engine, monkeypatch):
+    # The player thread holds the GIL for shorter turns while the writer
+    # sends COPY text (seed.SWITCH_INTERVAL), and the process gets its own
+    # interval back afterwards, whether the seed succeeds or fails.
+    import sys
+
+    seen = []
+    played = stories.Chunk.play
+
+    def play(chunk, story, number):
+        seen.append(sys.getswitchinterval())
+        return played(chunk, story, number)
+
+    monkeypatch.setattr(stories.Chunk, "play", play)
+    before = sys.getswitchinterval()
+    seeding.seed(engine, runs=20, seed=1, now=NOW)
+    assert seen and set(seen) == {seeding.SWITCH_INTERVAL}
+    assert sys.getswitchinterval() == before
+
+    def fail(chunk, story, number):
+        raise RuntimeError("player broke")
+
+    monkeypatch.setattr(stories.Chunk, "play", fail)
+    with pytest.raises(RuntimeError):
+        seeding.seed(engine, runs=20, seed=1, now=NOW)
+    assert sys.getswitchinterval() == before
+
+
 def test_run_ids_are_uuid4_texts():
     import random
     import uuid
