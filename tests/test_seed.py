@@ -361,6 +361,66 @@ def test_the_free_texts_need_no_escaping_in_copy():
         assert stories._copy_safe(text) == text
 
 
+def test_moments_are_written_as_datetime_isoformat_writes_them():
+    # The seeder formats moments itself, for speed; the text must be what
+    # (start + timedelta(seconds=moment)).isoformat() gives, to the
+    # character, including the microsecond ties timedelta rounds to even.
+    import random
+
+    rng = random.Random(3)
+    ties = 0
+    for _ in range(40):
+        start = stories._EPOCH + timedelta(seconds=rng.uniform(1.7e9, 1.8e9))
+        moments = stories._Moments(start)
+        values = [rng.uniform(0, 40 * 86400) for _ in range(500)]
+        # Multiples of 2**-20 s include exact half microseconds.
+        values += [rng.randrange(0, 2**20 * 100) / 2**20 for _ in range(1500)]
+        values += [float(rng.randrange(0, 10**6)), 0.0, 59.9999995, 86399.9999996]
+        for value in values:
+            ties += ((value - int(value)) * 1e6) % 1 == 0.5
+            assert moments[value] == (start + timedelta(seconds=value)).isoformat(), value
+        assert moments[None] == stories.NULL
+    assert ties  # the tie-breaking was exercised
+
+
+def test_seeding_gives_the_gil_back_sooner_only_while_it_plays(engine, monkeypatch):
+    # The player thread holds the GIL for shorter turns while the writer
+    # sends COPY text (seed.SWITCH_INTERVAL), and the process gets its own
+    # interval back afterwards, whether the seed succeeds or fails.
+    import sys
+
+    seen = []
+    played = stories.Chunk.play
+
+    def play(chunk, story, number):
+        seen.append(sys.getswitchinterval())
+        return played(chunk, story, number)
+
+    monkeypatch.setattr(stories.Chunk, "play", play)
+    before = sys.getswitchinterval()
+    seeding.seed(engine, runs=20, seed=1, now=NOW)
+    assert seen and set(seen) == {seeding.SWITCH_INTERVAL}
+    assert sys.getswitchinterval() == before
+
+    def fail(chunk, story, number):
+        raise RuntimeError("player broke")
+
+    monkeypatch.setattr(stories.Chunk, "play", fail)
+    with pytest.raises(RuntimeError):
+        seeding.seed(engine, runs=20, seed=1, now=NOW)
+    assert sys.getswitchinterval() == before
+
+
+def test_run_ids_are_uuid4_texts():
+    import random
+    import uuid
+
+    chunk = stories.Chunk(random.Random(9), None, None, 0.0, seeding._old_order_workflow(), {})
+    control = random.Random(9)
+    for _ in range(2000):
+        assert chunk.uuid() == str(uuid.UUID(int=control.getrandbits(128), version=4))
+
+
 # --- refusing -----------------------------------------------------------------------
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import queue
 import random
+import sys
 import threading
 import time
 from contextlib import closing
@@ -47,6 +48,13 @@ CHUNK_RUNS = 5_000
 CHUNKS_AHEAD = 2
 # Step and signal ids are taken from their sequences this many at a time.
 ID_BLOCK = 50_000
+# How long the player thread may hold the GIL while the writing thread
+# waits for it (Python's default is 5 ms). psycopg sends COPY text in
+# 128 kB pieces and lets go of the GIL while the server reads each one;
+# taking it back cost up to a whole interval per piece, and the server sat
+# idle meanwhile (at 200,000 runs the COPY took 41.7 s with the default,
+# 32.5 s with 0.5 ms; docs/performance.md, "Seeding").
+SWITCH_INTERVAL = 0.0005
 
 
 class SeedError(RuntimeError):
@@ -251,6 +259,8 @@ def _played_ahead(chunks: Iterator[Chunk]) -> Iterator[Chunk]:
             chunks.close()
 
     worker = threading.Thread(target=produce, name="pgbus-seed-player", daemon=True)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(min(interval, SWITCH_INTERVAL))
     worker.start()
     try:
         while True:
@@ -268,6 +278,7 @@ def _played_ahead(chunks: Iterator[Chunk]) -> Iterator[Chunk]:
             except queue.Empty:
                 pass
         worker.join()
+        sys.setswitchinterval(interval)
 
 
 def _seed_empty(engine: Engine, plan: _Plan, written) -> int | None:

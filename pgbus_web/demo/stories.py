@@ -14,10 +14,10 @@ them is seed.py's job. No I/O here but the ids a chunk is given.
 from __future__ import annotations
 
 import inspect
+from bisect import bisect
+from itertools import accumulate
 import random
-import uuid
 from datetime import datetime, timedelta, timezone
-from operator import itemgetter
 from typing import Any, Callable, Protocol
 
 from .. import defaults, states
@@ -57,6 +57,19 @@ COMPLETED_PER_THOUSAND = 1000 - sum(STORIES.values())
 
 # Classes of the completed runs (and of stories open to every class), per thousand.
 CLASS_WEIGHTS = ((demo.ORDER, 500), (demo.ONBOARDING, 300), (demo.REFUND, 200))
+
+# Classes and their cumulative weights, for _pick.
+_CLASSES = tuple(c for c, _ in CLASS_WEIGHTS)
+_CLASSES_CUM = tuple(accumulate(w for _, w in CLASS_WEIGHTS))
+# Failed attempts of capture_payment in a completed order: 0, 1, 2.
+_CAPTURE_FAILS_CUM = tuple(accumulate((80, 14, 6)))
+
+
+def _pick(rng: random.Random, population: tuple, cum_weights: tuple):
+    """rng.choices(population, cum_weights=cum_weights)[0], drawing the same
+    number, without building the list (a run draws a class and more)."""
+    return population[bisect(cum_weights, rng.random() * (cum_weights[-1] + 0.0), 0, len(population) - 1)]
+
 
 # The failures the demo steps raise, as the runtime stores them:
 # step -> (error class, message, the step's function).
@@ -169,7 +182,8 @@ class _Run:
     # -- small moves ----------------------------------------------------------
 
     def wait(self, low: float, high: float) -> None:
-        self.t += self.rng.uniform(low, high)
+        # random.uniform's own arithmetic, without its call.
+        self.t += low + (high - low) * self.rng.random()
 
     def event(self, name, step=None, *, actor=SYSTEM, reason=None, details="{}"):
         self.events.append((name, actor, reason, step, details, self.t))
@@ -216,7 +230,7 @@ class _Run:
         return row
 
     def start_step(self, row) -> None:
-        self.t = max(self.t, row[S_SCHEDULED]) + self.rng.uniform(0.05, 2.0)
+        self.t = max(self.t, row[S_SCHEDULED]) + (0.05 + (2.0 - 0.05) * self.rng.random())  # uniform(0.05, 2.0)
         row[S_STATUS] = states.STEP_IN_PROGRESS
         row[S_STARTED] = row[S_UPDATED] = self.t
         self.status = states.RUNNING
@@ -239,6 +253,8 @@ class _Run:
                    details='{"error_class": "%s", "error_message": "%s"}' % (error_class, message))
 
     def consume_held(self, step_name) -> None:
+        if not self.signals:
+            return
         ids = {row[S_ID] for row in self.steps if row[S_NAME] == step_name}
         for signal in self.signals:
             if signal[4] == states.SIGNAL_CLAIMED and signal[5] in ids:
@@ -405,7 +421,7 @@ def _completed(run: _Run, now: float) -> None:
     fails: dict[str, int] = {}
     twist = rng.random()
     if klass == demo.ORDER:
-        fails["capture_payment"] = rng.choices((0, 1, 2), (80, 14, 6))[0]
+        fails["capture_payment"] = _pick(rng, (0, 1, 2), _CAPTURE_FAILS_CUM)
     elif klass == demo.ONBOARDING:
         fails["send_welcome_email"] = 1 if rng.random() < 0.1 else 0
         # Some users complete their profile while the tips timer runs.
@@ -749,6 +765,60 @@ CARRIERS = ("DHL", "UPS", "PostNord", "GLS", "FedEx")
 
 NULL = "\\N"  # COPY's text format for NULL
 _EPOCH = datetime(1970, 1, 1)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def _microseconds(seconds: float) -> int:
+    """timedelta(seconds=*seconds*) in whole microseconds, rounded exactly
+    as CPython's timedelta rounds a float (the whole seconds exactly, the
+    fraction to the nearest microsecond, a tie to the even total), without
+    making the object."""
+    whole = int(seconds)
+    micro = (seconds - whole) * 1e6
+    micro_whole = int(micro)
+    left = micro - micro_whole
+    total = whole * 1_000_000 + micro_whole
+    if left > 0.5 or (left == 0.5 and total & 1):
+        total += 1
+    elif left < -0.5 or (left == -0.5 and total & 1):
+        total -= 1
+    return total
+
+
+# "YYYY-MM-DDTHH:MM:" per minute since the epoch, as datetime.isoformat
+# writes it; the moments of a seed fall in a few tens of thousands of them.
+_MINUTES: dict[int, str] = {}
+
+
+def _minute_text(minute: int) -> str:
+    text = _MINUTES[minute] = (_EPOCH + timedelta(minutes=minute)).isoformat()[:17]
+    return text
+
+
+class _Moments(dict):
+    """One run's moments (relative seconds) as COPY text, each formatted
+    once: naive UTC from the run's *start*, as the writing transaction runs
+    in UTC; None is NULL. Looked up by subscript, so a moment seen before
+    costs no Python call. The text is (start + timedelta(seconds=moment))
+    .isoformat() to the character, built from whole microseconds and a
+    per-minute prefix instead of two objects and a format per moment."""
+
+    def __init__(self, start: datetime):
+        super().__init__()
+        self.start = (start - _EPOCH) // _MICROSECOND
+        self[None] = NULL
+
+    def __missing__(self, value: float) -> str:
+        seconds, micro = divmod(self.start + _microseconds(value), 1_000_000)
+        minute, second = divmod(seconds, 60)
+        prefix = _MINUTES.get(minute) or _minute_text(minute)
+        text = self[value] = f"{prefix}{second:02d}.{micro:06d}" if micro else f"{prefix}{second:02d}"
+        return text
+
+
+# uuid.UUID's version 4 marks: the variant bits (10) and the version nibble (4).
+_UUID_KEEP = ~((0xC000 << 48) | (0xF000 << 64)) & ((1 << 128) - 1)
+_UUID_V4 = (0x8000 << 48) | (4 << 76)
 
 
 class Ids(Protocol):
@@ -788,7 +858,10 @@ class Chunk:
         self.rows = {"steps": 0, "events": 0, "signals": 0, "batches": 0}
 
     def uuid(self) -> str:
-        return str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
+        """A random version-4 uuid's text, as str(uuid.UUID(int=..., version=4))."""
+        bits = self.rng.getrandbits(128) & _UUID_KEEP | _UUID_V4
+        h = "%032x" % bits
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
     def result_for(self, run: _Run, step_name: str) -> str:
         args = run.arguments
@@ -821,7 +894,7 @@ class Chunk:
         told = self.told.get(story, 0)
         self.told[story] = told + 1
         if classes is None:
-            klass = rng.choices([c for c, _ in CLASS_WEIGHTS], [w for _, w in CLASS_WEIGHTS])[0]
+            klass = _pick(rng, _CLASSES, _CLASSES_CUM)
         else:
             klass = classes[told % len(classes)]  # in turn, so that a few runs show each
         definition = demo.REGISTRY.get(klass)
@@ -839,26 +912,14 @@ class Chunk:
     def _emit(self, run: _Run) -> None:
         """The run's rows as COPY text, now that its place in time is known."""
         moment, low, high = run.anchor
-        start = _EPOCH + timedelta(seconds=self.rng.uniform(low, max(low, high)) - moment)
-        seen: dict[float, str] = {}
-
-        def ts(value):
-            # Naive UTC: the writing transaction runs in UTC.
-            if value is None:
-                return NULL
-            text = seen.get(value)
-            if text is None:
-                text = seen[value] = (start + timedelta(seconds=value)).isoformat()
-            return text
+        ts = _Moments(_EPOCH + timedelta(seconds=self.rng.uniform(low, max(low, high)) - moment))
 
         def text(value):
             # Every string here is built from COPY-safe parts (see _copy_safe).
-            if value is None:
-                return NULL
             if type(value) is tuple:
                 # Moments inside JSON and messages carry their offset, as the runtime writes them.
-                return "".join(ts(part) + "+00:00" if type(part) is float else part for part in value)
-            return value
+                return "".join(ts[part] + "+00:00" if type(part) is float else part for part in value)
+            return NULL if value is None else value
 
         workflow_id = self.uuid()
         klass = run.definition.name
@@ -867,64 +928,74 @@ class Chunk:
         subject_id = str(run.number) if has_subject else None
         key = f"{subject_type.lower()}-{run.number}" if has_subject and self.rng.random() < 0.6 else None
         args = ", ".join('"%s": %s' % (name, _json(value)) for name, value in run.arguments.items())
-        created = ts(0.0)
+        created = ts[0.0]
+        steps = run.steps
         # The latest step's facts on the run, as the steps trigger keeps
         # them: the trigger does not fire while seeding skips row checks.
-        if run.steps:
-            latest = max(run.steps, key=itemgetter(S_ID))
+        if steps:
+            # Ids are taken in rising order as steps are added: the last is the latest.
+            latest = steps[-1]
             latest_columns = (
                 str(latest[S_ID]), latest[S_NAME], latest[S_STATUS], latest[S_ERROR_CLASS] or NULL,
-                ts(latest[S_SCHEDULED]), ts(latest[S_WAITING_SINCE]), ts(latest[S_TIMEOUT]),
+                ts[latest[S_SCHEDULED]], ts[latest[S_WAITING_SINCE]], ts[latest[S_TIMEOUT]],
             )
         else:
             latest_columns = (NULL,) * 7
         self.runs.append((workflow_id, "\t".join((
             workflow_id, klass, run.status, run.current_step or NULL, text("{%s}" % args), subject_type or NULL,
-            subject_id or NULL, key or NULL, run.digest, ts(run.paused_at), created, ts(run.finished_at),
-            created, ts(run.t), *latest_columns,
+            subject_id or NULL, key or NULL, run.digest, ts[run.paused_at], created, ts[run.finished_at],
+            created, ts[run.t], *latest_columns,
         )) + "\n"))
         self.statuses[run.status] = self.statuses.get(run.status, 0) + 1
         self.counts[(klass, run.status)] = self.counts.get((klass, run.status), 0) + 1
         rows = self.rows
-        rows["steps"] += len(run.steps)
+        rows["steps"] += len(steps)
         rows["events"] += len(run.events)
         rows["signals"] += len(run.signals)
         rows["batches"] += len(run.batches)
 
+        # A step's columns as its events name it, by the row's identity.
+        step_columns = {}
         lines = []
-        for row in run.steps:
+        for row in steps:
+            step_id = str(row[S_ID])
+            attempt = str(row[S_ATTEMPT])
+            step_columns[id(row)] = f"{step_id}\t{row[S_NAME]}\t{attempt}"
             message = row[S_ERROR_MESSAGE]
-            if type(message) is tuple:
+            if message is None:
+                message = NULL
+            elif type(message) is tuple:
                 template, *parts = message
-                message = template % tuple(ts(p) + "+00:00" if type(p) is float else p for p in parts)
-            lines.append("\t".join((
-                str(row[S_ID]), workflow_id, row[S_NAME], row[S_STATUS], str(row[S_ATTEMPT]), ts(row[S_SCHEDULED]),
-                ts(row[S_STARTED]), ts(row[S_FINISHED]), row[S_WAIT_FOR] or NULL, ts(row[S_WAITING_SINCE]),
-                ts(row[S_TIMEOUT]), row[S_BATCH] or NULL, row[S_ERROR_CLASS] or NULL, text(message),
-                text(row[S_BACKTRACE]), text(row[S_RESULT]), ts(row[S_CREATED]), ts(row[S_UPDATED]),
-            )))
+                message = template % tuple(ts[p] + "+00:00" if type(p) is float else p for p in parts)
+            backtrace, result = row[S_BACKTRACE], row[S_RESULT]
+            lines.append(
+                f"{step_id}\t{workflow_id}\t{row[S_NAME]}\t{row[S_STATUS]}\t{attempt}\t{ts[row[S_SCHEDULED]]}\t"
+                f"{ts[row[S_STARTED]]}\t{ts[row[S_FINISHED]]}\t{row[S_WAIT_FOR] or NULL}\t"
+                f"{ts[row[S_WAITING_SINCE]]}\t{ts[row[S_TIMEOUT]]}\t{row[S_BATCH] or NULL}\t"
+                f"{row[S_ERROR_CLASS] or NULL}\t{message}\t{NULL if backtrace is None else backtrace}\t"
+                f"{NULL if result is None else result}\t{ts[row[S_CREATED]]}\t{ts[row[S_UPDATED]]}\n"
+            )
         if lines:
-            self.steps.append((workflow_id, "\n".join(lines) + "\n"))
+            self.steps.append((workflow_id, "".join(lines)))
 
-        lines = []
-        for name, actor, reason, step, details, moment in run.events:
-            if step is None:
-                step_columns = "\\N\t\\N\t\\N"
-            else:
-                step_columns = f"{step[S_ID]}\t{step[S_NAME]}\t{step[S_ATTEMPT]}"
-            lines.append(f"{workflow_id}\t{name}\t{actor}\t{text(reason)}\t{step_columns}\t{text(details)}\t{ts(moment)}")
-        if lines:
-            self.events.append((workflow_id, "\n".join(lines) + "\n"))
+        if run.events:
+            no_step = "\\N\t\\N\t\\N"
+            self.events.append((workflow_id, "".join([
+                f"{workflow_id}\t{name}\t{actor}\t{NULL if reason is None else reason}\t"
+                f"{no_step if step is None else step_columns[id(step)]}\t"
+                f"{details if type(details) is str else text(details)}\t{ts[moment]}\n"
+                for name, actor, reason, step, details, moment in run.events
+            ])))
 
         if run.signals:
             self.signals.append((workflow_id, "".join(
                 "\t".join((str(signal[0]), workflow_id, signal[1], text(signal[2]), signal[3] or NULL, signal[4],
-                           NULL if signal[5] is None else str(signal[5]), ts(signal[6]), ts(signal[7]),
-                           ts(signal[8]))) + "\n"
+                           NULL if signal[5] is None else str(signal[5]), ts[signal[6]], ts[signal[7]],
+                           ts[signal[8]])) + "\n"
                 for signal in run.signals
             )))
         for batch in run.batches:
             self.batches.append((batch[0], "\t".join((
                 batch[0], text(batch[1]), str(batch[2]), str(batch[3]), str(batch[4]), str(batch[5]), batch[6],
-                ts(batch[7]), ts(batch[8]),
+                ts[batch[7]], ts[batch[8]],
             )) + "\n"))
