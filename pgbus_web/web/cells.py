@@ -122,7 +122,7 @@ def _row_key(run: Mapping[str, Any], state: presenters.RunState, now: datetime, 
     values, its state, and what the clock makes of its moments ("5 minutes
     ago"; "infinity", which as a value equals Python's last moment). A
     value that cannot be hashed makes the key fail on lookup."""
-    moments = [run.get("created_at"), *(v for v in state.next_args.values() if isinstance(v, datetime))]
+    moments = (run.get("created_at"), *state.next_args.values())
     step, batch = run.get("step"), run.get("batch")
     return (
         shared,
