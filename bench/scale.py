@@ -51,6 +51,7 @@ from queries import capture, explain  # noqa: E402  (bench/queries.py)
 
 from pgbus_web import db, schema  # noqa: E402
 from pgbus_web.app import create_app  # noqa: E402
+from pgbus_web.demo import database as demo_database  # noqa: E402
 from pgbus_web.demo.seed import seed  # noqa: E402
 from pgbus_web.demo.workflows import REGISTRY  # noqa: E402
 from pgbus_web.models import changes, workflows  # noqa: E402
@@ -402,10 +403,12 @@ def main() -> None:
         report(options.database_url, options, seeded_here=False)
         return
     with scratch.server() as server_url:
-        engine = db.create_engine(server_url)
+        # The demo's database, as the demo makes it (its collation).
+        url = demo_database.ensure(server_url)
+        engine = db.create_engine(url)
         schema.install(engine)
         engine.dispose()
-        report(server_url, options, seeded_here=True)
+        report(url, options, seeded_here=True)
 
 
 def report(url: str, options, *, seeded_here: bool) -> None:

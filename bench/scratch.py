@@ -13,9 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from sqlalchemy.engine import make_url
-
 from pgbus_web import db
+from pgbus_web.demo import database as demo_database
 
 
 @contextmanager
@@ -49,14 +48,21 @@ def _on_server(url: str, statement: str) -> None:
 
 def database_url(url: str, name: str) -> str:
     """The URL of database *name* on *url*'s server."""
-    return make_url(db.normalize_url(url)).set(database=name).render_as_string(hide_password=False)
+    return demo_database.url_of(url, name)
 
 
 def create_database(url: str, name: str) -> str:
     """Database *name* on *url*'s server, dropped first if it is there
     (left over from an interrupted run); its URL."""
     drop_database(url, name)
-    _on_server(url, f'CREATE DATABASE "{name}"')
+    # Made as the demo makes its own (the builtin C.UTF-8 collation where
+    # the server has it), so a seed timed here is the demo's.
+    engine = db.create_engine(url, isolation_level="AUTOCOMMIT", pool_size=1, max_overflow=0)
+    try:
+        with engine.connect() as conn:
+            demo_database.create(conn, name)
+    finally:
+        engine.dispose()
     return database_url(url, name)
 
 

@@ -85,12 +85,18 @@ def test_demo_serves_every_status_and_stuck_reason_and_stops_cleanly(demo):
                 )
             }
             locks = conn.execute(sa.text("SELECT count(*) FROM pgbus_uniqueness_keys")).scalar_one()
+            # Its own database, collated as demo/database.py makes it.
+            name, provider, version = conn.execute(sa.text(
+                "SELECT datname, datlocprovider, current_setting('server_version_num')::int"
+                " FROM pg_database WHERE datname = current_database()")).one()
     finally:
         engine.dispose()
     # running may be brief in a live demo; every other status stays on screen.
     assert set(states.RUN) - {states.RUNNING} <= statuses
     assert set(states.STUCK_REASONS) <= reasons
     assert locks > 0
+    assert name == "pgbus_demo"
+    assert provider == ("b" if version >= 170000 else "c")
 
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=30) == 0

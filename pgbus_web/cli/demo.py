@@ -95,6 +95,7 @@ def demo(port, host, data_dir, runs, reset, no_auth):
         create_engine,
     )
     from ..demo import workflows as demo_workflows
+    from ..demo import database as demo_database
     from ..demo.live import LiveDemo
     from ..demo.seed import seed
     from ..demo.unloaded import seed_unloaded
@@ -118,7 +119,8 @@ def demo(port, host, data_dir, runs, reset, no_auth):
     port = http.effective_port
     # Installing and seeding may take long; the worker, the new runs and
     # the pages then get their own bounds (pgbus_web.db).
-    setup = create_engine(server.get_uri(), UNBOUNDED_STATEMENTS)
+    url = demo_database.ensure(server.get_uri())
+    setup = create_engine(url, UNBOUNDED_STATEMENTS)
     schema.install(setup)
     with setup.connect() as conn:
         existing = workflows.any_run(conn)
@@ -134,11 +136,11 @@ def demo(port, host, data_dir, runs, reset, no_auth):
         last_number = workflows.highest_id(conn)
     setup.dispose()
 
-    engine = create_engine(server.get_uri(), Bounds(statement=WORKER_STATEMENT_TIMEOUT))
+    engine = create_engine(url, Bounds(statement=WORKER_STATEMENT_TIMEOUT))
     worker = Worker(engine, demo_workflows.REGISTRY, simulate_batches=True)
     worker_thread = threading.Thread(target=worker.run, name="pgbus-demo-worker", daemon=True)
     live = LiveDemo(engine, first_number=last_number + 100_000, rng=random.Random())
-    database = Database.from_urls(server.get_uri())
+    database = Database.from_urls(url)
     later.app = create_app({"database": database, "registry": demo_workflows.REGISTRY})
     http_thread = threading.Thread(target=http.run, name="pgbus-demo-http", daemon=True)
 
@@ -154,7 +156,7 @@ def demo(port, host, data_dir, runs, reset, no_auth):
         http_thread.start()
         _wait_until_up(f"http://{host}:{port}/health")
         click.echo(f"Dashboard: http://{host}:{port}/workflows")
-        click.echo(f"Database: {server.get_uri()}")
+        click.echo(f"Database: {url}")
         click.echo("Ctrl-C stops the demo.")
         while not stopping.wait(0.5):
             pass
