@@ -58,6 +58,8 @@ from pgbus_web.models import changes, workflows  # noqa: E402
 from pgbus_web.web import cells  # noqa: E402
 
 LONG_RUN = "bench-scale-long-history"
+# A search no run matches (an id prefix no uuid has).
+EMPTY_SEARCH = "zzzz-no-such-run"
 MILLION = 1_000_000
 EMBEDDED_SEED_RUNS = 20_000
 
@@ -218,6 +220,11 @@ def page_rows(url: str, repeat: int, rows: dict[str, Row]) -> int:
     afresh_ms, afresh_sql_ms = request(client, timer, "/workflows", fragment, repeat, cells._drawn_rows.clear)[:2]
     rows["fragment"].notes.append(f"every row drawn afresh (as if all 50 runs had changed): {afresh_ms:.1f} ms, "
                                   f"{afresh_ms / afresh_sql_ms:.1f}x its SQL ({afresh_sql_ms:.1f} ms)")
+    # The same request with no row to draw: what it costs beside its SQL
+    # before any run is drawn (Flask, the pool, the marker, the empty table).
+    empty_ms, empty_sql_ms = request(client, timer, f"/workflows?q={EMPTY_SEARCH}", fragment, repeat)[:2]
+    rows["fragment"].notes.append(f"a search that matches nothing (no row to draw): {empty_ms:.1f} ms, "
+                                  f"{empty_ms / empty_sql_ms:.1f}x its SQL ({empty_sql_ms:.1f} ms)")
     if eight:
         against_sql(rows["page"], request(client, timer, f"/workflows/{eight}", {}, repeat), limit_ratio=3)
     else:

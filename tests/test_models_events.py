@@ -143,3 +143,30 @@ def test_for_run_is_oldest_first_and_only_that_run(engine, run_id, new_id):
         events.record(conn, workflow_id=other, event="started", actor="system")
         events.record(conn, workflow_id=run_id, event="paused", actor="dashboard:bob")
         assert [e["event"] for e in events.for_run(conn, run_id)] == ["started", "paused"]
+
+
+def test_newest_for_run_gives_a_window_and_the_runs_whole_count(engine, run_id, new_id):
+    other, empty = new_id(), new_id()
+    names = list(states.EVENTS)[:7]
+    with engine.begin() as conn:
+        for workflow_id in (other, empty):
+            workflows.insert_run(conn, {"workflow_id": workflow_id, "workflow_class": "OrderWorkflow",
+                                        "status": "ready"})
+        ids = []
+        for name in names:
+            ids.append(events.record(conn, workflow_id=run_id, event=name, actor="system"))
+            # Another run's events in between count for that run alone.
+            events.record(conn, workflow_id=other, event="started", actor="system")
+    with engine.connect() as conn:
+        everything = events.for_run(conn, run_id)
+        rows, total = events.newest_for_run(conn, run_id, limit=3)
+        assert [row["id"] for row in rows] == ids[-3:]
+        assert rows == everything[-3:]  # the same columns as the whole trail, nothing extra
+        assert total == 7
+        rows, total = events.newest_for_run(conn, run_id, limit=3, before_id=ids[2])
+        assert [row["id"] for row in rows] == ids[:2]
+        assert total == 7
+        # Below every event: no row carries the count, which is still the run's.
+        assert events.newest_for_run(conn, run_id, limit=3, before_id=ids[0]) == ([], 7)
+        assert events.newest_for_run(conn, empty, limit=3) == ([], 0)
+        assert events.newest_for_run(conn, other, limit=50)[1] == 7

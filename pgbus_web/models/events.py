@@ -141,29 +141,46 @@ def operation_acted(conn: Connection, workflow_id: str, operation_id: int) -> bo
     ).scalar_one()
 
 
-def for_run(
-    conn: Connection, workflow_id: str, *, limit: int | None = None, before_id: int | None = None
-) -> list[dict[str, Any]]:
-    """A run's events, oldest first: every one, or the newest *limit*
-    (below *before_id* when given), read newest first through
-    pgbus_workflow_events_run."""
-    if limit is None and before_id is None:
-        return as_dicts(conn.execute(_FOR_RUN, {"workflow_id": workflow_id}))
+def for_run(conn: Connection, workflow_id: str) -> list[dict[str, Any]]:
+    """All of a run's events, oldest first."""
+    return as_dicts(conn.execute(_FOR_RUN, {"workflow_id": workflow_id}))
+
+
+# The newest events below a cursor, read newest first through
+# pgbus_workflow_events_run, each with the run's count of events: an
+# uncorrelated subquery, which the server runs once per statement.
+_NEWEST_FOR_RUN = sa.text(
+    """
+    SELECT id, workflow_id, event, actor, reason, step_id, step_name, attempt, details, created_at,
+           (SELECT count(*) FROM pgbus_workflow_events WHERE workflow_id = :workflow_id) AS run_total
+    FROM pgbus_workflow_events
+    WHERE workflow_id = :workflow_id AND id < :before_id
+    ORDER BY id DESC
+    LIMIT :limit
+    """
+)
+
+
+def newest_for_run(
+    conn: Connection, workflow_id: str, *, limit: int, before_id: int | None = None
+) -> tuple[list[dict[str, Any]], int]:
+    """A run's newest *limit* events (below *before_id* when given), oldest
+    first, and how many events the run has in all: one statement where a
+    page of them is found, which is every run page but an empty window."""
     rows = as_dicts(conn.execute(
-        sa.text(
-            """
-            SELECT id, workflow_id, event, actor, reason, step_id, step_name, attempt, details, created_at
-            FROM pgbus_workflow_events
-            WHERE workflow_id = :workflow_id AND id < :before_id
-            ORDER BY id DESC
-            LIMIT :limit
-            """
-        ),
+        _NEWEST_FOR_RUN,
         {"workflow_id": workflow_id, "before_id": before_id if before_id is not None else 2**63 - 1,
          "limit": limit},
     ))
+    if rows:
+        total = rows[0]["run_total"]
+        for row in rows:
+            del row["run_total"]
+    else:
+        # No row carried the count: none at all, or none below the cursor.
+        total = count_for_run(conn, workflow_id) if before_id is not None else 0
     rows.reverse()
-    return rows
+    return rows, total
 
 
 def count_for_run(conn: Connection, workflow_id: str) -> int:

@@ -247,10 +247,9 @@ def run_context(
         steps.for_run(conn, workflow_id, limit=ATTEMPTS_SHOWN + 1, before_id=attempts_before),
         ATTEMPTS_SHOWN, sum(entry["attempts"] for entry in named), attempts_before,
     )
-    event_rows, event_window = _window(
-        events.for_run(conn, workflow_id, limit=EVENTS_SHOWN + 1, before_id=events_before),
-        EVENTS_SHOWN, events.count_for_run(conn, workflow_id), events_before,
-    )
+    newest_events, events_total = events.newest_for_run(
+        conn, workflow_id, limit=EVENTS_SHOWN + 1, before_id=events_before)
+    event_rows, event_window = _window(newest_events, EVENTS_SHOWN, events_total, events_before)
     signal_rows = signals.for_run(conn, workflow_id)
     latest = max((entry["latest"] for entry in named), key=lambda row: row["id"], default=None)
     steps_by_id = {row["id"]: row for row in step_rows}
