@@ -46,7 +46,7 @@ def _one(url: str, statement: str, **binds):
 
 
 def test_ensure_makes_the_database_once_with_the_builtin_collation(database_url, server_admin):
-    admin, made = server_admin
+    _, made = server_admin
     name = _name(made)
     url = demo_database.ensure(database_url, name)
     [(provider, locale, version)] = _one(

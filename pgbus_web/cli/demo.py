@@ -94,8 +94,8 @@ def demo(port, host, data_dir, runs, reset, no_auth):
         Database,
         create_engine,
     )
-    from ..demo import workflows as demo_workflows
     from ..demo import database as demo_database
+    from ..demo import workflows as demo_workflows
     from ..demo.live import LiveDemo
     from ..demo.seed import seed
     from ..demo.unloaded import seed_unloaded
