@@ -87,6 +87,13 @@ def test_the_demo_database_sorts_by_code_point_and_folds_case_beyond_ascii(datab
     assert _one(demo_database.url_of(database_url, plain), "SELECT lower('ÉCOLE ÖL 注文')") == [("École Öl 注文",)]
 
 
+def test_the_url_names_the_database_and_keeps_the_rest_as_written():
+    embedded = "postgresql://postgres:@/postgres?host=/tmp/demo/pgdata"
+    assert demo_database.url_of(embedded, "pgbus_demo") == "postgresql://postgres:@/pgbus_demo?host=/tmp/demo/pgdata"
+    remote = "postgresql+psycopg://u:p%40ss@db.example:5433/app?sslmode=require"
+    assert demo_database.url_of(remote, "x") == "postgresql+psycopg://u:p%40ss@db.example:5433/x?sslmode=require"
+
+
 def test_the_create_statement_names_the_provider_only_where_the_server_has_it():
     assert "LOCALE_PROVIDER builtin" in demo_database.create_statement("x", 170000)
     assert demo_database.create_statement("x", 160004) == 'CREATE DATABASE "x"'

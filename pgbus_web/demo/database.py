@@ -12,8 +12,10 @@ Unicode's. An older server gets its default collation.
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.engine import Connection
 from sqlalchemy.pool import NullPool
 
 from .. import db
@@ -40,8 +42,10 @@ def create(conn: Connection, name: str) -> None:
 
 
 def url_of(server_url: str, name: str) -> str:
-    """The URL of database *name* on *server_url*'s server."""
-    return make_url(db.normalize_url(server_url)).set(database=name).render_as_string(hide_password=False)
+    """The URL of database *name* on *server_url*'s server, written as that
+    one is (its scheme and query kept to the letter, so the URL the demo
+    prints still works in psql)."""
+    return urlsplit(server_url)._replace(path=f"/{name}").geturl()
 
 
 def ensure(server_url: str, name: str = NAME) -> str:
