@@ -1,7 +1,8 @@
 """The pages in a real browser (Debian's Chromium, headless, driven by
 Playwright) against the dashboard on a free localhost port: every page
 loads without a Content-Security-Policy violation or a script error, the
-filter form swaps the runs in place and pushes the shareable URL, the
+filter form swaps the runs in place, pushes the shareable URL, keeps the
+range links on the filters it applied and shows a refused filter, the
 stylesheet follows the system's dark mode, and no page is wider than the
 window on a desktop or a phone.
 
@@ -83,6 +84,57 @@ def test_filter_form_swaps_the_runs_in_place_and_pushes_the_url(chromium, server
         assert page.evaluate("window.pgbusMarker") == "still here"
         assert "reason=stalled" in page.url
         assert not [problem for problem in problems if "Content Security Policy" in problem]
+    finally:
+        context.close()
+
+
+def test_range_links_follow_the_filters_the_form_applied(chromium, server, runs):
+    made = every_state(runs)
+    context, page, problems = open_page(chromium)
+    try:
+        page.goto(server + "/workflows")
+        day = page.locator('#pgbus-filter-ranges a[href*="since=24h"]')
+        # Control: drawn with the page, the link knows no reason yet.
+        assert "reason=" not in day.get_attribute("href")
+        page.select_option("#pgbus-filter-reason", "stalled")
+        page.click("form.pgbus-filters button[type=submit]")
+        page.locator('#pgbus-runs .pgbus-chip[data-filter="reason"]').wait_for()
+        assert "reason=stalled" in day.get_attribute("href")
+        # Focus stays on the button that applied them.
+        assert page.evaluate("document.activeElement.type") == "submit"
+        day.click()
+        page.wait_for_url("**since=24h**")
+        assert "reason=stalled" in page.url
+        assert page.locator('#pgbus-filter-ranges a[aria-current="true"]').get_attribute("href").count("since=24h") == 1
+        assert page.locator("#pgbus-runs tr.pgbus-run-row").count() == 1
+        assert page.locator(f'#pgbus-runs tr[data-workflow-id="{made["stalled"]}"]').count() == 1
+        assert [problem for problem in problems if "Failed to load resource" not in problem] == []
+    finally:
+        context.close()
+
+
+def test_filter_form_says_what_is_wrong_with_its_filters(chromium, server, runs):
+    made = every_state(runs)
+    context, page, problems = open_page(chromium)
+    try:
+        page.goto(server + "/workflows")
+        page.evaluate("window.pgbusMarker = 'still here'")
+        page.select_option("#pgbus-filter-since", "24h")
+        page.fill("#pgbus-filter-from", "2026-01-01T10:00")
+        page.click("form.pgbus-filters button[type=submit]")
+        error = page.locator("#pgbus-runs .pgbus-filter-error")
+        error.wait_for()
+        assert error.inner_text() == "Choose either a recent period or a from/to range, not both."
+        assert error.get_attribute("role") == "alert"
+        assert page.evaluate("document.activeElement.type") == "submit"
+        assert page.locator("#pgbus-runs tr.pgbus-run-row").count() == 0
+        assert page.evaluate("window.pgbusMarker") == "still here"
+        # Control: the same form with the range alone lists the runs again.
+        page.fill("#pgbus-filter-from", "")
+        page.click("form.pgbus-filters button[type=submit]")
+        page.locator("#pgbus-runs tr.pgbus-run-row").first.wait_for()
+        assert error.count() == 0
+        assert page.locator("#pgbus-runs tr.pgbus-run-row").count() == len(made)
     finally:
         context.close()
 

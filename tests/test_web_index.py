@@ -10,6 +10,7 @@ import pytest
 from web_helpers import every_state, make_app, soup, step, text_of
 
 from pgbus_web import states
+from pgbus_web.run_filters import RANGES
 
 
 def rows(page):
@@ -231,6 +232,28 @@ def test_htmx_request_for_the_runs_gets_only_that_block(client, runs):
     assert page.select_one("section")["id"] == "pgbus-runs"
     assert listed(page) == [made["stalled"]]
     assert "HX-Request" in response.headers["Vary"]
+
+
+def test_filter_form_answer_has_the_runs_and_the_range_links_for_its_filters(client, runs):
+    made = every_state(runs)
+    form = soup(client.get("/workflows")).select_one("form.pgbus-filters")
+    # What the form's request names in HX-Target (static/actions.js) and picks out of the answer.
+    assert form["data-pgbus-targets"] == "pgbus-runs,pgbus-filter-ranges"
+    assert form["hx-select"] == "#pgbus-runs" and form["hx-select-oob"] == "#pgbus-filter-ranges"
+    response = client.get(
+        "/workflows?reason=stalled", headers={"HX-Request": "true", "HX-Target": form["data-pgbus-targets"]}
+    )
+    page = soup(response)
+    assert page.select_one("html") is None and page.select_one("#pgbus-counts") is None
+    assert listed(page) == [made["stalled"]]
+    links = page.select("#pgbus-filter-ranges a")
+    assert len(links) == len(RANGES)
+    for link in links:
+        query = parse_qs(urlsplit(link["href"]).query)
+        assert query["reason"] == ["stalled"] and len(query["since"]) == 1
+    # Control: the runs alone (the pager's request) draw no range links.
+    alone = soup(client.get("/workflows?reason=stalled", headers={"HX-Request": "true", "HX-Target": "pgbus-runs"}))
+    assert alone.select_one("#pgbus-filter-ranges") is None
 
 
 @pytest.mark.parametrize("target", ["pgbus-counts", "pgbus-attention"])

@@ -273,9 +273,9 @@ def refresh() -> dict[str, Any] | None:
     if endpoint == "workflows" and request.method == "GET":
         query = request.query_string.decode("latin-1")
         url = url_for("pgbus_web.workflows") + (f"?{query}" if query else "")
-        targets = pages.INDEX.fragments
+        targets = pages.INDEX.polled
     elif endpoint in ("workflow", "run_action", "send_signal") and workflow_id:
-        url, targets = url_for("pgbus_web.workflow", workflow_id=workflow_id), pages.RUN.fragments
+        url, targets = url_for("pgbus_web.workflow", workflow_id=workflow_id), pages.RUN.polled
     else:
         return None
     return {

@@ -13,6 +13,15 @@ class Page:
     template: str
     # Element id -> block name, in the page's order.
     fragments: dict[str, str] = field(default_factory=dict)
+    # Fragments the live refresh leaves alone: nothing in them changes
+    # unless the page's own controls ask (the index's range links follow
+    # its filters, redrawn by the filter form's answer).
+    unpolled: frozenset[str] = frozenset()
+
+    @property
+    def polled(self) -> tuple[str, ...]:
+        """The element ids the live refresh swaps, in the page's order."""
+        return tuple(target for target in self.fragments if target not in self.unpolled)
 
     @property
     def blocks(self) -> tuple[str, ...]:
@@ -21,7 +30,13 @@ class Page:
 
 INDEX = Page(
     "pgbus_web/index.html",
-    {"pgbus-counts": "counts", "pgbus-attention": "attention", "pgbus-runs": "runs"},
+    {
+        "pgbus-counts": "counts",
+        "pgbus-attention": "attention",
+        "pgbus-runs": "runs",
+        "pgbus-filter-ranges": "filter_ranges",
+    },
+    unpolled=frozenset({"pgbus-filter-ranges"}),
 )
 RUN = Page(
     "pgbus_web/run.html",

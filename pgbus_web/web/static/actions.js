@@ -3,7 +3,9 @@
 //
 // 1. A refused action (400, 403, 404, 409, 413, 422) still carries the
 //    fresh fragments and the message saying why; htmx leaves error
-//    answers unswapped by default, so swap those of the action forms.
+//    answers unswapped by default, so swap those of the action forms, and
+//    the filter form's 400, whose runs block says what is wrong with the
+//    filters.
 // 2. Live refresh (the #pgbus-refresh poller) waits while the operator is
 //    busy: a form of the action area unfolded, focus in a form's field,
 //    or the tab hidden. The next poll after that catches up.
@@ -17,19 +19,31 @@
 //    this script shows it (without JavaScript nothing refreshes), that
 //    turns the polls off and on; the choice is remembered in
 //    localStorage for every page of the dashboard.
+// 5. An element that swaps more than its htmx target (the filter form:
+//    the runs and the range links beside it, hx-select-oob) names them all
+//    in data-pgbus-targets; its request says so in HX-Target, where htmx
+//    would name the target alone, so the server draws them all.
 (function () {
   "use strict";
 
   var ANSWERED = [400, 403, 404, 409, 413, 422];
 
-  function isActionForm(element) {
-    return !!(element && element.closest && element.closest("[data-pgbus-action]"));
+  function within(element, selector) {
+    return !!(element && element.closest && element.closest(selector));
+  }
+
+  function isAnswered(element, status) {
+    if (within(element, "[data-pgbus-action]")) {
+      return ANSWERED.indexOf(status) !== -1;
+    }
+    // Any other refusal of the filter form is a page without the runs block.
+    return status === 400 && within(element, "form.pgbus-filters");
   }
 
   document.addEventListener("htmx:beforeSwap", function (event) {
     var detail = event.detail;
     var source = (detail.requestConfig && detail.requestConfig.elt) || detail.elt || event.target;
-    if (ANSWERED.indexOf(detail.xhr.status) !== -1 && isActionForm(source)) {
+    if (isAnswered(source, detail.xhr.status)) {
       detail.shouldSwap = true;
       detail.isError = false;
     }
@@ -109,6 +123,14 @@
     }
     return wanted.join(",");
   }
+
+  document.addEventListener("htmx:configRequest", function (event) {
+    var detail = event.detail;
+    var targets = detail.elt && detail.elt.getAttribute && detail.elt.getAttribute("data-pgbus-targets");
+    if (targets) {
+      detail.headers["HX-Target"] = targets;
+    }
+  });
 
   // configRequest comes before beforeRequest: a poll skipped here is not
   // counted, so the seldom fragments still come every n-th poll made.
