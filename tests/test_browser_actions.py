@@ -245,9 +245,17 @@ def test_live_refresh_keeps_the_filtered_list(server, page, runs):
     page.wait_for_timeout(2_500)  # more than two refresh intervals
     assert polls, "the poller sent nothing"
     assert all("status=failed" in poll["url"] for poll in polls)
-    assert polls[0]["target"] == "pgbus-counts,pgbus-runs"
+    assert polls[0]["target"] == "pgbus-total,pgbus-counts,pgbus-runs"
     assert shown_ids(page) == [failed]
     assert page.locator("#pgbus-filter-status").input_value() == "failed"
+    # A run made meanwhile: the head's total follows with the counts, the
+    # filtered list stays as it is (the new run is not failed).
+    total = page.locator("#pgbus-total")
+    assert total.inner_text() == "3 runs in all"
+    runs.make(states.COMPLETED, step("send_receipt", "completed", finished_at=ago(minutes=1)),
+              finished_at=ago(minutes=1))
+    page.locator("#pgbus-total", has_text="4 runs in all").wait_for()
+    assert shown_ids(page) == [failed]
     assert page.problems == []
 
 

@@ -80,6 +80,21 @@ def test_a_poll_reads_the_runs_and_counts_but_not_the_attention_groups(database,
     assert page.select_one("header.pgbus-topbar") is None
 
 
+def test_a_poll_of_the_total_alone_reads_the_counts(database, engine, runs):
+    some_runs(runs)
+    client = operator_app(database).test_client()
+    counting = count_sql(engine)
+    with statements() as seen:
+        page = soup(poll(client, "/workflows", "pgbus-total"))
+    assert counting & set(seen)
+    assert [element["id"] for element in page.find_all(id=True)] == ["pgbus-total"]
+    assert page.select_one("#pgbus-total").get_text() == "3 runs in all"
+    # Control: the runs alone do not read the counts.
+    with statements() as seen:
+        poll(client, "/workflows", "pgbus-runs")
+    assert counting.isdisjoint(seen)
+
+
 def test_every_sixth_poll_also_reads_the_attention_groups(database, engine, runs):
     made = some_runs(runs)
     client = operator_app(database).test_client()
@@ -114,7 +129,7 @@ def test_the_poller_says_what_it_reads_often_and_seldom(database, runs):
     workflow_id = paused_on_capture(runs)
     client = operator_app(database).test_client()
     index = soup(client.get("/workflows?status=failed")).select_one("#pgbus-refresh")
-    assert index["data-pgbus-often"] == "pgbus-counts,pgbus-runs"
+    assert index["data-pgbus-often"] == "pgbus-total,pgbus-counts,pgbus-runs"
     assert index["data-pgbus-seldom"] == "pgbus-attention"
     assert index["data-pgbus-seldom-every"] == str(actions.REFRESH_SELDOM_EVERY)
     run = soup(client.get(f"/workflows/{workflow_id}")).select_one("#pgbus-refresh")

@@ -125,7 +125,8 @@ def index_context(
     groups and (unless the filters were bad, *filters* None) a page of runs.
     *parts* names what to read; the others come back empty."""
     now = now or utcnow()
-    counts = _count_table(workflows.status_counts(conn) if "counts" in parts else {})
+    # The page head's total is the counts' sum: either block reads them.
+    counts = _count_table(workflows.status_counts(conn) if {"counts", "total"} & set(parts) else {})
     groups = (
         workflows.attention_groups(conn, now=now, **thresholds(settings))
         if "attention" in parts

@@ -31,6 +31,7 @@ class Page:
 INDEX = Page(
     "pgbus_web/index.html",
     {
+        "pgbus-total": "total",
         "pgbus-counts": "counts",
         "pgbus-attention": "attention",
         "pgbus-runs": "runs",
