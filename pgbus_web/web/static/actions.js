@@ -4,8 +4,8 @@
 // 1. A refused action (400, 403, 404, 409, 413, 422) still carries the
 //    fresh fragments and the message saying why; htmx leaves error
 //    answers unswapped by default, so swap those of the action forms, and
-//    the filter form's 400, whose runs block says what is wrong with the
-//    filters.
+//    a filter form's 400 (the runs index's, the locks'), whose block says
+//    what is wrong with the filters.
 // 2. Live refresh (the #pgbus-refresh poller) waits while the operator is
 //    busy: a form of the action area unfolded, focus in a form's field,
 //    or the tab hidden. The next poll after that catches up.
@@ -36,7 +36,7 @@
     if (within(element, "[data-pgbus-action]")) {
       return ANSWERED.indexOf(status) !== -1;
     }
-    // Any other refusal of the filter form is a page without the runs block.
+    // Any other refusal of a filter form is a page without the list's block.
     return status === 400 && within(element, "form.pgbus-filters");
   }
 
