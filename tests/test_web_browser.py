@@ -67,6 +67,15 @@ def test_every_page_loads_without_csp_violations_or_script_errors(chromium, serv
         context.close()
 
 
+def show_stalled(page):
+    """The filter form applied with reason "stalled", through htmx."""
+    page.select_option("#pgbus-filter-reason", "stalled")
+    page.click("form.pgbus-filters button[type=submit]")
+    # The stalled run is listed before the swap too: wait for what only
+    # the filtered list has, its filter chip.
+    page.locator('#pgbus-runs .pgbus-chip[data-filter="reason"]').wait_for()
+
+
 def test_filter_form_swaps_the_runs_in_place_and_pushes_the_url(chromium, server, runs):
     made = every_state(runs)
     context, page, problems = open_page(chromium)
@@ -74,11 +83,7 @@ def test_filter_form_swaps_the_runs_in_place_and_pushes_the_url(chromium, server
         page.goto(server + "/workflows")
         page.evaluate("window.pgbusMarker = 'still here'")
         assert page.locator("#pgbus-runs tr.pgbus-run-row").count() == len(made)
-        page.select_option("#pgbus-filter-reason", "stalled")
-        page.click("form.pgbus-filters button[type=submit]")
-        # The stalled run is listed before the swap too: wait for what only
-        # the filtered list has, its filter chip.
-        page.locator('#pgbus-runs .pgbus-chip[data-filter="reason"]').wait_for()
+        show_stalled(page)
         assert page.locator("#pgbus-runs tr.pgbus-run-row").count() == 1
         assert page.locator(f'#pgbus-runs tr[data-workflow-id="{made["stalled"]}"]').count() == 1
         assert page.evaluate("window.pgbusMarker") == "still here"
@@ -96,16 +101,14 @@ def test_range_links_follow_the_filters_the_form_applied(chromium, server, runs)
         day = page.locator('#pgbus-filter-ranges a[href*="since=24h"]')
         # Control: drawn with the page, the link knows no reason yet.
         assert "reason=" not in day.get_attribute("href")
-        page.select_option("#pgbus-filter-reason", "stalled")
-        page.click("form.pgbus-filters button[type=submit]")
-        page.locator('#pgbus-runs .pgbus-chip[data-filter="reason"]').wait_for()
+        show_stalled(page)
         assert "reason=stalled" in day.get_attribute("href")
         # Focus stays on the button that applied them.
         assert page.evaluate("document.activeElement.type") == "submit"
         day.click()
         page.wait_for_url("**since=24h**")
         assert "reason=stalled" in page.url
-        assert page.locator('#pgbus-filter-ranges a[aria-current="true"]').get_attribute("href").count("since=24h") == 1
+        assert "since=24h" in page.locator('#pgbus-filter-ranges a[aria-current="true"]').get_attribute("href")
         assert page.locator("#pgbus-runs tr.pgbus-run-row").count() == 1
         assert page.locator(f'#pgbus-runs tr[data-workflow-id="{made["stalled"]}"]').count() == 1
         assert [problem for problem in problems if "Failed to load resource" not in problem] == []
