@@ -36,7 +36,7 @@ import scratch  # noqa: E402
 from pgbus_web import db, defaults, schema  # noqa: E402
 from pgbus_web.demo.workflows import REGISTRY  # noqa: E402
 from pgbus_web.runtime import operations  # noqa: E402
-from pgbus_web import run_filters as filters  # noqa: E402
+from pgbus_web.rules import run_filters as filters  # noqa: E402
 
 BENCH_DATABASE = "pgbus_bench_operations"
 THRESHOLDS = {"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaults.WAITING_THRESHOLD}

@@ -33,7 +33,7 @@ from pgbus_web import db, schema
 from pgbus_web.app import create_app
 from pgbus_web.demo.seed import seed
 from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.web import cells
+from pgbus_web.web.drawing import cells
 
 TARGET_RATIO = 3.0
 VIEWERS = (

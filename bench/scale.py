@@ -55,7 +55,7 @@ from pgbus_web.demo import database as demo_database  # noqa: E402
 from pgbus_web.demo.seed import seed  # noqa: E402
 from pgbus_web.demo.workflows import REGISTRY  # noqa: E402
 from pgbus_web.models import changes, workflows  # noqa: E402
-from pgbus_web.web import cells  # noqa: E402
+from pgbus_web.web.drawing import cells  # noqa: E402
 
 LONG_RUN = "bench-scale-long-history"
 # A search no run matches (an id prefix no uuid has).

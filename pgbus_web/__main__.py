@@ -1,6 +1,6 @@
 """``python -m pgbus_web``: the ``pgbus-web`` command."""
 
-from .cli import main
+from .launch import main
 
 if __name__ == "__main__":
     main()

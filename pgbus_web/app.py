@@ -4,7 +4,7 @@ at ``/`` (``/`` itself leads to the runs index).
     from pgbus_web.app import create_app
     app = create_app({"database_url": "postgresql://..."})
 
-*settings* is a ``pgbus_web.web.settings.Settings``, or a dict of its field
+*settings* is a ``pgbus_web.core.settings.Settings``, or a dict of its field
 names; a dict may also carry ``database`` (a ready ``pgbus_web.db.Database``),
 ``trusted_proxies`` (see below) and upper-case Flask config keys
 (``SECRET_KEY``, ...), and ``auth``: a ``pgbus_web.auth.Auth``, the
@@ -30,8 +30,9 @@ from flask.sessions import SecureCookieSessionInterface
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from .auth import Auth, with_hooks
-from .web import PgbusWeb, security
-from .web.settings import Settings
+from .extension import PgbusWeb
+from .plumbing import security
+from .core.settings import Settings
 
 
 class SessionInterface(SecureCookieSessionInterface):
@@ -73,8 +74,8 @@ def create_app(settings: Settings | Mapping[str, Any] | None = None) -> Flask:
     base = values.get("settings")
     if "api_auth" not in values and (base is None or base.api_auth is None):
         # The standalone app's bearer tokens (pgbus-web tokens, docs/api.md).
-        from .api.tokens import checker
-        from .web.extension import state
+        from .core.tokens import checker
+        from .plumbing.state import state
 
         values["api_auth"] = checker(lambda: state().database.primary)
     if values.get("metrics", getattr(base, "metrics", None)) is None:

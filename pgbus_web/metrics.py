@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Iterator
 
-from . import states
+from .rules import states
 from .db import Database
 from .models import operations, workflows
 from .progress import MissingExtra

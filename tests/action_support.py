@@ -11,8 +11,8 @@ from typing import Any
 
 from web_helpers import Runs, make_app, soup, step, text_of, utcnow
 
-from pgbus_web import states
-from pgbus_web.web import csrf
+from pgbus_web.rules import states
+from pgbus_web.plumbing import csrf
 
 ALICE = "alice"
 

@@ -11,7 +11,8 @@ from typing import Any
 import jsonschema
 from referencing import Registry, Resource
 
-from pgbus_web.api import openapi, tokens
+from pgbus_web.api import openapi
+from pgbus_web.core import tokens
 
 DOCUMENT = openapi.document()
 _REGISTRY = Registry().with_resource("urn:pgbus-api", Resource.from_contents(

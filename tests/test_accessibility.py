@@ -18,10 +18,10 @@ from browser import WAIT_MS, axe_violations, launched, requires_chromium, serve
 from lock_support import Locks
 from web_helpers import every_state, step
 
-from pgbus_web import states
+from pgbus_web.rules import states
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.runtime import operations
-from pgbus_web.web import context
+from pgbus_web.core import reads as context
 
 pytestmark = requires_chromium
 

@@ -29,8 +29,8 @@ from action_support import (
 from runtime_support import snapshot
 from web_helpers import soup, step, text_of
 
-from pgbus_web import states
-from pgbus_web.web import forms
+from pgbus_web.rules import states
+from pgbus_web.core import checks as forms
 
 RUN_FRAGMENT_IDS = ("pgbus-run-header", "pgbus-run-steps", "pgbus-run-signals", "pgbus-run-timeline", "pgbus-run-audit")
 

@@ -13,7 +13,7 @@ from operation_support import seed_paused
 from runtime_support import snapshot
 from web_helpers import soup, step, text_of
 
-from pgbus_web import states
+from pgbus_web.rules import states
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import operations as store
 from pgbus_web.runtime import operations

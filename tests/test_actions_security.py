@@ -23,7 +23,8 @@ from runtime_support import snapshot
 from web_helpers import soup
 
 from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.web import PgbusWeb, csrf, security
+from pgbus_web.extension import PgbusWeb
+from pgbus_web.plumbing import csrf, security
 
 GROUP = {"workflow_class": "OrderWorkflow", "step_name": "capture_payment", "reason": "paused_error",
          "error_class": "TimeoutError", "confirmed": "1"}

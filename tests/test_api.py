@@ -25,11 +25,11 @@ from openapi_spec_validator import validate
 from test_web_bad_input import everything
 from test_web_odd_values import set_column
 
-from pgbus_web import states
-from pgbus_web.api import tokens
+from pgbus_web.rules import states
+from pgbus_web.core import tokens
 from pgbus_web.i18n import force_locale, t
 from pgbus_web.models import operations as operation_store
-from pgbus_web.web import csrf
+from pgbus_web.plumbing import csrf
 
 
 @pytest.fixture
@@ -340,7 +340,7 @@ def test_a_mounted_app_uses_its_hooks_and_its_api_auth(database, runs, engine):
 
     from pgbus_web.api import Caller
     from pgbus_web.demo.workflows import REGISTRY
-    from pgbus_web.web import PgbusWeb
+    from pgbus_web.extension import PgbusWeb
 
     host = Flask(__name__)
     host.config["SECRET_KEY"] = "host"

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from api_support import Api
 from click.testing import CliRunner
 
-from pgbus_web.cli import main_group
+from pgbus_web.launch import main_group
 
 
 def run(database_url, *args):

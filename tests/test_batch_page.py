@@ -11,7 +11,7 @@ import pytest
 from test_web_bad_input import everything
 from web_helpers import Runs, make_app, soup, step, text_of, utcnow
 
-from pgbus_web import states
+from pgbus_web.rules import states
 from pgbus_web.i18n import force_locale, t
 
 

@@ -18,7 +18,7 @@ from action_support import ago, events_of, operator_app, paused_on_capture, run_
 from browser import WAIT_MS, launched, requires_chromium, serve
 from web_helpers import step
 
-from pgbus_web import states
+from pgbus_web.rules import states
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import operations as store
 from pgbus_web.runtime import operations, verbs

@@ -14,8 +14,8 @@ from action_support import ago, operator_app, paused_on_capture
 from browser import WAIT_MS, launched, requires_chromium, serve
 from web_helpers import step
 
-from pgbus_web import states
-from pgbus_web.web.actions import REFRESH_SELDOM_EVERY
+from pgbus_web.rules import states
+from pgbus_web.web.routes.actions import REFRESH_SELDOM_EVERY
 
 pytestmark = requires_chromium
 

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 from test_web_bad_input import everything
 
-from pgbus_web.cli.common import main_group
+from pgbus_web.launch import main_group
 
 DEFINITIONS = ("--definitions", "pgbus_web.demo.workflows")
 

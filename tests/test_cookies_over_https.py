@@ -16,7 +16,8 @@ from web_helpers import Runs, make_app
 
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.i18n import LOCALE_COOKIE
-from pgbus_web.web import PgbusWeb, csrf
+from pgbus_web.extension import PgbusWeb
+from pgbus_web.plumbing import csrf
 
 SESSION_COOKIE = "session"
 

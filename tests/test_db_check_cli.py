@@ -15,7 +15,7 @@ from test_latest_step_columns import (
     row_versions,
 )
 
-from pgbus_web.cli import main_group
+from pgbus_web.launch import main_group
 
 
 def db(database_url: str, *args: str):

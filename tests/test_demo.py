@@ -14,7 +14,7 @@ import urllib.request
 import pytest
 import sqlalchemy as sa
 
-from pgbus_web import states
+from pgbus_web.rules import states
 from pgbus_web.db import create_engine
 from pgbus_web.defaults import STALL_THRESHOLD, WAITING_THRESHOLD
 from pgbus_web.models import workflows
@@ -44,7 +44,7 @@ def _read_lines_until(process, prefix_set, deadline):
 def demo(tmp_path):
     port = _free_port()
     process = subprocess.Popen(
-        [sys.executable, "-c", "from pgbus_web.cli import main; main()", "demo",
+        [sys.executable, "-c", "from pgbus_web.launch import main; main()", "demo",
          "--port", str(port), "--data-dir", str(tmp_path / "demo"), "--runs", "300"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},

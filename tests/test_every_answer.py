@@ -19,7 +19,8 @@ from web_helpers import Runs, make_app
 
 from pgbus_web import db
 from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.web import PgbusWeb, csrf, security
+from pgbus_web.extension import PgbusWeb
+from pgbus_web.plumbing import csrf, security
 
 # A port nothing listens on: every connection is refused at once.
 DEAD_URL = "postgresql://pgbus:pgbus@127.0.0.1:9/pgbus"

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from action_support import Browser, operator_app
 from web_helpers import Runs, soup, step, text_of, utcnow
 
-from pgbus_web import states
+from pgbus_web.rules import states
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import operations as store
 from pgbus_web.runtime import operations

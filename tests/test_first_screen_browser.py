@@ -11,7 +11,7 @@ import pytest
 from browser import WAIT_MS, launched, requires_chromium, serve
 from web_helpers import Runs, every_state, make_app, step, utcnow
 
-from pgbus_web import states
+from pgbus_web.rules import states
 
 pytestmark = requires_chromium
 

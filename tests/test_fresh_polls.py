@@ -1,7 +1,7 @@
 """Unchanged live-refresh polls are answered 304 with no body, after one
 read of the change marker; any write the fragments could show, the clock
 moving into the next time bucket, another locale or other fragments answer
-in full (web/fresh.py, schema/v3.sql's change marker)."""
+in full (web/answering/not_modified.py, schema/v3.sql's change marker)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from action_support import ago, operator_app
 from test_live_refresh import statements
 from web_helpers import soup, step
 
-from pgbus_web import states
+from pgbus_web.rules import states
 from pgbus_web.models import changes
-from pgbus_web.web import fresh
+from pgbus_web.web.answering import not_modified as fresh
 
 RUNS = "pgbus-counts,pgbus-runs"
 RUN_PAGE = "pgbus-run-header,pgbus-run-steps,pgbus-run-signals,pgbus-run-timeline,pgbus-run-audit"

@@ -28,7 +28,7 @@ from web_helpers import soup, text_of
 
 from pgbus_web import bounded, db, schema
 from pgbus_web.app import create_app
-from pgbus_web.cli import serve
+from pgbus_web.launch import serve
 from pgbus_web.demo.workflows import REGISTRY
 
 # The pages' bounds in these tests (seconds), small so the tests are quick;

@@ -16,7 +16,7 @@ from flask import Blueprint, Flask, render_template_string, request
 from web_helpers import soup, text_of
 
 from pgbus_web import i18n
-from pgbus_web.web import PgbusWeb, SettingError, state
+from pgbus_web.extension import PgbusWeb, SettingError, state
 
 # The dashboard's index title in each language the tests use.
 TITLES = {"en": "Workflows", "ja": "ワークフロー"}
@@ -280,7 +280,7 @@ def test_an_unknown_config_key_is_refused_by_name(database):
 
 
 def test_a_whole_settings_object_leaves_the_config_unread(database):
-    from pgbus_web.web import Settings
+    from pgbus_web.extension import Settings
 
     app = _bound({"PGBUS_WEB_PAGE_SIZE": 7}, database=database, settings=Settings(page_size=11))
     with app.app_context():

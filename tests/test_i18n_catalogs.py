@@ -193,7 +193,7 @@ def test_extraction_finds_keys_in_python_and_templates(tmp_path):
 
 
 def test_dynamic_keys_cover_every_state_name():
-    from pgbus_web import states
+    from pgbus_web.rules import states
 
     for status in states.RUN + (states.STALLED, states.OVERDUE):
         assert f"pgbus.workflows.statuses.{status}" in check_translations.DYNAMIC_KEYS

@@ -11,8 +11,9 @@ from babel.messages.pofile import read_po
 from jinja2 import Environment
 from markupsafe import Markup
 
-from pgbus_web import i18n, states
-from pgbus_web.web import presenters
+from pgbus_web import i18n
+from pgbus_web.rules import states
+from pgbus_web.core.words import presenters
 
 LOCALES = i18n.available_locales()
 HOSTILE = "<script>alert(1)</script>"

@@ -62,7 +62,7 @@ def test_the_installed_wheel_in_a_fresh_venv_serves_japanese(wheel, tmp_path, da
         import pathlib, sys
         from flask import Flask
         import pgbus_web
-        from pgbus_web.web import PgbusWeb
+        from pgbus_web.extension import PgbusWeb
 
         package = pathlib.Path(pgbus_web.__file__).resolve().parent
         assert package.is_relative_to(pathlib.Path(sys.prefix).resolve()), package

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from pgbus_web import i18n, states
-from pgbus_web.web import timeline
+from pgbus_web import i18n
+from pgbus_web.rules import states
+from pgbus_web.web.drawing import timeline
 
 
 def confusable(a: str, b: str) -> bool:

@@ -10,7 +10,8 @@ from datetime import timedelta
 import sqlalchemy as sa
 from runtime_support import T0, Driver
 
-from pgbus_web import defaults, states
+from pgbus_web import defaults
+from pgbus_web.rules import states
 from pgbus_web.demo import workflows as demo
 from pgbus_web.models import workflows
 from pgbus_web.runtime import verbs

@@ -14,9 +14,9 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from web_helpers import soup, step
 
-from pgbus_web import states
+from pgbus_web.rules import states
 from pgbus_web.models import workflows
-from pgbus_web.web import actions
+from pgbus_web.web.routes import actions
 
 
 @contextmanager

@@ -7,7 +7,7 @@ from datetime import timedelta
 from click.testing import CliRunner
 from lock_support import FLOOR
 
-from pgbus_web.cli.common import main_group
+from pgbus_web.launch import main_group
 from pgbus_web.locks import FRESH, LIVE, PARKED
 
 OLD = FLOOR + timedelta(minutes=5)

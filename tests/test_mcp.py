@@ -14,7 +14,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from test_web_bad_input import everything
 
-from pgbus_web.mcp_server import ACT_TOOLS, READ_TOOLS
+from pgbus_web.mcp.server import ACT_TOOLS, READ_TOOLS
 
 DEFINITIONS = ["--definitions", "pgbus_web.demo.workflows"]
 
@@ -147,7 +147,7 @@ def _statuses(engine):
 def test_the_command_needs_a_database(option):
     from click.testing import CliRunner
 
-    from pgbus_web.cli.common import main_group
+    from pgbus_web.launch import main_group
 
     result = CliRunner().invoke(main_group, ["mcp", "--database-url", "mysql://nope/x", *([option] if option else [])],
                                 env={"PGBUS_DATABASE_URL": ""})

@@ -18,7 +18,7 @@ from auth_support import OPERATOR, VIEWER, signed_in_app, write_users
 from prometheus_client.parser import text_string_to_metric_families
 from web_helpers import make_app
 
-from pgbus_web.web import PgbusWeb
+from pgbus_web.extension import PgbusWeb
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -59,7 +59,7 @@ def test_a_scrape_counts_runs_and_the_stuck_gauge_falls_after_a_resume_and_the_i
     # As an operator would: the stuck group from the command line, one run resumed there.
     from click.testing import CliRunner
 
-    from pgbus_web.cli.common import main_group
+    from pgbus_web.launch import main_group
 
     listed = CliRunner().invoke(main_group, ["attention", "--database-url", database_url])
     assert listed.output.splitlines()[1].split()[:4] == ["2", "OrderWorkflow", "capture_payment", "paused_error"]
@@ -186,7 +186,7 @@ def test_the_example_alerting_rules_pass_promtool():
 
 
 def test_serve_builds_its_metrics_with_the_interval_asked(database_url):
-    from pgbus_web.cli.serve import build_app
+    from pgbus_web.launch.serve import build_app
 
     app = build_app(database_url, metrics_interval=3.5)
     try:

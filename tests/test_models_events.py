@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pytest
 import sqlalchemy as sa
 
-from pgbus_web import states
+from pgbus_web.rules import states
 from pgbus_web.models import events, workflows
 from pgbus_web.models.text import ELLIPSIS
 

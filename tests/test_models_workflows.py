@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import OperationalError
 
-from pgbus_web import states
+from pgbus_web.rules import states
 from pgbus_web.models import events, signals, steps, workflows
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=timezone.utc)

@@ -9,7 +9,7 @@ from flask import Flask
 
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.i18n import LOCALE_COOKIE, TIMEZONE_COOKIE
-from pgbus_web.web import PgbusWeb
+from pgbus_web.extension import PgbusWeb
 
 
 def host_app(database) -> Flask:

@@ -18,8 +18,9 @@ import sqlalchemy as sa
 from action_support import ago, paused_on_capture, ready_later
 from web_helpers import step
 
-from pgbus_web import defaults, states
-from pgbus_web import run_filters as filters
+from pgbus_web import defaults
+from pgbus_web.rules import states
+from pgbus_web.rules import run_filters as filters
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import operations as store
 from pgbus_web.runtime import errors, operations, verbs

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from action_support import ago, paused_on_capture, ready_later
 from web_helpers import step
 
-from pgbus_web import states
+from pgbus_web.rules import states
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import events as event_rows
 from pgbus_web.runtime import chunk_resume, errors, operations, verbs

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from operation_support import seed_paused
 from test_operations import THRESHOLDS, everything, query
 
-from pgbus_web.cli import main_group
+from pgbus_web.launch import main_group
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import operations as store
 from pgbus_web.runtime import operations
@@ -65,7 +65,7 @@ def test_the_serving_process_does_operations_unless_turned_off(engine, database)
     assert _find(engine, operation["id"])["status"] == "queued"  # control: nobody does it
     from flask import Flask
 
-    from pgbus_web.web import PgbusWeb
+    from pgbus_web.extension import PgbusWeb
 
     host = Flask(__name__)
     web = PgbusWeb(host, database=database, registry=REGISTRY)  # the default: on
@@ -139,7 +139,7 @@ def test_ctrl_c_leaves_it_for_the_workers_and_says_so(engine):
     seed_paused(engine, 1000)
     url = engine.url.render_as_string(hide_password=False)
     process = subprocess.Popen(
-        [sys.executable, "-c", "from pgbus_web.cli import main; main()", "bulk", "resume",
+        [sys.executable, "-c", "from pgbus_web.launch import main; main()", "bulk", "resume",
          "--filter", "status=paused", "--reason", "gateway back", "--definitions", "pgbus_web.demo.workflows",
          "--yes", "--database-url", url],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -199,7 +199,7 @@ def test_the_index_offers_the_entry_only_with_a_filter(browser, runs):
 
 
 def test_the_entry_says_how_many_runs_the_preview_would_count(browser, runs, engine, monkeypatch):
-    from pgbus_web.web import context
+    from pgbus_web.core import reads as context
 
     for _ in range(3):
         paused_on_capture(runs)

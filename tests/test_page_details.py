@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from web_helpers import make_app, soup, step, text_of, utcnow
 
-from pgbus_web import states
+from pgbus_web.rules import states
 
 
 def test_every_page_links_the_favicon_the_blueprint_serves(client):

@@ -14,15 +14,18 @@ from bs4 import BeautifulSoup
 from jinja2 import Environment, FileSystemLoader
 from markupsafe import Markup
 
-from pgbus_web import i18n, states
+import pgbus_web.web
+from pgbus_web import i18n
+from pgbus_web.rules import states
 from pgbus_web.runtime.plan import ActionPlan
-from pgbus_web.web import presenters, template_names
-from pgbus_web.web.presenters import RunState
+from pgbus_web.core.words import presenters
+from pgbus_web.web.drawing import template_names
+from pgbus_web.core.words.presenters import RunState
 
 NOW = datetime(2026, 1, 5, 14, 5, 3, tzinfo=timezone.utc)
 STALL = timedelta(minutes=10)
 WAITING = timedelta(hours=24)
-TEMPLATES = Path(presenters.__file__).resolve().parent / "templates"
+TEMPLATES = Path(pgbus_web.web.__file__).resolve().parent / "templates"
 
 
 def ago(**delta) -> datetime:
@@ -559,7 +562,7 @@ def test_subject_link_builder_that_raises_is_logged_and_plain(caplog):
         raise RuntimeError("orders service down")
 
     run = make_run("completed", subject_type="Order", subject_id="1042")
-    with caplog.at_level(logging.ERROR, logger="pgbus_web.web.presenters"):
+    with caplog.at_level(logging.ERROR, logger="pgbus_web.core.words.presenters"):
         assert presenters.subject_link(run, broken) == ("Order 1042", None)
     [record] = caplog.records
     assert record.levelno == logging.ERROR

@@ -11,8 +11,8 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 from test_web_bad_input import everything
 
-from pgbus_web import states
-from pgbus_web.cli import main_group
+from pgbus_web.rules import states
+from pgbus_web.launch import main_group
 from pgbus_web.demo.seed import seed
 from pgbus_web.runtime import retention
 

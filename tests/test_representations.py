@@ -1,4 +1,4 @@
-"""The plain JSON shapes every JSON door reads (pgbus_web.representations):
+"""The plain JSON shapes every JSON door reads (pgbus_web.core.representations):
 built from the pages' own context and rows, moments as ISO 8601 UTC, and
 every odd stored value (±infinity, JSON Python cannot read) serializing."""
 
@@ -10,14 +10,14 @@ from datetime import datetime, timedelta, timezone
 from action_support import paused_on_capture, waiting_for_shipment
 from test_web_odd_values import set_column
 
-from pgbus_web import representations as rep
-from pgbus_web import states
+from pgbus_web.core import representations as rep
+from pgbus_web.rules import states
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import workflows
 from pgbus_web.models.values import INFINITY, MINUS_INFINITY, RawJson
-from pgbus_web.runtime import verb_table
-from pgbus_web.web import context
-from pgbus_web.web.settings import Settings
+from pgbus_web.rules import verb_table
+from pgbus_web.core import reads as context
+from pgbus_web.core.settings import Settings
 
 SETTINGS = Settings(registry=REGISTRY)
 

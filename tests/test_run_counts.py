@@ -15,8 +15,9 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 from test_schema_upgrade import scratch  # noqa: F401 (a fixture)
 
-from pgbus_web import schema, states
-from pgbus_web.cli import main_group
+from pgbus_web import schema
+from pgbus_web.rules import states
+from pgbus_web.launch import main_group
 from pgbus_web.models import workflows
 
 CLASSES = ("Order", "Refund", "Onboarding")

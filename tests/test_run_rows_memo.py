@@ -10,8 +10,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import sqlalchemy as sa
 
-from pgbus_web import states
-from pgbus_web.web import cells, context
+from pgbus_web.rules import states
+from pgbus_web.web.drawing import cells
+from pgbus_web.core import reads as context
 from web_helpers import Runs, every_state, make_app, soup, step
 
 HX = {"HX-Request": "true", "HX-Target": "pgbus-runs"}
@@ -133,7 +134,7 @@ def test_the_hosts_subject_links_are_asked_every_time(database, engine, clock):
 def test_two_mounts_link_their_own_run_pages(database, made, clock):
     from flask import Flask
 
-    from pgbus_web.web import PgbusWeb
+    from pgbus_web.extension import PgbusWeb
     from pgbus_web.demo.workflows import REGISTRY
 
     host = Flask("host")

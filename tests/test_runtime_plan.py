@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from runtime_support import Driver
 
-from pgbus_web import states
+from pgbus_web.rules import states
 from pgbus_web.demo import workflows as demo
 from pgbus_web.runtime import system, verbs
 from pgbus_web.runtime.plan import ActionPlan, action_plan
-from pgbus_web.runtime.verb_table import CLASS_VERBS, available_actions
+from pgbus_web.rules.verb_table import CLASS_VERBS, available_actions
 from pgbus_web.runtime.worker import Worker
 
 

@@ -3,7 +3,7 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from pgbus_web import schema
-from pgbus_web.cli import main_group
+from pgbus_web.launch import main_group
 
 
 def _tables(conn):

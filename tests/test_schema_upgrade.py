@@ -12,8 +12,9 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 from test_latest_step_columns import T0, add_run, add_step, assert_columns_match, sql
 
-from pgbus_web import db, schema, states
-from pgbus_web.cli import main_group
+from pgbus_web import db, schema
+from pgbus_web.rules import states
+from pgbus_web.launch import main_group
 from pgbus_web.models import workflows
 
 
@@ -119,7 +120,7 @@ def test_no_version_beyond_this_release_is_installed(scratch):
 
 
 def test_a_version_2_database_gets_the_api_tokens_table(scratch):
-    from pgbus_web.api import tokens
+    from pgbus_web.core import tokens
 
     _, engine = scratch
     schema.install(engine, target=2)

@@ -13,7 +13,8 @@ from test_operations import THRESHOLDS, create, everything, query
 from test_schema_upgrade import scratch  # noqa: F401  (a fixture)
 from web_helpers import Runs, make_app, soup, step, text_of
 
-from pgbus_web import schema, states
+from pgbus_web import schema
+from pgbus_web.rules import states
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.i18n import force_locale, t
 from pgbus_web.models import operations as store
@@ -207,7 +208,7 @@ def test_the_prefix_bounds_are_exact_at_the_edges():
 def test_the_command_line_reads_the_search(engine, found):
     from click.testing import CliRunner
 
-    from pgbus_web.cli import main_group
+    from pgbus_web.launch import main_group
 
     url = engine.url.render_as_string(hide_password=False)
     before = everything(engine)

@@ -9,8 +9,9 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
-from pgbus_web import defaults, schema, states
-from pgbus_web.cli import main_group
+from pgbus_web import defaults, schema
+from pgbus_web.rules import states
+from pgbus_web.launch import main_group
 from pgbus_web.demo import seed as seeding
 from pgbus_web.demo import stories
 from pgbus_web.demo import workflows as demo

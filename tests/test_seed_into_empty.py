@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from pgbus_web import db, schema
-from pgbus_web.cli import main_group
+from pgbus_web.launch import main_group
 from pgbus_web.demo import empty_load
 from pgbus_web.demo import seed as seeding
 from pgbus_web.models import changes, workflows

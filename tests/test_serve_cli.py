@@ -26,7 +26,7 @@ from click.testing import CliRunner
 
 from pgbus_web import db, schema
 from pgbus_web.auth import passwords, users
-from pgbus_web.cli import main_group
+from pgbus_web.launch import main_group
 
 # A port nothing listens on: any database work would fail with "cannot reach".
 DEAD_URL = "postgresql://pgbus:pgbus@127.0.0.1:9/pgbus"

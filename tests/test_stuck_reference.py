@@ -18,8 +18,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import sqlalchemy as sa
 
-from pgbus_web import run_filters as filters
-from pgbus_web import states
+from pgbus_web.rules import run_filters as filters
+from pgbus_web.rules import states
 from pgbus_web.models import workflows
 
 T0 = datetime(2026, 3, 10, 12, 0, tzinfo=timezone.utc)

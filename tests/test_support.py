@@ -6,7 +6,7 @@ from __future__ import annotations
 from runtime_support import snapshot
 
 from pgbus_web.demo import workflows as demo
-from pgbus_web.web import csrf
+from pgbus_web.plumbing import csrf
 
 
 def test_snapshot_sees_every_written_row(engine, driver):

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from bs4 import BeautifulSoup
 
-from pgbus_web.web import timefmt
+from pgbus_web.core.words import timefmt
 
 NOW = datetime(2026, 1, 5, 14, 5, 3, tzinfo=timezone.utc)
 

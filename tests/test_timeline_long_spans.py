@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from pgbus_web.web import timeline
+from pgbus_web.web.drawing import timeline
 
 NOW = datetime(2026, 1, 5, 14, 5, 3, tzinfo=timezone.utc)
 SVG = "{http://www.w3.org/2000/svg}"

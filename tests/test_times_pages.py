@@ -16,7 +16,8 @@ from action_support import ago, operator_app
 from browser import WAIT_MS, launched, requires_chromium, serve
 from web_helpers import soup, step, text_of
 
-from pgbus_web import i18n, states
+from pgbus_web import i18n
+from pgbus_web.rules import states
 from pgbus_web.runtime import flow
 
 ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d")

@@ -21,7 +21,7 @@ from web_helpers import soup, text_of
 
 from pgbus_web.i18n import force_locale, t
 from pgbus_web.schema import TABLES
-from pgbus_web.web import views
+from pgbus_web.web.routes import views
 
 NUL = "a\x00b"
 
@@ -185,10 +185,10 @@ def test_a_time_just_inside_the_horizon_is_taken(browser, runs, engine):
     from datetime import timedelta
 
     from pgbus_web.runtime.clock import utcnow
-    from pgbus_web.web import forms
+    from pgbus_web.core import checks
 
     workflow_id = paused_on_capture(runs)
-    at = (utcnow() + forms.MAX_AHEAD - timedelta(days=1)).strftime(forms.LOCAL_FORMAT)
+    at = (utcnow() + checks.MAX_AHEAD - timedelta(days=1)).strftime(checks.LOCAL_FORMAT)
     response = browser.post(f"/workflows/{workflow_id}/resume_at", {"at": at, "tz": "UTC"}, htmx=True)
     assert response.status_code == 200, message(response)
 

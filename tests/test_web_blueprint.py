@@ -10,7 +10,8 @@ from flask import Flask
 from web_helpers import every_state, make_app, soup, text_of
 
 from pgbus_web import db
-from pgbus_web.web import PgbusWeb, security
+from pgbus_web.extension import PgbusWeb
+from pgbus_web.plumbing import security
 
 # A port nothing listens on: every connection is refused at once.
 DEAD_URL = "postgresql://pgbus:pgbus@127.0.0.1:9/pgbus"
@@ -216,7 +217,7 @@ def test_health_and_assets_answer_without_can_view(database):
 def test_open_dashboard_warns_once(database, caplog, monkeypatch):
     monkeypatch.setattr(security, "_warned_open", False)
     client = make_app(database).test_client()
-    with caplog.at_level("WARNING", logger="pgbus_web.web.security"):
+    with caplog.at_level("WARNING", logger="pgbus_web.plumbing.security"):
         client.get("/workflows")
         client.get("/workflows")
     warnings = [r for r in caplog.records if "no can_view hook" in r.getMessage()]
@@ -266,7 +267,7 @@ def test_a_host_app_mounts_the_dashboard_without_the_command_lines_packages(tmp_
 
         sys.meta_path.insert(0, Refuse())
         from flask import Flask
-        from pgbus_web.web import PgbusWeb
+        from pgbus_web.extension import PgbusWeb
 
         host = Flask("host")
         PgbusWeb(host, url_prefix="/ops", database_url="postgresql://nobody@127.0.0.1:9/none",
@@ -286,7 +287,7 @@ def test_a_command_that_needs_an_extra_says_which(monkeypatch):
     from click.testing import CliRunner
 
     from pgbus_web import progress
-    from pgbus_web.cli.common import main_group as main
+    from pgbus_web.launch import main_group as main
 
     real_import = __import__
 

@@ -14,7 +14,7 @@ import pytest
 from browser import WAIT_MS, launched, requires_chromium, serve
 from web_helpers import every_state, make_app, step, utcnow
 
-from pgbus_web import states
+from pgbus_web.rules import states
 from pgbus_web.models import uniqueness_keys
 
 pytestmark = requires_chromium

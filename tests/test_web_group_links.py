@@ -7,7 +7,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from web_helpers import soup, step, text_of
 
-from pgbus_web import defaults, states
+from pgbus_web import defaults
+from pgbus_web.rules import states
 from pgbus_web.models import workflows
 
 CAPTURE = "capture_payment"

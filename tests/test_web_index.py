@@ -9,8 +9,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from web_helpers import every_state, make_app, soup, step, text_of
 
-from pgbus_web import states
-from pgbus_web.run_filters import RANGES
+from pgbus_web.rules import states
+from pgbus_web.rules.run_filters import RANGES
 
 
 def rows(page):
@@ -308,7 +308,7 @@ def test_a_fragment_reads_only_its_own_part(app, database, runs):
 @pytest.mark.parametrize("locale, expected", [("en", "1,234,567"), ("de", "1.234.567")])
 def test_counts_are_written_as_the_language_writes_numbers(locale, expected):
     from pgbus_web.i18n import force_locale
-    from pgbus_web.web.helpers import number
+    from pgbus_web.web.drawing.template_helpers import number
 
     with force_locale(locale):
         assert number(1234567) == expected

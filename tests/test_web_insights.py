@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from web_helpers import every_state, soup, step, text_of, utcnow
 
-from pgbus_web import states
+from pgbus_web.rules import states
 
 
 def stats(page, selector, attribute):

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from web_helpers import Runs, every_state, step, utcnow
 
-from pgbus_web import states
+from pgbus_web.rules import states
 from pgbus_web.models import batches, steps, workflows
 
 THRESHOLD = timedelta(minutes=10)

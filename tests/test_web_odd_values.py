@@ -26,7 +26,7 @@ from action_support import (
 )
 from web_helpers import soup, step, text_of
 
-from pgbus_web import states
+from pgbus_web.rules import states
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.i18n import force_locale, t
 from pgbus_web.models import events, steps, workflows
@@ -466,7 +466,7 @@ def quiet_app(database):
 
 @pytest.fixture
 def broken_answers(monkeypatch):
-    from pgbus_web.web import actions
+    from pgbus_web.web.routes import actions
 
     def broken(*args, **kwargs):
         raise RuntimeError("drawing failed")
@@ -519,7 +519,8 @@ def test_a_done_signal_and_bulk_action_whose_answers_fail_to_draw_still_answer_s
 @pytest.mark.parametrize("htmx", [True, False], ids=["htmx", "plain"])
 def test_a_done_lock_action_whose_answer_fails_to_draw_still_answers_success(database, engine, locks,
                                                                              monkeypatch, htmx):
-    from pgbus_web.web import answers, locks_views
+    from pgbus_web.web.answering import answers
+    from pgbus_web.web.routes import locks as locks_views
 
     locks.acquire("k")
     app = operator_app(database, PROPAGATE_EXCEPTIONS=False)

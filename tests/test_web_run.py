@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from web_helpers import every_state, make_app, soup, step, text_of, utcnow
 
-from pgbus_web import states
+from pgbus_web.rules import states
 
 STATE_BADGES = {
     "ready_due_later": "ready",
@@ -232,13 +232,15 @@ def test_htmx_fragments_are_the_page_blocks(client, runs, target):
 
 
 def test_blocks_render_out_of_band_for_one_answer(app, runs):
-    from pgbus_web.web import context, pages, render, state
+    from pgbus_web.core import reads
+    from pgbus_web.web.answering import pages, render
+    from pgbus_web.plumbing.state import state
 
     made = every_state(runs)
     with app.test_request_context(f"/workflows/{made['paused_error']}"):
         app.preprocess_request()
         with state().database.read() as conn:
-            page = context.run_context(conn, state().settings, made["paused_error"])
+            page = reads.run_context(conn, state().settings, made["paused_error"])
         page.update(settings=state().settings, can_act=True)
         html = render.fragments(pages.RUN.template, ["run_header", "run_steps", "run_audit"], page)
     sections = soup_from(html).select("section")

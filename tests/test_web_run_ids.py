@@ -17,8 +17,8 @@ from action_support import (
 from flask import url_for
 from web_helpers import soup, step, text_of
 
-from pgbus_web import states
-from pgbus_web.web import run_ids
+from pgbus_web.rules import states
+from pgbus_web.plumbing import run_ids
 
 IDS = [
     "orders/1042",
@@ -179,11 +179,11 @@ def test_every_route_word_after_workflows_is_reserved(app):
 
 @pytest.mark.parametrize("workflow_id", IDS + ["plain-id", "6ced4f1b-0000"])
 def test_the_runs_table_link_is_url_for_s(app, workflow_id):
-    # The runs table writes its links with helpers.run_url (url_for's
+    # The runs table writes its links with template_helpers.run_url (url_for's
     # prefix, the route's converter); every id must come out as url_for's.
-    from pgbus_web.web import helpers
+    from pgbus_web.web.drawing import template_helpers
 
     with app.test_request_context():
-        assert helpers.run_url(workflow_id) == url_for("pgbus_web.workflow", workflow_id=workflow_id)
+        assert template_helpers.run_url(workflow_id) == url_for("pgbus_web.workflow", workflow_id=workflow_id)
         # A second id in the same request reuses the prefix and still matches.
-        assert helpers.run_url("orders/7") == url_for("pgbus_web.workflow", workflow_id="orders/7")
+        assert template_helpers.run_url("orders/7") == url_for("pgbus_web.workflow", workflow_id="orders/7")

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from runtime_support import T0, Driver
 
-from pgbus_web import states
+from pgbus_web.rules import states
 from pgbus_web.demo import workflows as demo
 from pgbus_web.models import workflows
 from pgbus_web.runtime import system, verbs

@@ -12,7 +12,7 @@ from typing import Any, Iterable
 
 from bs4 import BeautifulSoup
 
-from pgbus_web import states
+from pgbus_web.rules import states
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import batches, events, signals, steps, workflows
 

@@ -13,12 +13,12 @@ from werkzeug.exceptions import HTTPException
 
 from .. import i18n
 from ..i18n import t
-from ..web import csrf, run_ids, security, unrouted
-from ..web.extension import state
+from ..plumbing import csrf, run_ids, security, unrouted
+from ..plumbing.state import state
 from . import guard, openapi, reads, writes
 from .answers import json_answer
 from .problems import problem
-from .tokens import Caller
+from ..core.tokens import Caller
 
 __all__ = ["Caller", "PREFIX", "BLUEPRINT", "register"]
 

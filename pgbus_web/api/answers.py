@@ -7,7 +7,7 @@ from typing import Any
 
 from flask import Response
 
-from ..representations import plain
+from ..core.representations import plain
 
 
 def json_answer(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:

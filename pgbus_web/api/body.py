@@ -2,7 +2,7 @@
 (``Content-Type: application/json``), at most csrf.MAX_BODY bytes (413
 otherwise, from Werkzeug), an object, only the fields the endpoint knows,
 each of its JSON type, and nothing jsonb cannot store (values.json_problem).
-The result is the form the pages' parsers read (web/forms.py): every value
+The result is the form the pages' parsers read (core/checks.py): every value
 as text, so the API and the pages share one set of checks."""
 
 from __future__ import annotations

@@ -18,9 +18,10 @@ from flask import Response, g, request
 from werkzeug.exceptions import HTTPException
 
 from ..i18n import t
-from ..web import actions, csrf, security, unrouted
-from ..web.extension import state
-from . import tokens
+from ..plumbing.security import actor as dashboard_actor
+from ..plumbing import csrf, security, unrouted
+from ..plumbing.state import state
+from ..core import tokens
 from .problems import problem
 
 _CALLER = "_pgbus_api_caller"
@@ -32,7 +33,7 @@ def caller() -> tokens.Caller | None:
 
 def actor() -> str:
     found = caller()
-    return found.actor if found is not None else actions.actor()
+    return found.actor if found is not None else dashboard_actor()
 
 
 def _bearer() -> str | None:

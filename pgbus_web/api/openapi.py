@@ -1,13 +1,14 @@
 """The API's OpenAPI 3.1 document, written by hand beside the routes
-(api/__init__.py) and the shapes (representations.py); the tests check it
+(api/__init__.py) and the shapes (core/representations.py); the tests check it
 with openapi-spec-validator and every response they get against it."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .. import __version__, states
-from ..runtime import verb_table
+from .. import __version__
+from ..rules import states
+from ..rules import verb_table
 from ..runtime.operations import VERBS as OPERATION_VERBS
 from ..runtime.verbs import VERBS
 

@@ -13,8 +13,8 @@ from typing import Any
 from flask import Response
 from werkzeug.http import HTTP_STATUS_CODES
 
-from ..representations import plain
-from ..web.problems import Refusal
+from ..core.representations import plain
+from ..core.problems import Refusal
 
 MEDIA_TYPE = "application/problem+json"
 
@@ -37,5 +37,5 @@ def problem(status: int, detail: str, *, field: str | None = None, headers: dict
 
 
 def from_refusal(refusal: Refusal, **extra: Any) -> Response:
-    """What the pages would say (web/problems.py), as a problem."""
+    """What the pages would say (core/problems.py), as a problem."""
     return problem(refusal.status, refusal.message, field=refusal.field, **extra)

@@ -1,6 +1,6 @@
 """The API's reads: the runs (the index's filters and keyset paging), one
 run, the counts, the needs-attention groups, operations and locks. Each is
-the pages' own context builder or query, shaped by representations.py."""
+the pages' own context builder or query, shaped by core/representations.py."""
 
 from __future__ import annotations
 
@@ -9,13 +9,14 @@ from typing import Any, Mapping
 
 from flask import Response, request
 
-from .. import representations as rep
-from .. import run_filters
+from ..core import representations as rep
+from ..rules import run_filters
 from ..models import operations as operation_store
 from ..runtime.clock import utcnow
-from ..web import context, locks_views, problems
-from ..web.extension import state
-from ..web.lock_filters import parse as parse_lock_filters
+from ..core import reads as context, problems
+from ..core.lock_reads import locks_context
+from ..plumbing.state import state
+from ..core.lock_filters import parse as parse_lock_filters
 from .answers import json_answer
 from .problems import from_refusal
 
@@ -112,7 +113,7 @@ def locks() -> Response:
     except run_filters.FilterError as refused:
         return from_refusal(problems.refusal(refused))
     with state().database.read() as conn:
-        page = locks_views.locks_context(conn, state().settings, view)
+        page = locks_context(conn, state().settings, view)
     return json_answer({
         "locks": [rep.lock(row) for row in page["locks"]],
         "next": page["next_query"],

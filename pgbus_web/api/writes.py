@@ -1,8 +1,8 @@
 """The API's writes: an outside verb or a signal on one run, starting
 (previewing without ``confirmed``, creating with it) and cancelling an
 operation. Each reads its JSON body (body.py) into the pages' own form
-parsers (web/forms.py), calls the same runtime function as the page's
-action, and answers what web/problems.py would say, as a problem: the
+parsers (core/checks.py), calls the same runtime function as the page's
+action, and answers what core/problems.py would say, as a problem: the
 same checks, statuses and audit events as the pages. The time zone of an
 ``at`` without an offset is UTC."""
 
@@ -14,14 +14,17 @@ from typing import Any
 
 from flask import Response, url_for
 
-from .. import representations as rep
-from .. import run_filters, states
+from ..core import representations as rep
+from ..rules import run_filters
+from ..rules import states
+from ..core.words import done
 from ..i18n import t
 from ..models import workflows
-from ..runtime import errors, operations, verb_table, verbs
+from ..runtime import errors, operations, verbs
+from ..rules import verb_table
 from ..runtime.clock import utcnow
-from ..web import actions, context, forms, problems
-from ..web.extension import state
+from ..core import reads as context, checks as forms, problems
+from ..plumbing.state import state
 from . import body, guard, reads
 from .answers import json_answer
 from .problems import from_refusal, problem
@@ -84,7 +87,7 @@ def run_verb(workflow_id: str, verb: str) -> Response:
                               registry=state().settings.registry, **options.options())
     except (forms.FormError, errors.WorkflowError) as refused:
         return from_refusal(problems.refusal(refused, verb=verb, workflow_id=workflow_id))
-    return _after(workflow_id, actions.done(verb, run, after, options), after)
+    return _after(workflow_id, done.verb_done(verb, run, after, options.at), after)
 
 
 def send_signal(workflow_id: str) -> Response:
@@ -101,13 +104,7 @@ def send_signal(workflow_id: str) -> Response:
                               signal.idempotency_key, actor=guard.actor())
     except (forms.FormError, errors.WorkflowError) as refused:
         return from_refusal(problems.refusal(refused, verb=verb_table.SIGNAL, workflow_id=workflow_id))
-    if result.duplicate:
-        message = t("pgbus.workflows.forms.done.signal_duplicate", idempotency_key=signal.idempotency_key or "")
-    elif result.signal.get("status") == states.SIGNAL_CLAIMED:
-        message = t("pgbus.workflows.forms.done.signal_claimed", name=signal.name,
-                    step=result.run.get("current_step") or "-")
-    else:
-        message = t("pgbus.workflows.forms.done.signal", name=signal.name)
+    message, _ = done.signal_done(result, signal.name, signal.idempotency_key)
     return _after(workflow_id, message, result.run or None, duplicate=result.duplicate,
                   signal=rep.signal(result.signal))
 

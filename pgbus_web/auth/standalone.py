@@ -38,8 +38,8 @@ from flask import (
 )
 
 from .. import i18n
-from ..web import hx
-from ..web.security import same_origin
+from ..plumbing import hx
+from ..plumbing.security import same_origin
 from . import passwords, proxy
 from . import session as sessions
 from .throttle import Throttle

@@ -14,12 +14,9 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-VIEWER = "viewer"
-OPERATOR = "operator"
-ROLES = (VIEWER, OPERATOR)
-# Names go into the audit trail as dashboard:<name> and into URLs of logs:
-# letters, digits and . _ @ -, at most 64.
-NAME = re.compile(r"^[A-Za-z0-9._@-]{1,64}$")
+from ..rules import roles
+from ..rules.roles import NAME, OPERATOR, ROLES, VIEWER  # noqa: F401  (the users file's names)
+
 
 
 class UsersFileError(ValueError):
@@ -38,11 +35,10 @@ class User:
 
 
 def check_name(name: str) -> str:
-    if not NAME.match(name or ""):
-        raise UsersFileError(
-            f"invalid user name {name!r}: use 1 to 64 letters, digits, '.', '_', '@' or '-'"
-        )
-    return name
+    try:
+        return roles.check_name(name)
+    except roles.BadName as problem:
+        raise UsersFileError(str(problem)) from None
 
 
 def check_role(role: str) -> str:

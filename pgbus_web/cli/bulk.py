@@ -15,8 +15,9 @@ from typing import Iterable
 
 import click
 
-from .. import defaults, progress, states
-from .. import run_filters as index_filters
+from .. import defaults, progress
+from ..rules import states
+from ..rules import run_filters as index_filters
 from ..runtime import errors, operations
 from ..runtime.clock import utcnow
 from .common import database_url_option, engine_from, friendly_errors, main_group

@@ -1,9 +1,9 @@
 """``pgbus-web runs ...`` and ``pgbus-web attention``: the runs index, one
 run, its verbs and signals, and the needs-attention groups, from a shell.
 
-The same reads and verbs as the pages (pgbus_web/scripted.py), acting as
+The same reads and verbs as the pages (pgbus_web/acts.py), acting as
 ``cli:<os user>``. People get aligned tables cut to the terminal; ``--json``
-gives JSON Lines (representations.py's shapes, one object a line). Exit
+gives JSON Lines (core/representations.py's shapes, one object a line). Exit
 codes: 0 done, 1 refused (no such run, a status the verb does not start
 from, a definition not loaded), 2 bad usage (an unknown filter value, a
 bad time, payload or step).
@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import click
 
-from .. import run_filters, scripted, states
-from ..runtime import errors, verb_table
-from ..web.settings import Settings
+from ..rules import run_filters
+from ..core import acts
+from ..rules import states
+from ..runtime import errors
+from ..rules import verb_table
+from ..core.settings import Settings
 from . import output
 from .common import database_url_option, engine_from, friendly_errors, main_group
 from .worker import load_registry
@@ -39,9 +42,9 @@ def _settings(definitions: str | None, **values) -> Settings:
     return Settings(registry=load_registry(definitions) if definitions else None, **values)
 
 
-def _refused(problem: scripted.WorkflowError) -> click.ClickException:
+def _refused(problem: acts.WorkflowError) -> click.ClickException:
     """A runtime refusal: exit 2 when the input was wrong, else 1."""
-    if isinstance(problem, scripted.BAD_INPUT):
+    if isinstance(problem, acts.BAD_INPUT):
         return click.UsageError(str(problem))
     if isinstance(problem, errors.ClassNotLoaded):
         # The fix is on this command line: say which option it is.
@@ -81,7 +84,7 @@ def list_runs(database_url, q, workflow_class, status, reason, step, subject, er
               created_from, created_to, operation, before, limit, as_json, definitions):
     """The runs the index's filters match, newest first."""
     try:
-        filters = scripted.filters_from({
+        filters = acts.filters_from({
             "q": q, "workflow_class": workflow_class, "status": status, "reason": reason, "step": step,
             "subject": subject, "error_class": error_class,
             "no_error_class": run_filters.NO_ERROR_CLASS if no_error_class else None, "since": since,
@@ -92,7 +95,7 @@ def list_runs(database_url, q, workflow_class, status, reason, step, subject, er
     settings = _settings(definitions, page_size=limit)
     engine = engine_from(database_url, pool_size=1, max_overflow=0)
     try:
-        page = scripted.runs(engine, settings, filters)
+        page = acts.runs(engine, settings, filters)
     finally:
         engine.dispose()
     if as_json:
@@ -151,8 +154,8 @@ def show(database_url, workflow_id, as_json, definitions):
     settings = _settings(definitions)
     engine = engine_from(database_url, pool_size=1, max_overflow=0)
     try:
-        detail = scripted.run(engine, settings, workflow_id)
-    except scripted.NotFound:
+        detail = acts.run(engine, settings, workflow_id)
+    except acts.NotFound:
         raise click.ClickException(f"no workflow run {workflow_id!r}") from None
     finally:
         engine.dispose()
@@ -179,9 +182,9 @@ def _verb_command(verb: verb_table.Verb) -> None:
         settings = _settings(definitions)
         engine = engine_from(database_url, pool_size=1, max_overflow=0)
         try:
-            detail = scripted.act(engine, settings, verb.name, workflow_id, actor=actor(), reason=reason,
+            detail = acts.act(engine, settings, verb.name, workflow_id, actor=actor(), reason=reason,
                                   at=at, from_step=from_step)
-        except scripted.WorkflowError as problem:
+        except acts.WorkflowError as problem:
             raise _refused(problem) from None
         finally:
             engine.dispose()
@@ -202,7 +205,7 @@ def _verb_command(verb: verb_table.Verb) -> None:
 
 
 for _verb in verb_table.TABLE:
-    if _verb.name in scripted.REASONED:
+    if _verb.name in acts.REASONED:
         _verb_command(_verb)
 
 
@@ -220,9 +223,9 @@ def send_signal(database_url, workflow_id, name, payload, idempotency_key, as_js
     settings = _settings(definitions)
     engine = engine_from(database_url, pool_size=1, max_overflow=0)
     try:
-        result = scripted.send_signal(engine, settings, workflow_id, name, payload, actor=actor(),
+        result = acts.send_signal(engine, settings, workflow_id, name, payload, actor=actor(),
                                       idempotency_key=idempotency_key)
-    except scripted.WorkflowError as problem:
+    except acts.WorkflowError as problem:
         raise _refused(problem) from None
     finally:
         engine.dispose()
@@ -247,7 +250,7 @@ def attention(database_url, as_json, definitions):
     settings = _settings(definitions)
     engine = engine_from(database_url, pool_size=1, max_overflow=0)
     try:
-        groups = scripted.attention(engine, settings)
+        groups = acts.attention(engine, settings)
     finally:
         engine.dispose()
     if as_json:

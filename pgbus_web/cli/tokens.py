@@ -26,7 +26,7 @@ def tokens_group() -> None:
 def add(name: str, role: str, database_url: str | None) -> None:
     """Make a token for NAME (its actor is api:NAME). The token is printed
     once, on stdout alone; only its SHA-256 is kept."""
-    from ..api import tokens
+    from ..core import tokens
 
     try:
         token, _ = tokens.add(engine_from(database_url), name, role)
@@ -41,7 +41,7 @@ def add(name: str, role: str, database_url: str | None) -> None:
 @friendly_errors
 def list_tokens(database_url: str | None) -> None:
     """Every token: name, role, created, last used, revoked."""
-    from ..api import tokens
+    from ..core import tokens
 
     rows = tokens.listing(engine_from(database_url))
     click.echo("NAME\tROLE\tCREATED\tLAST USED\tREVOKED")
@@ -56,7 +56,7 @@ def list_tokens(database_url: str | None) -> None:
 @friendly_errors
 def revoke(name: str, database_url: str | None) -> None:
     """Revoke NAME's token: refused from its next request on."""
-    from ..api import tokens
+    from ..core import tokens
 
     if not tokens.revoke(engine_from(database_url), name):
         raise click.ClickException(f"no live token named {name!r}")

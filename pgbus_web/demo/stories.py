@@ -20,7 +20,8 @@ import random
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Protocol
 
-from .. import defaults, states
+from .. import defaults
+from ..rules import states
 from ..runtime.definitions import Workflow
 from . import workflows as demo
 

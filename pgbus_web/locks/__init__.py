@@ -15,11 +15,11 @@ A lock (a pgbus_uniqueness_keys row) is in exactly one of these states:
 - ``orphan``: unbound past the age floor, and no parked job carries it.
 """
 
-from ..states import LOCK_FRESH as FRESH
-from ..states import LOCK_GONE as GONE
-from ..states import LOCK_LIVE as LIVE
-from ..states import LOCK_ORPHAN as ORPHAN
-from ..states import LOCK_PARKED as PARKED
-from ..states import LOCK_STATES as STATES
+from ..rules.states import LOCK_FRESH as FRESH
+from ..rules.states import LOCK_GONE as GONE
+from ..rules.states import LOCK_LIVE as LIVE
+from ..rules.states import LOCK_ORPHAN as ORPHAN
+from ..rules.states import LOCK_PARKED as PARKED
+from ..rules.states import LOCK_STATES as STATES
 
 __all__ = ["FRESH", "GONE", "LIVE", "ORPHAN", "PARKED", "STATES"]

@@ -1,5 +1,5 @@
 """pgbus_web_api_tokens: the JSON API's bearer tokens, stored as the
-SHA-256 of the token (api/tokens.py makes and checks them)."""
+SHA-256 of the token (core/tokens.py makes and checks them)."""
 
 from __future__ import annotations
 

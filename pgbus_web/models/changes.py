@@ -1,6 +1,6 @@
 """pgbus_web_change_log and pgbus_web_change_total: the change marker that
 schema/v3.sql's triggers move with every committed write to the runs, their
-steps, events, signals and batches (web/fresh.py answers unchanged polls
+steps, events, signals and batches (web/answering/not_modified.py answers unchanged polls
 with it)."""
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection
 
-from .. import states
+from ..rules import states
 from . import as_dicts
 from .text import truncate
 

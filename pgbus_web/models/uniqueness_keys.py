@@ -16,12 +16,12 @@ from typing import Any, Iterable, Sequence
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from .. import states
-from ..states import LOCK_FRESH as FRESH
-from ..states import LOCK_GONE as GONE
-from ..states import LOCK_LIVE as LIVE
-from ..states import LOCK_ORPHAN as ORPHAN
-from ..states import LOCK_PARKED as PARKED
+from ..rules import states
+from ..rules.states import LOCK_FRESH as FRESH
+from ..rules.states import LOCK_GONE as GONE
+from ..rules.states import LOCK_LIVE as LIVE
+from ..rules.states import LOCK_ORPHAN as ORPHAN
+from ..rules.states import LOCK_PARKED as PARKED
 from . import as_dict, blocked_executions, pgmq_queues
 
 PENDING_QUEUE = "pending"

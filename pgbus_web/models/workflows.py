@@ -15,7 +15,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from .. import states
+from ..rules import states
 from . import as_dict, as_dicts
 
 # Columns insert_run and transition may write; names outside this list are

@@ -31,7 +31,8 @@ from datetime import datetime
 from sqlalchemy.engine import Engine
 
 from ..models import events, steps, workflows
-from . import flow, verb_table, verbs
+from . import flow, verbs
+from ..rules import verb_table
 from .definitions import Registry
 from .plan import CONTINUE, RETRY, plan_for
 

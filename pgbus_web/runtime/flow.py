@@ -14,7 +14,7 @@ from typing import Any, Iterator, Mapping
 
 from sqlalchemy.engine import Connection
 
-from .. import states
+from ..rules import states
 from ..models import events, signals, steps, workflows
 from .definitions import Step
 

@@ -34,11 +34,12 @@ from typing import Any, Mapping
 
 from sqlalchemy.engine import Engine
 
-from .. import run_filters as index_filters
-from .. import states
+from ..rules import run_filters as index_filters
+from ..rules import states
 from ..models import events, workflows
 from ..models import operations as store
-from . import chunk_resume, verb_table, verbs
+from . import chunk_resume, verbs
+from ..rules import verb_table
 from .clock import parse_future, utcnow
 from .errors import (
     AlreadyActed,

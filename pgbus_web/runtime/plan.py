@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 from sqlalchemy.engine import Connection
 
-from .. import states
+from ..rules import states
 from ..models import steps
 from .definitions import Workflow
 

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 from sqlalchemy.engine import Connection, Engine
 
-from .. import states
+from ..rules import states
 from ..models import batches, signals, steps, workflows
 from ..models.text import truncate
 from ..models.values import RawJson, json_kind, json_problem

@@ -28,10 +28,11 @@ from typing import Any, Callable, Iterable, Mapping
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
-from .. import states
+from ..rules import states
 from ..models import events, signals, steps, workflows
 from ..models.values import json_problem
-from . import flow, verb_table
+from . import flow
+from ..rules import verb_table
 from .clock import parse_future, utcnow
 from .definitions import Registry, Workflow
 from .errors import (

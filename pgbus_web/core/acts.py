@@ -1,0 +1,109 @@
+"""What the command line (cli/runs.py) and the MCP server (mcp/server.py)
+read and do, without Flask: the pages' own context builders and verbs,
+shaped by core/representations.py, so these doors answer what the pages show.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Mapping
+
+from sqlalchemy.engine import Engine
+
+from . import representations as rep
+from ..rules import run_filters
+from ..rules import verb_table
+from ..runtime import verbs
+from ..runtime.clock import utcnow
+from ..runtime.errors import (
+    InvalidPayload,
+    InvalidSignalName,
+    InvalidTime,
+    UnknownStep,
+    UnknownVerb,
+    WorkflowError,
+)
+from . import reads as context
+from .settings import Settings
+
+# Refusals that are the caller's input, not the run's state (exit code 2).
+BAD_INPUT = (InvalidTime, InvalidPayload, InvalidSignalName, UnknownStep, UnknownVerb)
+# The verbs a caller names with a reason (signal has its own fields).
+REASONED = tuple(verb.name for verb in verb_table.TABLE if verb_table.REASON in verb.fields)
+
+
+class NotFound(LookupError):
+    """No run has this workflow_id."""
+
+
+@dataclass
+class Page:
+    runs: list[dict[str, Any]]
+    next_before: int | None
+
+
+def _stuck(settings: Settings, now: datetime):
+    def stuck(run: Mapping[str, Any]) -> str | None:
+        return rep.stuck_reason(run, now=now, stall_threshold=settings.stall_threshold,
+                                waiting_threshold=settings.waiting_threshold)
+
+    return stuck
+
+
+def filters_from(values: Mapping[str, Any]) -> run_filters.RunFilters:
+    """The index's filters from named values (None and "" dropped);
+    run_filters.FilterError names the first bad one."""
+    return run_filters.parse({name: str(value) for name, value in values.items() if value not in (None, "")})
+
+
+def runs(engine: Engine, settings: Settings, filters: run_filters.RunFilters) -> Page:
+    """One page of the index (settings.page_size runs), newest first."""
+    now = utcnow()
+    with engine.connect() as conn:
+        page = context.index_runs(conn, settings, filters, now)
+    stuck = _stuck(settings, now)
+    return Page([rep.run_row(run, stuck=stuck(run)) for run in page["runs"]], page["pagination"].older)
+
+
+def run(engine: Engine, settings: Settings, workflow_id: str, *, row: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One run as its page shows it (representations.run_detail)."""
+    now = utcnow()
+    with engine.connect() as conn:
+        try:
+            page = context.run_context(conn, settings, workflow_id, now=now, run=row)
+        except context.NotFound:
+            raise NotFound(workflow_id) from None
+    return rep.run_detail(page, stuck=_stuck(settings, now)(page["run"]))
+
+
+def attention(engine: Engine, settings: Settings) -> list[dict[str, Any]]:
+    """The needs-attention groups, biggest first."""
+    with engine.connect() as conn:
+        page = context.index_context(conn, settings, None, parts=("attention",))
+    return [
+        rep.attention_group(group, context.definition_of(settings, group["workflow_class"]) is not None)
+        for group in page["attention_groups"]
+    ]
+
+
+def act(engine: Engine, settings: Settings, verb: str, workflow_id: str, *, actor: str, reason: str | None,
+        at: str | None = None, from_step: str | None = None) -> dict[str, Any]:
+    """*verb* on one run, as its page's button does; the run after it.
+    Raises the runtime's WorkflowError (RunNotFound, WrongStatus, ...)."""
+    row = verbs.perform(engine, verb, workflow_id, actor=actor, reason=reason, at=at, from_step=from_step,
+                        registry=settings.registry)
+    return run(engine, settings, workflow_id, row=row)
+
+
+def send_signal(engine: Engine, settings: Settings, workflow_id: str, name: str, payload: Any, *, actor: str,
+                idempotency_key: str | None = None, reason: str | None = None) -> dict[str, Any]:
+    """Signal *name* to one run; its signal, whether it was a duplicate, and
+    the run after it. *reason* goes on its audit event."""
+    result = verbs.signal(engine, workflow_id, name, payload, idempotency_key, actor=actor, reason=reason)
+    return {"signal": rep.signal(result.signal), "duplicate": result.duplicate,
+            "run": run(engine, settings, workflow_id)}
+
+
+__all__ = ["BAD_INPUT", "REASONED", "NotFound", "Page", "WorkflowError", "act", "attention",
+           "filters_from", "run", "runs", "send_signal"]

@@ -1,0 +1,173 @@
+"""Every refusal in one place: what the runtime, a form, a filter or a
+lock action refused, as the HTTP status and the operator's sentence (and
+the form field to show it beside, when a field is at fault). The run
+routes, the Locks routes and the error handlers all read it; nothing here
+draws a page (answers.py does).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from ..rules import states
+from ..i18n import t
+from ..locks import actions as lock_actions
+from ..rules.run_filters import FilterError
+from ..runtime import errors, operations
+from .words import verb_labels
+from . import checks
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    status: int
+    message: str
+    # The form field at fault, to show the message beside it (None: the
+    # whole form, or no form).
+    field: str | None = None
+    # The title of a page that shows the refusal alone.
+    title_key: str = "pgbus.web.errors.bad_request_title"
+
+    @property
+    def title(self) -> str:
+        return t(self.title_key)
+
+
+def printable(value: str) -> str:
+    """*value* to show back in a message: a NUL (which no stored id or
+    class can hold) as the replacement character."""
+    return value.replace("\x00", "\ufffd")
+
+
+def already(status: str) -> str:
+    """'This run is already <status>': what the loser of a race reads."""
+    return {
+        states.READY: t("pgbus.workflows.forms.already.ready"),
+        states.RUNNING: t("pgbus.workflows.forms.already.running"),
+        states.WAITING: t("pgbus.workflows.forms.already.waiting"),
+        states.PAUSED: t("pgbus.workflows.forms.already.paused"),
+        states.COMPLETED: t("pgbus.workflows.forms.already.completed"),
+        states.FAILED: t("pgbus.workflows.forms.already.failed"),
+        states.CANCELLED: t("pgbus.workflows.forms.already.cancelled"),
+    }.get(status) or t("pgbus.workflows.forms.already.other", status=status)
+
+
+def run_not_found(workflow_id: str) -> Refusal:
+    return Refusal(
+        404,
+        t("pgbus.workflows.show.not_found", workflow_id=printable(workflow_id)),
+        title_key="pgbus.workflows.show.not_found_title",
+    )
+
+
+def class_not_found(workflow_class: str) -> Refusal:
+    return Refusal(
+        404,
+        t("pgbus.workflows.insights.not_found", workflow_class=printable(workflow_class)),
+        title_key="pgbus.workflows.insights.not_found_title",
+    )
+
+
+def batch_not_found(batch_id: str) -> Refusal:
+    return Refusal(
+        404,
+        t("pgbus.batches.not_found", batch_id=printable(batch_id)),
+        title_key="pgbus.batches.not_found_title",
+    )
+
+
+def unknown_verb(verb: str) -> Refusal:
+    return Refusal(
+        404, t("pgbus.workflows.forms.errors.unknown_verb", verb=verb[:50]), title_key="pgbus.web.errors.not_found_title"
+    )
+
+
+def _time(problem: errors.InvalidTime) -> str:
+    if problem.problem == errors.InvalidTime.MISSING:
+        return t("pgbus.workflows.forms.errors.time_missing")
+    if problem.problem == errors.InvalidTime.PAST:
+        return t("pgbus.workflows.forms.errors.time_past", value=str(problem.value))
+    return t("pgbus.workflows.forms.errors.time_unreadable", value=str(problem.value))
+
+
+def _workflow(problem: errors.WorkflowError, verb: str | None, workflow_id: str | None) -> Refusal:
+    label = verb_labels.verb_label(verb) if verb else ""
+    if isinstance(problem, errors.RunNotFound):
+        return run_not_found(workflow_id or problem.workflow_id)
+    if isinstance(problem, errors.WrongStatus):
+        if problem.status == "gone":
+            return run_not_found(workflow_id or problem.workflow_id)
+        if problem.status in problem.allowed:
+            # Allowed from this status, refused for another reason (say,
+            # skipping past the last step): "already" would not be true.
+            return Refusal(409, t("pgbus.workflows.forms.errors.not_now", action=label))
+        return Refusal(409, already(problem.status))
+    if isinstance(problem, errors.InvalidTime):
+        return Refusal(422, _time(problem), field="at")
+    if isinstance(problem, errors.UnknownStep):
+        message = t("pgbus.workflows.forms.errors.unknown_step", step=problem.step, steps=", ".join(problem.known))
+        return Refusal(422, message, field="from_step") if verb == "rerun" else Refusal(409, message)
+    if isinstance(problem, errors.ClassNotLoaded):
+        return Refusal(409, t("pgbus.workflows.forms.errors.class_not_loaded", action=label,
+                              workflow_class=problem.workflow_class))
+    if isinstance(problem, errors.SubjectBusy):
+        return Refusal(409, t("pgbus.workflows.forms.errors.subject_busy", workflow_class=problem.workflow_class,
+                              subject=f"{problem.subject_type} {problem.subject_id}"))
+    if isinstance(problem, errors.InvalidSignalName):
+        return Refusal(422, t("pgbus.workflows.forms.errors.signal_name_missing"), field="name")
+    if isinstance(problem, errors.InvalidPayload):
+        return Refusal(422, t("pgbus.workflows.forms.errors.payload_not_json", detail=problem.detail), field="payload")
+    log.warning("pgbus-web: %s on %s refused: %s", verb, workflow_id, problem)
+    return Refusal(409, t("pgbus.workflows.forms.errors.refused", action=label, detail=str(problem)))
+
+
+def _lock(problem: lock_actions.LockActionError) -> Refusal:
+    if isinstance(problem, lock_actions.LockNotFound):
+        return Refusal(404, t("pgbus.locks.errors.not_found", lock_key=problem.lock_key))
+    if isinstance(problem, lock_actions.QueueNotFound):
+        return Refusal(404, t("pgbus.locks.errors.queue_not_found", queue=problem.queue_name))
+    if isinstance(problem, lock_actions.MessageNotFound):
+        return Refusal(409, t("pgbus.locks.errors.message_not_found", msg_id=problem.msg_id,
+                              queue=problem.queue_name))
+    return Refusal(400, str(problem))
+
+
+def operation_not_found(operation_id) -> Refusal:
+    return Refusal(404, t("pgbus.operations.errors.not_found", operation_id=printable(str(operation_id))[:50]),
+                   title_key="pgbus.web.errors.not_found_title")
+
+
+def _operation(problem: operations.OperationError) -> Refusal:
+    if isinstance(problem, operations.ReasonMissing):
+        return Refusal(422, t("pgbus.operations.errors.reason_missing"), field="reason")
+    if isinstance(problem, operations.NothingFits):
+        return Refusal(422, t("pgbus.operations.errors.nothing_fits", action=verb_labels.verb_label(problem.preview.verb),
+                              total=problem.preview.total))
+    if isinstance(problem, operations.CountChanged):
+        return Refusal(409, t("pgbus.operations.errors.count_changed", expected=problem.expected,
+                              total=problem.preview.total))
+    if isinstance(problem, operations.OperationNotFound):
+        return operation_not_found(problem.operation_id)
+    if isinstance(problem, operations.NotCancellable):
+        return Refusal(409, t("pgbus.operations.errors.not_cancellable",
+                              status=t(f"pgbus.operations.statuses.{problem.status}")))
+    return Refusal(400, str(problem))
+
+
+def refusal(problem: Exception, *, verb: str | None = None, workflow_id: str | None = None) -> Refusal:
+    """The status and sentence for *problem*, refused before anything was
+    written. *verb* and *workflow_id* name what was asked, for the words."""
+    if isinstance(problem, errors.WorkflowError):
+        return _workflow(problem, verb, workflow_id)
+    if isinstance(problem, operations.OperationError):
+        return _operation(problem)
+    if isinstance(problem, checks.FormError):
+        return Refusal(problem.status, problem.message, field=problem.field)
+    if isinstance(problem, FilterError):
+        return Refusal(400, str(problem))
+    if isinstance(problem, lock_actions.LockActionError):
+        return _lock(problem)
+    raise TypeError(f"not a refusal: {problem!r}")

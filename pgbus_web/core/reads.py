@@ -1,0 +1,369 @@
+"""One context builder per page: read what the page shows (on one
+connection) and shape it for its template. No Flask request in here, so a
+builder can be called from a test, a benchmark or an HTMX fragment alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from ..rules import states
+from ..models import batches, events, signals, steps, workflows
+from ..rules.run_filters import RANGES, RunFilters
+from ..runtime.clock import utcnow
+from .words.presenters import batch_progress as presenters_batch_progress
+from .settings import Settings
+
+# The insights page's range when none is asked for.
+DEFAULT_INSIGHTS_RANGE = "7d"
+# The run page shows a run's newest attempts and events, and older ones a
+# window at a time on demand: the page costs the same whatever the history.
+ATTEMPTS_SHOWN = 25
+EVENTS_SHOWN = 50
+# Step durations read the newest this many runs of the range: enough for
+# a steady median and 95th percentile, and a page that stays quick on a
+# class with millions of attempts.
+DURATION_SAMPLE_RUNS = 2_000
+
+
+class NotFound(LookupError):
+    """What a page is about does not exist; the message says what is missing."""
+
+
+def thresholds(settings: Settings) -> dict[str, timedelta]:
+    """The stuck-run thresholds, as the models' queries take them."""
+    return {"threshold": settings.stall_threshold, "waiting_threshold": settings.waiting_threshold}
+
+
+def definition_of(settings: Settings, workflow_class: str | None):
+    """The class's definition when it is loaded here (its registry has
+    it), else None: the verbs that need its step list are not offered."""
+    registry = settings.registry
+    return registry.get(workflow_class) if registry is not None else None
+
+
+def storable(value: str) -> bool:
+    """False for a value PostgreSQL text cannot hold (a NUL): no run or
+    class has it, and asking the database would fail, not answer."""
+    return "\x00" not in value
+
+
+# --- the runs index --------------------------------------------------------
+
+
+@dataclass
+class Pagination:
+    """Keyset cursors: the id to pass as ``before`` (older) and as ``after`` (newer)."""
+
+    older: int | None
+    newer: int | None
+
+    @property
+    def any(self) -> bool:
+        return self.older is not None or self.newer is not None
+
+
+def _count_table(counts: dict[tuple[str, str], int]) -> dict[str, Any]:
+    """status_counts as a table: one row per class, one column per status
+    that has runs, with totals."""
+    classes = sorted({klass for klass, _ in counts})
+    statuses = [status for status in states.RUN if any(s == status for _, s in counts)]
+    rows = [
+        {
+            "workflow_class": klass,
+            "counts": {status: counts.get((klass, status), 0) for status in statuses},
+            "total": sum(counts.get((klass, status), 0) for status in states.RUN),
+        }
+        for klass in classes
+    ]
+    totals = {status: sum(row["counts"][status] for row in rows) for status in statuses}
+    return {"statuses": statuses, "rows": rows, "totals": totals, "total": sum(totals.values())}
+
+
+def index_runs(
+    conn: Connection, settings: Settings, filters: RunFilters, now: datetime
+) -> dict[str, Any]:
+    """One page of runs for *filters*, and the cursors around it."""
+    size = settings.page_size
+    rows = workflows.page(
+        conn, limit=size + 1, now=now, **thresholds(settings), **filters.page_binds(now)
+    )
+    if filters.after is not None:
+        # Fetched upwards from the cursor: the extra row is the newest one.
+        more_newer = len(rows) > size
+        rows = rows[1:] if more_newer else rows
+        has_newer, has_older = more_newer, True
+    else:
+        has_older = len(rows) > size
+        rows = rows[:size]
+        has_newer = filters.before is not None
+    pagination = Pagination(
+        older=rows[-1]["id"] if rows and has_older else None,
+        newer=rows[0]["id"] if rows and has_newer else None,
+    )
+    return {"runs": rows, "pagination": pagination}
+
+
+# The parts of the index are its blocks (pages.INDEX), each its own
+# queries; an HTMX refresh of one block loads only that part.
+INDEX_PARTS = ("total", "counts", "attention", "runs", "filter_ranges")
+
+
+def index_context(
+    conn: Connection,
+    settings: Settings,
+    filters: RunFilters | None,
+    now: datetime | None = None,
+    parts: tuple[str, ...] = INDEX_PARTS,
+) -> dict[str, Any]:
+    """The runs index: counts per class and status, the needs-attention
+    groups and (unless the filters were bad, *filters* None) a page of runs.
+    *parts* names what to read; the others come back empty."""
+    now = now or utcnow()
+    # The page head's total is the counts' sum: either block reads them.
+    counts = _count_table(workflows.status_counts(conn) if {"counts", "total"} & set(parts) else {})
+    groups = (
+        workflows.attention_groups(conn, now=now, **thresholds(settings))
+        if "attention" in parts
+        else []
+    )
+    failed = workflows.failed_groups(conn) if "attention" in parts else []
+    for group in failed:
+        # Rerun needs the class's step list (verb_table.CLASS_VERBS).
+        group["class_loaded"] = definition_of(settings, group["workflow_class"]) is not None
+    classes = sorted(
+        {row["workflow_class"] for row in counts["rows"]}
+        | set(getattr(settings.registry, "names", ()) or ())
+    )
+    context: dict[str, Any] = {
+        "now": now,
+        "filters": filters or RunFilters(),
+        "counts": counts,
+        "attention_groups": groups,
+        "failed_groups": failed,
+        "classes": classes,
+        "statuses": states.RUN,
+        "reasons": states.STUCK_REASONS,
+        "ranges": tuple(RANGES),
+        "runs": [],
+        "pagination": Pagination(None, None),
+    }
+    if filters is not None and "runs" in parts:
+        context.update(index_runs(conn, settings, filters, now))
+        if filters.active:
+            context.update(matching=matching_count(conn, settings, filters, now), matching_cap=MATCHING_CAP)
+    return context
+
+
+# The index's "Act on all N runs" counts this far and no further: the
+# runs block is refreshed every few seconds, and counting a million runs
+# costs half a second (the preview, asked for once, gives the exact count).
+MATCHING_CAP = 10_000
+
+
+def matching_count(conn: Connection, settings: Settings, filters: RunFilters, now: datetime) -> int:
+    """What the operation's preview would count for *filters* now (its
+    total), up to MATCHING_CAP + 1."""
+    binds = filters.page_binds(now)
+    binds.pop("before_id", None)
+    binds.pop("after_id", None)
+    where, where_binds = workflows.page_where(now=now, **thresholds(settings), **binds)
+    return workflows.count_up_to(conn, where=where, binds=where_binds, cap=MATCHING_CAP)
+
+
+# --- one run ---------------------------------------------------------------
+
+
+def _step_groups(
+    shown: list[dict[str, Any]], named: list[dict[str, Any]], definition
+) -> list[dict[str, Any]]:
+    """The run's steps in the definition's order (steps it has that the
+    run has not reached yet come with no attempts), then any step the
+    definition no longer has, in the order the run met it. Each with its
+    attempts among *shown*, its number of attempts and its latest one
+    (from *named*, steps.names_for_run: over the whole history)."""
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for row in shown:
+        by_name.setdefault(row["step_name"], []).append(row)
+    facts = {entry["name"]: entry for entry in named}
+    names = list(definition.step_names) if definition is not None else []
+    names += [name for name in facts if name not in names]
+    return [
+        {
+            "name": name,
+            "attempts": by_name.get(name, []),
+            "count": facts[name]["attempts"] if name in facts else 0,
+            "latest": facts[name]["latest"] if name in facts else None,
+            "defined": definition is not None and definition.has_step(name),
+        }
+        for name in names
+    ]
+
+
+@dataclass(frozen=True)
+class Window:
+    """Which of a run's attempts or events the page shows: the newest
+    *shown* of *total* below *before* (None: the newest); *older* is the
+    ``before`` of the next older window (None when none is older)."""
+
+    shown: int
+    total: int
+    before: int | None
+    older: int | None
+
+    @property
+    def partial(self) -> bool:
+        return self.before is not None or self.older is not None
+
+
+def _window(rows: list[dict[str, Any]], size: int, total: int, before: int | None):
+    """The newest *size* of *rows* (read with one extra, oldest first) and their Window."""
+    older = len(rows) > size
+    rows = rows[-size:] if older else rows
+    return rows, Window(len(rows), total, before, rows[0]["id"] if older and rows else None)
+
+
+def run_context(
+    conn: Connection, settings: Settings, workflow_id: str, now: datetime | None = None,
+    run: dict[str, Any] | None = None, attempts_before: int | None = None,
+    events_before: int | None = None,
+) -> dict[str, Any]:
+    """One run with its steps, signals, batches and audit trail: its newest
+    ATTEMPTS_SHOWN attempts and EVENTS_SHOWN events, or those below
+    *attempts_before* / *events_before*. NotFound when no run has this id.
+    *run*: its row when the caller has just read it (a verb returns the run
+    as it left it), saving that read."""
+    now = now or utcnow()
+    if run is None:
+        run = workflows.find(conn, workflow_id) if storable(workflow_id) else None
+    if run is None:
+        raise NotFound(workflow_id)
+    named = steps.names_for_run(conn, workflow_id)
+    step_rows, attempts = _window(
+        steps.for_run(conn, workflow_id, limit=ATTEMPTS_SHOWN + 1, before_id=attempts_before),
+        ATTEMPTS_SHOWN, sum(entry["attempts"] for entry in named), attempts_before,
+    )
+    newest_events, events_total = events.newest_for_run(
+        conn, workflow_id, limit=EVENTS_SHOWN + 1, before_id=events_before)
+    event_rows, event_window = _window(newest_events, EVENTS_SHOWN, events_total, events_before)
+    signal_rows = signals.for_run(conn, workflow_id)
+    latest = max((entry["latest"] for entry in named), key=lambda row: row["id"], default=None)
+    steps_by_id = {row["id"]: row for row in step_rows}
+    # A signal names the step that claimed it, shown or not.
+    steps_by_id.update(steps.find_many(
+        conn, workflow_id, (row["claimed_by_step_id"] for row in signal_rows
+               if row["claimed_by_step_id"] not in steps_by_id)))
+    batch_ids = [row["batch_id"] for row in step_rows] + ([latest["batch_id"]] if latest else [])
+    batch_map = batches.find_many(conn, batch_ids)
+    definition = definition_of(settings, run["workflow_class"])
+    digest = definition.digest if definition is not None else None
+    run["step"] = latest
+    run["batch"] = batch_map.get(latest["batch_id"]) if latest and latest["batch_id"] else None
+    return {
+        "now": now,
+        "run": run,
+        "steps": step_rows,
+        "step_groups": _step_groups(step_rows, named, definition),
+        "steps_by_id": steps_by_id,
+        "batches": batch_map,
+        "signals": signal_rows,
+        "events": event_rows,
+        "attempts_window": attempts,
+        "events_window": event_window,
+        "definition": definition,
+        "class_loaded": definition is not None,
+        "definition_outdated": workflows.definition_outdated(run, digest),
+    }
+
+
+# --- per-class insights ----------------------------------------------------
+
+
+def insights_context(
+    conn: Connection,
+    settings: Settings,
+    workflow_class: str,
+    range_name: str = DEFAULT_INSIGHTS_RANGE,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """One class's counts by status and step durations over *range_name*,
+    and its stuck runs now. NotFound when the class has no runs and is not
+    registered."""
+    now = now or utcnow()
+    if not storable(workflow_class):
+        raise NotFound(workflow_class)
+    definition = definition_of(settings, workflow_class)
+    if definition is None and not workflows.class_exists(conn, workflow_class):
+        raise NotFound(workflow_class)
+    since = now - RANGES[range_name]
+    status_counts = workflows.class_status_counts(conn, workflow_class, created_from=since)
+    stuck = workflows.stuck_reason_counts(conn, now=now, workflow_class=workflow_class, **thresholds(settings))
+    sample = steps.duration_percentiles(
+        conn, workflow_class, created_from=since, run_limit=DURATION_SAMPLE_RUNS
+    )
+    durations = sample["steps"]
+    for row in durations:
+        # percentile_cont interpolates in floating point (88 comes back as
+        # 87.99999...); to the millisecond is all a duration shows.
+        for key in ("median_seconds", "p95_seconds"):
+            if row[key] is not None:
+                row[key] = round(float(row[key]), 3)
+    if definition is not None:
+        order = {name: index for index, name in enumerate(definition.step_names)}
+        durations.sort(key=lambda row: order.get(row["step_name"], len(order)))
+    return {
+        "now": now,
+        "workflow_class": workflow_class,
+        "definition": definition,
+        "range": range_name,
+        "ranges": tuple(RANGES),
+        "since": since,
+        "status_counts": [(status, status_counts.get(status, 0)) for status in states.RUN],
+        "status_total": sum(status_counts.values()),
+        "stuck_counts": [
+            (reason, stuck.get((workflow_class, reason), 0)) for reason in states.STUCK_REASONS
+        ],
+        "stuck_total": sum(count for (_, _), count in stuck.items()),
+        "durations": durations,
+        "durations_runs": sample["runs"],
+        "durations_sampled": sample["runs"] >= DURATION_SAMPLE_RUNS,
+    }
+
+
+# --- one batch -------------------------------------------------------------
+
+# A batch page lists at most this many of the step attempts waiting on it.
+BATCH_WAITERS_LIMIT = 100
+# No batch id is longer: a longer one is not looked up.
+MAX_BATCH_ID = 1000
+
+
+def batch_context(conn: Connection, batch_id: str, now: datetime | None = None) -> dict[str, Any]:
+    """One batch: its jobs by state (pgbus_batches keeps counts, not the
+    jobs themselves) and the step attempts that wait or waited on it, each
+    with its run. NotFound when no batch has this id."""
+    now = now or utcnow()
+    batch = batches.find(conn, batch_id) if storable(batch_id) and len(batch_id) <= MAX_BATCH_ID else None
+    if batch is None:
+        raise NotFound(batch_id)
+    done, total = presenters_batch_progress(batch)
+    counted = {
+        "completed": int(batch["completed_jobs"] or 0),
+        "failed": int(batch["failed_jobs"] or 0),
+        "discarded": int(batch["discarded_jobs"] or 0),
+    }
+    jobs = [(name, count) for name, count in counted.items()]
+    jobs.append(("pending", max(total - sum(counted.values()), 0)))
+    return {
+        "now": now,
+        "batch": batch,
+        "done": done,
+        "total": total,
+        "jobs": jobs,
+        "waiters": steps.for_batch(conn, batch_id, limit=BATCH_WAITERS_LIMIT),
+        "waiters_limit": BATCH_WAITERS_LIMIT,
+    }

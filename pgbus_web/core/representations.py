@@ -1,0 +1,247 @@
+"""Plain JSON shapes of what the pages show: a run's row, one run in detail,
+the counts, the needs-attention groups, an operation (and its preview), a
+lock. Every door that answers in JSON (the API, the command line's
+``--json``, MCP) reads them here, built from the rows the pages' own
+queries and context builders return (core/reads.py, models/*.py) and the
+one verb table (rules/verb_table.py, runtime/plan.py): nothing is read or
+decided twice.
+
+Moments are ISO 8601 strings in UTC (``2026-03-01T14:05:00Z``); a stored
+``infinity`` or ``-infinity`` is that word. JSON a Python parser could not
+read (models/values.RawJson) is given as the stored text, and the field's
+name is listed in the object's ``raw_json``. So every stored value
+serializes, however odd.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta, timezone
+from decimal import Decimal
+from typing import Any, Iterable, Mapping
+
+from ..rules import states
+from ..models.values import Infinite, RawJson
+from ..rules.run_filters import group_query
+from ..rules import verb_table
+from ..runtime.plan import plan_of
+
+# --- values ----------------------------------------------------------------
+
+
+def moment(value: datetime | None) -> str | None:
+    """*value* as ISO 8601 in UTC with a ``Z``; ``infinity``/``-infinity``
+    for a stored infinite timestamp; None stays None. A naive timestamp is
+    UTC already (the pgbus tables write them so)."""
+    if value is None:
+        return None
+    if isinstance(value, Infinite):
+        return value.literal
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    text = value.astimezone(timezone.utc).isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+def plain(value: Any) -> Any:
+    """Any value a row can hold as JSON-ready Python: moments as moment(),
+    containers walked (without recursion limits of their own: a stored JSON
+    value is at most values.MAX_JSON_DEPTH deep, or it came back RawJson)."""
+    if isinstance(value, RawJson):
+        return str(value)
+    if isinstance(value, datetime):
+        return moment(value)
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, Mapping):
+        return {str(key): plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [plain(item) for item in value]
+    return value
+
+
+def _object(row: Mapping[str, Any] | None, names: Iterable[str], *, json_fields: Iterable[str] = ()) -> dict[str, Any] | None:
+    """The named fields of *row*, plain; ``raw_json`` lists the JSON fields
+    given as their stored text."""
+    if row is None:
+        return None
+    shaped = {name: plain(row.get(name)) for name in names}
+    raw = [name for name in json_fields if isinstance(row.get(name), RawJson)]
+    if raw:
+        shaped["raw_json"] = raw
+    return shaped
+
+
+# --- runs ------------------------------------------------------------------
+
+STEP_FIELDS = (
+    "id", "step_name", "status", "attempt", "scheduled_at", "started_at", "finished_at", "wait_for",
+    "waiting_since", "timeout_at", "batch_id", "error_class", "error_message", "created_at",
+)
+# What a run's page shows of an attempt, beyond its row in the index.
+ATTEMPT_FIELDS = STEP_FIELDS + ("error_backtrace", "result", "updated_at")
+BATCH_FIELDS = (
+    "batch_id", "description", "total_jobs", "completed_jobs", "failed_jobs", "discarded_jobs", "status",
+    "finished_at",
+)
+RUN_FIELDS = (
+    "id", "workflow_id", "workflow_class", "status", "current_step", "subject_type", "subject_id",
+    "definition_digest", "paused_at", "started_at", "finished_at", "created_at", "updated_at",
+)
+RUN_DETAIL_FIELDS = RUN_FIELDS + ("arguments", "idempotency_key")
+SIGNAL_FIELDS = (
+    "id", "name", "payload", "idempotency_key", "status", "claimed_by_step_id", "claimed_at", "consumed_at",
+    "created_at",
+)
+EVENT_FIELDS = ("id", "event", "actor", "reason", "step_id", "step_name", "attempt", "details", "created_at")
+
+
+def stuck_reason(run: Mapping[str, Any], *, now: datetime, stall_threshold: timedelta,
+                 waiting_threshold: timedelta | None) -> str | None:
+    """The run's stuck reason (states.STUCK_REASONS) as its badge on the
+    pages decides it, or None; None too for a status no rule knows."""
+    from .words.presenters import run_state
+
+    try:
+        return run_state(run, now=now, stall_threshold=stall_threshold, waiting_threshold=waiting_threshold).stuck
+    except (ValueError, OverflowError):
+        return None
+
+
+def run_row(run: Mapping[str, Any], *, stuck: str | None = None) -> dict[str, Any]:
+    """A run as the index lists it: its columns, its latest step and the
+    batch that step waits on (a models.workflows.page row), and its stuck
+    reason (stuck_reason)."""
+    shaped = _object(run, RUN_FIELDS)
+    shaped["stuck_reason"] = stuck
+    shaped["latest_step"] = _object(run.get("step"), STEP_FIELDS)
+    shaped["batch"] = _object(run.get("batch"), BATCH_FIELDS)
+    return shaped
+
+
+def signal(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A signal's row (models.signals)."""
+    return _object(row, SIGNAL_FIELDS, json_fields=("payload",))
+
+
+def plan(run: Mapping[str, Any], latest: Mapping[str, Any] | None, definition) -> dict[str, Any] | None:
+    """What resume would do now (runtime/plan.py), or None."""
+    found = plan_of(run, latest, definition)
+    return {"action": found.action, "step": found.step} if found is not None else None
+
+
+def run_detail(page: Mapping[str, Any], *, stuck: str | None = None) -> dict[str, Any]:
+    """One run as its page shows it, from web.context.run_context: the run,
+    its steps in the definition's order each with its attempts, its
+    signals, its audit events, the verbs it allows now and what resume
+    would do."""
+    run = page["run"]
+    shaped = _object(run, RUN_DETAIL_FIELDS, json_fields=("arguments",))
+    shaped["stuck_reason"] = stuck
+    shaped["latest_step"] = _object(run.get("step"), STEP_FIELDS)
+    shaped["batch"] = _object(run.get("batch"), BATCH_FIELDS)
+    return {
+        "run": shaped,
+        "steps": [
+            {
+                "name": group["name"],
+                "defined": group["defined"],
+                "attempts": [_object(attempt, ATTEMPT_FIELDS, json_fields=("result",)) for attempt in group["attempts"]],
+            }
+            for group in page["step_groups"]
+        ],
+        "signals": [signal(row) for row in page["signals"]],
+        "events": [_object(event, EVENT_FIELDS, json_fields=("details",)) for event in page["events"]],
+        "available_actions": list(verb_table.available_actions(run, page["class_loaded"])),
+        "plan": plan(run, run.get("step"), page["definition"]),
+        "class_loaded": page["class_loaded"],
+        "definition_outdated": bool(page["definition_outdated"]),
+    }
+
+
+# --- counts and needs attention ----------------------------------------------
+
+
+def counts(table: Mapping[str, Any]) -> dict[str, Any]:
+    """The index's count table (web.context.index_context's ``counts``):
+    per class, the runs in every run status (zeros included), and totals."""
+    return {
+        "classes": [
+            {
+                "workflow_class": row["workflow_class"],
+                "counts": {status: row["counts"].get(status, 0) for status in states.RUN},
+                "total": row["total"],
+            }
+            for row in table["rows"]
+        ],
+        "totals": {status: table["totals"].get(status, 0) for status in states.RUN},
+        "total": table["total"],
+    }
+
+
+GROUP_FIELDS = (
+    "workflow_class", "step_name", "reason", "error_class", "count", "first_seen_at", "last_seen_at",
+    "error_message",
+)
+
+
+def attention_group(group: Mapping[str, Any], class_loaded: bool) -> dict[str, Any]:
+    """A needs-attention group (models.workflows.attention_groups): its
+    runs' filter (run_filters.group_query, the index's and an operation's
+    ``filters``) and the verbs its buttons offer as operations."""
+    from .words.verb_labels import BULK_VERBS, bulk_verbs
+
+    shaped = _object(group, GROUP_FIELDS)
+    shaped["filters"] = group_query(group)
+    offered: list[str] = []
+    for verb in bulk_verbs(group, class_loaded):
+        if BULK_VERBS[verb] not in offered:
+            offered.append(BULK_VERBS[verb])
+    shaped["actions"] = offered
+    return shaped
+
+
+# --- operations ----------------------------------------------------------------
+
+OPERATION_FIELDS = (
+    "id", "verb", "filters", "params", "reason", "actor", "status", "total", "moved", "skipped", "refused",
+    "ceiling_id", "cursor", "heartbeat_at", "created_at", "started_at", "finished_at", "error",
+)
+
+
+def operation(row: Mapping[str, Any]) -> dict[str, Any]:
+    """An operation's row (models.operations)."""
+    return _object(row, OPERATION_FIELDS, json_fields=("filters", "params"))
+
+
+def preview(shown, *, stuck_of=None) -> dict[str, Any]:
+    """An operation's preview (runtime.operations.Preview): what it would
+    do now; *stuck_of*(run) gives each sampled run its stuck reason."""
+    return {
+        "verb": shown.verb,
+        "filters": plain(shown.query),
+        "params": plain(shown.params),
+        "total": shown.total,
+        "by_status": dict(shown.by_status),
+        "fits": shown.fits,
+        "skipped": shown.skipped,
+        "skips": plain(shown.skips),
+        "sample": [run_row(run, stuck=stuck_of(run) if stuck_of else None) for run in shown.sample],
+        "ceiling_id": shown.ceiling_id,
+    }
+
+
+# --- locks -----------------------------------------------------------------------
+
+LOCK_FIELDS = (
+    "lock_key", "queue_name", "msg_id", "state", "created_at", "age_seconds", "enqueued_at", "read_ct",
+    "concurrency_key",
+)
+
+
+def lock(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A uniqueness lock as the Locks page lists it (models.uniqueness_keys.list_locks)."""
+    return _object(row, LOCK_FIELDS)

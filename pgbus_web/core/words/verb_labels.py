@@ -1,0 +1,173 @@
+"""What the action areas offer: the run page's forms (one per verb the run
+allows now, plus Send signal) and the bulk buttons of a needs-attention
+group. Labels, confirm questions and field defaults are decided here; the
+partials _run_actions.html and _group_actions.html only lay them out.
+No I/O: everything comes from the run (with its latest step), its
+definition and the group row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
+from typing import Any, Mapping
+
+from ...rules import states
+from ...i18n import t
+from ...models.values import is_infinite
+from ...rules import verb_table
+from ...runtime.plan import plan_of
+from .. import checks as forms
+from . import presenters
+
+# The signal form's name in the action area (its route is /signals).
+SIGNAL = verb_table.SIGNAL
+# Verbs whose form asks the browser to confirm first: they end or drop work.
+CONFIRMED_VERBS = ("skip", "cancel")
+# The verbs shown as the primary button when offered (what an operator
+# most often wants for a run in that status).
+PRIMARY_VERBS = ("resume", "run_now", "rerun")
+
+# Bulk verbs by stuck reason, in button order. "retry" is resume on a run
+# that failed (the action plan retries the step); it reads better for a
+# group stuck on an error.
+BULK_BY_REASON: dict[str, tuple[str, ...]] = {
+    states.STALLED: ("retry", "skip", "cancel"),
+    states.PAUSED_ERROR: ("retry", "skip", "cancel"),
+    states.PAUSED_MANUAL: ("resume", "skip", "cancel"),
+    states.OVERDUE: ("skip", "cancel"),
+    states.WAITING_OVERDUE: ("skip", "cancel"),
+}
+# The runtime verb each bulk verb applies to every run of the group.
+BULK_VERBS = {"resume": "resume", "retry": "resume", "skip": "skip", "cancel": "cancel"}
+# Bulk verbs that need the class's definition loaded here.
+BULK_CLASS_VERBS = tuple(verb for verb, runtime in BULK_VERBS.items() if runtime in verb_table.CLASS_VERBS)
+
+
+@dataclass
+class RunAction:
+    """One form of the run page's action area."""
+
+    verb: str
+    label: str
+    fields: tuple[str, ...]
+    confirm: str | None = None
+    primary: bool = False
+    danger: bool = False
+    values: dict[str, str] = field(default_factory=dict)  # what the fields show
+    errors: dict[str, str] = field(default_factory=dict)  # field -> message
+    open: bool = False  # shown unfolded: it was just refused
+    step_names: tuple[str, ...] = ()  # rerun's choice
+    min_at: str | None = None  # the earliest time a time field takes
+
+
+def verb_label(verb: str) -> str:
+    return {
+        "resume": t("pgbus.workflows.actions.resume"),
+        "resume_at": t("pgbus.workflows.actions.resume_at"),
+        "run_now": t("pgbus.workflows.actions.run_now"),
+        "skip": t("pgbus.workflows.actions.skip"),
+        "rerun": t("pgbus.workflows.actions.rerun"),
+        "cancel": t("pgbus.workflows.actions.cancel"),
+        "pause": t("pgbus.workflows.actions.pause"),
+        "reschedule": t("pgbus.workflows.actions.reschedule"),
+        SIGNAL: t("pgbus.workflows.actions.signal"),
+    }[verb]
+
+
+def _confirm(verb: str, run: Mapping[str, Any]) -> str | None:
+    step = (run.get("step") or {}).get("step_name") or run.get("current_step") or ""
+    if verb == "skip":
+        return t("pgbus.workflows.forms.confirm.skip", step=step)
+    if verb == "cancel":
+        return t("pgbus.workflows.forms.confirm.cancel")
+    return None
+
+
+def run_actions(
+    run: Mapping[str, Any],
+    definition: Any,
+    *,
+    now: datetime,
+    tz: tzinfo,
+    refused: Mapping[str, Any] | None = None,
+) -> list[RunAction]:
+    """The forms of the run page, for what the run allows now (the
+    runtime's available_actions; the verbs that need the definition only
+    when it is loaded here). *refused*: a form just sent back, as
+    ``{"verb", "values", "errors"}``, shown open with its values and errors."""
+    offered = verb_table.available_actions(run, definition is not None)
+    step = run.get("step") or {}
+    actions = []
+    for verb in offered:
+        fields = verb_table.BY_NAME[verb].fields
+        label = verb_label(verb)
+        if verb == "resume":
+            label = presenters.resume_label(plan_of(run, run.get("step"), definition), current_step=run.get("current_step"))
+        action = RunAction(
+            verb=verb,
+            label=label,
+            fields=fields,
+            confirm=_confirm(verb, run),
+            primary=verb in PRIMARY_VERBS,
+            danger=verb in CONFIRMED_VERBS,
+        )
+        if "at" in fields:
+            action.min_at = forms.local_input(now, tz)
+            due = step.get("scheduled_at") if verb == "reschedule" else None
+            # A step due at ±infinity proposes the default: "infinity" is no time to type.
+            keep = due and not is_infinite(due) and due > now
+            action.values["at"] = forms.local_input(due, tz) if keep else forms.default_at(now, tz)
+        if verb == "rerun" and definition is not None:
+            action.step_names = tuple(definition.step_names)
+            action.values["from_step"] = action.step_names[0] if action.step_names else ""
+        if verb == SIGNAL:
+            waiting = step.get("status") == states.STEP_WAITING
+            action.values["name"] = (step.get("wait_for") or "") if waiting else ""
+            action.values["payload"] = "{}"
+        if refused and refused.get("verb") == verb:
+            action.values.update(refused.get("values") or {})
+            action.errors = dict(refused.get("errors") or {})
+            action.open = True
+        actions.append(action)
+    return actions
+
+
+@dataclass(frozen=True)
+class GroupAction:
+    """One bulk button of a needs-attention group."""
+
+    verb: str
+    label: str
+    confirm: str
+    danger: bool
+
+
+def bulk_label(verb: str) -> str:
+    return {
+        "resume": t("pgbus.workflows.bulk.actions.resume"),
+        "retry": t("pgbus.workflows.bulk.actions.retry"),
+        "skip": t("pgbus.workflows.bulk.actions.skip"),
+        "cancel": t("pgbus.workflows.bulk.actions.cancel"),
+    }[verb]
+
+
+def bulk_verbs(group: Mapping[str, Any], class_loaded: bool) -> tuple[str, ...]:
+    """The bulk verbs that fit the group's stuck reason; without the ones
+    that need the definition when its class is not loaded here."""
+    verbs = BULK_BY_REASON.get(group.get("reason") or "", ())
+    if not class_loaded:
+        verbs = tuple(verb for verb in verbs if verb not in BULK_CLASS_VERBS)
+    return verbs
+
+
+def group_actions(group: Mapping[str, Any], class_loaded: bool) -> list[GroupAction]:
+    return [
+        GroupAction(
+            verb=verb,
+            label=bulk_label(verb),
+            confirm=presenters.bulk_confirm(verb, group),
+            danger=verb in CONFIRMED_VERBS,
+        )
+        for verb in bulk_verbs(group, class_loaded)
+    ]

@@ -1,0 +1,34 @@
+"""``pgbus-web mcp``: the MCP server over stdio (pgbus_web/mcp/server.py,
+docs/mcp.md). Read-only unless started with --allow-actions."""
+
+from __future__ import annotations
+
+import click
+
+from ..progress import MissingExtra
+from ..core.settings import Settings
+from ..cli.common import database_url_option, engine_from, friendly_errors, main_group
+from ..cli.worker import load_registry
+
+
+@main_group.command("mcp")
+@database_url_option
+@click.option("--allow-actions", is_flag=True,
+              help="Offer the tools that act (verbs, signals, operations), as the actor 'mcp' with a reason.")
+@click.option("--definitions", metavar="MODULE",
+              help="Module exposing REGISTRY: the workflow definitions (resume, resume_at, skip and rerun need them).")
+@friendly_errors
+def mcp(database_url, allow_actions, definitions):
+    """Serve the Model Context Protocol on standard input and output."""
+    try:
+        import mcp as _sdk  # noqa: F401  (the extra's package, checked before the database)
+
+        from ..mcp import server as mcp_server
+    except ImportError:
+        raise MissingExtra("mcp", "mcp") from None
+    settings = Settings(registry=load_registry(definitions) if definitions else None)
+    engine = engine_from(database_url, pool_size=2, max_overflow=0)
+    try:
+        mcp_server.build(engine, settings, allow_actions=allow_actions).run("stdio")
+    finally:
+        engine.dispose()

@@ -1,0 +1,249 @@
+"""``pgbus-web serve``: the standalone dashboard under waitress."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import click
+
+from .. import db, schema
+from ..access_log import AccessLog
+from ..access_log import log as _access
+from ..db import describe_url
+from ..progress import MissingExtra
+from ..schema import status as schema_status
+from ..cli.common import database_url_option, engine_from, friendly_errors, main_group
+from ..cli.users import USERS_FILE_ENV
+
+log = logging.getLogger("pgbus_web.serve")
+LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8080
+# waitress worker threads: one for each connection the pages' pool can
+# hold, and some to spare, so that when every connection waits on a frozen
+# database (each wait bounded, docs/web.md) /health and the static files
+# still find a thread. Requests beyond that queue until one is free.
+SPARE_THREADS = 4
+THREADS = db.POOL_SIZE + db.MAX_OVERFLOW + SPARE_THREADS
+
+
+def check_schema(database_url, install: bool = False) -> None:
+    """ClickException naming `pgbus-web db install` unless the database
+    holds this release's schema; with *install*, install it first."""
+    engine = engine_from(database_url, db.UNBOUNDED_STATEMENTS)
+    try:
+        if install:
+            try:
+                result = schema.install(engine)
+            except schema.SchemaVersionError as exc:
+                raise click.ClickException(str(exc)) from None
+            if result.installed:
+                click.echo(f"Installed pgbus-web schema version {result.version}.")
+        with engine.connect() as conn:
+            problem = schema_status.problem(conn)
+    finally:
+        engine.dispose()
+    if problem:
+        raise click.ClickException(f"{problem} (or start with --install-schema)")
+
+
+def build_app(database_url, replica_url=None, *, definitions=None, secret_key=None, trusted_proxies=0,
+              auth=None, **timeouts):
+    """The standalone app for one database, its engines checked with one
+    round trip each; *timeouts* are Settings' ``*_timeout`` fields;
+    *auth* a pgbus_web.auth.Auth (sign-in) or None."""
+    from ..app import create_app
+    from ..core.settings import Settings
+    from ..cli.worker import load_registry
+
+    registry = load_registry(definitions) if definitions else None
+    settings = Settings(registry=registry, secret_key=secret_key, **timeouts)
+    primary = engine_from(database_url, bounds=settings.bounds())
+    replica = engine_from(replica_url, bounds=settings.bounds()) if replica_url else None
+    return create_app(
+        {"settings": settings, "database": db.Database(primary, replica), "trusted_proxies": trusted_proxies,
+         "auth": auth}
+    )
+
+
+class Later:
+    """A WSGI app given after the socket is bound: a port in use fails
+    before any database work."""
+
+    app = None
+
+    def __call__(self, environ, start_response):
+        return self.app(environ, start_response)
+
+
+def create_server(app, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, threads: int = THREADS):
+    """A waitress server for *app*, its socket bound (``.run()`` serves
+    until closed); a port in use or an address that cannot be bound is a
+    one-line ClickException."""
+    try:
+        import waitress
+    except ImportError:
+        raise click.ClickException(str(MissingExtra("waitress", "standalone"))) from None
+
+    try:
+        return waitress.create_server(app, host=host, port=port, threads=threads, ident="pgbus-web")
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise click.ClickException(f"cannot listen on {host}:{port}: {reason}") from None
+
+
+def serve_until_stopped(server) -> None:
+    """Serve until SIGTERM or SIGINT: waitress then stops taking requests and
+    gives the ones in flight a few seconds (its task dispatcher's grace).
+    A handler of our own, so that it also stops as PID 1 (a container),
+    which gets no default action for SIGTERM."""
+
+    def stop(signum, frame):
+        raise SystemExit(0)  # waitress's run() ends its loop on it
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        server.run()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        server.close()
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def auth_from(host, users_file, trusted_header, trusted_role_header, trusted_proxy, no_auth):
+    """The sign-in the options ask for (a pgbus_web.auth.Auth), or None when
+    serving without one is allowed: on loopback, or with --no-auth."""
+    from ..auth import Auth, UsersFileError, passwords
+
+    configured = users_file is not None or bool(trusted_header)
+    if no_auth and configured:
+        raise click.ClickException("--no-auth cannot go with --users-file or --trusted-header")
+    if not configured:
+        if not no_auth and not is_loopback(host):
+            raise click.ClickException(
+                f"refusing to serve on {host} without sign-in: give --users-file (see `pgbus-web users add`) "
+                "or --trusted-header with --trusted-proxy, or --no-auth to serve it open"
+            )
+        return None
+    if users_file is not None:
+        if passwords.PasswordHasher is None:
+            raise click.ClickException(passwords.MISSING)
+        if not users_file.is_file():
+            raise click.ClickException(f"no users file at {users_file}: create it with `pgbus-web users add`")
+    if trusted_role_header and not trusted_header:
+        raise click.ClickException("--trusted-role-header needs --trusted-header")
+    try:
+        auth = Auth(users_file, trusted_header=trusted_header, trusted_role_header=trusted_role_header,
+                    trusted_proxies=trusted_proxy)
+    except (ValueError, UsersFileError) as exc:
+        raise click.ClickException(str(exc)) from None
+    if auth.users is not None and not auth.users.users() and not trusted_header:
+        raise click.ClickException(f"{users_file} has no users: add one with `pgbus-web users add`")
+    return auth
+
+
+def _seconds(name: str, default: float, help: str, minimum: float = 0.1):
+    return click.option(
+        f"--{name}", type=click.FloatRange(min=minimum), default=default, show_default=True,
+        envvar=f"PGBUS_WEB_{name.upper().replace('-', '_')}", metavar="SECONDS", help=help,
+    )
+
+
+@main_group.command("serve")
+@database_url_option
+@click.option("--replica-url", envvar="PGBUS_REPLICA_URL", show_envvar=True,
+              help="Read-only replica the pages may read from.")
+@click.option("--host", default=DEFAULT_HOST, show_default=True, envvar="PGBUS_WEB_HOST", show_envvar=True,
+              help="Address to listen on; anything but loopback needs sign-in or --no-auth.")
+@click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True,
+              envvar=["PGBUS_WEB_PORT", "PORT"], show_envvar=True, help="0: any free port.")
+@click.option("--threads", type=click.IntRange(min=1), default=THREADS, show_default=True,
+              envvar="PGBUS_WEB_THREADS", show_envvar=True, help="Requests served at once.")
+@click.option("--definitions", metavar="MODULE",
+              help="Module exposing REGISTRY: offers the verbs that need a run's step list.")
+@click.option("--secret-key", envvar="PGBUS_WEB_SECRET_KEY", show_envvar=True,
+              help="Signs sessions and CSRF tokens; give every process behind one address the same "
+                   "(otherwise a random key: sign-ins and forms last as long as the process).")
+@click.option("--users-file", type=click.Path(dir_okay=False, path_type=Path), envvar=USERS_FILE_ENV,
+              show_envvar=True, help="Ask for sign-in: the users of `pgbus-web users add`.")
+@click.option("--trusted-header", metavar="NAME", envvar="PGBUS_WEB_TRUSTED_HEADER", show_envvar=True,
+              help="Take the user's name from this header of an auth proxy (e.g. X-Forwarded-User).")
+@click.option("--trusted-role-header", metavar="NAME", envvar="PGBUS_WEB_TRUSTED_ROLE_HEADER", show_envvar=True,
+              help="The header with the user's role (viewer or operator); else the users file's, else viewer.")
+@click.option("--trusted-proxy", metavar="CIDR", multiple=True, envvar="PGBUS_WEB_TRUSTED_PROXY", show_envvar=True,
+              help="Address or network the trusted headers are believed from (repeatable); "
+                   "from anywhere else they are ignored.")
+@click.option("--no-auth", is_flag=True, envvar="PGBUS_WEB_NO_AUTH", show_envvar=True,
+              help="Serve without sign-in on a non-loopback --host: anyone who reaches it may act.")
+@click.option("--install-schema", is_flag=True, envvar="PGBUS_WEB_INSTALL_SCHEMA", show_envvar=True,
+              help="Install the schema first when the database has none.")
+@click.option("--trusted-proxies", type=click.IntRange(min=0), default=0, show_default=True,
+              envvar="PGBUS_WEB_TRUSTED_PROXIES", show_envvar=True, metavar="N",
+              help="Reverse proxies in front of the server whose X-Forwarded-* headers to believe "
+                   "(1 behind one TLS proxy); 0 ignores those headers.")
+@click.option("--access-log/--no-access-log", default=True, show_default=True, envvar="PGBUS_WEB_ACCESS_LOG",
+              show_envvar=True, help="One line per request on stdout, in the format of the other log lines.")
+@_seconds("connect-timeout", db.CONNECT_TIMEOUT, "Opening a database connection (whole seconds, at least 2).",
+          minimum=2)
+@_seconds("statement-timeout", db.STATEMENT_TIMEOUT,
+          f"A page's statement, cancelled by the server; the client gives up {db.ANSWER_GRACE}s later.")
+@_seconds("pool-timeout", db.POOL_TIMEOUT, "Waiting for a free connection when all are in use.")
+@_seconds("health-timeout", db.HEALTH_TIMEOUT, "/health in all (its own connection; at least 2s to connect).")
+@_seconds("metrics-interval", 15.0, "/metrics reads the database at most once per this (docs/metrics.md).")
+@friendly_errors
+def serve(database_url, replica_url, host, port, threads, definitions, secret_key, users_file, trusted_header,
+          trusted_role_header, trusted_proxy, no_auth, install_schema, trusted_proxies, access_log,
+          connect_timeout, statement_timeout, pool_timeout, health_timeout, metrics_interval):
+    """Serve the dashboard for one database, until SIGTERM or Ctrl-C.
+
+    Without --users-file or --trusted-header it serves on loopback only
+    (or anywhere with --no-auth). The database must hold this release's
+    schema (`pgbus-web db install`, or --install-schema)."""
+    # Every log line, the access log's too, on stdout in one format.
+    logging.basicConfig(stream=sys.stdout, format=LOG_FORMAT)
+    if access_log:
+        _access.setLevel(logging.INFO)
+    auth = auth_from(host, users_file, trusted_header, trusted_role_header, trusted_proxy, no_auth)
+    # The socket first: a port in use fails before any database work.
+    later = Later()
+    server = create_server(later, host, port, threads)
+    try:
+        check_schema(database_url, install=install_schema)
+        app = build_app(
+            database_url, replica_url, definitions=definitions, secret_key=secret_key,
+            trusted_proxies=trusted_proxies, auth=auth, connect_timeout=connect_timeout,
+            statement_timeout=statement_timeout, pool_timeout=pool_timeout, health_timeout=health_timeout,
+            metrics_interval=metrics_interval,
+        )
+    except BaseException:
+        server.close()
+        raise
+    if auth is None and not is_loopback(host):
+        log.warning("pgbus-web: serving on %s with no sign-in (--no-auth): anyone who reaches it may act", host)
+    click.echo(f"Dashboard: http://{host}:{server.effective_port}/workflows")
+    click.echo(f"Database: {describe_url(app.extensions['pgbus_web'].database.primary)}")
+    later.app = AccessLog(app) if access_log else app
+    try:
+        serve_until_stopped(server)
+    finally:
+        # The operation in hand goes back to the queue before the pool
+        # closes, so another process takes it at once (as the demo does).
+        operations = app.extensions["pgbus_web"].operations
+        if operations is not None:
+            operations.stop()
+        app.extensions["pgbus_web"].database.dispose()
+    click.echo("Stopped.")

@@ -1,0 +1,1 @@
+"""The Model Context Protocol door (``pgbus-web mcp``)."""

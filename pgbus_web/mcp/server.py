@@ -1,0 +1,236 @@
+"""The Model Context Protocol server (``pgbus-web mcp``, docs/mcp.md): the
+dashboard's reads and verbs as MCP tools over stdio, with the official
+``mcp`` SDK (the ``mcp`` extra).
+
+Read tools: the needs-attention groups, runs by the index's filters, one
+run, an operation's preview and an operation. With ``allow_actions`` also:
+a verb on one run, a signal, starting an operation (one verb on every run a
+filter matches, done here before the tool answers) and cancelling one.
+Every act is recorded with the actor ``mcp`` and the reason the tool
+requires. Answers are core/representations.py's shapes; a refusal is a tool
+error (``isError``) whose text says why, and writes nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from ..core import representations as rep
+from ..rules import run_filters
+from ..core import acts as scripted
+from ..rules import states
+from ..runtime import errors, operations
+from ..runtime.clock import utcnow
+from ..core import reads as context
+from ..core.settings import Settings
+
+ACTOR = "mcp"
+NAME = "pgbus-web"
+# Runs find_runs lists at most.
+MAX_RUNS = 200
+# An operation started here is done here; waiting on another process's
+# chunk is polled at this interval, for at most OPERATION_WAIT seconds.
+POLL = 0.5
+OPERATION_WAIT = 600.0
+
+
+def _tool_error(message: str):
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    return ToolError(message)
+
+
+def _require(reason: str | None) -> str:
+    reason = (reason or "").strip()
+    if not reason:
+        raise _tool_error("a reason is required: say why, it is recorded on the audit trail")
+    return reason
+
+
+def _filters(values: dict[str, Any]) -> run_filters.RunFilters:
+    try:
+        return scripted.filters_from(values)
+    except run_filters.FilterError as problem:
+        raise _tool_error(str(problem)) from None
+
+
+def _params(at, from_step, signal_name, payload) -> dict[str, Any]:
+    """An operation's fields (runtime/operations.check reads them)."""
+    return {"at": at, "from_step": from_step, "name": signal_name, "payload": payload if payload is not None else {}}
+
+
+class Tools:
+    """The tools' bodies, over one engine and the settings (registry, thresholds)."""
+
+    def __init__(self, engine: Engine, settings: Settings) -> None:
+        self.engine = engine
+        self.settings = settings
+
+    # --- reads -------------------------------------------------------------
+
+    def needs_attention(self) -> dict[str, Any]:
+        """The runs that need a person, grouped by workflow class, step, stuck
+        reason and error class, biggest group first. Each group's `filters`
+        lists its runs with find_runs, and `actions` names the verbs an
+        operation may do on it."""
+        return {"groups": scripted.attention(self.engine, self.settings)}
+
+    def find_runs(self, q: str | None = None, workflow_class: str | None = None, status: str | None = None, reason: str | None = None,
+                  step: str | None = None, subject: str | None = None, error_class: str | None = None,
+                  no_error_class: bool = False, since: str | None = None, before: int | None = None,
+                  limit: int = 50) -> dict[str, Any]:
+        """Runs matching the dashboard index's filters, newest first: status
+        (pending, ready, running, waiting, paused, completed, failed,
+        cancelled), reason (stalled, paused_error, paused_manual, overdue,
+        waiting_overdue), since (1h, 24h, 7d, 30d), subject ("TYPE" or "TYPE ID");
+        q searches: a run id or its shown prefix (4+ characters), an
+        idempotency key, a subject in any case, or a subject's id alone.
+        `next_before` pages to older runs."""
+        filters = _filters({
+            "q": q, "workflow_class": workflow_class, "status": status, "reason": reason, "step": step,
+            "subject": subject, "error_class": error_class,
+            "no_error_class": run_filters.NO_ERROR_CLASS if no_error_class else None, "since": since,
+            "before": before,
+        })
+        settings = dataclasses.replace(self.settings, page_size=max(1, min(int(limit), MAX_RUNS)))
+        page = scripted.runs(self.engine, settings, filters)
+        return {"runs": page.runs, "next_before": page.next_before}
+
+    def show_run(self, workflow_id: str) -> dict[str, Any]:
+        """One run: its steps with every attempt, signals, audit events, the
+        verbs it allows now (`available_actions`) and what resume would do."""
+        try:
+            return scripted.run(self.engine, self.settings, workflow_id)
+        except scripted.NotFound:
+            raise _tool_error(f"no workflow run {workflow_id!r}") from None
+
+    def preview_operation(self, verb: str, filters: dict[str, str], at: str | None = None,
+                          from_step: str | None = None, signal_name: str | None = None,
+                          payload: dict[str, Any] | None = None) -> dict[str, Any]:
+        """What an operation doing `verb` on every run `filters` matches (the
+        find_runs filters, or a needs-attention group's `filters`) would do
+        now: how many runs, which it fits and skips, a sample. Changes nothing.
+        For verb signal, `signal_name` and a JSON object `payload`."""
+        shown = self._preview(verb, filters, _params(at, from_step, signal_name, payload))
+        return rep.preview(shown)
+
+    def show_operation(self, operation_id: int) -> dict[str, Any]:
+        """An operation: its verb, filters, status and how many runs it moved, skipped and refused."""
+        try:
+            if not 0 < int(operation_id) <= run_filters.MAX_ID:
+                raise operations.OperationNotFound(operation_id)
+            return {"operation": rep.operation(operations.find(self.engine, operation_id))}
+        except operations.OperationNotFound as problem:
+            raise _tool_error(str(problem)) from None
+
+    # --- acts --------------------------------------------------------------
+
+    def act_on_run(self, workflow_id: str, verb: str, reason: str, at: str | None = None,
+                   from_step: str | None = None) -> dict[str, Any]:
+        """Do `verb` (one of the run's `available_actions` but signal:
+        resume, resume_at, run_now, reschedule, skip, pause, cancel, rerun) on
+        one run, as the dashboard's button does. `at` (ISO 8601 with a zone,
+        in the future) for resume_at and reschedule; `from_step` for rerun.
+        `reason` is required. Answers the run as it is after."""
+        reason = _require(reason)
+        if verb not in scripted.REASONED:
+            raise _tool_error(f"unknown verb {verb!r}: one of {', '.join(scripted.REASONED)}")
+        try:
+            return scripted.act(self.engine, self.settings, verb, workflow_id, actor=ACTOR, reason=reason, at=at,
+                                from_step=from_step)
+        except errors.WorkflowError as problem:
+            raise _tool_error(str(problem)) from None
+
+    def send_signal(self, workflow_id: str, name: str, reason: str, payload: dict[str, Any] | None = None,
+                    idempotency_key: str | None = None) -> dict[str, Any]:
+        """Send signal `name` with a JSON object `payload` to one ongoing run;
+        a step waiting for it becomes due. `reason` is required and goes on
+        the signal's audit event, with its name and key."""
+        _require(reason)
+        try:
+            return scripted.send_signal(self.engine, self.settings, workflow_id, name, payload or {}, actor=ACTOR,
+                                        idempotency_key=idempotency_key, reason=reason)
+        except errors.WorkflowError as problem:
+            raise _tool_error(str(problem)) from None
+
+    def start_operation(self, verb: str, filters: dict[str, str], reason: str, expected_runs: int,
+                        at: str | None = None, from_step: str | None = None, signal_name: str | None = None,
+                        payload: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Do `verb` on every run `filters` matches, as a tracked operation,
+        and answer when it is done. `expected_runs` is the `total` that
+        preview_operation showed: if the filter matches another count now,
+        nothing starts and the answer says so. `reason` is required."""
+        reason = _require(reason)
+        params = _params(at, from_step, signal_name, payload)
+        found = _filters(filters)
+        try:
+            operation = operations.create(
+                self.engine, found, verb, params, reason=reason, actor=ACTOR, expected=int(expected_runs),
+                registry=self.settings.registry, thresholds=context.thresholds(self.settings))
+        except operations.CountChanged as problem:
+            raise _tool_error(f"the filter matches {problem.preview.total} runs now, not {problem.expected}: "
+                              "preview again; nothing started") from None
+        except (errors.WorkflowError, operations.OperationError) as problem:
+            raise _tool_error(str(problem)) from None
+        return {"operation": rep.operation(self._finish(operation["id"]))}
+
+    def cancel_operation(self, operation_id: int, reason: str) -> dict[str, Any]:
+        """Stop a queued or running operation: the runs it already acted on stay as they are."""
+        _require(reason)
+        try:
+            if not 0 < int(operation_id) <= run_filters.MAX_ID:
+                raise operations.OperationNotFound(operation_id)
+            return {"operation": rep.operation(operations.cancel(self.engine, operation_id))}
+        except operations.OperationError as problem:
+            raise _tool_error(str(problem)) from None
+
+    # --- helpers -------------------------------------------------------------
+
+    def _preview(self, verb: str, filters: dict[str, str], params: dict[str, Any]):
+        try:
+            operations.check(verb, params, None, now=utcnow(), require_reason=False)
+            return operations.preview(self.engine, _filters(filters), verb, params,
+                                      registry=self.settings.registry,
+                                      thresholds=context.thresholds(self.settings))
+        except (errors.WorkflowError, operations.OperationError) as problem:
+            raise _tool_error(str(problem)) from None
+
+    def _finish(self, operation_id: int) -> dict[str, Any]:
+        runner = operations.Runner(self.engine, self.settings.registry)
+        deadline = time.monotonic() + OPERATION_WAIT
+        while True:
+            chunk = runner.step(operation_id)
+            current = operations.find(self.engine, operation_id)
+            if current["status"] not in states.OPERATION_OPEN or time.monotonic() > deadline:
+                return current
+            if chunk is None:
+                time.sleep(POLL)  # another process holds it
+
+
+READ_TOOLS = ("needs_attention", "find_runs", "show_run", "preview_operation", "show_operation")
+ACT_TOOLS = ("act_on_run", "send_signal", "start_operation", "cancel_operation")
+
+
+def build(engine: Engine, settings: Settings, *, allow_actions: bool = False):
+    """The MCPServer with the read tools, and the acting ones when allowed."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp_types import ToolAnnotations
+
+    tools = Tools(engine, settings)
+    server = MCPServer(NAME, instructions=(
+        "pgbus workflow runs: needs_attention lists what needs a person; find_runs and show_run read runs. "
+        + ("act_on_run, send_signal and start_operation act, with a required reason, as the actor 'mcp'."
+           if allow_actions else "Read-only: started without --allow-actions.")))
+    for name in READ_TOOLS:
+        server.add_tool(getattr(tools, name), name=name,
+                        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
+    if allow_actions:
+        for name in ACT_TOOLS:
+            server.add_tool(getattr(tools, name), name=name,
+                            annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True,
+                                                        open_world_hint=False))
+    return server

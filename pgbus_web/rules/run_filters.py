@@ -1,0 +1,260 @@
+"""The runs' filters: one model read by the index, the operations, the
+command line and every other door, parsed from and written back to a query
+string, so that every view of the index is a link to share.
+
+Parameters: ``q`` (one search box: a run id whole or by the prefix the
+list shows, an idempotency key, or a subject, docs/web.md "Finding a
+run"), ``workflow_class``, ``status``, ``reason`` (a stuck reason),
+``subject`` ("Order 1042", or just "Order"), ``step``, ``error_class`` or
+``no_error_class=1`` (runs whose latest step has no error class: a
+needs-attention group without one links to exactly its runs this way),
+``since`` (a preset range: 1h, 24h, 7d, 30d) or ``from``/``to`` (a moment
+in the operator's time zone), ``operation`` (the runs an operation acted
+on), and the keyset cursors ``before``/``after``.
+A value that cannot be right is reported back, never silently dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Mapping
+
+from . import states
+from ..i18n import current_timezone, t
+
+# The preset ranges offered on the index and the insights page.
+RANGES = {
+    "1h": timedelta(hours=1),
+    "24h": timedelta(hours=24),
+    "7d": timedelta(days=7),
+    "30d": timedelta(days=30),
+}
+# Longest text filter accepted: longer is certainly not a class, step or subject.
+MAX_TEXT = 200
+# The keyset cursors are ids, a bigserial.
+MAX_ID = 2**63 - 1
+# The one value of no_error_class (a separate parameter rather than a
+# special error_class: any text can be a stored error class).
+NO_ERROR_CLASS = "1"
+
+
+# Every filter's query parameter (the cursors aside): what a door other
+# than the index (the command line's --filter NAME=VALUE) accepts.
+NAMES = ("q", "workflow_class", "status", "reason", "subject", "step", "error_class", "no_error_class",
+         "since", "from", "to", "operation")
+
+
+class FilterError(ValueError):
+    """A query parameter that cannot be right; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class RunFilters:
+    q: str | None = None
+    workflow_class: str | None = None
+    status: str | None = None
+    reason: str | None = None
+    subject: str | None = None
+    step: str | None = None
+    error_class: str | None = None
+    no_error_class: bool = False
+    since: str | None = None
+    created_from: datetime | None = None
+    created_to: datetime | None = None
+    before: int | None = None
+    after: int | None = None
+    operation: int | None = None
+    # The raw from/to text, so a link keeps what the operator typed.
+    raw_from: str | None = field(default=None, compare=False)
+    raw_to: str | None = field(default=None, compare=False)
+
+    @property
+    def subject_type(self) -> str | None:
+        return self.subject.split(None, 1)[0] if self.subject else None
+
+    @property
+    def subject_id(self) -> str | None:
+        parts = self.subject.split(None, 1) if self.subject else []
+        return parts[1].strip() if len(parts) == 2 else None
+
+    @property
+    def active(self) -> bool:
+        """True when any filter (not a cursor) narrows the list."""
+        return any(
+            (self.q, self.workflow_class, self.status, self.reason, self.subject, self.step,
+             self.error_class, self.no_error_class, self.since, self.created_from, self.created_to,
+             self.operation)
+        )
+
+    def query(self, **changes: Any) -> dict[str, str]:
+        """The query parameters of this view, with *changes* applied (None
+        drops a parameter). Changing a filter drops the cursors: the new
+        list starts at its newest run."""
+        values = {
+            "q": self.q,
+            "workflow_class": self.workflow_class,
+            "status": self.status,
+            "reason": self.reason,
+            "subject": self.subject,
+            "step": self.step,
+            "error_class": self.error_class,
+            "no_error_class": NO_ERROR_CLASS if self.no_error_class else None,
+            "since": self.since,
+            "from": self.raw_from,
+            "to": self.raw_to,
+            "operation": self.operation,
+            "before": self.before,
+            "after": self.after,
+        }
+        if set(changes) - {"before", "after"}:
+            values.update(before=None, after=None)
+        values.update(changes)
+        return {name: str(value) for name, value in values.items() if value not in (None, "")}
+
+    def page_binds(self, now: datetime) -> dict[str, Any]:
+        """The keyword arguments of models.workflows.page for these filters."""
+        created_from = self.created_from
+        if self.since is not None:
+            created_from = now - RANGES[self.since]
+        return {
+            "search": self.q,
+            "workflow_class": self.workflow_class,
+            "status": self.status,
+            "reason": self.reason,
+            "subject_type": self.subject_type,
+            "subject_id": self.subject_id,
+            "step_name": self.step,
+            "error_class": self.error_class,
+            "no_error_class": self.no_error_class,
+            "created_from": created_from,
+            "created_to": self.created_to,
+            "before_id": self.before,
+            "after_id": self.after,
+            "operation": self.operation,
+        }
+
+
+def text(args: Mapping[str, str], name: str, limit: int = MAX_TEXT, *, strip: bool = True) -> str | None:
+    """A query parameter's text, None when blank. *strip*: spaces around it
+    dropped (a lock key keeps its own). Refused when longer than *limit* or
+    holding a NUL: PostgreSQL text cannot hold one, so nothing stored has
+    one; refused here rather than failing in the query."""
+    raw = args.get(name) or ""
+    if not raw.strip():
+        return None
+    value = raw.strip() if strip else raw
+    if len(value) > limit:
+        raise FilterError(t("pgbus.workflows.filters.errors.too_long", name=name, limit=limit))
+    if "\x00" in value:
+        raise FilterError(t("pgbus.workflows.filters.errors.nul_character", name=name))
+    return value
+
+
+def _text(args: Mapping[str, str], name: str) -> str | None:
+    return text(args, name)
+
+
+def _choice(args: Mapping[str, str], name: str, allowed) -> str | None:
+    value = _text(args, name)
+    if value is not None and value not in allowed:
+        raise FilterError(
+            t("pgbus.workflows.filters.errors.choice", name=name, value=value, allowed=", ".join(allowed))
+        )
+    return value
+
+
+def _cursor(args: Mapping[str, str], name: str) -> int | None:
+    value = _text(args, name)
+    if value is None:
+        return None
+    # isascii: "²" is a digit to str.isdigit, and not to int().
+    if not (value.isascii() and value.isdigit()) or not 0 < int(value) <= MAX_ID:
+        raise FilterError(t("pgbus.workflows.filters.errors.cursor", name=name, value=value))
+    return int(value)
+
+
+def parse_moment(value: str | None) -> datetime | None:
+    """A date or date-time as typed in a form (``2026-03-01`` or
+    ``2026-03-01T14:05``), in the operator's time zone unless it carries
+    its own offset; returned in UTC."""
+    if value is None:
+        return None
+    moment = datetime.fromisoformat(value)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=current_timezone())
+    return moment.astimezone(timezone.utc)
+
+
+def _moment(args: Mapping[str, str], name: str) -> tuple[str | None, datetime | None]:
+    raw = _text(args, name)
+    try:
+        return raw, parse_moment(raw)
+    except (ValueError, OverflowError):  # Overflow: year 1 or 9999 moved past the calendar's edge
+        raise FilterError(t("pgbus.workflows.filters.errors.moment", name=name, value=raw)) from None
+
+
+def parse(args: Mapping[str, str]) -> RunFilters:
+    """The filters of a query string; FilterError names the first bad one."""
+    raw_from, created_from = _moment(args, "from")
+    raw_to, created_to = _moment(args, "to")
+    since = _choice(args, "since", tuple(RANGES))
+    if since is not None and (created_from or created_to):
+        raise FilterError(t("pgbus.workflows.filters.errors.since_and_range"))
+    if created_from and created_to and created_from >= created_to:
+        raise FilterError(t("pgbus.workflows.filters.errors.range_order"))
+    error_class = _text(args, "error_class")
+    no_error_class = _choice(args, "no_error_class", (NO_ERROR_CLASS,)) is not None
+    if error_class is not None and no_error_class:
+        raise FilterError(t("pgbus.workflows.filters.errors.error_class_and_none"))
+    before = _cursor(args, "before")
+    after = _cursor(args, "after")
+    if before is not None and after is not None:
+        raise FilterError(t("pgbus.workflows.filters.errors.two_cursors"))
+    return RunFilters(
+        q=_text(args, "q"),
+        workflow_class=_text(args, "workflow_class"),
+        status=_choice(args, "status", states.RUN),
+        reason=_choice(args, "reason", states.STUCK_REASONS),
+        subject=_text(args, "subject"),
+        step=_text(args, "step"),
+        error_class=error_class,
+        no_error_class=no_error_class,
+        since=since,
+        created_from=created_from,
+        created_to=created_to,
+        before=before,
+        after=after,
+        operation=_cursor(args, "operation"),
+        raw_from=raw_from,
+        raw_to=raw_to,
+    )
+
+
+def group_query(group: Mapping[str, Any]) -> dict[str, str]:
+    """The index query that lists one needs-attention group's runs: a group
+    without an error class lists the runs without one, not every run."""
+    error_class = group.get("error_class")
+    values = {
+        "workflow_class": group.get("workflow_class"),
+        "step": group.get("step_name"),
+        "reason": group.get("reason"),
+        "error_class": error_class,
+        "no_error_class": NO_ERROR_CLASS if error_class is None else None,
+    }
+    return {name: str(value) for name, value in values.items() if value is not None}
+
+
+def failed_group_query(group: Mapping[str, Any]) -> dict[str, str]:
+    """The index query that lists one group of failed runs (class, step and
+    error class of the latest step; none when the group has none), as
+    workflows.failed_groups counts them."""
+    error_class = group.get("error_class")
+    values = {
+        "status": states.FAILED,
+        "workflow_class": group.get("workflow_class"),
+        "step": group.get("step_name"),
+        "error_class": error_class,
+        "no_error_class": NO_ERROR_CLASS if error_class is None else None,
+    }
+    return {name: str(value) for name, value in values.items() if value is not None}

@@ -1,0 +1,57 @@
+"""Rendering a page, or one block of it for HTMX.
+
+A fragment is a named block of the page's own template (jinja2-fragments'
+``render_block``), so the HTMX answer and the full page are the same markup
+and cannot drift. Each block's outermost element carries the id that names
+it (``pgbus-run-header`` is block ``run_header``); with ``oob=True`` that
+element also says ``hx-swap-oob``, so one answer can refresh several blocks.
+
+A request may name several blocks in ``HX-Target``, comma-separated: the
+live refresh asks for the blocks it swaps (its ``hx-select-oob`` picks each
+by id), so a poll reads only their queries.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+from flask import Response, make_response, render_template
+from jinja2_fragments.flask import render_block, render_blocks
+
+from ...plumbing import hx
+
+
+def page(
+    template: str,
+    context: Mapping,
+    fragments: Mapping[str, str],
+    *,
+    status: int = 200,
+) -> Response:
+    """The whole page, or, for an HTMX request that targets one or more of
+    *fragments* (element id -> block name), those blocks alone."""
+    blocks = requested_blocks(fragments)
+    if len(blocks) == 1:
+        body = render_block(template, blocks[0], **context)
+    elif blocks:
+        body = render_blocks(template, list(blocks), **context)
+    else:
+        body = render_template(template, **context)
+    return make_response(body, status)
+
+
+def requested_blocks(fragments: Mapping[str, str]) -> tuple[str, ...]:
+    """The blocks an HTMX request targets, out of *fragments* (element id ->
+    block name), in the page's order; empty for a request that wants the
+    whole page, or names no block of this page."""
+    details = hx.details()
+    if not details.wants_fragment or not details.target:
+        return ()
+    named = {name.strip() for name in details.target.split(",")}
+    return tuple(block for target, block in fragments.items() if target in named)
+
+
+def fragments(template: str, blocks: Iterable[str], context: Mapping, *, oob: bool = True) -> str:
+    """Several blocks of *template* in one answer; with *oob* each swaps
+    itself into the element of the same id (hx-swap-oob)."""
+    return render_blocks(template, list(blocks), **{**context, "oob": oob})

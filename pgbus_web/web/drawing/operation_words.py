@@ -1,0 +1,78 @@
+"""The words of operations' pages (no I/O): the verb, the status, why a
+part of the preview is skipped, the progress (rate, time left)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, Mapping
+
+from ...rules import states
+from ...i18n import t
+from ...rules.run_filters import FilterError, parse
+from ...rules.states import OPERATION as STATUSES
+from ...rules.states import OPERATION_OPEN as OPEN
+from ...core.words import verb_labels
+from ...core.words.presenters import _humanize
+
+
+def operation_verb(verb: str) -> str:
+    try:
+        return verb_labels.verb_label(verb)
+    except KeyError:
+        return _humanize(str(verb))
+
+
+def operation_status(status: str) -> str:
+    return t(f"pgbus.operations.statuses.{status}") if status in STATUSES else _humanize(str(status))
+
+
+def operation_preview(preview: Any) -> dict[str, Any]:
+    """The preview's words: the verb, and why each skipped part is skipped."""
+    skips = []
+    for skip in preview.skips:
+        if skip["why"] == "status":
+            why = t("pgbus.operations.preview.skip_status", status=t(f"pgbus.workflows.statuses.{skip['status']}")
+                    if skip["status"] in states.RUN else skip["status"])
+        else:
+            why = t("pgbus.operations.preview.skip_class", workflow_class=skip["workflow_class"])
+        skips.append({"count": skip["count"], "why": why})
+    return {"verb_label": operation_verb(preview.verb), "skip_lines": skips}
+
+
+def filters_readable(operation: Mapping[str, Any]) -> bool:
+    """True when the stored filters are ones this version reads (a stored
+    value the page cannot show never breaks it)."""
+    stored = operation.get("filters")
+    if not isinstance(stored, Mapping):
+        return False
+    try:
+        parse({str(name): str(value) for name, value in stored.items()})
+    except (FilterError, ValueError, TypeError):
+        return False
+    return True
+
+
+def operation_progress(operation: Mapping[str, Any], *, now: datetime) -> dict[str, Any]:
+    """Handled, rate (runs per second) and time left (a duration, or None
+    when it cannot be told yet) of an operation."""
+    handled = sum(int(operation.get(name) or 0) for name in ("moved", "skipped", "refused"))
+    total = int(operation.get("total") or 0)
+    started = operation.get("started_at")
+    end = operation.get("finished_at") or now
+    rate = None
+    left = None
+    if started is not None and handled:
+        seconds = (end - started).total_seconds()
+        if seconds > 0:
+            rate = handled / seconds
+            if operation.get("status") in OPEN and total > handled:
+                left = timedelta(seconds=(total - handled) / rate)
+    return {
+        "handled": handled,
+        "rate": rate,
+        "time_left": left,
+        "percent": min(100, int(handled * 100 / total)) if total else 100,
+        "open": operation.get("status") in OPEN,
+        "verb_label": operation_verb(operation.get("verb") or ""),
+        "status_label": operation_status(operation.get("status") or ""),
+    }

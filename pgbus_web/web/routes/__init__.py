@@ -1,0 +1,1 @@
+"""The pages' routes: each parses its request, calls the core and answers."""

@@ -1,0 +1,182 @@
+"""The Locks page and its actions, on the dashboard's blueprint.
+
+- ``GET /locks``: every uniqueness lock with its state, filtered by
+  ``state`` and ``queue``, oldest first, in keyset pages.
+- ``POST /locks/release`` (``lock_key``): release one lock.
+- ``POST /locks/discard`` (``lock_key``, ``queue_name``, ``msg_id``): delete
+  the lock's message and release the lock it holds.
+- ``POST /locks/reap``: release every orphaned lock, as the reaper does.
+
+The POST routes are for operators only (``can_act``; others get 403) and
+each runs in one transaction on the primary. Their forms confirm in the page
+itself (a disclosure holding the final button), so they work the same with
+or without JavaScript. Without htmx a good POST redirects back to the view
+it came from with a flashed message; a failed one re-renders the page with
+the error and its status. With htmx the answer is the page's ``locks``
+block, carrying the message.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timezone
+from typing import Any
+
+from flask import (
+    Blueprint,
+    Response,
+    make_response,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
+
+from ...i18n import t, tn
+from ...locks import FRESH, GONE, LIVE, ORPHAN, PARKED, actions
+from ...models import pgmq_queues, uniqueness_keys
+from ...rules.run_filters import FilterError
+from ..answering import answers, pages, render
+from ...plumbing import hx
+from ...core import problems
+from ...plumbing.state import state
+from ...core.checks import FormError
+from ...core.lock_reads import locks_context
+from ...core.lock_filters import MAX_KEY, MAX_QUEUE, LockFilters, parse, text
+from ...plumbing.security import may_act
+
+log = logging.getLogger(__name__)
+
+
+# The largest message id PGMQ can hand out (a bigint identity).
+MAX_MSG_ID = 2**63 - 1
+
+
+def _page(view: LockFilters, *, status: int = 200, filter_error: str | None = None) -> Response:
+    with state().database.read() as conn:
+        context = locks_context(conn, state().settings, view)
+    context.update(filter_error=filter_error, can_act=may_act())
+    return render.page(pages.LOCKS.template, context, pages.LOCKS.fragments, status=status)
+
+
+def locks_index():
+    """GET /locks."""
+    try:
+        return _page(parse(request.args))
+    except FilterError as problem:
+        return _page(LockFilters(), filter_error=str(problem), status=400)
+
+
+# --- actions -----------------------------------------------------------------
+# Who may act (can_act) and the CSRF token are checked for the whole
+# blueprint before any POST view runs (security.py, csrf.py); these forms
+# carry the token field (locks/_forms.html).
+
+
+def _view() -> LockFilters:
+    """The view the form was posted from (its query string), to go back to."""
+    try:
+        return parse(request.args)
+    except FilterError:
+        return LockFilters()
+
+
+def _field(name: str, limit: int) -> str:
+    try:
+        value = text(request.form, name, limit)
+    except FilterError as problem:
+        raise FormError(name, str(problem), status=400) from None
+    if value is None:
+        raise FormError(name, t("pgbus.locks.errors.missing", name=name), status=400)
+    return value
+
+
+def _msg_id() -> int:
+    value = _field("msg_id", 20).strip()
+    # isascii: "²" is a digit to str.isdigit, and not to int().
+    if not (value.isascii() and value.isdigit()) or not 0 < int(value) <= MAX_MSG_ID:
+        raise FormError("msg_id", t("pgbus.locks.errors.bad_message_id", value=value), status=400)
+    return int(value)
+
+
+def _answer(view: LockFilters, category: str, message: str, status: int = 200) -> Response:
+    """The page as it is now with *message* in the messages area (htmx: the
+    locks block and the messages, each swapping itself in); a plain form's
+    success is a redirect back to its view with the message flashed."""
+    if category == "ok" and not hx.details().request:
+        answers.flash_message(category, message)
+        return redirect(_view_url(view), code=303)
+    database = state().database
+    # After a write, read it back from the primary: a replica may lag.
+    with database.write() as conn:
+        context = locks_context(conn, state().settings, view)
+    context.update(filter_error=None, can_act=may_act())
+    if hx.details().request:
+        # htmx swaps 2xx answers only: a refusal comes back as 200 with the
+        # error in the messages area.
+        body = render.fragments(pages.LOCKS.template, pages.LOCKS.blocks, context, oob=False)
+        return make_response(body + answers.messages(category, message), 200)
+    context["pgbus_messages"] = [(category, message)]
+    return make_response(render_template(pages.LOCKS.template, **context), status)
+
+
+def _view_url(view: LockFilters) -> str:
+    return url_for("pgbus_web.locks", **view.query())
+
+
+def _act(work) -> Response:
+    """Run *work(conn)* in one transaction; it returns the sentence to show."""
+    view = _view()
+    try:
+        with state().database.write() as conn:
+            message = work(conn)
+    except (FormError, actions.LockActionError) as problem:
+        refusal = problems.refusal(problem)
+        return _answer(view, "error", refusal.message, refusal.status)
+    # Committed: from here on the operator must read that it was done.
+    return answers.committed(lambda: _answer(view, "ok", message), message, "ok", lambda: _view_url(view))
+
+
+def release():
+    """POST /locks/release."""
+
+    def work(conn) -> str:
+        lock_key = _field("lock_key", MAX_KEY)
+        actions.release_lock(conn, lock_key)
+        return t("pgbus.locks.results.released", lock_key=lock_key)
+
+    return _act(work)
+
+
+def discard():
+    """POST /locks/discard."""
+
+    def work(conn) -> str:
+        lock_key = _field("lock_key", MAX_KEY)
+        queue_name = _field("queue_name", MAX_QUEUE)
+        msg_id = _msg_id()
+        done = actions.discard_message(conn, lock_key, queue_name=queue_name, msg_id=msg_id)
+        key = "pgbus.locks.results.discarded" if done.lock_released else "pgbus.locks.results.discarded_kept"
+        return t(key, msg_id=msg_id, queue=done.queue_name)
+
+    return _act(work)
+
+
+def reap():
+    """POST /locks/reap."""
+
+    def work(conn) -> str:
+        result = actions.reap(conn, age_floor=state().settings.lock_age_floor)
+        message = tn("pgbus.locks.results.reaped", result.released)
+        if result.kept:
+            message += " " + tn("pgbus.locks.results.reap_kept", result.kept)
+        return message
+
+    return _act(work)
+
+
+def register(blueprint: Blueprint) -> None:
+    blueprint.add_url_rule("/locks", "locks", locks_index)
+    blueprint.add_url_rule("/locks/release", "locks_release", release, methods=["POST"])
+    blueprint.add_url_rule("/locks/discard", "locks_discard", discard, methods=["POST"])
+    blueprint.add_url_rule("/locks/reap", "locks_reap", reap, methods=["POST"])

@@ -1,0 +1,266 @@
+"""The routes of operations (DESIGN §9): one verb on every run a filter of
+the index matches, previewed, confirmed with a reason, then tracked.
+
+- POST /workflows/operations: without ``confirmed=1`` the preview (a page;
+  with htmx the dialog alone, swapped into the page it was asked from);
+  with it, the operation is created and the answer leads to its page
+  (303; htmx: HX-Redirect). A count that changed since the preview answers
+  the fresh preview again (409) with a message.
+- GET /workflows/operations/<id>: its progress (the fragment polls itself
+  while it is queued or running); POST .../cancel stops it.
+- GET /workflows/operations: the recent ones.
+
+Routes stay thin: checks.py reads the form, runtime/operations.py decides,
+problems.py words a refusal, answers.py answers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+from flask import (
+    Blueprint,
+    Response,
+    make_response,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
+from werkzeug.datastructures import MultiDict
+
+from ...rules import run_filters as filters
+from ...rules import states
+from ...i18n import current_timezone, t
+from ...models import operations as store
+from ...runtime import errors, operations
+from ...runtime.clock import utcnow
+from ..answering import answers, pages, render
+from ...core.words import verb_labels
+from ...core import reads as context, checks, problems
+from ..drawing import filter_chips, operation_words
+from ...plumbing import hx
+from . import views
+from .actions import actor
+from ...plumbing.state import state
+
+# Operations listed on GET /workflows/operations.
+RECENT = 50
+
+
+def _filters() -> filters.RunFilters:
+    """The index filters the form carries (its ``query`` field), as the
+    index reads them: a filter the index refuses is refused here too."""
+    return filters.parse(MultiDict(parse_qsl(request.form.get(checks.QUERY_FIELD, ""), keep_blank_values=True)))
+
+
+def _limits() -> dict[str, Any]:
+    return context.thresholds(state().settings)
+
+
+def preview_answer(preview: operations.Preview, form: dict[str, Any], *, status: int = 200,
+                   message: str | None = None, errors_by_field: dict[str, str] | None = None) -> Response:
+    """The preview: a page, or with htmx the dialog alone (with the message
+    in the messages area)."""
+    page = {
+        "preview": preview,
+        "form": form,
+        "chips": filter_chips.chips(filters.parse(preview.query)),
+        "message": message,
+        "errors": errors_by_field or {},
+        "statuses": states.RUN,
+        "tz_name": str(current_timezone()),
+        **operation_words.operation_preview(preview),
+    }
+    page.update(views.common())
+    if hx.details().request:
+        body = render_template(pages.OPERATION_DIALOG_TEMPLATE, **page)
+        if message:
+            body += answers.messages("warn" if status == 409 else "error", message)
+        return make_response(body, status)
+    if message:
+        page["pgbus_messages"] = [("warn" if status == 409 else "error", message)]
+    return make_response(render_template(pages.OPERATION_PREVIEW.template, **page), status)
+
+
+def _shown(parsed: checks.OperationForm, run_filters: filters.RunFilters) -> dict[str, Any]:
+    """What the form's fields show again, as typed."""
+    values = {name: request.form.get(name, "") for name in ("at", "from_step", "name", "payload")}
+    values.update(verb=parsed.verb, reason=parsed.reason or "", query=urlencode(run_filters.query()))
+    if parsed is not None and parsed.params.get("at") is not None and not values["at"].strip():
+        values["at"] = checks.local_input(parsed.params["at"], checks.form_zone(request.form, current_timezone()))
+    return values
+
+
+def _refused(refusal: problems.Refusal) -> Response:
+    """A refusal of the operation's form: the message; htmx leaves the
+    dialog as it is (HX-Reswap), so what was typed stays."""
+    response = answers.refused(refusal)
+    if hx.details().request:
+        response.headers["HX-Reswap"] = "none"
+    return response
+
+
+def create():
+    """POST /workflows/operations."""
+    now = utcnow()
+    try:
+        run_filters = _filters()
+        parsed = checks.parse_operation(request.form, tz=current_timezone(), now=now, verbs=operations.VERBS)
+    except (filters.FilterError, checks.FormError) as problem:
+        return _refused(problems.refusal(problem))
+    return answer(run_filters, parsed, now=now)
+
+
+def answer(run_filters: filters.RunFilters, parsed: checks.OperationForm, *, now) -> Response:
+    """The preview of *parsed* on *run_filters*, or, confirmed, the
+    operation created (a needs-attention group's button comes here too,
+    with its group's filter)."""
+    settings = state().settings
+    engine = state().database.primary
+    kwargs = dict(registry=settings.registry, thresholds=_limits(), now=now)
+    if not parsed.confirmed:
+        try:
+            shown = operations.preview(engine, run_filters, parsed.verb, parsed.params, **kwargs)
+        except (errors.WorkflowError, operations.OperationError) as problem:
+            return _refused(problems.refusal(problem, verb=parsed.verb))
+        return preview_answer(shown, _shown(parsed, run_filters))
+    try:
+        created = operations.create(engine, run_filters, parsed.verb, parsed.params, reason=parsed.reason,
+                                    actor=actor(), expected=parsed.expected, **kwargs)
+    except operations.CountChanged as problem:
+        refusal = problems.refusal(problem)
+        return preview_answer(problem.preview, _shown(parsed, run_filters), status=refusal.status, message=refusal.message)
+    except operations.ReasonMissing as problem:
+        refusal = problems.refusal(problem)
+        shown = operations.preview(engine, run_filters, parsed.verb, parsed.params, **kwargs)
+        return preview_answer(shown, _shown(parsed, run_filters), status=refusal.status, message=refusal.message,
+                              errors_by_field={"reason": refusal.message})
+    except (errors.WorkflowError, operations.OperationError) as problem:
+        return _refused(problems.refusal(problem, verb=parsed.verb))
+    location = url_for("pgbus_web.operation", operation_id=created["id"])
+    message = t("pgbus.operations.started", operation_id=created["id"])
+    return answers.committed(lambda: _to_operation(location, message), message, "ok", lambda: location)
+
+
+def _to_operation(location: str, message: str) -> Response:
+    """Where a created operation leads: its page (htmx: HX-Redirect)."""
+    answers.flash_message("ok", message)
+    if hx.details().request:
+        response = make_response("", 200)
+        response.headers["HX-Redirect"] = location
+        return response
+    return redirect(location, 303)
+
+
+def group_action(verb: str):
+    """POST /workflows/bulk/<verb>: a needs-attention group's button, an
+    operation on the group's filter (filters.group_query: class, step,
+    stuck reason, error class or none), every run of it, no cap. The form
+    carries the group; the preview asks the reason (``note`` is taken as
+    the reason when a form sends one)."""
+    if verb not in verb_labels.BULK_VERBS:
+        return answers.refused(problems.unknown_verb(verb))
+    settings = state().settings
+    try:
+        group = checks.parse_group(request.form)
+        note = checks.reason(request.form, "note")
+        run_filters = filters.parse(filters.group_query(group))
+        parsed = checks.parse_operation(
+            MultiDict({**request.form.to_dict(), "verb": verb_labels.BULK_VERBS[verb], "reason": note or ""}),
+            tz=current_timezone(), now=utcnow(), verbs=operations.VERBS)
+    except (checks.FormError, filters.FilterError) as problem:
+        return answers.refused(problems.refusal(problem))
+    class_loaded = context.definition_of(settings, group["workflow_class"]) is not None
+    if verb not in verb_labels.bulk_verbs(group, class_loaded):
+        message = t("pgbus.workflows.bulk.not_offered", action=verb_labels.bulk_label(verb),
+                    reason=t(f"pgbus.workflows.attention.reasons.{group['reason']}"))
+        return answers.message_answer(422, t("pgbus.web.errors.bad_request_title"), message)
+    return answer(run_filters, parsed, now=utcnow())
+
+
+def _page(operation: dict[str, Any]) -> dict[str, Any]:
+    now = utcnow()
+    page = {"operation": operation, "now": now, **operation_words.operation_progress(operation, now=now)}
+    page["chips"] = filter_chips.chips(operations.filters_of(operation)) if operation_words.filters_readable(operation) else []
+    page.update(views.common())
+    return page
+
+
+def show(operation_id: int):
+    """GET /workflows/operations/<id>."""
+    found = None
+    if operation_id <= filters.MAX_ID:
+        with state().database.primary.connect() as conn:
+            found = store.find(conn, operation_id)
+    if found is None:
+        return answers.error_page_for(problems.operation_not_found(operation_id))
+    return render.page(pages.OPERATION.template, _page(found), pages.OPERATION.fragments)
+
+
+def cancel(operation_id: int):
+    """POST /workflows/operations/<id>/cancel."""
+    if operation_id > filters.MAX_ID:
+        return answers.refused(problems.operation_not_found(operation_id))
+    try:
+        cancelled = operations.cancel(state().database.primary, operation_id, now=utcnow())
+    except operations.OperationError as problem:
+        refusal = problems.refusal(problem)
+        if refusal.status == 404:
+            return answers.refused(refusal)
+        return _operation_answer(operation_id, refusal.status, refusal.message, "warn")
+    message = t("pgbus.operations.cancelled", operation_id=cancelled["id"])
+    return answers.committed(lambda: _operation_answer(operation_id, 200, message, "ok"), message, "ok",
+                             lambda: url_for("pgbus_web.operation", operation_id=operation_id))
+
+
+def _operation_answer(operation_id: int, status: int, message: str, category: str) -> Response:
+    if status < 400 and not hx.details().request:
+        answers.flash_message(category, message)
+        return redirect(url_for("pgbus_web.operation", operation_id=operation_id), 303)
+    with state().database.primary.connect() as conn:
+        found = store.find(conn, operation_id)
+    page = _page(found)
+    if hx.details().request:
+        body = render.fragments(pages.OPERATION.template, pages.OPERATION.blocks, page)
+        return make_response(body + answers.messages(category, message), status)
+    page["pgbus_messages"] = [(category, message)]
+    return make_response(render_template(pages.OPERATION.template, **page), status)
+
+
+def recent():
+    """GET /workflows/operations."""
+    with state().database.read() as conn:
+        rows = store.recent(conn, limit=RECENT)
+    now = utcnow()
+    page = {"operations": [dict(row, **operation_words.operation_progress(row, now=now)) for row in rows], "now": now}
+    page.update(views.common())
+    return render.page(pages.OPERATIONS.template, page, pages.OPERATIONS.fragments)
+
+
+def back_to_page(operation_id: int):
+    """GET on the cancel URL (a refused plain post left it in the address bar)."""
+    return redirect(url_for("pgbus_web.operation", operation_id=operation_id), 303)
+
+
+def operation_verbs() -> list[dict[str, str]]:
+    """The verbs the index's entry offers, with their labels."""
+    return [{"name": verb, "label": operation_words.operation_verb(verb)} for verb in operations.VERBS]
+
+
+# What the templates call (template_names.py gives them).
+TEMPLATE_NAMES = {"pgbus_operation_verbs": operation_verbs}
+
+
+def register(blueprint: Blueprint) -> None:
+    # "operations" is a reserved run-id word (run_ids.py): these static
+    # paths win over the run routes' converter.
+    blueprint.add_url_rule("/workflows/bulk/<verb>", "bulk_action", group_action, methods=["POST"])
+    blueprint.add_url_rule("/workflows/operations", "operations", recent, methods=["GET"])
+    blueprint.add_url_rule("/workflows/operations", "operation_create", create, methods=["POST"])
+    blueprint.add_url_rule("/workflows/operations/<int:operation_id>", "operation", show, methods=["GET"])
+    blueprint.add_url_rule("/workflows/operations/<int:operation_id>/cancel", "operation_cancel", cancel,
+                           methods=["POST"])
+    blueprint.add_url_rule("/workflows/operations/<int:operation_id>/cancel", "operation_cancel_page",
+                           back_to_page, methods=["GET"])

@@ -1,0 +1,204 @@
+"""The read-only routes of the dashboard: each reads its request, asks its
+context builder (context.py) and renders the page, or only the block an
+HTMX request targets (render.py)."""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Blueprint, jsonify, redirect, request, url_for
+from sqlalchemy import exc as sa_exc
+from werkzeug.exceptions import HTTPException, InternalServerError
+
+from ...rules import run_filters as filters
+from ...db import SchemaProblem
+from ...i18n import t
+from ...models import workflows
+from ...runtime import verbs
+from ..answering import answers, not_modified, pages, render
+from ...core import reads as context, problems
+from ...plumbing import run_ids
+from ...plumbing.state import state
+from ...plumbing.security import may_act
+
+log = logging.getLogger(__name__)
+
+def common() -> dict:
+    """What every page's template reads besides its own context."""
+    return {"settings": state().settings, "can_act": may_act()}
+
+
+def index():
+    """GET /workflows: the runs index."""
+    try:
+        run_filters = filters.parse(request.args)
+        error = None
+    except filters.FilterError as problem:
+        run_filters, error = None, str(problem)
+    parts = render.requested_blocks(pages.INDEX.fragments) or pages.INDEX.blocks
+    with state().database.read() as conn:
+        tag, unchanged = not_modified.check(conn)
+        if unchanged is not None:
+            return unchanged
+        page = context.index_context(conn, state().settings, run_filters, parts=parts)
+    page.update(common(), filter_error=error)
+    response = render.page(pages.INDEX.template, page, pages.INDEX.fragments, status=400 if error else 200)
+    return not_modified.tagged(response, tag)
+
+
+# The run page's windows of older attempts and events (context.Window).
+WINDOW_CURSORS = ("attempts_before", "events_before")
+
+
+def _window_cursors() -> dict[str, int]:
+    """The run page's window cursors from the query: ids, as a bigserial
+    has them; FilterError for anything else."""
+    cursors = {}
+    for name in WINDOW_CURSORS:
+        value = request.args.get(name)
+        if value is None:
+            continue
+        if not (value.isascii() and value.isdigit() and 0 < len(value) <= 19 and 0 < int(value) < 2**63):
+            raise filters.FilterError(t(
+                "pgbus.workflows.show.window.bad_cursor", name=name, value=problems.printable(value)))
+        cursors[name] = int(value)
+    return cursors
+
+
+def workflow(workflow_id: str):
+    """GET /workflows/<workflow_id>: one run. The address of one of its
+    actions (``<id>/cancel``, ``<id>/signals``: left in the address bar by
+    a plain form post that was refused) leads to the run's page."""
+    try:
+        cursors = _window_cursors()
+    except filters.FilterError as problem:
+        return answers.error_page(400, t("pgbus.web.errors.bad_request_title"), str(problem))
+    try:
+        with state().database.read() as conn:
+            tag, unchanged = not_modified.check(conn)
+            if unchanged is not None:
+                return unchanged
+            page = context.run_context(conn, state().settings, workflow_id, **cursors)
+    except context.NotFound:
+        owner = _action_owner(workflow_id)
+        if owner is not None:
+            return redirect(url_for("pgbus_web.workflow", workflow_id=owner), 303)
+        return answers.error_page_for(problems.run_not_found(workflow_id))
+    page.update(common())
+    return not_modified.tagged(render.page(pages.RUN.template, page, pages.RUN.fragments), tag)
+
+
+# The last segments of a run's action URLs (POST routes of actions.py).
+ACTION_SEGMENTS = frozenset(verbs.VERBS) | {"signals"}
+
+
+def _action_owner(path: str) -> str | None:
+    """The run whose action URL *path* is (``<id>/<verb>``), when that run
+    exists; None otherwise. Only asked once no run has *path* as its id,
+    so a run whose id ends in ``/cancel`` keeps its page."""
+    owner, _, last = path.rpartition("/")
+    if not owner or last not in ACTION_SEGMENTS or not context.storable(owner):
+        return None
+    with state().database.read() as conn:
+        return owner if workflows.find(conn, owner) is not None else None
+
+
+def insights(workflow_class: str):
+    """GET /workflows/insights/<workflow_class>: one class over a range."""
+    range_name = request.args.get("since") or context.DEFAULT_INSIGHTS_RANGE
+    if range_name not in filters.RANGES:
+        return answers.error_page(
+            400,
+            t("pgbus.web.errors.bad_request_title"),
+            t(
+                "pgbus.workflows.filters.errors.choice",
+                name="since",
+                value=problems.printable(range_name),
+                allowed=", ".join(filters.RANGES),
+            ),
+        )
+    try:
+        with state().database.read() as conn:
+            page = context.insights_context(conn, state().settings, workflow_class, range_name)
+    except context.NotFound:
+        return answers.error_page_for(problems.class_not_found(workflow_class))
+    page.update(common())
+    return render.page(pages.INSIGHTS.template, page, pages.INSIGHTS.fragments)
+
+
+def batch(batch_id: str):
+    """GET /batches/<batch_id>: one fan-out batch, its jobs by state and
+    the runs that wait for it."""
+    try:
+        with state().database.read() as conn:
+            page = context.batch_context(conn, batch_id)
+    except context.NotFound:
+        return answers.error_page_for(problems.batch_not_found(batch_id))
+    page.update(common())
+    return render.page(pages.BATCH.template, page, pages.BATCH.fragments)
+
+
+def health():
+    """GET /health: 200 {"status": "ok"} when the database answers with
+    this release's schema, else 503 with the reason,
+    within health_timeout (its own connection, not the pages' pool)."""
+    try:
+        state().database.check(state().settings.health_timeout)
+    except (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError) as problem:
+        log.warning("pgbus-web: health check failed: %s", problem.__class__.__name__)
+        return jsonify(status="unavailable", database="unreachable"), 503
+    except SchemaProblem as problem:
+        log.warning("pgbus-web: health check failed: %s", problem)
+        return jsonify(status="unavailable", database="ok", schema=str(problem)), 503
+    return jsonify(status="ok", database="ok")
+
+
+# --- error pages -------------------------------------------------------------
+
+
+def database_unavailable(problem: Exception):
+    # The operator needs to know the database is away, not our stack trace;
+    # the log keeps the cause.
+    log.error("pgbus-web: database unavailable: %s", problem)
+    return answers.error_page(
+        503, t("pgbus.web.errors.unavailable_title"), t("pgbus.web.errors.unavailable")
+    )
+
+
+def http_error(problem: HTTPException):
+    titles = {
+        403: ("pgbus.web.errors.forbidden_title", "pgbus.web.errors.forbidden"),
+        404: ("pgbus.web.errors.not_found_title", "pgbus.web.errors.not_found"),
+        405: ("pgbus.web.errors.method_title", "pgbus.web.errors.method"),
+    }
+    if problem.code not in titles:
+        return problem
+    title, message = titles[problem.code]
+    response = answers.error_page(problem.code, t(title), t(message))
+    # A 405's Allow header names the methods the address takes.
+    for name, value in problem.get_headers():
+        if name == "Allow":
+            response.headers[name] = value
+    return response
+
+
+def server_error(problem: InternalServerError):
+    """500: anything a view did not expect. Flask has logged the exception
+    with its traceback before calling this; the operator reads a sentence."""
+    return answers.error_page(500, t("pgbus.web.errors.server_title"), t("pgbus.web.errors.server"))
+
+
+def register(blueprint: Blueprint) -> None:
+    blueprint.add_url_rule("/workflows", "workflows", index)
+    blueprint.add_url_rule(f"/workflows/<{run_ids.CONVERTER}:workflow_id>", "workflow", workflow)
+    blueprint.add_url_rule("/workflows/insights/<workflow_class>", "insights", insights)
+    # A batch id is any text (a "/" too): the rest of the path.
+    blueprint.add_url_rule("/batches/<path:batch_id>", "batch", batch)
+    blueprint.add_url_rule("/health", "health", health)
+    for problem in (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError):
+        blueprint.register_error_handler(problem, database_unavailable)
+    # 403 is actions.forbidden's (a refused POST reads differently); it
+    # hands a page's 403 back to http_error.
+    for code in (404, 405):
+        blueprint.register_error_handler(code, http_error)
+    blueprint.register_error_handler(InternalServerError, server_error)
