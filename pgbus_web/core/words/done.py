@@ -11,23 +11,18 @@ from ...i18n import current_locale, current_timezone, t
 from . import timefmt
 
 
-def _moment(moment: datetime | None) -> str:
-    if not moment:
-        return timefmt.NONE
-    return timefmt.absolute(moment, locale=current_locale(), tz=current_timezone())
-
-
 def verb_done(verb: str, before: Mapping[str, Any], after: Mapping[str, Any], at: datetime | None = None) -> str:
     """What became of the run: *before* and *after* are its row either side
     of the verb; *at* the time a timed verb was given."""
     step_before = before.get("current_step") or timefmt.NONE
     step_after = after.get("current_step") or timefmt.NONE
+    when = timefmt.absolute(at, locale=current_locale(), tz=current_timezone()) if at else timefmt.NONE
     if verb == "resume":
         if after.get("status") == states.COMPLETED:
             return t("pgbus.workflows.forms.done.resume_finished")
         return t("pgbus.workflows.forms.done.resume", step=step_after)
     if verb == "resume_at":
-        return t("pgbus.workflows.forms.done.resume_at", step=step_after, time=_moment(at))
+        return t("pgbus.workflows.forms.done.resume_at", step=step_after, time=when)
     if verb == "run_now":
         return t("pgbus.workflows.forms.done.run_now", step=step_after)
     if verb == "skip":
@@ -40,7 +35,7 @@ def verb_done(verb: str, before: Mapping[str, Any], after: Mapping[str, Any], at
         return t("pgbus.workflows.forms.done.cancel")
     if verb == "pause":
         return t("pgbus.workflows.forms.done.pause")
-    return t("pgbus.workflows.forms.done.reschedule", step=step_after, time=_moment(at))
+    return t("pgbus.workflows.forms.done.reschedule", step=step_after, time=when)
 
 
 # The tone of a signal's sentence: a repeated idempotency key stored nothing.
