@@ -276,7 +276,9 @@ def test_htmx_action_refused_still_answers_with_the_block(client, locks):
     response = _post(
         client, "/locks/release", {"lock_key": "nope"}, headers={"HX-Request": "true", "HX-Target": "pgbus-locks"}
     )
-    assert response.status_code == 200
+    # A refusal keeps its status and carries the pages' one mark of a refusal to show.
+    assert response.status_code == 404
+    assert response.headers["X-Pgbus-Refusal"] == "1"
     assert soup(response).select_one("#pgbus-messages .pgbus-notice-error")["data-category"] == "error"
     assert locks.snapshot() == before
 
@@ -335,3 +337,13 @@ def test_every_action_form_carries_the_csrf_token(client, locks):
     _every_state(locks)
     forms = soup(client.get("/locks")).select("#pgbus-locks form[method=post]")
     assert forms and all(form.select_one("input[name=csrf_token]")["value"] for form in forms)
+
+
+def test_a_plain_refusal_carries_no_htmx_mark(client, locks):
+    # Control for the mark above: a plain form post's refusal is a whole
+    # page the browser shows as it is, so nothing marks it for htmx.
+    before = locks.snapshot()
+    response = _post(client, "/locks/release", {"lock_key": "nope"})
+    assert response.status_code == 404
+    assert "X-Pgbus-Refusal" not in response.headers
+    assert locks.snapshot() == before

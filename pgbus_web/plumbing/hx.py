@@ -14,6 +14,11 @@ from urllib.parse import unquote
 from flask import Response, g, request
 
 VARY_HEADER = "HX-Request"
+# The one mark of a refusal the pages draw to be shown: an htmx answer
+# with a 4xx status that carries this header is swapped like a success
+# (actions.js); how it swaps is the server's (HX-Reswap where a dialog
+# must keep what was typed). Any other error answer is left unswapped.
+REFUSAL_HEADER = "X-Pgbus-Refusal"
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:

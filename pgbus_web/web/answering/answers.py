@@ -58,7 +58,7 @@ def message_answer(status: int, title: str, message: str, category: str = "error
     """A refusal that has no page to show again: for htmx the message
     alone, otherwise the error page."""
     if hx.details().request:
-        return make_response(messages(category, message), status)
+        return render.answer(messages(category, message), status)
     return error_page(status, title, message)
 
 

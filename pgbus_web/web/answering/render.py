@@ -37,7 +37,16 @@ def page(
         body = render_blocks(template, list(blocks), **context)
     else:
         body = render_template(template, **context)
-    return make_response(body, status)
+    return answer(body, status)
+
+
+def answer(body: str, status: int) -> Response:
+    """*body* with *status*; an htmx refusal (4xx) marked as one to show
+    (hx.REFUSAL_HEADER), the one way the pages answer a refused request."""
+    response = make_response(body, status)
+    if 400 <= status < 500 and hx.details().request:
+        response.headers[hx.REFUSAL_HEADER] = "1"
+    return response
 
 
 def requested_blocks(fragments: Mapping[str, str]) -> tuple[str, ...]:

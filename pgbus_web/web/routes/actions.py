@@ -75,7 +75,7 @@ def run_answer(
     page.update(views.common(), refused=refused)
     if hx.details().request:
         body = render.fragments(pages.RUN.template, pages.RUN.blocks, page) + answers.messages(category, message)
-        return make_response(body, status)
+        return render.answer(body, status)
     page["pgbus_messages"] = [(category, message)]
     return make_response(render_template(pages.RUN.template, **page), status)
 

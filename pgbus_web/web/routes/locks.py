@@ -112,10 +112,8 @@ def _answer(view: LockFilters, category: str, message: str, status: int = 200) -
         context = locks_context(conn, state().settings, view)
     context.update(filter_error=None, can_act=may_act())
     if hx.details().request:
-        # htmx swaps 2xx answers only: a refusal comes back as 200 with the
-        # error in the messages area.
         body = render.fragments(pages.LOCKS.template, pages.LOCKS.blocks, context, oob=False)
-        return make_response(body + answers.messages(category, message), 200)
+        return render.answer(body + answers.messages(category, message), status)
     context["pgbus_messages"] = [(category, message)]
     return make_response(render_template(pages.LOCKS.template, **context), status)
 

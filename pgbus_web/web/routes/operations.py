@@ -78,7 +78,7 @@ def preview_answer(preview: operations.Preview, form: dict[str, Any], *, status:
         body = render_template(pages.OPERATION_DIALOG_TEMPLATE, **page)
         if message:
             body += answers.messages("warn" if status == 409 else "error", message)
-        return make_response(body, status)
+        return render.answer(body, status)
     if message:
         page["pgbus_messages"] = [("warn" if status == 409 else "error", message)]
     return make_response(render_template(pages.OPERATION_PREVIEW.template, **page), status)
@@ -224,7 +224,7 @@ def _operation_answer(operation_id: int, status: int, message: str, category: st
     page = _page(found)
     if hx.details().request:
         body = render.fragments(pages.OPERATION.template, pages.OPERATION.blocks, page)
-        return make_response(body + answers.messages(category, message), status)
+        return render.answer(body + answers.messages(category, message), status)
     page["pgbus_messages"] = [(category, message)]
     return make_response(render_template(pages.OPERATION.template, **page), status)
 

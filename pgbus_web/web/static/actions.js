@@ -1,11 +1,11 @@
 // The action areas in the browser, on top of htmx. A file, not inline
 // code: the Content-Security-Policy allows no inline script.
 //
-// 1. A refused action (400, 403, 404, 409, 413, 422) still carries the
-//    fresh fragments and the message saying why; htmx leaves error
-//    answers unswapped by default, so swap those of the action forms, and
-//    a filter form's 400 (the runs index's, the locks'), whose block says
-//    what is wrong with the filters.
+// 1. A refusal keeps its status (400, 403, 404, 409, 413, 422) and, when
+//    the pages drew it to be shown (the fresh fragments and the message
+//    saying why), carries the X-Pgbus-Refusal header; htmx leaves error
+//    answers unswapped by default, so swap exactly those. The server says
+//    how (HX-Reswap: none keeps an operation's dialog as typed).
 // 2. Live refresh (the #pgbus-refresh poller) waits while the operator is
 //    busy: a form of the action area unfolded, focus in a form's field,
 //    or the tab hidden. The next poll after that catches up.
@@ -26,24 +26,11 @@
 (function () {
   "use strict";
 
-  var ANSWERED = [400, 403, 404, 409, 413, 422];
-
-  function within(element, selector) {
-    return !!(element && element.closest && element.closest(selector));
-  }
-
-  function isAnswered(element, status) {
-    if (within(element, "[data-pgbus-action]")) {
-      return ANSWERED.indexOf(status) !== -1;
-    }
-    // Any other refusal of a filter form is a page without the list's block.
-    return status === 400 && within(element, "form.pgbus-filters");
-  }
+  var REFUSAL_HEADER = "X-Pgbus-Refusal";
 
   document.addEventListener("htmx:beforeSwap", function (event) {
     var detail = event.detail;
-    var source = (detail.requestConfig && detail.requestConfig.elt) || detail.elt || event.target;
-    if (isAnswered(source, detail.xhr.status)) {
+    if (detail.xhr.status >= 400 && detail.xhr.getResponseHeader(REFUSAL_HEADER)) {
       detail.shouldSwap = true;
       detail.isError = false;
     }
