@@ -10,7 +10,10 @@ Skipped only when /usr/bin/chromium is missing (CI installs it)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
+import sqlalchemy as sa
 from browser import WAIT_MS, launched, requires_chromium, serve
 from web_helpers import every_state, make_app, step, utcnow
 
@@ -236,5 +239,33 @@ def test_locks_release_buttons_are_inside_the_table_on_a_desktop(chromium, serve
         wrap = page.locator(".pgbus-locks").locator("xpath=..")
         sizes = wrap.evaluate("element => [element.scrollWidth, element.clientWidth]")
         assert sizes[0] <= sizes[1], sizes
+    finally:
+        context.close()
+
+
+def test_a_refused_lock_release_is_shown_in_place(chromium, server, engine):
+    """A refusal keeps its status (404: the lock went meanwhile) and the
+    page still shows why, swapped in place: the one refusal convention."""
+    from lock_support import Locks
+
+    locks = Locks(engine)
+    locks.acquire("gone-meanwhile", age=timedelta(hours=2))
+    context, page, problems = open_page(chromium)
+    try:
+        page.goto(server + "/locks")
+        page.evaluate("() => { window.pgbusNoReload = true; }")
+        with engine.begin() as conn:
+            conn.execute(sa.text("DELETE FROM pgbus_uniqueness_keys WHERE lock_key = 'gone-meanwhile'"))
+        row = page.locator("tr", has_text="gone-meanwhile")
+        row.locator("details.pgbus-confirm summary").first.click()
+        with page.expect_response(lambda response: "/locks/release" in response.url) as answered:
+            row.locator("details.pgbus-confirm form button[type=submit]").first.click()
+        assert answered.value.status == 404
+        page.locator("#pgbus-messages .pgbus-notice-error").wait_for(timeout=WAIT_MS)
+        # Swapped in place (no reload), and the block redrawn without the lock.
+        assert page.evaluate("() => window.pgbusNoReload === true")
+        assert page.locator("tr", has_text="gone-meanwhile").count() == 0
+        # The browser logs the 404 itself; nothing else went wrong.
+        assert [problem for problem in problems if "status of 404" not in problem] == []
     finally:
         context.close()
