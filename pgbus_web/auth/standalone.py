@@ -19,6 +19,7 @@ import logging
 import secrets
 import threading
 import time
+import unicodedata
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -219,7 +220,13 @@ def _here() -> str:
 
 
 def _safe_next(value: str | None) -> str:
-    if not value or not value.startswith("/"):
+    """*value* when it is a plain path of this site, else the start page.
+    A CR or LF would break the Location header (a 500); a control
+    character, ``//host``, a scheme or a backslash (which browsers read as
+    a slash) could lead off the site: none is a link of the dashboard, so
+    such a value is dropped rather than mended."""
+    if (not value or not value.startswith("/") or value.startswith("//") or "\\" in value
+            or any(unicodedata.category(char) == "Cc" for char in value)):
         return url_for("pgbus_web.workflows")
     return same_origin(value)
 
