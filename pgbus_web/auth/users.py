@@ -11,11 +11,20 @@ import os
 import re
 import tempfile
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Iterator, TypeVar
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no lock between two commands
+    fcntl = None
 
 from ..rules import roles
 from ..rules.roles import NAME, OPERATOR, ROLES, VIEWER  # noqa: F401  (the users file's names)
+
+T = TypeVar("T")
 
 
 
@@ -77,13 +86,44 @@ def read(path: Path) -> dict[str, User]:
     return parse(text, str(path))
 
 
+def _target(path: Path) -> Path:
+    # A users file reached through a symlink (a mounted secret, a shared
+    # folder) is written where the link points, so the link stays a link.
+    return Path(os.path.realpath(path))
+
+
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock for changing *path* (a lock file beside the
+    file the path leads to): two `users add` at once would otherwise each
+    write what they read before the other's write, and one user is lost."""
+    target = _target(path)
+    handle = open(target.parent / f".{target.name}.lock", "a")
+    try:
+        if fcntl is not None:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        yield
+    finally:
+        handle.close()  # and with it the lock
+
+
+def change(path: Path, edit: Callable[[dict[str, User]], T]) -> T:
+    """Read *path* under the lock, let *edit* change its users in place,
+    and write them back; *edit*'s result (it may raise to write nothing)."""
+    with locked(path):
+        users = read(path)
+        result = edit(users)
+        write(path, users)
+        return result
+
+
 def write(path: Path, users: dict[str, User]) -> None:
-    """Replace *path* with *users*, atomically, mode 0600."""
-    path = Path(path)
+    """Replace *path* (or the file its symlink points to) with *users*,
+    atomically, mode 0600."""
+    path = _target(path)
     lines = ["# pgbus-web users: name:role:argon2 hash (pgbus-web users add/remove)"]
     lines += [f"{u.name}:{u.role}:{u.password_hash}" for u in sorted(users.values(), key=lambda u: u.name)]
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.")
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write("\n".join(lines) + "\n")
