@@ -7,6 +7,7 @@ readable by its owner only; read again by the server when it changes, so
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import tempfile
@@ -25,11 +26,17 @@ from ..rules import roles
 from ..rules.roles import NAME, OPERATOR, ROLES, VIEWER  # noqa: F401  (the users file's names)
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 
 class UsersFileError(ValueError):
-    """A users file that cannot be read, or a bad name or role."""
+    """A users file that cannot be read, or a bad name or role; *line*:
+    the file's line at fault, when one is."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.line = line
 
 
 @dataclass(frozen=True)
@@ -64,13 +71,13 @@ def parse(text: str, source: str = "users file") -> dict[str, User]:
             continue
         parts = line.split(":", 2)
         if len(parts) != 3 or not parts[2]:
-            raise UsersFileError(f"{source}, line {number}: expected name:role:hash")
+            raise UsersFileError(f"{source}, line {number}: expected name:role:hash", number)
         name, role, password_hash = parts
         try:
             check_name(name)
             check_role(role)
         except UsersFileError as exc:
-            raise UsersFileError(f"{source}, line {number}: {exc}") from None
+            raise UsersFileError(f"{source}, line {number}: {exc}", number) from None
         users[name] = User(name, role, password_hash)
     return users
 
@@ -138,14 +145,19 @@ def write(path: Path, users: dict[str, User]) -> None:
 
 
 class UsersFile:
-    """The users of one file, read again whenever its mtime or size changes."""
+    """The users of one file, read again whenever its mtime or size changes.
+    A file that cannot be read raises UsersFileError: at start, and on
+    every look-up until the file changes again (logged once per change)."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
         self._stamp: tuple | None = None
         self._users: dict[str, User] = {}
+        self._problem: UsersFileError | None = None
+        self._started = False
         self.get("")  # a bad file fails at startup, not on the first sign-in
+        self._started = True
 
     def _current_stamp(self) -> tuple | None:
         try:
@@ -158,8 +170,17 @@ class UsersFile:
         with self._lock:
             stamp = self._current_stamp()
             if stamp != self._stamp or self._stamp is None:
-                self._users = read(self.path)
+                try:
+                    self._users, self._problem = read(self.path), None
+                except UsersFileError as problem:
+                    # Not the last good users: a user removed by the edit
+                    # that broke the file must not stay signed in.
+                    self._users, self._problem = {}, problem
+                    if self._started:
+                        log.error("pgbus-web: %s; sign-in answers 503 until the users file is fixed", problem)
                 self._stamp = stamp
+            if self._problem is not None:
+                raise self._problem
             return self._users
 
     def get(self, name: str) -> User | None:
