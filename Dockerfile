@@ -1,10 +1,16 @@
 # The standalone dashboard under waitress (a production WSGI server), as a
 # non-root user. It asks for sign-in: give it a database and a users file
-# (pgbus-web users add NAME --role viewer|operator --users-file users):
+# (pgbus-web users add NAME --role viewer|operator --users-file users), and
+# the module exposing your workflows' REGISTRY (the worker's --definitions)
+# in PGBUS_WEB_DEFINITIONS: without it resume, skip and rerun are not
+# offered and a group paused on an error offers only "Cancel all". That
+# module must be importable: install your package in an image FROM this one
+# (USER root, RUN pip install ..., USER pgbus).
 #   docker build -t pgbus-web .
 #   docker run -e PGBUS_DATABASE_URL=postgresql://user:pass@db:5432/app \
 #     -e PGBUS_WEB_USERS_FILE=/run/secrets/users -v "$PWD/users:/run/secrets/users:ro" \
-#     -e PGBUS_WEB_SECRET_KEY=... -p 8080:8080 pgbus-web
+#     -e PGBUS_WEB_SECRET_KEY=... -e PGBUS_WEB_DEFINITIONS=myapp.workflows \
+#     -p 8080:8080 your-image-from-pgbus-web
 # Without a users file (or PGBUS_WEB_TRUSTED_HEADER and PGBUS_WEB_TRUSTED_PROXY)
 # it refuses to start, unless PGBUS_WEB_NO_AUTH=1. PGBUS_WEB_INSTALL_SCHEMA=1
 # installs the schema at start; without it a database without the schema is

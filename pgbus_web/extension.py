@@ -47,6 +47,7 @@ from .api import metrics as api_metrics
 from .core.settings import SettingError, Settings, check
 from .db import Database
 from .plumbing.state import EXTENSION_NAME, State, state
+from .runtime.definitions import DefinitionError, load_registry
 from .runtime.operations import Background
 from .web import build_blueprint
 
@@ -54,6 +55,10 @@ __all__ = ["PgbusWeb", "SettingError", "Settings", "State", "settings_from", "st
 # app.config keys: PGBUS_WEB_PAGE_SIZE for page_size, and so on.
 CONFIG_PREFIX = "PGBUS_WEB_"
 DEFAULT_URL_PREFIX = "/"
+# Config only: PGBUS_WEB_DEFINITIONS names the module whose REGISTRY is the
+# registry setting, as the commands' --definitions does, for a config that
+# holds text (a file, the environment). A registry given as such wins.
+DEFINITIONS = "definitions"
 
 
 def settings_from(values: dict[str, Any]) -> Settings:
@@ -75,9 +80,9 @@ def settings_from(values: dict[str, Any]) -> Settings:
 
 def config_values(config) -> dict[str, Any]:
     """The settings an app's config gives as ``PGBUS_WEB_<NAME>`` (plus
-    ``PGBUS_WEB_URL_PREFIX``); a ``PGBUS_WEB_`` key that names no setting is
+    ``PGBUS_WEB_URL_PREFIX`` and ``PGBUS_WEB_DEFINITIONS``); a ``PGBUS_WEB_`` key that names no setting is
     refused by name, like an unknown keyword."""
-    known = {field.name for field in dataclasses.fields(Settings)} | {"url_prefix"}
+    known = {field.name for field in dataclasses.fields(Settings)} | {"url_prefix", DEFINITIONS}
     values = {}
     for key, value in config.items():
         if not key.startswith(CONFIG_PREFIX):
@@ -88,6 +93,15 @@ def config_values(config) -> dict[str, Any]:
                             + ", ".join(CONFIG_PREFIX + n.upper() for n in sorted(known)))
         values[name] = value
     return values
+
+
+def _registry_of(module: Any):
+    if not isinstance(module, str) or not module:
+        raise SettingError(f"pgbus-web setting {CONFIG_PREFIX}DEFINITIONS must be a module name; got {module!r}")
+    try:
+        return load_registry(module)
+    except DefinitionError as exc:
+        raise SettingError(f"pgbus-web setting {CONFIG_PREFIX}DEFINITIONS: {exc}") from None
 
 
 class PgbusWeb:
@@ -119,6 +133,7 @@ class PgbusWeb:
         values = config_values(app.config)
         prefix = self._url_prefix if self._url_prefix is not None else values.pop("url_prefix", None)
         values.pop("url_prefix", None)
+        module = values.pop(DEFINITIONS, None)
         prefix = DEFAULT_URL_PREFIX if prefix is None else prefix
         if not isinstance(prefix, str) or not prefix.startswith("/"):
             raise SettingError(f"pgbus-web setting url_prefix must be a path starting with /; got {prefix!r}")
@@ -127,6 +142,8 @@ class PgbusWeb:
             values = dict(self._keywords)
         else:
             values.update(self._keywords)
+            if module is not None and values.get("registry") is None:
+                values["registry"] = _registry_of(module)
         return check(settings_from(values), i18n.available_locales()), prefix
 
     def init_app(self, app: Flask) -> None:

@@ -326,6 +326,38 @@ def test_a_cookie_post_needs_its_csrf_token(app, runs, engine):
     assert events_of(engine, workflow_id)[-1]["actor"] == "dashboard:alice"
 
 
+@pytest.mark.parametrize("how", ["form", "multipart", "empty form", "text"])
+def test_a_cookie_post_that_is_not_json_is_415_and_changes_nothing(app, runs, engine, how):
+    workflow_id = paused_on_capture(runs)
+    browser = Browser(app.test_client())
+    browser.load()
+    url = f"/api/v1/runs/{workflow_id}/cancel"
+    before = everything(engine)
+    # The token in the form, as a page's form carries it, and in the header.
+    fields = {"reason": "by hand", csrf.FIELD_NAME: browser.token}
+    sent = {
+        "form": {"data": fields},
+        "multipart": {"data": fields, "content_type": "multipart/form-data"},
+        "empty form": {"data": b"", "content_type": "application/x-www-form-urlencoded"},
+        "text": {"data": b"reason=by hand", "content_type": "text/plain"},
+    }[how]
+    refused = browser.client.post(url, headers={"X-User": "alice", csrf.HEADER_NAME: browser.token}, **sent)
+    assert refused.status_code == 415, refused.get_data(as_text=True)
+    assert refused.json["detail"] == t("pgbus.api.errors.not_json_type")
+    assert everything(engine) == before
+    # Control: the same caller's JSON body cancels it, with its reason.
+    done = Api(browser.client).post(f"/runs/{workflow_id}/cancel", {"reason": "by hand"},
+                                    headers={"X-User": "alice", csrf.HEADER_NAME: browser.token})
+    assert done.status_code == 200
+    assert events_of(engine, workflow_id)[-1]["reason"] == "by hand"
+
+
+def test_a_post_without_a_body_is_an_empty_object(operator, runs, engine):
+    workflow_id = paused_on_capture(runs)
+    response = operator.client.post(f"/api/v1/runs/{workflow_id}/cancel", headers=operator.headers())
+    assert response.status_code == 200, response.json
+
+
 def test_standalone_sign_in_answers_401_as_a_problem_and_a_token_passes(database, engine, runs, tmp_path):
     from auth_support import signed_in_app, write_users
 

@@ -337,3 +337,50 @@ def test_basic_credentials_stop_working_when_the_password_changes(app, users_fil
     users.write(users_file, changed)
     assert client.get("/workflows", headers=basic(*VIEWER)).status_code == 401
     assert client.get("/workflows", headers=basic(VIEWER[0], "a new password")).status_code == 200
+
+
+# --- a broken users file ----------------------------------------------------------------
+
+
+def test_a_users_file_broken_while_serving_is_503_with_its_line_never_500(app, users_file, run_id, caplog):
+    client = app.test_client()
+    sign_in(client, *OPERATOR)
+    assert client.get("/workflows").status_code == 200
+    good = users_file.read_text()
+    users_file.write_text(good + "mallory:admin:$argon2id$x\n")
+    line = len(good.splitlines()) + 1
+    with force_locale("de"):
+        german = t("pgbus.web.auth.users_file_broken", line=line)
+    sentence = t("pgbus.web.auth.users_file_broken", line=line)
+    assert german != sentence
+    with caplog.at_level(logging.ERROR, logger="pgbus_web.auth.users"):
+        for answer in (
+            client.get("/workflows"),
+            client.get(f"/workflows/{run_id}"),
+            client.post(f"/workflows/{run_id}/actions/cancel", data={"reason": "x"}),
+            app.test_client().get("/sign-in"),
+            app.test_client().get("/workflows", headers=basic(*OPERATOR)),
+        ):
+            assert answer.status_code == 503, answer.get_data(as_text=True)[:300]
+            assert answer.get_data(as_text=True).strip() == sentence
+        assert client.get("/workflows", headers={"Accept-Language": "de"}).get_data(as_text=True).strip() == german
+        api = client.get("/api/v1/runs")
+        assert api.status_code == 503 and api.mimetype == "application/problem+json"
+        assert api.json["detail"] == sentence
+    # Logged once, with the file and what is wrong; the page leaves the path out.
+    logged = [record.getMessage() for record in caplog.records if "users file" in record.getMessage()]
+    assert len(logged) == 1, logged
+    assert f"{users_file}, line {line}: invalid role 'admin'" in logged[0]
+    assert str(users_file) not in sentence
+    # Fixed, the same session goes on.
+    users_file.write_text(good)
+    assert client.get("/workflows").status_code == 200
+
+
+def test_an_unreadable_users_file_is_503(app, users_file):
+    client = app.test_client()
+    sign_in(client, *VIEWER)
+    users_file.write_bytes(b"\xff\xfe not text\n")
+    answer = client.get("/workflows")
+    assert answer.status_code == 503
+    assert answer.get_data(as_text=True).strip() == t("pgbus.web.auth.users_file_unreadable")

@@ -279,6 +279,35 @@ def test_an_unknown_config_key_is_refused_by_name(database):
     assert "pgbus_web" not in app.extensions
 
 
+def test_definitions_from_app_config_load_the_registry(database):
+    from pgbus_web.demo.workflows import REGISTRY
+
+    app = _bound({"PGBUS_WEB_DEFINITIONS": "pgbus_web.demo.workflows"}, database=database)
+    with app.app_context():
+        assert state().settings.registry is REGISTRY
+    # A registry given as such wins over the module's name.
+    from pgbus_web.runtime import Registry, Step, Workflow
+
+    own = Registry([Workflow("Own", [Step("only", lambda ctx: None)])])
+    app = _bound({"PGBUS_WEB_DEFINITIONS": "pgbus_web.demo.workflows"}, database=database, registry=own)
+    with app.app_context():
+        assert state().settings.registry is own
+
+
+@pytest.mark.parametrize("module, says", [
+    ("pgbus_web.rules.states", "pgbus_web.rules.states has no REGISTRY"),
+    ("no_such_module_here", "cannot import definitions module 'no_such_module_here'"),
+    (7, "must be a module name"),
+])
+def test_wrong_definitions_in_app_config_fail_at_start_naming_them(database, module, says):
+    app = Flask("host")
+    app.config["PGBUS_WEB_DEFINITIONS"] = module
+    with pytest.raises(SettingError, match="PGBUS_WEB_DEFINITIONS") as refused:
+        PgbusWeb(app, database=database, run_operations=False)
+    assert says in str(refused.value)
+    assert "pgbus_web" not in app.extensions
+
+
 def test_a_whole_settings_object_leaves_the_config_unread(database):
     from pgbus_web.extension import Settings
 

@@ -98,6 +98,20 @@ def test_serve_with_an_empty_or_missing_users_file_is_refused(tmp_path):
     assert result.exit_code == 1 and "has no users" in result.output
 
 
+@pytest.mark.parametrize("bad_line, says", [
+    ("mallory:admin:$argon2id$x", "line 4: invalid role 'admin'"),
+    ("mallory", "line 4: expected name:role:hash"),
+    ("bad name:viewer:$argon2id$x", "line 4: invalid user name"),
+])
+def test_serve_with_a_broken_users_file_names_the_file_and_line(tmp_path, bad_line, says):
+    path = write_users(tmp_path / "users")
+    path.write_text(path.read_text() + bad_line + "\n")
+    result = invoke("serve", "--database-url", DEAD_URL, "--users-file", str(path))
+    assert result.exit_code == 1
+    assert result.output.startswith(f"Error: {path}, {says}")
+    assert len(result.output.strip().splitlines()) == 1
+
+
 def test_the_trusted_header_needs_trusted_proxies():
     result = invoke("serve", "--database-url", DEAD_URL, "--trusted-header", "X-User")
     assert result.exit_code == 1 and "needs --trusted-proxy" in result.output

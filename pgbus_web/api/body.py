@@ -36,13 +36,23 @@ def _is(value: Any, kind: str) -> bool:
     return isinstance(value, bool)
 
 
+def _sent_other_than_json() -> bool:
+    if request.is_json:
+        return False
+    # A form's bytes may be gone already (the CSRF check reads
+    # request.form): its type and length still say that one was sent, and
+    # read as empty it would act with every field dropped.
+    return bool(request.mimetype) or bool(request.content_length) or bool(request.get_data(cache=True).strip())
+
+
 def read(fields: Mapping[str, str]) -> dict[str, Any]:
-    """The body's fields (name -> JSON type of *fields*); null is absent."""
+    """The body's fields (name -> JSON type of *fields*); null is absent.
+    No body at all is an empty object; anything but JSON is 415."""
+    if _sent_other_than_json():
+        raise BodyError(415, t("pgbus.api.errors.not_json_type"))
     raw = request.get_data(cache=True)
     if not raw.strip():
         return {}
-    if not request.is_json:
-        raise BodyError(415, t("pgbus.api.errors.not_json_type"))
     try:
         text = raw.decode("utf-8")
         json.loads(text)

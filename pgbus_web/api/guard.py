@@ -79,6 +79,9 @@ def check() -> Response | None:
             headers = {"WWW-Authenticate": response.headers["WWW-Authenticate"]} \
                 if "WWW-Authenticate" in response.headers else None
             return problem(401, t("pgbus.web.auth.required"), headers=headers)
+        if response.status_code == 503:
+            # The sign-in cannot tell callers apart (its users file is broken).
+            return problem(503, response.get_data(as_text=True).strip())
         return response
     if unsafe:
         if not security.may_act():

@@ -13,7 +13,7 @@ try:
 except ImportError:  # pragma: no cover - the extra is missing
     PasswordHasher = None  # type: ignore[assignment,misc]
 
-MISSING = "sign-in needs argon2-cffi: pip install 'pgbus-web[standalone]'"
+MISSING = "sign-in needs argon2-cffi: pip install -e '.[standalone]' in the pgbus-web checkout"
 
 
 class HashingUnavailable(RuntimeError):

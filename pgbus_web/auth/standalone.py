@@ -19,6 +19,7 @@ import logging
 import secrets
 import threading
 import time
+import unicodedata
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -43,7 +44,7 @@ from ..plumbing.security import same_origin
 from . import passwords, proxy
 from . import session as sessions
 from .throttle import Throttle
-from .users import OPERATOR, UsersFile
+from .users import OPERATOR, UsersFile, UsersFileError
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +121,12 @@ class Auth:
 
     def identity(self) -> Identity | None:
         if "_pgbus_identity" not in g:
-            found = self._identify()
+            try:
+                if self.users is not None:
+                    self.users.users()  # broken: 503 for everyone, signed in or not
+                found = self._identify()
+            except UsersFileError as problem:
+                abort(_unavailable(problem))
             g._pgbus_identity = found
         found = g._pgbus_identity
         return None if found is _REFUSED else found
@@ -167,7 +173,10 @@ class Auth:
         if self.throttle.blocked(name, address):
             log.warning("pgbus-web: sign-in refused for %r from %s: too many failed attempts", shown, address)
             return None
-        user = self.users.get(name) if self.users is not None else None
+        try:
+            user = self.users.get(name) if self.users is not None else None
+        except UsersFileError as problem:
+            abort(_unavailable(problem))
         if user is None:
             passwords.burn(password)
         elif passwords.verify(user.password_hash, password):
@@ -205,6 +214,17 @@ class Auth:
         return {"name": found.name, "role": found.role, "sign_out_token": token}
 
 
+def _unavailable(problem: UsersFileError) -> Response:
+    """503 while the users file is broken: nobody can be told apart, so no
+    page is served (UsersFile has logged what is wrong, with the file's
+    path, which the page leaves out)."""
+    if problem.line is not None:
+        sentence = i18n.t("pgbus.web.auth.users_file_broken", line=problem.line)
+    else:
+        sentence = i18n.t("pgbus.web.auth.users_file_unreadable")
+    return Response(sentence + "\n", 503, mimetype="text/plain")
+
+
 def _browser_navigation() -> bool:
     return (
         request.method in ("GET", "HEAD")
@@ -219,7 +239,13 @@ def _here() -> str:
 
 
 def _safe_next(value: str | None) -> str:
-    if not value or not value.startswith("/"):
+    """*value* when it is a plain path of this site, else the start page.
+    A CR or LF would break the Location header (a 500); a control
+    character, ``//host``, a scheme or a backslash (which browsers read as
+    a slash) could lead off the site: none is a link of the dashboard, so
+    such a value is dropped rather than mended."""
+    if (not value or not value.startswith("/") or value.startswith("//") or "\\" in value
+            or any(unicodedata.category(char) == "Cc" for char in value)):
         return url_for("pgbus_web.workflows")
     return same_origin(value)
 
@@ -241,8 +267,10 @@ def build_blueprint(auth: Auth) -> Blueprint:
     def sign_in():
         if auth.users is None:
             abort(404)
+        # First, so that a broken users file is a 503 before the form.
+        signed_in = auth.identity() is not None
         if request.method == "GET":
-            if auth.identity() is not None:
+            if signed_in:
                 return redirect(_safe_next(request.args.get("next")), 303)
             return page()
         if not sessions.token_matches(session.get(sessions.FORM_KEY), request.form.get("token")):

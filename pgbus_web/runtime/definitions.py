@@ -26,6 +26,7 @@ need a step list and the dashboard look definitions up there.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -252,3 +253,24 @@ class Registry:
     def digests(self) -> Mapping[str, str]:
         """{class name: digest}, what the dashboard compares runs against."""
         return {name: definition.digest for name, definition in self._definitions.items()}
+
+
+# The name a definitions module exposes its registry under.
+REGISTRY_ATTRIBUTE = "REGISTRY"
+
+
+def load_registry(module_name: str) -> Registry:
+    """The Registry that the module *module_name* exposes as REGISTRY;
+    DefinitionError saying what is wrong otherwise."""
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise DefinitionError(f"cannot import definitions module {module_name!r}: {exc}") from None
+    registry = getattr(module, REGISTRY_ATTRIBUTE, None)
+    if not isinstance(registry, Registry):
+        raise DefinitionError(
+            f"{module_name} has no {REGISTRY_ATTRIBUTE} (a pgbus_web.runtime.Registry of workflow definitions)"
+        )
+    if not len(registry):
+        raise DefinitionError(f"{module_name}.{REGISTRY_ATTRIBUTE} registers no workflow")
+    return registry

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine
 
 from ..rules import run_filters as index_filters
@@ -461,6 +462,16 @@ class Runner:
         return result
 
 
+# What a database that is down, restarting or unreachable raises (the
+# pages' 503 too): no connection, a dropped one, a full pool.
+DATABASE_AWAY = (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError)
+
+
+def _first_line(problem: BaseException) -> str:
+    text = str(getattr(problem, "orig", None) or problem).strip()
+    return text.splitlines()[0] if text else type(problem).__name__
+
+
 class Background:
     """The serving process's share of the work: a daemon thread that does
     queued operations (one cheap look every *poll* seconds when none is
@@ -471,7 +482,14 @@ class Background:
         self.engine = engine
         self.poll = poll
         self._stop = threading.Event()
+        # Whether the last look at the database failed to reach it.
+        self.database_away = False
         self.thread = threading.Thread(target=self._loop, name="pgbus-web-operations", daemon=True)
+
+    def _database_answered(self) -> None:
+        if self.database_away:
+            self.database_away = False
+            log.warning("operations: the database is back")
 
     def start(self) -> "Background":
         self.thread.start()
@@ -487,11 +505,22 @@ class Background:
                 if self.runner.held is None:
                     with self.engine.connect() as conn:
                         if not store.any_open(conn):
+                            self._database_answered()
                             self._stop.wait(self.poll)
                             continue
-                if self.runner.step() is None:
+                stepped = self.runner.step()
+                self._database_answered()
+                if stepped is None:
                     self._stop.wait(self.poll)
-            except Exception:  # noqa: BLE001  (a lost connection must not end the thread)
+            except DATABASE_AWAY as problem:
+                # Tried again every poll while it lasts: said once, in a
+                # line, not a traceback every two seconds.
+                if not self.database_away:
+                    self.database_away = True
+                    log.warning("operations: the database is unavailable (%s); trying again every %.1fs",
+                                _first_line(problem), self.poll)
+                self._stop.wait(self.poll)
+            except Exception:  # noqa: BLE001  (a bug in one step must not end the thread)
                 log.exception("operations: retrying in %.1fs", self.poll)
                 self._stop.wait(self.poll)
         try:
