@@ -20,22 +20,13 @@ from ..runtime import errors
 from ..rules import verb_table
 from ..core.settings import Settings
 from . import output
-from .common import database_url_option, engine_from, friendly_errors, main_group
+from .common import actor, database_url_option, engine_from, friendly_errors, main_group
 from .worker import load_registry
 
 json_option = click.option("--json", "as_json", is_flag=True, help="JSON Lines for scripts, not a table.")
 definitions_option = click.option(
     "--definitions", metavar="MODULE",
     help="Module exposing REGISTRY: the workflow definitions (resume, resume_at, skip and rerun need them).")
-
-
-def actor() -> str:
-    import getpass
-
-    try:
-        return f"cli:{getpass.getuser()}"
-    except Exception:  # noqa: BLE001  (no login name in a container)
-        return "cli:unknown"
 
 
 def _settings(definitions: str | None, **values) -> Settings:
