@@ -36,7 +36,6 @@ from werkzeug.exceptions import Forbidden, RequestEntityTooLarge
 
 from ...rules import states
 from ...i18n import current_locale, current_timezone, t
-from ...models import workflows
 from ...runtime import errors, verbs
 from ...runtime.clock import utcnow
 from ..answering import answers, pages, render
@@ -101,10 +100,8 @@ def _refused_form(workflow_id: str, verb: str, field: str, message: str, status:
 
 
 def _find(workflow_id: str) -> dict[str, Any] | None:
-    if not context.storable(workflow_id):
-        return None
     with state().database.primary.connect() as conn:
-        return workflows.find(conn, workflow_id)
+        return context.find_run(conn, workflow_id)
 
 
 def run_action(workflow_id: str, verb: str):
