@@ -11,6 +11,8 @@ bad time, payload or step).
 
 from __future__ import annotations
 
+import shlex
+
 import click
 
 from ..rules import run_filters
@@ -261,8 +263,6 @@ _OPTION_OF = {"workflow_class": "--class", "status": "--status", "reason": "--re
 
 
 def _list_with(filters: dict) -> str:
-    import shlex
-
     parts = []
     for name, value in filters.items():
         option = _OPTION_OF.get(name)
