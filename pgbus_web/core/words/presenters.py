@@ -1,7 +1,7 @@
 """The Workflows pages' words, with no I/O: a run's badge, tone and "what
 happens next" sentence, the Resume label, the audit-trail sentence, the
-bulk confirm, the subject link and the safe-URL rule, JSON values, and the
-action buttons a run page offers.
+subject link and the safe-URL rule, JSON values (the buttons and their
+confirm questions are verb_labels.py's).
 
 Everything here takes plain values (row dicts, ``now``, the thresholds) and
 returns words or Markup, so it is unit tested without a database or a

@@ -1,5 +1,5 @@
 """The read-only routes of the dashboard: each reads its request, asks its
-context builder (context.py) and renders the page, or only the block an
+context builder (core/reads.py) and renders the page, or only the block an
 HTMX request targets (render.py)."""
 
 from __future__ import annotations
