@@ -32,7 +32,10 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from .auth import Auth, with_hooks
 from .extension import PgbusWeb
 from .plumbing import security
+from .plumbing.state import state
 from .core.settings import Settings
+from .core.tokens import checker
+from .metrics import available
 
 
 class SessionInterface(SecureCookieSessionInterface):
@@ -74,15 +77,10 @@ def create_app(settings: Settings | Mapping[str, Any] | None = None) -> Flask:
     base = values.get("settings")
     if "api_auth" not in values and (base is None or base.api_auth is None):
         # The standalone app's bearer tokens (pgbus-web tokens, docs/api.md).
-        from .core.tokens import checker
-        from .plumbing.state import state
-
         values["api_auth"] = checker(lambda: state().database.primary)
     if values.get("metrics", getattr(base, "metrics", None)) is None:
         # Standalone, /metrics is on when prometheus_client is installed
         # (the standalone extra brings it; docs/metrics.md).
-        from .metrics import available
-
         values["metrics"] = available()
     web = PgbusWeb(database=database, **values)
     web.init_app(app)

@@ -83,11 +83,6 @@ def translations_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "translations"
 
 
-def catalog_path(locale: str) -> Path:
-    """The source catalog of *locale* (absent in an installed wheel)."""
-    return catalog_files.po_path(translations_dir(), locale)
-
-
 @lru_cache(maxsize=1)
 def available_locales() -> tuple[str, ...]:
     """The locales that have a catalog, English first."""

@@ -56,7 +56,7 @@ def serve(app):
 
 @contextmanager
 def launched():
-    """One headless Chromium; each test opens its own context in it."""
+    """One headless Chromium (the session's ``chromium`` fixture, conftest.py)."""
     from playwright.sync_api import sync_playwright
 
     if not CHROMIUM.exists():

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from browser import launched
 
 from pgbus_web import db, schema
 
@@ -109,6 +110,15 @@ def browser(app):
     from action_support import Browser
 
     return Browser(app.test_client())
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """The one headless Chromium every browser test uses (browser.launched:
+    its flags, and a failure rather than a skip in CI); each test opens its
+    own context in it, so no cookie or zone carries over."""
+    with launched() as started:
+        yield started
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from datetime import timedelta
 import pytest
 from action_support import ago, operator_app
 from auth_support import signed_in_app, write_users
-from browser import WAIT_MS, axe_violations, launched, requires_chromium, serve
+from browser import WAIT_MS, axe_violations, requires_chromium, serve
 from lock_support import Locks
 from web_helpers import every_state, step
 
@@ -27,12 +27,6 @@ pytestmark = requires_chromium
 
 SCHEMES = ["light", "dark"]
 WIDTHS = [1280, 390]
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    with launched() as browser:
-        yield browser
 
 
 @pytest.fixture

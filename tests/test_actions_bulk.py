@@ -1,5 +1,5 @@
 """A needs-attention group's bulk buttons are operations on the group's
-filter (DESIGN §9): the buttons that fit each reason, the operation's
+filter (docs/operations.md): the buttons that fit each reason, the operation's
 preview (a dialog with htmx, a page without JavaScript, never the
 browser's confirm()) asking the reason, every run of the group with no cap,
 the reason in every run's audit trail, and every refusal with the

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 from action_support import ago, events_of, operator_app, paused_on_capture, run_row
-from browser import WAIT_MS, launched, requires_chromium, serve
+from browser import WAIT_MS, requires_chromium, serve
 from web_helpers import step
 
 from pgbus_web.rules import states
@@ -41,13 +41,6 @@ def server(database):
 def small_pages_server(database):
     """The same with five runs to a page."""
     yield from serve(operator_app(database, actor_name=lambda request: "browser", refresh_interval=1, page_size=5))
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    """One headless Chromium for the module; each test gets its own context."""
-    with launched() as browser:
-        yield browser
 
 
 @pytest.fixture

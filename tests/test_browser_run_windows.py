@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 from action_support import operator_app
-from browser import WAIT_MS, launched, requires_chromium, serve
+from browser import WAIT_MS, requires_chromium, serve
 from test_run_page_windows import long_history
 
 pytestmark = requires_chromium
@@ -34,12 +34,6 @@ def server(database):
         return response
 
     yield from serve(app)
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    with launched() as browser:
-        yield browser
 
 
 def test_older_events_swap_in_place_and_the_polls_keep_them(chromium, server, runs, engine):

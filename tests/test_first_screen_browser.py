@@ -8,7 +8,7 @@ run by each form it accepts, and a near miss finds nothing."""
 from __future__ import annotations
 
 import pytest
-from browser import WAIT_MS, launched, requires_chromium, serve
+from browser import WAIT_MS, requires_chromium, serve
 from web_helpers import Runs, every_state, make_app, step, utcnow
 
 from pgbus_web.rules import states
@@ -16,12 +16,6 @@ from pgbus_web.rules import states
 pytestmark = requires_chromium
 
 VIEWPORT = {"width": 1280, "height": 800}
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    with launched() as browser:
-        yield browser
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from babel.messages.pofile import read_po
 
-from pgbus_web import i18n
+from pgbus_web import catalog_files, i18n
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCALES = ("en", "da", "de", "es", "fi", "fr", "it", "ja", "nb", "nl", "pt", "sv")
@@ -53,7 +53,7 @@ RULE = {"es": "es_it", "it": "es_it", "fr": "fr_pt", "pt": "fr_pt", "ja": "ja"}
 
 
 def _plural_entries(locale):
-    with open(i18n.catalog_path(locale), "rb") as fp:
+    with open(catalog_files.po_path(i18n.translations_dir(), locale), "rb") as fp:
         po = read_po(fp, locale=locale)
     return po, {m.id[0]: tuple(m.string) for m in po if m.id and isinstance(m.id, (tuple, list))}
 

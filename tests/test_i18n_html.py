@@ -11,9 +11,9 @@ from babel.messages.pofile import read_po
 from jinja2 import Environment
 from markupsafe import Markup
 
-from pgbus_web import i18n
+from pgbus_web import catalog_files, i18n
 from pgbus_web.rules import states
-from pgbus_web.core.words import presenters
+from pgbus_web.core.words import presenters, verb_labels
 
 LOCALES = i18n.available_locales()
 HOSTILE = "<script>alert(1)</script>"
@@ -23,7 +23,7 @@ NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 
 
 def _english() -> dict:
-    with open(i18n.catalog_path("en"), "rb") as fp:
+    with open(catalog_files.po_path(i18n.translations_dir(), "en"), "rb") as fp:
         return {
             (m.id[0] if isinstance(m.id, tuple) else m.id): m.string for m in read_po(fp) if m.id
         }
@@ -117,5 +117,5 @@ def test_audit_sentence_escapes_actor_reason_and_step(locale):
 def test_bulk_confirm_escapes_step_and_error(locale):
     group = {"count": 3, "step_name": HOSTILE, "error_class": HOSTILE}
     with i18n.force_locale(locale):
-        html = AUTOESCAPE.render(sentence=presenters.bulk_confirm("resume", group))
+        html = AUTOESCAPE.render(sentence=verb_labels.bulk_confirm("resume", group))
     assert "<script>" not in html and html.count(ESCAPED) == 2

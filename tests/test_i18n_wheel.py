@@ -45,7 +45,7 @@ def test_the_wheel_carries_every_catalog_compiled_and_agreeing_with_its_po(wheel
             member = f"pgbus_web/translations/{locale}/LC_MESSAGES/{catalog_files.DOMAIN}.mo"
             assert member in names, member
             shipped = GNUTranslations(io.BytesIO(archive.read(member)))
-            source = GNUTranslations(io.BytesIO(catalog_files.compile_po(i18n.catalog_path(locale), locale)))
+            source = GNUTranslations(io.BytesIO(catalog_files.compile_po(catalog_files.po_path(i18n.translations_dir(), locale), locale)))
             assert _entries(shipped) == _entries(source), locale
             assert len(_entries(shipped)) > 100
     # The sources stay out: the installed dashboard reads the .mo.

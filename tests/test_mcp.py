@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import anyio
 import pytest
@@ -30,7 +31,10 @@ def session(database_url, *options, calls):
         async with Client(params) as client:
             return await calls(client)
 
-    return anyio.run(main)
+    # In a thread of its own: once the session's Chromium is up (conftest.py),
+    # Playwright's sync API holds an event loop on the main thread.
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(anyio.run, main).result()
 
 
 def answer(result) -> dict:

@@ -4,7 +4,7 @@ pages never receive them."""
 
 from __future__ import annotations
 
-from browser import launched, requires_chromium, serve
+from browser import requires_chromium, serve
 from flask import Flask
 
 from pgbus_web.demo.workflows import REGISTRY
@@ -32,16 +32,16 @@ def test_the_page_tells_the_time_zone_script_the_mount(database):
 
 
 @requires_chromium
-def test_the_browser_keeps_the_time_zone_cookie_to_the_mount(database):
+def test_the_browser_keeps_the_time_zone_cookie_to_the_mount(database, chromium):
     server = serve(host_app(database))
     base = next(server)
     try:
-        with launched() as browser:
-            context = browser.new_context(timezone_id="Europe/Berlin")
-            page = context.new_page()
-            page.goto(f"{base}/ops/workflows")
-            page.wait_for_load_state("load")
-            zone = [cookie for cookie in context.cookies() if cookie["name"] == TIMEZONE_COOKIE]
-            assert [(cookie["value"], cookie["path"]) for cookie in zone] == [("Europe/Berlin", "/ops")]
+        context = chromium.new_context(timezone_id="Europe/Berlin")
+        page = context.new_page()
+        page.goto(f"{base}/ops/workflows")
+        page.wait_for_load_state("load")
+        zone = [cookie for cookie in context.cookies() if cookie["name"] == TIMEZONE_COOKIE]
+        assert [(cookie["value"], cookie["path"]) for cookie in zone] == [("Europe/Berlin", "/ops")]
+        context.close()
     finally:
         server.close()

@@ -1,4 +1,4 @@
-"""The operations' pages (DESIGN §9): the preview (a page without
+"""The operations' pages (docs/operations.md): the preview (a page without
 JavaScript, the dialog with htmx), starting one with a reason, a count that
 changed meanwhile, every refusal with the tables exactly as before, its
 progress page, cancel, the recent list, the index's entry and the audit

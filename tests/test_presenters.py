@@ -18,7 +18,7 @@ import pgbus_web.web
 from pgbus_web import i18n
 from pgbus_web.rules import states
 from pgbus_web.runtime.plan import ActionPlan
-from pgbus_web.core.words import presenters
+from pgbus_web.core.words import presenters, verb_labels
 from pgbus_web.web.drawing import template_names
 from pgbus_web.core.words.presenters import RunState
 
@@ -406,24 +406,24 @@ def test_every_known_event_has_words(event):
 )
 def test_bulk_confirm_plural_forms(count, text):
     group = {"step_name": "capture", "error_class": "TimeoutError", "count": count}
-    assert presenters.bulk_confirm("resume", group) == text
+    assert verb_labels.bulk_confirm("resume", group) == text
 
 
 def test_bulk_confirm_without_error_class():
     group = {"step_name": "capture_payment", "error_class": None, "count": 3}
-    assert presenters.bulk_confirm("run_now", group) == "Run capture_payment now for all 3 overdue runs?"
+    assert verb_labels.bulk_confirm("skip", group) == "Skip capture_payment for all 3 runs stuck there?"
 
 
-@pytest.mark.parametrize("action", presenters.BULK_ACTIONS)
+@pytest.mark.parametrize("action", verb_labels.BULK_VERBS)
 def test_every_bulk_action_has_words(action):
     for error in (None, "TimeoutError"):
-        text = presenters.bulk_confirm(action, {"step_name": "s", "error_class": error, "count": 2})
+        text = verb_labels.bulk_confirm(action, {"step_name": "s", "error_class": error, "count": 2})
         assert "pgbus." not in text and text.endswith("?")
 
 
 def test_bulk_confirm_for_a_verb_without_a_bulk_form():
     with pytest.raises(ValueError, match="no bulk confirm for 'rerun'"):
-        presenters.bulk_confirm("rerun", {"step_name": "s", "count": 1})
+        verb_labels.bulk_confirm("rerun", {"step_name": "s", "count": 1})
 
 
 def test_resume_label_without_a_plan():

@@ -9,14 +9,15 @@ from runtime_support import Driver
 from pgbus_web.rules import states
 from pgbus_web.demo import workflows as demo
 from pgbus_web.runtime import system, verbs
-from pgbus_web.runtime.plan import ActionPlan, action_plan
+from pgbus_web.models import steps
+from pgbus_web.runtime.plan import ActionPlan, plan_of
 from pgbus_web.rules.verb_table import CLASS_VERBS, available_actions
 from pgbus_web.runtime.worker import Worker
 
 
 def plan(engine, driver: Driver, workflow_id, definition=demo.ORDER_WORKFLOW):
     with engine.connect() as conn:
-        return action_plan(conn, driver.run(workflow_id), definition)
+        return plan_of(driver.run(workflow_id), steps.latest(conn, workflow_id), definition)
 
 
 def pause_while_running(engine, driver: Driver, workflow_class, arguments, steps_before=0):

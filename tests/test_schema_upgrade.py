@@ -93,7 +93,7 @@ def test_install_upgrades_in_place_and_says_from_which_version(scratch):
     result = schema.install(engine)
     assert (result.version, result.installed, result.upgraded_from) == (schema.SCHEMA_VERSION, True, 1)
     assert versions(engine) == list(range(1, schema.SCHEMA_VERSION + 1))
-    # Version 2 brings the operations table (DESIGN §9).
+    # Version 2 brings the operations table (docs/operations.md).
     assert _has_table(engine, "pgbus_web_operations")
 
 

@@ -1,4 +1,4 @@
-"""The index's search box (GET /workflows?q=, DESIGN §10): a run found by
+"""The index's search box (GET /workflows?q=, docs/web.md): a run found by
 its whole id in any case, by the short prefix the list shows, by its
 idempotency key in any case, by its subject ("Order 100615", "order
 100615") or by the subject's id alone; near misses find nothing; a text

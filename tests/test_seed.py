@@ -125,7 +125,7 @@ def test_moments_lie_in_the_last_30_days_and_nothing_happened_after_now(engine, 
 
 # --- the rows agree ---------------------------------------------------------------
 
-# The latest step row (highest id) a run in each status may have (DESIGN §2).
+# The latest step row (highest id) a run in each status may have (docs/runtime.md).
 LATEST_STEP = {
     "ready": {"scheduled"},
     "running": {"in_progress"},

@@ -13,7 +13,7 @@ import re
 
 import pytest
 from action_support import ago, operator_app
-from browser import WAIT_MS, launched, requires_chromium, serve
+from browser import WAIT_MS, requires_chromium, serve
 from web_helpers import soup, step, text_of
 
 from pgbus_web import i18n
@@ -53,12 +53,6 @@ def test_the_stall_sentence_and_details_are_said_in_the_operators_language(clien
                                           error_message="in progress since yesterday"), paused_at=ago(minutes=1))
     other_page = soup(client.get(f"/workflows/{other}?locale=de"))
     assert text_of(other_page.select_one(".pgbus-error-message")) == "in progress since yesterday"
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    with launched() as browser:
-        yield browser
 
 
 @pytest.fixture

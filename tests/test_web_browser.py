@@ -14,7 +14,7 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
-from browser import WAIT_MS, launched, requires_chromium, serve
+from browser import WAIT_MS, requires_chromium, serve
 from web_helpers import every_state, make_app, step, utcnow
 
 from pgbus_web.rules import states
@@ -31,12 +31,6 @@ def server(database):
 @pytest.fixture
 def small_pages_server(database):
     yield from serve(make_app(database, page_size=5))
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    with launched() as browser:
-        yield browser
 
 
 def open_page(chromium, **context_options):

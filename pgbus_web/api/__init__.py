@@ -1,4 +1,4 @@
-"""The JSON API (DESIGN §12, docs/api.md): a blueprint of its own,
+"""The JSON API (docs/api.md): a blueprint of its own,
 ``pgbus_api``, mounted at ``/api/v1`` under the dashboard's prefix, over
 the same domain functions as the pages. Every answer is JSON; every
 refusal ``application/problem+json`` with a translated ``detail``.

@@ -10,7 +10,6 @@ declined, cancelled or left to the workers, 2 bad usage.
 
 from __future__ import annotations
 
-import time
 from typing import Iterable
 
 import click
@@ -20,8 +19,14 @@ from ..rules import states
 from ..rules import run_filters as index_filters
 from ..runtime import errors, operations
 from ..runtime.clock import utcnow
+<<<<<<< HEAD
 from .common import database_url_option, engine_from, friendly_errors, main_group
 from .worker import DEFINITIONS_ENV, load_registry
+=======
+from ..core import operation_runs
+from .common import actor, database_url_option, engine_from, friendly_errors, main_group
+from .worker import load_registry
+>>>>>>> wt-c
 
 # The filters the runs index reads (GET /workflows?NAME=VALUE).
 FILTER_NAMES = index_filters.NAMES
@@ -106,7 +111,7 @@ def bulk(database_url, verb, filter_pairs, reason, at, from_step, signal_name, p
             raise SystemExit(1)
         try:
             operation = operations.create(engine, run_filters, verb, params, reason=reason,
-                                          actor=f"cli:{_user()}", expected=shown.total, registry=registry,
+                                          actor=actor(), expected=shown.total, registry=registry,
                                           thresholds=THRESHOLDS)
         except operations.CountChanged as problem:
             raise click.ClickException(
@@ -124,35 +129,22 @@ def bulk(database_url, verb, filter_pairs, reason, at, from_step, signal_name, p
         raise SystemExit(1)
 
 
-def _user() -> str:
-    import getpass
-
-    try:
-        return getpass.getuser()
-    except Exception:  # noqa: BLE001  (no login name in a container)
-        return "unknown"
-
-
 def _run(engine, registry, operation):
     """Do *operation* here (or watch another process do it) with a bar."""
-    runner = operations.Runner(engine, registry)
     op_id = operation["id"]
     bar = progress.bar(total=_bar_total(operation), unit="run", dynamic_ncols=True)
     shown = 0
+
+    def seen(current):
+        nonlocal shown
+        handled = current["moved"] + current["skipped"] + current["refused"]
+        bar.update(max(min(handled, bar.total) - shown, 0))
+        shown = max(shown, min(handled, bar.total))
+
     try:
-        while True:
-            chunk = runner.step(op_id)
-            current = operations.find(engine, op_id)
-            handled = current["moved"] + current["skipped"] + current["refused"]
-            bar.update(max(min(handled, bar.total) - shown, 0))
-            shown = max(shown, min(handled, bar.total))
-            if current["status"] not in states.OPERATION_OPEN:
-                return current
-            if chunk is None:
-                time.sleep(WATCH_INTERVAL)  # another process holds it: watch
+        return operation_runs.run_to_end(engine, registry, op_id, poll=WATCH_INTERVAL, seen=seen)
     except KeyboardInterrupt:
         bar.close()
-        runner.release()
         click.echo(f"\nStopped here: operation {op_id} is left queued; any `pgbus-web worker` "
                    "or serving dashboard finishes it.", err=True)
         raise SystemExit(1)

@@ -4,6 +4,7 @@ turning known failures into one-line errors."""
 from __future__ import annotations
 
 import functools
+import getpass
 
 import click
 from sqlalchemy.exc import DBAPIError, OperationalError
@@ -25,6 +26,15 @@ database_url_option = click.option(
     show_envvar=True,
     help="PostgreSQL URL, e.g. postgresql://user:pass@localhost:5432/app",
 )
+
+
+def actor() -> str:
+    """Who acts from the command line, on the audit trail and an
+    operation: ``cli:<os user>``."""
+    try:
+        return f"cli:{getpass.getuser()}"
+    except Exception:  # noqa: BLE001  (no login name in a container)
+        return "cli:unknown"
 
 
 def first_line(exc: BaseException) -> str:

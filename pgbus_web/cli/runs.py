@@ -11,6 +11,8 @@ bad time, payload or step).
 
 from __future__ import annotations
 
+import shlex
+
 import click
 
 from ..rules import run_filters
@@ -20,22 +22,18 @@ from ..runtime import errors
 from ..rules import verb_table
 from ..core.settings import Settings
 from . import output
+<<<<<<< HEAD
 from .common import database_url_option, engine_from, friendly_errors, main_group
 from .worker import DEFINITIONS_ENV, load_registry
+=======
+from .common import actor, database_url_option, engine_from, friendly_errors, main_group
+from .worker import load_registry
+>>>>>>> wt-c
 
 json_option = click.option("--json", "as_json", is_flag=True, help="JSON Lines for scripts, not a table.")
 definitions_option = click.option(
     "--definitions", metavar="MODULE", envvar=DEFINITIONS_ENV, show_envvar=True,
     help="Module exposing REGISTRY: the workflow definitions (resume, resume_at, skip and rerun need them).")
-
-
-def actor() -> str:
-    import getpass
-
-    try:
-        return f"cli:{getpass.getuser()}"
-    except Exception:  # noqa: BLE001  (no login name in a container)
-        return "cli:unknown"
 
 
 def _settings(definitions: str | None, **values) -> Settings:
@@ -270,8 +268,6 @@ _OPTION_OF = {"workflow_class": "--class", "status": "--status", "reason": "--re
 
 
 def _list_with(filters: dict) -> str:
-    import shlex
-
     parts = []
     for name, value in filters.items():
         option = _OPTION_OF.get(name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ..auth.users import ROLES
+from ..core import tokens
 from .common import database_url_option, engine_from, friendly_errors, main_group
 
 
@@ -26,8 +27,6 @@ def tokens_group() -> None:
 def add(name: str, role: str, database_url: str | None) -> None:
     """Make a token for NAME (its actor is api:NAME). The token is printed
     once, on stdout alone; only its SHA-256 is kept."""
-    from ..core import tokens
-
     try:
         token, _ = tokens.add(engine_from(database_url), name, role)
     except tokens.TokenError as problem:
@@ -41,8 +40,6 @@ def add(name: str, role: str, database_url: str | None) -> None:
 @friendly_errors
 def list_tokens(database_url: str | None) -> None:
     """Every token: name, role, created, last used, revoked."""
-    from ..core import tokens
-
     rows = tokens.listing(engine_from(database_url))
     click.echo("NAME\tROLE\tCREATED\tLAST USED\tREVOKED")
     for row in rows:
@@ -56,8 +53,6 @@ def list_tokens(database_url: str | None) -> None:
 @friendly_errors
 def revoke(name: str, database_url: str | None) -> None:
     """Revoke NAME's token: refused from its next request on."""
-    from ..core import tokens
-
     if not tokens.revoke(engine_from(database_url), name):
         raise click.ClickException(f"no live token named {name!r}")
     click.echo(f"Revoked the token {name}.")

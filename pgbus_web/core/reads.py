@@ -52,6 +52,13 @@ def storable(value: str) -> bool:
     return "\x00" not in value
 
 
+def find_run(conn: Connection, workflow_id: str) -> dict[str, Any] | None:
+    """The run's row; None when no run has this id (an id PostgreSQL text
+    cannot hold included). Every door answers None with
+    problems.run_not_found."""
+    return workflows.find(conn, workflow_id) if storable(workflow_id) else None
+
+
 # --- the runs index --------------------------------------------------------
 
 
@@ -239,7 +246,7 @@ def run_context(
     as it left it), saving that read."""
     now = now or utcnow()
     if run is None:
-        run = workflows.find(conn, workflow_id) if storable(workflow_id) else None
+        run = find_run(conn, workflow_id)
     if run is None:
         raise NotFound(workflow_id)
     named = steps.names_for_run(conn, workflow_id)

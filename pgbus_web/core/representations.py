@@ -24,6 +24,8 @@ from ..models.values import Infinite, RawJson
 from ..rules.run_filters import group_query
 from ..rules import verb_table
 from ..runtime.plan import plan_of
+from .words.presenters import run_state
+from .words.verb_labels import BULK_VERBS, bulk_verbs
 
 # --- values ----------------------------------------------------------------
 
@@ -103,8 +105,6 @@ def stuck_reason(run: Mapping[str, Any], *, now: datetime, stall_threshold: time
                  waiting_threshold: timedelta | None) -> str | None:
     """The run's stuck reason (states.STUCK_REASONS) as its badge on the
     pages decides it, or None; None too for a status no rule knows."""
-    from .words.presenters import run_state
-
     try:
         return run_state(run, now=now, stall_threshold=stall_threshold, waiting_threshold=waiting_threshold).stuck
     except (ValueError, OverflowError):
@@ -192,8 +192,6 @@ def attention_group(group: Mapping[str, Any], class_loaded: bool) -> dict[str, A
     """A needs-attention group (models.workflows.attention_groups): its
     runs' filter (run_filters.group_query, the index's and an operation's
     ``filters``) and the verbs its buttons offer as operations."""
-    from .words.verb_labels import BULK_VERBS, bulk_verbs
-
     shaped = _object(group, GROUP_FIELDS)
     shaped["filters"] = group_query(group)
     offered: list[str] = []

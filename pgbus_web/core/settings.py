@@ -14,6 +14,7 @@ from datetime import timedelta
 from typing import Any, Callable, Optional
 
 from .. import db, defaults
+from ..i18n import match_locale
 
 # Runs per page of the index.
 PAGE_SIZE = 50
@@ -115,8 +116,6 @@ def check(settings: Settings, locales: tuple[str, ...]) -> Settings:
     """*settings* with durations given as seconds (a config file's numbers)
     made timedeltas, or SettingError naming the first wrong one. *locales*
     are the catalogs a default_locale may name."""
-    from ..i18n import match_locale
-
     changes: dict[str, Any] = {}
     for name in ("database_url", "replica_url"):
         value = getattr(settings, name)

@@ -22,7 +22,19 @@ from pathlib import Path
 
 import click
 
+from .. import schema
+from ..app import create_app
 from ..cli.common import main_group
+from ..db import UNBOUNDED_STATEMENTS, WORKER_STATEMENT_TIMEOUT, Bounds, Database, create_engine
+from ..demo import database as demo_database
+from ..demo import workflows as demo_workflows
+from ..demo.live import LiveDemo
+from ..demo.seed import seed
+from ..demo.unloaded import seed_unloaded
+from ..locks.seed import seed_locks
+from ..models import workflows
+from ..runtime.worker import Worker
+from .serve import Later, create_server, is_loopback
 
 DEFAULT_PORT = 8080
 DEFAULT_DATA_DIR = ".pgbus-demo"
@@ -84,19 +96,6 @@ def _wait_until_up(url: str) -> None:
 @click.option("--no-auth", is_flag=True, help="Allow a non-loopback --host (the demo has no sign-in).")
 def demo(port, host, data_dir, runs, reset, no_auth):
     """Start the one-command demo: embedded PostgreSQL, seeded runs, a worker, the dashboard."""
-
-    from .. import schema
-    from ..app import create_app
-    from ..db import UNBOUNDED_STATEMENTS, WORKER_STATEMENT_TIMEOUT, Bounds, Database, create_engine
-    from ..demo import database as demo_database
-    from ..demo import workflows as demo_workflows
-    from ..demo.live import LiveDemo
-    from ..demo.seed import seed
-    from ..demo.unloaded import seed_unloaded
-    from ..locks.seed import seed_locks
-    from ..models import workflows
-    from ..runtime.worker import Worker
-    from .serve import Later, create_server, is_loopback
 
     if not no_auth and not is_loopback(host):
         raise click.ClickException(

@@ -8,7 +8,12 @@ import click
 from ..progress import MissingExtra
 from ..core.settings import Settings
 from ..cli.common import database_url_option, engine_from, friendly_errors, main_group
+<<<<<<< HEAD
 from ..cli.worker import DEFINITIONS_ENV, load_registry
+=======
+from ..cli.worker import load_registry
+from ..mcp import server as mcp_server
+>>>>>>> wt-c
 
 
 @main_group.command("mcp")
@@ -22,8 +27,6 @@ def mcp(database_url, allow_actions, definitions):
     """Serve the Model Context Protocol on standard input and output."""
     try:
         import mcp as _sdk  # noqa: F401  (the extra's package, checked before the database)
-
-        from ..mcp import server as mcp_server
     except ImportError:
         raise MissingExtra("mcp", "mcp") from None
     settings = Settings(registry=load_registry(definitions) if definitions else None)

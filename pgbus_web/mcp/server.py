@@ -22,7 +22,7 @@ from sqlalchemy.engine import Engine
 from ..core import representations as rep
 from ..rules import run_filters
 from ..core import acts as scripted
-from ..rules import states
+from ..core import operation_runs
 from ..runtime import errors, operations
 from ..runtime.clock import utcnow
 from ..core import reads as context
@@ -200,15 +200,8 @@ class Tools:
             raise _tool_error(str(problem)) from None
 
     def _finish(self, operation_id: int) -> dict[str, Any]:
-        runner = operations.Runner(self.engine, self.settings.registry)
-        deadline = time.monotonic() + OPERATION_WAIT
-        while True:
-            chunk = runner.step(operation_id)
-            current = operations.find(self.engine, operation_id)
-            if current["status"] not in states.OPERATION_OPEN or time.monotonic() > deadline:
-                return current
-            if chunk is None:
-                time.sleep(POLL)  # another process holds it
+        return operation_runs.run_to_end(self.engine, self.settings.registry, operation_id, poll=POLL,
+                                         deadline=time.monotonic() + OPERATION_WAIT)
 
 
 READ_TOOLS = ("needs_attention", "find_runs", "show_run", "preview_operation", "show_operation")

@@ -1,5 +1,5 @@
 """Operations: one outside verb on every run a filter of the runs index
-matches, at any size, tracked in pgbus_web_operations (DESIGN §9).
+matches, at any size, tracked in pgbus_web_operations (docs/operations.md).
 
 - preview(): what an operation would do now: the exact count, by status,
   how many runs the verb fits (the verb table's rule) and how many it will

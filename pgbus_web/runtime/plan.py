@@ -10,10 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from sqlalchemy.engine import Connection
-
 from ..rules import states
-from ..models import steps
 from .definitions import Workflow
 
 RETRY = "retry"  # a new attempt of the step that failed
@@ -58,17 +55,3 @@ def plan_of(
     except KeyError:
         return None
 
-
-def action_plan(
-    conn: Connection,
-    run: Mapping[str, Any],
-    definition: Workflow | None,
-    *,
-    latest: Mapping[str, Any] | None = None,
-) -> ActionPlan | None:
-    """plan_of, reading the run's latest step when *latest* is not given."""
-    if run.get("status") != states.PAUSED or definition is None:
-        return None
-    if latest is None:
-        latest = steps.latest(conn, run["workflow_id"])
-    return plan_of(run, latest, definition)

@@ -1,7 +1,7 @@
 """The Workflows pages' words, with no I/O: a run's badge, tone and "what
 happens next" sentence, the Resume label, the audit-trail sentence, the
-bulk confirm, the subject link and the safe-URL rule, JSON values, and the
-action buttons a run page offers.
+subject link and the safe-URL rule, JSON values (the buttons and their
+confirm questions are verb_labels.py's).
 
 Everything here takes plain values (row dicts, ``now``, the thresholds) and
 returns words or Markup, so it is unit tested without a database or a
@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping, Optional
 from markupsafe import Markup, escape
 
 from ...rules import states
-from ...i18n import t, t_html, tn
+from ...i18n import t, t_html
 from ...models.values import RawJson
 from . import unusual as odd, timefmt
 
@@ -67,9 +67,6 @@ RUN_TONES = {
 # The sharper badges: words that say more than the status.
 BADGE_STALLED = "stalled"
 BADGE_OVERDUE = "overdue"
-
-# The verbs a needs-attention group can be confirmed for (bulk_confirm).
-BULK_ACTIONS = ("resume", "retry", "run_now", "skip", "pause", "cancel")
 
 # What resume will do (the runtime's action plan), each with its own label.
 RESUME_ACTIONS = ("retry", "continue", "finish", "resume")
@@ -300,21 +297,6 @@ def event_sentence(event: Mapping[str, Any]) -> str:
     if reason is not None and str(reason).strip():
         sentence = t("pgbus.workflows.audit.with_reason", sentence=sentence, reason=reason)
     return sentence
-
-
-def bulk_confirm(action: str, group: Mapping[str, Any]) -> str:
-    """The question before a bulk action on a needs-attention group:
-    "Resume all 3 runs paused at capture on TimeoutError?" (plural by the
-    group's count). Raises ValueError for a verb that has no bulk form."""
-    if action not in BULK_ACTIONS:
-        raise ValueError(f"no bulk confirm for {action!r}; expected one of {', '.join(BULK_ACTIONS)}")
-    key = f"{action}_error" if group.get("error_class") else action
-    return tn(
-        f"pgbus.workflows.attention.confirm.{key}",
-        int(group.get("count") or 0),
-        step=group.get("step_name") or "",
-        error=group.get("error_class") or "",
-    )
 
 
 # RFC 3986 (appendix A), the grammar Ruby's URI.parse holds a URL to in

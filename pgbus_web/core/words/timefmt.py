@@ -13,7 +13,7 @@ Naive datetimes are taken as UTC (every connection runs in UTC).
 
 A moment stored at ``infinity`` or ``-infinity`` (``models.values.Infinite``)
 has no relative text, wall clock or duration: it is written as its literal,
-and ``time_tag`` marks it as an unusual value (``odd.py``). A duration with
+and ``time_tag`` marks it as an unusual value (``unusual.py``). A duration with
 an infinite end is the dash.
 """
 

@@ -13,7 +13,7 @@ from datetime import datetime, tzinfo
 from typing import Any, Mapping
 
 from ...rules import states
-from ...i18n import t
+from ...i18n import t, tn
 from ...models.values import is_infinite
 from ...rules import verb_table
 from ...runtime.plan import plan_of
@@ -152,6 +152,21 @@ def bulk_label(verb: str) -> str:
     }[verb]
 
 
+def bulk_confirm(action: str, group: Mapping[str, Any]) -> str:
+    """The question before a bulk action on a needs-attention group:
+    "Resume all 3 runs paused at capture on TimeoutError?" (plural by the
+    group's count). Raises ValueError for a verb that has no bulk form."""
+    if action not in BULK_VERBS:
+        raise ValueError(f"no bulk confirm for {action!r}; expected one of {', '.join(BULK_VERBS)}")
+    key = f"{action}_error" if group.get("error_class") else action
+    return tn(
+        f"pgbus.workflows.attention.confirm.{key}",
+        int(group.get("count") or 0),
+        step=group.get("step_name") or "",
+        error=group.get("error_class") or "",
+    )
+
+
 def bulk_verbs(group: Mapping[str, Any], class_loaded: bool) -> tuple[str, ...]:
     """The bulk verbs that fit the group's stuck reason; without the ones
     that need the definition when its class is not loaded here."""
@@ -166,7 +181,7 @@ def group_actions(group: Mapping[str, Any], class_loaded: bool) -> list[GroupAct
         GroupAction(
             verb=verb,
             label=bulk_label(verb),
-            confirm=presenters.bulk_confirm(verb, group),
+            confirm=bulk_confirm(verb, group),
             danger=verb in CONFIRMED_VERBS,
         )
         for verb in bulk_verbs(group, class_loaded)

@@ -53,7 +53,7 @@ INSIGHTS = Page("pgbus_web/insights.html", {"pgbus-insights": "insights"})
 BATCH = Page("pgbus_web/batch.html", {"pgbus-batch": "batch"})
 LOCKS = Page("pgbus_web/locks/index.html", {"pgbus-locks": "locks"})
 ERROR = Page("pgbus_web/error.html")
-# Operations (operations_views.py): the preview as a page, and alone (the
+# Operations (web/routes/operations.py): the preview as a page, and alone (the
 # dialog htmx swaps into the page it was asked from); one operation, whose
 # progress block polls itself while it runs; the recent ones.
 OPERATION_PREVIEW = Page("pgbus_web/operations/preview.html")

@@ -1,6 +1,6 @@
 """The routes that change one run: an outside verb on it, a signal to it
-(a needs-attention group's buttons are operations: operations_views.py). Each is thin: read the form
-(checks.py), call one runtime function, answer.
+(a needs-attention group's buttons are operations: routes/operations.py). Each is thin: read the form
+(core/checks.py), call one runtime function, answer.
 
 The answer depends on who asked:
 - htmx: the page's fragments re-rendered from the database as it is now
@@ -36,7 +36,6 @@ from werkzeug.exceptions import Forbidden, RequestEntityTooLarge
 
 from ...rules import states
 from ...i18n import current_locale, current_timezone, t
-from ...models import workflows
 from ...runtime import errors, verbs
 from ...runtime.clock import utcnow
 from ..answering import answers, pages, render
@@ -101,10 +100,8 @@ def _refused_form(workflow_id: str, verb: str, field: str, message: str, status:
 
 
 def _find(workflow_id: str) -> dict[str, Any] | None:
-    if not context.storable(workflow_id):
-        return None
     with state().database.primary.connect() as conn:
-        return workflows.find(conn, workflow_id)
+        return context.find_run(conn, workflow_id)
 
 
 def run_action(workflow_id: str, verb: str):
@@ -239,7 +236,7 @@ def back_to_index(verb: str) -> Response:
 def register(blueprint: Blueprint) -> None:
     csrf.init_blueprint(blueprint)
     # Static parts win over converters, so /workflows/bulk/<verb>
-    # (operations_views.py) and
+    # (routes/operations.py) and
     # /workflows/<id>/signals are not taken for a run id or a verb; a run
     # whose id is "bulk" is written "~YnVsaw" (run_ids.py). The verb is the
     # last segment: the run id may hold slashes. A GET on a run's action

@@ -1,4 +1,4 @@
-"""The routes of operations (DESIGN §9): one verb on every run a filter of
+"""The routes of operations (docs/operations.md): one verb on every run a filter of
 the index matches, previewed, confirmed with a reason, then tracked.
 
 - POST /workflows/operations: without ``confirmed=1`` the preview (a page;

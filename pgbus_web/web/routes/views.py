@@ -1,5 +1,5 @@
 """The read-only routes of the dashboard: each reads its request, asks its
-context builder (context.py) and renders the page, or only the block an
+context builder (core/reads.py) and renders the page, or only the block an
 HTMX request targets (render.py)."""
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from werkzeug.exceptions import HTTPException, InternalServerError
 from ...rules import run_filters as filters
 from ...db import SchemaProblem
 from ...i18n import t
-from ...models import workflows
 from ...runtime import verbs
 from ..answering import answers, not_modified, pages, render
 from ...core import reads as context, problems
@@ -97,10 +96,10 @@ def _action_owner(path: str) -> str | None:
     exists; None otherwise. Only asked once no run has *path* as its id,
     so a run whose id ends in ``/cancel`` keeps its page."""
     owner, _, last = path.rpartition("/")
-    if not owner or last not in ACTION_SEGMENTS or not context.storable(owner):
+    if not owner or last not in ACTION_SEGMENTS:
         return None
     with state().database.read() as conn:
-        return owner if workflows.find(conn, owner) is not None else None
+        return owner if context.find_run(conn, owner) is not None else None
 
 
 def insights(workflow_class: str):

@@ -1,0 +1,39 @@
+"""Doing one operation to its end in this process: the command line's
+``pgbus-web bulk`` and the MCP server's start_operation both answer only
+once the operation they started is no longer open (docs/operations.md)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from sqlalchemy.engine import Engine
+
+from ..rules import states
+from ..runtime import operations
+
+
+def run_to_end(engine: Engine, registry, operation_id: int, *, poll: float, deadline: float | None = None,
+               seen: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Do operation *operation_id* chunk by chunk here, or watch another
+    process do it (polling every *poll* seconds while that one holds it),
+    until it is no longer open; its row then. *seen* gets the row after
+    each chunk (a progress bar); past *deadline* (a time.monotonic()
+    moment) the row is returned as it is. Ctrl-C gives the operation back
+    to the queue before it goes on up, so any worker finishes it."""
+    runner = operations.Runner(engine, registry)
+    try:
+        while True:
+            chunk = runner.step(operation_id)
+            current = operations.find(engine, operation_id)
+            if seen is not None:
+                seen(current)
+            if current["status"] not in states.OPERATION_OPEN:
+                return current
+            if deadline is not None and time.monotonic() > deadline:
+                return current
+            if chunk is None:
+                time.sleep(poll)  # another process holds it: watch
+    except KeyboardInterrupt:
+        runner.release()
+        raise
