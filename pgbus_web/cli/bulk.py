@@ -19,14 +19,9 @@ from ..rules import states
 from ..rules import run_filters as index_filters
 from ..runtime import errors, operations
 from ..runtime.clock import utcnow
-<<<<<<< HEAD
-from .common import database_url_option, engine_from, friendly_errors, main_group
-from .worker import DEFINITIONS_ENV, load_registry
-=======
 from ..core import operation_runs
 from .common import actor, database_url_option, engine_from, friendly_errors, main_group
-from .worker import load_registry
->>>>>>> wt-c
+from .worker import DEFINITIONS_ENV, load_registry
 
 # The filters the runs index reads (GET /workflows?NAME=VALUE).
 FILTER_NAMES = index_filters.NAMES

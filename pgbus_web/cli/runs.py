@@ -22,13 +22,8 @@ from ..runtime import errors
 from ..rules import verb_table
 from ..core.settings import Settings
 from . import output
-<<<<<<< HEAD
-from .common import database_url_option, engine_from, friendly_errors, main_group
-from .worker import DEFINITIONS_ENV, load_registry
-=======
 from .common import actor, database_url_option, engine_from, friendly_errors, main_group
-from .worker import load_registry
->>>>>>> wt-c
+from .worker import DEFINITIONS_ENV, load_registry
 
 json_option = click.option("--json", "as_json", is_flag=True, help="JSON Lines for scripts, not a table.")
 definitions_option = click.option(

@@ -8,12 +8,8 @@ import click
 from ..progress import MissingExtra
 from ..core.settings import Settings
 from ..cli.common import database_url_option, engine_from, friendly_errors, main_group
-<<<<<<< HEAD
 from ..cli.worker import DEFINITIONS_ENV, load_registry
-=======
-from ..cli.worker import load_registry
 from ..mcp import server as mcp_server
->>>>>>> wt-c
 
 
 @main_group.command("mcp")

@@ -14,7 +14,6 @@ from .. import db, schema
 from ..app import create_app
 from ..auth import Auth, UsersFileError, passwords
 from ..core.settings import Settings
-from ..cli.worker import load_registry
 from ..access_log import AccessLog
 from ..access_log import log as _access
 from ..db import describe_url
@@ -60,18 +59,9 @@ def check_schema(database_url, install: bool = False) -> None:
 def build_app(database_url, replica_url=None, *, registry=None, secret_key=None, trusted_proxies=0,
               auth=None, **timeouts):
     """The standalone app for one database, its engines checked with one
-<<<<<<< HEAD
     round trip each; *registry* the workflow definitions or None;
     *timeouts* are Settings' ``*_timeout`` fields; *auth* a
     pgbus_web.auth.Auth (sign-in) or None."""
-    from ..app import create_app
-    from ..core.settings import Settings
-
-=======
-    round trip each; *timeouts* are Settings' ``*_timeout`` fields;
-    *auth* a pgbus_web.auth.Auth (sign-in) or None."""
-    registry = load_registry(definitions) if definitions else None
->>>>>>> wt-c
     settings = Settings(registry=registry, secret_key=secret_key, **timeouts)
     primary = engine_from(database_url, bounds=settings.bounds())
     replica = engine_from(replica_url, bounds=settings.bounds()) if replica_url else None
