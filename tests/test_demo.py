@@ -19,7 +19,9 @@ from pgbus_web.db import create_engine
 from pgbus_web.defaults import STALL_THRESHOLD, WAITING_THRESHOLD
 from pgbus_web.models import workflows
 
-STARTUP_SECONDS = 120
+# Generous: the demo initialises a server and seeds it, which on a loaded
+# two-core machine has taken over two minutes.
+STARTUP_SECONDS = 300
 
 
 def _free_port() -> int:
