@@ -22,6 +22,16 @@ def operation_verb(verb: str) -> str:
         return _humanize(str(verb))
 
 
+# The badge tone of each operation status (presenters.TONES).
+STATUS_TONES = {
+    states.OPERATION_QUEUED: "gray",
+    states.OPERATION_RUNNING: "blue",
+    states.OPERATION_DONE: "green",
+    states.OPERATION_CANCELLED: "yellow",
+    states.OPERATION_FAILED: "red",
+}
+
+
 def operation_status(status: str) -> str:
     return t(f"pgbus.operations.statuses.{status}") if status in STATUSES else _humanize(str(status))
 
@@ -75,4 +85,5 @@ def operation_progress(operation: Mapping[str, Any], *, now: datetime) -> dict[s
         "open": operation.get("status") in OPEN,
         "verb_label": operation_verb(operation.get("verb") or ""),
         "status_label": operation_status(operation.get("status") or ""),
+        "status_tone": STATUS_TONES.get(operation.get("status") or "", "gray"),
     }
