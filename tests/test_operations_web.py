@@ -91,7 +91,9 @@ def test_confirming_creates_the_operation_and_leads_to_its_page(browser, runs, e
     finish(engine)
     page = soup(browser.client.get(location))
     section = page.select_one("#pgbus-operation")
-    assert section["data-status"] == "done" and not section.has_attr("hx-trigger")
+    # Done, and still live: the runs it resumed are ready again, still moving.
+    assert section["data-status"] == "done" and section["hx-trigger"] == "every 2s"
+    assert not section.select("form.pgbus-operation-cancel")
     assert text_of(section.select_one(".pgbus-operation-moved")) == "2"
     assert text_of(section.select_one(".pgbus-operation-reason")) == "gateway back"
     assert section.select_one(".pgbus-operation-runs")["href"] == f"/workflows?operation={operation['id']}"

@@ -12,7 +12,7 @@ from ...rules.run_filters import FilterError, parse
 from ...rules.states import OPERATION as STATUSES
 from ...rules.states import OPERATION_OPEN as OPEN
 from ...core.words import verb_labels
-from ...core.words.presenters import _humanize
+from ...core.words.presenters import RUN_TONES, _humanize
 
 
 def operation_verb(verb: str) -> str:
@@ -20,6 +20,16 @@ def operation_verb(verb: str) -> str:
         return verb_labels.verb_label(verb)
     except KeyError:
         return _humanize(str(verb))
+
+
+# The badge tone of each operation status (presenters.TONES).
+STATUS_TONES = {
+    states.OPERATION_QUEUED: "gray",
+    states.OPERATION_RUNNING: "blue",
+    states.OPERATION_DONE: "green",
+    states.OPERATION_CANCELLED: "yellow",
+    states.OPERATION_FAILED: "red",
+}
 
 
 def operation_status(status: str) -> str:
@@ -75,4 +85,53 @@ def operation_progress(operation: Mapping[str, Any], *, now: datetime) -> dict[s
         "open": operation.get("status") in OPEN,
         "verb_label": operation_verb(operation.get("verb") or ""),
         "status_label": operation_status(operation.get("status") or ""),
+        "status_tone": STATUS_TONES.get(operation.get("status") or "", "gray"),
     }
+
+
+# What became of an operation's runs, in the order the page says it: each
+# group (its words under pgbus.operations.outcomes.) lists run statuses
+# (its links filter by status) or stuck reasons (by reason).
+OUTCOME_GROUPS = (
+    ("completed", "status", (states.COMPLETED,)),
+    ("failed", "status", (states.FAILED, states.CANCELLED)),
+    ("stuck", "reason", states.STUCK_REASONS),
+    ("moving", "status", (states.RUNNING, states.READY, states.WAITING)),
+)
+# A stuck reason's badge tone (the one the attention list gives its status).
+_REASON_TONES = {states.STALLED: "red", states.PAUSED_ERROR: "red", states.PAUSED_MANUAL: "yellow",
+                 states.OVERDUE: "yellow", states.WAITING_OVERDUE: "yellow"}
+
+
+def outcome_groups(counts: Mapping[tuple[str, str | None], int]) -> list[dict[str, Any]]:
+    """*counts* ({(status, stuck reason or None): runs}, models
+    operation_outcomes) as the page's groups: each with its label, total
+    and the parts it has runs in (label, count, tone, the filter its link
+    adds to the operation's). Paused runs are all stuck, so they are told
+    by reason only; a ready or waiting run stuck again is in its status's
+    count and in its reason's (``overlap`` says so)."""
+    by_status: dict[str, int] = {}
+    by_reason: dict[str, int] = {}
+    for (status, reason), runs in counts.items():
+        by_status[status] = by_status.get(status, 0) + runs
+        if reason is not None:
+            by_reason[reason] = by_reason.get(reason, 0) + runs
+    groups = []
+    for kind, filter_name, values in OUTCOME_GROUPS:
+        items = []
+        for value in values:
+            if filter_name == "status":
+                count = by_status.get(value, 0)
+                label = t(f"pgbus.workflows.statuses.{value}")
+                tone = RUN_TONES.get(value, "gray")
+            else:
+                count = by_reason.get(value, 0)
+                label = t(f"pgbus.workflows.attention.reasons.{value}")
+                tone = _REASON_TONES.get(value, "yellow")
+            if count:
+                items.append({"label": label, "count": count, "tone": tone, "filter": {filter_name: value},
+                              "value": value})
+        groups.append({"kind": kind, "label": t(f"pgbus.operations.outcomes.{kind}"),
+                       "total": sum(item["count"] for item in items), "parts": items})
+    overlap = any(by_reason.get(reason) for reason in (states.OVERDUE, states.WAITING_OVERDUE))
+    return [dict(group, overlap=overlap and group["kind"] == "moving") for group in groups]

@@ -22,6 +22,7 @@ from urllib.parse import parse_qsl, urlencode
 from flask import (
     Blueprint,
     Response,
+    get_flashed_messages,
     make_response,
     redirect,
     render_template,
@@ -33,6 +34,7 @@ from werkzeug.datastructures import MultiDict
 from ...rules import run_filters as filters
 from ...rules import states
 from ...i18n import current_timezone, t
+from ...models import operation_outcomes as outcomes_store
 from ...models import operations as store
 from ...runtime import errors, operations
 from ...runtime.clock import utcnow
@@ -47,6 +49,9 @@ from ...plumbing.state import state
 
 # Operations listed on GET /workflows/operations.
 RECENT = 50
+# The statuses whose page no longer shows the creation's banner (a
+# cancelled one shows its own message instead).
+ENDED_QUIETLY = (states.OPERATION_DONE, states.OPERATION_FAILED)
 
 
 def _filters() -> filters.RunFilters:
@@ -183,6 +188,12 @@ def group_action(verb: str):
 def _page(operation: dict[str, Any]) -> dict[str, Any]:
     now = utcnow()
     page = {"operation": operation, "now": now, **operation_words.operation_progress(operation, now=now)}
+    with state().database.read() as conn:
+        counts = outcomes_store.outcomes(conn, operation["id"], now=now, **_limits())
+    page["outcomes"] = operation_words.outcome_groups(counts)
+    # The page stays live while the operation works and, after, while the
+    # runs it acted on still move (their outcome counts change).
+    page["polling"] = page["open"] or any(group["total"] for group in page["outcomes"] if group["kind"] == "moving")
     page["chips"] = filter_chips.chips(operations.filters_of(operation)) if operation_words.filters_readable(operation) else []
     page.update(views.common())
     return page
@@ -196,7 +207,25 @@ def show(operation_id: int):
             found = store.find(conn, operation_id)
     if found is None:
         return answers.error_page_for(problems.operation_not_found(operation_id))
-    return render.page(pages.OPERATION.template, _page(found), pages.OPERATION.fragments)
+    page = _page(found)
+    ended = found["status"] in ENDED_QUIETLY
+    started = t("pgbus.operations.started", operation_id=found["id"])
+    if not render.requested_blocks(pages.OPERATION.fragments):
+        if ended:
+            # "Operation N started." is stale once it is done: the flash is
+            # taken, and every other message shown.
+            page["pgbus_messages"] = [(category, message) for category, message
+                                      in get_flashed_messages(with_categories=True) if message != started]
+        return render.page(pages.OPERATION.template, page, pages.OPERATION.fragments)
+    response = render.page(pages.OPERATION.template, page, pages.OPERATION.fragments)
+    if not page["polling"]:
+        # 286: htmx stops polling (the morph keeps the polling node).
+        response.status_code = 286
+    if ended:
+        # The banner the creation flashed goes with the poll that sees it done.
+        response.set_data(response.get_data(as_text=True) + render_template(
+            pages.MESSAGES_TEMPLATE, pgbus_messages=[], oob=True))
+    return response
 
 
 def cancel(operation_id: int):

@@ -1,0 +1,115 @@
+"""Every page on a phone (390x844) in English, German and Japanese is no
+wider than the window: long German words hyphenate, Japanese breaks
+between phrases rather than mid-word and never overflows, and counts keep
+their number and noun together; on a desktop the English runs' counts and
+the operation's buttons stay on one line.
+
+Skipped only when /usr/bin/chromium is missing (CI installs it)."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+from action_support import operator_app
+from browser import WAIT_MS, launched, requires_chromium, serve
+from lock_support import Locks
+from web_helpers import every_state
+
+from pgbus_web.core import reads as context
+from pgbus_web.demo.workflows import REGISTRY
+from pgbus_web.runtime import operations
+
+pytestmark = requires_chromium
+
+LOCALES = ["en", "de", "ja"]
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    with launched() as browser:
+        yield browser
+
+
+@pytest.fixture
+def app(database):
+    return operator_app(database, actor_name=lambda request: "browser", refresh_interval=600)
+
+
+@pytest.fixture
+def server(app):
+    yield from serve(app)
+
+
+def pages(app, runs, engine) -> dict[str, str]:
+    made = every_state(runs)
+    Locks(engine).queue()
+    created = operations.create(
+        engine, operations.filters_of({"filters": {"status": "paused"}}), "resume", None,
+        reason="gateway back", actor="dashboard:alice", expected=None, registry=REGISTRY,
+        thresholds=context.thresholds(app.extensions["pgbus_web"].settings),
+    )
+    with engine.connect() as conn:
+        batch_id = conn.execute(sa.text("SELECT batch_id FROM pgbus_batches LIMIT 1")).scalar_one()
+    return {
+        "index": "/workflows",
+        "run": f"/workflows/{made['paused_error']}",
+        "batch": f"/batches/{batch_id}",
+        "insights": "/workflows/insights/OrderWorkflow",
+        "operations": "/workflows/operations",
+        "operation": f"/workflows/operations/{created['id']}",
+        "locks": "/locks",
+    }
+
+
+@pytest.mark.parametrize("locale", LOCALES)
+def test_no_page_is_wider_than_a_phone_in_any_language(chromium, app, server, runs, engine, locale):
+    paths = pages(app, runs, engine)
+    browser_context = chromium.new_context(viewport={"width": 390, "height": 844})
+    page = browser_context.new_page()
+    page.set_default_timeout(WAIT_MS)
+    wide = {}
+    try:
+        for name, path in paths.items():
+            page.goto(f"{server}{path}?locale={locale}")
+            page.wait_for_load_state("load")
+            widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+            if widths[0] > widths[1]:
+                wide[name] = widths
+    finally:
+        browser_context.close()
+    assert wide == {}, wide
+
+
+def test_japanese_and_german_break_words_where_their_languages_do(chromium, app, server, runs, engine):
+    pages(app, runs, engine)
+    browser_context = chromium.new_context(viewport={"width": 390, "height": 844})
+    page = browser_context.new_page()
+    try:
+        page.goto(f"{server}/workflows?locale=ja")
+        assert page.evaluate("getComputedStyle(document.querySelector('.pgbus-nav a')).wordBreak") == "keep-all"
+        page.goto(f"{server}/workflows?locale=de")
+        assert page.evaluate("getComputedStyle(document.querySelector('.pgbus-main')).hyphens") == "auto"
+    finally:
+        browser_context.close()
+
+
+def test_counts_and_buttons_stay_on_one_line_on_a_desktop(chromium, app, server, runs, engine):
+    pages(app, runs, engine)
+    browser_context = chromium.new_context(viewport={"width": 1280, "height": 800})
+    page = browser_context.new_page()
+    try:
+        page.goto(f"{server}/workflows")
+        lines = page.evaluate(
+            """() => [...document.querySelectorAll('.pgbus-attention a.pgbus-group-link')]
+                 .filter(e => /\\d/.test(e.textContent))
+                 .map(e => { const r = document.createRange(); r.selectNodeContents(e);
+                             return [e.textContent.trim(), r.getClientRects().length]; })"""
+        )
+        assert lines and all(count == 1 for _text, count in lines), lines
+        rows = page.evaluate(
+            """() => [...document.querySelectorAll('.pgbus-attention .pgbus-group-actions')]
+                 .map(e => [...e.querySelectorAll('button')].map(b => Math.round(b.getBoundingClientRect().top)))"""
+        )
+        assert rows and all(len(set(tops)) == 1 for tops in rows), rows
+    finally:
+        browser_context.close()
