@@ -20,7 +20,8 @@ from ..runtime import errors
 from ..rules import verb_table
 from ..core.settings import Settings
 from . import output
-from .common import database_url_option, engine_from, friendly_errors, main_group
+from ..core import checks, problems
+from .common import database_url_option, engine_from, friendly_errors, input_refused, main_group
 from .worker import load_registry
 
 json_option = click.option("--json", "as_json", is_flag=True, help="JSON Lines for scripts, not a table.")
@@ -42,10 +43,11 @@ def _settings(definitions: str | None, **values) -> Settings:
     return Settings(registry=load_registry(definitions) if definitions else None, **values)
 
 
-def _refused(problem: acts.WorkflowError) -> click.ClickException:
-    """A runtime refusal: exit 2 when the input was wrong, else 1."""
-    if isinstance(problem, acts.BAD_INPUT):
-        return click.UsageError(str(problem))
+def _refused(problem: Exception, **names) -> click.ClickException:
+    """A refusal: exit 2 with the refusal table's sentence when the input
+    was wrong, else 1."""
+    if isinstance(problem, acts.BAD_INPUT) or problems.is_input(problem):
+        return input_refused(problem, **names)
     if isinstance(problem, errors.ClassNotLoaded):
         # The fix is on this command line: say which option it is.
         return click.ClickException(f"{problem} (load the workflow definitions with --definitions MODULE)")
@@ -91,7 +93,7 @@ def list_runs(database_url, q, workflow_class, status, reason, step, subject, er
             "from": created_from, "to": created_to, "operation": operation, "before": before,
         })
     except run_filters.FilterError as problem:
-        raise click.UsageError(str(problem)) from None
+        raise input_refused(problem) from None
     settings = _settings(definitions, page_size=limit)
     engine = engine_from(database_url, pool_size=1, max_overflow=0)
     try:
@@ -183,9 +185,9 @@ def _verb_command(verb: verb_table.Verb) -> None:
         engine = engine_from(database_url, pool_size=1, max_overflow=0)
         try:
             detail = acts.act(engine, settings, verb.name, workflow_id, actor=actor(), reason=reason,
-                                  at=at, from_step=from_step)
-        except acts.WorkflowError as problem:
-            raise _refused(problem) from None
+                              at=at, from_step=from_step)
+        except (checks.FormError, acts.WorkflowError) as problem:
+            raise _refused(problem, verb=verb.name, workflow_id=workflow_id) from None
         finally:
             engine.dispose()
         _after(detail, verb.name, as_json)
@@ -224,9 +226,9 @@ def send_signal(database_url, workflow_id, name, payload, idempotency_key, as_js
     engine = engine_from(database_url, pool_size=1, max_overflow=0)
     try:
         result = acts.send_signal(engine, settings, workflow_id, name, payload, actor=actor(),
-                                      idempotency_key=idempotency_key)
-    except acts.WorkflowError as problem:
-        raise _refused(problem) from None
+                                  idempotency_key=idempotency_key)
+    except (checks.FormError, acts.WorkflowError) as problem:
+        raise _refused(problem, verb=verb_table.SIGNAL, workflow_id=workflow_id) from None
     finally:
         engine.dispose()
     if as_json:
