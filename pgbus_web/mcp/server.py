@@ -53,7 +53,8 @@ def _tool_error(message: str):
 def _refused(problem: Exception, **names):
     """*problem* as a tool error: a refused input in the refusal table's
     words (the pages' and the API's), anything else as the runtime says it."""
-    if isinstance(problem, (checks.FormError, run_filters.FilterError)) or problems.is_input(problem):
+    if isinstance(problem, (checks.FormError, run_filters.FilterError, operations.OperationNotFound)) \
+            or problems.is_input(problem):
         return _tool_error(problems.refusal(problem, **names).message)
     return _tool_error(str(problem))
 
