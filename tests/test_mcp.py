@@ -102,7 +102,7 @@ def test_acting_needs_allow_actions_and_a_reason_and_records_mcp(database_url, d
     names, no_reason, finished, wrong_status, unknown, missing = session(database_url, "--allow-actions",
                                                                          calls=refusals)
     assert names == sorted(READ_TOOLS + ACT_TOOLS)
-    assert "reason is required" in no_reason
+    assert "Give a reason" in no_reason  # the refusal table's sentence, as the pages say it
     assert "completed" in finished and "paused" in wrong_status
     assert "explode" in unknown and "no workflow run" in missing
     assert everything(engine) == before

@@ -39,7 +39,7 @@ def runs() -> Response:
     """GET /runs: one page of the index, newest first; ``next_before`` is
     the ``before`` of the next (older) page, null on the last."""
     try:
-        filters = run_filters.parse(request.args)
+        filters = run_filters.parse_query(request.args)
     except run_filters.FilterError as refused:
         return from_refusal(problems.refusal(refused))
     now = utcnow()

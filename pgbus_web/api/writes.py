@@ -22,7 +22,7 @@ from ..i18n import t
 from ..runtime import errors, operations, verbs
 from ..rules import verb_table
 from ..runtime.clock import utcnow
-from ..core import reads as context, checks as forms, problems
+from ..core import reads as context, checks as forms, checks, problems
 from ..plumbing.state import state
 from . import body, guard, reads
 from .answers import json_answer
@@ -113,7 +113,7 @@ def _filters(given: dict[str, Any]) -> run_filters.RunFilters:
             raise body.BodyError(422, t("pgbus.api.errors.wrong_type", field=f"filters.{name[:50]}", kind=body.STRING),
                                  field="filters")
     try:
-        return run_filters.parse({name: str(value) for name, value in raw.items()})
+        return run_filters.parse_strict(raw)
     except run_filters.FilterError as refused:
         raise body.BodyError(422, str(refused), field="filters") from None
 
@@ -157,8 +157,10 @@ def cancel_operation(operation_id: int) -> Response:
         body.read({})
     except body.BodyError as refused:
         return _refused(refused)
-    if operation_id > run_filters.MAX_ID:
-        return from_refusal(problems.operation_not_found(operation_id))
+    try:
+        checks.operation_id(operation_id)
+    except operations.OperationNotFound as refused:
+        return from_refusal(problems.refusal(refused))
     try:
         cancelled = operations.cancel(state().database.primary, operation_id, now=utcnow())
     except operations.OperationError as refused:

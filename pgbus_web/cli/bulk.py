@@ -19,8 +19,8 @@ from ..rules import states
 from ..rules import run_filters as index_filters
 from ..runtime import errors, operations
 from ..runtime.clock import utcnow
-from ..core import operation_runs
-from .common import actor, database_url_option, engine_from, friendly_errors, main_group
+from ..core import acts, checks, operation_runs
+from .common import actor, database_url_option, engine_from, friendly_errors, input_refused, main_group
 from .worker import DEFINITIONS_ENV, load_registry
 
 # The filters the runs index reads (GET /workflows?NAME=VALUE).
@@ -30,19 +30,18 @@ THRESHOLDS = {"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaul
 WATCH_INTERVAL = 0.5
 
 
-def parse_filters(pairs: Iterable[str]) -> index_filters.RunFilters:
+def filter_values(pairs: Iterable[str]) -> dict[str, str]:
+    """The --filter NAME=VALUE pairs by name; what they say is checked by
+    the filters' strict parse (an unknown name, an empty value)."""
     values: dict[str, str] = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
-        if not sep or name not in FILTER_NAMES:
+        if not sep:
             raise click.UsageError(f"--filter takes NAME=VALUE with NAME one of {', '.join(FILTER_NAMES)}; got {pair!r}")
         if name in values:
             raise click.UsageError(f"--filter {name} given twice")
         values[name] = value
-    try:
-        return index_filters.parse(values)
-    except index_filters.FilterError as problem:
-        raise click.UsageError(str(problem)) from None
+    return values
 
 
 def describe(preview: operations.Preview) -> list[str]:
@@ -84,13 +83,18 @@ def _bar_total(operation) -> int:
 @friendly_errors
 def bulk(database_url, verb, filter_pairs, reason, at, from_step, signal_name, payload, definitions, dry_run, yes):
     """Act on every run an index filter matches, as a tracked operation."""
-    run_filters = parse_filters(filter_pairs)
+    try:
+        # The checks of the pages' operation form, before anything is read.
+        run_filters, parsed = acts.operation_input(
+            verb, filter_values(filter_pairs), reason=reason, require_reason=True, now=utcnow(),
+            at=at, from_step=from_step, name=signal_name, payload=payload)
+    except (index_filters.FilterError, checks.FormError) as problem:
+        raise input_refused(problem) from None
     registry = load_registry(definitions) if definitions else None
-    params = {"at": at, "from_step": from_step, "name": signal_name, "payload": payload}
+    params = parsed.params
     engine = engine_from(database_url, pool_size=2, max_overflow=0)
     try:
         try:
-            operations.check(verb, params, reason, now=utcnow())
             shown = operations.preview(engine, run_filters, verb, params, registry=registry, thresholds=THRESHOLDS)
         except (errors.WorkflowError, operations.OperationError) as problem:
             raise click.ClickException(str(problem)) from None
@@ -105,7 +109,7 @@ def bulk(database_url, verb, filter_pairs, reason, at, from_step, signal_name, p
             click.echo("Nothing changed.")
             raise SystemExit(1)
         try:
-            operation = operations.create(engine, run_filters, verb, params, reason=reason,
+            operation = operations.create(engine, run_filters, verb, params, reason=parsed.reason,
                                           actor=actor(), expected=shown.total, registry=registry,
                                           thresholds=THRESHOLDS)
         except operations.CountChanged as problem:

@@ -10,6 +10,7 @@ import click
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from .. import __version__
+from ..core import problems
 from ..db import DATABASE_URL_ENV, Bounds, DatabaseUrlError, create_engine
 from ..progress import MissingExtra
 
@@ -57,6 +58,24 @@ def friendly_errors(func):
             raise click.ClickException(f"database error: {first_line(exc)}") from None
 
     return wrapper
+
+
+class InputRefused(click.UsageError):
+    """A refusal of what the command was given, in the refusal table's
+    words (core/problems.py: the pages', the API's and MCP's), exit code
+    2, without click's usage lines: the option was spelled right, its
+    value was not."""
+
+    exit_code = problems.EXIT_INPUT
+
+    def show(self, file=None) -> None:
+        click.echo(f"Error: {self.format_message()}", err=True, file=file)
+
+
+def input_refused(problem: Exception, **names) -> click.ClickException:
+    """*problem* (a checks.FormError, run_filters.FilterError or the
+    runtime's refusal of an input) as the command's error."""
+    return InputRefused(problems.refusal(problem, **names).message)
 
 
 def engine_from(database_url: str | None, bounds: Bounds | None = None, **kwargs):

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta, timezone
 import click
 
 from .. import db, progress
+from ..core import checks
 from ..runtime import retention
 from .common import database_url_option, engine_from, friendly_errors, main_group
 
@@ -30,7 +31,11 @@ class Duration(click.ParamType):
         amount, unit = int(match.group(1)), match.group(2)
         if amount == 0:
             self.fail("the duration must be more than zero", param, ctx)
-        return timedelta(**{_UNITS[unit]: amount})
+        period = timedelta(**{_UNITS[unit]: amount})
+        try:
+            return checks.duration(period, str(value).strip())
+        except checks.FormError as problem:
+            self.fail(problem.message, param, ctx)
 
 
 @main_group.command("prune")

@@ -1,7 +1,7 @@
 """``pgbus-web runs ...`` and ``pgbus-web attention``: the runs index, one
 run, its verbs and signals, and the needs-attention groups, from a shell.
 
-The same reads and verbs as the pages (pgbus_web/acts.py), acting as
+The same reads and verbs as the pages (core/acts.py), acting as
 ``cli:<os user>``. People get aligned tables cut to the terminal; ``--json``
 gives JSON Lines (core/representations.py's shapes, one object a line). Exit
 codes: 0 done, 1 refused (no such run, a status the verb does not start
@@ -16,13 +16,13 @@ import shlex
 import click
 
 from ..rules import run_filters
-from ..core import acts
+from ..core import acts, checks, problems
 from ..rules import states
 from ..runtime import errors
 from ..rules import verb_table
 from ..core.settings import Settings
 from . import output
-from .common import actor, database_url_option, engine_from, friendly_errors, main_group
+from .common import actor, database_url_option, engine_from, friendly_errors, input_refused, main_group
 from .worker import DEFINITIONS_ENV, load_registry
 
 json_option = click.option("--json", "as_json", is_flag=True, help="JSON Lines for scripts, not a table.")
@@ -35,10 +35,11 @@ def _settings(definitions: str | None, **values) -> Settings:
     return Settings(registry=load_registry(definitions) if definitions else None, **values)
 
 
-def _refused(problem: acts.WorkflowError) -> click.ClickException:
-    """A runtime refusal: exit 2 when the input was wrong, else 1."""
-    if isinstance(problem, acts.BAD_INPUT):
-        return click.UsageError(str(problem))
+def _refused(problem: Exception, **names) -> click.ClickException:
+    """A refusal: exit 2 with the refusal table's sentence when the input
+    was wrong, else 1."""
+    if isinstance(problem, acts.BAD_INPUT) or problems.is_input(problem):
+        return input_refused(problem, **names)
     if isinstance(problem, errors.ClassNotLoaded):
         # The fix is on this command line: say which option it is.
         return click.ClickException(f"{problem} (load the workflow definitions with --definitions MODULE)")
@@ -84,7 +85,7 @@ def list_runs(database_url, q, workflow_class, status, reason, step, subject, er
             "from": created_from, "to": created_to, "operation": operation, "before": before,
         })
     except run_filters.FilterError as problem:
-        raise click.UsageError(str(problem)) from None
+        raise input_refused(problem) from None
     settings = _settings(definitions, page_size=limit)
     engine = engine_from(database_url, pool_size=1, max_overflow=0)
     try:
@@ -176,9 +177,9 @@ def _verb_command(verb: verb_table.Verb) -> None:
         engine = engine_from(database_url, pool_size=1, max_overflow=0)
         try:
             detail = acts.act(engine, settings, verb.name, workflow_id, actor=actor(), reason=reason,
-                                  at=at, from_step=from_step)
-        except acts.WorkflowError as problem:
-            raise _refused(problem) from None
+                              at=at, from_step=from_step)
+        except (checks.FormError, acts.WorkflowError) as problem:
+            raise _refused(problem, verb=verb.name, workflow_id=workflow_id) from None
         finally:
             engine.dispose()
         _after(detail, verb.name, as_json)
@@ -217,9 +218,9 @@ def send_signal(database_url, workflow_id, name, payload, idempotency_key, as_js
     engine = engine_from(database_url, pool_size=1, max_overflow=0)
     try:
         result = acts.send_signal(engine, settings, workflow_id, name, payload, actor=actor(),
-                                      idempotency_key=idempotency_key)
-    except acts.WorkflowError as problem:
-        raise _refused(problem) from None
+                                  idempotency_key=idempotency_key)
+    except (checks.FormError, acts.WorkflowError) as problem:
+        raise _refused(problem, verb=verb_table.SIGNAL, workflow_id=workflow_id) from None
     finally:
         engine.dispose()
     if as_json:

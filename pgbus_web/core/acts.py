@@ -6,7 +6,7 @@ shaped by core/representations.py, so these doors answer what the pages show.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from sqlalchemy.engine import Engine
@@ -14,7 +14,7 @@ from sqlalchemy.engine import Engine
 from . import representations as rep
 from ..rules import run_filters
 from ..rules import verb_table
-from ..runtime import verbs
+from ..runtime import operations, verbs
 from ..runtime.clock import utcnow
 from ..runtime.errors import (
     InvalidPayload,
@@ -25,6 +25,7 @@ from ..runtime.errors import (
     WorkflowError,
 )
 from . import reads as context
+from . import checks
 from .settings import Settings
 
 # Refusals that are the caller's input, not the run's state (exit code 2).
@@ -52,9 +53,10 @@ def _stuck(settings: Settings, now: datetime):
 
 
 def filters_from(values: Mapping[str, Any]) -> run_filters.RunFilters:
-    """The index's filters from named values (None and "" dropped);
-    run_filters.FilterError names the first bad one."""
-    return run_filters.parse({name: str(value) for name, value in values.items() if value not in (None, "")})
+    """The index's filters from named values, the cursors allowed (None is
+    not given); run_filters.FilterError names the first bad one: an
+    unknown name or an empty value is refused, never read as no filter."""
+    return run_filters.parse_strict(values, cursors=True)
 
 
 def runs(engine: Engine, settings: Settings, filters: run_filters.RunFilters) -> Page:
@@ -69,6 +71,8 @@ def runs(engine: Engine, settings: Settings, filters: run_filters.RunFilters) ->
 def run(engine: Engine, settings: Settings, workflow_id: str, *, row: dict[str, Any] | None = None) -> dict[str, Any]:
     """One run as its page shows it (representations.run_detail)."""
     now = utcnow()
+    if not context.storable(workflow_id):
+        raise NotFound(workflow_id)
     with engine.connect() as conn:
         try:
             page = context.run_context(conn, settings, workflow_id, now=now, run=row)
@@ -90,20 +94,49 @@ def attention(engine: Engine, settings: Settings) -> list[dict[str, Any]]:
 def act(engine: Engine, settings: Settings, verb: str, workflow_id: str, *, actor: str, reason: str | None,
         at: str | None = None, from_step: str | None = None) -> dict[str, Any]:
     """*verb* on one run, as its page's button does; the run after it.
-    Raises the runtime's WorkflowError (RunNotFound, WrongStatus, ...)."""
-    row = verbs.perform(engine, verb, workflow_id, actor=actor, reason=reason, at=at, from_step=from_step,
-                        registry=settings.registry)
+    The reason is required (these doors have no form to show it was
+    forgotten). Raises checks.FormError for the input (the pages' checks)
+    and the runtime's WorkflowError (RunNotFound, WrongStatus, ...)."""
+    if verb not in checks.VERB_FIELDS:
+        raise UnknownVerb(str(verb)[:50])
+    checks.workflow_id(workflow_id)
+    form = checks.as_form(reason=reason, at=at, from_step=from_step)
+    options = checks.parse_verb(verb, form, tz=timezone.utc, now=utcnow())
+    checks.require_reason(form)
+    row = verbs.perform(engine, verb, workflow_id, actor=actor, registry=settings.registry, **options.options())
     return run(engine, settings, workflow_id, row=row)
 
 
 def send_signal(engine: Engine, settings: Settings, workflow_id: str, name: str, payload: Any, *, actor: str,
-                idempotency_key: str | None = None, reason: str | None = None) -> dict[str, Any]:
+                idempotency_key: str | None = None, reason: str | None = None,
+                require_reason: bool = False) -> dict[str, Any]:
     """Signal *name* to one run; its signal, whether it was a duplicate, and
-    the run after it. *reason* goes on its audit event."""
-    result = verbs.signal(engine, workflow_id, name, payload, idempotency_key, actor=actor, reason=reason)
+    the run after it. *reason* goes on its audit event (*require_reason*:
+    the door asks for one). Raises checks.FormError for the input."""
+    checks.workflow_id(workflow_id)
+    signal = checks.parse_signal(checks.as_form(name=name, payload=payload, idempotency_key=idempotency_key))
+    form = checks.as_form(reason=reason)
+    checked = checks.require_reason(form) if require_reason else checks.reason(form)
+    result = verbs.signal(engine, workflow_id, signal.name, signal.payload, signal.idempotency_key, actor=actor,
+                          reason=checked)
     return {"signal": rep.signal(result.signal), "duplicate": result.duplicate,
             "run": run(engine, settings, workflow_id)}
 
 
+def operation_input(verb: str, filters: Mapping[str, Any], *, reason: str | None, require_reason: bool,
+                    now: datetime, **fields: Any) -> tuple[run_filters.RunFilters, checks.OperationForm]:
+    """An operation as a structured door was given it (the verb, its
+    filters, the reason and the verb's fields: at, from_step, name,
+    payload), read by the checks the pages' operation form goes through;
+    FilterError or checks.FormError names what is wrong. A time is never
+    proposed here: nobody saw a default to confirm it."""
+    found = run_filters.parse_strict(filters or {})
+    form = checks.as_form(verb=verb, reason=reason, confirmed=True, **fields)
+    parsed = checks.parse_operation(form, tz=timezone.utc, now=now, verbs=operations.VERBS)
+    if require_reason:
+        checks.require_reason(form)
+    return found, parsed
+
+
 __all__ = ["BAD_INPUT", "REASONED", "NotFound", "Page", "WorkflowError", "act", "attention",
-           "filters_from", "run", "runs", "send_signal"]
+           "filters_from", "operation_input", "run", "runs", "send_signal"]

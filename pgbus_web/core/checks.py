@@ -1,5 +1,8 @@
-"""Reading the action forms: each field checked, turned into what the
-runtime takes, and refused with a translated message that names the field.
+"""The input checks every door reads: the action forms of the pages, the
+API's bodies (as form text, api/body.py), the command line's options and
+the MCP tools' arguments (as_form): each field checked, turned into what
+the runtime takes, and refused with a translated message that names the
+field, so one bad input gets one sentence at every door.
 
 Nothing here touches the database. A FormError carries the field, the
 message and the HTTP status that fits (422 for a value that cannot be
@@ -19,6 +22,8 @@ from ..i18n import current_locale, parse_timezone, t
 from ..models import values
 from ..models.events import REASON_LIMIT
 from ..rules import verb_table
+from ..rules.run_filters import MAX_ID
+from ..runtime import errors, operations
 from .words import timefmt
 
 # Longest signal name and idempotency key accepted: names are identifiers,
@@ -32,6 +37,9 @@ PAYLOAD_LIMIT = 64 * 1024
 # year 9999 for 2029), not a plan: the run would sit unseen for decades,
 # and its page would draw decades of timeline.
 MAX_AHEAD = timedelta(days=5 * 365)
+# Longest retention period: the cutoff of a longer one falls before any
+# run was stored, or before the calendar's first day (datetime's range).
+MAX_DURATION = timedelta(days=100 * 365)
 # The value an <input type="datetime-local"> sends and shows, to the minute.
 LOCAL_FORMAT = "%Y-%m-%dT%H:%M"
 
@@ -133,6 +141,60 @@ def reason(form: Mapping[str, str], name: str = "reason") -> str | None:
     """The operator's optional reason, for the audit trail (a bulk form
     calls it ``note``: its ``reason`` is the group's stuck reason)."""
     return _limit(_text(form, name), name, REASON_LIMIT) or None
+
+
+def require_reason(form: Mapping[str, str], name: str = "reason") -> str:
+    """A reason the door or the verb requires (the command line, MCP, a
+    confirmed operation): the reason's checks, and a blank one refused."""
+    text = reason(form, name)
+    if text is None:
+        raise FormError(name, t("pgbus.operations.errors.reason_missing"))
+    return text
+
+
+def as_form(**given: Any) -> dict[str, str]:
+    """What a structured door was given (command-line options, MCP tool
+    arguments) as the form text the checks read: None is absent, a boolean
+    the checkbox's "1" or "", text as it is, anything else as its JSON (so
+    a payload that is not an object is refused by the same check as the
+    page's)."""
+    form: dict[str, str] = {}
+    for name, value in given.items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            form[name] = "1" if value else ""
+        elif isinstance(value, str):
+            form[name] = value
+        else:
+            form[name] = json.dumps(value, ensure_ascii=False)
+    return form
+
+
+def workflow_id(value: str) -> str:
+    """A run's id as a door was given it: one PostgreSQL text cannot hold
+    (a NUL) names no run, and asking the database would fail, not answer."""
+    if not isinstance(value, str) or "\x00" in value:
+        raise errors.RunNotFound(str(value))
+    return value
+
+
+def operation_id(value: Any) -> int:
+    """An operation's id: a bigserial, so past 2**63-1 (or not a whole
+    number above 0) it names no operation; PostgreSQL would refuse the
+    query rather than answer none."""
+    text = str(value).strip()
+    if not (text.isascii() and text.isdigit()) or not 0 < int(text) <= MAX_ID:
+        raise operations.OperationNotFound(text[:50])
+    return int(text)
+
+
+def duration(value: timedelta, shown: str, field_name: str = "older_than") -> timedelta:
+    """A retention period no longer than MAX_DURATION; *shown* is what was typed."""
+    if value > MAX_DURATION:
+        raise FormError(field_name, t("pgbus.workflows.forms.errors.duration_too_long", value=shown[:50],
+                                      max=MAX_DURATION.days))
+    return value
 
 
 def local_input(moment: datetime, tz: tzinfo) -> str:

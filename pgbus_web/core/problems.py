@@ -1,8 +1,11 @@
 """Every refusal in one place: what the runtime, a form, a filter or a
 lock action refused, as the HTTP status and the operator's sentence (and
-the form field to show it beside, when a field is at fault). The run
-routes, the Locks routes and the error handlers all read it; nothing here
-draws a page (answers.py does).
+the form field to show it beside, when a field is at fault). Every door
+reads it: the pages (the run routes, the Locks routes, the error
+handlers), the API (api/problems.py: the status and the sentence as a
+problem), the command line (exit_code: 2 for the caller's input) and MCP
+(the sentence as the tool error's text). docs/refusals.md lists it.
+Nothing here draws a page (answers.py does).
 """
 
 from __future__ import annotations
@@ -19,6 +22,13 @@ from .words import verb_labels
 from . import checks
 
 log = logging.getLogger(__name__)
+
+# The statuses of a refusal of the caller's input (what was sent cannot
+# be used, whatever the runs' state): sent again unchanged, it is refused
+# again. 404 and 409 are about what is stored now.
+INPUT_STATUSES = (400, 413, 415, 422)
+# The command line's exit codes: a refusal of its input, of anything else.
+EXIT_INPUT, EXIT_REFUSED = 2, 1
 
 
 @dataclass(frozen=True)
@@ -118,6 +128,9 @@ def _workflow(problem: errors.WorkflowError, verb: str | None, workflow_id: str 
                               subject=f"{problem.subject_type} {problem.subject_id}"))
     if isinstance(problem, errors.InvalidSignalName):
         return Refusal(422, t("pgbus.workflows.forms.errors.signal_name_missing"), field="name")
+    if isinstance(problem, errors.UnknownVerb):
+        return Refusal(422, t("pgbus.workflows.forms.errors.unknown_verb", verb=printable(problem.verb)[:50]),
+                       field="verb")
     if isinstance(problem, errors.InvalidPayload):
         return Refusal(422, t("pgbus.workflows.forms.errors.payload_not_json", detail=problem.detail), field="payload")
     log.warning("pgbus-web: %s on %s refused: %s", verb, workflow_id, problem)
@@ -155,6 +168,20 @@ def _operation(problem: operations.OperationError) -> Refusal:
         return Refusal(409, t("pgbus.operations.errors.not_cancellable",
                               status=t(f"pgbus.operations.statuses.{problem.status}")))
     return Refusal(400, str(problem))
+
+
+def exit_code(refusal: Refusal) -> int:
+    """The command line's exit code for *refusal*."""
+    return EXIT_INPUT if refusal.status in INPUT_STATUSES else EXIT_REFUSED
+
+
+def is_input(problem: Exception) -> bool:
+    """True when *problem* is one of the refusal table's and refuses the
+    caller's input (INPUT_STATUSES)."""
+    try:
+        return refusal(problem).status in INPUT_STATUSES
+    except TypeError:
+        return False
 
 
 def refusal(problem: Exception, *, verb: str | None = None, workflow_id: str | None = None) -> Refusal:

@@ -8,12 +8,16 @@ a verb on one run, a signal, starting an operation (one verb on every run a
 filter matches, done here before the tool answers) and cancelling one.
 Every act is recorded with the actor ``mcp`` and the reason the tool
 requires. Answers are core/representations.py's shapes; a refusal is a tool
-error (``isError``) whose text says why, and writes nothing.
+error (``isError``) whose text says why, and writes nothing. The arguments
+go through the pages' own checks (core/checks.py), and a refused input
+reads as the refusal table's sentence (core/problems.py); an argument a
+tool does not take is refused, not ignored.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import time
 from typing import Any
 
@@ -26,7 +30,9 @@ from ..core import operation_runs
 from ..runtime import errors, operations
 from ..runtime.clock import utcnow
 from ..core import reads as context
+from ..core import checks, problems
 from ..core.settings import Settings
+from ..i18n import t
 
 ACTOR = "mcp"
 NAME = "pgbus-web"
@@ -44,23 +50,36 @@ def _tool_error(message: str):
     return ToolError(message)
 
 
+def _refused(problem: Exception, **names):
+    """*problem* as a tool error: a refused input in the refusal table's
+    words (the pages' and the API's), anything else as the runtime says it."""
+    if isinstance(problem, (checks.FormError, run_filters.FilterError, operations.OperationNotFound)) \
+            or problems.is_input(problem):
+        return _tool_error(problems.refusal(problem, **names).message)
+    return _tool_error(str(problem))
+
+
 def _require(reason: str | None) -> str:
-    reason = (reason or "").strip()
-    if not reason:
-        raise _tool_error("a reason is required: say why, it is recorded on the audit trail")
-    return reason
-
-
-def _filters(values: dict[str, Any]) -> run_filters.RunFilters:
     try:
-        return scripted.filters_from(values)
+        return checks.require_reason(checks.as_form(reason=reason))
+    except checks.FormError as problem:
+        raise _refused(problem) from None
+
+
+def _filters(values: dict[str, Any], *, cursors: bool = False) -> run_filters.RunFilters:
+    try:
+        if not isinstance(values, dict):
+            raise run_filters.FilterError(t("pgbus.api.errors.wrong_type", field="filters", kind="object"))
+        return run_filters.parse_strict(values, cursors=cursors)
     except run_filters.FilterError as problem:
-        raise _tool_error(str(problem)) from None
+        raise _refused(problem) from None
 
 
-def _params(at, from_step, signal_name, payload) -> dict[str, Any]:
-    """An operation's fields (runtime/operations.check reads them)."""
-    return {"at": at, "from_step": from_step, "name": signal_name, "payload": payload if payload is not None else {}}
+def _operation_id(value: Any) -> int:
+    try:
+        return checks.operation_id(value)
+    except operations.OperationNotFound as problem:
+        raise _refused(problem) from None
 
 
 class Tools:
@@ -95,7 +114,7 @@ class Tools:
             "subject": subject, "error_class": error_class,
             "no_error_class": run_filters.NO_ERROR_CLASS if no_error_class else None, "since": since,
             "before": before,
-        })
+        }, cursors=True)
         settings = dataclasses.replace(self.settings, page_size=max(1, min(int(limit), MAX_RUNS)))
         page = scripted.runs(self.engine, settings, filters)
         return {"runs": page.runs, "next_before": page.next_before}
@@ -115,17 +134,23 @@ class Tools:
         find_runs filters, or a needs-attention group's `filters`) would do
         now: how many runs, which it fits and skips, a sample. Changes nothing.
         For verb signal, `signal_name` and a JSON object `payload`."""
-        shown = self._preview(verb, filters, _params(at, from_step, signal_name, payload))
+        found, parsed = self._input(verb, filters, None, False, at=at, from_step=from_step, name=signal_name,
+                                    payload=payload)
+        try:
+            shown = operations.preview(self.engine, found, parsed.verb, parsed.params,
+                                       registry=self.settings.registry,
+                                       thresholds=context.thresholds(self.settings))
+        except (errors.WorkflowError, operations.OperationError) as problem:
+            raise _refused(problem, verb=verb) from None
         return rep.preview(shown)
 
     def show_operation(self, operation_id: int) -> dict[str, Any]:
         """An operation: its verb, filters, status and how many runs it moved, skipped and refused."""
+        operation_id = _operation_id(operation_id)
         try:
-            if not 0 < int(operation_id) <= run_filters.MAX_ID:
-                raise operations.OperationNotFound(operation_id)
             return {"operation": rep.operation(operations.find(self.engine, operation_id))}
         except operations.OperationNotFound as problem:
-            raise _tool_error(str(problem)) from None
+            raise _refused(problem) from None
 
     # --- acts --------------------------------------------------------------
 
@@ -142,20 +167,21 @@ class Tools:
         try:
             return scripted.act(self.engine, self.settings, verb, workflow_id, actor=ACTOR, reason=reason, at=at,
                                 from_step=from_step)
-        except errors.WorkflowError as problem:
-            raise _tool_error(str(problem)) from None
+        except (checks.FormError, errors.WorkflowError) as problem:
+            raise _refused(problem, verb=verb, workflow_id=workflow_id) from None
 
     def send_signal(self, workflow_id: str, name: str, reason: str, payload: dict[str, Any] | None = None,
                     idempotency_key: str | None = None) -> dict[str, Any]:
         """Send signal `name` with a JSON object `payload` to one ongoing run;
         a step waiting for it becomes due. `reason` is required and goes on
         the signal's audit event, with its name and key."""
-        _require(reason)
+        reason = _require(reason)
         try:
-            return scripted.send_signal(self.engine, self.settings, workflow_id, name, payload or {}, actor=ACTOR,
-                                        idempotency_key=idempotency_key, reason=reason)
-        except errors.WorkflowError as problem:
-            raise _tool_error(str(problem)) from None
+            return scripted.send_signal(self.engine, self.settings, workflow_id, name,
+                                        {} if payload is None else payload, actor=ACTOR,
+                                        idempotency_key=idempotency_key, reason=reason, require_reason=True)
+        except (checks.FormError, errors.WorkflowError) as problem:
+            raise _refused(problem, verb="signal", workflow_id=workflow_id) from None
 
     def start_operation(self, verb: str, filters: dict[str, str], reason: str, expected_runs: int,
                         at: str | None = None, from_step: str | None = None, signal_name: str | None = None,
@@ -164,40 +190,39 @@ class Tools:
         and answer when it is done. `expected_runs` is the `total` that
         preview_operation showed: if the filter matches another count now,
         nothing starts and the answer says so. `reason` is required."""
-        reason = _require(reason)
-        params = _params(at, from_step, signal_name, payload)
-        found = _filters(filters)
+        found, parsed = self._input(verb, filters, reason, True, at=at, from_step=from_step, name=signal_name,
+                                    payload=payload)
         try:
             operation = operations.create(
-                self.engine, found, verb, params, reason=reason, actor=ACTOR, expected=int(expected_runs),
+                self.engine, found, parsed.verb, parsed.params, reason=parsed.reason, actor=ACTOR,
+                expected=int(expected_runs),
                 registry=self.settings.registry, thresholds=context.thresholds(self.settings))
         except operations.CountChanged as problem:
             raise _tool_error(f"the filter matches {problem.preview.total} runs now, not {problem.expected}: "
                               "preview again; nothing started") from None
         except (errors.WorkflowError, operations.OperationError) as problem:
-            raise _tool_error(str(problem)) from None
+            raise _refused(problem, verb=verb) from None
         return {"operation": rep.operation(self._finish(operation["id"]))}
 
     def cancel_operation(self, operation_id: int, reason: str) -> dict[str, Any]:
         """Stop a queued or running operation: the runs it already acted on stay as they are."""
         _require(reason)
+        operation_id = _operation_id(operation_id)
         try:
-            if not 0 < int(operation_id) <= run_filters.MAX_ID:
-                raise operations.OperationNotFound(operation_id)
             return {"operation": rep.operation(operations.cancel(self.engine, operation_id))}
         except operations.OperationError as problem:
-            raise _tool_error(str(problem)) from None
+            raise _refused(problem) from None
 
     # --- helpers -------------------------------------------------------------
 
-    def _preview(self, verb: str, filters: dict[str, str], params: dict[str, Any]):
+    def _input(self, verb: str, filters: dict[str, Any], reason: str | None, require_reason: bool, **fields: Any):
+        """The operation's filters and form, by the pages' checks."""
+        _filters(filters)  # the filters' own refusal first, as the API's body reads them
         try:
-            operations.check(verb, params, None, now=utcnow(), require_reason=False)
-            return operations.preview(self.engine, _filters(filters), verb, params,
-                                      registry=self.settings.registry,
-                                      thresholds=context.thresholds(self.settings))
-        except (errors.WorkflowError, operations.OperationError) as problem:
-            raise _tool_error(str(problem)) from None
+            return scripted.operation_input(verb, filters, reason=reason, require_reason=require_reason,
+                                            now=utcnow(), **fields)
+        except (checks.FormError, run_filters.FilterError) as problem:
+            raise _refused(problem, verb=verb) from None
 
     def _finish(self, operation_id: int) -> dict[str, Any]:
         return operation_runs.run_to_end(self.engine, self.settings.registry, operation_id, poll=POLL,
@@ -208,13 +233,38 @@ READ_TOOLS = ("needs_attention", "find_runs", "show_run", "preview_operation", "
 ACT_TOOLS = ("act_on_run", "send_signal", "start_operation", "cancel_operation")
 
 
+# Each tool's argument names, from its signature.
+ARGUMENTS = {name: tuple(inspect.signature(getattr(Tools, name)).parameters)[1:] for name in READ_TOOLS + ACT_TOOLS}
+
+
+def unknown_argument(tool: str, arguments: dict[str, Any]) -> str | None:
+    """The sentence refusing an argument *tool* does not take (None: all
+    known). The SDK's argument model ignores extra names: a misspelled
+    `reasn` would leave a required reason unsaid, a misspelled filter
+    would widen a find."""
+    known = ARGUMENTS.get(tool)
+    if known is None:
+        return None
+    for name in arguments:
+        if name not in known:
+            return t("pgbus.api.errors.unknown_field", field=str(name)[:50], known=", ".join(known) or "-")
+    return None
+
+
 def build(engine: Engine, settings: Settings, *, allow_actions: bool = False):
     """The MCPServer with the read tools, and the acting ones when allowed."""
     from mcp.server.mcpserver import MCPServer
     from mcp_types import ToolAnnotations
 
+    class Server(MCPServer):
+        async def call_tool(self, name, arguments, context=None):
+            refused = unknown_argument(name, arguments or {})
+            if refused is not None:
+                raise _tool_error(refused)
+            return await super().call_tool(name, arguments, context)
+
     tools = Tools(engine, settings)
-    server = MCPServer(NAME, instructions=(
+    server = Server(NAME, instructions=(
         "pgbus workflow runs: needs_attention lists what needs a person; find_runs and show_run read runs. "
         + ("act_on_run, send_signal and start_operation act, with a required reason, as the actor 'mcp'."
            if allow_actions else "Read-only: started without --allow-actions.")))

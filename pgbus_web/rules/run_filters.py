@@ -11,7 +11,8 @@ needs-attention group without one links to exactly its runs this way),
 ``since`` (a preset range: 1h, 24h, 7d, 30d) or ``from``/``to`` (a moment
 in the operator's time zone), ``operation`` (the runs an operation acted
 on), and the keyset cursors ``before``/``after``.
-A value that cannot be right is reported back, never silently dropped.
+A value that cannot be right is reported back, never silently dropped, and
+so is a name that is not a filter's.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
 
 from . import states
-from ..i18n import current_timezone, t
+from ..i18n import LOCALE_PARAM, current_timezone, t
 
 # The preset ranges offered on the index and the insights page.
 RANGES = {
@@ -43,6 +44,14 @@ NO_ERROR_CLASS = "1"
 # than the index (the command line's --filter NAME=VALUE) accepts.
 NAMES = ("q", "workflow_class", "status", "reason", "subject", "step", "error_class", "no_error_class",
          "since", "from", "to", "operation")
+# The keyset cursors: a page of the index, not a filter (an operation
+# takes every run its filters match, so its filters never carry them).
+CURSORS = ("before", "after")
+# What a page's query string carries besides the filters and the cursors:
+# the language picked from the menu (i18n.py).
+PAGE_EXTRAS = (LOCALE_PARAM,)
+# Longest unknown name shown back in the sentence about it.
+NAME_SHOWN = 50
 
 
 class FilterError(ValueError):
@@ -229,6 +238,36 @@ def parse(args: Mapping[str, str]) -> RunFilters:
         raw_from=raw_from,
         raw_to=raw_to,
     )
+
+
+def _refuse_unknown(names, allowed: tuple[str, ...]) -> None:
+    # A misspelled name dropped would widen the filter to every run: an
+    # operation on it would act on all of them.
+    for name in names:
+        if name not in allowed:
+            shown = str(name).replace("\x00", "\ufffd")[:NAME_SHOWN]
+            raise FilterError(t("pgbus.workflows.filters.errors.unknown_name", name=shown, known=", ".join(NAMES)))
+
+
+def parse_strict(values: Mapping[str, Any], *, cursors: bool = False) -> RunFilters:
+    """The filters a structured door was given (the API body's ``filters``,
+    MCP tool arguments, command-line options; None is not given): a name
+    not in NAMES (nor, with *cursors*, a cursor) and an empty value are
+    refused, never read as "no filter"."""
+    _refuse_unknown(values, NAMES + (CURSORS if cursors else ()))
+    given = {name: str(value) for name, value in values.items() if value is not None}
+    for name, value in given.items():
+        if not value.strip():
+            raise FilterError(t("pgbus.workflows.filters.errors.empty", name=name))
+    return parse(given)
+
+
+def parse_query(args: Mapping[str, str]) -> RunFilters:
+    """The filters of a page's query string: the filters, the cursors and
+    the language parameter; an unknown name refused. A blank value is
+    absent there: a plain HTML form sends one for every field left empty."""
+    _refuse_unknown(args.keys(), NAMES + CURSORS + PAGE_EXTRAS)
+    return parse(args)
 
 
 def group_query(group: Mapping[str, Any]) -> dict[str, str]:

@@ -57,7 +57,7 @@ ENDED_QUIETLY = (states.OPERATION_DONE, states.OPERATION_FAILED)
 def _filters() -> filters.RunFilters:
     """The index filters the form carries (its ``query`` field), as the
     index reads them: a filter the index refuses is refused here too."""
-    return filters.parse(MultiDict(parse_qsl(request.form.get(checks.QUERY_FIELD, ""), keep_blank_values=True)))
+    return filters.parse_query(MultiDict(parse_qsl(request.form.get(checks.QUERY_FIELD, ""), keep_blank_values=True)))
 
 
 def _limits() -> dict[str, Any]:
@@ -230,8 +230,10 @@ def show(operation_id: int):
 
 def cancel(operation_id: int):
     """POST /workflows/operations/<id>/cancel."""
-    if operation_id > filters.MAX_ID:
-        return answers.refused(problems.operation_not_found(operation_id))
+    try:
+        checks.operation_id(operation_id)
+    except operations.OperationNotFound as problem:
+        return answers.refused(problems.refusal(problem))
     try:
         cancelled = operations.cancel(state().database.primary, operation_id, now=utcnow())
     except operations.OperationError as problem:

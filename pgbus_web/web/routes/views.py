@@ -30,7 +30,7 @@ def common() -> dict:
 def index():
     """GET /workflows: the runs index."""
     try:
-        run_filters = filters.parse(request.args)
+        run_filters = filters.parse_query(request.args)
         error = None
     except filters.FilterError as problem:
         run_filters, error = None, str(problem)
