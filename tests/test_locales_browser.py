@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 from action_support import operator_app
-from browser import WAIT_MS, launched, requires_chromium, serve
+from browser import WAIT_MS, requires_chromium, serve
 from lock_support import Locks
 from web_helpers import every_state
 
@@ -22,12 +22,6 @@ from pgbus_web.runtime import operations
 pytestmark = requires_chromium
 
 LOCALES = ["en", "de", "ja"]
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    with launched() as browser:
-        yield browser
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import sqlalchemy as sa
 from action_support import operator_app
-from browser import WAIT_MS, launched, requires_chromium, serve
+from browser import WAIT_MS, requires_chromium, serve
 from playwright.sync_api import expect
 from web_helpers import soup, step, text_of, utcnow
 
@@ -104,12 +104,6 @@ def test_with_nothing_left_moving_the_poll_stops(browser, runs, engine):
     fragment = browser.client.get(url, headers={"HX-Request": "true", "HX-Target": "pgbus-operation"})
     # 286: htmx's word for "stop polling".
     assert fragment.status_code == 286
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    with launched() as launched_browser:
-        yield launched_browser
 
 
 @pytest.fixture

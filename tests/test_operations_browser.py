@@ -12,7 +12,7 @@ import re
 
 import pytest
 from action_support import operator_app, paused_on_capture
-from browser import WAIT_MS, launched, requires_chromium, serve
+from browser import WAIT_MS, requires_chromium, serve
 from playwright.sync_api import expect
 
 from pgbus_web.demo.workflows import REGISTRY
@@ -21,12 +21,6 @@ from pgbus_web.runtime import operations
 pytestmark = requires_chromium
 
 LIST = "/workflows/operations"
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    with launched() as browser:
-        yield browser
 
 
 @pytest.fixture

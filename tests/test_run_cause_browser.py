@@ -8,18 +8,12 @@ from __future__ import annotations
 
 import pytest
 from action_support import ago, operator_app
-from browser import WAIT_MS, launched, requires_chromium, serve
+from browser import WAIT_MS, requires_chromium, serve
 from web_helpers import step
 
 from pgbus_web.rules import states
 
 pytestmark = requires_chromium
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    with launched() as browser:
-        yield browser
 
 
 @pytest.fixture

@@ -44,3 +44,18 @@ def test_in_ci_a_missing_chromium_fails_the_browser_tests(monkeypatch, tmp_path)
     # Control: outside CI the same machine only skips.
     monkeypatch.delenv("CI")
     assert not browser._missing_chromium_in_ci()
+
+
+def test_one_chromium_for_the_whole_suite():
+    """Every browser test takes the session's `chromium` fixture
+    (conftest.py); a module launching its own would start another
+    browser per module. The control: the fixture itself is found."""
+    import re
+    from pathlib import Path
+
+    here = Path(__file__).parent
+    launching = re.compile(r"\blaunched\(\)|\bdef chromium\(")
+    found = {path.name for path in here.glob("*.py") if launching.search(path.read_text(encoding="utf-8"))}
+    # browser.py defines launched(), conftest.py the one fixture, and this
+    # file tests the launch itself (and names the pattern).
+    assert found == {"browser.py", "conftest.py", "test_support.py"}, found
