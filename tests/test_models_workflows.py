@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import OperationalError
 
-from pgbus_web.rules import states
+from pgbus_web.rules import states, stuck
 from pgbus_web.models import events, signals, steps, workflows
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=timezone.utc)
@@ -609,7 +609,7 @@ def _plan_of(engine, call) -> str:
         return "\n".join(row[0] for row in cursor.fetchall())
 
 
-@pytest.mark.parametrize("reason", sorted(workflows.STUCK_RULES))
+@pytest.mark.parametrize("reason", sorted(stuck.BY_REASON))
 def test_a_stuck_filter_counts_and_walks_without_reading_a_runs_steps(engine, reason):
     # At ten million runs each latest-step lookup is a random read: the
     # count beside the runs and an operation's walk read the run rows alone.

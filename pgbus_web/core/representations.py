@@ -19,7 +19,7 @@ from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any, Iterable, Mapping
 
-from ..rules import states
+from ..rules import states, stuck as stuck_rules
 from ..models.values import Infinite, RawJson
 from ..rules.run_filters import group_query
 from ..rules import verb_table
@@ -101,14 +101,14 @@ EVENT_FIELDS = ("id", "event", "actor", "reason", "step_id", "step_name", "attem
 
 def stuck_reason(run: Mapping[str, Any], *, now: datetime, stall_threshold: timedelta,
                  waiting_threshold: timedelta | None) -> str | None:
-    """The run's stuck reason (states.STUCK_REASONS) as its badge on the
-    pages decides it, or None; None too for a status no rule knows."""
-    from .words.presenters import run_state
-
+    """The run's stuck reason (states.STUCK_REASONS) by rules.stuck, the
+    rule its badge and the needs-attention groups read, or None; None too
+    for a status no rule knows."""
     try:
-        return run_state(run, now=now, stall_threshold=stall_threshold, waiting_threshold=waiting_threshold).stuck
-    except (ValueError, OverflowError):
+        given = stuck_rules.params(now, stall_threshold, waiting_threshold)
+    except OverflowError:  # a threshold reaching before year 1
         return None
+    return stuck_rules.reason_of(run.get("status"), stuck_rules.facts_of_step(run.get("step")), given)
 
 
 def run_row(run: Mapping[str, Any], *, stuck: str | None = None) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from ..rules import states
+from ..rules import stuck
 from . import as_dict, as_dicts
 
 # Columns insert_run and transition may write; names outside this list are
@@ -366,68 +366,29 @@ def add_counts(conn: Connection, counts: Mapping[tuple[str, str], int]) -> None:
 
 
 # Each paused or ready run (and, when waiting_before is given, each waiting
-# run) with its latest step's facts and why it is stuck (NULL when it is not):
-#   stalled          paused on a step that failed with StepStalled
-#   paused_error     paused on a step that failed with any other error
-#   paused_manual    paused otherwise (the step asked for it, or an operator)
-#   overdue          ready, its scheduled step due before :overdue_before
-#   waiting_overdue  waiting since before :waiting_before on a step without
-#                    a wait timeout
-# "since" is when the run got stuck: paused_at, the overdue step's
-# scheduled_at, or the waiting step's waiting_since.
+# run) with its latest step's facts and why it is stuck (NULL when it is
+# not), by the rules of rules/stuck.py; "since" is when the run got stuck:
+# paused_at, the overdue step's scheduled_at, or the waiting step's
+# waiting_since.
 # The latest step's facts are the run's latest_* columns (a trigger on the
 # steps table keeps them), so the whole query reads pgbus_workflows_stuck
-# only, instead of looking up the latest step of every such run.
-# Each stuck reason's rule, the one home of them: the run status it can
-# have, and the condition on the run's latest_* columns (the steps'
-# triggers and the worker keep them equal to its latest step row; `db
-# check` proves it). The needs-attention queries and the index's reason
-# filter both read these, so a group's count and its "N runs" list agree,
-# and neither looks a run's steps up. The conditions exclude each other.
-STUCK_RULES: dict[str, tuple[str, str]] = {
-    states.STALLED: (
-        states.PAUSED,
-        "w.latest_step_status = 'failed' AND w.latest_error_class = :stalled_error",
-    ),
-    states.PAUSED_ERROR: (
-        states.PAUSED,
-        "w.latest_step_status = 'failed' AND w.latest_error_class IS DISTINCT FROM :stalled_error",
-    ),
-    states.PAUSED_MANUAL: (
-        states.PAUSED,
-        "w.latest_step_status IS DISTINCT FROM 'failed'",
-    ),
-    states.OVERDUE: (
-        states.READY,
-        "w.latest_step_status = 'scheduled' AND w.latest_scheduled_at < :overdue_before",
-    ),
-    states.WAITING_OVERDUE: (
-        states.WAITING,
-        "w.latest_step_status = 'waiting' AND w.latest_timeout_at IS NULL"
-        " AND w.latest_waiting_since < :waiting_before",
-    ),
-}
-
-
-def _stuck_runs_sql(*, waiting: bool, by_class: bool) -> str:
-    waiting_since = (
-        "WHEN stuck_reason.reason = 'waiting_overdue' THEN w.latest_waiting_since" if waiting else ""
-    )
+# only, instead of looking up the latest step of every such run. The
+# needs-attention queries and the index's reason filter both read the same
+# rules, so a group's count and its "N runs" list agree, and neither looks
+# a run's steps up.
+def _stuck_runs_sql(rules: tuple[stuck.Rule, ...], *, by_class: bool) -> str:
+    since = "\n                 ".join(stuck.since_sql(rules, "stuck_reason.reason"))
     reasons = "\n                     ".join(
-        f"WHEN w.status = '{status}' AND {rule} THEN '{reason}'"
-        for reason, (status, rule) in STUCK_RULES.items()
-        if waiting or reason != states.WAITING_OVERDUE
+        f"WHEN w.status = '{rule.status}' AND {stuck.condition_sql(rule)} THEN '{rule.reason}'"
+        for rule in rules
     )
-    statuses = "'paused', 'ready', 'waiting'" if waiting else "'paused', 'ready'"
     class_filter = "AND w.workflow_class = :workflow_class" if by_class else ""
     return f"""
         SELECT w.id, w.workflow_id, w.workflow_class,
                COALESCE(w.latest_step_name, w.current_step) AS step_name,
                w.latest_error_class AS error_class, stuck_reason.reason,
                CASE
-                 WHEN stuck_reason.reason IN ('stalled', 'paused_error', 'paused_manual') THEN w.paused_at
-                 WHEN stuck_reason.reason = 'overdue' THEN w.latest_scheduled_at
-                 {waiting_since}
+                 {since}
                END AS since
         FROM pgbus_workflows w
         CROSS JOIN LATERAL (
@@ -435,19 +396,12 @@ def _stuck_runs_sql(*, waiting: bool, by_class: bool) -> str:
                      {reasons}
                    END AS reason
         ) stuck_reason
-        WHERE w.status IN ({statuses}) {class_filter}
+        WHERE w.status IN ({stuck.statuses_sql(rules)}) {class_filter}
     """
 
 
 def _stuck_binds(threshold: timedelta, now: datetime | None, waiting_threshold: timedelta | None):
-    now = now or _now()
-    binds: dict[str, Any] = {
-        "overdue_before": now - threshold,
-        "stalled_error": states.STEP_STALLED_ERROR,
-    }
-    if waiting_threshold is not None:
-        binds["waiting_before"] = now - waiting_threshold
-    return binds
+    return stuck.params(now or _now(), threshold, waiting_threshold)
 
 
 def stuck_reason_counts(
@@ -478,7 +432,7 @@ def stuck_reason_summary(
     binds = _stuck_binds(threshold, now, waiting_threshold)
     if workflow_class is not None:
         binds["workflow_class"] = workflow_class
-    inner = _stuck_runs_sql(waiting=waiting_threshold is not None, by_class=workflow_class is not None)
+    inner = _stuck_runs_sql(stuck.rules_for(binds), by_class=workflow_class is not None)
     rows = conn.execute(
         sa.text(
             f"""
@@ -509,7 +463,7 @@ def attention_groups(
     binds["limit"] = int(limit)
     if workflow_class is not None:
         binds["workflow_class"] = workflow_class
-    inner = _stuck_runs_sql(waiting=waiting_threshold is not None, by_class=workflow_class is not None)
+    inner = _stuck_runs_sql(stuck.rules_for(binds), by_class=workflow_class is not None)
     # The newest error message is read for each group's newest run only,
     # after grouping: carrying every stuck run's message through the
     # grouping would read each of their step rows from the table, where the
@@ -590,7 +544,7 @@ def attention_ids(
         error_class=group.get("error_class"),
         limit=int(limit),
     )
-    inner = _stuck_runs_sql(waiting=waiting_threshold is not None, by_class=True)
+    inner = _stuck_runs_sql(stuck.rules_for(binds), by_class=True)
     rows = conn.execute(
         sa.text(
             f"""
@@ -967,7 +921,7 @@ def page_where(
     *no_error_class* keeps the runs whose latest step has no error class (or
     that have no step), as an attention group without one counts them;
     *search* is the search box's text (search_where)."""
-    if reason is not None and reason not in STUCK_RULES:
+    if reason is not None and reason not in stuck.BY_REASON:
         raise ValueError(f"unknown stuck reason {reason!r}")
     now = now or _now()
     values: dict[str, Any] = {
@@ -987,16 +941,11 @@ def page_where(
     if reason is not None:
         # The stuck rule's status first: the scan walks the (status, id)
         # index newest first and stops at the page size.
-        reason_status, reason_condition = STUCK_RULES[reason]
-        conditions += ["w.status = :reason_status", reason_condition]
-        binds.update(
-            reason_status=reason_status,
-            stalled_error=states.STEP_STALLED_ERROR,
-            overdue_before=now - threshold,
-            waiting_before=now - waiting_threshold,
-        )
+        rule = stuck.BY_REASON[reason]
+        conditions += ["w.status = :reason_status", stuck.condition_sql(rule)]
+        binds.update(reason_status=rule.status, **stuck.params(now, threshold, waiting_threshold))
     # The latest step's name and error class from the run's latest_*
-    # columns, as STUCK_RULES read them: a filter never looks a run's steps
+    # columns, as the stuck rules read them: a filter never looks a run's steps
     # up, so its count costs the same at ten million runs as at one.
     # current_step names a run that has no step row yet.
     if step_name is not None:
