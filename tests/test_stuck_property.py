@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from pgbus_web.core import representations as rep
 from pgbus_web.core.words import presenters
-from pgbus_web.models import workflows
+from pgbus_web.models import workflow_attention, workflow_index
 from pgbus_web.models.values import INFINITY, MINUS_INFINITY
 from pgbus_web.rules import states, stuck
 
@@ -104,8 +104,8 @@ def _insert(conn, runs) -> list[str]:
 
 def _sql_reasons(conn, waiting_threshold) -> dict[str, str]:
     """Each stuck run's reason as the needs-attention queries give it."""
-    binds = workflows._stuck_binds(THRESHOLD, NOW, waiting_threshold)
-    inner = workflows._stuck_runs_sql(stuck.rules_for(binds), by_class=False)
+    binds = workflow_attention._stuck_binds(THRESHOLD, NOW, waiting_threshold)
+    inner = workflow_attention._stuck_runs_sql(stuck.rules_for(binds), by_class=False)
     rows = conn.execute(sa.text(f"SELECT workflow_id, reason FROM ({inner}) s WHERE reason IS NOT NULL"), binds)
     return dict(rows.all())
 
@@ -114,7 +114,7 @@ def _filter_reasons(conn) -> dict[str, str]:
     """Each stuck run's reason as the index's reason filter finds it."""
     found: dict[str, str] = {}
     for reason in states.STUCK_REASONS:
-        where, binds = workflows.page_where(threshold=THRESHOLD, waiting_threshold=WAITING_THRESHOLD,
+        where, binds = workflow_index.page_where(threshold=THRESHOLD, waiting_threshold=WAITING_THRESHOLD,
                                             now=NOW, reason=reason)
         for (workflow_id,) in conn.execute(sa.text(f"SELECT w.workflow_id FROM pgbus_workflows w WHERE {where}"),
                                            binds):
@@ -126,7 +126,7 @@ def _filter_reasons(conn) -> dict[str, str]:
 def _python_reasons(conn, count: int, waiting_threshold) -> dict[str, str]:
     """Each stuck run's reason as its badge and stuck_reason give it, from
     the run and its latest step as the index page reads them."""
-    runs = workflows.page(conn, limit=count, threshold=THRESHOLD, waiting_threshold=WAITING_THRESHOLD, now=NOW)
+    runs = workflow_index.page(conn, limit=count, threshold=THRESHOLD, waiting_threshold=WAITING_THRESHOLD, now=NOW)
     assert len(runs) == count
     found: dict[str, str] = {}
     for run in runs:

@@ -19,7 +19,7 @@ from ..rules import run_filters
 from ..rules import states
 from ..core.words import done
 from ..i18n import t
-from ..models import workflows
+from ..models import workflow_rows
 from ..runtime import errors, operations, verbs
 from ..rules import verb_table
 from ..runtime.clock import utcnow
@@ -63,7 +63,7 @@ def _find(workflow_id: str) -> dict[str, Any] | None:
     if not context.storable(workflow_id):
         return None
     with state().database.primary.connect() as conn:
-        return workflows.find(conn, workflow_id)
+        return workflow_rows.find(conn, workflow_id)
 
 
 def run_verb(workflow_id: str, verb: str) -> Response:

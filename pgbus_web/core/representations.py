@@ -113,7 +113,7 @@ def stuck_reason(run: Mapping[str, Any], *, now: datetime, stall_threshold: time
 
 def run_row(run: Mapping[str, Any], *, stuck: str | None = None) -> dict[str, Any]:
     """A run as the index lists it: its columns, its latest step and the
-    batch that step waits on (a models.workflows.page row), and its stuck
+    batch that step waits on (a models.workflow_index.page row), and its stuck
     reason (stuck_reason)."""
     shaped = _object(run, RUN_FIELDS)
     shaped["stuck_reason"] = stuck
@@ -189,7 +189,7 @@ GROUP_FIELDS = (
 
 
 def attention_group(group: Mapping[str, Any], class_loaded: bool) -> dict[str, Any]:
-    """A needs-attention group (models.workflows.attention_groups): its
+    """A needs-attention group (models.workflow_attention.attention_groups): its
     runs' filter (run_filters.group_query, the index's and an operation's
     ``filters``) and the verbs its buttons offer as operations."""
     from .words.verb_labels import BULK_VERBS, bulk_verbs

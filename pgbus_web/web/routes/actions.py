@@ -36,7 +36,7 @@ from werkzeug.exceptions import Forbidden, RequestEntityTooLarge
 
 from ...rules import states
 from ...i18n import current_locale, current_timezone, t
-from ...models import workflows
+from ...models import workflow_rows
 from ...runtime import errors, verbs
 from ...runtime.clock import utcnow
 from ..answering import answers, pages, render
@@ -104,7 +104,7 @@ def _find(workflow_id: str) -> dict[str, Any] | None:
     if not context.storable(workflow_id):
         return None
     with state().database.primary.connect() as conn:
-        return workflows.find(conn, workflow_id)
+        return workflow_rows.find(conn, workflow_id)
 
 
 def run_action(workflow_id: str, verb: str):

@@ -13,7 +13,7 @@ from werkzeug.exceptions import HTTPException, InternalServerError
 from ...rules import run_filters as filters
 from ...db import SchemaProblem
 from ...i18n import t
-from ...models import workflows
+from ...models import workflow_rows
 from ...runtime import verbs
 from ..answering import answers, not_modified, pages, render
 from ...core import reads as context, problems
@@ -100,7 +100,7 @@ def _action_owner(path: str) -> str | None:
     if not owner or last not in ACTION_SEGMENTS or not context.storable(owner):
         return None
     with state().database.read() as conn:
-        return owner if workflows.find(conn, owner) is not None else None
+        return owner if workflow_rows.find(conn, owner) is not None else None
 
 
 def insights(workflow_class: str):
