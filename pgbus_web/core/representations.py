@@ -105,10 +105,9 @@ def stuck_reason(run: Mapping[str, Any], *, now: datetime, stall_threshold: time
     rule its badge and the needs-attention groups read, or None; None too
     for a status no rule knows."""
     try:
-        given = stuck_rules.params(now, stall_threshold, waiting_threshold)
+        return stuck_rules.reason_of_run(run, now=now, threshold=stall_threshold, waiting_threshold=waiting_threshold)
     except OverflowError:  # a threshold reaching before year 1
         return None
-    return stuck_rules.reason_of(run.get("status"), stuck_rules.facts_of_step(run.get("step")), given)
 
 
 def run_row(run: Mapping[str, Any], *, stuck: str | None = None) -> dict[str, Any]:

@@ -243,3 +243,12 @@ def reason_of(status: Optional[str], facts: Mapping[str, Any], given: Mapping[st
         if rule.status == status and all(_holds(c, facts, given) for c in rule.conditions):
             return rule.reason
     return None
+
+
+def reason_of_run(
+    run: Mapping[str, Any], *, now: datetime, threshold: timedelta, waiting_threshold: Optional[timedelta] = None,
+) -> Optional[str]:
+    """reason_of for *run*, a pgbus_workflows row with ``step`` (its latest
+    step row, or None), as the pages and the API hold it."""
+    given = params(now, threshold, waiting_threshold)
+    return reason_of(run.get("status"), facts_of_step(run.get("step")), given)

@@ -117,7 +117,7 @@ def run_state(
     tone = RUN_TONES.get(status)
     if tone is None:
         raise ValueError(f"unknown run status {status!r}")
-    stuck = stuck_reason_of(run, now=now, stall_threshold=stall_threshold, waiting_threshold=waiting_threshold)
+    stuck = stuck_rules.reason_of_run(run, now=now, threshold=stall_threshold, waiting_threshold=waiting_threshold)
 
     if status == states.READY:
         due = _get(step, "scheduled_at")
@@ -173,19 +173,6 @@ def batch_progress(batch: Mapping[str, Any]) -> tuple[int, int]:
 def step_open(status: Optional[str]) -> bool:
     """A step attempt that has not ended: scheduled, waiting or in progress."""
     return status in states.STEP_OPEN
-
-
-def stuck_reason_of(
-    run: Mapping[str, Any],
-    *,
-    now: datetime,
-    stall_threshold: timedelta,
-    waiting_threshold: Optional[timedelta] = None,
-) -> Optional[str]:
-    """The stuck reason of *run* (a row with ``step``, as run_state takes
-    it) by rules.stuck, or None."""
-    given = stuck_rules.params(now, stall_threshold, waiting_threshold)
-    return stuck_rules.reason_of(run.get("status"), stuck_rules.facts_of_step(run.get("step")), given)
 
 
 def _waiting_state(run, step, step_name, *, stuck) -> RunState:
