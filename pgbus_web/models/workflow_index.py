@@ -64,7 +64,7 @@ _PAGE_FILTERS = {
     ),
 }
 
-# The search box (DESIGN §10): the shortest run id prefix taken as one (the
+# The search box: the shortest run id prefix taken as one (the
 # list shows eight characters); a shorter text matches a whole id only.
 SEARCH_ID_PREFIX_MIN = 4
 
