@@ -26,7 +26,7 @@ from typing import Any, Callable
 import sqlalchemy as sa
 
 from pgbus_web import db, defaults
-from pgbus_web.models import workflows
+from pgbus_web.models import workflow_attention, workflow_counts
 
 
 def capture(engine, call: Callable[[Any], Any]) -> tuple[Any, str, Any]:
@@ -106,17 +106,17 @@ def main() -> None:
     print(f"{runs:,} runs, {steps:,} step rows; thresholds: stall {defaults.STALL_THRESHOLD}, "
           f"waiting {defaults.WAITING_THRESHOLD}; {args.repeat} timed calls each\n")
 
-    groups, _, _ = capture(engine, lambda conn: workflows.attention_groups(conn, **stuck))
+    groups, _, _ = capture(engine, lambda conn: workflow_attention.attention_groups(conn, **stuck))
     biggest = groups[0] if groups else None
     queries: list[tuple[str, Callable[[Any], Any]]] = [
-        ("status_counts", lambda conn: workflows.status_counts(conn)),
-        ("stuck_reason_counts", lambda conn: workflows.stuck_reason_counts(conn, **stuck)),
-        ("attention_groups", lambda conn: workflows.attention_groups(conn, **stuck)),
+        ("status_counts", lambda conn: workflow_counts.status_counts(conn)),
+        ("stuck_reason_counts", lambda conn: workflow_attention.stuck_reason_counts(conn, **stuck)),
+        ("attention_groups", lambda conn: workflow_attention.attention_groups(conn, **stuck)),
     ]
     if biggest is not None:
         label = (f"attention_ids ({biggest['workflow_class']} {biggest['step_name']} {biggest['reason']} "
                  f"{biggest['error_class'] or '-'}: {biggest['count']:,} runs)")
-        queries.append((label, lambda conn: workflows.attention_ids(conn, biggest, **stuck)))
+        queries.append((label, lambda conn: workflow_attention.attention_ids(conn, biggest, **stuck)))
 
     for label, call in queries:
         result, statement, parameters = capture(engine, call)

@@ -54,7 +54,7 @@ from pgbus_web.app import create_app  # noqa: E402
 from pgbus_web.demo import database as demo_database  # noqa: E402
 from pgbus_web.demo.seed import seed  # noqa: E402
 from pgbus_web.demo.workflows import REGISTRY  # noqa: E402
-from pgbus_web.models import changes, workflows  # noqa: E402
+from pgbus_web.models import changes, workflow_counts, workflow_rows  # noqa: E402
 from pgbus_web.web.drawing import cells  # noqa: E402
 
 LONG_RUN = "bench-scale-long-history"
@@ -144,7 +144,7 @@ def request(client, timer, path, headers, repeat, before=None):
 def write_long_run(engine) -> None:
     with engine.begin() as conn:
         conn.execute(sa.text("DELETE FROM pgbus_workflows WHERE workflow_id = :w"), {"w": LONG_RUN})
-        workflows.insert_run(conn, {"workflow_id": LONG_RUN, "workflow_class": "OrderWorkflow",
+        workflow_rows.insert_run(conn, {"workflow_id": LONG_RUN, "workflow_class": "OrderWorkflow",
                                     "status": "paused", "current_step": "capture_payment"})
         conn.execute(sa.text(
             "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, attempt, error_class, "
@@ -177,7 +177,7 @@ def page_rows(url: str, repeat: int, rows: dict[str, Row]) -> int:
     app = create_app({"database": database, "registry": REGISTRY, "run_operations": False})
     client = app.test_client()
     with engine.connect() as conn:
-        total = workflows.count_runs(conn)
+        total = workflow_counts.count_runs(conn)
         some_id = conn.execute(sa.text("SELECT max(id) FROM pgbus_workflows")).scalar_one()
         eight = conn.execute(sa.text(
             # The newest steps by the primary key first: grouped directly, the
@@ -194,7 +194,7 @@ def page_rows(url: str, repeat: int, rows: dict[str, Row]) -> int:
 
     def counts():
         with engine.connect() as conn:
-            workflows.status_counts(conn)
+            workflow_counts.status_counts(conn)
 
     def one_row():
         with engine.connect() as conn:
@@ -203,8 +203,8 @@ def page_rows(url: str, repeat: int, rows: dict[str, Row]) -> int:
     row = rows["counts"]
     counts_ms, floor_ms = timed(counts, repeat), timed(one_row, repeat)
     with engine.connect() as conn:
-        wrong = workflows.count_mismatches(conn)
-    _, statement, parameters = capture(engine, lambda conn: workflows.status_counts(conn))
+        wrong = workflow_counts.count_mismatches(conn)
+    _, statement, parameters = capture(engine, lambda conn: workflow_counts.status_counts(conn))
     server_ms = explain(engine, statement, parameters)["Execution Time"]
     row.measured, row.floor = f"{counts_ms:.2f} ms", f"{floor_ms:.2f} ms one PK read"
     row.ratio = f"{counts_ms / floor_ms:.1f}x"
@@ -342,9 +342,9 @@ def writers(engine, seconds: float, workers: int = 4) -> float:
             try:
                 with engine.begin() as conn:
                     run = f"w{n}-{flip % 50}"
-                    workflows.lock_for(conn, run)
+                    workflow_rows.lock_for(conn, run)
                     now_ready = flip // 50 % 2 == 0
-                    workflows.transition(conn, run, from_="ready" if now_ready else "running",
+                    workflow_rows.transition(conn, run, from_="ready" if now_ready else "running",
                                          to="running" if now_ready else "ready")
             except sa.exc.OperationalError:
                 failed[n] += 1  # a deadlock: the transaction is lost, tried again

@@ -1,6 +1,6 @@
 """The index's search box at a million runs: for each form the search
 accepts (docs/web.md, Finding a run), the plan PostgreSQL chose for the runs index's own
-query (models.workflows.page with ``search``), under EXPLAIN (ANALYZE,
+query (models.workflow_index.page with ``search``), under EXPLAIN (ANALYZE,
 BUFFERS), and the median wall time of several calls.
 
     python bench/search.py [--database-url postgresql://...] [--runs 1000000] [--repeat 7]
@@ -15,7 +15,7 @@ step rows: the search reads the runs
 table; the page's latest-step lookup costs one index probe per listed run
 (docs/performance.md). Then it searches for one run near the middle by each
 form, prints the plan of each, and checks each found that run; last, the
-plan of the failed runs' groups (models.workflows.failed_groups).
+plan of the failed runs' groups (models.workflow_attention.failed_groups).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import scratch  # noqa: E402
 from queries import capture, timed  # noqa: E402  (bench/queries.py)
 
 from pgbus_web import db, defaults, schema  # noqa: E402
-from pgbus_web.models import workflows  # noqa: E402
+from pgbus_web.models import workflow_attention, workflow_index  # noqa: E402
 
 BENCH_DATABASE = "pgbus_bench_search"
 THRESHOLDS = {"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaults.WAITING_THRESHOLD}
@@ -77,7 +77,7 @@ def search(bench_url: str, runs: int, repeat: int) -> None:
         summary = []
         for label, text in forms:
             def call(conn, text=text):
-                return workflows.page(conn, limit=PAGE_SIZE + 1, search=text, **THRESHOLDS)
+                return workflow_index.page(conn, limit=PAGE_SIZE + 1, search=text, **THRESHOLDS)
 
             rows, statement, parameters = capture(engine, call)
             plan = explain_text(engine, statement, parameters)
@@ -90,8 +90,8 @@ def search(bench_url: str, runs: int, repeat: int) -> None:
             print()
         # The failed runs' groups beside the needs-attention groups (the
         # seed makes a tenth of the runs failed).
-        groups, statement, parameters = capture(engine, lambda conn: workflows.failed_groups(conn))
-        times = timed(engine, lambda conn: workflows.failed_groups(conn), repeat)
+        groups, statement, parameters = capture(engine, lambda conn: workflow_attention.failed_groups(conn))
+        times = timed(engine, lambda conn: workflow_attention.failed_groups(conn), repeat)
         print(f"== failed runs' groups: {len(groups)} groups of {sum(g['count'] for g in groups):,} runs; "
               f"median {statistics.median(times) * 1000:.2f} ms, slowest {max(times) * 1000:.2f} ms")
         print(explain_text(engine, statement, parameters))

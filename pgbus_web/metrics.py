@@ -2,11 +2,11 @@
 read with the pages' own queries and handed to ``prometheus_client``.
 
 - ``pgbus_workflow_runs{workflow_class,status}``: runs per class and status
-  (models.workflows.status_counts, the index's count table).
+  (models.workflow_counts.status_counts, the index's count table).
 - ``pgbus_workflow_stuck_runs{workflow_class,reason}`` and
   ``pgbus_workflow_oldest_stuck_seconds{workflow_class,reason}``: the runs
-  that need a person, by the needs-attention rules (the stuck reasons of
-  models.workflows), and how long the oldest of each pair has been stuck.
+  that need a person, by the needs-attention rules (rules/stuck.py, as
+  models.workflow_attention reads them), and how long the oldest of each pair has been stuck.
 - ``pgbus_web_operation_runs_total{verb,outcome}``: the runs operations
   moved, skipped and refused (operations are never deleted, so these only
   grow), and ``pgbus_web_operations{verb,status}``: operations per status.
@@ -26,7 +26,7 @@ from typing import Callable, Iterator
 
 from .rules import states
 from .db import Database
-from .models import operations, workflows
+from .models import operations, workflow_attention, workflow_counts
 from .progress import MissingExtra
 from .runtime.clock import utcnow
 
@@ -80,8 +80,8 @@ def read(database: Database, *, threshold: timedelta, waiting_threshold: timedel
     now = now or utcnow()
     with database.read() as conn:
         return Reading(
-            runs=workflows.status_counts(conn),
-            stuck=workflows.stuck_reason_summary(
+            runs=workflow_counts.status_counts(conn),
+            stuck=workflow_attention.stuck_reason_summary(
                 conn, threshold=threshold, waiting_threshold=waiting_threshold, now=now),
             outcomes=operations.outcome_totals(conn),
             operations=operations.status_counts(conn),

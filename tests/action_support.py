@@ -107,10 +107,10 @@ def completed(runs: Runs) -> str:
 
 
 def run_row(engine, workflow_id: str) -> dict[str, Any]:
-    from pgbus_web.models import workflows
+    from pgbus_web.models import workflow_rows
 
     with engine.connect() as conn:
-        return workflows.find(conn, workflow_id)
+        return workflow_rows.find(conn, workflow_id)
 
 
 def steps_of(engine, workflow_id: str) -> list[dict[str, Any]]:

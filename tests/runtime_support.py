@@ -13,7 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from pgbus_web.demo import workflows as demo
-from pgbus_web.models import events, signals, steps, workflows
+from pgbus_web.models import events, signals, steps, workflow_rows
 from pgbus_web.runtime import system
 from pgbus_web.runtime.worker import Worker
 
@@ -65,7 +65,7 @@ class Driver:
 
     def run(self, workflow_id: str) -> dict[str, Any]:
         with self.engine.connect() as conn:
-            return workflows.find(conn, workflow_id)
+            return workflow_rows.find(conn, workflow_id)
 
     def status(self, workflow_id: str) -> str:
         return self.run(workflow_id)["status"]

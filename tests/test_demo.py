@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from pgbus_web.rules import states
 from pgbus_web.db import create_engine
 from pgbus_web.defaults import STALL_THRESHOLD, WAITING_THRESHOLD
-from pgbus_web.models import workflows
+from pgbus_web.models import workflow_attention, workflow_counts
 
 # Generous: the demo initialises a server and seeds it, which on a loaded
 # two-core machine has taken over two minutes.
@@ -79,10 +79,10 @@ def test_demo_serves_every_status_and_stuck_reason_and_stops_cleanly(demo):
     engine = create_engine(lines["Database:"])
     try:
         with engine.connect() as conn:
-            statuses = {status for (_, status) in workflows.status_counts(conn)}
+            statuses = {status for (_, status) in workflow_counts.status_counts(conn)}
             reasons = {
                 reason
-                for (_, reason) in workflows.stuck_reason_counts(
+                for (_, reason) in workflow_attention.stuck_reason_counts(
                     conn, threshold=STALL_THRESHOLD, waiting_threshold=WAITING_THRESHOLD
                 )
             }

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 import sqlalchemy as sa
 from test_live_refresh import statements
 
-from pgbus_web.models import workflows
+from pgbus_web.models import workflow_counts
 
 
 def test_the_range_counts_are_an_index_only_scan(engine):
@@ -25,7 +25,7 @@ def test_the_range_counts_are_an_index_only_scan(engine):
         conn.execute(sa.text("VACUUM ANALYZE pgbus_workflows"))
     since = now - timedelta(days=1)
     with statements() as seen, engine.connect() as conn:
-        counts = workflows.class_status_counts(conn, "Order", created_from=since)
+        counts = workflow_counts.class_status_counts(conn, "Order", created_from=since)
     expected: dict[str, int] = {}
     for g in range(1, 1441):  # the runs created within the day
         if g % 2 == 0:

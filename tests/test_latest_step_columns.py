@@ -13,7 +13,7 @@ from runtime_support import T0, Driver
 from pgbus_web import defaults
 from pgbus_web.rules import states
 from pgbus_web.demo import workflows as demo
-from pgbus_web.models import workflows
+from pgbus_web.models import workflow_attention, workflow_rows
 from pgbus_web.runtime import verbs
 
 LATEST = ("step_id", "step_name", "step_status", "error_class", "scheduled_at", "waiting_since", "timeout_at")
@@ -107,7 +107,7 @@ def test_a_step_written_by_hand_keeps_them_right(engine, new_id):
     workflow_id, other = new_id(), new_id()
     with engine.begin() as conn:
         for run in (workflow_id, other):
-            workflows.insert_run(conn, {"workflow_id": run, "workflow_class": "Hand", "status": "ready"})
+            workflow_rows.insert_run(conn, {"workflow_id": run, "workflow_class": "Hand", "status": "ready"})
     assert run_columns(engine)[workflow_id] == (None,) * 7
 
     with engine.begin() as conn:
@@ -159,9 +159,9 @@ def test_the_stuck_queries_read_no_step_rows(engine, driver: Driver):
     sa.event.listen(engine, "before_cursor_execute", before)
     try:
         with engine.connect() as conn:
-            counts = workflows.stuck_reason_counts(conn, **stuck)
-            (group,) = workflows.attention_groups(conn, **stuck)
-            ids = workflows.attention_ids(conn, group, **stuck)
+            counts = workflow_attention.stuck_reason_counts(conn, **stuck)
+            (group,) = workflow_attention.attention_groups(conn, **stuck)
+            ids = workflow_attention.attention_ids(conn, group, **stuck)
     finally:
         sa.event.remove(engine, "before_cursor_execute", before)
     assert counts == {(demo.ORDER, states.PAUSED_ERROR): 1}
@@ -187,7 +187,7 @@ def test_a_groups_message_is_its_newest_runs_ties_to_the_higher_id_and_no_since_
     def paused_run(workflow_class, at, message):
         workflow_id = new_id()
         with engine.begin() as conn:
-            workflows.insert_run(conn, {"workflow_id": workflow_id, "workflow_class": workflow_class,
+            workflow_rows.insert_run(conn, {"workflow_id": workflow_id, "workflow_class": workflow_class,
                                         "status": "paused", "paused_at": at})
             conn.execute(sa.text(
                 "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, error_class, error_message) "
@@ -199,7 +199,7 @@ def test_a_groups_message_is_its_newest_runs_ties_to_the_higher_id_and_no_since_
     paused_run("Unknown", paused_at, "has a moment")
     paused_run("Unknown", None, "no moment, written later")
     with engine.connect() as conn:
-        groups = workflows.attention_groups(conn, threshold=defaults.STALL_THRESHOLD, now=T0)
+        groups = workflow_attention.attention_groups(conn, threshold=defaults.STALL_THRESHOLD, now=T0)
     messages = {group["workflow_class"]: group["error_message"] for group in groups}
     assert messages == {"Tie": "second, same moment", "Unknown": "has a moment"}
 
@@ -211,7 +211,7 @@ STUCK = {"threshold": timedelta(minutes=10), "now": T0}
 
 def add_run(engine, workflow_id: str, status: str = "paused", **attrs) -> str:
     with engine.begin() as conn:
-        workflows.insert_run(conn, {"workflow_id": workflow_id, "workflow_class": "Hand", "status": status,
+        workflow_rows.insert_run(conn, {"workflow_id": workflow_id, "workflow_class": "Hand", "status": status,
                                     "paused_at": T0 - timedelta(hours=1), **attrs})
     return workflow_id
 
@@ -238,7 +238,7 @@ def row_versions(engine) -> dict[str, str]:
 
 def reasons(engine) -> dict[tuple[str, str], int]:
     with engine.connect() as conn:
-        return workflows.stuck_reason_counts(conn, **STUCK)
+        return workflow_attention.stuck_reason_counts(conn, **STUCK)
 
 
 def test_deleting_the_latest_step_falls_back_to_the_one_before_then_to_none(engine, new_id):

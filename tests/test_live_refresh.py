@@ -15,7 +15,7 @@ from sqlalchemy.engine import Engine
 from web_helpers import soup, step
 
 from pgbus_web.rules import states
-from pgbus_web.models import workflows
+from pgbus_web.models import workflow_attention, workflow_counts
 from pgbus_web.web.routes import actions
 
 
@@ -37,14 +37,14 @@ def statements():
 def attention_sql(engine) -> set[str]:
     """The statements that group the stuck runs, as the models send them."""
     with statements() as seen, engine.connect() as conn:
-        workflows.attention_groups(conn, threshold=timedelta(minutes=10), waiting_threshold=timedelta(days=1))
+        workflow_attention.attention_groups(conn, threshold=timedelta(minutes=10), waiting_threshold=timedelta(days=1))
     assert seen
     return set(seen)
 
 
 def count_sql(engine) -> set[str]:
     with statements() as seen, engine.connect() as conn:
-        workflows.status_counts(conn)
+        workflow_counts.status_counts(conn)
     return set(seen)
 
 

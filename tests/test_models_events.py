@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from pgbus_web.rules import states
-from pgbus_web.models import events, workflows
+from pgbus_web.models import events, workflow_rows
 from pgbus_web.models.text import ELLIPSIS
 
 
@@ -17,7 +17,7 @@ from pgbus_web.models.text import ELLIPSIS
 def run_id(engine, new_id):
     workflow_id = new_id()
     with engine.begin() as conn:
-        workflows.insert_run(conn, {"workflow_id": workflow_id, "workflow_class": "OrderWorkflow", "status": "paused"})
+        workflow_rows.insert_run(conn, {"workflow_id": workflow_id, "workflow_class": "OrderWorkflow", "status": "paused"})
     return workflow_id
 
 
@@ -138,7 +138,7 @@ def test_the_database_refuses_an_uncapped_reason(engine, run_id):
 def test_for_run_is_oldest_first_and_only_that_run(engine, run_id, new_id):
     other = new_id()
     with engine.begin() as conn:
-        workflows.insert_run(conn, {"workflow_id": other, "workflow_class": "OrderWorkflow", "status": "ready"})
+        workflow_rows.insert_run(conn, {"workflow_id": other, "workflow_class": "OrderWorkflow", "status": "ready"})
         events.record(conn, workflow_id=run_id, event="started", actor="system")
         events.record(conn, workflow_id=other, event="started", actor="system")
         events.record(conn, workflow_id=run_id, event="paused", actor="dashboard:bob")
@@ -150,7 +150,7 @@ def test_newest_for_run_gives_a_window_and_the_runs_whole_count(engine, run_id, 
     names = list(states.EVENTS)[:7]
     with engine.begin() as conn:
         for workflow_id in (other, empty):
-            workflows.insert_run(conn, {"workflow_id": workflow_id, "workflow_class": "OrderWorkflow",
+            workflow_rows.insert_run(conn, {"workflow_id": workflow_id, "workflow_class": "OrderWorkflow",
                                         "status": "ready"})
         ids = []
         for name in names:

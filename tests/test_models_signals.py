@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 import pytest
 import sqlalchemy as sa
 
-from pgbus_web.models import signals, workflows
+from pgbus_web.models import signals, workflow_rows
 
 AT = datetime(2026, 3, 1, 8, 0, tzinfo=timezone.utc)
 
@@ -18,7 +18,7 @@ AT = datetime(2026, 3, 1, 8, 0, tzinfo=timezone.utc)
 def run_id(engine, new_id):
     workflow_id = new_id()
     with engine.begin() as conn:
-        workflows.insert_run(conn, {"workflow_id": workflow_id, "workflow_class": "OrderWorkflow", "status": "waiting"})
+        workflow_rows.insert_run(conn, {"workflow_id": workflow_id, "workflow_class": "OrderWorkflow", "status": "waiting"})
     return workflow_id
 
 
@@ -66,7 +66,7 @@ def test_a_repeated_idempotency_key_inserts_nothing_and_returns_none(engine, run
 def test_the_same_key_on_another_run_and_signals_without_a_key_are_all_stored(engine, run_id, new_id):
     other = new_id()
     with engine.begin() as conn:
-        workflows.insert_run(conn, {"workflow_id": other, "workflow_class": "OrderWorkflow", "status": "waiting"})
+        workflow_rows.insert_run(conn, {"workflow_id": other, "workflow_class": "OrderWorkflow", "status": "waiting"})
         assert signals.insert_signal(conn, workflow_id=other, name="s", payload={}, idempotency_key="k") is not None
         assert signals.insert_signal(conn, workflow_id=run_id, name="s", payload={}, idempotency_key="k") is not None
         assert signals.insert_signal(conn, workflow_id=run_id, name="s", payload={}) is not None
@@ -125,7 +125,7 @@ def test_held_by_step_is_the_claimed_unconsumed_signal_of_any_attempt(engine, ru
 def test_held_by_step_ignores_another_runs_step_of_the_same_name(engine, run_id, new_id):
     other = new_id()
     with engine.begin() as conn:
-        workflows.insert_run(conn, {"workflow_id": other, "workflow_class": "OrderWorkflow", "status": "waiting"})
+        workflow_rows.insert_run(conn, {"workflow_id": other, "workflow_class": "OrderWorkflow", "status": "waiting"})
         other_step = add_step(conn, other, "await_shipment")
         signal = signals.insert_signal(conn, workflow_id=run_id, name="shipment_confirmed", payload={})
         # A claim by a step id of another run does not make it held here.

@@ -11,8 +11,17 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import OperationalError
 
-from pgbus_web.rules import states
-from pgbus_web.models import events, signals, steps, workflows
+from pgbus_web.rules import states, stuck
+from pgbus_web.models import (
+    events,
+    signals,
+    steps,
+    workflow_attention,
+    workflow_counts,
+    workflow_index,
+    workflow_rows,
+    workflow_upkeep,
+)
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=timezone.utc)
 THRESHOLD = timedelta(minutes=10)
@@ -56,7 +65,7 @@ def make_run(engine, new_id):
     def make(status, step=None, *, workflow_class="OrderWorkflow", **attrs):
         workflow_id = new_id()
         with engine.begin() as conn:
-            workflows.insert_run(
+            workflow_rows.insert_run(
                 conn,
                 {
                     "workflow_id": workflow_id,
@@ -95,7 +104,7 @@ def test_lock_for_returns_the_row_and_holds_its_lock_until_the_transaction_ends(
     probe = sa.text("SELECT id FROM pgbus_workflows WHERE workflow_id = :id FOR UPDATE NOWAIT")
     with engine.connect() as holder, engine.connect() as other:
         with holder.begin():
-            run = workflows.lock_for(holder, workflow_id)
+            run = workflow_rows.lock_for(holder, workflow_id)
             assert run["workflow_id"] == workflow_id
             assert run["status"] == "ready"
             with pytest.raises(OperationalError) as caught:
@@ -109,7 +118,7 @@ def test_lock_for_returns_the_row_and_holds_its_lock_until_the_transaction_ends(
 
 def test_lock_for_an_unknown_run_is_none(engine, new_id):
     with engine.begin() as conn:
-        assert workflows.lock_for(conn, new_id()) is None
+        assert workflow_rows.lock_for(conn, new_id()) is None
 
 
 # --- transition ---------------------------------------------------------------
@@ -118,17 +127,17 @@ def test_lock_for_an_unknown_run_is_none(engine, new_id):
 def test_transition_moves_the_row_once(engine, make_run):
     workflow_id = make_run("ready")
     with engine.begin() as conn:
-        assert workflows.transition(conn, workflow_id, from_="ready", to="running", current_step="capture") == 1
-        assert workflows.transition(conn, workflow_id, from_="ready", to="running") == 0
-        run = workflows.find(conn, workflow_id)
+        assert workflow_rows.transition(conn, workflow_id, from_="ready", to="running", current_step="capture") == 1
+        assert workflow_rows.transition(conn, workflow_id, from_="ready", to="running") == 0
+        run = workflow_rows.find(conn, workflow_id)
     assert (run["status"], run["current_step"]) == ("running", "capture")
 
 
 def test_transition_from_a_list_of_statuses(engine, make_run):
     workflow_id = make_run("waiting")
     with engine.begin() as conn:
-        assert workflows.transition(conn, workflow_id, from_=states.ONGOING, to="cancelled", finished_at=NOW) == 1
-        run = workflows.find(conn, workflow_id)
+        assert workflow_rows.transition(conn, workflow_id, from_=states.ONGOING, to="cancelled", finished_at=NOW) == 1
+        run = workflow_rows.find(conn, workflow_id)
     assert (run["status"], run["finished_at"]) == ("cancelled", NOW)
 
 
@@ -143,10 +152,10 @@ def test_two_concurrent_transitions_have_exactly_one_winner(engine, make_run):
             first_moved.wait(5)
             # Blocks on the first transaction's row lock, then re-checks the
             # status it finds committed.
-            results["second"] = workflows.transition(conn, workflow_id, from_="paused", to="cancelled")
+            results["second"] = workflow_rows.transition(conn, workflow_id, from_="paused", to="cancelled")
 
     with engine.begin() as conn:
-        results["first"] = workflows.transition(conn, workflow_id, from_="paused", to="ready")
+        results["first"] = workflow_rows.transition(conn, workflow_id, from_="paused", to="ready")
         worker = threading.Thread(target=second)
         worker.start()
         first_moved.set()
@@ -155,23 +164,23 @@ def test_two_concurrent_transitions_have_exactly_one_winner(engine, make_run):
     worker.join(10)
     assert results == {"first": 1, "second": 0}
     with engine.connect() as conn:
-        assert workflows.find(conn, workflow_id)["status"] == "ready"
+        assert workflow_rows.find(conn, workflow_id)["status"] == "ready"
 
 
 def test_transition_refuses_an_unknown_column_and_changes_nothing(engine, make_run):
     workflow_id = make_run("ready")
     with engine.begin() as conn:
         with pytest.raises(ValueError, match="not a pgbus_workflows column: status = 'x'; --"):
-            workflows.transition(conn, workflow_id, from_="ready", to="running", **{"status = 'x'; --": 1})
-        assert workflows.find(conn, workflow_id)["status"] == "ready"
+            workflow_rows.transition(conn, workflow_id, from_="ready", to="running", **{"status = 'x'; --": 1})
+        assert workflow_rows.find(conn, workflow_id)["status"] == "ready"
 
 
 def test_transition_touches_updated_at(engine, make_run):
     long_ago = datetime(2001, 1, 1, tzinfo=timezone.utc)
     workflow_id = make_run("ready", updated_at=long_ago)
     with engine.begin() as conn:
-        workflows.transition(conn, workflow_id, from_="ready", to="running")
-        assert workflows.find(conn, workflow_id)["updated_at"] > long_ago
+        workflow_rows.transition(conn, workflow_id, from_="ready", to="running")
+        assert workflow_rows.find(conn, workflow_id)["updated_at"] > long_ago
 
 
 # --- insert_run ---------------------------------------------------------------
@@ -180,25 +189,25 @@ def test_transition_touches_updated_at(engine, make_run):
 def test_insert_run_with_a_taken_idempotency_key_inserts_nothing(engine, new_id):
     first, second = new_id(), new_id()
     with engine.begin() as conn:
-        assert workflows.insert_run(
+        assert workflow_rows.insert_run(
             conn,
             {"workflow_id": first, "workflow_class": "OrderWorkflow", "status": "ready",
              "idempotency_key": "order-1042", "arguments": {"order_id": 1042}},
         ) is True
-        assert workflows.insert_run(
+        assert workflow_rows.insert_run(
             conn,
             {"workflow_id": second, "workflow_class": "OrderWorkflow", "status": "ready",
              "idempotency_key": "order-1042", "arguments": {"order_id": 9}},
         ) is False
-        assert workflows.find(conn, second) is None
-        assert workflows.find(conn, first)["arguments"] == {"order_id": 1042}
+        assert workflow_rows.find(conn, second) is None
+        assert workflow_rows.find(conn, first)["arguments"] == {"order_id": 1042}
     assert count_runs(engine) == 1
 
 
 def test_the_same_idempotency_key_in_another_class_is_another_run(engine, new_id):
     with engine.begin() as conn:
         for klass in ("OrderWorkflow", "RefundWorkflow"):
-            assert workflows.insert_run(
+            assert workflow_rows.insert_run(
                 conn,
                 {"workflow_id": new_id(), "workflow_class": klass, "status": "ready", "idempotency_key": "k"},
             ) is True
@@ -208,13 +217,13 @@ def test_the_same_idempotency_key_in_another_class_is_another_run(engine, new_id
 def test_a_second_ongoing_run_for_a_subject_raises_and_leaves_the_transaction_usable(engine, new_id):
     subject = {"workflow_class": "OrderWorkflow", "subject_type": "Order", "subject_id": "1042"}
     with engine.begin() as conn:
-        workflows.insert_run(conn, {"workflow_id": new_id(), "status": "paused", **subject})
-        with pytest.raises(workflows.SubjectAlreadyOngoing) as caught:
-            workflows.insert_run(conn, {"workflow_id": new_id(), "status": "ready", **subject})
+        workflow_rows.insert_run(conn, {"workflow_id": new_id(), "status": "paused", **subject})
+        with pytest.raises(workflow_rows.SubjectAlreadyOngoing) as caught:
+            workflow_rows.insert_run(conn, {"workflow_id": new_id(), "status": "ready", **subject})
         assert str(caught.value) == "OrderWorkflow already has an ongoing run for Order 1042"
         assert (caught.value.subject_type, caught.value.subject_id) == ("Order", "1042")
         # The savepoint rolled back alone: this transaction goes on.
-        assert workflows.insert_run(
+        assert workflow_rows.insert_run(
             conn, {"workflow_id": new_id(), "status": "ready", **subject, "subject_id": "1043"}
         ) is True
     assert count_runs(engine) == 2
@@ -224,10 +233,10 @@ def test_terminal_runs_do_not_hold_the_subject(engine, new_id):
     subject = {"workflow_class": "OrderWorkflow", "subject_type": "Order", "subject_id": "1042"}
     with engine.begin() as conn:
         for status in states.TERMINAL:
-            workflows.insert_run(conn, {"workflow_id": new_id(), "status": status, **subject})
-        assert workflows.insert_run(conn, {"workflow_id": new_id(), "status": "ready", **subject}) is True
+            workflow_rows.insert_run(conn, {"workflow_id": new_id(), "status": status, **subject})
+        assert workflow_rows.insert_run(conn, {"workflow_id": new_id(), "status": "ready", **subject}) is True
         # Another class may run for the same subject at the same time.
-        assert workflows.insert_run(
+        assert workflow_rows.insert_run(
             conn, {"workflow_id": new_id(), "status": "ready", **subject, "workflow_class": "RefundWorkflow"}
         ) is True
     assert count_runs(engine) == 5
@@ -237,15 +246,15 @@ def test_a_finished_run_frees_its_subject(engine, new_id):
     subject = {"workflow_class": "OrderWorkflow", "subject_type": "Order", "subject_id": "7"}
     first = new_id()
     with engine.begin() as conn:
-        workflows.insert_run(conn, {"workflow_id": first, "status": "running", **subject})
-        workflows.transition(conn, first, from_="running", to="completed")
-        assert workflows.insert_run(conn, {"workflow_id": new_id(), "status": "ready", **subject}) is True
+        workflow_rows.insert_run(conn, {"workflow_id": first, "status": "running", **subject})
+        workflow_rows.transition(conn, first, from_="running", to="completed")
+        assert workflow_rows.insert_run(conn, {"workflow_id": new_id(), "status": "ready", **subject}) is True
 
 
 def test_insert_run_refuses_an_unknown_column_and_inserts_nothing(engine, new_id):
     with engine.begin() as conn:
         with pytest.raises(ValueError, match="not a pgbus_workflows column: owner"):
-            workflows.insert_run(
+            workflow_rows.insert_run(
                 conn, {"workflow_id": new_id(), "workflow_class": "OrderWorkflow", "status": "ready", "owner": "x"}
             )
     assert count_runs(engine) == 0
@@ -261,7 +270,7 @@ def test_status_counts_by_class_and_status(engine, make_run):
     make_run("paused", workflow_class="RefundWorkflow")
     make_run("failed", workflow_class="RefundWorkflow")
     with engine.connect() as conn:
-        assert workflows.status_counts(conn) == {
+        assert workflow_counts.status_counts(conn) == {
             ("OrderWorkflow", "completed"): 3,
             ("OrderWorkflow", "paused"): 1,
             ("RefundWorkflow", "paused"): 1,
@@ -271,7 +280,7 @@ def test_status_counts_by_class_and_status(engine, make_run):
 
 def test_status_counts_of_no_runs_is_empty(engine):
     with engine.connect() as conn:
-        assert workflows.status_counts(conn) == {}
+        assert workflow_counts.status_counts(conn) == {}
 
 
 # --- stuck_reason_counts ------------------------------------------------------
@@ -313,7 +322,7 @@ def one_run_per_case(make_run):
 
 def test_stuck_reason_counts_names_each_reason(engine, one_run_per_case):
     with engine.connect() as conn:
-        counts = workflows.stuck_reason_counts(
+        counts = workflow_attention.stuck_reason_counts(
             conn, threshold=THRESHOLD, now=NOW, waiting_threshold=WAITING_THRESHOLD
         )
     assert counts == {
@@ -336,8 +345,8 @@ def test_stuck_reason_summary_gives_the_oldest_since_of_each_pair(engine, make_r
     # A control: due a minute ago is not overdue, so it is not counted.
     make_run("ready", step=("capture", "scheduled", {"scheduled_at": NOW - timedelta(minutes=1)}))
     with engine.connect() as conn:
-        summary = workflows.stuck_reason_summary(conn, threshold=THRESHOLD, now=NOW)
-        only_order = workflows.stuck_reason_summary(conn, threshold=THRESHOLD, now=NOW, workflow_class="OrderWorkflow")
+        summary = workflow_attention.stuck_reason_summary(conn, threshold=THRESHOLD, now=NOW)
+        only_order = workflow_attention.stuck_reason_summary(conn, threshold=THRESHOLD, now=NOW, workflow_class="OrderWorkflow")
     assert summary == {
         ("OrderWorkflow", "paused_error"): (2, oldest),
         ("OrderWorkflow", "overdue"): (1, NOW - timedelta(minutes=30)),
@@ -348,7 +357,7 @@ def test_stuck_reason_summary_gives_the_oldest_since_of_each_pair(engine, make_r
 
 def test_waiting_overdue_needs_a_waiting_threshold(engine, one_run_per_case):
     with engine.connect() as conn:
-        counts = workflows.stuck_reason_counts(conn, threshold=THRESHOLD, now=NOW)
+        counts = workflow_attention.stuck_reason_counts(conn, threshold=THRESHOLD, now=NOW)
     assert ("OnboardingWorkflow", "waiting_overdue") not in counts
     assert sum(counts.values()) == 5
 
@@ -360,7 +369,7 @@ def test_a_wait_with_a_timeout_is_never_waiting_overdue(engine, make_run):
                                            "timeout_at": NOW - timedelta(days=27)}),
     )
     with engine.connect() as conn:
-        assert workflows.stuck_reason_counts(
+        assert workflow_attention.stuck_reason_counts(
             conn, threshold=THRESHOLD, now=NOW, waiting_threshold=timedelta(minutes=1)
         ) == {}
 
@@ -373,14 +382,14 @@ def test_stuck_reasons_read_the_latest_step_only(engine, make_run, new_id):
     with engine.begin() as conn:
         add_step(conn, workflow_id, "capture", "failed", attempt=2, error_class="TimeoutError")
         add_step(conn, retried, "capture", "scheduled", attempt=2, scheduled_at=NOW + timedelta(minutes=5))
-        assert workflows.stuck_reason_counts(conn, threshold=THRESHOLD, now=NOW) == {
+        assert workflow_attention.stuck_reason_counts(conn, threshold=THRESHOLD, now=NOW) == {
             ("OrderWorkflow", "paused_error"): 1
         }
 
 
 def test_stuck_reason_counts_for_one_class(engine, one_run_per_case):
     with engine.connect() as conn:
-        counts = workflows.stuck_reason_counts(
+        counts = workflow_attention.stuck_reason_counts(
             conn, threshold=THRESHOLD, now=NOW, waiting_threshold=WAITING_THRESHOLD,
             workflow_class="OnboardingWorkflow",
         )
@@ -389,7 +398,7 @@ def test_stuck_reason_counts_for_one_class(engine, one_run_per_case):
 
 def test_the_threshold_moves_the_overdue_line(engine, one_run_per_case):
     with engine.connect() as conn:
-        counts = workflows.stuck_reason_counts(conn, threshold=timedelta(minutes=5), now=NOW)
+        counts = workflow_attention.stuck_reason_counts(conn, threshold=timedelta(minutes=5), now=NOW)
     assert counts[("OrderWorkflow", "overdue")] == 2
 
 
@@ -407,7 +416,7 @@ def test_attention_groups_biggest_first_with_when_and_newest_message(engine, mak
     make_run("paused", step=("reserve_stock", "scheduled", {}), paused_at=NOW - timedelta(minutes=1))
 
     with engine.connect() as conn:
-        groups = workflows.attention_groups(conn, threshold=THRESHOLD, now=NOW)
+        groups = workflow_attention.attention_groups(conn, threshold=THRESHOLD, now=NOW)
 
     assert [(g["workflow_class"], g["step_name"], g["reason"], g["error_class"], g["count"]) for g in groups] == [
         ("OrderWorkflow", "capture_payment", "paused_error", "TimeoutError", 3),
@@ -427,7 +436,7 @@ def test_attention_groups_of_equal_size_newest_stuck_first(engine, make_run):
     make_run("paused", **paused_on("issue_refund", "ValueError", paused_at=NOW - timedelta(hours=2)),
              workflow_class="RefundWorkflow")
     with engine.connect() as conn:
-        groups = workflows.attention_groups(conn, threshold=THRESHOLD, now=NOW)
+        groups = workflow_attention.attention_groups(conn, threshold=THRESHOLD, now=NOW)
     assert [g["step_name"] for g in groups] == ["reserve_stock", "issue_refund", "capture_payment"]
     overdue = groups[0]
     assert (overdue["reason"], overdue["first_seen_at"]) == ("overdue", NOW - timedelta(hours=1))
@@ -437,12 +446,12 @@ def test_attention_groups_limit(engine, make_run):
     for step in ("a", "b", "c"):
         make_run("paused", step=(step, "scheduled", {}), paused_at=NOW)
     with engine.connect() as conn:
-        assert len(workflows.attention_groups(conn, threshold=THRESHOLD, now=NOW, limit=2)) == 2
+        assert len(workflow_attention.attention_groups(conn, threshold=THRESHOLD, now=NOW, limit=2)) == 2
 
 
 def test_attention_groups_for_one_class(engine, one_run_per_case):
     with engine.connect() as conn:
-        groups = workflows.attention_groups(
+        groups = workflow_attention.attention_groups(
             conn, threshold=THRESHOLD, now=NOW, waiting_threshold=WAITING_THRESHOLD,
             workflow_class="OnboardingWorkflow",
         )
@@ -453,7 +462,7 @@ def test_attention_groups_for_one_class(engine, one_run_per_case):
 def test_a_paused_run_without_steps_is_grouped_on_its_current_step(engine, make_run):
     make_run("paused", current_step="reserve_stock", paused_at=NOW)
     with engine.connect() as conn:
-        (group,) = workflows.attention_groups(conn, threshold=THRESHOLD, now=NOW)
+        (group,) = workflow_attention.attention_groups(conn, threshold=THRESHOLD, now=NOW)
     assert (group["step_name"], group["reason"], group["error_class"]) == ("reserve_stock", "paused_manual", None)
 
 
@@ -470,8 +479,8 @@ def test_attention_ids_oldest_stuck_first_with_a_limit(engine, make_run):
     group = {"workflow_class": "OrderWorkflow", "step_name": "capture_payment", "reason": "paused_error",
              "error_class": "TimeoutError"}
     with engine.connect() as conn:
-        assert workflows.attention_ids(conn, group, threshold=THRESHOLD, now=NOW) == [ids[90], ids[45], ids[20]]
-        assert workflows.attention_ids(conn, group, threshold=THRESHOLD, now=NOW, limit=2) == [ids[90], ids[45]]
+        assert workflow_attention.attention_ids(conn, group, threshold=THRESHOLD, now=NOW) == [ids[90], ids[45], ids[20]]
+        assert workflow_attention.attention_ids(conn, group, threshold=THRESHOLD, now=NOW, limit=2) == [ids[90], ids[45]]
 
 
 def test_attention_ids_without_an_error_class_match_runs_without_one(engine, make_run):
@@ -480,19 +489,19 @@ def test_attention_ids_without_an_error_class_match_runs_without_one(engine, mak
     group = {"workflow_class": "OrderWorkflow", "step_name": "capture_payment", "reason": "paused_manual",
              "error_class": None}
     with engine.connect() as conn:
-        assert workflows.attention_ids(conn, group, threshold=THRESHOLD, now=NOW) == [manual]
+        assert workflow_attention.attention_ids(conn, group, threshold=THRESHOLD, now=NOW) == [manual]
         # A group as attention_groups returns it walks the same runs.
-        (listed,) = [g for g in workflows.attention_groups(conn, threshold=THRESHOLD, now=NOW)
+        (listed,) = [g for g in workflow_attention.attention_groups(conn, threshold=THRESHOLD, now=NOW)
                      if g["reason"] == "paused_manual"]
-        assert workflows.attention_ids(conn, listed, threshold=THRESHOLD, now=NOW) == [manual]
+        assert workflow_attention.attention_ids(conn, listed, threshold=THRESHOLD, now=NOW) == [manual]
 
 
 def test_attention_ids_of_waiting_overdue_need_the_waiting_threshold(engine, one_run_per_case):
     group = {"workflow_class": "OnboardingWorkflow", "step_name": "await_profile", "reason": "waiting_overdue",
              "error_class": None}
     with engine.connect() as conn:
-        assert workflows.attention_ids(conn, group, threshold=THRESHOLD, now=NOW) == []
-        assert workflows.attention_ids(
+        assert workflow_attention.attention_ids(conn, group, threshold=THRESHOLD, now=NOW) == []
+        assert workflow_attention.attention_ids(
             conn, group, threshold=THRESHOLD, now=NOW, waiting_threshold=WAITING_THRESHOLD
         ) == [one_run_per_case["waiting_overdue"]]
 
@@ -503,23 +512,10 @@ def test_attention_ids_ties_in_since_go_by_id(engine, make_run):
     group = {"workflow_class": "OrderWorkflow", "step_name": "capture_payment", "reason": "paused_error",
              "error_class": "TimeoutError"}
     with engine.connect() as conn:
-        assert workflows.attention_ids(conn, group, threshold=THRESHOLD, now=NOW) == [first, second]
+        assert workflow_attention.attention_ids(conn, group, threshold=THRESHOLD, now=NOW) == [first, second]
 
 
 # --- stale --------------------------------------------------------------------
-
-
-def test_stale_ids_are_old_terminal_runs_oldest_first(engine, make_run):
-    old = {
-        status: make_run(status, updated_at=NOW - timedelta(days=days))
-        for status, days in (("completed", 40), ("failed", 50), ("cancelled", 35))
-    }
-    make_run("completed", updated_at=NOW - timedelta(days=1))
-    make_run("paused", updated_at=NOW - timedelta(days=90))
-    with engine.connect() as conn:
-        before = NOW - timedelta(days=30)
-        assert workflows.stale_ids(conn, before=before) == [old["failed"], old["completed"], old["cancelled"]]
-        assert workflows.stale_ids(conn, before=before, limit=1) == [old["failed"]]
 
 
 def test_delete_stale_takes_the_runs_steps_events_and_signals(engine, make_run):
@@ -532,7 +528,7 @@ def test_delete_stale_takes_the_runs_steps_events_and_signals(engine, make_run):
             signals.insert_signal(conn, workflow_id=workflow_id, name="shipment_confirmed", payload={"n": 1})
 
     with engine.begin() as conn:
-        assert workflows.delete_stale(conn, before=NOW - timedelta(days=30)) == 1
+        assert workflow_upkeep.delete_stale(conn, before=NOW - timedelta(days=30)) == 1
 
     with engine.connect() as conn:
         for table in ("pgbus_workflows", "pgbus_workflow_steps", "pgbus_workflow_events", "pgbus_workflow_signals"):
@@ -544,7 +540,7 @@ def test_delete_stale_limit(engine, make_run):
     for days in (40, 41, 42):
         make_run("completed", updated_at=NOW - timedelta(days=days))
     with engine.begin() as conn:
-        assert workflows.delete_stale(conn, before=NOW, limit=2) == 2
+        assert workflow_upkeep.delete_stale(conn, before=NOW, limit=2) == 2
     assert count_runs(engine) == 1
 
 
@@ -561,7 +557,7 @@ def test_delete_stale_limit(engine, make_run):
     ],
 )
 def test_definition_outdated(run_digest, current_digest, outdated):
-    assert workflows.definition_outdated({"definition_digest": run_digest}, current_digest) is outdated
+    assert workflow_rows.definition_outdated({"definition_digest": run_digest}, current_digest) is outdated
 
 
 def test_waiting_for_signal_lists_the_runs_whose_latest_step_waits_for_it_since_before(runs, engine):
@@ -580,13 +576,13 @@ def test_waiting_for_signal_lists_the_runs_whose_latest_step_waits_for_it_since_
     runs.make("waiting", step("await_shipment", "waiting", wait_for="shipment_confirmed", waiting_since=old),
               step("await_shipment", "waiting", wait_for="other_signal", waiting_since=old))
     with engine.connect() as conn:
-        found = workflows.waiting_for_signal(conn, "shipment_confirmed", waiting_before=now - timedelta(minutes=1),
+        found = workflow_rows.waiting_for_signal(conn, "shipment_confirmed", waiting_before=now - timedelta(minutes=1),
                                              limit=5)
         assert found == [second, first]
-        assert workflows.waiting_for_signal(conn, "shipment_confirmed", waiting_before=now - timedelta(minutes=1),
+        assert workflow_rows.waiting_for_signal(conn, "shipment_confirmed", waiting_before=now - timedelta(minutes=1),
                                             limit=1) == [second]
-        assert workflows.any_run(conn)
-        assert workflows.highest_id(conn) == 5
+        assert workflow_rows.any_run(conn)
+        assert workflow_rows.highest_id(conn) == 5
 
 
 def _plan_of(engine, call) -> str:
@@ -609,17 +605,17 @@ def _plan_of(engine, call) -> str:
         return "\n".join(row[0] for row in cursor.fetchall())
 
 
-@pytest.mark.parametrize("reason", sorted(workflows.STUCK_RULES))
+@pytest.mark.parametrize("reason", sorted(stuck.BY_REASON))
 def test_a_stuck_filter_counts_and_walks_without_reading_a_runs_steps(engine, reason):
     # At ten million runs each latest-step lookup is a random read: the
     # count beside the runs and an operation's walk read the run rows alone.
-    where, binds = workflows.page_where(threshold=THRESHOLD, waiting_threshold=WAITING_THRESHOLD, reason=reason,
+    where, binds = workflow_index.page_where(threshold=THRESHOLD, waiting_threshold=WAITING_THRESHOLD, reason=reason,
                                         step_name="capture", error_class="TimeoutError")
-    count = _plan_of(engine, lambda conn: workflows.count_up_to(conn, where=where, binds=binds, cap=10_000))
-    walk = _plan_of(engine, lambda conn: workflows.matching_ids(conn, where=where, binds=binds, after_id=0,
+    count = _plan_of(engine, lambda conn: workflow_index.count_up_to(conn, where=where, binds=binds, cap=10_000))
+    walk = _plan_of(engine, lambda conn: workflow_index.matching_ids(conn, where=where, binds=binds, after_id=0,
                                                                 ceiling_id=10**9, limit=200))
     assert "pgbus_workflow_steps" not in count and "pgbus_workflow_steps" not in walk
     # Control: the page itself shows each run's latest step, so it reads them.
-    page = _plan_of(engine, lambda conn: workflows.page(conn, limit=50, threshold=THRESHOLD,
+    page = _plan_of(engine, lambda conn: workflow_index.page(conn, limit=50, threshold=THRESHOLD,
                                                          waiting_threshold=WAITING_THRESHOLD, reason=reason))
     assert "pgbus_workflow_steps" in page

@@ -108,9 +108,9 @@ def test_preview_matches_the_index_for_the_same_filters(engine, runs):
     runs.make(states.PAUSED, step("reserve_stock", "completed"), paused_at=ago(minutes=1))  # paused_manual
     shown = operations.preview(engine, query(reason="paused_error"), "skip", registry=REGISTRY,
                                thresholds=THRESHOLDS)
-    from pgbus_web.models import workflows
+    from pgbus_web.models import workflow_index
     with engine.connect() as conn:
-        listed = workflows.page(conn, limit=100, **THRESHOLDS, **query(reason="paused_error").page_binds(utcnow()))
+        listed = workflow_index.page(conn, limit=100, **THRESHOLDS, **query(reason="paused_error").page_binds(utcnow()))
     assert shown.total == len(listed) == 4
 
 

@@ -305,6 +305,14 @@ def test_waiting_overdue_needs_a_waiting_threshold():
     assert (state.badge, state.stuck) == ("waiting", None)
 
 
+def test_waiting_without_waiting_since_is_not_overdue():
+    # The needs-attention groups leave such a run out (nothing says how long
+    # it has waited), so its badge does too, however old its updated_at.
+    step = make_step("await_profile", "waiting", wait_for="x")
+    state = state_of(make_run("waiting", step=step, updated_at=ago(days=30)))
+    assert (state.badge, state.stuck) == ("waiting", None)
+
+
 def test_unknown_status_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown run status 'lost'"):
         state_of(make_run("lost"))

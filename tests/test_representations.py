@@ -13,7 +13,7 @@ from test_web_odd_values import set_column
 from pgbus_web.core import representations as rep
 from pgbus_web.rules import states
 from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.models import workflows
+from pgbus_web.models import workflow_index
 from pgbus_web.models.values import INFINITY, MINUS_INFINITY, RawJson
 from pgbus_web.rules import verb_table
 from pgbus_web.core import reads as context
@@ -63,7 +63,7 @@ def test_odd_stored_values_serialize(engine, runs):
     assert back["run"]["latest_step"]["timeout_at"] == "infinity"
     # The pages' stuck rule reads the same row without failing.
     with engine.connect() as conn:
-        [row] = workflows.page(conn, limit=5, now=datetime.now(timezone.utc), **context.thresholds(SETTINGS))
+        [row] = workflow_index.page(conn, limit=5, now=datetime.now(timezone.utc), **context.thresholds(SETTINGS))
     reason = rep.stuck_reason(row, now=datetime.now(timezone.utc), stall_threshold=SETTINGS.stall_threshold,
                               waiting_threshold=SETTINGS.waiting_threshold)
     json.dumps(rep.run_row(row, stuck=reason))

@@ -18,7 +18,7 @@ from test_schema_upgrade import scratch  # noqa: F401 (a fixture)
 from pgbus_web import schema
 from pgbus_web.rules import states
 from pgbus_web.launch import main_group
-from pgbus_web.models import workflows
+from pgbus_web.models import workflow_counts, workflow_rows, workflow_upkeep
 
 CLASSES = ("Order", "Refund", "Onboarding")
 T0 = datetime(2026, 3, 10, 12, 0, tzinfo=timezone.utc)
@@ -26,12 +26,12 @@ T0 = datetime(2026, 3, 10, 12, 0, tzinfo=timezone.utc)
 
 def kept(engine) -> dict:
     with engine.connect() as conn:
-        return workflows.status_counts(conn)
+        return workflow_counts.status_counts(conn)
 
 
 def counted(engine) -> dict:
     with engine.connect() as conn:
-        return workflows.counted_status_counts(conn)
+        return workflow_counts.counted_status_counts(conn)
 
 
 def assert_exact(engine) -> dict:
@@ -59,12 +59,12 @@ def random_step(conn, rng, step: str) -> None:
     if action == 0 or not ids:
         insert_runs(conn, rng, f"s{step}", rng.randrange(1, 30))
     elif action == 1:
-        workflows.insert_run(conn, {"workflow_id": f"one{step}", "workflow_class": rng.choice(CLASSES),
+        workflow_rows.insert_run(conn, {"workflow_id": f"one{step}", "workflow_class": rng.choice(CLASSES),
                                     "status": rng.choice(states.RUN)})
     elif action in (2, 3):
         # The runtime's single-winner transition.
-        run = workflows.find(conn, pick())
-        workflows.transition(conn, run["workflow_id"], from_=run["status"], to=rng.choice(states.RUN))
+        run = workflow_rows.find(conn, pick())
+        workflow_rows.transition(conn, run["workflow_id"], from_=run["status"], to=rng.choice(states.RUN))
     elif action == 4:
         # A many-row status change, some rows changing nothing.
         conn.execute(sa.text("UPDATE pgbus_workflows SET status = :to WHERE id % 4 = :k"),
@@ -76,7 +76,7 @@ def random_step(conn, rng, step: str) -> None:
         conn.execute(sa.text("DELETE FROM pgbus_workflows WHERE workflow_id = ANY(:w)"),
                      {"w": rng.sample(ids, min(len(ids), rng.randrange(1, 5)))})
     elif action == 7:
-        workflows.delete_stale(conn, before=T0 - timedelta(days=rng.randrange(0, 20)), limit=rng.randrange(1, 50))
+        workflow_upkeep.delete_stale(conn, before=T0 - timedelta(days=rng.randrange(0, 20)), limit=rng.randrange(1, 50))
     else:
         # Written, then rolled back: the deltas go with it.
         with conn.begin_nested() as savepoint:
@@ -139,8 +139,8 @@ def test_four_concurrent_writers_keep_them_exact(engine):
         try:
             for _ in range(150):
                 with engine.begin() as conn:
-                    run = workflows.lock_for(conn, f"c-{rng.randrange(1, 401)}")
-                    workflows.transition(conn, run["workflow_id"], from_=run["status"], to=rng.choice(states.RUN))
+                    run = workflow_rows.lock_for(conn, f"c-{rng.randrange(1, 401)}")
+                    workflow_rows.transition(conn, run["workflow_id"], from_=run["status"], to=rng.choice(states.RUN))
                     if rng.random() < 0.1:
                         insert_runs(conn, rng, f"w{n}-{rng.random()}", 2)
         except Exception as exc:  # noqa: BLE001 - reported below
@@ -167,9 +167,9 @@ def test_pages_read_the_kept_counts(engine):
                              "VALUES ('quiet', 'Order', 'running')"))
     assert kept(engine) == truth
     with engine.connect() as conn:
-        assert workflows.class_exists(conn, "Order")
-        assert not workflows.class_exists(conn, "Nobody")
-        order = workflows.class_status_counts(conn, "Order")
+        assert workflow_counts.class_exists(conn, "Order")
+        assert not workflow_counts.class_exists(conn, "Nobody")
+        order = workflow_counts.class_status_counts(conn, "Order")
     assert order == {status: runs for (klass, status), runs in truth.items() if klass == "Order"}
 
 
@@ -211,7 +211,7 @@ def test_an_upgrade_from_version_2_fills_the_counts_from_the_runs(scratch):  # n
     schema.install(engine, target=2)
     with engine.begin() as conn:
         insert_runs(conn, random.Random(5), "old", 50)
-        truth = workflows.counted_status_counts(conn)
+        truth = workflow_counts.counted_status_counts(conn)
     result = CliRunner().invoke(main_group, ["db", "install", "--database-url", url])
     assert result.exit_code == 0, result.output
     assert kept(engine) == truth and sum(truth.values()) == 50

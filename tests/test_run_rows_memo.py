@@ -157,13 +157,13 @@ def soup_row(tbody_html: str, workflow_id: str):
 
 
 def test_a_row_whose_values_cannot_be_a_key_is_drawn_and_not_kept(database, engine, clock):
-    from pgbus_web.models import workflows
+    from pgbus_web.models import workflow_index
 
     runs = Runs(engine)
     run = runs.make(states.RUNNING, step("capture_payment", "in_progress"))
     app = make_app(database)
     with engine.connect() as conn:
-        rows = workflows.page(conn, limit=5, threshold=timedelta(minutes=5), waiting_threshold=timedelta(hours=1))
+        rows = workflow_index.page(conn, limit=5, threshold=timedelta(minutes=5), waiting_threshold=timedelta(hours=1))
     odd = dict(rows[0], definition_digest=["a", "list"])  # unhashable
     with app.test_request_context("/workflows"):
         cells._drawn_rows.clear()

@@ -12,7 +12,7 @@ import pytest
 from runtime_support import Driver, snapshot
 
 from pgbus_web.demo import workflows as demo
-from pgbus_web.models import workflows
+from pgbus_web.models import workflow_rows
 from pgbus_web.runtime import errors, verbs
 
 ALICE = "dashboard:alice"
@@ -224,7 +224,7 @@ def race(engine, workflow_id, calls):
     outcomes: list = [None] * len(calls)
     holder = engine.connect()
     transaction = holder.begin()
-    workflows.lock_for(holder, workflow_id)
+    workflow_rows.lock_for(holder, workflow_id)
 
     def attempt(index, call):
         try:

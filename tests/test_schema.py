@@ -117,11 +117,11 @@ def test_cli_bad_urls_fail_in_one_line(url, message):
 
 
 def test_events_are_append_only(engine, new_id):
-    from pgbus_web.models import events, workflows
+    from pgbus_web.models import events, workflow_rows
 
     run_id = new_id()
     with engine.begin() as conn:
-        workflows.insert_run(conn, {"workflow_id": run_id, "workflow_class": "OrderWorkflow", "status": "ready"})
+        workflow_rows.insert_run(conn, {"workflow_id": run_id, "workflow_class": "OrderWorkflow", "status": "ready"})
         events.record(conn, workflow_id=run_id, event="started", actor="system")
     with pytest.raises(sa.exc.DBAPIError, match="append-only"):
         with engine.begin() as conn:

@@ -15,7 +15,7 @@ from test_latest_step_columns import T0, add_run, add_step, assert_columns_match
 from pgbus_web import db, schema
 from pgbus_web.rules import states
 from pgbus_web.launch import main_group
-from pgbus_web.models import workflows
+from pgbus_web.models import workflow_attention, workflow_upkeep
 
 
 @pytest.fixture
@@ -40,12 +40,12 @@ def scratch(_installed_engine, database_url):
 
 def stuck(engine):
     with engine.connect() as conn:
-        return workflows.stuck_reason_counts(conn, threshold=timedelta(minutes=10), now=T0)
+        return workflow_attention.stuck_reason_counts(conn, threshold=timedelta(minutes=10), now=T0)
 
 
 def mismatches(engine) -> int:
     with engine.connect() as conn:
-        return workflows.latest_mismatches(conn, after_id=0, last_id=2**62, limit=0)[0]
+        return workflow_upkeep.latest_mismatches(conn, after_id=0, last_id=2**62, limit=0)[0]
 
 
 def versions(engine) -> list[int]:

@@ -18,7 +18,7 @@ from pgbus_web.rules import states
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.i18n import force_locale, t
 from pgbus_web.models import operations as store
-from pgbus_web.models import workflows
+from pgbus_web.models import workflow_index, workflow_rows
 from pgbus_web.runtime import operations
 
 RUN_ID = "6ced4f1b-9a3e-4c55-8d1e-0a2b3c4d5e6f"
@@ -176,7 +176,7 @@ def test_a_version_2_database_gets_the_search_indexes(scratch):  # noqa: F811
     _, engine = scratch
     schema.install(engine, target=2)
     with engine.begin() as conn:
-        workflows.insert_run(conn, {"workflow_id": RUN_ID, "workflow_class": "Hand", "status": "completed",
+        workflow_rows.insert_run(conn, {"workflow_id": RUN_ID, "workflow_class": "Hand", "status": "completed",
                                     "subject_type": "Order", "subject_id": "100615"})
 
     def indexes():
@@ -190,19 +190,19 @@ def test_a_version_2_database_gets_the_search_indexes(scratch):  # noqa: F811
     assert indexes() == {"pgbus_workflows_search_id", "pgbus_workflows_search_idempotency",
                          "pgbus_workflows_search_subject"}
     with engine.connect() as conn:
-        where, binds = workflows.page_where(search="ORDER 100615", **THRESHOLDS)
+        where, binds = workflow_index.page_where(search="ORDER 100615", **THRESHOLDS)
         assert conn.execute(
             sa.text(f"SELECT w.workflow_id FROM pgbus_workflows w WHERE {where}"), binds
         ).scalars().all() == [RUN_ID]
 
 
 def test_the_prefix_bounds_are_exact_at_the_edges():
-    assert workflows.search_where("abcz")[1]["search_id_high"] == "abc{"
+    assert workflow_index.search_where("abcz")[1]["search_id_high"] == "abc{"
     # A last character with no successor is dropped and the one before it moved on.
-    assert workflows.search_where("ab" + chr(0x10FFFF) * 2)[1]["search_id_high"] == "ac"
+    assert workflow_index.search_where("ab" + chr(0x10FFFF) * 2)[1]["search_id_high"] == "ac"
     # The surrogates are skipped: they are no characters of text.
-    assert workflows.search_where("abc" + chr(0xD7FF))[1]["search_id_high"] == "abc" + chr(0xE000)
-    assert workflows.ascii_lower("ÄBC-Ω") == "Äbc-Ω"
+    assert workflow_index.search_where("abc" + chr(0xD7FF))[1]["search_id_high"] == "abc" + chr(0xE000)
+    assert workflow_index.ascii_lower("ÄBC-Ω") == "Äbc-Ω"
 
 
 def test_the_command_line_reads_the_search(engine, found):

@@ -15,7 +15,7 @@ from pgbus_web.launch import main_group
 from pgbus_web.demo import seed as seeding
 from pgbus_web.demo import stories
 from pgbus_web.demo import workflows as demo
-from pgbus_web.models import workflows
+from pgbus_web.models import workflow_attention, workflow_counts
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=timezone.utc)
 RUNS = 400
@@ -52,7 +52,7 @@ def test_seed_writes_what_it_reports(engine, seeded):
 
 def test_every_status_every_class_and_most_runs_completed(engine, seeded):
     with engine.connect() as conn:
-        counts = workflows.status_counts(conn)
+        counts = workflow_counts.status_counts(conn)
     by_status: dict[str, int] = {}
     for (_, status), runs in counts.items():
         by_status[status] = by_status.get(status, 0) + runs
@@ -63,7 +63,7 @@ def test_every_status_every_class_and_most_runs_completed(engine, seeded):
 
 def test_every_stuck_reason(engine, seeded):
     with engine.connect() as conn:
-        counts = workflows.stuck_reason_counts(
+        counts = workflow_attention.stuck_reason_counts(
             conn, threshold=defaults.STALL_THRESHOLD, now=NOW, waiting_threshold=defaults.WAITING_THRESHOLD
         )
     assert {reason for _, reason in counts} == set(states.STUCK_REASONS)
@@ -72,8 +72,8 @@ def test_every_stuck_reason(engine, seeded):
 def test_a_small_seed_still_shows_every_status_and_reason(engine):
     seeding.seed(engine, runs=len(stories.STORIES) + 1, seed=3, now=NOW)
     with engine.connect() as conn:
-        statuses = {status for _, status in workflows.status_counts(conn)}
-        reasons = {reason for _, reason in workflows.stuck_reason_counts(
+        statuses = {status for _, status in workflow_counts.status_counts(conn)}
+        reasons = {reason for _, reason in workflow_attention.stuck_reason_counts(
             conn, threshold=defaults.STALL_THRESHOLD, now=NOW, waiting_threshold=defaults.WAITING_THRESHOLD)}
     assert statuses == set(states.RUN)
     assert reasons == set(states.STUCK_REASONS)
@@ -186,10 +186,10 @@ def test_each_run_carries_its_latest_steps_facts(engine, seeded):
 def test_the_kept_run_counts_count_the_seeded_runs(engine, seeded):
     # Written with the count triggers off as a superuser: the seeder adds
     # the counts itself.
-    from pgbus_web.models import workflows
+    from pgbus_web.models import workflow_counts
 
     with engine.connect() as conn:
-        kept, counted = workflows.status_counts(conn), workflows.counted_status_counts(conn)
+        kept, counted = workflow_counts.status_counts(conn), workflow_counts.counted_status_counts(conn)
     assert kept == counted and sum(kept.values()) == RUNS
 
 

@@ -17,7 +17,7 @@ from pgbus_web import db, schema
 from pgbus_web.launch import main_group
 from pgbus_web.demo import empty_load
 from pgbus_web.demo import seed as seeding
-from pgbus_web.models import changes, workflows
+from pgbus_web.models import changes, workflow_counts
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=timezone.utc)
 SEQUENCES = ("pgbus_workflows_id_seq", "pgbus_batches_id_seq", "pgbus_workflow_steps_id_seq",
@@ -49,7 +49,7 @@ def table_rows(engine) -> dict[str, list[tuple]]:
                  for table in empty_load.TABLES}
         found["sequences"] = [tuple(conn.execute(sa.text(f"SELECT last_value, is_called FROM {sequence}")).one())
                               for sequence in SEQUENCES]
-        found["counts"] = sorted(workflows.status_counts(conn).items())
+        found["counts"] = sorted(workflow_counts.status_counts(conn).items())
     return found
 
 
@@ -120,8 +120,8 @@ def test_a_seed_into_tables_with_runs_writes_chunk_by_chunk(engine):
     assert again.indexes_rebuilt == 0
     assert catalog(engine) == before
     with engine.connect() as conn:
-        assert workflows.count_runs(conn) == 60
-        assert workflows.status_counts(conn) == workflows.counted_status_counts(conn)
+        assert workflow_counts.count_runs(conn) == 60
+        assert workflow_counts.status_counts(conn) == workflow_counts.counted_status_counts(conn)
 
 
 def test_one_table_with_a_row_is_enough_to_write_chunk_by_chunk(engine):
@@ -133,7 +133,7 @@ def test_one_table_with_a_row_is_enough_to_write_chunk_by_chunk(engine):
     assert result.indexes_rebuilt == 0
     with engine.connect() as conn:
         assert conn.execute(sa.text("SELECT count(*) FROM pgbus_batches WHERE batch_id = 'kept-batch'")).scalar_one() == 1
-        assert workflows.count_runs(conn) == 20
+        assert workflow_counts.count_runs(conn) == 20
 
 
 def test_a_failure_halfway_leaves_the_database_as_it_was(engine):

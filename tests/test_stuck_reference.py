@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from pgbus_web.rules import run_filters as filters
 from pgbus_web.rules import states
-from pgbus_web.models import workflows
+from pgbus_web.models import workflow_attention, workflow_index, workflow_rows, workflow_upkeep
 
 T0 = datetime(2026, 3, 10, 12, 0, tzinfo=timezone.utc)
 MINUTE = timedelta(minutes=1)
@@ -157,7 +157,7 @@ def build_history(engine, seed: int, runs: int = 50) -> None:
     with engine.begin() as conn:
         for workflow_id in ids:
             status = rng.choice(RUN_STATUSES)
-            workflows.insert_run(conn, {
+            workflow_rows.insert_run(conn, {
                 "workflow_id": workflow_id,
                 "workflow_class": rng.choice(CLASSES),
                 "status": status,
@@ -217,7 +217,7 @@ def build_history(engine, seed: int, runs: int = 50) -> None:
         for status, step in (("ready", {"status": "scheduled", "scheduled_at": T0 - rng.randint(5, 30) * MINUTE}),
                              ("waiting", {"status": "waiting", "waiting_since": T0 - rng.randint(20, 50) * MINUTE})):
             workflow_id = f"run-{seed}-{status}"
-            workflows.insert_run(conn, {"workflow_id": workflow_id, "workflow_class": rng.choice(CLASSES),
+            workflow_rows.insert_run(conn, {"workflow_id": workflow_id, "workflow_class": rng.choice(CLASSES),
                                         "status": status, "current_step": "charge"})
             insert_step(conn, workflow_id, {**random_step(rng), "timeout_at": None, **step})
 
@@ -265,7 +265,7 @@ def listed_by_link(conn, group: dict, now: datetime) -> list[str]:
     """The runs the group's "N runs" link lists on the index: its query
     parsed as the index parses it, every page."""
     run_filters = filters.parse(filters.group_query(group))
-    listed = workflows.page(conn, limit=10_000, threshold=THRESHOLD, waiting_threshold=WAITING_THRESHOLD,
+    listed = workflow_index.page(conn, limit=10_000, threshold=THRESHOLD, waiting_threshold=WAITING_THRESHOLD,
                             now=now, **run_filters.page_binds(now))
     return [run["workflow_id"] for run in listed]
 
@@ -278,18 +278,18 @@ def compare_everything(engine, now: datetime) -> int:
         for waiting in (False, True):
             kwargs = {"threshold": THRESHOLD, "now": now,
                       "waiting_threshold": WAITING_THRESHOLD if waiting else None}
-            assert workflows.stuck_reason_counts(conn, **kwargs) == reference_counts(conn, now, waiting)
+            assert workflow_attention.stuck_reason_counts(conn, **kwargs) == reference_counts(conn, now, waiting)
             for klass in CLASSES:
-                assert workflows.stuck_reason_counts(conn, workflow_class=klass, **kwargs) == \
+                assert workflow_attention.stuck_reason_counts(conn, workflow_class=klass, **kwargs) == \
                     reference_counts(conn, now, waiting, klass)
-                assert_same_groups(workflows.attention_groups(conn, workflow_class=klass, **kwargs),
+                assert_same_groups(workflow_attention.attention_groups(conn, workflow_class=klass, **kwargs),
                                    reference_groups(conn, now, waiting, klass))
             groups = reference_groups(conn, now, waiting)
-            assert_same_groups(workflows.attention_groups(conn, **kwargs), groups)
+            assert_same_groups(workflow_attention.attention_groups(conn, **kwargs), groups)
             for group in groups:
                 ids = reference_ids(conn, group, now, waiting)
-                assert workflows.attention_ids(conn, group, **kwargs) == ids
-                assert workflows.attention_ids(conn, group, limit=2, **kwargs) == ids[:2]
+                assert workflow_attention.attention_ids(conn, group, **kwargs) == ids
+                assert workflow_attention.attention_ids(conn, group, limit=2, **kwargs) == ids[:2]
                 if waiting and group["step_name"] is not None:
                     # The index always knows the waiting threshold. A group
                     # without a step has no runs to act on in either (the
@@ -306,7 +306,7 @@ def test_the_stuck_queries_match_the_reference_on_random_histories(engine, seed)
     compared = sum(compare_everything(engine, now) for now in moments(engine))
     assert compared > 20
     with engine.connect() as conn:
-        wrong, examples = workflows.latest_mismatches(conn, after_id=0, last_id=2**62, limit=5)
+        wrong, examples = workflow_upkeep.latest_mismatches(conn, after_id=0, last_id=2**62, limit=5)
     assert (wrong, examples) == (0, [])
 
 

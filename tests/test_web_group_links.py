@@ -9,7 +9,7 @@ from web_helpers import soup, step, text_of
 
 from pgbus_web import defaults
 from pgbus_web.rules import states
-from pgbus_web.models import workflows
+from pgbus_web.models import workflow_attention
 
 CAPTURE = "capture_payment"
 
@@ -46,7 +46,7 @@ def test_every_groups_link_lists_exactly_its_runs(engine, client, runs):
     for row in rows:
         group = group_of(row)
         with engine.connect() as conn:
-            ids = workflows.attention_ids(conn, group, threshold=defaults.STALL_THRESHOLD,
+            ids = workflow_attention.attention_ids(conn, group, threshold=defaults.STALL_THRESHOLD,
                                           waiting_threshold=defaults.WAITING_THRESHOLD)
         link = row.select_one(".pgbus-group-link")
         assert text_of(link) == f"{len(ids)} run" + ("s" if len(ids) != 1 else "")

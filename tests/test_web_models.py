@@ -1,4 +1,4 @@
-"""The pages' SQL (models.workflows.page and friends) against PostgreSQL:
+"""The pages' SQL (models.workflow_index.page and friends) against PostgreSQL:
 keyset pages in both directions, every filter, the stuck-reason filter
 agreeing with the attention queries, per-class counts and step durations."""
 
@@ -10,7 +10,7 @@ import pytest
 from web_helpers import Runs, every_state, step, utcnow
 
 from pgbus_web.rules import states
-from pgbus_web.models import batches, steps, workflows
+from pgbus_web.models import batches, steps, workflow_attention, workflow_counts, workflow_index
 
 THRESHOLD = timedelta(minutes=10)
 WAITING_THRESHOLD = timedelta(hours=24)
@@ -24,7 +24,7 @@ def runs(engine):
 def page(engine, **kwargs):
     kwargs.setdefault("limit", 100)
     with engine.connect() as conn:
-        return workflows.page(conn, threshold=THRESHOLD, waiting_threshold=WAITING_THRESHOLD, **kwargs)
+        return workflow_index.page(conn, threshold=THRESHOLD, waiting_threshold=WAITING_THRESHOLD, **kwargs)
 
 
 def ids(rows):
@@ -92,12 +92,12 @@ def test_reason_filter_agrees_with_the_attention_queries(engine, runs, reason):
     now = utcnow()
     with engine.connect() as conn:
         expected = set()
-        for group in workflows.attention_groups(
+        for group in workflow_attention.attention_groups(
             conn, threshold=THRESHOLD, waiting_threshold=WAITING_THRESHOLD, now=now
         ):
             if group["reason"] == reason:
                 expected |= set(
-                    workflows.attention_ids(
+                    workflow_attention.attention_ids(
                         conn, group, threshold=THRESHOLD, waiting_threshold=WAITING_THRESHOLD, now=now
                     )
                 )
@@ -125,11 +125,11 @@ def test_class_status_counts_and_class_exists(engine, runs):
     runs.make(states.PAUSED, step("capture_payment", "failed"))
     runs.make(states.COMPLETED, workflow_class="RefundWorkflow", subject=("Refund", "1"))
     with engine.connect() as conn:
-        assert workflows.class_status_counts(conn, "OrderWorkflow") == {"completed": 2, "paused": 1}
-        recent = workflows.class_status_counts(conn, "OrderWorkflow", created_from=now - timedelta(days=7))
+        assert workflow_counts.class_status_counts(conn, "OrderWorkflow") == {"completed": 2, "paused": 1}
+        recent = workflow_counts.class_status_counts(conn, "OrderWorkflow", created_from=now - timedelta(days=7))
         assert recent == {"completed": 1, "paused": 1}
-        assert workflows.class_exists(conn, "RefundWorkflow")
-        assert not workflows.class_exists(conn, "NoSuchWorkflow")
+        assert workflow_counts.class_exists(conn, "RefundWorkflow")
+        assert not workflow_counts.class_exists(conn, "NoSuchWorkflow")
 
 
 def test_duration_percentiles_per_step(engine, runs):

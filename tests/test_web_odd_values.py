@@ -29,7 +29,7 @@ from web_helpers import soup, step, text_of
 from pgbus_web.rules import states
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.i18n import force_locale, t
-from pgbus_web.models import events, steps, workflows
+from pgbus_web.models import events, steps, workflow_attention
 from pgbus_web.runtime import operations
 
 MARKER = "unusual value"
@@ -284,9 +284,9 @@ def test_a_ready_run_due_at_infinity_is_never_overdue_and_minus_infinity_is(brow
     set_column(engine, "pgbus_workflow_steps", "scheduled_at", "-infinity", always)
     settings = app.extensions["pgbus_web"].settings
     with engine.connect() as conn:
-        counts = workflows.stuck_reason_counts(conn, threshold=settings.stall_threshold)
-        groups = workflows.attention_groups(conn, threshold=settings.stall_threshold)
-        ids = workflows.attention_ids(
+        counts = workflow_attention.stuck_reason_counts(conn, threshold=settings.stall_threshold)
+        groups = workflow_attention.attention_groups(conn, threshold=settings.stall_threshold)
+        ids = workflow_attention.attention_ids(
             conn, {"workflow_class": "OrderWorkflow", "step_name": "reserve_stock", "reason": states.OVERDUE},
             threshold=settings.stall_threshold,
         )

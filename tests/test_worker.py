@@ -12,7 +12,7 @@ from runtime_support import T0, Driver
 
 from pgbus_web.rules import states
 from pgbus_web.demo import workflows as demo
-from pgbus_web.models import workflows
+from pgbus_web.models import workflow_attention, workflow_rows
 from pgbus_web.runtime import system, verbs
 from pgbus_web.runtime.definitions import FanOut, Registry, Step, Workflow
 from pgbus_web.runtime.worker import Worker
@@ -40,7 +40,7 @@ def test_two_workers_never_run_one_step_twice(engine):
     assert sorted(calls) == sorted(runs * 2)  # each run's two steps, each exactly once
     assert sum(worker.total_steps for worker in workers) == 60
     with engine.connect() as conn:
-        assert {workflows.find(conn, run)["status"] for run in runs} == {"completed"}
+        assert {workflow_rows.find(conn, run)["status"] for run in runs} == {"completed"}
 
 
 def test_the_step_callable_gets_the_run_context(engine):
@@ -142,7 +142,7 @@ def test_a_wait_past_its_timeout_pauses_the_run(driver: Driver, engine):
         ("paused", "system", None, "await_shipment", 1),
     ]
     with engine.connect() as conn:
-        counts = workflows.stuck_reason_counts(conn, threshold=timedelta(minutes=10), now=driver.now)
+        counts = workflow_attention.stuck_reason_counts(conn, threshold=timedelta(minutes=10), now=driver.now)
     assert counts == {(demo.ORDER, "paused_error"): 1}
     # Resume retries the wait with a fresh deadline.
     verbs.resume(engine, workflow_id, registry=demo.REGISTRY, now=driver.now)
@@ -163,7 +163,7 @@ def test_a_stalled_step_is_failed_and_its_late_completion_ignored(engine):
     assert driver.status(workflow_id) == "paused"
     assert driver.steps(workflow_id) == [("crunch", 1, "failed", states.STEP_STALLED_ERROR)]
     with engine.connect() as conn:
-        counts = workflows.stuck_reason_counts(conn, threshold=timedelta(minutes=10), now=driver.now)
+        counts = workflow_attention.stuck_reason_counts(conn, threshold=timedelta(minutes=10), now=driver.now)
     assert counts == {("Slow", "stalled"): 1}
 
     # The stalled worker finishes after all: recorded, nothing else changes.
@@ -241,7 +241,7 @@ def test_a_worker_leaves_runs_of_classes_it_does_not_know(engine):
     other = Registry([Workflow("Other", [Step("a", lambda ctx: None)])])
     assert Worker(engine, other).drain(now=T0).steps == 0
     with engine.connect() as conn:
-        assert workflows.find(conn, run["workflow_id"])["status"] == "ready"
+        assert workflow_rows.find(conn, run["workflow_id"])["status"] == "ready"
 
 
 def test_a_step_the_definition_no_longer_declares_pauses_the_run(engine):

@@ -14,13 +14,13 @@ from click.testing import CliRunner
 
 from pgbus_web.launch import main_group
 from pgbus_web.demo import workflows as demo
-from pgbus_web.models import workflows
+from pgbus_web.models import workflow_rows
 from pgbus_web.runtime import system
 
 
 def _status(engine, workflow_id):
     with engine.connect() as conn:
-        return workflows.find(conn, workflow_id)["status"]
+        return workflow_rows.find(conn, workflow_id)["status"]
 
 
 def _wait_for(predicate, timeout=20.0):

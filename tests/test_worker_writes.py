@@ -19,7 +19,7 @@ from test_latest_step_columns import (
 from test_schema_upgrade import scratch  # noqa: F401  (a fixture)
 
 from pgbus_web import db, schema
-from pgbus_web.models import events, steps, workflows
+from pgbus_web.models import events, steps, workflow_rows
 from pgbus_web.runtime import system
 from pgbus_web.runtime.definitions import Registry, Step, Workflow
 from pgbus_web.runtime.worker import Worker
@@ -100,7 +100,7 @@ def test_a_chained_no_op_step_is_five_statements_one_run_and_one_step_row_versio
     ]
     assert_columns_match(engine)
     with engine.connect() as conn:
-        assert workflows.find(conn, run)["status"] == "completed"
+        assert workflow_rows.find(conn, run)["status"] == "completed"
 
 
 def test_a_transaction_that_sets_latest_itself_skips_the_trigger_and_no_other_does(engine, new_id):
@@ -109,13 +109,13 @@ def test_a_transaction_that_sets_latest_itself_skips_the_trigger_and_no_other_do
     assert run_columns(engine)[run][0] == first  # control: the trigger copies a plain write
 
     with engine.begin() as conn:
-        workflows.lock_for(conn, run, sets_latest=True)
+        workflow_rows.lock_for(conn, run, sets_latest=True)
         second = steps.insert_step(conn, workflow_id=run, step_name="charge", now=T0, status="scheduled",
                                    attempt=steps.NEXT_ATTEMPT, scheduled_at=T0)["id"]
         # Skipped: the run still names the step before, until the writer syncs it.
         assert conn.execute(sa.text("SELECT latest_step_id FROM pgbus_workflows WHERE workflow_id = :w"),
                             {"w": run}).scalar_one() == first
-        workflows.sync_latest(conn, run)
+        workflow_rows.sync_latest(conn, run)
     assert run_columns(engine)[run][0] == second
     assert_columns_match(engine)
 

@@ -14,7 +14,7 @@ from bs4 import BeautifulSoup
 
 from pgbus_web.rules import states
 from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.models import batches, events, signals, steps, workflows
+from pgbus_web.models import batches, events, signals, steps, workflow_rows
 
 
 def utcnow() -> datetime:
@@ -100,7 +100,7 @@ class Runs:
         if definition is not None:
             attrs.setdefault("definition_digest", definition.digest)
         with self.engine.begin() as conn:
-            workflows.insert_run(conn, attrs)
+            workflow_rows.insert_run(conn, attrs)
             batch_id = None
             if batch is not None:
                 batch_id = batch.get("batch_id") or f"batch-{uuid.uuid4()}"

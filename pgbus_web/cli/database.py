@@ -19,7 +19,7 @@ import click
 from sqlalchemy.engine import Engine
 
 from .. import db, progress, schema
-from ..models import workflows
+from ..models import workflow_counts, workflow_upkeep
 from .common import database_url_option, engine_from, friendly_errors, main_group
 
 # Runs per batch: big enough that a million runs take a hundred round trips,
@@ -43,12 +43,12 @@ def _batches(engine: Engine, batch_size: int, description: str):
     """(after_id, last_id, runs) of each batch of runs in id order, with a
     progress bar on a terminal, counted in runs."""
     with engine.connect() as conn:
-        total = workflows.count_runs(conn)
+        total = workflow_counts.count_runs(conn)
     with progress.bar(total=total, unit="run", desc=description, disable=None, file=sys.stderr) as bar:
         after_id = 0
         while True:
             with engine.connect() as conn:
-                batch = workflows.next_batch(conn, after_id=after_id, size=batch_size)
+                batch = workflow_upkeep.next_batch(conn, after_id=after_id, size=batch_size)
             if batch is None:
                 return
             last_id, runs = batch
@@ -62,7 +62,7 @@ def _repair(engine: Engine, batch_size: int) -> tuple[int, int]:
     fixed = seen = 0
     for after_id, last_id, runs in _batches(engine, batch_size, "Repairing"):
         with engine.begin() as conn:
-            fixed += workflows.repair_latest(conn, after_id=after_id, last_id=last_id)
+            fixed += workflow_upkeep.repair_latest(conn, after_id=after_id, last_id=last_id)
         seen += runs
     return fixed, seen
 
@@ -111,13 +111,13 @@ def check(database_url: str | None, batch_size: int, examples: int) -> None:
     try:
         for after_id, last_id, runs in _batches(engine, batch_size, "Checking"):
             with engine.connect() as conn:
-                differ, ids = workflows.latest_mismatches(
+                differ, ids = workflow_upkeep.latest_mismatches(
                     conn, after_id=after_id, last_id=last_id, limit=examples - len(named)
                 )
             seen, wrong = seen + runs, wrong + differ
             named += ids
         with engine.connect() as conn:
-            counts = workflows.count_mismatches(conn)
+            counts = workflow_counts.count_mismatches(conn)
     finally:
         engine.dispose()
     if not wrong:
@@ -154,7 +154,7 @@ def repair(database_url: str | None, batch_size: int) -> None:
     try:
         fixed, seen = _repair(engine, batch_size)
         with engine.begin() as conn:
-            counts = workflows.repair_counts(conn)
+            counts = workflow_counts.repair_counts(conn)
     finally:
         engine.dispose()
     click.echo(f"Repaired the latest-step columns of {fixed} of {seen} runs.")

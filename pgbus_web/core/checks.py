@@ -319,7 +319,7 @@ def _json_object(field_name: str, raw: str) -> dict[str, Any]:
 
 
 def parse_group(form: Mapping[str, str]) -> dict[str, Any]:
-    """A needs-attention group as models.workflows.attention_ids takes it:
+    """A needs-attention group as models.workflow_attention.attention_ids takes it:
     workflow_class, step_name, reason (a stuck reason) and error_class (an
     empty one means runs without an error)."""
     group: dict[str, Any] = {}

@@ -12,7 +12,16 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from ..rules import states
-from ..models import batches, events, signals, steps, workflows
+from ..models import (
+    batches,
+    events,
+    signals,
+    steps,
+    workflow_attention,
+    workflow_counts,
+    workflow_index,
+    workflow_rows,
+)
 from ..rules.run_filters import RANGES, RunFilters
 from ..runtime.clock import utcnow
 from .words.presenters import batch_progress as presenters_batch_progress
@@ -56,7 +65,7 @@ def find_run(conn: Connection, workflow_id: str) -> dict[str, Any] | None:
     """The run's row; None when no run has this id (an id PostgreSQL text
     cannot hold included). Every door answers None with
     problems.run_not_found."""
-    return workflows.find(conn, workflow_id) if storable(workflow_id) else None
+    return workflow_rows.find(conn, workflow_id) if storable(workflow_id) else None
 
 
 # --- the runs index --------------------------------------------------------
@@ -96,7 +105,7 @@ def index_runs(
 ) -> dict[str, Any]:
     """One page of runs for *filters*, and the cursors around it."""
     size = settings.page_size
-    rows = workflows.page(
+    rows = workflow_index.page(
         conn, limit=size + 1, now=now, **thresholds(settings), **filters.page_binds(now)
     )
     if filters.after is not None:
@@ -132,13 +141,13 @@ def index_context(
     *parts* names what to read; the others come back empty."""
     now = now or utcnow()
     # The page head's total is the counts' sum: either block reads them.
-    counts = _count_table(workflows.status_counts(conn) if {"counts", "total"} & set(parts) else {})
+    counts = _count_table(workflow_counts.status_counts(conn) if {"counts", "total"} & set(parts) else {})
     groups = (
-        workflows.attention_groups(conn, now=now, **thresholds(settings))
+        workflow_attention.attention_groups(conn, now=now, **thresholds(settings))
         if "attention" in parts
         else []
     )
-    failed = workflows.failed_groups(conn) if "attention" in parts else []
+    failed = workflow_attention.failed_groups(conn) if "attention" in parts else []
     for group in failed:
         # Rerun needs the class's step list (verb_table.CLASS_VERBS).
         group["class_loaded"] = definition_of(settings, group["workflow_class"]) is not None
@@ -178,8 +187,8 @@ def matching_count(conn: Connection, settings: Settings, filters: RunFilters, no
     binds = filters.page_binds(now)
     binds.pop("before_id", None)
     binds.pop("after_id", None)
-    where, where_binds = workflows.page_where(now=now, **thresholds(settings), **binds)
-    return workflows.count_up_to(conn, where=where, binds=where_binds, cap=MATCHING_CAP)
+    where, where_binds = workflow_index.page_where(now=now, **thresholds(settings), **binds)
+    return workflow_index.count_up_to(conn, where=where, binds=where_binds, cap=MATCHING_CAP)
 
 
 # --- one run ---------------------------------------------------------------
@@ -283,7 +292,7 @@ def run_context(
         "events_window": event_window,
         "definition": definition,
         "class_loaded": definition is not None,
-        "definition_outdated": workflows.definition_outdated(run, digest),
+        "definition_outdated": workflow_rows.definition_outdated(run, digest),
     }
 
 
@@ -304,11 +313,11 @@ def insights_context(
     if not storable(workflow_class):
         raise NotFound(workflow_class)
     definition = definition_of(settings, workflow_class)
-    if definition is None and not workflows.class_exists(conn, workflow_class):
+    if definition is None and not workflow_counts.class_exists(conn, workflow_class):
         raise NotFound(workflow_class)
     since = now - RANGES[range_name]
-    status_counts = workflows.class_status_counts(conn, workflow_class, created_from=since)
-    stuck = workflows.stuck_reason_counts(conn, now=now, workflow_class=workflow_class, **thresholds(settings))
+    status_counts = workflow_counts.class_status_counts(conn, workflow_class, created_from=since)
+    stuck = workflow_attention.stuck_reason_counts(conn, now=now, workflow_class=workflow_class, **thresholds(settings))
     sample = steps.duration_percentiles(
         conn, workflow_class, created_from=since, run_limit=DURATION_SAMPLE_RUNS
     )

@@ -19,7 +19,7 @@ from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any, Iterable, Mapping
 
-from ..rules import states
+from ..rules import states, stuck as stuck_rules
 from ..models.values import Infinite, RawJson
 from ..rules.run_filters import group_query
 from ..rules import verb_table
@@ -103,17 +103,18 @@ EVENT_FIELDS = ("id", "event", "actor", "reason", "step_id", "step_name", "attem
 
 def stuck_reason(run: Mapping[str, Any], *, now: datetime, stall_threshold: timedelta,
                  waiting_threshold: timedelta | None) -> str | None:
-    """The run's stuck reason (states.STUCK_REASONS) as its badge on the
-    pages decides it, or None; None too for a status no rule knows."""
+    """The run's stuck reason (states.STUCK_REASONS) by rules.stuck, the
+    rule its badge and the needs-attention groups read, or None; None too
+    for a status no rule knows."""
     try:
-        return run_state(run, now=now, stall_threshold=stall_threshold, waiting_threshold=waiting_threshold).stuck
-    except (ValueError, OverflowError):
+        return stuck_rules.reason_of_run(run, now=now, threshold=stall_threshold, waiting_threshold=waiting_threshold)
+    except OverflowError:  # a threshold reaching before year 1
         return None
 
 
 def run_row(run: Mapping[str, Any], *, stuck: str | None = None) -> dict[str, Any]:
     """A run as the index lists it: its columns, its latest step and the
-    batch that step waits on (a models.workflows.page row), and its stuck
+    batch that step waits on (a models.workflow_index.page row), and its stuck
     reason (stuck_reason)."""
     shaped = _object(run, RUN_FIELDS)
     shaped["stuck_reason"] = stuck
@@ -189,7 +190,7 @@ GROUP_FIELDS = (
 
 
 def attention_group(group: Mapping[str, Any], class_loaded: bool) -> dict[str, Any]:
-    """A needs-attention group (models.workflows.attention_groups): its
+    """A needs-attention group (models.workflow_attention.attention_groups): its
     runs' filter (run_filters.group_query, the index's and an operation's
     ``filters``) and the verbs its buttons offer as operations."""
     shaped = _object(group, GROUP_FIELDS)

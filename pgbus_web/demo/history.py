@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from ..models import changes, workflows
+from ..models import changes, workflow_counts, workflow_rows
 from ..progress import bar as progress_bar
 from . import workflows as demo
 from .seed import _may_skip_row_checks, check_schema
@@ -206,7 +206,7 @@ def seed_history(engine: Engine, *, runs: int, now: datetime | None = None, prog
     plan = _plan()
     cycle_steps = plan["before"][-1] + plan["steps"][-1]
     with engine.connect() as conn:
-        first_number = workflows.highest_id(conn) + 1
+        first_number = workflow_rows.highest_id(conn) + 1
     skip_triggers = _may_skip_row_checks(engine)
     oldest = now - HISTORY_END - HISTORY_SPAN
     spacing = HISTORY_SPAN / runs
@@ -231,10 +231,10 @@ def seed_history(engine: Engine, *, runs: int, now: datetime | None = None, prog
                 if events:
                     result.events += conn.execute(sa.text(_INSERT_EVENTS), binds).rowcount
                 if skip_triggers:
-                    workflows.add_counts(conn, {(klass, status): runs for klass, status, runs in counts})
+                    workflow_counts.add_counts(conn, {(klass, status): runs for klass, status, runs in counts})
                     changes.mark(conn)
             bar.update(size)
     with engine.begin() as conn:
-        workflows.fold_counts(conn)
+        workflow_counts.fold_counts(conn)
     result.seconds = time.monotonic() - started
     return result

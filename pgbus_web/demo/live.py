@@ -10,8 +10,8 @@ from datetime import timedelta
 
 from sqlalchemy.engine import Engine
 
-from ..models import workflows
-from ..models.workflows import SubjectAlreadyOngoing
+from ..models import workflow_rows
+from ..models.workflow_rows import SubjectAlreadyOngoing
 from ..runtime import system, verbs
 from ..runtime.clock import utcnow
 from ..runtime.errors import WorkflowError
@@ -71,7 +71,7 @@ class LiveDemo:
 
     def confirm_shipments(self) -> None:
         with self.engine.connect() as conn:
-            waiting = workflows.waiting_for_signal(
+            waiting = workflow_rows.waiting_for_signal(
                 conn, "shipment_confirmed", waiting_before=utcnow() - CONFIRM_AFTER, limit=CONFIRM_BATCH
             )
         for workflow_id in waiting:

@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from .. import schema
-from ..models import changes, workflows
+from ..models import changes, workflow_counts, workflow_rows
 from ..progress import bar as progress_bar
 from ..runtime.definitions import Workflow
 from . import empty_load
@@ -180,7 +180,7 @@ def _write(engine: Engine, chunk: Chunk, *, skip_row_checks: bool) -> None:
         _copy_chunk(conn, chunk)
         if skip_row_checks:
             # The runs' count and change-marker triggers did not fire either.
-            workflows.add_counts(conn, chunk.counts)
+            workflow_counts.add_counts(conn, chunk.counts)
             changes.mark(conn)
 
 
@@ -302,7 +302,7 @@ def _seed_empty(engine: Engine, plan: _Plan, written) -> int | None:
             for chunk in chunks:
                 _copy_chunk(conn, chunk, freeze=True)
                 # The runs' count triggers did not fire.
-                workflows.add_counts(conn, chunk.counts)
+                workflow_counts.add_counts(conn, chunk.counts)
                 written(chunk)
         empty_load.build_indexes(conn, indexes)
         step_ids.finish(conn)
@@ -347,7 +347,7 @@ def seed(
     started = time.monotonic()
     now_ts = (now or datetime.now(UTC)).timestamp()
     with engine.connect() as conn:
-        first_number = workflows.highest_id(conn) + 1
+        first_number = workflow_rows.highest_id(conn) + 1
     # The same seed on another database state gives other workflow ids, so
     # seeding twice with one seed adds runs instead of colliding.
     rng = random.Random(None if seed is None else f"{seed}:{first_number}")
@@ -369,6 +369,6 @@ def seed(
         else:
             result.indexes_rebuilt = rebuilt
     with engine.begin() as conn:
-        workflows.fold_counts(conn)
+        workflow_counts.fold_counts(conn)
     result.seconds = time.monotonic() - started
     return result

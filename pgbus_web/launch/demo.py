@@ -32,7 +32,7 @@ from ..demo.live import LiveDemo
 from ..demo.seed import seed
 from ..demo.unloaded import seed_unloaded
 from ..locks.seed import seed_locks
-from ..models import workflows
+from ..models import workflow_rows
 from ..runtime.worker import Worker
 from .serve import Later, create_server, is_loopback
 
@@ -116,7 +116,7 @@ def demo(port, host, data_dir, runs, reset, no_auth):
     setup = create_engine(url, UNBOUNDED_STATEMENTS)
     schema.install(setup)
     with setup.connect() as conn:
-        existing = workflows.any_run(conn)
+        existing = workflow_rows.any_run(conn)
     if existing:
         click.echo(f"Reusing the earlier demo's runs in {data_dir} (--reset starts afresh).")
     else:
@@ -126,7 +126,7 @@ def demo(port, host, data_dir, runs, reset, no_auth):
         seed_unloaded(setup)
         seed_locks(setup, LOCKS)
     with setup.connect() as conn:
-        last_number = workflows.highest_id(conn)
+        last_number = workflow_rows.highest_id(conn)
     setup.dispose()
 
     engine = create_engine(url, Bounds(statement=WORKER_STATEMENT_TIMEOUT))

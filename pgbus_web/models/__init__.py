@@ -1,4 +1,6 @@
-"""The SQL of pgbus-web, one module per table.
+"""The SQL of pgbus-web, one module per table (pgbus_workflows, which most
+queries read, in one module per concern: workflow_rows, workflow_counts,
+workflow_attention, workflow_index, workflow_upkeep).
 
 Every function takes an open SQLAlchemy ``Connection`` (the caller owns the
 transaction) and returns plain dicts, ints or sets. SQL text is written once,

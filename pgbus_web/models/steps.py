@@ -386,9 +386,9 @@ def claim_due(conn: Connection, *, now, classes, limit: int = 1) -> list[dict[st
 
 def claim_next(conn: Connection, *, now, classes, run_columns: str) -> dict[str, Any] | None:
     """The worker's claim: as claim_due for one step, returning the locked
-    run's *run_columns* (models.workflows.SELECT_COLUMNS) with step_id and
+    run's *run_columns* (models.workflow_rows.SELECT_COLUMNS) with step_id and
     step_name, and telling the latest_* trigger that this transaction sets
-    its runs' latest step columns itself (models.workflows.LATEST_BY_WRITER).
+    its runs' latest step columns itself (models.workflow_rows.LATEST_BY_WRITER).
     The run's columns are read after its lock (re-checked), so they need no
     second read; the step's are not, and the caller's guarded update of the
     step is its re-read."""

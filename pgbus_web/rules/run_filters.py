@@ -122,7 +122,7 @@ class RunFilters:
         return {name: str(value) for name, value in values.items() if value not in (None, "")}
 
     def page_binds(self, now: datetime) -> dict[str, Any]:
-        """The keyword arguments of models.workflows.page for these filters."""
+        """The keyword arguments of models.workflow_index.page for these filters."""
         created_from = self.created_from
         if self.since is not None:
             created_from = now - RANGES[self.since]

@@ -45,7 +45,7 @@ SIGNAL_CLAIMED = "claimed"
 SIGNAL_CONSUMED = "consumed"
 SIGNAL = (SIGNAL_PENDING, SIGNAL_CLAIMED, SIGNAL_CONSUMED)
 
-# Why an ongoing run needs a person (models.workflows.stuck_reason_counts).
+# Why an ongoing run needs a person (models.workflow_attention.stuck_reason_counts).
 STALLED = "stalled"
 PAUSED_ERROR = "paused_error"
 PAUSED_MANUAL = "paused_manual"

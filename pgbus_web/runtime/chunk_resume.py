@@ -30,7 +30,7 @@ from datetime import datetime
 
 from sqlalchemy.engine import Engine
 
-from ..models import events, steps, workflows
+from ..models import events, steps, workflow_rows
 from . import flow, verbs
 from ..rules import verb_table
 from .definitions import Registry
@@ -60,7 +60,7 @@ def resume_chunk(
     due = at or now
     result = ChunkResult()
     with engine.begin() as conn:
-        locked = workflows.lock_many(conn, workflow_ids)
+        locked = workflow_rows.lock_many(conn, workflow_ids)
         held = {run["workflow_id"] for run in locked}
         result.rest = [workflow_id for workflow_id in workflow_ids if workflow_id not in held]
         acted = events.operation_acted_among(conn, list(held), operation_id)
@@ -100,8 +100,8 @@ def resume_chunk(
                        details={**verbs.resume_details(plan, at), "operation_id": operation_id}, created_at=now)
             for run, row, plan in planned
         ])
-        # The status change before the rows it points at: see workflows.resume_many.
-        moved = workflows.resume_many(conn, [{**row, "step_id": row["id"]} for row in rows], from_=verbs.FROM[verb])
+        # The status change before the rows it points at: see workflow_rows.resume_many.
+        moved = workflow_rows.resume_many(conn, [{**row, "step_id": row["id"]} for row in rows], from_=verbs.FROM[verb])
         if moved != len(planned):  # cannot happen under the locks; never write half a chunk
             raise RuntimeError(f"{moved} of {len(planned)} runs moved")
         scheduled = steps.schedule_many(conn, rows, now=now)

@@ -15,7 +15,7 @@ from typing import Any, Iterator, Mapping
 from sqlalchemy.engine import Connection
 
 from ..rules import states
-from ..models import events, signals, steps, workflows
+from ..models import events, signals, steps, workflow_rows
 from .definitions import Step
 
 
@@ -47,7 +47,7 @@ def record(
 # started). Inside deferred(), those are collected and written at the end
 # in two statements: the run's one row version (its last status, guarded by
 # its first, with its latest_* columns, so the latest_* trigger is told to
-# skip: models.workflows.LATEST_BY_WRITER) and every event in one INSERT,
+# skip: models.workflow_rows.LATEST_BY_WRITER) and every event in one INSERT,
 # in the order recorded. The caller holds the run's lock throughout, and
 # nothing in between reads the run's row or these events back.
 
@@ -75,7 +75,7 @@ def move(conn: Connection, run: Mapping[str, Any], from_, to: str, **attrs: Any)
     move (at once only; a deferred move that fails raises at the end)."""
     pending = conn.info.get(_PENDING)
     if pending is None:
-        return workflows.transition(conn, run["workflow_id"], from_=from_, to=to, **attrs) == 1
+        return workflow_rows.transition(conn, run["workflow_id"], from_=from_, to=to, **attrs) == 1
     earlier = pending.runs.get(run["workflow_id"])
     if earlier is None:
         pending.runs[run["workflow_id"]] = _Move(from_, to, dict(attrs))
@@ -92,8 +92,8 @@ def flush(conn: Connection) -> None:
         return
     for workflow_id, moved in pending.runs.items():
         if moved is None:
-            workflows.sync_latest(conn, workflow_id)
-        elif workflows.transition(conn, workflow_id, from_=moved.from_, to=moved.to,
+            workflow_rows.sync_latest(conn, workflow_id)
+        elif workflow_rows.transition(conn, workflow_id, from_=moved.from_, to=moved.to,
                                   sync_latest=True, **moved.attrs) != 1:
             raise RuntimeError(f"run {workflow_id} changed under its row lock")
     events.record_many(conn, pending.events)

@@ -37,7 +37,7 @@ from sqlalchemy.engine import Engine
 
 from ..rules import run_filters as index_filters
 from ..rules import states
-from ..models import events, workflows
+from ..models import events, workflow_index, workflow_rows
 from ..models import operations as store
 from . import chunk_resume, verbs
 from ..rules import verb_table
@@ -214,10 +214,10 @@ def preview(
     with engine.connect() as conn:
         conn = conn.execution_options(isolation_level="REPEATABLE READ")
         with conn.begin():
-            ceiling = workflows.highest_id(conn)
-            where, where_binds = workflows.page_where(now=now, ceiling_id=ceiling, **thresholds, **binds)
-            counts = workflows.count_matching(conn, where=where, binds=where_binds)
-            sample = workflows.page(conn, limit=SAMPLE_SIZE, now=now, ceiling_id=ceiling, **thresholds, **binds)
+            ceiling = workflow_rows.highest_id(conn)
+            where, where_binds = workflow_index.page_where(now=now, ceiling_id=ceiling, **thresholds, **binds)
+            counts = workflow_index.count_matching(conn, where=where, binds=where_binds)
+            sample = workflow_index.page(conn, limit=SAMPLE_SIZE, now=now, ceiling_id=ceiling, **thresholds, **binds)
     by_status: dict[str, int] = {}
     for (_, status), runs in counts.items():
         by_status[status] = by_status.get(status, 0) + runs
@@ -415,8 +415,8 @@ class Runner:
         thresholds = {name: timedelta(seconds=value)
                       for name, value in (operation["params"] or {}).get("thresholds", {}).items()}
         with self.engine.connect() as conn:
-            where, binds = workflows.page_where(now=created, **thresholds, **_binds(filters_of(operation), created))
-            rows = workflows.matching_ids(conn, where=where, binds=binds, after_id=operation["cursor"],
+            where, binds = workflow_index.page_where(now=created, **thresholds, **_binds(filters_of(operation), created))
+            rows = workflow_index.matching_ids(conn, where=where, binds=binds, after_id=operation["cursor"],
                                           ceiling_id=operation["ceiling_id"], limit=self.chunk)
         now = self.clock()
         if not rows:

@@ -13,7 +13,7 @@ from typing import Callable
 
 from sqlalchemy.engine import Engine
 
-from ..models import workflows
+from ..models import workflow_upkeep
 
 BATCH = 1000
 
@@ -29,13 +29,13 @@ def prune(engine: Engine, *, before: datetime, dry_run: bool = False, batch: int
     """Delete the finished runs last updated before *before*; *progress*
     is told how many each batch took."""
     with engine.connect() as conn:
-        found = workflows.count_stale(conn, before=before)
+        found = workflow_upkeep.count_stale(conn, before=before)
     if dry_run:
         return PruneResult(found, 0)
     deleted = 0
     while True:
         with engine.begin() as conn:
-            taken = workflows.delete_stale(conn, before=before, limit=batch)
+            taken = workflow_upkeep.delete_stale(conn, before=before, limit=batch)
         deleted += taken
         if progress and taken:
             progress(taken)

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 from sqlalchemy.engine import Connection, Engine
 
 from ..rules import states
-from ..models import batches, signals, steps, workflows
+from ..models import batches, signals, steps, workflow_rows
 from ..models.text import truncate
 from ..models.values import RawJson, json_kind, json_problem
 from . import flow
@@ -72,7 +72,7 @@ def start(
     name): the run row and its first step, in one transaction. With an
     idempotency key already used for this class, nothing is inserted and
     the existing run comes back. A second ongoing run for the same subject
-    raises models.workflows.SubjectAlreadyOngoing."""
+    raises models.workflow_rows.SubjectAlreadyOngoing."""
     if isinstance(definition, str):
         found = registry.get(definition) if registry is not None else None
         if found is None:
@@ -82,7 +82,7 @@ def start(
     workflow_id = workflow_id or str(uuid.uuid4())
     first = definition.first_step
     with engine.begin() as conn:
-        inserted = workflows.insert_run(
+        inserted = workflow_rows.insert_run(
             conn,
             {
                 "workflow_id": workflow_id,
@@ -100,14 +100,14 @@ def start(
             },
         )
         if not inserted:
-            return workflows.find_by_idempotency_key(conn, definition.name, idempotency_key)
-        run = workflows.find(conn, workflow_id)
+            return workflow_rows.find_by_idempotency_key(conn, definition.name, idempotency_key)
+        run = workflow_rows.find(conn, workflow_id)
         flow.record(conn, run, "started", actor=actor or states.APP_ACTOR, now=now,
                     details={"definition_digest": definition.digest})
         _, status = flow.schedule(conn, run, first, actor=actor or states.APP_ACTOR, now=now)
         if status != states.READY:
             _move(conn, run, states.READY, status)
-        return workflows.find(conn, workflow_id)
+        return workflow_rows.find(conn, workflow_id)
 
 
 def _move(conn: Connection, run: Mapping[str, Any], from_, to: str, **attrs: Any) -> None:
@@ -228,7 +228,7 @@ def take_step(engine: Engine, registry: Registry, *, now: datetime) -> Taken | s
     worker holds are passed over) and mark it started. None when nothing is due."""
     with engine.begin() as conn:
         claimed = steps.claim_next(conn, now=now, classes=registry.names,
-                                   run_columns=workflows.SELECT_COLUMNS)
+                                   run_columns=workflow_rows.SELECT_COLUMNS)
         if claimed is None:
             return None
         step = {"id": claimed.pop("step_id"), "step_name": claimed.pop("claimed_step_name")}
@@ -254,7 +254,7 @@ def _begin(conn: Connection, run: dict[str, Any], row: dict[str, Any], definitio
     if spec is None:
         _move(conn, run, states.READY, states.RUNNING)
         flow.flush(conn)
-        running = workflows.find(conn, run["workflow_id"])
+        running = workflow_rows.find(conn, run["workflow_id"])
         _record_failure(conn, running, row, None, error_class=STEP_NOT_DEFINED_ERROR,
                         message=f"{definition.name} no longer declares step {row['step_name']!r}",
                         trace=None, now=now)
@@ -335,7 +335,7 @@ def finish_and_continue(
     commit per step instead of two, with the same rows and events."""
     workflow_id = taken.run["workflow_id"]
     with engine.begin() as conn:
-        run = workflows.lock_for(conn, workflow_id, sets_latest=True)
+        run = workflow_rows.lock_for(conn, workflow_id, sets_latest=True)
         if run is None:
             return "late", None  # the run was deleted meanwhile: nothing to record it on
         with flow.deferred(conn, workflow_id):
@@ -411,7 +411,7 @@ def wake_batches(engine: Engine, registry: Registry, *, now: datetime, limit: in
     woken = 0
     for candidate in candidates:
         with engine.begin() as conn:
-            run = workflows.lock_for(conn, candidate["workflow_id"])
+            run = workflow_rows.lock_for(conn, candidate["workflow_id"])
             row = steps.find(conn, candidate["step_id"])
             if run is None or run["status"] != states.WAITING or row is None or row["status"] != states.STEP_WAITING:
                 continue
@@ -468,7 +468,7 @@ def sweep(engine: Engine, *, now: datetime, stall_threshold: timedelta, limit: i
     timed_out = stalled = 0
     for candidate in waits:
         with engine.begin() as conn:
-            run = workflows.lock_for(conn, candidate["workflow_id"])
+            run = workflow_rows.lock_for(conn, candidate["workflow_id"])
             row = steps.find(conn, candidate["step_id"])
             if (run is None or run["status"] != states.WAITING or row is None
                     or row["status"] != states.STEP_WAITING or row["timeout_at"] is None
@@ -483,7 +483,7 @@ def sweep(engine: Engine, *, now: datetime, stall_threshold: timedelta, limit: i
             timed_out += 1
     for candidate in stalls:
         with engine.begin() as conn:
-            run = workflows.lock_for(conn, candidate["workflow_id"])
+            run = workflow_rows.lock_for(conn, candidate["workflow_id"])
             row = steps.find(conn, candidate["step_id"])
             if (run is None or run["status"] != states.RUNNING or row is None
                     or row["status"] != states.STEP_IN_PROGRESS

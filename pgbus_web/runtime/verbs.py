@@ -29,7 +29,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from ..rules import states
-from ..models import events, signals, steps, workflows
+from ..models import events, signals, steps, workflow_rows
 from ..models.values import json_problem
 from . import flow
 from ..rules import verb_table
@@ -97,9 +97,9 @@ class _Verb:
     def move(self, to: str, **attrs: Any) -> None:
         """The verb's one guarded status change; anything but one row moved
         means the run changed under us, and the whole verb rolls back."""
-        moved = workflows.transition(self.conn, self.workflow_id, from_=FROM[self.verb], to=to, **attrs)
+        moved = workflow_rows.transition(self.conn, self.workflow_id, from_=FROM[self.verb], to=to, **attrs)
         if moved != 1:
-            current = workflows.find(self.conn, self.workflow_id)
+            current = workflow_rows.find(self.conn, self.workflow_id)
             raise WrongStatus(self.workflow_id, self.verb, current["status"] if current else "gone", FROM[self.verb])
 
 
@@ -109,7 +109,7 @@ def _run_verb(
 ) -> dict[str, Any]:
     now = now or utcnow()
     with engine.begin() as conn:
-        run = workflows.lock_for(conn, workflow_id)
+        run = workflow_rows.lock_for(conn, workflow_id)
         if run is None:
             raise RunNotFound(workflow_id)
         # Under the row lock, so that of two processes doing one operation's
@@ -121,7 +121,7 @@ def _run_verb(
                 raise RunFinished(workflow_id, verb, run["status"])
             raise WrongStatus(workflow_id, verb, run["status"], FROM[verb])
         body(_Verb(conn, run, verb, actor or states.APP_ACTOR, now, operation_id))
-        return workflows.find(conn, workflow_id)
+        return workflow_rows.find(conn, workflow_id)
 
 
 def _finish(v: _Verb, *, reason: str | None = None, **extra: Any) -> None:
@@ -308,7 +308,7 @@ def _rerun(v: _Verb, registry: Registry | None, from_step: str | None, reason: s
             v.move(status, current_step=name, finished_at=None, paused_at=None)
     except IntegrityError as exc:
         constraint = getattr(getattr(exc.orig, "diag", None), "constraint_name", None)
-        if constraint != workflows.SUBJECT_INDEX:
+        if constraint != workflow_rows.SUBJECT_INDEX:
             raise
         raise SubjectBusy(v.workflow_id, v.run["workflow_class"], v.run["subject_type"],
                           v.run["subject_id"]) from None

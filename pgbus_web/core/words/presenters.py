@@ -25,8 +25,8 @@ from typing import Any, Callable, Mapping, Optional
 
 from markupsafe import Markup, escape
 
-from ...rules import states
-from ...i18n import t, t_html
+from ...rules import states, stuck as stuck_rules
+from ...i18n import t, t_html, tn
 from ...models.values import RawJson
 from . import unusual as odd, timefmt
 
@@ -104,9 +104,9 @@ def run_state(
 ) -> RunState:
     """The badge, tone and next sentence of *run*: a pgbus_workflows row
     with ``step`` (its latest step row, or None) and ``batch`` (the batch
-    that step waits on, or None). The stuck rules are the attention
-    queries' (models.workflows), so a badge and the needs-attention groups
-    agree. Raises ValueError for a status that is not a run status."""
+    that step waits on, or None). The stuck reason is rules.stuck's, the
+    rule the needs-attention queries are built from, so a badge and the
+    groups agree. Raises ValueError for a status that is not a run status."""
     status = run.get("status")
     step = run.get("step")
     step_name = _get(step, "step_name") or run.get("current_step")
@@ -114,15 +114,16 @@ def run_state(
     tone = RUN_TONES.get(status)
     if tone is None:
         raise ValueError(f"unknown run status {status!r}")
+    stuck = stuck_rules.reason_of_run(run, now=now, threshold=stall_threshold, waiting_threshold=waiting_threshold)
 
     if status == states.READY:
         due = _get(step, "scheduled_at")
+        if stuck == states.OVERDUE:
+            return RunState(BADGE_OVERDUE, "red", "overdue", {"step": step_name, "late": due}, stuck)
         if step_status != states.STEP_SCHEDULED or due is None:
             return RunState(status, tone, "ready", {"step": step_name or timefmt.NONE})
         if not _before(due, now):
             return RunState(status, tone, "due", {"time": due, "step": step_name})
-        if _before(due, now - stall_threshold):
-            return RunState(BADGE_OVERDUE, "red", "overdue", {"step": step_name, "late": due}, states.OVERDUE)
         return RunState(status, tone, "queued", {"step": step_name, "ago": due})
 
     if status == states.RUNNING:
@@ -135,20 +136,20 @@ def run_state(
         return RunState(status, tone, "running", {"step": step_name, "ago": started})
 
     if status == states.WAITING:
-        return _waiting_state(run, step, step_name, now=now, waiting_threshold=waiting_threshold)
+        return _waiting_state(run, step, step_name, stuck=stuck)
 
     if status == states.PAUSED:
         args = {"step": step_name or timefmt.NONE, "ago": run.get("paused_at") or run.get("updated_at")}
-        error = _get(step, "error_class") if step_status == states.STEP_FAILED else None
-        if step_status != states.STEP_FAILED:
-            return RunState(status, tone, "paused", args, states.PAUSED_MANUAL)
-        if error == states.STEP_STALLED_ERROR:
-            return RunState(BADGE_STALLED, "red", "stalled", args, states.STALLED)
+        error = _get(step, "error_class")
+        if stuck == states.STALLED:
+            return RunState(BADGE_STALLED, "red", "stalled", args, stuck)
+        if stuck != states.PAUSED_ERROR:
+            return RunState(status, tone, "paused", args, stuck)
         if error == states.WAIT_TIMED_OUT_ERROR:
-            return RunState(status, tone, "paused_timed_out", args, states.PAUSED_ERROR)
+            return RunState(status, tone, "paused_timed_out", args, stuck)
         if error:
-            return RunState(status, tone, "paused_error", {**args, "error": error}, states.PAUSED_ERROR)
-        return RunState(status, tone, "paused", args, states.PAUSED_ERROR)
+            return RunState(status, tone, "paused_error", {**args, "error": error}, stuck)
+        return RunState(status, tone, "paused", args, stuck)
 
     ended = run.get("finished_at") or run.get("updated_at")
     if status == states.FAILED and step_status == states.STEP_FAILED and _get(step, "error_class"):
@@ -171,7 +172,9 @@ def step_open(status: Optional[str]) -> bool:
     return status in states.STEP_OPEN
 
 
-def _waiting_state(run, step, step_name, *, now, waiting_threshold) -> RunState:
+def _waiting_state(run, step, step_name, *, stuck) -> RunState:
+    # The sentence's "since" falls back to updated_at for a step without
+    # waiting_since; the stuck rule does not (rules.stuck says why).
     since = _get(step, "waiting_since") or run.get("updated_at")
     deadline = _get(step, "timeout_at")
     batch_id = _get(step, "batch_id")
@@ -188,13 +191,8 @@ def _waiting_state(run, step, step_name, *, now, waiting_threshold) -> RunState:
         key, args = "waiting", {"step": step_name or timefmt.NONE, "ago": since}
     if deadline is not None and key != "waiting_batch_unknown":
         key, args = f"{key}_timeout", {**args, "time": deadline}
-    if (
-        waiting_threshold is not None
-        and _get(step, "status") == states.STEP_WAITING
-        and deadline is None
-        and _before(since, now - waiting_threshold)
-    ):
-        return RunState(BADGE_OVERDUE, "red", key, args, states.WAITING_OVERDUE)
+    if stuck == states.WAITING_OVERDUE:
+        return RunState(BADGE_OVERDUE, "red", key, args, stuck)
     return RunState(states.WAITING, RUN_TONES[states.WAITING], key, args)
 
 

@@ -1,0 +1,356 @@
+"""The runs index's query: its filters and search box as one WHERE clause
+(page_where), a page of runs with their latest step and batch, and the
+counts and walks an operation makes over the same WHERE.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any, Mapping
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ..rules import stuck
+from . import as_dicts
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+# Columns of the runs index (no arguments: they can be large and the index
+# does not show them).
+_PAGE_RUN_COLUMNS = (
+    "w.id, w.workflow_id, w.workflow_class, w.status, w.current_step, "
+    "w.subject_type, w.subject_id, w.definition_digest, w.paused_at, w.started_at, "
+    "w.finished_at, w.created_at, w.updated_at"
+)
+# The latest step row of each listed run, prefixed so it can sit beside the run's.
+_PAGE_STEP_COLUMNS = (
+    "s.id AS step_id, s.step_name AS step_step_name, s.status AS step_status, "
+    "s.attempt AS step_attempt, s.scheduled_at AS step_scheduled_at, "
+    "s.started_at AS step_started_at, s.finished_at AS step_finished_at, "
+    "s.wait_for AS step_wait_for, s.waiting_since AS step_waiting_since, "
+    "s.timeout_at AS step_timeout_at, s.batch_id AS step_batch_id, "
+    "s.error_class AS step_error_class, s.error_message AS step_error_message, "
+    "s.created_at AS step_created_at"
+)
+_PAGE_BATCH_COLUMNS = (
+    "b.batch_id AS batch_batch_id, b.description AS batch_description, "
+    "b.total_jobs AS batch_total_jobs, b.completed_jobs AS batch_completed_jobs, "
+    "b.failed_jobs AS batch_failed_jobs, b.discarded_jobs AS batch_discarded_jobs, "
+    "b.status AS batch_status, b.finished_at AS batch_finished_at"
+)
+
+# Each index filter: the condition it adds, always the same text; values go
+# in as binds. A filter left out adds nothing, so each combination gets a
+# plan that can use its index (a catch-all "(:x IS NULL OR col = :x)" would
+# defeat a generic plan).
+_PAGE_FILTERS = {
+    "workflow_class": "w.workflow_class = :workflow_class",
+    "status": "w.status = :status",
+    "subject_type": "w.subject_type = :subject_type",
+    "subject_id": "w.subject_id = :subject_id",
+    "created_from": "w.created_at >= :created_from",
+    "created_to": "w.created_at < :created_to",
+    "before_id": "w.id < :before_id",
+    "after_id": "w.id > :after_id",
+    # An operation's walk: never past the highest id at its preview.
+    "ceiling_id": "w.id <= :ceiling_id",
+    # The runs an operation acted on (its events carry its id).
+    "operation": (
+        "w.workflow_id IN (SELECT e.workflow_id FROM pgbus_workflow_events e"
+        " WHERE e.details ? 'operation_id' AND e.details ->> 'operation_id' = :operation)"
+    ),
+}
+
+# The search box: the shortest run id prefix taken as one (the
+# list shows eight characters); a shorter text matches a whole id only.
+SEARCH_ID_PREFIX_MIN = 4
+
+
+def ascii_lower(value: str) -> str:
+    """*value* with A-Z made a-z and nothing else changed: what PostgreSQL's
+    lower() does under the "C" collation, which the run id search index
+    uses, so the prefix's bounds computed here agree with it exactly."""
+    return value.translate(_ASCII_LOWER)
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def _successor(prefix: str) -> str | None:
+    """The least text greater than every text that starts with *prefix*,
+    in code point order (the "C" collation); None when there is none."""
+    chars = list(prefix)
+    while chars:
+        code = ord(chars.pop()) + 1
+        if 0xD800 <= code <= 0xDFFF:  # surrogates are no characters of UTF-8 text
+            code = 0xE000
+        if code <= 0x10FFFF:
+            return "".join(chars) + chr(code)
+    return None
+
+
+def search_where(search: str) -> tuple[str, dict[str, Any]]:
+    """The search box's condition over run ``w`` and its binds: any of
+
+    - the run id, case-insensitive: by prefix from SEARCH_ID_PREFIX_MIN
+      characters on (the short id the list shows), else whole;
+    - the idempotency key, case-insensitive;
+    - the subject id alone (``1042``), or type and id (``order 1042``),
+      case-insensitive.
+
+    Every branch matches an expression index of schema v3 (the run id's
+    as a range, so a bound plan can use it), so the OR is a BitmapOr of
+    index scans at any table size (bench/search.py)."""
+    lowered = ascii_lower(search)
+    binds: dict[str, Any] = {"search": search}
+    branches = []
+    high = _successor(lowered) if len(search) >= SEARCH_ID_PREFIX_MIN else None
+    if high is not None:
+        branches.append(
+            '(lower(w.workflow_id COLLATE "C") >= :search_id_low'
+            ' AND lower(w.workflow_id COLLATE "C") < :search_id_high)'
+        )
+        binds.update(search_id_low=lowered, search_id_high=high)
+    else:
+        branches.append('lower(w.workflow_id COLLATE "C") = :search_id_low')
+        binds["search_id_low"] = lowered
+    branches.append("lower(w.idempotency_key) = lower(:search)")
+    branches.append("lower(w.subject_id) = lower(:search)")
+    parts = search.split(None, 1)
+    if len(parts) == 2:
+        branches.append(
+            "(lower(w.subject_id) = lower(:search_subject_id)"
+            " AND lower(w.subject_type) = lower(:search_subject_type))"
+        )
+        binds.update(search_subject_type=parts[0], search_subject_id=parts[1].strip())
+    return "(" + " OR ".join(branches) + ")", binds
+
+
+def _split_page_rows(result) -> list[dict[str, Any]]:
+    """The index rows of *result*, each as the run's columns plus ``step``
+    (its latest step row, or None) and ``batch`` (the batch that step waits
+    on, or None). Which column goes where is decided once per result from
+    its names, not per row: a page has 50 rows of 35 columns."""
+    run_keys: list[str] = []
+    step_keys: list[str] = []
+    batch_keys: list[str] = []
+    run_at: list[int] = []
+    step_at: list[int] = []
+    batch_at: list[int] = []
+    for index, key in enumerate(result.keys()):
+        if key == "step_id":
+            step_keys.append("id")
+            step_at.append(index)
+        elif key.startswith("step_"):
+            step_keys.append(key[len("step_"):])
+            step_at.append(index)
+        elif key.startswith("batch_"):
+            batch_keys.append(key[len("batch_"):])
+            batch_at.append(index)
+        else:
+            run_keys.append(key)
+            run_at.append(index)
+    step_id, batch_id = step_at[step_keys.index("id")], batch_at[batch_keys.index("batch_id")]
+    workflow_id = run_at[run_keys.index("workflow_id")]
+    split = []
+    for row in result.all():
+        run = dict(zip(run_keys, [row[i] for i in run_at]))
+        step = None
+        if row[step_id] is not None:
+            step = dict(zip(step_keys, [row[i] for i in step_at]))
+            step["workflow_id"] = row[workflow_id]
+        run["step"] = step
+        run["batch"] = dict(zip(batch_keys, [row[i] for i in batch_at])) if row[batch_id] is not None else None
+        split.append(run)
+    return split
+
+
+def page_where(
+    *,
+    threshold: timedelta,
+    waiting_threshold: timedelta,
+    now: datetime | None = None,
+    before_id: int | None = None,
+    after_id: int | None = None,
+    ceiling_id: int | None = None,
+    operation: int | str | None = None,
+    workflow_class: str | None = None,
+    status: str | None = None,
+    reason: str | None = None,
+    subject_type: str | None = None,
+    subject_id: str | None = None,
+    step_name: str | None = None,
+    error_class: str | None = None,
+    no_error_class: bool = False,
+    created_from: datetime | None = None,
+    created_to: datetime | None = None,
+    search: str | None = None,
+) -> tuple[str, dict[str, Any]]:
+    """The runs index's WHERE clause (over ``w``, a run, and ``s``, its
+    latest step) and its binds, for page() and for an operation's walk
+    (count_matching, matching_ids), so both see exactly the same runs.
+
+    *ceiling_id* keeps runs up to that id; *operation* the runs that
+    operation acted on. *reason* keeps the runs stuck for that reason (as stuck_reason_counts
+    decides, with the latest step); *step_name* and *error_class* match the
+    latest step (the run's current step when no step row exists yet);
+    *no_error_class* keeps the runs whose latest step has no error class (or
+    that have no step), as an attention group without one counts them;
+    *search* is the search box's text (search_where)."""
+    if reason is not None and reason not in stuck.BY_REASON:
+        raise ValueError(f"unknown stuck reason {reason!r}")
+    now = now or _now()
+    values: dict[str, Any] = {
+        "workflow_class": workflow_class,
+        "status": status,
+        "subject_type": subject_type,
+        "subject_id": subject_id,
+        "created_from": created_from,
+        "created_to": created_to,
+        "before_id": before_id,
+        "after_id": after_id,
+        "ceiling_id": ceiling_id,
+        "operation": str(operation) if operation is not None else None,
+    }
+    binds = {name: value for name, value in values.items() if value is not None}
+    conditions = [_PAGE_FILTERS[name] for name in binds]
+    if reason is not None:
+        # The stuck rule's status first: the scan walks the (status, id)
+        # index newest first and stops at the page size.
+        rule = stuck.BY_REASON[reason]
+        conditions += ["w.status = :reason_status", stuck.condition_sql(rule)]
+        binds.update(reason_status=rule.status, **stuck.params(now, threshold, waiting_threshold))
+    # The latest step's name and error class from the run's latest_*
+    # columns, as the stuck rules read them: a filter never looks a run's steps
+    # up, so its count costs the same at ten million runs as at one.
+    # current_step names a run that has no step row yet.
+    if step_name is not None:
+        conditions.append("COALESCE(w.latest_step_name, w.current_step) = :step_name")
+        binds["step_name"] = step_name
+    if error_class is not None:
+        conditions.append("w.latest_error_class = :error_class")
+        binds["error_class"] = error_class
+    elif no_error_class:
+        conditions.append("w.latest_error_class IS NULL")
+    if search is not None:
+        condition, search_binds = search_where(search)
+        conditions.append(condition)
+        binds.update(search_binds)
+    where = " AND ".join(conditions) or "TRUE"
+    return where, binds
+
+
+# The latest step of run w (s.*), which each row of a page shows. The
+# filters (page_where) read the run row alone, never this join.
+_LATEST_STEP_JOIN = """
+    LEFT JOIN LATERAL (
+        SELECT id, step_name, status, attempt, scheduled_at, started_at,
+               finished_at, wait_for, waiting_since, timeout_at, batch_id,
+               error_class, error_message, created_at
+        FROM pgbus_workflow_steps
+        WHERE workflow_id = w.workflow_id
+        ORDER BY id DESC
+        LIMIT 1
+    ) s ON TRUE
+"""
+
+
+def page(
+    conn: Connection,
+    *,
+    limit: int,
+    threshold: timedelta,
+    waiting_threshold: timedelta,
+    now: datetime | None = None,
+    **filters: Any,
+) -> list[dict[str, Any]]:
+    """One page of the runs index, newest first, each run with its latest
+    step and that step's batch under ``step`` and ``batch``; *filters* are
+    page_where's.
+
+    Keyset pagination by id: *before_id* gives the page of older runs,
+    *after_id* the page of newer ones (fetched oldest first, returned newest
+    first), so a page deep in a million runs costs what the first one does."""
+    after_id = filters.get("after_id")
+    where, binds = page_where(threshold=threshold, waiting_threshold=waiting_threshold, now=now, **filters)
+    binds["limit"] = int(limit)
+    # Newer pages walk up from after_id; every page is shown newest first.
+    direction = "ASC" if after_id is not None else "DESC"
+    rows = conn.execute(
+        sa.text(
+            f"""
+            SELECT listed.*, {_PAGE_BATCH_COLUMNS}
+            FROM (
+                SELECT {_PAGE_RUN_COLUMNS}, {_PAGE_STEP_COLUMNS}
+                FROM pgbus_workflows w
+                {_LATEST_STEP_JOIN}
+                WHERE {where}
+                ORDER BY w.id {direction}
+                LIMIT :limit
+            ) listed
+            LEFT JOIN LATERAL (
+                SELECT * FROM pgbus_batches WHERE batch_id = listed.step_batch_id
+            ) b ON TRUE
+            ORDER BY listed.id DESC
+            """
+        ),
+        binds,
+    )
+    return _split_page_rows(rows)
+
+
+def count_matching(conn: Connection, *, where: str, binds: Mapping[str, Any]) -> dict[tuple[str, str], int]:
+    """{(workflow_class, status): runs} matching page_where's *where*."""
+    rows = conn.execute(
+        sa.text(
+            f"""
+            SELECT w.workflow_class, w.status, count(*) AS runs
+            FROM pgbus_workflows w
+            WHERE {where}
+            GROUP BY w.workflow_class, w.status
+            """
+        ),
+        dict(binds),
+    )
+    return {(klass, status): runs for klass, status, runs in rows}
+
+
+def count_up_to(conn: Connection, *, where: str, binds: Mapping[str, Any], cap: int) -> int:
+    """How many runs match page_where's *where*, counting no further than
+    *cap* + 1 (so a page can say "more than cap" for the price of cap)."""
+    return conn.execute(
+        sa.text(
+            f"""
+            SELECT count(*) FROM (
+                SELECT 1 FROM pgbus_workflows w
+                    WHERE {where}
+                LIMIT :count_cap
+            ) matched
+            """
+        ),
+        {**binds, "count_cap": int(cap) + 1},
+    ).scalar_one()
+
+
+def matching_ids(
+    conn: Connection, *, where: str, binds: Mapping[str, Any], after_id: int, ceiling_id: int, limit: int,
+) -> list[dict[str, Any]]:
+    """The next runs matching page_where's *where* with an id in
+    (*after_id*, *ceiling_id*], oldest id first, at most *limit*: id,
+    workflow_id, workflow_class and status of each, an operation's chunk."""
+    rows = conn.execute(
+        sa.text(
+            f"""
+            SELECT w.id, w.workflow_id, w.workflow_class, w.status
+            FROM pgbus_workflows w
+            WHERE w.id > :walk_after AND w.id <= :walk_ceiling AND ({where})
+            ORDER BY w.id
+            LIMIT :walk_limit
+            """
+        ),
+        {**binds, "walk_after": int(after_id), "walk_ceiling": int(ceiling_id), "walk_limit": int(limit)},
+    )
+    return as_dicts(rows)

@@ -1,0 +1,282 @@
+"""pgbus_workflows rows: finding, locking, inserting and moving one run (or
+many) from status to status.
+
+Every status change goes through the runtime as ``lock_for`` then one
+guarded ``transition`` inside the same transaction.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Iterable, Mapping
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+
+from . import as_dict, as_dicts
+
+# Columns insert_run and transition may write; names outside this list are
+# refused rather than spliced into SQL.
+COLUMNS = (
+    "workflow_id",
+    "workflow_class",
+    "status",
+    "current_step",
+    "arguments",
+    "subject_type",
+    "subject_id",
+    "idempotency_key",
+    "definition_digest",
+    "paused_at",
+    "started_at",
+    "finished_at",
+    "created_at",
+    "updated_at",
+)
+SELECT_COLUMNS = "id, " + ", ".join(COLUMNS)
+
+
+SUBJECT_INDEX = "pgbus_workflows_one_ongoing_per_subject"
+
+
+class SubjectAlreadyOngoing(Exception):
+    """Another ongoing run of this class already exists for this subject."""
+
+    def __init__(self, workflow_class: str, subject_type: str, subject_id: str):
+        self.workflow_class = workflow_class
+        self.subject_type = subject_type
+        self.subject_id = subject_id
+        super().__init__(
+            f"{workflow_class} already has an ongoing run for {subject_type} {subject_id}"
+        )
+
+
+def _checked(names: Iterable[str]) -> list[str]:
+    names = list(names)
+    unknown = [name for name in names if name not in COLUMNS]
+    if unknown:
+        raise ValueError(f"not a pgbus_workflows column: {', '.join(unknown)}")
+    return names
+
+
+def find(conn: Connection, workflow_id: str) -> dict[str, Any] | None:
+    row = conn.execute(
+        sa.text(f"SELECT {SELECT_COLUMNS} FROM pgbus_workflows WHERE workflow_id = :workflow_id"),
+        {"workflow_id": workflow_id},
+    ).first()
+    return as_dict(row)
+
+
+# Set (transaction-local) by a writer that keeps its runs' latest_* columns
+# itself: the row trigger pgbus_workflow_steps_latest_on_run then skips its
+# per-step-row UPDATE of the run (schema/v3.sql), and the writer ends with
+# transition(..., sync_latest=True) or sync_latest() on every run whose
+# steps it wrote. Any other writer leaves it unset and has the trigger.
+LATEST_BY_WRITER = "pgbus_web.latest_by_writer"
+
+
+def lock_for(conn: Connection, workflow_id: str, *, sets_latest: bool = False) -> dict[str, Any] | None:
+    """The run's row, locked FOR UPDATE until the transaction ends; None when unknown.
+    *sets_latest*: this transaction keeps latest_* itself (LATEST_BY_WRITER)."""
+    declare = f", set_config('{LATEST_BY_WRITER}', 'on', true) AS latest_by_writer" if sets_latest else ""
+    row = as_dict(conn.execute(
+        sa.text(
+            f"SELECT {SELECT_COLUMNS}{declare} FROM pgbus_workflows "
+            "WHERE workflow_id = :workflow_id FOR UPDATE"
+        ),
+        {"workflow_id": workflow_id},
+    ).first())
+    if row is not None:
+        row.pop("latest_by_writer", None)
+    return row
+
+
+def lock_many(conn: Connection, workflow_ids: list[str]) -> list[dict[str, Any]]:
+    """lock_for() of many runs at once, in id order, without waiting: a run
+    whose row another transaction holds is left out (SKIP LOCKED), as is
+    an unknown one."""
+    if not workflow_ids:
+        return []
+    rows = conn.execute(
+        sa.text(
+            f"SELECT {SELECT_COLUMNS} FROM pgbus_workflows "
+            "WHERE workflow_id = ANY(:workflow_ids) ORDER BY id FOR UPDATE SKIP LOCKED"
+        ),
+        {"workflow_ids": list(workflow_ids)},
+    )
+    return as_dicts(rows)
+
+
+def any_run(conn: Connection) -> bool:
+    """True when the table holds a run (the demo seeds an empty database only)."""
+    return conn.execute(sa.text("SELECT EXISTS (SELECT 1 FROM pgbus_workflows)")).scalar_one()
+
+
+def highest_id(conn: Connection) -> int:
+    """The highest run id so far, 0 for none."""
+    return conn.execute(sa.text("SELECT COALESCE(max(id), 0) FROM pgbus_workflows")).scalar_one()
+
+
+def waiting_for_signal(conn: Connection, signal: str, *, waiting_before: datetime, limit: int) -> list[str]:
+    """Newest first, the ids of waiting runs whose latest step has waited
+    for *signal* since before *waiting_before*."""
+    return conn.execute(
+        sa.text(
+            """
+            SELECT w.workflow_id
+            FROM pgbus_workflows w
+            JOIN LATERAL (
+                SELECT wait_for, waiting_since FROM pgbus_workflow_steps
+                WHERE workflow_id = w.workflow_id ORDER BY id DESC LIMIT 1
+            ) s ON TRUE
+            WHERE w.status = 'waiting' AND s.wait_for = :signal AND s.waiting_since < :before
+            ORDER BY w.id DESC
+            LIMIT :limit
+            """
+        ),
+        {"signal": signal, "before": waiting_before, "limit": limit},
+    ).scalars().all()
+
+
+# The run's latest step, as the latest_* triggers read it (schema/v2.sql):
+# joined into a run UPDATE by a writer that keeps latest_* itself.
+_LATEST_FROM = """
+    FROM (SELECT 1) AS one
+    LEFT JOIN LATERAL (
+        SELECT id AS l_id, step_name AS l_step_name, status AS l_status, error_class AS l_error_class,
+               scheduled_at AS l_scheduled_at, waiting_since AS l_waiting_since, timeout_at AS l_timeout_at
+        FROM pgbus_workflow_steps
+        WHERE workflow_id = :workflow_id
+        ORDER BY id DESC
+        LIMIT 1
+    ) l ON TRUE
+"""
+_LATEST_SET = (
+    ", (latest_step_id, latest_step_name, latest_step_status, latest_error_class,"
+    " latest_scheduled_at, latest_waiting_since, latest_timeout_at) ="
+    " (l.l_id, l.l_step_name, l.l_status, l.l_error_class, l.l_scheduled_at,"
+    " l.l_waiting_since, l.l_timeout_at)"
+)
+
+
+def transition(
+    conn: Connection, workflow_id: str, *, from_: Iterable[str] | str, to: str,
+    sync_latest: bool = False, **attrs: Any
+) -> int:
+    """Single-winner status change: 1 when this call moved the row, 0 when
+    its status was not in *from_*. *attrs* are further columns to set.
+    *sync_latest*: also set latest_* from the run's latest step, in the
+    same row version (a writer that declared LATEST_BY_WRITER)."""
+    from_statuses = [from_] if isinstance(from_, str) else list(from_)
+    names = _checked(attrs)
+    assignments = "".join(f", {name} = :{name}" for name in names)
+    latest_set, latest_from = (_LATEST_SET, _LATEST_FROM) if sync_latest else ("", "")
+    statement = sa.text(
+        f"UPDATE pgbus_workflows w SET status = :to, updated_at = now(){assignments}{latest_set}"
+        f"{latest_from} WHERE w.workflow_id = :workflow_id AND w.status = ANY(:from_statuses)"
+    )
+    if "arguments" in attrs:
+        statement = statement.bindparams(sa.bindparam("arguments", type_=JSONB))
+    result = conn.execute(
+        statement,
+        {"to": to, "workflow_id": workflow_id, "from_statuses": from_statuses, **attrs},
+    )
+    return result.rowcount
+
+
+_SYNC_LATEST = sa.text(
+    "UPDATE pgbus_workflows w SET updated_at = w.updated_at" + _LATEST_SET + _LATEST_FROM
+    + " WHERE w.workflow_id = :workflow_id"
+    " AND (w.latest_step_id, w.latest_step_name, w.latest_step_status, w.latest_error_class,"
+    " w.latest_scheduled_at, w.latest_waiting_since, w.latest_timeout_at)"
+    " IS DISTINCT FROM (l.l_id, l.l_step_name, l.l_status, l.l_error_class, l.l_scheduled_at,"
+    " l.l_waiting_since, l.l_timeout_at)"
+)
+
+
+def sync_latest(conn: Connection, workflow_id: str) -> None:
+    """latest_* from the run's latest step, written only when they differ
+    (a writer that declared LATEST_BY_WRITER and moved no status)."""
+    conn.execute(_SYNC_LATEST, {"workflow_id": workflow_id})
+
+
+def resume_many(conn: Connection, moves: list[dict[str, Any]], *, from_: Iterable[str]) -> int:
+    """Many runs from a status in *from_* to ready in one statement, each
+    with its current_step, paused_at cleared, and its latest_* columns
+    already those of the scheduled step row about to be inserted (step_id,
+    step_name, scheduled_at): the steps' trigger then finds nothing to
+    change and leaves the row alone, one run row version instead of two.
+    Returns how many moved."""
+    if not moves:
+        return 0
+    return conn.execute(
+        sa.text(
+            """
+            UPDATE pgbus_workflows w
+            SET status = 'ready', updated_at = now(), current_step = m.step_name, paused_at = NULL,
+                latest_step_id = m.step_id, latest_step_name = m.step_name, latest_step_status = 'scheduled',
+                latest_error_class = NULL, latest_scheduled_at = m.scheduled_at, latest_waiting_since = NULL,
+                latest_timeout_at = NULL
+            FROM unnest(CAST(:workflow_ids AS text[]), CAST(:step_ids AS bigint[]), CAST(:step_names AS text[]),
+                        CAST(:scheduled AS timestamptz[])) AS m(workflow_id, step_id, step_name, scheduled_at)
+            WHERE w.workflow_id = m.workflow_id AND w.status = ANY(:from_statuses)
+            """
+        ),
+        {"from_statuses": list(from_), "workflow_ids": [move["workflow_id"] for move in moves],
+         "step_ids": [int(move["step_id"]) for move in moves], "step_names": [move["step_name"] for move in moves],
+         "scheduled": [move["scheduled_at"] for move in moves]},
+    ).rowcount
+
+
+def insert_run(conn: Connection, attrs: Mapping[str, Any]) -> bool:
+    """Insert a run. With an idempotency_key, a run of the same class and key
+    already there means nothing is inserted and False comes back. A second
+    ongoing run for the same subject raises SubjectAlreadyOngoing (inside a
+    savepoint, so the caller's transaction stays usable)."""
+    names = _checked(attrs)
+    conflict = (
+        " ON CONFLICT (workflow_class, idempotency_key)"
+        " WHERE idempotency_key IS NOT NULL DO NOTHING"
+        if attrs.get("idempotency_key") is not None
+        else ""
+    )
+    statement = sa.text(
+        f"INSERT INTO pgbus_workflows ({', '.join(names)}) "
+        f"VALUES ({', '.join(':' + name for name in names)}){conflict} RETURNING id"
+    )
+    if "arguments" in attrs:
+        statement = statement.bindparams(sa.bindparam("arguments", type_=JSONB))
+    try:
+        with conn.begin_nested():
+            row = conn.execute(statement, dict(attrs)).first()
+    except IntegrityError as exc:
+        constraint = getattr(getattr(exc.orig, "diag", None), "constraint_name", None)
+        if constraint == SUBJECT_INDEX:
+            raise SubjectAlreadyOngoing(
+                attrs.get("workflow_class"), attrs.get("subject_type"), attrs.get("subject_id")
+            ) from None
+        raise
+    return row is not None
+
+
+def definition_outdated(run: Mapping[str, Any], current_digest: str | None) -> bool:
+    """True when the run started on another step list than its definition
+    declares now. *current_digest* is None when the definition is not
+    registered in this process: nothing to compare, so not outdated."""
+    if current_digest is None:
+        return False
+    return run.get("definition_digest") != current_digest
+
+
+def find_by_idempotency_key(conn: Connection, workflow_class: str, idempotency_key: str) -> dict[str, Any] | None:
+    """The run a start with this (class, idempotency key) already made."""
+    row = conn.execute(
+        sa.text(
+            f"SELECT {SELECT_COLUMNS} FROM pgbus_workflows "
+            "WHERE workflow_class = :workflow_class AND idempotency_key = :idempotency_key"
+        ),
+        {"workflow_class": workflow_class, "idempotency_key": idempotency_key},
+    ).first()
+    return as_dict(row)
