@@ -232,3 +232,41 @@ def test_the_timeline_key_stays_on_a_phone_screen_in_japanese(server, page, runs
     for index, a in enumerate(boxes):
         for b in boxes[index + 1:]:
             assert a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1], (a, b)
+
+
+def test_a_focused_run_link_stays_on_its_run_when_a_new_run_comes_first(server, page, runs):
+    # Rows are matched by id when the refresh merges the list: without,
+    # the focused link's node stays where it is and takes the new run's
+    # href, so Enter would open a run the operator never chose.
+    for index in range(20):
+        paused_on_capture(runs, created_at=ago(hours=2, minutes=index))
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.goto(f"{server}/workflows")
+    # Far down the list, the newest runs scrolled out of sight above.
+    page.locator("#pgbus-runs tr.pgbus-run-row a.pgbus-class").nth(12).focus()
+    page.evaluate("document.activeElement.scrollIntoView({block: 'center'})")
+    chosen = page.evaluate("document.activeElement.getAttribute('href')")
+    top = page.evaluate("document.activeElement.getBoundingClientRect().top")
+    polls = polls_seen(page)
+    newer = runs.make(states.READY, step("reserve_stock", "scheduled", scheduled_at=ago(minutes=1)))
+    page.locator(f'#pgbus-runs tr[data-workflow-id="{newer}"]').wait_for(state="attached")
+    wait_for_polls(page, polls, "pgbus-runs", count=3)
+    assert page.locator("#pgbus-runs tr.pgbus-run-row").first.get_attribute("data-workflow-id") == newer
+    assert page.evaluate("document.activeElement.getAttribute('href')") == chosen
+    # Where it was on screen (the browser's scroll anchoring, to within
+    # its subpixel rounding).
+    assert abs(page.evaluate("document.activeElement.getBoundingClientRect().top") - top) < 1
+    # The polls after it move nothing on screen: layout shifts as the
+    # browser reports them, over three more polls.
+    page.evaluate(
+        "window.pgbusShift = 0; new PerformanceObserver((list) => { for (const entry of list.getEntries()) {"
+        " window.pgbusShift += entry.value; } }).observe({type: 'layout-shift', buffered: false})"
+    )
+    wait_for_polls(page, polls, "pgbus-runs", count=6)
+    assert page.evaluate("window.pgbusShift") == 0
+    # Each row's id is its run's (or its group's), once in the page.
+    ids = page.evaluate(
+        "Array.from(document.querySelectorAll('#pgbus-runs tr.pgbus-run-row, #pgbus-attention tbody tr')).map((row) => row.id)"
+    )
+    assert all(ids) and len(set(ids)) == len(ids)
+    assert page.problems == []
