@@ -142,3 +142,23 @@ def test_the_back_button_closes_the_dialog_on_the_same_list(server, chromium, ma
     finally:
         context.close()
 
+
+
+def test_retry_is_named_retry_on_the_button_the_dialog_and_the_run_page(server, chromium, many_paused):
+    # Resume on runs paused on an error tries the failed step again: the
+    # group's button, the dialog's title and start button and the run's
+    # own button all call it Retry.
+    context, page = open_page(chromium, SIZES[0])
+    try:
+        page.goto(f"{server}/workflows")
+        assert page.locator(BUTTON).inner_text().strip() == "Retry all"
+        dialog = open_dialog(page)
+        assert dialog.locator("h2").inner_text().strip() == f"Retry: {RUNS} matching runs"
+        assert dialog.locator("button.pgbus-operation-start").inner_text().strip() == f"Retry {RUNS} runs"
+        assert dialog.locator(".pgbus-operation-fits").inner_text().strip() == f"Retry fits {RUNS} of them."
+        page.goto(f"{server}/workflows/{many_paused[0]}")
+        summary = page.locator('details.pgbus-action[data-verb="resume"] summary')
+        assert summary.inner_text().strip() == "Retry capture_payment"
+        assert page.problems == []
+    finally:
+        context.close()
