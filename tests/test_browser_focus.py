@@ -3,7 +3,8 @@ the page (idiomorph), so a focused link, button or summary stays focused
 across polls; after an action focus moves to the message, or to the field
 in error; live refresh has a remembered on/off switch; opening an action's
 form moves no button; Escape closes an open form and the language menu;
-the skip link leads to the main content.
+the skip links lead to the main content and to the needs-attention
+groups.
 
 Skipped only when /usr/bin/chromium is missing (CI installs it)."""
 
@@ -203,10 +204,12 @@ def test_escape_closes_an_action_form_and_the_language_menu(server, page, runs):
 
 
 def test_the_skip_link_leads_to_the_main_content(server, page, runs):
+    # On the index it comes second, after the one to the groups.
     page.goto(f"{server}/workflows")
     page.keyboard.press("Tab")
+    page.keyboard.press("Tab")
     assert page.evaluate("document.activeElement.className") == "pgbus-skip-link"
-    assert page.locator(".pgbus-skip-link").is_visible()
+    assert page.locator('.pgbus-skip-link[href="#pgbus-main"]').is_visible()
     page.keyboard.press("Enter")
     assert active(page)["id"] == "pgbus-main"
 
@@ -270,3 +273,21 @@ def test_a_focused_run_link_stays_on_its_run_when_a_new_run_comes_first(server, 
     )
     assert all(ids) and len(set(ids)) == len(ids)
     assert page.problems == []
+
+
+def test_a_groups_button_is_a_few_tabs_from_the_top(server, page, runs):
+    # The index's first focusable element skips to the needs-attention
+    # groups: an operator on call reaches a group's button at once.
+    for index in range(3):
+        paused_on_capture(runs, paused_at=ago(minutes=5 + index))
+    page.goto(f"{server}/workflows")
+    first = '#pgbus-attention tr.pgbus-attention-group form[data-verb] button'
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.getAttribute('href')") == "#pgbus-attention"
+    page.keyboard.press("Enter")
+    tabs = 1
+    while not page.evaluate(f"document.activeElement === document.querySelector({first!r})"):
+        assert tabs < 5, page.evaluate("document.activeElement.outerHTML.slice(0, 120)")
+        page.keyboard.press("Tab")
+        tabs += 1
+    assert tabs <= 5
