@@ -39,9 +39,9 @@ def many_paused(runs):
     return [paused_on_capture(runs, paused_at=ago(minutes=5 + index)) for index in range(RUNS)]
 
 
-def open_page(chromium, size, scheme="light"):
+def open_page(chromium, size, scheme="light", locale="en-US"):
     width, height = size
-    context = chromium.new_context(locale="en-US", timezone_id="Europe/Oslo", color_scheme=scheme,
+    context = chromium.new_context(locale=locale, timezone_id="Europe/Oslo", color_scheme=scheme,
                                    viewport={"width": width, "height": height})
     page = context.new_page()
     page.set_default_timeout(WAIT_MS)
@@ -160,5 +160,23 @@ def test_retry_is_named_retry_on_the_button_the_dialog_and_the_run_page(server, 
         summary = page.locator('details.pgbus-action[data-verb="resume"] summary')
         assert summary.inner_text().strip() == "Retry capture_payment"
         assert page.problems == []
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("locale", ["de-DE", "ja-JP"])
+def test_a_phone_screen_is_not_widened_in_long_languages(server, chromium, many_paused, locale):
+    # German's top bar (live switch, language menu) and skip links are the
+    # widest: they wrap, and the skip links stay out of sight until focused.
+    context, page = open_page(chromium, SIZES[1], locale=locale)
+    try:
+        page.goto(f"{server}/workflows")
+        assert page.evaluate("() => document.documentElement.scrollWidth <= innerWidth")
+        assert page.evaluate(
+            "() => Array.from(document.querySelectorAll('.pgbus-skip-link')).every((a) => a.getBoundingClientRect().bottom <= 0)"
+        )
+        open_dialog(page)
+        assert page.evaluate("() => document.documentElement.scrollWidth <= innerWidth")
+        assert inside_viewport(page, f"{DIALOG} button.pgbus-operation-start")
     finally:
         context.close()
