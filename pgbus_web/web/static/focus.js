@@ -104,14 +104,10 @@
   });
 
   function giveFocusBack() {
-    // The button's node may have been merged away by a refresh meanwhile:
-    // then its form's button now in the page, by the form's verb.
-    var target = opener;
-    if (target && !target.isConnected) {
-      target = null;
-    }
-    if (target) {
-      target.focus();
+    // Live refresh waits while the dialog is open, so the button is still
+    // the same node; one gone meanwhile leaves focus where the browser puts it.
+    if (opener && opener.isConnected) {
+      opener.focus();
     }
   }
 
