@@ -33,7 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pgbus_web import locks  # noqa: E402
-from pgbus_web.rules import states
+from pgbus_web.rules import states  # noqa: E402
+from pgbus_web.core.words import verb_labels  # noqa: E402
 from pgbus_web.rules.run_filters import RANGES  # noqa: E402
 
 SOURCE_LOCALE = "en"
@@ -72,8 +73,9 @@ DYNAMIC_KEYS = (
     | _family(f"{W}.attention.reasons", states.STUCK_REASONS)
     | _family(f"{W}.attention.confirm", BULK_VERBS + tuple(f"{v}_error" for v in BULK_VERBS))
     | _family(f"{W}.next", (f"{k}_html" for k in NEXT_KEYS))
-    | _family(f"{W}.actions", ("resume", "resume_at", "run_now", "skip", "rerun", "cancel", "pause", "reschedule", "signal"))
-    | _family(f"{W}.resume", ("retry", "continue", "finish", "resume"))
+    # Every verb's words, from their one table.
+    | {key for words in verb_labels.WORDS.values() for key in (words.label, words.bulk, words.with_step, words.event) if key}
+    | set(verb_labels.PLAN_WITH_STEP.values())
     | _family(
         f"{W}.timeline.series",
         ("waited", "queued", "waiting", "paused", "ran_ok", "ran_failed", "ran_open", "ran_cancelled"),

@@ -3,7 +3,8 @@ the page (idiomorph), so a focused link, button or summary stays focused
 across polls; after an action focus moves to the message, or to the field
 in error; live refresh has a remembered on/off switch; opening an action's
 form moves no button; Escape closes an open form and the language menu;
-the skip link leads to the main content.
+the skip links lead to the main content and to the needs-attention
+groups.
 
 Skipped only when /usr/bin/chromium is missing (CI installs it)."""
 
@@ -197,10 +198,12 @@ def test_escape_closes_an_action_form_and_the_language_menu(server, page, runs):
 
 
 def test_the_skip_link_leads_to_the_main_content(server, page, runs):
+    # On the index it comes second, after the one to the groups.
     page.goto(f"{server}/workflows")
     page.keyboard.press("Tab")
+    page.keyboard.press("Tab")
     assert page.evaluate("document.activeElement.className") == "pgbus-skip-link"
-    assert page.locator(".pgbus-skip-link").is_visible()
+    assert page.locator('.pgbus-skip-link[href="#pgbus-main"]').is_visible()
     page.keyboard.press("Enter")
     assert active(page)["id"] == "pgbus-main"
 
@@ -226,3 +229,59 @@ def test_the_timeline_key_stays_on_a_phone_screen_in_japanese(server, page, runs
     for index, a in enumerate(boxes):
         for b in boxes[index + 1:]:
             assert a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1], (a, b)
+
+
+def test_a_focused_run_link_stays_on_its_run_when_a_new_run_comes_first(server, page, runs):
+    # Rows are matched by id when the refresh merges the list: without,
+    # the focused link's node stays where it is and takes the new run's
+    # href, so Enter would open a run the operator never chose.
+    for index in range(20):
+        paused_on_capture(runs, created_at=ago(hours=2, minutes=index))
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.goto(f"{server}/workflows")
+    # Far down the list, the newest runs scrolled out of sight above.
+    page.locator("#pgbus-runs tr.pgbus-run-row a.pgbus-class").nth(12).focus()
+    page.evaluate("document.activeElement.scrollIntoView({block: 'center'})")
+    chosen = page.evaluate("document.activeElement.getAttribute('href')")
+    top = page.evaluate("document.activeElement.getBoundingClientRect().top")
+    polls = polls_seen(page)
+    newer = runs.make(states.READY, step("reserve_stock", "scheduled", scheduled_at=ago(minutes=1)))
+    page.locator(f'#pgbus-runs tr[data-workflow-id="{newer}"]').wait_for(state="attached")
+    wait_for_polls(page, polls, "pgbus-runs", count=3)
+    assert page.locator("#pgbus-runs tr.pgbus-run-row").first.get_attribute("data-workflow-id") == newer
+    assert page.evaluate("document.activeElement.getAttribute('href')") == chosen
+    # Where it was on screen (the browser's scroll anchoring, to within
+    # its subpixel rounding).
+    assert abs(page.evaluate("document.activeElement.getBoundingClientRect().top") - top) < 1
+    # The polls after it move nothing on screen: layout shifts as the
+    # browser reports them, over three more polls.
+    page.evaluate(
+        "window.pgbusShift = 0; new PerformanceObserver((list) => { for (const entry of list.getEntries()) {"
+        " window.pgbusShift += entry.value; } }).observe({type: 'layout-shift', buffered: false})"
+    )
+    wait_for_polls(page, polls, "pgbus-runs", count=6)
+    assert page.evaluate("window.pgbusShift") == 0
+    # Each row's id is its run's (or its group's), once in the page.
+    ids = page.evaluate(
+        "Array.from(document.querySelectorAll('#pgbus-runs tr.pgbus-run-row, #pgbus-attention tbody tr')).map((row) => row.id)"
+    )
+    assert all(ids) and len(set(ids)) == len(ids)
+    assert page.problems == []
+
+
+def test_a_groups_button_is_a_few_tabs_from_the_top(server, page, runs):
+    # The index's first focusable element skips to the needs-attention
+    # groups: an operator on call reaches a group's button at once.
+    for index in range(3):
+        paused_on_capture(runs, paused_at=ago(minutes=5 + index))
+    page.goto(f"{server}/workflows")
+    first = '#pgbus-attention tr.pgbus-attention-group form[data-verb] button'
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.getAttribute('href')") == "#pgbus-attention"
+    page.keyboard.press("Enter")
+    tabs = 1
+    while not page.evaluate(f"document.activeElement === document.querySelector({first!r})"):
+        assert tabs < 5, page.evaluate("document.activeElement.outerHTML.slice(0, 120)")
+        page.keyboard.press("Tab")
+        tabs += 1
+    assert tabs <= 5

@@ -186,7 +186,8 @@ def test_audit_trail_as_sentences_newest_first(client, runs):
     page = soup(client.get(f"/workflows/{workflow_id}"))
     events = page.select("#pgbus-run-audit li.pgbus-event")
     assert [e["data-event"] for e in events] == ["resumed", "paused", "step_failed"]
-    assert text_of(events[0].select_one(".pgbus-event-sentence")) == "Resumed by dashboard:alice: SMTP fixed"
+    # A resume that tried the failed step again is reported as offered: Retry.
+    assert text_of(events[0].select_one(".pgbus-event-sentence")) == "Retried by dashboard:alice: SMTP fixed"
     assert text_of(events[2].select_one(".pgbus-event-sentence")) == "Step failed by system (capture_payment #2)"
     details = events[0].select(".pgbus-audit-details dt, .pgbus-audit-details dd")
     assert [text_of(node) for node in details] == ["action", "retry"]

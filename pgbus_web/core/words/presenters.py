@@ -264,11 +264,13 @@ def resume_label(plan: Any, *, current_step: Optional[str] = None) -> str:
     runtime's action plan (attributes or keys ``action`` and ``step``), or
     None when it is not known: then plainly "Resume". A plan without a step
     (finishing) names the run's *current_step*."""
+    from . import verb_labels  # it reads this module's words at import
+
     action = _plan_value(plan, "action", "resume_action") if plan is not None else None
     if action not in RESUME_ACTIONS:
-        return t("pgbus.workflows.actions.resume")
+        return verb_labels.verb_label("resume")
     step = _plan_value(plan, "step", "resume_step") or current_step or timefmt.NONE
-    return t(f"pgbus.workflows.resume.{action}", step=step)
+    return verb_labels.with_step_label(action, step)
 
 
 def _humanize(name: str) -> str:
@@ -283,6 +285,12 @@ def event_sentence(event: Mapping[str, Any]) -> str:
     template escapes it."""
     name = str(event.get("event") or "")
     what = t(f"pgbus.workflows.events.{name}") if name in states.EVENTS else _humanize(name)
+    details = event.get("details")
+    if name == "resumed" and isinstance(details, Mapping) and details.get("action") == "retry":
+        from . import verb_labels
+
+        # A resume that tried the failed step again: reported as offered.
+        what = t(verb_labels.WORDS["retry"].event)
     sentence = t("pgbus.workflows.audit.by", event=what, actor=event.get("actor") or "")
     if event.get("step_name"):
         if event.get("attempt") is not None:

@@ -61,18 +61,62 @@ class RunAction:
     min_at: str | None = None  # the earliest time a time field takes
 
 
+# One table of every verb's words, wherever the verb is offered or
+# reported: its button on the run page and its name on an operation's
+# dialog and page (label), a needs-attention group's button (bulk), the
+# run page's button when it names the step (with_step) and the audit
+# trail's word for it (event). Message keys, translated when drawn.
+# "retry" is resume on a run paused on an error: the step that failed is
+# tried again, so every place calls it Retry (docs/actions.md).
+A, B, R, E = "pgbus.workflows.actions", "pgbus.workflows.bulk.actions", "pgbus.workflows.resume", "pgbus.workflows.events"
+
+
+@dataclass(frozen=True)
+class VerbWords:
+    label: str
+    bulk: str | None = None
+    with_step: str | None = None
+    event: str | None = None
+
+
+WORDS: dict[str, VerbWords] = {
+    "resume": VerbWords(f"{A}.resume", f"{B}.resume", f"{R}.resume", f"{E}.resumed"),
+    "retry": VerbWords(f"{A}.retry", f"{B}.retry", f"{R}.retry", f"{E}.retried"),
+    "resume_at": VerbWords(f"{A}.resume_at"),
+    "run_now": VerbWords(f"{A}.run_now"),
+    "skip": VerbWords(f"{A}.skip", f"{B}.skip"),
+    "rerun": VerbWords(f"{A}.rerun"),
+    "cancel": VerbWords(f"{A}.cancel", f"{B}.cancel"),
+    "pause": VerbWords(f"{A}.pause"),
+    "reschedule": VerbWords(f"{A}.reschedule"),
+    SIGNAL: VerbWords(f"{A}.signal"),
+}
+# The action plan's other ways of resuming, named on the run page's button.
+PLAN_WITH_STEP = {
+    "retry": WORDS["retry"].with_step,
+    "resume": WORDS["resume"].with_step,
+    "continue": f"{R}.continue",
+    "finish": f"{R}.finish",
+}
+# The stuck reasons whose runs are paused on an error (their bulk button is
+# Retry): a resume operation on a filter of one of them is a retry.
+RETRY_REASONS = tuple(reason for reason, verbs in BULK_BY_REASON.items() if "retry" in verbs)
+
+
 def verb_label(verb: str) -> str:
-    return {
-        "resume": t("pgbus.workflows.actions.resume"),
-        "resume_at": t("pgbus.workflows.actions.resume_at"),
-        "run_now": t("pgbus.workflows.actions.run_now"),
-        "skip": t("pgbus.workflows.actions.skip"),
-        "rerun": t("pgbus.workflows.actions.rerun"),
-        "cancel": t("pgbus.workflows.actions.cancel"),
-        "pause": t("pgbus.workflows.actions.pause"),
-        "reschedule": t("pgbus.workflows.actions.reschedule"),
-        SIGNAL: t("pgbus.workflows.actions.signal"),
-    }[verb]
+    return t(WORDS[verb].label)
+
+
+def operation_verb(verb: str, filters: Mapping[str, Any] | None = None) -> str:
+    """The verb an operation is named by: resume on runs paused on an
+    error (the filter's stuck reason) is retry, as the group's button said."""
+    if verb == "resume" and isinstance(filters, Mapping) and filters.get("reason") in RETRY_REASONS:
+        return "retry"
+    return verb
+
+
+def with_step_label(action: str, step: str) -> str:
+    return t(PLAN_WITH_STEP[action], step=step)
 
 
 def _confirm(verb: str, run: Mapping[str, Any]) -> str | None:
@@ -144,12 +188,10 @@ class GroupAction:
 
 
 def bulk_label(verb: str) -> str:
-    return {
-        "resume": t("pgbus.workflows.bulk.actions.resume"),
-        "retry": t("pgbus.workflows.bulk.actions.retry"),
-        "skip": t("pgbus.workflows.bulk.actions.skip"),
-        "cancel": t("pgbus.workflows.bulk.actions.cancel"),
-    }[verb]
+    bulk = WORDS[verb].bulk
+    if bulk is None:
+        raise KeyError(verb)
+    return t(bulk)
 
 
 def bulk_confirm(action: str, group: Mapping[str, Any]) -> str:

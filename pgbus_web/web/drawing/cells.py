@@ -21,7 +21,7 @@ from markupsafe import Markup, escape
 
 from ... import bidi
 from ...i18n import current_locale, current_timezone, on_reload, t, t_html, tn
-from . import template_helpers
+from . import dom_ids, template_helpers
 from ...core.words import presenters, timefmt
 from .template_helpers import batch_url, run_state, run_url
 
@@ -150,7 +150,7 @@ def _run_row(
     else:
         step_cell = '<span class="pgbus-muted">—</span>'
     head = f"""
-        <tr class="pgbus-run-row" data-workflow-id="{escape(workflow_id)}" data-badge="{escape(state.badge)}">
+        <tr class="pgbus-run-row" id="{dom_ids.run_row_id(workflow_id)}" data-workflow-id="{escape(workflow_id)}" data-badge="{escape(state.badge)}">
           <td data-label="{status}">{run_badge(state)}</td>
           <td data-label="{run_label}">
             <a class="pgbus-class" dir="auto" href="{escape(run_url(workflow_id))}">{escape(run["workflow_class"])}</a>

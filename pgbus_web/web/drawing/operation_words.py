@@ -15,9 +15,9 @@ from ...core.words import verb_labels
 from ...core.words.presenters import RUN_TONES, _humanize
 
 
-def operation_verb(verb: str) -> str:
+def operation_verb(verb: str, filters: Mapping[str, Any] | None = None) -> str:
     try:
-        return verb_labels.verb_label(verb)
+        return verb_labels.verb_label(verb_labels.operation_verb(verb, filters))
     except KeyError:
         return _humanize(str(verb))
 
@@ -46,7 +46,7 @@ def operation_preview(preview: Any) -> dict[str, Any]:
         else:
             why = t("pgbus.operations.preview.skip_class", workflow_class=skip["workflow_class"])
         skips.append({"count": skip["count"], "why": why})
-    return {"verb_label": operation_verb(preview.verb), "skip_lines": skips}
+    return {"verb_label": operation_verb(preview.verb, preview.query), "skip_lines": skips}
 
 
 def filters_readable(operation: Mapping[str, Any]) -> bool:
@@ -83,7 +83,7 @@ def operation_progress(operation: Mapping[str, Any], *, now: datetime) -> dict[s
         "time_left": left,
         "percent": min(100, int(handled * 100 / total)) if total else 100,
         "open": operation.get("status") in OPEN,
-        "verb_label": operation_verb(operation.get("verb") or ""),
+        "verb_label": operation_verb(operation.get("verb") or "", operation.get("filters")),
         "status_label": operation_status(operation.get("status") or ""),
         "status_tone": STATUS_TONES.get(operation.get("status") or "", "gray"),
     }

@@ -15,7 +15,7 @@ from markupsafe import Markup
 from ... import bidi
 from ...rules import run_filters as filters
 from ...i18n import current_locale, current_timezone
-from . import filter_chips, runtime_words
+from . import dom_ids, filter_chips, runtime_words
 from ...core.words import presenters, timefmt
 from ...plumbing import run_ids
 from ...plumbing.state import state
@@ -101,4 +101,5 @@ TEMPLATE_NAMES: dict[str, Any] = {
     "filter_chips": filter_chips.chips,
     "group_query": filters.group_query,
     "failed_group_query": filters.failed_group_query,
+    "group_row_id": dom_ids.group_row_id,
 }

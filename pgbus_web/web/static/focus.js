@@ -11,6 +11,12 @@
 //    the messages area that says what happened.
 // 3. Escape closes an open action form or the language menu, and focus
 //    goes back to its button.
+// 4. An operation's preview swapped into #pgbus-operation-slot is a modal
+//    dialog (showModal): a backdrop, the page beneath inert, focus kept
+//    inside, Escape closes it. It is drawn open for the page without
+//    JavaScript (preview.html), so here it is reopened as modal. Its back
+//    link closes it instead of loading the list again; closed, it leaves
+//    the page and focus goes back to the button that asked for it.
 (function () {
   "use strict";
 
@@ -83,5 +89,63 @@
       summary.focus();
     }
     event.preventDefault();
+  });
+
+  var SLOT = "#pgbus-operation-slot";
+  var opener = null;
+
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var form = event.detail.elt;
+    if (!form || !form.getAttribute || form.getAttribute("hx-target") !== SLOT) {
+      return;
+    }
+    var active = document.activeElement;
+    opener = active && form.contains(active) && active.matches("button") ? active : form.querySelector("button");
+  });
+
+  function giveFocusBack() {
+    // Live refresh waits while the dialog is open, so the button is still
+    // the same node; one gone meanwhile leaves focus where the browser puts it.
+    if (opener && opener.isConnected) {
+      opener.focus();
+    }
+  }
+
+  function openModal(dialog) {
+    if (dialog.matches(":modal") || typeof dialog.showModal !== "function") {
+      return;
+    }
+    // showModal refuses a dialog already open (drawn with the attribute).
+    dialog.close();
+    dialog.showModal();
+    dialog.addEventListener("close", function () {
+      // The close() above queues a close event of its own, which comes
+      // when the dialog is open again; replaced by its own form's answer
+      // (a refusal), the new one opens instead.
+      if (dialog.open || !dialog.isConnected) {
+        return;
+      }
+      dialog.remove();
+      giveFocusBack();
+    });
+  }
+
+  // afterSwap comes before htmx settles the new content and focuses its
+  // autofocus field: modal by then, that focus scrolls nothing beneath.
+  document.addEventListener("htmx:afterSwap", function () {
+    var dialog = document.querySelector(SLOT + " dialog.pgbus-operation-dialog");
+    if (dialog) {
+      openModal(dialog);
+    }
+  });
+
+  document.addEventListener("click", function (event) {
+    var back = event.target.closest && event.target.closest("dialog.pgbus-operation-dialog a.pgbus-button");
+    var dialog = back && back.closest("dialog");
+    if (!dialog || !dialog.matches(":modal")) {
+      return;
+    }
+    event.preventDefault();
+    dialog.close();
   });
 })();
