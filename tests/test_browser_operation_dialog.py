@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 from action_support import ago, operator_app, paused_on_capture
-from browser import WAIT_MS, launched, requires_chromium, serve
+from browser import WAIT_MS, requires_chromium, serve
 
 pytestmark = requires_chromium
 
@@ -26,12 +26,6 @@ DIALOG = "dialog#pgbus-operation-dialog"
 @pytest.fixture
 def server(database):
     yield from serve(operator_app(database, actor_name=lambda request: "browser", refresh_interval=1))
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    with launched() as browser:
-        yield browser
 
 
 @pytest.fixture
