@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from ..rules import states
-from ..models import batches, events, signals, steps, workflows
+from ..models import batches, events, run_lookups, signals, steps, workflows
 from ..rules.run_filters import RANGES, RunFilters
 from ..runtime.clock import utcnow
 from .words.presenters import batch_progress as presenters_batch_progress
@@ -57,6 +57,12 @@ def find_run(conn: Connection, workflow_id: str) -> dict[str, Any] | None:
     cannot hold included). Every door answers None with
     problems.run_not_found."""
     return workflows.find(conn, workflow_id) if storable(workflow_id) else None
+
+
+def runs_by_prefix(conn: Connection, prefix: str) -> list[str]:
+    """At most two ids of runs whose id starts with *prefix* (the short id
+    the pages print): two are enough to know it names more than one run."""
+    return run_lookups.ids_starting_with(conn, prefix, limit=2) if storable(prefix) else []
 
 
 # --- the runs index --------------------------------------------------------
