@@ -169,6 +169,10 @@ def index_context(
         context.update(index_runs(conn, settings, filters, now))
         if filters.active:
             context.update(matching=matching_count(conn, settings, filters, now), matching_cap=MATCHING_CAP)
+            # A search that names one run (a pasted id, a subject) offers to
+            # open it: the operator looked for that run, not for a list.
+            if filters.q and context["matching"] == 1 and len(context["runs"]) == 1:
+                context["only_match"] = context["runs"][0]
     return context
 
 
