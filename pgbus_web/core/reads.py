@@ -11,10 +11,11 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from ..rules import states
+from ..rules import states, verb_table
 from ..models import (
     batches,
     events,
+    run_lookups,
     signals,
     steps,
     workflow_attention,
@@ -66,6 +67,12 @@ def find_run(conn: Connection, workflow_id: str) -> dict[str, Any] | None:
     cannot hold included). Every door answers None with
     problems.run_not_found."""
     return workflow_rows.find(conn, workflow_id) if storable(workflow_id) else None
+
+
+def runs_by_prefix(conn: Connection, prefix: str) -> list[str]:
+    """At most two ids of runs whose id starts with *prefix* (the short id
+    the pages print): two are enough to know it names more than one run."""
+    return run_lookups.ids_starting_with(conn, prefix, limit=2) if storable(prefix) else []
 
 
 # --- the runs index --------------------------------------------------------
@@ -171,7 +178,19 @@ def index_context(
     if filters is not None and "runs" in parts:
         context.update(index_runs(conn, settings, filters, now))
         if filters.active:
-            context.update(matching=matching_count(conn, settings, filters, now), matching_cap=MATCHING_CAP)
+            by_status = matching_statuses(conn, settings, filters, now)
+            matching = sum(by_status.values())
+            context.update(
+                matching=matching,
+                matching_cap=MATCHING_CAP,
+                # Past the cap the statuses are those of the runs counted
+                # first, not of all: every verb stays offered.
+                matching_verbs=verb_table.fitting(by_status) if matching <= MATCHING_CAP else None,
+            )
+            # A search that names one run (a pasted id, a subject) offers to
+            # open it: the operator looked for that run, not for a list.
+            if filters.q and context["matching"] == 1 and len(context["runs"]) == 1:
+                context["only_match"] = context["runs"][0]
     return context
 
 
@@ -181,14 +200,22 @@ def index_context(
 MATCHING_CAP = 10_000
 
 
-def matching_count(conn: Connection, settings: Settings, filters: RunFilters, now: datetime) -> int:
-    """What the operation's preview would count for *filters* now (its
-    total), up to MATCHING_CAP + 1."""
+def matching_statuses(
+    conn: Connection, settings: Settings, filters: RunFilters, now: datetime
+) -> dict[str, int]:
+    """{status: runs} of what the operation's preview would count for
+    *filters* now, up to MATCHING_CAP + 1 runs in all."""
     binds = filters.page_binds(now)
     binds.pop("before_id", None)
     binds.pop("after_id", None)
     where, where_binds = workflow_index.page_where(now=now, **thresholds(settings), **binds)
-    return workflow_index.count_up_to(conn, where=where, binds=where_binds, cap=MATCHING_CAP)
+    return run_lookups.status_counts_up_to(conn, where=where, binds=where_binds, cap=MATCHING_CAP)
+
+
+def matching_count(conn: Connection, settings: Settings, filters: RunFilters, now: datetime) -> int:
+    """What the operation's preview would count for *filters* now (its
+    total), up to MATCHING_CAP + 1."""
+    return sum(matching_statuses(conn, settings, filters, now).values())
 
 
 # --- one run ---------------------------------------------------------------

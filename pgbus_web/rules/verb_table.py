@@ -69,6 +69,13 @@ def allowed(status: str | None, class_loaded: bool) -> tuple[str, ...]:
     )
 
 
+def fitting(statuses) -> tuple[str, ...]:
+    """The verbs that may start from at least one of *statuses*, in button
+    order: what an action on many runs of those statuses can do."""
+    present = set(statuses)
+    return tuple(verb.name for verb in TABLE if present.intersection(verb.from_statuses))
+
+
 def available_actions(run: Mapping[str, Any], class_loaded: bool) -> tuple[str, ...]:
     """The verbs allowed on *run* now (the reference's available_actions)."""
     return allowed(run.get("status"), class_loaded)

@@ -275,9 +275,11 @@ def back_to_page(operation_id: int):
     return redirect(url_for("pgbus_web.operation", operation_id=operation_id), 303)
 
 
-def operation_verbs() -> list[dict[str, str]]:
-    """The verbs the index's entry offers, with their labels."""
-    return [{"name": verb, "label": operation_words.operation_verb(verb)} for verb in operations.VERBS]
+def operation_verbs(fitting=None) -> list[dict[str, str]]:
+    """The verbs the index's entry offers, with their labels: those of
+    *fitting* (the verbs the matched runs' statuses allow), all when None."""
+    return [{"name": verb, "label": operation_words.operation_verb(verb)}
+            for verb in operations.VERBS if fitting is None or verb in fitting]
 
 
 # What the templates call (template_names.py gives them).

@@ -82,6 +82,11 @@ def workflow(workflow_id: str):
         owner = _action_owner(workflow_id)
         if owner is not None:
             return redirect(url_for("pgbus_web.workflow", workflow_id=owner), 303)
+        found = _by_prefix(workflow_id)
+        if len(found) == 1:
+            return redirect(url_for("pgbus_web.workflow", workflow_id=found[0]), 303)
+        if found:
+            return redirect(url_for("pgbus_web.workflows", q=workflow_id), 303)
         return answers.error_page_for(problems.run_not_found(workflow_id))
     page.update(common())
     return not_modified.tagged(render.page(pages.RUN.template, page, pages.RUN.fragments), tag)
@@ -100,6 +105,15 @@ def _action_owner(path: str) -> str | None:
         return None
     with state().database.read() as conn:
         return owner if context.find_run(conn, owner) is not None else None
+
+
+def _by_prefix(prefix: str) -> list[str]:
+    """The runs a short id (the pages print a run id's first eight
+    characters, and an operator pastes it into the address bar) may name:
+    none, one, or two when it names several. Only asked once no run has
+    *prefix* as its whole id."""
+    with state().database.read() as conn:
+        return context.runs_by_prefix(conn, prefix)
 
 
 def insights(workflow_class: str):
