@@ -189,6 +189,40 @@ def test_sign_out_ends_the_session(app):
     assert client.get("/workflows", headers={"Accept": "text/html"}).status_code == 303
 
 
+def test_a_cookie_copied_before_sign_out_is_refused_after_it(app):
+    client = app.test_client()
+    sign_in(client, *VIEWER)
+    page = client.get("/workflows")
+    token = soup(page).select_one("form.pgbus-sign-out input[name=token]")["value"]
+    copied = client.get_cookie("session").value
+    other = sign_in(app.test_client(), *OPERATOR)  # another user's session
+    assert other.status_code == 303
+
+    client.post("/sign-out", data={"token": token})
+    replay = app.test_client()
+    replay.set_cookie("session", copied)
+    assert replay.get("/workflows", headers={"Accept": "text/html"}).status_code == 303
+    assert replay.get("/workflows").status_code == 401
+    # Signing in again works, with a new session.
+    again = app.test_client()
+    assert sign_in(again, *VIEWER).status_code == 303
+    assert again.get("/workflows").status_code == 200
+
+
+def test_sign_out_is_seen_by_every_process(database, users_file):
+    # Two apps over one database, as two processes behind one address.
+    first, second = (signed_in_app(database, users_file) for _ in range(2))
+    client = first.test_client()
+    sign_in(client, *VIEWER)
+    cookie = client.get_cookie("session").value
+    elsewhere = second.test_client()
+    elsewhere.set_cookie("session", cookie)
+    assert elsewhere.get("/workflows").status_code == 200
+    token = soup(client.get("/workflows")).select_one("form.pgbus-sign-out input[name=token]")["value"]
+    client.post("/sign-out", data={"token": token})
+    assert elsewhere.get("/workflows").status_code == 401
+
+
 def test_a_forged_session_is_anonymous(app):
     other = Flask("forger")
     other.secret_key = "not the secret"

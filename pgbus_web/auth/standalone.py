@@ -40,7 +40,9 @@ from flask import (
 
 from .. import i18n
 from ..plumbing import hx
+from ..models import sign_ins
 from ..plumbing.security import same_origin
+from ..plumbing.state import state
 from . import passwords, proxy
 from . import session as sessions
 from .throttle import Throttle
@@ -139,10 +141,20 @@ class Auth:
         if self.users is not None and request.authorization and request.authorization.type == "basic":
             return self._basic()
         if self.users is not None:
-            user = sessions.user(session, self.users.get, self.lifetime)
+            user = sessions.user(session, self.users.get, self.lifetime, generation=self.generation)
             if user is not None:
                 return Identity(user.name, user.role, "session")
         return None
+
+    def generation(self, name: str) -> int:
+        """*name*'s session generation, from the database every process shares."""
+        with state().database.primary.connect() as conn:
+            return sign_ins.generation(conn, name)
+
+    def end_sessions(self, name: str) -> int:
+        """End every session of *name* made so far (sign-out)."""
+        with state().database.primary.begin() as conn:
+            return sign_ins.bump(conn, name)
 
     def _basic(self) -> Identity:
         name = request.authorization.username or ""
@@ -284,12 +296,16 @@ def build_blueprint(auth: Auth) -> Blueprint:
         user = auth.check_password(name, request.form.get("password", ""))
         if user is None:
             return page(401, i18n.t("pgbus.web.auth.failed"))
-        sessions.start(session, user)
+        sessions.start(session, user, auth.generation(user.name))
         return redirect(_safe_next(request.form.get("next")), 303)
 
     @blueprint.post("/sign-out")
     def sign_out():
         if sessions.token_matches(sessions.sign_out_token(session), request.form.get("token")):
+            # On the server first: a copy of this cookie must not outlive it.
+            name = sessions.name(session)
+            if name:
+                auth.end_sessions(name)
             sessions.end(session)
         return redirect(url_for(f"{BLUEPRINT}.sign_in"), 303)
 
