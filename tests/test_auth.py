@@ -21,7 +21,7 @@ from test_web_bad_input import everything
 from web_helpers import Runs, soup
 
 from pgbus_web.auth import session as sessions
-from pgbus_web.auth.throttle import PER_USER
+from pgbus_web.auth.throttle import PER_NAME_ADDRESS
 from pgbus_web.i18n import force_locale, t
 
 
@@ -157,7 +157,7 @@ def test_the_sign_in_form_needs_its_token(app):
 
 def test_failed_sign_ins_are_throttled_per_user(app, caplog):
     client = app.test_client()
-    for _ in range(PER_USER):
+    for _ in range(PER_NAME_ADDRESS):
         assert sign_in(client, OPERATOR[0], "wrong").status_code == 401
     # Now even the right password is refused, without being checked.
     response = sign_in(client, *OPERATOR)

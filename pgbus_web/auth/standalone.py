@@ -177,14 +177,19 @@ class Auth:
         return Identity(user.name, user.role, "basic")
 
     def check_password(self, name: str, password: str):
-        """The user when *name* and *password* match and neither the name
-        nor the address is throttled; None otherwise (logged, without the
-        password)."""
-        address = proxy.peer(request.environ)
+        """The user when *name* and *password* match; None otherwise."""
+        return self.attempt(name, password)[0]
+
+    def attempt(self, name: str, password: str):
+        """(user, throttled): the user when *name* and *password* match and
+        the throttle let the attempt through, reserved before the slow hash
+        (auth/throttle.py); failures are logged without the password."""
+        address = request.remote_addr or ""
         shown = name[:LOGGED_NAME]
-        if self.throttle.blocked(name, address):
+        reservation = self.throttle.reserve(name, address)
+        if reservation is None:
             log.warning("pgbus-web: sign-in refused for %r from %s: too many failed attempts", shown, address)
-            return None
+            return None, True
         try:
             user = self.users.get(name) if self.users is not None else None
         except UsersFileError as problem:
@@ -192,11 +197,10 @@ class Auth:
         if user is None:
             passwords.burn(password)
         elif passwords.verify(user.password_hash, password):
-            self.throttle.succeeded(name)
-            return user
-        self.throttle.failed(name, address)
+            self.throttle.succeeded(reservation)
+            return user, False
         log.warning("pgbus-web: failed sign-in for %r from %s", shown, address)
-        return None
+        return None, False
 
     def _challenge(self) -> Response:
         if self.users is not None and _browser_navigation():
@@ -288,12 +292,9 @@ def build_blueprint(auth: Auth) -> Blueprint:
         if not sessions.token_matches(session.get(sessions.FORM_KEY), request.form.get("token")):
             return page(400, i18n.t("pgbus.web.auth.form_expired"))
         name = request.form.get("name", "").strip()
-        address = proxy.peer(request.environ)
-        if auth.throttle.blocked(name, address):
-            log.warning("pgbus-web: sign-in refused for %r from %s: too many failed attempts",
-                        name[:LOGGED_NAME], address)
+        user, throttled = auth.attempt(name, request.form.get("password", ""))
+        if throttled:
             return page(429, i18n.t("pgbus.web.auth.throttled"))
-        user = auth.check_password(name, request.form.get("password", ""))
         if user is None:
             return page(401, i18n.t("pgbus.web.auth.failed"))
         sessions.start(session, user, auth.generation(user.name))

@@ -112,6 +112,7 @@ def install(engine: Engine, *, target: int = SCHEMA_VERSION) -> InstallResult:
 
 # Every table install() creates, children first: what tests truncate.
 TABLES = (
+    "pgbus_web_sign_in_throttle",
     "pgbus_web_sign_in_generations",
     "pgbus_web_api_tokens",
     "pgbus_web_operations",
