@@ -14,8 +14,11 @@ does so with waitress.
 
 Behind a reverse proxy that ends TLS, ``trusted_proxies=N`` honours the
 ``X-Forwarded-For/-Proto/-Host/-Port/-Prefix`` headers set by the last N
-proxies (Werkzeug's ProxyFix); with the default 0 they are ignored, since
-anyone can send them. Whenever the request is HTTPS (directly, or by a
+proxies (Werkzeug's ProxyFix), and only on requests whose connecting peer
+is in ``trusted_proxy_addresses`` (CIDRs; loopback when not given); from
+any other peer, and with the default 0, they are dropped, since anyone can
+send them. A prefix is believed only as a plain path of this site
+(plumbing/forwarded.py). Whenever the request is HTTPS (directly, or by a
 trusted proxy's word) every cookie the app sets is ``Secure``; the session
 cookie, which carries the flashed messages, is also ``SameSite=Lax``.
 """
@@ -31,7 +34,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 
 from .auth import Auth, with_hooks
 from .extension import PgbusWeb
-from .plumbing import security
+from .plumbing import forwarded, security
 from .plumbing.state import state
 from .core.settings import Settings
 from .core.tokens import checker
@@ -54,6 +57,7 @@ def create_app(settings: Settings | Mapping[str, Any] | None = None) -> Flask:
     flask_config = {key: values.pop(key) for key in list(values) if key.isupper()}
     database = values.pop("database", None)
     trusted_proxies = int(values.pop("trusted_proxies", 0) or 0)
+    proxy_addresses = tuple(values.pop("trusted_proxy_addresses", None) or forwarded.LOOPBACK)
     auth: Auth | None = values.pop("auth", None)
     if auth is not None:
         values = with_hooks(values, auth)
@@ -74,6 +78,9 @@ def create_app(settings: Settings | Mapping[str, Any] | None = None) -> Flask:
             x_port=trusted_proxies,
             x_prefix=trusted_proxies,
         )
+    # Outside ProxyFix, so it sees the connecting peer; also with 0
+    # proxies, so that no forwarded header reaches the app unchecked.
+    app.wsgi_app = forwarded.ForwardedGate(app.wsgi_app, proxy_addresses, trusted_proxies)  # type: ignore[method-assign]
     base = values.get("settings")
     if "api_auth" not in values and (base is None or base.api_auth is None):
         # The standalone app's bearer tokens (pgbus-web tokens, docs/api.md).

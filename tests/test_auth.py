@@ -21,7 +21,7 @@ from test_web_bad_input import everything
 from web_helpers import Runs, soup
 
 from pgbus_web.auth import session as sessions
-from pgbus_web.auth.throttle import PER_USER
+from pgbus_web.auth.throttle import PER_NAME_ADDRESS
 from pgbus_web.i18n import force_locale, t
 
 
@@ -157,7 +157,7 @@ def test_the_sign_in_form_needs_its_token(app):
 
 def test_failed_sign_ins_are_throttled_per_user(app, caplog):
     client = app.test_client()
-    for _ in range(PER_USER):
+    for _ in range(PER_NAME_ADDRESS):
         assert sign_in(client, OPERATOR[0], "wrong").status_code == 401
     # Now even the right password is refused, without being checked.
     response = sign_in(client, *OPERATOR)
@@ -187,6 +187,40 @@ def test_sign_out_ends_the_session(app):
     assert client.get("/workflows").status_code == 200
     client.post("/sign-out", data={"token": form.select_one("input[name=token]")["value"]})
     assert client.get("/workflows", headers={"Accept": "text/html"}).status_code == 303
+
+
+def test_a_cookie_copied_before_sign_out_is_refused_after_it(app):
+    client = app.test_client()
+    sign_in(client, *VIEWER)
+    page = client.get("/workflows")
+    token = soup(page).select_one("form.pgbus-sign-out input[name=token]")["value"]
+    copied = client.get_cookie("session").value
+    other = sign_in(app.test_client(), *OPERATOR)  # another user's session
+    assert other.status_code == 303
+
+    client.post("/sign-out", data={"token": token})
+    replay = app.test_client()
+    replay.set_cookie("session", copied)
+    assert replay.get("/workflows", headers={"Accept": "text/html"}).status_code == 303
+    assert replay.get("/workflows").status_code == 401
+    # Signing in again works, with a new session.
+    again = app.test_client()
+    assert sign_in(again, *VIEWER).status_code == 303
+    assert again.get("/workflows").status_code == 200
+
+
+def test_sign_out_is_seen_by_every_process(database, users_file):
+    # Two apps over one database, as two processes behind one address.
+    first, second = (signed_in_app(database, users_file) for _ in range(2))
+    client = first.test_client()
+    sign_in(client, *VIEWER)
+    cookie = client.get_cookie("session").value
+    elsewhere = second.test_client()
+    elsewhere.set_cookie("session", cookie)
+    assert elsewhere.get("/workflows").status_code == 200
+    token = soup(client.get("/workflows")).select_one("form.pgbus-sign-out input[name=token]")["value"]
+    client.post("/sign-out", data={"token": token})
+    assert elsewhere.get("/workflows").status_code == 401
 
 
 def test_a_forged_session_is_anonymous(app):

@@ -130,3 +130,17 @@ def test_a_version_2_database_gets_the_api_tokens_table(scratch):
     assert _has_table(engine, "pgbus_web_api_tokens")
     token, row = tokens.add(engine, "ci", "viewer")
     assert tokens.check(engine, token).name == "ci" and row["role"] == "viewer"
+
+
+def test_a_version_3_database_gets_the_sign_in_generations_table(scratch):
+    from pgbus_web.models import sign_ins
+
+    _, engine = scratch
+    schema.install(engine, target=3)
+    assert not _has_table(engine, "pgbus_web_sign_in_generations")  # control: version 3 has none
+    result = schema.install(engine, target=4)
+    assert (result.version, result.upgraded_from) == (4, 3)
+    with engine.begin() as conn:
+        assert sign_ins.generation(conn, "vera") == 0
+        assert [sign_ins.bump(conn, "vera"), sign_ins.bump(conn, "vera")] == [1, 2]
+        assert sign_ins.generation(conn, "vera") == 2

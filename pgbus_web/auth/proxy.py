@@ -10,6 +10,7 @@ import ipaddress
 import logging
 from dataclasses import dataclass
 
+from ..plumbing import forwarded
 from .users import NAME, ROLES, VIEWER, UsersFile
 
 log = logging.getLogger(__name__)
@@ -17,13 +18,7 @@ log = logging.getLogger(__name__)
 
 def networks(cidrs) -> tuple:
     """The CIDRs as networks; ValueError names a bad one."""
-    found = []
-    for cidr in cidrs:
-        try:
-            found.append(ipaddress.ip_network(cidr.strip(), strict=False))
-        except ValueError:
-            raise ValueError(f"invalid --trusted-proxy {cidr!r}: expected an address or CIDR, e.g. 10.0.0.0/8") from None
-    return tuple(found)
+    return forwarded.networks(cidrs)
 
 
 def peer(environ) -> str:

@@ -4,7 +4,10 @@ of sign-in and a fingerprint of the user's password hash. It counts only
 while that user still exists with that same hash and LIFETIME has not
 passed since sign-in, whatever the browser keeps: removing a user or
 changing their password ends their sessions, and an old cookie replayed
-after its lifetime is refused. Forging one needs the secret key.
+after its lifetime is refused. It also holds the user's generation at
+sign-in (kept in the database, models/sign_ins.py): sign-out raises it,
+so a copy of the cookie taken before sign-out is refused too. Forging one
+needs the secret key.
 """
 
 from __future__ import annotations
@@ -28,14 +31,16 @@ def fingerprint(user: User) -> str:
     return hashlib.sha256(user.password_hash.encode()).hexdigest()[:32]
 
 
-def start(session: MutableMapping, user: User, now: float | None = None) -> None:
-    """Sign *user* in: a fresh session (nothing carried over from before)."""
+def start(session: MutableMapping, user: User, generation: int = 0, now: float | None = None) -> None:
+    """Sign *user* in at their current *generation*: a fresh session
+    (nothing carried over from before)."""
     session.clear()
     session.permanent = True  # type: ignore[attr-defined]
     session[KEY] = {
         "u": user.name,
         "t": int(time.time() if now is None else now),
         "h": fingerprint(user),
+        "g": int(generation),
         # Sign-out's token: a cross-site post cannot sign anyone out.
         "c": secrets.token_urlsafe(24),
     }
@@ -46,9 +51,10 @@ def end(session: MutableMapping) -> None:
 
 
 def user(session: Mapping, lookup: Callable[[str], User | None], lifetime: timedelta = LIFETIME,
-         now: float | None = None) -> User | None:
-    """The signed-in user, or None (no session, expired, user gone or
-    password changed)."""
+         now: float | None = None, generation: Callable[[str], int] | None = None) -> User | None:
+    """The signed-in user, or None (no session, expired, user gone,
+    password changed, or signed out since: *generation* gives the user's
+    current one, asked last, as it costs a database read)."""
     data = session.get(KEY)
     if not isinstance(data, dict):
         return None
@@ -61,7 +67,17 @@ def user(session: Mapping, lookup: Callable[[str], User | None], lifetime: timed
     found = lookup(name)
     if found is None or not hmac.compare_digest(fingerprint(found), mark):
         return None
+    if generation is not None:
+        made = data.get("g")
+        if not isinstance(made, int) or made != generation(found.name):
+            return None
     return found
+
+
+def name(session: Mapping) -> str | None:
+    data = session.get(KEY)
+    found = data.get("u") if isinstance(data, dict) else None
+    return found if isinstance(found, str) else None
 
 
 def sign_out_token(session: Mapping) -> str | None:

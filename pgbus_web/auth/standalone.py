@@ -40,7 +40,9 @@ from flask import (
 
 from .. import i18n
 from ..plumbing import hx
+from ..models import sign_ins
 from ..plumbing.security import same_origin
+from ..plumbing.state import state
 from . import passwords, proxy
 from . import session as sessions
 from .throttle import Throttle
@@ -139,10 +141,20 @@ class Auth:
         if self.users is not None and request.authorization and request.authorization.type == "basic":
             return self._basic()
         if self.users is not None:
-            user = sessions.user(session, self.users.get, self.lifetime)
+            user = sessions.user(session, self.users.get, self.lifetime, generation=self.generation)
             if user is not None:
                 return Identity(user.name, user.role, "session")
         return None
+
+    def generation(self, name: str) -> int:
+        """*name*'s session generation, from the database every process shares."""
+        with state().database.primary.connect() as conn:
+            return sign_ins.generation(conn, name)
+
+    def end_sessions(self, name: str) -> int:
+        """End every session of *name* made so far (sign-out)."""
+        with state().database.primary.begin() as conn:
+            return sign_ins.bump(conn, name)
 
     def _basic(self) -> Identity:
         name = request.authorization.username or ""
@@ -165,14 +177,19 @@ class Auth:
         return Identity(user.name, user.role, "basic")
 
     def check_password(self, name: str, password: str):
-        """The user when *name* and *password* match and neither the name
-        nor the address is throttled; None otherwise (logged, without the
-        password)."""
-        address = proxy.peer(request.environ)
+        """The user when *name* and *password* match; None otherwise."""
+        return self.attempt(name, password)[0]
+
+    def attempt(self, name: str, password: str):
+        """(user, throttled): the user when *name* and *password* match and
+        the throttle let the attempt through, reserved before the slow hash
+        (auth/throttle.py); failures are logged without the password."""
+        address = request.remote_addr or ""
         shown = name[:LOGGED_NAME]
-        if self.throttle.blocked(name, address):
+        reservation = self.throttle.reserve(name, address)
+        if reservation is None:
             log.warning("pgbus-web: sign-in refused for %r from %s: too many failed attempts", shown, address)
-            return None
+            return None, True
         try:
             user = self.users.get(name) if self.users is not None else None
         except UsersFileError as problem:
@@ -180,11 +197,10 @@ class Auth:
         if user is None:
             passwords.burn(password)
         elif passwords.verify(user.password_hash, password):
-            self.throttle.succeeded(name)
-            return user
-        self.throttle.failed(name, address)
+            self.throttle.succeeded(reservation)
+            return user, False
         log.warning("pgbus-web: failed sign-in for %r from %s", shown, address)
-        return None
+        return None, False
 
     def _challenge(self) -> Response:
         if self.users is not None and _browser_navigation():
@@ -276,20 +292,21 @@ def build_blueprint(auth: Auth) -> Blueprint:
         if not sessions.token_matches(session.get(sessions.FORM_KEY), request.form.get("token")):
             return page(400, i18n.t("pgbus.web.auth.form_expired"))
         name = request.form.get("name", "").strip()
-        address = proxy.peer(request.environ)
-        if auth.throttle.blocked(name, address):
-            log.warning("pgbus-web: sign-in refused for %r from %s: too many failed attempts",
-                        name[:LOGGED_NAME], address)
+        user, throttled = auth.attempt(name, request.form.get("password", ""))
+        if throttled:
             return page(429, i18n.t("pgbus.web.auth.throttled"))
-        user = auth.check_password(name, request.form.get("password", ""))
         if user is None:
             return page(401, i18n.t("pgbus.web.auth.failed"))
-        sessions.start(session, user)
+        sessions.start(session, user, auth.generation(user.name))
         return redirect(_safe_next(request.form.get("next")), 303)
 
     @blueprint.post("/sign-out")
     def sign_out():
         if sessions.token_matches(sessions.sign_out_token(session), request.form.get("token")):
+            # On the server first: a copy of this cookie must not outlive it.
+            name = sessions.name(session)
+            if name:
+                auth.end_sessions(name)
             sessions.end(session)
         return redirect(url_for(f"{BLUEPRINT}.sign_in"), 303)
 

@@ -17,6 +17,7 @@ from ..core.settings import Settings
 from ..access_log import AccessLog
 from ..access_log import log as _access
 from ..db import describe_url
+from ..plumbing import forwarded
 from ..progress import MissingExtra
 from ..schema import status as schema_status
 from ..cli.common import database_url_option, engine_from, friendly_errors, main_group
@@ -57,7 +58,7 @@ def check_schema(database_url, install: bool = False) -> None:
 
 
 def build_app(database_url, replica_url=None, *, registry=None, secret_key=None, trusted_proxies=0,
-              auth=None, **timeouts):
+              trusted_proxy_addresses=(), auth=None, **timeouts):
     """The standalone app for one database, its engines checked with one
     round trip each; *registry* the workflow definitions or None;
     *timeouts* are Settings' ``*_timeout`` fields; *auth* a
@@ -67,7 +68,7 @@ def build_app(database_url, replica_url=None, *, registry=None, secret_key=None,
     replica = engine_from(replica_url, bounds=settings.bounds()) if replica_url else None
     return create_app(
         {"settings": settings, "database": db.Database(primary, replica), "trusted_proxies": trusted_proxies,
-         "auth": auth}
+         "trusted_proxy_addresses": trusted_proxy_addresses, "auth": auth}
     )
 
 
@@ -91,7 +92,11 @@ def create_server(app, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, threa
         raise click.ClickException(str(MissingExtra("waitress", "standalone"))) from None
 
     try:
-        return waitress.create_server(app, host=host, port=port, threads=threads, ident="pgbus-web")
+        # waitress would strip X-Forwarded-Proto/-For/-Host/-Port from every
+        # peer, its trusted_proxy being a single address; the app decides
+        # instead, from --trusted-proxy (plumbing/forwarded.py).
+        return waitress.create_server(app, host=host, port=port, threads=threads, ident="pgbus-web",
+                                      clear_untrusted_proxy_headers=False)
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise click.ClickException(f"cannot listen on {host}:{port}: {reason}") from None
@@ -183,8 +188,8 @@ def _seconds(name: str, default: float, help: str, minimum: float = 0.1):
 @click.option("--trusted-role-header", metavar="NAME", envvar="PGBUS_WEB_TRUSTED_ROLE_HEADER", show_envvar=True,
               help="The header with the user's role (viewer or operator); else the users file's, else viewer.")
 @click.option("--trusted-proxy", metavar="CIDR", multiple=True, envvar="PGBUS_WEB_TRUSTED_PROXY", show_envvar=True,
-              help="Address or network the trusted headers are believed from (repeatable); "
-                   "from anywhere else they are ignored.")
+              help="Address or network the trusted headers and --trusted-proxies' X-Forwarded-* are "
+                   "believed from (repeatable; loopback when not given); from anywhere else they are ignored.")
 @click.option("--no-auth", is_flag=True, envvar="PGBUS_WEB_NO_AUTH", show_envvar=True,
               help="Serve without sign-in on a non-loopback --host: anyone who reaches it may act.")
 @click.option("--install-schema", is_flag=True, envvar="PGBUS_WEB_INSTALL_SCHEMA", show_envvar=True,
@@ -192,7 +197,7 @@ def _seconds(name: str, default: float, help: str, minimum: float = 0.1):
 @click.option("--trusted-proxies", type=click.IntRange(min=0), default=0, show_default=True,
               envvar="PGBUS_WEB_TRUSTED_PROXIES", show_envvar=True, metavar="N",
               help="Reverse proxies in front of the server whose X-Forwarded-* headers to believe "
-                   "(1 behind one TLS proxy); 0 ignores those headers.")
+                   "(1 behind one TLS proxy), from --trusted-proxy addresses only; 0 ignores those headers.")
 @click.option("--access-log/--no-access-log", default=True, show_default=True, envvar="PGBUS_WEB_ACCESS_LOG",
               show_envvar=True, help="One line per request on stdout, in the format of the other log lines.")
 @_seconds("connect-timeout", db.CONNECT_TIMEOUT, "Opening a database connection (whole seconds, at least 2).",
@@ -216,6 +221,10 @@ def serve(database_url, replica_url, host, port, threads, definitions, secret_ke
     if access_log:
         _access.setLevel(logging.INFO)
     auth = auth_from(host, users_file, trusted_header, trusted_role_header, trusted_proxy, no_auth)
+    try:
+        forwarded.networks(trusted_proxy)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
     # Before the socket and the database: a wrong module name is the whole answer.
     registry = load_registry(definitions) if definitions else None
     # The socket first: a port in use fails before any database work.
@@ -225,7 +234,8 @@ def serve(database_url, replica_url, host, port, threads, definitions, secret_ke
         check_schema(database_url, install=install_schema)
         app = build_app(
             database_url, replica_url, registry=registry, secret_key=secret_key,
-            trusted_proxies=trusted_proxies, auth=auth, connect_timeout=connect_timeout,
+            trusted_proxies=trusted_proxies, trusted_proxy_addresses=trusted_proxy, auth=auth,
+            connect_timeout=connect_timeout,
             statement_timeout=statement_timeout, pool_timeout=pool_timeout, health_timeout=health_timeout,
             metrics_interval=metrics_interval,
         )
