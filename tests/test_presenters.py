@@ -435,7 +435,7 @@ def test_bulk_confirm_for_a_verb_without_a_bulk_form():
 
 
 def test_resume_label_without_a_plan():
-    assert presenters.resume_label(None) == "Resume"
+    assert verb_labels.resume_label(None) == "Resume"
 
 
 @pytest.mark.parametrize(
@@ -448,17 +448,17 @@ def test_resume_label_without_a_plan():
     ],
 )
 def test_resume_label_from_the_plan(plan, label):
-    assert presenters.resume_label(plan) == label
+    assert verb_labels.resume_label(plan) == label
 
 
 def test_resume_label_finishing_names_the_current_step():
-    assert presenters.resume_label(ActionPlan("finish", None), current_step="send_receipt") == (
+    assert verb_labels.resume_label(ActionPlan("finish", None), current_step="send_receipt") == (
         "Finish after send_receipt"
     )
 
 
 def test_resume_label_for_an_unknown_plan_action():
-    assert presenters.resume_label({"action": "teleport", "step": "x"}) == "Resume"
+    assert verb_labels.resume_label({"action": "teleport", "step": "x"}) == "Resume"
 
 
 # --- safe URLs and the subject link -------------------------------------------

@@ -16,7 +16,6 @@ from flask import Response, url_for
 
 from ..core import representations as rep
 from ..rules import run_filters
-from ..rules import states
 from ..core.words import done
 from ..i18n import t
 from ..runtime import errors, operations, verbs

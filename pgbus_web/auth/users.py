@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import tempfile
 import threading
 from contextlib import contextmanager

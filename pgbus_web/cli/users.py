@@ -61,7 +61,7 @@ def add(name: str, role: str, users_file: Path) -> None:
         users.check_name(name)
     except users.UsersFileError as exc:
         raise click.ClickException(str(exc)) from None
-    existing = _read(users_file)
+    _read(users_file)  # an unreadable file fails before the password is asked
     password = _password()
     if len(password) < 8:
         raise click.ClickException("the password must have at least 8 characters; nothing was changed")

@@ -209,7 +209,7 @@ def matching_statuses(
     binds.pop("before_id", None)
     binds.pop("after_id", None)
     where, where_binds = workflow_index.page_where(now=now, **thresholds(settings), **binds)
-    return run_lookups.status_counts_up_to(conn, where=where, binds=where_binds, cap=MATCHING_CAP)
+    return workflow_index.status_counts_up_to(conn, where=where, binds=where_binds, cap=MATCHING_CAP)
 
 
 def matching_count(conn: Connection, settings: Settings, filters: RunFilters, now: datetime) -> int:

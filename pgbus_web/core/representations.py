@@ -24,7 +24,6 @@ from ..models.values import Infinite, RawJson
 from ..rules.run_filters import group_query
 from ..rules import verb_table
 from ..runtime.plan import plan_of
-from .words.presenters import run_state
 from .words.verb_labels import BULK_VERBS, bulk_verbs
 
 # --- values ----------------------------------------------------------------

@@ -1,11 +1,8 @@
-"""pgbus_workflows, read for a page that needs a run by part of its id or
-only a few facts of the runs a filter matches: small reads beside the
-index's own (workflow_index.py), each served by an index of the table.
+"""pgbus_workflows, read for a run by the short id the pages print: the
+search box's own prefix range (workflow_index.py), served by its index.
 """
 
 from __future__ import annotations
-
-from typing import Any, Mapping
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -31,23 +28,3 @@ def ids_starting_with(conn: Connection, prefix: str, *, limit: int = 2) -> list[
         return []
     rows = conn.execute(_IDS_STARTING_WITH, {"low": lowered, "high": high, "limit": int(limit)})
     return [workflow_id for (workflow_id,) in rows]
-
-
-def status_counts_up_to(conn: Connection, *, where: str, binds: Mapping[str, Any], cap: int) -> dict[str, int]:
-    """{status: runs} of the runs page_where's *where* matches, counting no
-    further than *cap* + 1 runs in all: workflow_index.count_up_to by status,
-    for the same price (the statuses of the runs read anyway)."""
-    rows = conn.execute(
-        sa.text(
-            f"""
-            SELECT status, count(*) FROM (
-                SELECT w.status FROM pgbus_workflows w
-                    WHERE {where}
-                LIMIT :count_cap
-            ) matched
-            GROUP BY status
-            """
-        ),
-        {**binds, "count_cap": int(cap) + 1},
-    )
-    return {status: int(runs) for status, runs in rows}

@@ -318,21 +318,24 @@ def count_matching(conn: Connection, *, where: str, binds: Mapping[str, Any]) ->
     return {(klass, status): runs for klass, status, runs in rows}
 
 
-def count_up_to(conn: Connection, *, where: str, binds: Mapping[str, Any], cap: int) -> int:
-    """How many runs match page_where's *where*, counting no further than
-    *cap* + 1 (so a page can say "more than cap" for the price of cap)."""
-    return conn.execute(
+def status_counts_up_to(conn: Connection, *, where: str, binds: Mapping[str, Any], cap: int) -> dict[str, int]:
+    """{status: runs} of the runs page_where's *where* matches, counting no
+    further than *cap* + 1 runs in all (so a page can say "more than cap"
+    for the price of cap; the statuses of the runs read anyway)."""
+    rows = conn.execute(
         sa.text(
             f"""
-            SELECT count(*) FROM (
-                SELECT 1 FROM pgbus_workflows w
+            SELECT status, count(*) FROM (
+                SELECT w.status FROM pgbus_workflows w
                     WHERE {where}
                 LIMIT :count_cap
             ) matched
+            GROUP BY status
             """
         ),
         {**binds, "count_cap": int(cap) + 1},
-    ).scalar_one()
+    )
+    return {status: int(runs) for status, runs in rows}
 
 
 def matching_ids(

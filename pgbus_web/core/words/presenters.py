@@ -26,9 +26,10 @@ from typing import Any, Callable, Mapping, Optional
 from markupsafe import Markup, escape
 
 from ...rules import states, stuck as stuck_rules
-from ...i18n import t, t_html, tn
+from ...i18n import t, t_html
 from ...models.values import RawJson
 from . import unusual as odd, timefmt
+from .verb_words import WORDS
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +69,6 @@ RUN_TONES = {
 BADGE_STALLED = "stalled"
 BADGE_OVERDUE = "overdue"
 
-# What resume will do (the runtime's action plan), each with its own label.
-RESUME_ACTIONS = ("retry", "continue", "finish", "resume")
 
 
 @dataclass(frozen=True)
@@ -248,31 +247,6 @@ def signal_tone(status: Optional[str]) -> str:
     return SIGNAL_TONES.get(status or "", "gray")
 
 
-def _plan_value(plan: Any, *names: str) -> Any:
-    for name in names:
-        if isinstance(plan, Mapping):
-            if plan.get(name) is not None:
-                return plan[name]
-        elif getattr(plan, name, None) is not None:
-            return getattr(plan, name)
-    return None
-
-
-def resume_label(plan: Any, *, current_step: Optional[str] = None) -> str:
-    """The Resume button's label: what resume will do ("Retry capture",
-    "Continue with notify", "Finish after send_receipt"). *plan* is the
-    runtime's action plan (attributes or keys ``action`` and ``step``), or
-    None when it is not known: then plainly "Resume". A plan without a step
-    (finishing) names the run's *current_step*."""
-    from . import verb_labels  # it reads this module's words at import
-
-    action = _plan_value(plan, "action", "resume_action") if plan is not None else None
-    if action not in RESUME_ACTIONS:
-        return verb_labels.verb_label("resume")
-    step = _plan_value(plan, "step", "resume_step") or current_step or timefmt.NONE
-    return verb_labels.with_step_label(action, step)
-
-
 def _humanize(name: str) -> str:
     words = name.replace("_", " ").strip()
     return words[:1].upper() + words[1:].lower()
@@ -287,10 +261,8 @@ def event_sentence(event: Mapping[str, Any]) -> str:
     what = t(f"pgbus.workflows.events.{name}") if name in states.EVENTS else _humanize(name)
     details = event.get("details")
     if name == "resumed" and isinstance(details, Mapping) and details.get("action") == "retry":
-        from . import verb_labels
-
         # A resume that tried the failed step again: reported as offered.
-        what = t(verb_labels.WORDS["retry"].event)
+        what = t(WORDS["retry"].event)
     sentence = t("pgbus.workflows.audit.by", event=what, actor=event.get("actor") or "")
     if event.get("step_name"):
         if event.get("attempt") is not None:

@@ -18,7 +18,8 @@ from ...models.values import is_infinite
 from ...rules import verb_table
 from ...runtime.plan import plan_of
 from .. import checks as forms
-from . import presenters
+from . import timefmt
+from .verb_words import R, WORDS
 
 # The signal form's name in the action area (its route is /signals).
 SIGNAL = verb_table.SIGNAL
@@ -61,36 +62,6 @@ class RunAction:
     min_at: str | None = None  # the earliest time a time field takes
 
 
-# One table of every verb's words, wherever the verb is offered or
-# reported: its button on the run page and its name on an operation's
-# dialog and page (label), a needs-attention group's button (bulk), the
-# run page's button when it names the step (with_step) and the audit
-# trail's word for it (event). Message keys, translated when drawn.
-# "retry" is resume on a run paused on an error: the step that failed is
-# tried again, so every place calls it Retry (docs/actions.md).
-A, B, R, E = "pgbus.workflows.actions", "pgbus.workflows.bulk.actions", "pgbus.workflows.resume", "pgbus.workflows.events"
-
-
-@dataclass(frozen=True)
-class VerbWords:
-    label: str
-    bulk: str | None = None
-    with_step: str | None = None
-    event: str | None = None
-
-
-WORDS: dict[str, VerbWords] = {
-    "resume": VerbWords(f"{A}.resume", f"{B}.resume", f"{R}.resume", f"{E}.resumed"),
-    "retry": VerbWords(f"{A}.retry", f"{B}.retry", f"{R}.retry", f"{E}.retried"),
-    "resume_at": VerbWords(f"{A}.resume_at"),
-    "run_now": VerbWords(f"{A}.run_now"),
-    "skip": VerbWords(f"{A}.skip", f"{B}.skip"),
-    "rerun": VerbWords(f"{A}.rerun"),
-    "cancel": VerbWords(f"{A}.cancel", f"{B}.cancel"),
-    "pause": VerbWords(f"{A}.pause"),
-    "reschedule": VerbWords(f"{A}.reschedule"),
-    SIGNAL: VerbWords(f"{A}.signal"),
-}
 # The action plan's other ways of resuming, named on the run page's button.
 PLAN_WITH_STEP = {
     "retry": WORDS["retry"].with_step,
@@ -147,7 +118,7 @@ def run_actions(
         fields = verb_table.BY_NAME[verb].fields
         label = verb_label(verb)
         if verb == "resume":
-            label = presenters.resume_label(plan_of(run, run.get("step"), definition), current_step=run.get("current_step"))
+            label = resume_label(plan_of(run, run.get("step"), definition), current_step=run.get("current_step"))
         action = RunAction(
             verb=verb,
             label=label,
@@ -228,3 +199,26 @@ def group_actions(group: Mapping[str, Any], class_loaded: bool) -> list[GroupAct
         )
         for verb in bulk_verbs(group, class_loaded)
     ]
+
+
+def resume_label(plan: Any, *, current_step: str | None = None) -> str:
+    """The Resume button's label: what resume will do ("Retry capture",
+    "Continue with notify", "Finish after send_receipt"). *plan* is the
+    runtime's action plan (attributes or keys ``action`` and ``step``), or
+    None when it is not known: then plainly "Resume". A plan without a step
+    (finishing) names the run's *current_step*."""
+    action = _plan_value(plan, "action", "resume_action") if plan is not None else None
+    if action not in PLAN_WITH_STEP:
+        return verb_label("resume")
+    step = _plan_value(plan, "step", "resume_step") or current_step or timefmt.NONE
+    return with_step_label(action, step)
+
+
+def _plan_value(plan: Any, *names: str) -> Any:
+    for name in names:
+        if isinstance(plan, Mapping):
+            if plan.get(name) is not None:
+                return plan[name]
+        elif getattr(plan, name, None) is not None:
+            return getattr(plan, name)
+    return None

@@ -20,7 +20,6 @@ Who may act, and the CSRF token, are checked before any of these run
 from __future__ import annotations
 
 import logging
-from datetime import datetime
 from typing import Any, Callable, Mapping
 
 from flask import (
@@ -34,8 +33,7 @@ from flask import (
 )
 from werkzeug.exceptions import Forbidden, RequestEntityTooLarge
 
-from ...rules import states
-from ...i18n import current_locale, current_timezone, t
+from ...i18n import current_timezone, t
 from ...runtime import errors, verbs
 from ...runtime.clock import utcnow
 from ..answering import answers, pages, render

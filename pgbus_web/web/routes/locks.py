@@ -19,8 +19,6 @@ block, carrying the message.
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timezone
-from typing import Any
 
 from flask import (
     Blueprint,
@@ -33,8 +31,7 @@ from flask import (
 )
 
 from ...i18n import t, tn
-from ...locks import FRESH, GONE, LIVE, ORPHAN, PARKED, actions
-from ...models import pgmq_queues, uniqueness_keys
+from ...locks import actions
 from ...rules.run_filters import FilterError
 from ..answering import answers, pages, render
 from ...plumbing import hx
