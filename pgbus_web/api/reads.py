@@ -11,7 +11,7 @@ from flask import Response, request
 
 from ..core import representations as rep
 from ..rules import run_filters
-from ..models import operations as operation_store
+from ..core import operation_reads
 from ..runtime.clock import utcnow
 from ..core import reads as context, problems
 from ..core.lock_reads import locks_context
@@ -90,16 +90,14 @@ def attention() -> Response:
 def operations() -> Response:
     """GET /operations: the recent operations, newest first."""
     with state().database.read() as conn:
-        rows = operation_store.recent(conn, limit=RECENT_OPERATIONS)
+        rows = operation_reads.recent(conn, limit=RECENT_OPERATIONS)
     return json_answer({"operations": [rep.operation(row) for row in rows]})
 
 
 def operation(operation_id: int) -> Response:
     """GET /operations/<id>."""
-    found = None
-    if operation_id <= run_filters.MAX_ID:
-        with state().database.primary.connect() as conn:
-            found = operation_store.find(conn, operation_id)
+    with state().database.primary.connect() as conn:
+        found = operation_reads.find(conn, operation_id)
     if found is None:
         return from_refusal(problems.operation_not_found(operation_id))
     return json_answer({"operation": rep.operation(found)})

@@ -19,12 +19,10 @@ import click
 from sqlalchemy.engine import Engine
 
 from .. import db, progress, schema
-from ..models import workflow_counts, workflow_upkeep
+from ..runtime import upkeep
+from ..runtime.upkeep import BATCH_SIZE
 from .common import database_url_option, engine_from, friendly_errors, main_group
 
-# Runs per batch: big enough that a million runs take a hundred round trips,
-# small enough that a repair's transaction holds its row locks for moments.
-BATCH_SIZE = 10_000
 # Example runs `db check` names.
 EXAMPLES = 10
 
@@ -39,32 +37,12 @@ def db_group() -> None:
     """Install the schema; check and repair the runs' latest-step columns and counts."""
 
 
-def _batches(engine: Engine, batch_size: int, description: str):
-    """(after_id, last_id, runs) of each batch of runs in id order, with a
-    progress bar on a terminal, counted in runs."""
-    with engine.connect() as conn:
-        total = workflow_counts.count_runs(conn)
-    with progress.bar(total=total, unit="run", desc=description, disable=None, file=sys.stderr) as bar:
-        after_id = 0
-        while True:
-            with engine.connect() as conn:
-                batch = workflow_upkeep.next_batch(conn, after_id=after_id, size=batch_size)
-            if batch is None:
-                return
-            last_id, runs = batch
-            yield after_id, last_id, runs
-            bar.update(runs)
-            after_id = last_id
-
-
 def _repair(engine: Engine, batch_size: int) -> tuple[int, int]:
-    """Fix every run's latest_* columns, batch by batch: (runs fixed, runs seen)."""
-    fixed = seen = 0
-    for after_id, last_id, runs in _batches(engine, batch_size, "Repairing"):
-        with engine.begin() as conn:
-            fixed += workflow_upkeep.repair_latest(conn, after_id=after_id, last_id=last_id)
-        seen += runs
-    return fixed, seen
+    """Fix every run's latest_* columns, with a progress bar on a terminal:
+    (runs fixed, runs seen)."""
+    with progress.bar(total=upkeep.total_runs(engine), unit="run", desc="Repairing", disable=None,
+                      file=sys.stderr) as bar:
+        return upkeep.repair_latest(engine, batch_size, done=bar.update)
 
 
 @db_group.command("install")
@@ -105,21 +83,13 @@ def check(database_url: str | None, batch_size: int, examples: int) -> None:
     and run counts that disagree with the runs (exit status 1 when any do).
     Changes nothing."""
     engine = engine_from(database_url, db.UNBOUNDED_STATEMENTS)
-    seen = wrong = 0
-    counts: dict = {}
-    named: list[str] = []
     try:
-        for after_id, last_id, runs in _batches(engine, batch_size, "Checking"):
-            with engine.connect() as conn:
-                differ, ids = workflow_upkeep.latest_mismatches(
-                    conn, after_id=after_id, last_id=last_id, limit=examples - len(named)
-                )
-            seen, wrong = seen + runs, wrong + differ
-            named += ids
-        with engine.connect() as conn:
-            counts = workflow_counts.count_mismatches(conn)
+        with progress.bar(total=upkeep.total_runs(engine), unit="run", desc="Checking", disable=None,
+                          file=sys.stderr) as bar:
+            found = upkeep.check(engine, batch_size, examples, done=bar.update)
     finally:
         engine.dispose()
+    seen, wrong, named, counts = found.seen, found.wrong, found.named, found.counts
     if not wrong:
         click.echo(f"All {seen} runs agree with their latest step.")
     else:
@@ -153,8 +123,7 @@ def repair(database_url: str | None, batch_size: int) -> None:
     engine = engine_from(database_url, db.UNBOUNDED_STATEMENTS)
     try:
         fixed, seen = _repair(engine, batch_size)
-        with engine.begin() as conn:
-            counts = workflow_counts.repair_counts(conn)
+        counts = upkeep.repair_counts(engine)
     finally:
         engine.dispose()
     click.echo(f"Repaired the latest-step columns of {fixed} of {seen} runs.")

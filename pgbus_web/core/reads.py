@@ -14,6 +14,7 @@ from sqlalchemy.engine import Connection
 from ..rules import states, verb_table
 from ..models import (
     batches,
+    changes,
     events,
     run_lookups,
     signals,
@@ -410,3 +411,10 @@ def batch_context(conn: Connection, batch_id: str, now: datetime | None = None) 
         "waiters": steps.for_batch(conn, batch_id, limit=BATCH_WAITERS_LIMIT),
         "waiters_limit": BATCH_WAITERS_LIMIT,
     }
+
+
+def change_marker(conn: Connection) -> int:
+    """The number every committed write to the runs, steps, events, signals
+    and batches raises: a live-refresh poll whose marker, clock bucket and
+    request are unchanged answers 304 (web/answering/not_modified.py)."""
+    return changes.marker(conn)

@@ -1,7 +1,7 @@
 """Answering an unchanged live-refresh poll with ``304 Not Modified``.
 
 A poll's ETag is a digest of what its fragments depend on:
-- the change marker (models/changes.py), which grows with every committed
+- the change marker (models/changes.py, read through core.reads), which grows with every committed
   write to the runs, steps, events, signals and batches;
 - the time, to the TIME_BUCKET: relative times ("5 minutes ago") and the
   stuck thresholds move with the clock alone, so at least once a bucket a
@@ -29,7 +29,7 @@ from flask import Response, request
 from sqlalchemy.engine import Connection
 
 from ... import i18n
-from ...models import changes
+from ...core import reads
 from ...plumbing import csrf, hx
 from ...plumbing.security import may_act, may_view
 
@@ -47,7 +47,7 @@ def _now() -> float:
 def _tag(conn: Connection) -> str:
     parts = (
         _PROCESS,
-        str(changes.marker(conn)),
+        str(reads.change_marker(conn)),
         str(int(_now() // TIME_BUCKET)),
         request.full_path,
         hx.details().target or "",

@@ -34,8 +34,7 @@ from werkzeug.datastructures import MultiDict
 from ...rules import run_filters as filters
 from ...rules import states
 from ...i18n import current_timezone, t
-from ...models import operation_outcomes as outcomes_store
-from ...models import operations as store
+from ...core import operation_reads
 from ...runtime import errors, operations
 from ...runtime.clock import utcnow
 from ..answering import answers, pages, render
@@ -189,7 +188,7 @@ def _page(operation: dict[str, Any]) -> dict[str, Any]:
     now = utcnow()
     page = {"operation": operation, "now": now, **operation_words.operation_progress(operation, now=now)}
     with state().database.read() as conn:
-        counts = outcomes_store.outcomes(conn, operation["id"], now=now, **_limits())
+        counts = operation_reads.outcomes(conn, state().settings, operation["id"], now)
     page["outcomes"] = operation_words.outcome_groups(counts)
     # The page stays live while the operation works and, after, while the
     # runs it acted on still move (their outcome counts change).
@@ -201,10 +200,8 @@ def _page(operation: dict[str, Any]) -> dict[str, Any]:
 
 def show(operation_id: int):
     """GET /workflows/operations/<id>."""
-    found = None
-    if operation_id <= filters.MAX_ID:
-        with state().database.primary.connect() as conn:
-            found = store.find(conn, operation_id)
+    with state().database.primary.connect() as conn:
+        found = operation_reads.find(conn, operation_id)
     if found is None:
         return answers.error_page_for(problems.operation_not_found(operation_id))
     page = _page(found)
@@ -251,7 +248,7 @@ def _operation_answer(operation_id: int, status: int, message: str, category: st
         answers.flash_message(category, message)
         return redirect(url_for("pgbus_web.operation", operation_id=operation_id), 303)
     with state().database.primary.connect() as conn:
-        found = store.find(conn, operation_id)
+        found = operation_reads.find(conn, operation_id)
     page = _page(found)
     if hx.details().request:
         body = render.fragments(pages.OPERATION.template, pages.OPERATION.blocks, page)
@@ -263,7 +260,7 @@ def _operation_answer(operation_id: int, status: int, message: str, category: st
 def recent():
     """GET /workflows/operations."""
     with state().database.read() as conn:
-        rows = store.recent(conn, limit=RECENT)
+        rows = operation_reads.recent(conn, limit=RECENT)
     now = utcnow()
     page = {"operations": [dict(row, **operation_words.operation_progress(row, now=now)) for row in rows], "now": now}
     page.update(views.common())
