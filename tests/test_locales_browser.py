@@ -15,7 +15,7 @@ from browser import WAIT_MS, requires_chromium, serve
 from lock_support import Locks
 from web_helpers import every_state
 
-from pgbus_web.core import reads as context
+from pgbus_web.core import reads
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.runtime import operations
 
@@ -40,7 +40,7 @@ def pages(app, runs, engine) -> dict[str, str]:
     created = operations.create(
         engine, operations.filters_of({"filters": {"status": "paused"}}), "resume", None,
         reason="gateway back", actor="dashboard:alice", expected=None, registry=REGISTRY,
-        thresholds=context.thresholds(app.extensions["pgbus_web"].settings),
+        thresholds=reads.thresholds(app.extensions["pgbus_web"].settings),
     )
     with engine.connect() as conn:
         batch_id = conn.execute(sa.text("SELECT batch_id FROM pgbus_batches LIMIT 1")).scalar_one()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from flask import Blueprint, current_app
 
 from .. import i18n
-from .routes import actions, locks, operations as operations_views, views
+from .routes import actions, locks, operations, views
 from ..plumbing import csrf, run_ids, security, unrouted
 from .drawing import template_names
 from ..plumbing.state import EXTENSION_NAME, state
@@ -52,7 +52,7 @@ def build_blueprint() -> Blueprint:
     run_ids.init_blueprint(blueprint)  # before the routes that use it
     unrouted.init_blueprint(blueprint)
     views.register(blueprint)
-    operations_views.register(blueprint)
+    operations.register(blueprint)
     actions.register(blueprint)
     locks.register(blueprint)
     return blueprint
