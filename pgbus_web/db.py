@@ -201,6 +201,22 @@ def describe_url(engine: Engine) -> str:
     return engine.url.render_as_string(hide_password=True)
 
 
+def place(conn) -> dict[str, str]:
+    """Where *conn* reads: its host (a TCP host with its port, or the
+    socket's directory) and database name, as the server connection
+    settled them (URL, environment, service file alike); never the user
+    or the password."""
+    info = getattr(conn.connection.driver_connection, "info", None)
+    if not hasattr(info, "dbname"):
+        # A host app's engine on another driver: what its URL says.
+        url = conn.engine.url
+        return {"host": f"{url.host}:{url.port}" if url.port else str(url.host or ""), "database": url.database or ""}
+    host = info.host
+    if not host.startswith("/"):
+        host = f"{host}:{info.port}"
+    return {"host": host, "database": info.dbname}
+
+
 class SchemaProblem(RuntimeError):
     """The database answers but lacks this release's schema."""
 

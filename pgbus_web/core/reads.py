@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
+from .. import db
 from ..rules import states, verb_table
 from ..models import (
     batches,
@@ -175,6 +176,9 @@ def index_context(
         "ranges": tuple(RANGES),
         "runs": [],
         "pagination": Pagination(None, None),
+        # No run at all: the likeliest cause is the wrong database, so the
+        # page says which one it reads.
+        "database_place": db.place(conn) if "counts" in parts and not counts["rows"] else None,
     }
     if filters is not None and "runs" in parts:
         context.update(index_runs(conn, settings, filters, now))

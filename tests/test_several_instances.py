@@ -1,0 +1,272 @@
+"""Two `pgbus-web serve` processes and a worker on one database, with one
+secret key, behave as one dashboard (docs/standalone.md, "Several
+instances"): a session made on one is good on the other, and a sign-out on
+one ends it on both; the sign-in throttle counts the attempts made on both;
+a CSRF token from a page of one is good on the other; an operation started
+through one is carried out once, whichever process takes it; and /metrics
+on both reports the same run counts once each has read the database again.
+
+Real processes on real sockets, as a deployment behind a load balancer
+runs them. Every wait is for a state, with a generous deadline; no
+assertion is on how long anything took."""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import os
+import subprocess
+import sys
+import time
+from contextlib import ExitStack, contextmanager
+from urllib.parse import urlencode
+
+import pytest
+import sqlalchemy as sa
+from auth_support import OPERATOR, VIEWER, write_users
+from bs4 import BeautifulSoup
+from operation_support import seed_paused
+from prometheus_client.parser import text_string_to_metric_families
+
+from pgbus_web.auth import throttle
+from pgbus_web.plumbing import csrf
+
+SECRET = "one key for every instance"
+DEFINITIONS = "pgbus_web.demo.workflows"
+# Enough runs for several chunks of an operation (runtime/operations.CHUNK).
+RUNS = 450
+# The machine may be busy: a deadline only bounds a wait for a state.
+PATIENCE = 120.0
+METRICS_INTERVAL = "1"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Client:
+    """A browser's part that matters here: it keeps the cookies the
+    instances set, whichever instance it talks to."""
+
+    def __init__(self) -> None:
+        self.cookies: dict[str, str] = {}
+
+    def request(self, port: int, method: str, path: str, form: dict | None = None,
+                headers: dict[str, str] | None = None):
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        sent = {"Accept": "text/html", **(headers or {})}
+        if self.cookies:
+            sent["Cookie"] = "; ".join(f"{name}={value}" for name, value in self.cookies.items())
+        body = None
+        if form is not None:
+            body = urlencode(form)
+            sent["Content-Type"] = "application/x-www-form-urlencoded"
+        try:
+            connection.request(method, path, body=body, headers=sent)
+            response = connection.getresponse()
+            text = response.read().decode()
+        finally:
+            connection.close()
+        for header in response.headers.get_all("Set-Cookie") or []:
+            name, _, rest = header.partition("=")
+            value = rest.split(";", 1)[0]
+            if value and "max-age=0" not in header.lower():
+                self.cookies[name] = value
+            else:
+                self.cookies.pop(name, None)
+        return response.status, response.headers, text
+
+    def get(self, port, path, **kwargs):
+        return self.request(port, "GET", path, **kwargs)
+
+    def post(self, port, path, form, **kwargs):
+        return self.request(port, "POST", path, form=form, **kwargs)
+
+
+def page_of(text: str) -> BeautifulSoup:
+    return BeautifulSoup(text, "html.parser")
+
+
+def csrf_token(text: str) -> str:
+    return json.loads(page_of(text).select_one("body")["hx-headers"])[csrf.HEADER_NAME]
+
+
+def sign_in(client: Client, port: int, name: str, password: str) -> int:
+    status, _, text = client.get(port, "/sign-in")
+    assert status == 200
+    token = page_of(text).select_one("input[name=token]")["value"]
+    status, _, _ = client.post(port, "/sign-in", {"token": token, "name": name, "password": password,
+                                                   "next": "/workflows"})
+    return status
+
+
+def signed_in_as(client: Client, port: int) -> str | None:
+    """Who the instance at *port* takes the client for (None: asked to sign in)."""
+    status, _, text = client.get(port, "/workflows")
+    if status != 200:
+        return None
+    return page_of(text).select_one(".pgbus-account span").get_text(" ", strip=True)
+
+
+def run_counts(port: int) -> dict[tuple[str, str], float]:
+    """pgbus_workflow_runs from the instance at *port*, read as a viewer."""
+    basic = "Basic " + base64.b64encode(f"{VIEWER[0]}:{VIEWER[1]}".encode()).decode()
+    status, _, text = Client().get(port, "/metrics", headers={"Authorization": basic, "Accept": "text/plain"})
+    assert status == 200, text
+    return {
+        (sample.labels["workflow_class"], sample.labels["status"]): sample.value
+        for family in text_string_to_metric_families(text) if family.name == "pgbus_workflow_runs"
+        for sample in family.samples
+    }
+
+
+def database_counts(engine) -> dict[tuple[str, str], float]:
+    with engine.connect() as conn:
+        found = dict(((klass, status), float(n)) for klass, status, n in conn.execute(sa.text(
+            "SELECT workflow_class, status, count(*) FROM pgbus_workflows GROUP BY 1, 2")))
+    return found
+
+
+def eventually(check, what: str):
+    """*check()*'s first truthy answer, waiting as long as PATIENCE allows."""
+    deadline = time.monotonic() + PATIENCE
+    while True:
+        found = check()
+        if found:
+            return found
+        assert time.monotonic() < deadline, f"never: {what}"
+        time.sleep(0.2)
+
+
+@contextmanager
+def process(command, env, log_path):
+    with open(log_path, "w") as log:
+        # A session of its own: whatever is left at the end goes with its group.
+        started = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        yield started
+    finally:
+        if started.poll() is None:
+            started.terminate()
+            try:
+                started.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(started.pid, 9)
+                started.wait(timeout=10)
+
+
+def up(port: int, started, log_path) -> bool:
+    if started.poll() is not None:
+        raise AssertionError(log_path.read_text())
+    try:
+        return Client().get(port, "/health")[0] == 200
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def instances(engine, database_url, tmp_path):
+    """(engine, port of A, port of B): two serve processes and a worker,
+    one database, one secret key, one users file."""
+    users_file = write_users(tmp_path / "users")
+    env = {**os.environ, "PGBUS_DATABASE_URL": database_url, "PGBUS_WEB_SECRET_KEY": SECRET}
+    ports = [_free_port(), _free_port()]
+    with ExitStack() as stack:
+        for label, port in zip("ab", ports):
+            log_path = tmp_path / f"serve-{label}.log"
+            started = stack.enter_context(process(
+                [sys.executable, "-m", "pgbus_web", "serve", "--port", str(port), "--users-file", str(users_file),
+                 "--definitions", DEFINITIONS, "--metrics-interval", METRICS_INTERVAL, "--no-access-log"],
+                env, log_path))
+            eventually(lambda: up(port, started, log_path), f"serve {label} answers /health")
+        stack.enter_context(process(
+            [sys.executable, "-m", "pgbus_web", "worker", "--definitions", DEFINITIONS, "--poll-interval", "0.2"],
+            env, tmp_path / "worker.log"))
+        yield engine, ports[0], ports[1]
+
+
+def test_two_instances_and_a_worker_behave_as_one(instances):
+    engine, a, b = instances
+    seed_paused(engine, RUNS)
+    with engine.connect() as conn:
+        [one_run] = conn.execute(sa.text("SELECT workflow_id FROM pgbus_workflows ORDER BY id LIMIT 1")).scalars()
+
+    # A session made on A is good on B.
+    otto = Client()
+    assert sign_in(otto, a, *OPERATOR) == 303
+    assert OPERATOR[0] in (signed_in_as(otto, b) or "")
+
+    # A CSRF token from a page of A is good for an action posted to B.
+    status, _, text = otto.get(a, f"/workflows/{one_run}")
+    assert status == 200
+    status, _, text = otto.post(b, f"/workflows/{one_run}/cancel",
+                                {csrf.FIELD_NAME: csrf_token(text), "reason": "customer left"})
+    assert status in (200, 303), text
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT status FROM pgbus_workflows WHERE workflow_id = :id"),
+                            {"id": one_run}).scalar_one() == "cancelled"
+
+    # An operation started through A is done once: by the worker or either instance.
+    status, _, text = otto.get(a, "/workflows")
+    form = {csrf.FIELD_NAME: csrf_token(text), "verb": "cancel", "query": urlencode({"status": "paused"}),
+            "expected": str(RUNS - 1), "confirmed": "1", "reason": "gateway gone"}
+    status, headers, text = otto.post(a, "/workflows/operations", form)
+    assert status == 303, text
+    operation_id = int(headers["Location"].rstrip("/").rsplit("/", 1)[1])
+
+    def finished():
+        with engine.connect() as conn:
+            found = conn.execute(sa.text("SELECT status, moved FROM pgbus_web_operations WHERE id = :id"),
+                                 {"id": operation_id}).one()
+        return tuple(found) if found[0] not in ("queued", "running") else None
+
+    assert eventually(finished, "the operation ends") == ("done", RUNS - 1)
+    with engine.connect() as conn:
+        acted = conn.execute(sa.text(
+            "SELECT workflow_id, count(*) FROM pgbus_workflow_events "
+            "WHERE details ->> 'operation_id' = :op GROUP BY workflow_id"), {"op": str(operation_id)}).all()
+        left = conn.execute(sa.text("SELECT count(*) FROM pgbus_workflows WHERE status <> 'cancelled'")).scalar_one()
+    assert len(acted) == RUNS - 1 and {count for _, count in acted} == {1}
+    assert left == 0
+
+    # /metrics: each instance reads on its own interval; once both have
+    # read since the operation ended, they report the same counts, the
+    # database's.
+    expected = database_counts(engine)
+    assert expected == {("OrderWorkflow", "cancelled"): float(RUNS)}
+
+    def agreeing():
+        found_a, found_b = run_counts(a), run_counts(b)
+        nonzero = {key: value for key, value in found_a.items() if value}
+        return found_a == found_b and nonzero == expected and (found_a, found_b)
+
+    eventually(agreeing, "both instances' /metrics report the database's run counts")
+
+    # A sign-out on A ends the session on B too, the cookie's copy included.
+    kept = dict(otto.cookies)
+    status, _, text = otto.get(a, "/workflows")
+    token = page_of(text).select_one("form.pgbus-sign-out input[name=token]")["value"]
+    assert otto.post(a, "/sign-out", {"token": token})[0] == 303
+    copy = Client()
+    copy.cookies = kept
+    assert signed_in_as(copy, b) is None
+    assert signed_in_as(copy, a) is None
+
+
+def test_the_sign_in_throttle_counts_the_attempts_made_on_both(instances):
+    _, a, b = instances
+    name = "mallory"
+    # Alternating instances, never more than half the allowance on either.
+    for attempt in range(throttle.PER_NAME_ADDRESS):
+        port = (a, b)[attempt % 2]
+        assert sign_in(Client(), port, name, f"guess {attempt}") == 401
+    # Each has seen fewer than the allowance; together they have used it.
+    assert sign_in(Client(), a, name, "one more guess") == 429
+    assert sign_in(Client(), b, name, "one more guess") == 429
+    # Control: another name from the same address is not throttled.
+    assert sign_in(Client(), b, *VIEWER) == 303
