@@ -1,9 +1,10 @@
 """Every page at a desktop and a phone size, light and dark, in English,
 German and Japanese: nothing wider than the window, no text cut by an
 element that hides its overflow (those that clip on purpose, a two-line
-clamp, carry data-pgbus-clamp), and the bulk dialog's title and start
-button on screen. With PGBUS_TEST_SCREENSHOTS naming a directory, each
-view is saved there as a PNG to look at; unset, nothing is written.
+clamp, carry data-pgbus-clamp), the navigation's links on one line each,
+and the bulk dialog's title and start button on screen. With
+PGBUS_TEST_SCREENSHOTS naming a directory, each view is saved there as a
+PNG to look at; unset, nothing is written.
 
 Skipped only when /usr/bin/chromium is missing (CI installs it)."""
 
@@ -103,6 +104,12 @@ def test_every_page_in_every_language_fits_and_cuts_no_text(chromium, server, pa
                 widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
                 if widths[0] > widths[1]:
                     problems[f"{where}: wider than the window"] = widths
+                # Each navigation link on one line (Japanese once broke them
+                # after every character beside a wide end of the top bar).
+                heights = page.evaluate("() => Array.from(document.querySelectorAll('.pgbus-nav a'),"
+                                        " (a) => Math.round(a.getBoundingClientRect().height))")
+                if max(heights) > min(heights):
+                    problems[f"{where}: a navigation link wraps"] = heights
                 cut = page.evaluate(CUT_TEXT)
                 if cut:
                     problems[f"{where}: text cut"] = cut
