@@ -208,6 +208,9 @@ def show(operation_id: int):
     ended = found["status"] in ENDED_QUIETLY
     started = t("pgbus.operations.started", operation_id=found["id"])
     if not render.requested_blocks(pages.OPERATION.fragments):
+        # Reached from its start (the flash says so): the page opens with
+        # focus on the operation, so a keyboard is not sent back to the top.
+        page["arrived"] = any(message == started for _, message in get_flashed_messages(with_categories=True))
         if ended:
             # "Operation N started." is stale once it is done: the flash is
             # taken, and every other message shown.

@@ -17,8 +17,22 @@
 //    JavaScript (preview.html), so here it is reopened as modal. Its back
 //    link closes it instead of loading the list again; closed, it leaves
 //    the page and focus goes back to the button that asked for it.
+// 5. A page drawn with an element marked data-pgbus-focus (an operation's
+//    page reached from its start) opens with focus there, not on the body.
 (function () {
   "use strict";
+
+  function focusMarked() {
+    var marked = document.querySelector("[data-pgbus-focus]");
+    if (marked && document.activeElement === document.body) {
+      marked.focus({ preventScroll: true });
+    }
+  }
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", focusMarked);
+  } else {
+    focusMarked();
+  }
 
   document.addEventListener("htmx:oobBeforeSwap", function (event) {
     var detail = event.detail;
