@@ -21,7 +21,10 @@ WORDS = ["b", "B", "a", "Z", "é", "e", "10", "9", "_x", "注文", "Ö", "o"]
 
 @pytest.fixture
 def server_admin(database_url):
-    engine = db.create_engine(database_url, isolation_level="AUTOCOMMIT", pool_size=1, max_overflow=0)
+    # Without the pages' statement timeout: creating and dropping a database
+    # waits on a checkpoint, which on a busy machine has taken over 10 s.
+    engine = db.create_engine(database_url, db.UNBOUNDED_STATEMENTS, isolation_level="AUTOCOMMIT", pool_size=1,
+                              max_overflow=0)
     made = []
     yield engine, made
     with engine.connect() as conn:
