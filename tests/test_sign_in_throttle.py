@@ -7,6 +7,7 @@ not failed. Passwords checked are counted by wrapping passwords.verify."""
 
 from __future__ import annotations
 
+import base64
 import threading
 import time
 
@@ -84,6 +85,35 @@ def test_a_concurrent_burst_checks_at_most_the_limit(database_url, _installed_en
         for thread in threads:
             thread.join(timeout=300)
         assert sorted(statuses) == [401] * PER_NAME_ADDRESS + [429] * (BURST - PER_NAME_ADDRESS)
+        assert len(checked) == PER_NAME_ADDRESS
+    finally:
+        wide.dispose()
+
+
+def test_a_concurrent_basic_burst_checks_at_most_the_limit(database_url, _installed_engine, engine, users_file,
+                                                           checked):
+    # HTTP Basic takes the same reservation before the hash as the form:
+    # 30 scripts guessing at once get at most the limit checked.
+    wide = db.create_engine(database_url, pool_size=BURST + 5)
+    try:
+        app = proxied_app(db.Database(wide), users_file)
+        start = threading.Barrier(BURST)
+        statuses = []
+
+        def guess(number):
+            client = client_at(app, "203.0.113.10")
+            start.wait(timeout=120)
+            credentials = base64.b64encode(f"{OPERATOR[0]}:wrong {number}".encode()).decode()
+            response = client.get("/workflows", headers={"Authorization": f"Basic {credentials}"})
+            statuses.append(response.status_code)
+
+        threads = [threading.Thread(target=guess, args=(number,)) for number in range(BURST)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=300)
+        # Control: every guess was answered, each a refusal.
+        assert len(statuses) == BURST and all(status in (401, 429) for status in statuses), statuses
         assert len(checked) == PER_NAME_ADDRESS
     finally:
         wide.dispose()
