@@ -253,3 +253,28 @@ def test_bulk_is_post_only(browser):
     response = browser.client.get("/workflows/bulk/retry")
     assert response.status_code == 303
     assert response.headers["Location"].endswith("/workflows")
+
+
+@pytest.mark.parametrize("locale, words", [("en", ("Retry", "Resume", "Run again", "PGBUS_WEB_DEFINITIONS", "OrderWorkflow")),
+                                           ("de", ("Wiederholen", "PGBUS_WEB_DEFINITIONS", "OrderWorkflow"))])
+def test_without_the_definitions_the_index_says_which_verbs_are_hidden_and_how_to_load_them(
+        database, runs, locale, words):
+    from action_support import Browser, operator_app
+
+    paused_group(runs, 2)
+    unloaded = Browser(operator_app(database, registry=None).test_client())
+    page = soup(unloaded.load(f"/workflows?locale={locale}"))
+    note = page.select_one("#pgbus-attention .pgbus-definitions-missing")
+    assert note is not None and note["data-classes"] == "OrderWorkflow"
+    assert all(word in note.get_text() for word in words), note.get_text()
+    # Only Cancel all is offered for the group, as the note says.
+    labels = [button.get_text(strip=True) for button in page.select("#pgbus-attention .pgbus-group-action button")]
+    assert labels and all(label != "Retry all" for label in labels)
+
+
+def test_with_the_definitions_loaded_no_verb_is_said_to_be_hidden(browser, runs):
+    # Control for the note above: the same group, its class loaded.
+    paused_group(runs, 2)
+    page = soup(browser.load())
+    assert page.select_one("#pgbus-attention .pgbus-group-action") is not None
+    assert page.select_one(".pgbus-definitions-missing") is None

@@ -160,6 +160,12 @@ def index_context(
     for group in failed:
         # Rerun needs the class's step list (verb_table.CLASS_VERBS).
         group["class_loaded"] = definition_of(settings, group["workflow_class"]) is not None
+    # The groups' classes whose definitions are not loaded here: their
+    # retry, resume, skip and rerun are not offered, and the page says why.
+    unloaded = sorted(
+        {group["workflow_class"] for group in [*groups, *failed]
+         if definition_of(settings, group["workflow_class"]) is None}
+    )
     classes = sorted(
         {row["workflow_class"] for row in counts["rows"]}
         | set(getattr(settings.registry, "names", ()) or ())
@@ -170,6 +176,7 @@ def index_context(
         "counts": counts,
         "attention_groups": groups,
         "failed_groups": failed,
+        "unloaded_classes": unloaded,
         "classes": classes,
         "statuses": states.RUN,
         "reasons": states.STUCK_REASONS,

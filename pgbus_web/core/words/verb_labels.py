@@ -13,7 +13,9 @@ from datetime import datetime, tzinfo
 from typing import Any, Mapping
 
 from ...rules import states
-from ...i18n import t, tn
+from babel.lists import format_list
+
+from ...i18n import current_locale, t, tn
 from ...models.values import is_infinite
 from ...rules import verb_table
 from ...runtime.plan import plan_of
@@ -178,6 +180,17 @@ def bulk_confirm(action: str, group: Mapping[str, Any]) -> str:
         step=group.get("step_name") or "",
         error=group.get("error_class") or "",
     )
+
+
+# What a needs-attention or failed group does not offer while its class's
+# definition is not loaded here: the bulk verbs that need it, and rerun.
+HIDDEN_WITHOUT_DEFINITION = (*BULK_CLASS_VERBS, "rerun")
+
+
+def hidden_without_definition() -> str:
+    """The labels of HIDDEN_WITHOUT_DEFINITION, as one list in the
+    operator's language ("Retry, Resume, Skip and Rerun")."""
+    return format_list([verb_label(verb) for verb in HIDDEN_WITHOUT_DEFINITION], locale=current_locale())
 
 
 def bulk_verbs(group: Mapping[str, Any], class_loaded: bool) -> tuple[str, ...]:

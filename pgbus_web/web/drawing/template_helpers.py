@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Mapping
 
+from babel.lists import format_list
 from babel.numbers import format_decimal
 from flask import current_app, g, url_for
 from markupsafe import Markup
@@ -16,7 +17,7 @@ from ... import bidi
 from ...rules import run_filters as filters
 from ...i18n import current_locale, current_timezone
 from . import dom_ids, filter_chips, runtime_words
-from ...core.words import presenters, timefmt
+from ...core.words import presenters, timefmt, verb_labels
 from ...plumbing import run_ids
 from ...plumbing.state import state
 
@@ -80,8 +81,15 @@ def detail_words(key: Any, value: Any, now: datetime) -> Markup:
     return shown if shown is not None else presenters.stored_json(value)
 
 
+def listing(items) -> str:
+    """*items* as one list in the operator's language ("A, B and C")."""
+    return format_list([str(item) for item in items], locale=current_locale())
+
+
 # What the templates call (template_names.py gives them).
 TEMPLATE_NAMES: dict[str, Any] = {
+    "format_list": listing,
+    "hidden_without_definition": verb_labels.hidden_without_definition,
     "error_words": error_words,
     "detail_words": detail_words,
     "run_state": run_state,
