@@ -20,9 +20,7 @@ from ..rules import stuck
 def _outcomes_sql(rules: tuple[stuck.Rule, ...]) -> sa.TextClause:
     """The statement for *rules* (those whose cutoffs are given: without a
     waiting threshold no run is waiting_overdue, as on the index)."""
-    reasons = "\n                 ".join(
-        f"WHEN w.status = '{rule.status}' AND {stuck.condition_sql(rule)} THEN '{rule.reason}'" for rule in rules
-    )
+    reasons = "\n                 ".join(stuck.reason_sql(rules))
     return sa.text(
         f"""
         SELECT w.status, stuck.reason, count(*) AS runs

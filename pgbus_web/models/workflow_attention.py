@@ -36,10 +36,7 @@ def _now() -> datetime:
 # a run's steps up.
 def _stuck_runs_sql(rules: tuple[stuck.Rule, ...], *, by_class: bool) -> str:
     since = "\n                 ".join(stuck.since_sql(rules, "stuck_reason.reason"))
-    reasons = "\n                     ".join(
-        f"WHEN w.status = '{rule.status}' AND {stuck.condition_sql(rule)} THEN '{rule.reason}'"
-        for rule in rules
-    )
+    reasons = "\n                     ".join(stuck.reason_sql(rules))
     class_filter = "AND w.workflow_class = :workflow_class" if by_class else ""
     return f"""
         SELECT w.id, w.workflow_id, w.workflow_class,

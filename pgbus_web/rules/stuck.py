@@ -183,6 +183,13 @@ def condition_sql(rule: Rule) -> str:
     return " AND ".join(_sql(condition) for condition in rule.conditions)
 
 
+def reason_sql(rules: Iterable[Rule]) -> list[str]:
+    """The WHEN branches of a CASE that gives run ``w`` its reason by
+    *rules*, in their order (the first that holds)."""
+    return [f"WHEN w.status = {_literal(rule.status)} AND {condition_sql(rule)} THEN {_literal(rule.reason)}"
+            for rule in rules]
+
+
 def statuses_sql(rules: Iterable[Rule]) -> str:
     """The statuses *rules* can give a reason to, as an IN list's items."""
     statuses = dict.fromkeys(rule.status for rule in rules)
