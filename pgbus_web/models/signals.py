@@ -139,3 +139,61 @@ def for_run(conn: Connection, workflow_id: str) -> list[dict[str, Any]]:
         {"workflow_id": workflow_id},
     )
     return as_dicts(rows)
+
+
+def insert_many(conn: Connection, rows: list[dict[str, Any]], *, now: datetime) -> dict[str, dict[str, Any]]:
+    """insert_signal() of many in one statement (one per run: workflow_id,
+    name, payload, idempotency_key, and claimed_by_step_id for one a step
+    claims at once: stored claimed then, as insert then claim leave it);
+    workflow_id -> the stored signal. A run whose (workflow_id,
+    idempotency_key) is already stored is left out: nothing inserted."""
+    if not rows:
+        return {}
+    stored = conn.execute(
+        sa.text(
+            f"""
+            INSERT INTO pgbus_workflow_signals
+                (workflow_id, name, payload, idempotency_key, status, claimed_by_step_id, claimed_at, created_at)
+            SELECT r.workflow_id, r.name, r.payload, r.idempotency_key,
+                   CASE WHEN r.claimed_by_step_id IS NULL THEN 'pending' ELSE 'claimed' END,
+                   r.claimed_by_step_id, CASE WHEN r.claimed_by_step_id IS NULL THEN NULL ELSE :now END, :now
+            FROM ROWS FROM (jsonb_to_recordset(:rows) AS (
+                workflow_id text, name text, payload jsonb, idempotency_key text, claimed_by_step_id bigint))
+                WITH ORDINALITY AS r(workflow_id, name, payload, idempotency_key, claimed_by_step_id, n)
+            ORDER BY r.n
+            ON CONFLICT (workflow_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+            RETURNING {COLUMNS}
+            """
+        ).bindparams(sa.bindparam("rows", type_=JSONB)),
+        {"now": now, "rows": [
+            {"workflow_id": row["workflow_id"], "name": row["name"], "payload": row.get("payload") or {},
+             "idempotency_key": row.get("idempotency_key"), "claimed_by_step_id": row.get("claimed_by_step_id")}
+            for row in rows
+        ]},
+    )
+    return {row["workflow_id"]: row for row in as_dicts(stored)}
+
+
+def consume_held_many(conn: Connection, pairs: list[tuple[str, str]], *, now: datetime) -> int:
+    """For each (workflow_id, step_name), the signal held_by_step() finds
+    -> consumed, in one statement; how many moved."""
+    if not pairs:
+        return 0
+    return conn.execute(
+        sa.text(
+            """
+            UPDATE pgbus_workflow_signals g SET status = 'consumed', consumed_at = :now
+            FROM (
+                SELECT DISTINCT ON (p.workflow_id, p.step_name) s.id
+                FROM unnest(CAST(:workflow_ids AS text[]), CAST(:step_names AS text[])) AS p(workflow_id, step_name)
+                JOIN pgbus_workflow_signals s ON s.workflow_id = p.workflow_id AND s.status = 'claimed'
+                 AND s.claimed_by_step_id IN (
+                     SELECT id FROM pgbus_workflow_steps
+                     WHERE workflow_id = p.workflow_id AND step_name = p.step_name)
+                ORDER BY p.workflow_id, p.step_name, s.id
+            ) held
+            WHERE g.id = held.id AND g.status = 'claimed'
+            """
+        ),
+        {"workflow_ids": [pair[0] for pair in pairs], "step_names": [pair[1] for pair in pairs], "now": now},
+    ).rowcount

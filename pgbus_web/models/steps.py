@@ -327,6 +327,96 @@ def schedule_many(conn: Connection, rows: list[dict[str, Any]], *, now) -> dict[
     return {row["workflow_id"]: row for row in as_dicts(inserted)}
 
 
+def cancel_open_many(conn: Connection, workflow_ids: list[str], *, now) -> dict[str, list[dict[str, Any]]]:
+    """cancel_open() of many runs in one statement: workflow_id -> its
+    rows cancelled now, by id (runs without an open row are left out)."""
+    if not workflow_ids:
+        return {}
+    rows = conn.execute(
+        sa.text(
+            f"""
+            UPDATE pgbus_workflow_steps
+            SET status = 'cancelled', finished_at = :now, updated_at = :now
+            WHERE workflow_id = ANY(:workflow_ids)
+              AND status IN ('scheduled', 'waiting', 'in_progress')
+            RETURNING {COLUMNS}
+            """
+        ),
+        {"workflow_ids": list(workflow_ids), "now": now},
+    )
+    cancelled: dict[str, list[dict[str, Any]]] = {}
+    for row in sorted(as_dicts(rows), key=lambda step: step["id"]):
+        cancelled.setdefault(row["workflow_id"], []).append(row)
+    return cancelled
+
+
+def set_due_many(
+    conn: Connection, dues: list[tuple[int, datetime]], *, from_, now, status: str | None = None
+) -> dict[str, dict[str, Any]]:
+    """Many rows whose status is in *from_* given a new scheduled_at (and
+    *status* when given) in one statement: dues are (step id, moment);
+    workflow_id -> the updated row."""
+    if not dues:
+        return {}
+    from_statuses = [from_] if isinstance(from_, str) else list(from_)
+    rows = conn.execute(
+        sa.text(
+            f"""
+            UPDATE pgbus_workflow_steps s
+            SET scheduled_at = d.due, updated_at = :now, status = COALESCE(CAST(:status AS text), s.status)
+            FROM unnest(CAST(:ids AS bigint[]), CAST(:dues AS timestamptz[])) AS d(id, due)
+            WHERE s.id = d.id AND s.status = ANY(:from_statuses)
+            RETURNING {", ".join("s." + name.strip() for name in COLUMNS.split(","))}
+            """
+        ),
+        {"ids": [int(step_id) for step_id, _ in dues], "dues": [due for _, due in dues], "now": now,
+         "status": status, "from_statuses": from_statuses},
+    )
+    return {row["workflow_id"]: row for row in as_dicts(rows)}
+
+
+def skip_and_insert(
+    conn: Connection, skip_ids: list[int], rows: list[dict[str, Any]], *, now
+) -> dict[int, dict[str, Any]]:
+    """One statement: the open rows *skip_ids* -> skipped (finished now),
+    and *rows* inserted (id from reserve_ids, workflow_id, step_name,
+    status, attempt, scheduled_at, finished_at; created_at = updated_at =
+    *now*). step id -> the row as written."""
+    if not skip_ids and not rows:
+        return {}
+    columns = ", ".join(name.strip() for name in COLUMNS.split(","))
+    written = conn.execute(
+        sa.text(
+            f"""
+            WITH skipped AS (
+                UPDATE pgbus_workflow_steps
+                SET status = 'skipped', finished_at = :now, updated_at = :now
+                WHERE id = ANY(:skip_ids) AND status IN ('scheduled', 'waiting', 'in_progress')
+                RETURNING {columns}
+            ), inserted AS (
+                INSERT INTO pgbus_workflow_steps
+                    (id, workflow_id, step_name, status, attempt, scheduled_at, finished_at, created_at, updated_at)
+                SELECT r.id, r.workflow_id, r.step_name, r.status, r.attempt, r.scheduled_at, r.finished_at,
+                       :now, :now
+                FROM unnest(CAST(:ids AS bigint[]), CAST(:workflow_ids AS text[]), CAST(:step_names AS text[]),
+                            CAST(:statuses AS text[]), CAST(:attempts AS integer[]),
+                            CAST(:scheduled AS timestamptz[]), CAST(:finished AS timestamptz[]))
+                     AS r(id, workflow_id, step_name, status, attempt, scheduled_at, finished_at)
+                ORDER BY r.id
+                RETURNING {columns}
+            )
+            SELECT * FROM skipped UNION ALL SELECT * FROM inserted
+            """
+        ),
+        {"now": now, "skip_ids": [int(step_id) for step_id in skip_ids],
+         "ids": [int(row["id"]) for row in rows], "workflow_ids": [row["workflow_id"] for row in rows],
+         "step_names": [row["step_name"] for row in rows], "statuses": [row["status"] for row in rows],
+         "attempts": [int(row["attempt"]) for row in rows],
+         "scheduled": [row.get("scheduled_at") for row in rows], "finished": [row.get("finished_at") for row in rows]},
+    )
+    return {row["id"]: row for row in as_dicts(written)}
+
+
 def failure_streak(conn: Connection, step: dict[str, Any]) -> int:
     """How many attempts of the step have failed in a row, up to and
     including *step*: what its retry budget is counted against. The count

@@ -15,6 +15,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
+from ..rules import states
 from . import as_dict, as_dicts
 
 # Columns insert_run and transition may write; names outside this list are
@@ -93,12 +94,15 @@ def lock_for(conn: Connection, workflow_id: str, *, sets_latest: bool = False) -
     return row
 
 
-def lock_many(conn: Connection, workflow_ids: list[str]) -> list[dict[str, Any]]:
+def lock_many(conn: Connection, workflow_ids: list[str], *, sets_latest: bool = False) -> list[dict[str, Any]]:
     """lock_for() of many runs at once, in id order, without waiting: a run
     whose row another transaction holds is left out (SKIP LOCKED), as is
-    an unknown one."""
+    an unknown one. *sets_latest*: this transaction keeps latest_* itself
+    (LATEST_BY_WRITER; move_many(..., sync_latest=True) writes them)."""
     if not workflow_ids:
         return []
+    if sets_latest:
+        conn.execute(sa.text(f"SELECT set_config('{LATEST_BY_WRITER}', 'on', true)"))
     rows = conn.execute(
         sa.text(
             f"SELECT {SELECT_COLUMNS} FROM pgbus_workflows "
@@ -228,6 +232,76 @@ def resume_many(conn: Connection, moves: list[dict[str, Any]], *, from_: Iterabl
          "step_ids": [int(move["step_id"]) for move in moves], "step_names": [move["step_name"] for move in moves],
          "scheduled": [move["scheduled_at"] for move in moves]},
     ).rowcount
+
+
+# The columns move_many may set besides status (the verbs' moves set no other).
+MOVE_COLUMNS = ("current_step", "paused_at", "finished_at")
+_MOVE_TYPES = {"current_step": "text", "paused_at": "timestamptz", "finished_at": "timestamptz"}
+
+
+def move_many(conn: Connection, moves: list[dict[str, Any]], *, from_: Iterable[str],
+              sync_latest: bool = False) -> list[str]:
+    """transition() of many runs in one statement: each move is a dict of
+    workflow_id, ``to`` and any of MOVE_COLUMNS (a key left out keeps the
+    column as it is). Every run moves from a status in *from_*;
+    *sync_latest* also sets latest_* from each run's latest step, in the
+    same row version (a writer that declared LATEST_BY_WRITER). Returns
+    the workflow_ids moved."""
+    if not moves:
+        return []
+    unknown = {key for move in moves for key in move} - {"workflow_id", "to", *MOVE_COLUMNS}
+    if unknown:
+        raise ValueError(f"not a column move_many sets: {', '.join(sorted(unknown))}")
+    binds: dict[str, Any] = {
+        "from_statuses": list(from_), "workflow_ids": [move["workflow_id"] for move in moves],
+        "statuses": [move["to"] for move in moves],
+    }
+    arrays = ["CAST(:workflow_ids AS text[])", "CAST(:statuses AS text[])"]
+    names = ["workflow_id", "status"]
+    sets = ["status = m.status", "updated_at = now()"]
+    for column in MOVE_COLUMNS:
+        if not any(column in move for move in moves):
+            continue
+        binds[f"set_{column}"] = [column in move for move in moves]
+        binds[column] = [move.get(column) for move in moves]
+        arrays += [f"CAST(:set_{column} AS boolean[])", f"CAST(:{column} AS {_MOVE_TYPES[column]}[])"]
+        names += [f"set_{column}", column]
+        sets.append(f"{column} = CASE WHEN m.set_{column} THEN m.{column} ELSE w.{column} END")
+    latest_set = latest_join = ""
+    if sync_latest:
+        latest_set = _LATEST_SET
+        latest_join = _LATEST_FROM.replace("FROM (SELECT 1) AS one", "").replace(":workflow_id", "m.workflow_id")
+    statement = sa.text(
+        f"UPDATE pgbus_workflows w SET {', '.join(sets)}{latest_set} "
+        f"FROM unnest({', '.join(arrays)}) AS m({', '.join(names)}) {latest_join} "
+        "WHERE w.workflow_id = m.workflow_id AND w.status = ANY(:from_statuses) RETURNING w.workflow_id"
+    )
+    return list(conn.execute(statement, binds).scalars())
+
+
+def subject_taken(conn: Connection, runs: list[Mapping[str, Any]]) -> set[str]:
+    """Those of *runs* (finished ones about to go on) whose class and subject
+    another ongoing run holds: moving them would break the one-ongoing-run
+    rule (SUBJECT_INDEX)."""
+    runs = [run for run in runs if run.get("subject_type") is not None and run.get("subject_id") is not None]
+    if not runs:
+        return set()
+    return set(conn.execute(
+        sa.text(
+            """
+            SELECT m.workflow_id
+            FROM unnest(CAST(:workflow_ids AS text[]), CAST(:classes AS text[]), CAST(:types AS text[]),
+                        CAST(:subjects AS text[])) AS m(workflow_id, workflow_class, subject_type, subject_id)
+            WHERE EXISTS (
+                SELECT 1 FROM pgbus_workflows w
+                WHERE w.workflow_class = m.workflow_class AND w.subject_type = m.subject_type
+                  AND w.subject_id = m.subject_id AND w.workflow_id <> m.workflow_id
+                  AND w.status = ANY(:ongoing))
+            """
+        ),
+        {"ongoing": list(states.ONGOING), "workflow_ids": [run["workflow_id"] for run in runs], "classes": [run["workflow_class"] for run in runs],
+         "types": [run["subject_type"] for run in runs], "subjects": [run["subject_id"] for run in runs]},
+    ).scalars())
 
 
 def insert_run(conn: Connection, attrs: Mapping[str, Any]) -> bool:

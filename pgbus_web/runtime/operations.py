@@ -9,10 +9,10 @@ matches, at any size, tracked in pgbus_web_operations (docs/operations.md).
   now): runs created later are never swept in.
 - Runner: what a worker or the serving process does with operations: claim
   one (SKIP LOCKED, or a running one whose heartbeat went stale), do it in
-  chunks, and commit counts and cursor per chunk. resume and resume_at do a
-  chunk in one transaction (chunk_resume.py: the verb's rules, gathered
-  writes); every other verb, and what the chunk path leaves, goes run by
-  run through the verbs themselves, each in its own transaction.
+  chunks, and commit counts and cursor per chunk. Every verb does a chunk
+  in one transaction (chunks/, and chunk_resume.py for resume: the verb's
+  rules, gathered writes); what that path leaves goes run by run through
+  the verbs themselves, each in its own transaction.
 
 Why no run is acted on twice, even after kill -9 (docs/operations.md): the
 run's change commits with its audit event carrying details.operation_id,
@@ -39,7 +39,7 @@ from ..rules import run_filters as index_filters
 from ..rules import states
 from ..models import events, workflow_index, workflow_rows
 from ..models import operations as store
-from . import chunk_resume, verbs
+from . import chunks, verbs
 from ..rules import verb_table
 from .clock import parse_future, utcnow
 from .errors import (
@@ -383,20 +383,14 @@ class Runner:
         return "moved"
 
     def _fast(self, operation: Mapping[str, Any], todo: list[dict[str, Any]], result: Chunk) -> list[dict[str, Any]]:
-        """The chunk's runs through chunk_resume when the verb has that
-        path, counted into *result*; returns the runs left for the per-run
-        verb (all of them when the path does not apply or fails)."""
-        if operation["verb"] not in chunk_resume.VERBS or not todo:
+        """The chunk's runs through the verb's chunk path (chunks.act),
+        counted into *result*; returns the runs left for the per-run verb
+        (all of them when the path does not apply or fails)."""
+        if not chunks.covers(operation["verb"]) or not todo:
             return todo
-        now = self.clock()
-        at = None
         try:
-            if operation["verb"] == "resume_at":
-                at = parse_future((operation["params"] or {}).get("at"), now=now)
-            done = chunk_resume.resume_chunk(
-                self.engine, operation["verb"], [row["workflow_id"] for row in todo], operation_id=operation["id"],
-                actor=operation["actor"], reason=operation["reason"], at=at, registry=self.registry, now=now,
-            )
+            done = chunks.act(self.engine, operation, [row["workflow_id"] for row in todo], registry=self.registry,
+                              now=self.clock(), key_of=lambda workflow_id: signal_key(operation["id"], workflow_id))
         except Exception:  # noqa: BLE001  (rolled back whole: each run on its own then, with its own answer)
             log.warning("operation %s: the chunk's one transaction failed: run by run", operation["id"],
                         exc_info=True)

@@ -1,0 +1,64 @@
+"""What every verb's chunk shares: the runs locked, sorted under the locks
+into already acted on, not fitting and candidates, and the audit event as
+the per-run verb writes it."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from sqlalchemy.engine import Connection
+
+from ...models import events, workflow_rows
+from ...rules import states, verb_table
+from ..chunk_resume import ChunkResult
+
+
+def reason_of(reason: str | None) -> str | None:
+    """The reason as the verbs store it (verbs._reason)."""
+    reason = (reason or "").strip()
+    return reason or None
+
+
+def lock(
+    conn: Connection, verb: str, workflow_ids: list[str], operation_id: int, *, sets_latest: bool = True,
+) -> tuple[ChunkResult, list[dict[str, Any]]]:
+    """The runs locked FOR UPDATE SKIP LOCKED in id order; under the locks,
+    a run this operation already acted on is "already" (verbs' AlreadyActed),
+    one whose status the verb does not fit "skipped" (WrongStatus), one
+    another transaction holds (or gone) "rest" for the per-run verb. The
+    others come back as candidates, in id order."""
+    allows = verb_table.get(verb).allows
+    result = ChunkResult()
+    locked = workflow_rows.lock_many(conn, workflow_ids, sets_latest=sets_latest)
+    held = {run["workflow_id"] for run in locked}
+    result.rest = [workflow_id for workflow_id in workflow_ids if workflow_id not in held]
+    acted = events.operation_acted_among(conn, list(held), operation_id)
+    candidates = []
+    for run in locked:
+        if run["workflow_id"] in acted:
+            result.already.append(run["workflow_id"])
+        elif not allows(run["status"]):
+            result.skipped.append(run["workflow_id"])
+        else:
+            candidates.append(run)
+    return result, candidates
+
+
+def event(
+    run: Mapping[str, Any], name: str, *, actor: str, now, operation_id: int | None, step=None,
+    reason: str | None = None, details: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One event row as the per-run verb writes it: the verb's own events
+    (verbs._Verb.event) carry *operation_id*; the moves it shares with the
+    worker (flow.schedule, flow.claim_signal) pass None and carry none."""
+    if operation_id is not None:
+        details = {**(details or {}), "operation_id": operation_id}
+    return events.row(workflow_id=run["workflow_id"], event=name, actor=actor or states.APP_ACTOR,
+                      reason=reason, step=step, details=details, created_at=now)
+
+
+def moved_all(moved: list[str], expected: int) -> None:
+    """Under the locks every candidate moves; anything else and the chunk
+    rolls back whole (the caller then goes run by run)."""
+    if len(moved) != expected:
+        raise RuntimeError(f"{len(moved)} of {expected} runs moved")

@@ -1,0 +1,66 @@
+"""cancel and pause of a whole chunk in one transaction (verbs._cancel,
+verbs._pause): five statements whatever the chunk's size. Neither needs the
+definition, so only a run another transaction holds goes back to the
+per-run verb."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy.engine import Engine
+
+from ...models import events, steps, workflow_rows
+from ...rules import states
+from ..chunk_resume import ChunkResult
+from ..verbs import FROM
+from . import common
+
+
+def cancel_chunk(
+    engine: Engine, workflow_ids: list[str], *, operation_id: int, actor: str, reason: str | None, now: datetime,
+) -> ChunkResult:
+    """Every run -> cancelled, its open step rows cancelled; one "cancelled"
+    event per run naming its last cancelled row and all of them."""
+    reason = common.reason_of(reason)
+    with engine.begin() as conn:
+        result, runs = common.lock(conn, "cancel", workflow_ids, operation_id)
+        if not runs:
+            return result
+        ids = [run["workflow_id"] for run in runs]
+        cancelled = steps.cancel_open_many(conn, ids, now=now)
+        moved = workflow_rows.move_many(conn, [{"workflow_id": w, "to": states.CANCELLED, "finished_at": now}
+                                               for w in ids], from_=FROM["cancel"], sync_latest=True)
+        common.moved_all(moved, len(runs))
+        rows = []
+        for run in runs:
+            mine = cancelled.get(run["workflow_id"], [])
+            rows.append(common.event(run, "cancelled", actor=actor, now=now, operation_id=operation_id,
+                                     reason=reason, step=mine[-1] if mine else None,
+                                     details={"was": run["status"], "cancelled_steps": [s["id"] for s in mine]}))
+        events.record_many(conn, rows)
+        result.moved = ids
+    return result
+
+
+def pause_chunk(
+    engine: Engine, workflow_ids: list[str], *, operation_id: int, actor: str, reason: str | None, now: datetime,
+) -> ChunkResult:
+    """Every run -> paused (paused_at now); one "paused" event per run
+    naming its latest step row."""
+    reason = common.reason_of(reason)
+    with engine.begin() as conn:
+        result, runs = common.lock(conn, "pause", workflow_ids, operation_id, sets_latest=False)
+        if not runs:
+            return result
+        ids = [run["workflow_id"] for run in runs]
+        latest = steps.latest_of(conn, ids)
+        moved = workflow_rows.move_many(conn, [{"workflow_id": w, "to": states.PAUSED, "paused_at": now}
+                                               for w in ids], from_=FROM["pause"])
+        common.moved_all(moved, len(runs))
+        events.record_many(conn, [
+            common.event(run, "paused", actor=actor, now=now, operation_id=operation_id, reason=reason,
+                         step=latest.get(run["workflow_id"]), details={"was": run["status"]})
+            for run in runs
+        ])
+        result.moved = ids
+    return result
