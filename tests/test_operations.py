@@ -348,9 +348,9 @@ while runner.step() is not None:
 
 @pytest.mark.parametrize("verb, event", [("resume", "resumed"), ("cancel", "cancelled")])
 def test_kill_minus_nine_mid_chunk_then_takeover_finishes_without_doing_anything_twice(engine, runs, verb, event):
-    # resume does a chunk in one transaction (chunk_resume), cancel run by
-    # run: the kill lands inside a chunk or between its runs and its
-    # progress. The taker's chunks do not line up with the dead process's,
+    # Both do a chunk in one transaction (chunk_resume, chunks/halt; the
+    # per-run path's kill: test_operations_chunk_verbs.py): the kill lands
+    # inside a chunk or between its commit and its progress. The taker's chunks do not line up with the dead process's,
     # and a COMMIT the dead process sent may land after the takeover.
     paused = [paused_on_capture(runs) for _ in range(400)]
     operation = create(engine, verb, status="paused")
