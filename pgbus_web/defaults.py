@@ -11,3 +11,8 @@ WAITING_THRESHOLD = timedelta(hours=24)
 # and a retry's sits unbound between the hand-over and its bind; an hour is
 # far longer than either gap, so a lock the floor spares is one in flight.
 LOCK_AGE_FLOOR = timedelta(hours=1)
+# An operation whose holder has not renewed its heartbeat for this long is
+# taken over by another process (its holder renews it every third of this,
+# between chunks and while one is long): a killed `pgbus-web bulk` or
+# worker costs this long, not a minute.
+OPERATION_STALE_AFTER = timedelta(seconds=15)

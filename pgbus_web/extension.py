@@ -160,5 +160,6 @@ class PgbusWeb:
         if settings.metrics:
             api_metrics.register(app, prefix)
         if settings.run_operations:
-            self.operations = Background(database.primary, settings.registry).start()
+            self.operations = Background(database.primary, settings.registry,
+                                         stale_after=settings.operation_stale_after).start()
             app.extensions[EXTENSION_NAME].operations = self.operations

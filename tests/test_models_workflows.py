@@ -612,7 +612,7 @@ def test_a_stuck_filter_counts_and_walks_without_reading_a_runs_steps(engine, re
     where, binds = workflow_index.page_where(threshold=THRESHOLD, waiting_threshold=WAITING_THRESHOLD, reason=reason,
                                         step_name="capture", error_class="TimeoutError")
     count = _plan_of(engine, lambda conn: workflow_index.status_counts_up_to(conn, where=where, binds=binds, cap=10_000))
-    walk = _plan_of(engine, lambda conn: workflow_index.matching_ids(conn, where=where, binds=binds, after_id=0,
+    walk = _plan_of(engine, lambda conn: workflow_index.walk_window(conn, where=where, binds=binds, after_id=0,
                                                                 ceiling_id=10**9, limit=200))
     assert "pgbus_workflow_steps" not in count and "pgbus_workflow_steps" not in walk
     # Control: the page itself shows each run's latest step, so it reads them.

@@ -92,7 +92,9 @@ def bulk(database_url, verb, filter_pairs, reason, at, from_step, signal_name, p
         raise input_refused(problem) from None
     registry = load_registry(definitions) if definitions else None
     params = parsed.params
-    engine = engine_from(database_url, pool_size=2, max_overflow=0)
+    # A chunk acts on operations.PARALLEL runs at once, each on its own
+    # connection; one more for the look at the operation between chunks.
+    engine = engine_from(database_url, pool_size=operations.PARALLEL + 1, max_overflow=0)
     try:
         try:
             shown = operations.preview(engine, run_filters, verb, params, registry=registry, thresholds=THRESHOLDS)
@@ -128,6 +130,24 @@ def bulk(database_url, verb, filter_pairs, reason, at, from_step, signal_name, p
         raise SystemExit(1)
 
 
+def stopped_line(engine, op_id: int, problem: BaseException) -> str:
+    """Why this command stopped doing operation *op_id*, and who finishes
+    it, in one line."""
+    reason = operations.first_line(problem)
+    try:
+        status = operations.find(engine, op_id)["status"]
+    except Exception:  # noqa: BLE001  (the database is away too)
+        status = None
+    if status == states.OPERATION_QUEUED:
+        left = "it is left queued; any `pgbus-web worker` or serving dashboard finishes it"
+    elif status in states.OPERATION_OPEN or status is None:
+        left = (f"any `pgbus-web worker` or serving dashboard takes it over once its heartbeat is "
+                f"{operations.STALE_AFTER.total_seconds():g}s old")
+    else:
+        left = f"it is {status}"
+    return f"Stopped: operation {op_id} failed here ({reason}); {left}."
+
+
 def _run(engine, registry, operation):
     """Do *operation* here (or watch another process do it) with a bar."""
     op_id = operation["id"]
@@ -146,6 +166,10 @@ def _run(engine, registry, operation):
         bar.close()
         click.echo(f"\nStopped here: operation {op_id} is left queued; any `pgbus-web worker` "
                    "or serving dashboard finishes it.", err=True)
+        raise SystemExit(1)
+    except Exception as problem:  # noqa: BLE001  (said in one line; the operation is the workers')
+        bar.close()
+        click.echo(f"\n{stopped_line(engine, op_id, problem)}", err=True)
         raise SystemExit(1)
     finally:
         bar.close()

@@ -11,6 +11,7 @@ import click
 from .. import db, defaults
 from ..db import describe_url
 from ..runtime import definitions as loading
+from ..runtime import operations
 from ..runtime.definitions import Registry
 from ..runtime.worker import POLL_INTERVAL, SWEEP_INTERVAL, Worker
 from .common import database_url_option, engine_from, friendly_errors, main_group
@@ -44,12 +45,15 @@ def load_registry(module_name: str) -> Registry:
               show_default=True, metavar="SECONDS",
               help=f"A statement, cancelled by the server; the client gives up {db.ANSWER_GRACE}s later "
                    "and the tick is tried again.")
+@click.option("--operation-stale-after", type=click.FloatRange(min=0.1),
+              default=defaults.OPERATION_STALE_AFTER.total_seconds(), show_default=True, metavar="SECONDS",
+              help="Take over an operation whose holder has not renewed its heartbeat for this long.")
 @click.option("--simulate-batches", is_flag=True,
               help="Complete fan-out batch jobs over time (for the demo, which has no job runner).")
 @click.option("-v", "--verbose", is_flag=True, help="Log every failed step.")
 @friendly_errors
 def worker(database_url, definitions, poll_interval, sweep_interval, stall_threshold, statement_timeout,
-           simulate_batches, verbose):
+           operation_stale_after, simulate_batches, verbose):
     """Run due workflow steps until SIGTERM or Ctrl-C.
 
     Any number of workers may run against one database side by side."""
@@ -62,7 +66,10 @@ def worker(database_url, definitions, poll_interval, sweep_interval, stall_thres
     # Only statements are bounded: a step's own code runs outside any wait
     # on the server, however long it takes.
     bounds = db.Bounds(statement=statement_timeout)
-    engine = engine_from(database_url, bounds, pool_size=2, max_overflow=0, pool_pre_ping=False)
+    # An operation's chunk acts on operations.PARALLEL runs at once, each on
+    # its own connection.
+    engine = engine_from(database_url, bounds, pool_size=max(2, operations.PARALLEL), max_overflow=0,
+                         pool_pre_ping=False)
     runner = Worker(
         engine,
         registry,
@@ -70,6 +77,7 @@ def worker(database_url, definitions, poll_interval, sweep_interval, stall_thres
         sweep_interval=sweep_interval,
         stall_threshold=timedelta(seconds=stall_threshold),
         simulate_batches=simulate_batches,
+        operation_stale_after=timedelta(seconds=operation_stale_after),
     )
 
     def stop(signum, frame):

@@ -13,6 +13,13 @@ from ..rules import states
 from ..runtime import operations
 
 
+# A failed chunk (a statement timed out, the connection dropped) is handed
+# back by the Runner and tried again this many times, a little later each
+# time, before the failure goes up: the operation is queued then, for any
+# worker or serving dashboard.
+RETRIES = 3
+
+
 def run_to_end(engine: Engine, registry, operation_id: int, *, poll: float, deadline: float | None = None,
                seen: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Do operation *operation_id* chunk by chunk here, or watch another
@@ -20,12 +27,22 @@ def run_to_end(engine: Engine, registry, operation_id: int, *, poll: float, dead
     until it is no longer open; its row then. *seen* gets the row after
     each chunk (a progress bar); past *deadline* (a time.monotonic()
     moment) the row is returned as it is. Ctrl-C gives the operation back
-    to the queue before it goes on up, so any worker finishes it."""
+    to the queue before it goes on up, so any worker finishes it; so does
+    a chunk that fails more than RETRIES times in a row."""
     runner = operations.Runner(engine, registry)
+    failures = 0
     try:
         while True:
-            chunk = runner.step(operation_id)
-            current = operations.find(engine, operation_id)
+            try:
+                chunk = runner.step(operation_id)
+                current = operations.find(engine, operation_id)
+            except Exception:  # noqa: BLE001  (the chunk was handed back: tried again, then raised)
+                failures += 1
+                if failures > RETRIES:
+                    raise
+                time.sleep(poll * failures)
+                continue
+            failures = 0
             if seen is not None:
                 seen(current)
             if current["status"] not in states.OPERATION_OPEN:

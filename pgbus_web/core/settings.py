@@ -68,6 +68,10 @@ class Settings:
     # Do queued operations (act on every run a filter matches) in a thread
     # of this process too; a host whose workers do them may turn it off.
     run_operations: bool = True
+    # A running operation whose heartbeat is older than this is taken over
+    # by this process (its holder died); every process of one database
+    # should say the same (docs/operations.md "Takeover").
+    operation_stale_after: timedelta = defaults.OPERATION_STALE_AFTER
     # GET <prefix>/metrics in Prometheus text format (docs/metrics.md),
     # behind can_view or an api_auth token. None: off in a mounted app, on
     # in the standalone one; needs prometheus_client (the metrics extra).
@@ -143,6 +147,11 @@ def check(settings: Settings, locales: tuple[str, ...]) -> Settings:
         raise _refuse("refresh_interval", "a whole number of seconds, 0 or more", settings.refresh_interval)
     if not isinstance(settings.run_operations, bool):
         raise _refuse("run_operations", "True or False", settings.run_operations)
+    value = settings.operation_stale_after
+    if (_whole(value) or isinstance(value, float)) and value > 0:
+        changes["operation_stale_after"] = value = timedelta(seconds=value)
+    if not isinstance(value, timedelta) or value <= timedelta(0):
+        raise _refuse("operation_stale_after", "a timedelta (or a number of seconds) above zero", value)
     if settings.secret_key is not None and not isinstance(settings.secret_key, (str, bytes)):
         raise _refuse("secret_key", "text or None", settings.secret_key)
     for name in _SECONDS:

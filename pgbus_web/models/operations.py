@@ -195,3 +195,16 @@ def cancel(conn: Connection, operation_id: int, *, now: datetime) -> dict[str, A
         ),
         {"id": int(operation_id), "now": now},
     ).first())
+
+
+def renew(conn: Connection, operation_id: int, *, fence: datetime, now: datetime) -> datetime | None:
+    """A new heartbeat for a running operation whose holder still holds
+    *fence* (a long chunk, so nobody takes it over meanwhile): the new
+    fence, or None when it is no longer held."""
+    return conn.execute(
+        sa.text(
+            "UPDATE pgbus_web_operations SET heartbeat_at = :now "
+            "WHERE id = :id AND heartbeat_at = :fence AND status = 'running' RETURNING heartbeat_at"
+        ),
+        {"id": int(operation_id), "fence": fence, "now": now},
+    ).scalar()

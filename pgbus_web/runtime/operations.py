@@ -35,6 +35,7 @@ from typing import Any, Mapping
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine
 
+from .. import defaults
 from ..rules import run_filters as index_filters
 from ..rules import states
 from ..models import events, workflow_index, workflow_rows
@@ -55,14 +56,21 @@ log = logging.getLogger("pgbus_web.operations")
 
 # Runs per chunk: progress, cursor and heartbeat are committed this often.
 CHUNK = 200
-# A running operation whose heartbeat is older than this is taken over.
-STALE_AFTER = timedelta(seconds=60)
+# A running operation whose heartbeat is older than this is taken over
+# (the setting operation_stale_after); its holder renews it every
+# STALE_AFTER / BEATS while a chunk lasts, so a live holder never looks dead.
+STALE_AFTER = defaults.OPERATION_STALE_AFTER
+BEATS = 3
 # Runs of one chunk acted on at once, each on its own connection and in its
 # own transaction: one run's transaction is a dozen round trips, so a
 # single connection waits on the server most of the time.
 PARALLEL = 4
 # Runs shown in a preview.
 SAMPLE_SIZE = 10
+# Id windows (workflow_index.WINDOW each, one statement each) a chunk's walk
+# reads at most before it commits where it got to: a thin slice of a big
+# table is crossed in bounded steps, its heartbeat renewed between them.
+WINDOWS_PER_CHUNK = 10
 REASON_LIMIT = 1_000
 # The verbs an operation may apply: every outside verb of the table.
 VERBS = tuple(verb.name for verb in verb_table.TABLE)
@@ -205,6 +213,7 @@ def _binds(run_filters: index_filters.RunFilters, now: datetime) -> dict[str, An
 def preview(
     engine: Engine, run_filters: index_filters.RunFilters, verb: str, params: Mapping[str, Any] | None = None,
     *, registry=None, thresholds: Mapping[str, timedelta], now: datetime | None = None,
+    window: int = workflow_index.WINDOW,
 ) -> Preview:
     """What *verb* on every run *run_filters* matches would do now. Read in
     one repeatable-read snapshot, so the ceiling, counts and sample agree."""
@@ -216,8 +225,10 @@ def preview(
         with conn.begin():
             ceiling = workflow_rows.highest_id(conn)
             where, where_binds = workflow_index.page_where(now=now, ceiling_id=ceiling, **thresholds, **binds)
-            counts = workflow_index.count_matching(conn, where=where, binds=where_binds)
-            sample = workflow_index.page(conn, limit=SAMPLE_SIZE, now=now, ceiling_id=ceiling, **thresholds, **binds)
+            # One window of ids per statement (bounded walks, docs/operations.md).
+            counts, holding = workflow_index.count_by_window(conn, where=where, binds=where_binds,
+                                                             ceiling_id=ceiling, window=window)
+            sample = workflow_index.sample_in(conn, holding, limit=SAMPLE_SIZE, now=now, **thresholds, **binds)
     by_status: dict[str, int] = {}
     for (_, status), runs in counts.items():
         by_status[status] = by_status.get(status, 0) + runs
@@ -325,19 +336,55 @@ class _Held:
     fence: datetime
 
 
+class _Beat:
+    """While a chunk is in hand: a thread that renews its operation's
+    heartbeat every stale_after / BEATS, moving the fence the chunk's
+    fenced writes name (they stop it first, so none of them races a renewal)."""
+
+    def __init__(self, runner: "Runner", held: _Held | None) -> None:
+        self.runner = runner
+        self.held = held
+        self._stopped = threading.Event()
+        self.thread = None
+        if held is not None:
+            self.thread = threading.Thread(target=self._loop, name="pgbus-web-operation-heartbeat", daemon=True)
+            self.thread.start()
+
+    def _loop(self) -> None:
+        every = self.runner.stale_after.total_seconds() / BEATS
+        while not self._stopped.wait(every):
+            try:
+                with self.runner.engine.begin() as conn:
+                    fence = store.renew(conn, self.held.operation["id"], fence=self.held.fence,
+                                        now=self.runner.clock())
+            except Exception:  # noqa: BLE001  (the next beat tries again; the chunk's own write decides)
+                log.warning("operation %s: could not renew its heartbeat", self.held.operation["id"], exc_info=True)
+                continue
+            if fence is None:
+                return  # taken over or ended: the chunk's fenced write finds it so
+            self.held.fence = fence
+
+    def stop(self) -> None:
+        self._stopped.set()
+        if self.thread is not None and self.thread is not threading.current_thread():
+            self.thread.join()
+
+
 class Runner:
     """Does operations for one process: step() claims one when it holds
     none and does one chunk of it. Not shared between threads."""
 
     def __init__(self, engine: Engine, registry=None, *, chunk: int = CHUNK, stale_after: timedelta = STALE_AFTER,
-                 clock=utcnow, parallel: int = PARALLEL) -> None:
+                 clock=utcnow, parallel: int = PARALLEL, window: int = workflow_index.WINDOW) -> None:
         self.engine = engine
+        self.window = window
         self.parallel = max(int(parallel), 1)
         self.registry = registry
         self.chunk = chunk
         self.stale_after = stale_after
         self.clock = clock
         self.held: _Held | None = None
+        self._beat = _Beat(self, None)
 
     def claim(self, operation_id: int | None = None) -> dict[str, Any] | None:
         now = self.clock()
@@ -354,12 +401,34 @@ class Runner:
         if self.held is None and self.claim(operation_id) is None:
             return None
         held = self.held
+        self._beat = _Beat(self, held)
         try:
             return self._chunk(held)
-        except Exception as problem:  # noqa: BLE001  (the database went away: leave it to go stale)
+        except Exception as problem:  # noqa: BLE001  (handed back, then raised)
+            self._beat.stop()
             self.held = None
             log.exception("operation %s: chunk failed: %s", held.operation["id"], problem)
+            self._hand_back(held)
             raise
+        finally:
+            self._beat.stop()
+
+    def _quiet(self) -> None:
+        """Stop renewing the heartbeat: a fenced write follows, with the
+        fence the last renewal left."""
+        self._beat.stop()
+
+    def _hand_back(self, held: _Held) -> None:
+        """A chunk failed: give the operation back to the queue at once
+        (nothing of the chunk's is counted twice: each run's change commits
+        with its event, and the cursor did not move); when the database is
+        away too, it goes stale and is taken over."""
+        try:
+            with self.engine.begin() as conn:
+                store.release(conn, held.operation["id"], fence=held.fence)
+        except Exception:  # noqa: BLE001
+            log.warning("operation %s: could not hand it back; taken over once stale", held.operation["id"],
+                        exc_info=True)
 
     def release(self) -> None:
         """Give the operation in hand back to the queue (a stopping process)."""
@@ -410,10 +479,12 @@ class Runner:
                       for name, value in (operation["params"] or {}).get("thresholds", {}).items()}
         with self.engine.connect() as conn:
             where, binds = workflow_index.page_where(now=created, **thresholds, **_binds(filters_of(operation), created))
-            rows = workflow_index.matching_ids(conn, where=where, binds=binds, after_id=operation["cursor"],
-                                          ceiling_id=operation["ceiling_id"], limit=self.chunk)
+            rows, reached, more = workflow_index.walk(
+                conn, where=where, binds=binds, after_id=operation["cursor"], ceiling_id=operation["ceiling_id"],
+                limit=self.chunk, window=self.window, windows=WINDOWS_PER_CHUNK)
         now = self.clock()
-        if not rows:
+        if not rows and not more:
+            self._quiet()
             with self.engine.begin() as conn:
                 finished = store.finish(conn, op_id, fence=held.fence, now=now)
             self.held = None
@@ -441,8 +512,9 @@ class Runner:
             outcomes = [self._one(operation, row) for row in todo]
         for outcome in outcomes:
             setattr(result, outcome, getattr(result, outcome) + 1)
+        self._quiet()
         with self.engine.begin() as conn:
-            written = store.progress(conn, op_id, fence=held.fence, now=self.clock(), cursor=rows[-1]["id"],
+            written = store.progress(conn, op_id, fence=held.fence, now=self.clock(), cursor=reached,
                                      moved=result.moved, skipped=result.skipped, refused=result.refused)
         if written is None:
             self.held = None
@@ -461,7 +533,7 @@ class Runner:
 DATABASE_AWAY = (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError)
 
 
-def _first_line(problem: BaseException) -> str:
+def first_line(problem: BaseException) -> str:
     text = str(getattr(problem, "orig", None) or problem).strip()
     return text.splitlines()[0] if text else type(problem).__name__
 
@@ -471,8 +543,9 @@ class Background:
     queued operations (one cheap look every *poll* seconds when none is
     open), so a dashboard without a worker still finishes what it starts."""
 
-    def __init__(self, engine: Engine, registry=None, *, poll: float = 2.0) -> None:
-        self.runner = Runner(engine, registry)
+    def __init__(self, engine: Engine, registry=None, *, poll: float = 2.0,
+                 stale_after: timedelta = STALE_AFTER) -> None:
+        self.runner = Runner(engine, registry, stale_after=stale_after)
         self.engine = engine
         self.poll = poll
         self._stop = threading.Event()
@@ -512,7 +585,7 @@ class Background:
                 if not self.database_away:
                     self.database_away = True
                     log.warning("operations: the database is unavailable (%s); trying again every %.1fs",
-                                _first_line(problem), self.poll)
+                                first_line(problem), self.poll)
                 self._stop.wait(self.poll)
             except Exception:  # noqa: BLE001  (a bug in one step must not end the thread)
                 log.exception("operations: retrying in %.1fs", self.poll)

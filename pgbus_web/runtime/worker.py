@@ -66,6 +66,7 @@ class Worker:
         chain: bool = True,
         clock: Callable[[], datetime] = utcnow,
         rng: random.Random | None = None,
+        operation_stale_after: timedelta = operations.STALE_AFTER,
     ) -> None:
         self.engine = engine
         self.registry = registry
@@ -83,7 +84,7 @@ class Worker:
         self._last_sweep: float | None = None
         self.total_steps = 0
         self._steps_in_tick = 0
-        self.operations = operations.Runner(engine, registry, clock=clock)
+        self.operations = operations.Runner(engine, registry, clock=clock, stale_after=operation_stale_after)
 
     # --- one step, one tick --------------------------------------------------
 
