@@ -60,7 +60,7 @@ from pgbus_web.runtime.definitions import Registry, Workflow
 registry = Registry([*REGISTRY,
                      *(Workflow(name, ORDER_WORKFLOW.steps) for name in sys.argv[3].split(","))])
 engine = db.create_engine(sys.argv[1])
-runner = operations.Runner(engine, registry)
+runner = operations.Runner(engine, registry, chunk=int(sys.argv[4]))
 started = time.monotonic()
 while runner.step(int(sys.argv[2])) is not None:
     pass
@@ -189,7 +189,7 @@ def floor(engine, case: VerbCase) -> tuple[int, float]:
     return written, elapsed
 
 
-def bench(bench_url: str, matching: int, total: int, verbs: list[str], preview_runs: int) -> None:
+def bench(bench_url: str, matching: int, total: int, verbs: list[str], preview_runs: int, chunk: int) -> None:
     cases = [case for case in CASES if case.verb in verbs]
     engine = db.create_engine(bench_url, db.UNBOUNDED_STATEMENTS)
     try:
@@ -222,7 +222,7 @@ def bench(bench_url: str, matching: int, total: int, verbs: list[str], preview_r
                                           expected=None, registry=registry, thresholds=THRESHOLDS)
             runner = subprocess.Popen(
                 [sys.executable, "-c", RUNNER, bench_url, str(operation["id"]),
-                 ",".join(c.workflow_class for c in cases)], stdout=subprocess.PIPE, text=True)
+                 ",".join(c.workflow_class for c in cases), str(chunk)], stdout=subprocess.PIPE, text=True)
             during = fragment_times(client, 100_000, stop=lambda: runner.poll() is not None)
             elapsed = float(runner.communicate()[0].strip())
             done = operations.find(engine, operation["id"])
@@ -233,8 +233,8 @@ def bench(bench_url: str, matching: int, total: int, verbs: list[str], preview_r
                   f"({written} runs in {floor_seconds:.2f}s): {rate / floor_rate:.2f}x; runs fragment p95 "
                   f"{p95(during) * 1000:.0f} ms during ({len(during)} requests), {p95(during) / p95(idle):.2f}x idle",
                   flush=True)
-        print(f"\n{matching} matching runs of {matching * len(cases) + background}; fragment idle p95 "
-              f"{p95(idle) * 1000:.0f} ms")
+        print(f"\n{matching} matching runs of {matching * len(cases) + background}, chunks of {chunk}; "
+              f"fragment idle p95 {p95(idle) * 1000:.0f} ms")
         print(f"{'verb':<11} {'runs/s':>7} {'floor':>7} {'ratio':>6} {'p95 x':>6}  targets (>= 0.5x, <= 2x)")
         for verb, done, rate, floor_rate, slowdown, _ in rows:
             met = "met" if rate / floor_rate >= 0.5 and slowdown <= 2 else "NOT met"
@@ -275,6 +275,7 @@ def main() -> None:
     parser.add_argument("--total", type=int, default=1_000_000, help="runs in the database")
     parser.add_argument("--verbs", default=",".join(case.verb for case in CASES))
     parser.add_argument("--preview-runs", type=int, default=0, help="also time the preview over this many")
+    parser.add_argument("--chunk", type=int, default=operations.CHUNK, help="runs per chunk (the Runner's)")
     args = parser.parse_args()
     verbs = [verb.strip() for verb in args.verbs.split(",") if verb.strip()]
     unknown = sorted(set(verbs) - {case.verb for case in CASES})
@@ -282,7 +283,7 @@ def main() -> None:
         parser.error(f"unknown verbs: {', '.join(unknown)}")
 
     with scratch.server(args.database_url) as url, scratch.scratch_database(url, BENCH_DATABASE) as bench_url:
-        bench(bench_url, args.matching, args.total, verbs, args.preview_runs)
+        bench(bench_url, args.matching, args.total, verbs, args.preview_runs, args.chunk)
 
 
 if __name__ == "__main__":
