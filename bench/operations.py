@@ -1,21 +1,28 @@
-"""How fast an operation acts on many runs, what it costs the dashboard
-meanwhile, and how long the preview of a huge filter takes.
+"""How fast an operation acts on many runs, for every verb, beside the
+set-based floor; what it costs the dashboard meanwhile; and how long the
+preview of a huge filter takes.
 
-    python bench/operations.py [--database-url postgresql://...] [--runs 100000] [--preview-runs 1000000]
+    python bench/operations.py [--database-url postgresql://...] [--matching 100000] [--total 1000000]
+        [--verbs cancel,skip,...] [--preview-runs 1000000]
 
 Without --database-url an embedded PostgreSQL is started in a temporary
 directory. The benchmark makes its own database (``pgbus_bench_operations``,
-dropped and made again), seeds --runs OrderWorkflow runs paused after a
-failed capture_payment (bench/bulk_runs.py, shape PAUSED_AFTER_FAILURE),
-then:
+dropped and made again) and seeds, by set-based SQL, --matching runs for
+each verb in the state it acts on (each verb's runs of their own class, a
+copy of OrderWorkflow's definition, so one filter matches exactly them),
+and background runs up to --total (bench/bulk_runs.py's MIXED shape, of the
+other demo classes). Then:
 
 1. the index's runs fragment (``GET /workflows?status=paused`` as htmx asks
    for #pgbus-runs) idle: p50/p95 of 40 requests;
-2. one separate process resumes all of them as one operation (a Runner,
-   chunks of runtime.operations.CHUNK): runs/s; meanwhile the same fragment
-   is timed again (p95 during);
-3. the preview of ``status=paused`` over --preview-runs paused runs (seeded
-   up to that many first): median of 5, after one warm-up.
+2. for each verb: the floor, the same state change as one set-based UPDATE
+   of the verb's runs plus one INSERT of an audit event per run, committed
+   (then undone, untimed: the same rows, as they were); then one
+   separate process does the verb on them as one operation (a Runner, its
+   default chunks): runs/s and the ratio to the floor, with the runs
+   fragment timed meanwhile (p95 during, and its ratio to idle);
+3. with --preview-runs, the preview of ``status=paused`` over that many
+   paused runs (seeded up to that many first): median of 5, after one warm-up.
 """
 
 from __future__ import annotations
@@ -25,6 +32,8 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -34,7 +43,8 @@ import bulk_runs  # noqa: E402  (bench/bulk_runs.py)
 import scratch  # noqa: E402
 
 from pgbus_web import db, defaults, schema  # noqa: E402
-from pgbus_web.demo.workflows import REGISTRY  # noqa: E402
+from pgbus_web.demo.workflows import ORDER_WORKFLOW, REGISTRY  # noqa: E402
+from pgbus_web.runtime.definitions import Registry, Workflow  # noqa: E402
 from pgbus_web.runtime import operations  # noqa: E402
 from pgbus_web.rules import run_filters as filters  # noqa: E402
 
@@ -44,10 +54,13 @@ THRESHOLDS = {"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaul
 RUNNER = """
 import sys, time
 from pgbus_web import db
-from pgbus_web.demo.workflows import REGISTRY
+from pgbus_web.demo.workflows import ORDER_WORKFLOW, REGISTRY
 from pgbus_web.runtime import operations
+from pgbus_web.runtime.definitions import Registry, Workflow
+registry = Registry([*REGISTRY,
+                     *(Workflow(name, ORDER_WORKFLOW.steps) for name in sys.argv[3].split(","))])
 engine = db.create_engine(sys.argv[1])
-runner = operations.Runner(engine, REGISTRY)
+runner = operations.Runner(engine, registry, chunk=int(sys.argv[4]))
 started = time.monotonic()
 while runner.step(int(sys.argv[2])) is not None:
     pass
@@ -71,40 +84,161 @@ def p95(values: list[float]) -> float:
     return sorted(values)[max(int(len(values) * 0.95) - 1, 0)] if values else float("nan")
 
 
-def bench(bench_url: str, runs: int, preview_runs: int) -> None:
-    engine = db.create_engine(bench_url)
+@dataclass(frozen=True)
+class VerbCase:
+    """A verb, the state of the runs it acts on (status, one step row of
+    *step* in *step_status*), its fields, and the floor's status change."""
+
+    verb: str
+    status: str
+    step: str
+    step_status: str
+    to: str  # the status the floor's UPDATE writes
+    event: str  # the event the floor's INSERT writes
+    params: dict = field(default_factory=dict)
+
+    @property
+    def workflow_class(self) -> str:
+        return "Bench" + "".join(part.title() for part in self.verb.split("_")) + "Workflow"
+
+
+def _later(**delta) -> str:
+    return (datetime.now(timezone.utc) + timedelta(**delta)).isoformat()
+
+
+CASES = (
+    VerbCase("resume", "paused", "capture_payment", "failed", "ready", "resumed"),
+    VerbCase("resume_at", "paused", "capture_payment", "failed", "ready", "resumed", {"at": "+1d"}),
+    VerbCase("cancel", "ready", "reserve_stock", "scheduled", "cancelled", "cancelled"),
+    VerbCase("pause", "ready", "reserve_stock", "scheduled", "paused", "paused"),
+    VerbCase("run_now", "ready", "reserve_stock", "scheduled", "ready", "run_now"),
+    VerbCase("reschedule", "ready", "reserve_stock", "scheduled", "ready", "rescheduled", {"at": "+1d"}),
+    VerbCase("skip", "paused", "capture_payment", "failed", "ready", "step_skipped"),
+    VerbCase("rerun", "failed", "capture_payment", "failed", "ready", "rerun"),
+    VerbCase("signal", "waiting", "await_shipment", "waiting", "ready", "signal_received",
+             {"name": "shipment_confirmed", "payload": {"carrier": "bench"}}),
+)
+
+SEED_RUNS = """
+INSERT INTO pgbus_workflows (workflow_id, workflow_class, definition_digest, status, current_step,
+                             subject_type, subject_id, started_at, paused_at, finished_at, created_at, updated_at)
+SELECT gen_random_uuid()::text, :workflow_class, :digest, :status, :step, 'Order', :workflow_class || '-' || g,
+       moment, CASE WHEN :status = 'paused' THEN moment END,
+       CASE WHEN :status IN ('completed', 'failed', 'cancelled') THEN moment END, moment, moment
+FROM generate_series(1, CAST(:count AS bigint)) AS g,
+     LATERAL (SELECT now() - make_interval(secs => CAST(:count AS bigint) - g) AS moment) AS spread
+"""
+SEED_STEPS = """
+INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, attempt, scheduled_at, wait_for, waiting_since,
+                                  finished_at, error_class, error_message, created_at, updated_at)
+SELECT workflow_id, :step, :step_status, 1,
+       CASE WHEN :step_status = 'scheduled' THEN now() + interval '1 hour' ELSE created_at END,
+       CASE WHEN :step_status = 'waiting' THEN 'shipment_confirmed' END,
+       CASE WHEN :step_status = 'waiting' THEN created_at END,
+       CASE WHEN :step_status = 'failed' THEN created_at END,
+       CASE WHEN :step_status = 'failed' THEN 'TimeoutError' END,
+       CASE WHEN :step_status = 'failed' THEN 'gateway timeout' END,
+       created_at, created_at
+FROM pgbus_workflows WHERE workflow_class = :workflow_class ORDER BY id
+"""
+FLOOR = """
+WITH moved AS (
+    UPDATE pgbus_workflows SET status = :to, updated_at = now()
+    WHERE workflow_class = :workflow_class AND status = :status
+    RETURNING workflow_id
+)
+INSERT INTO pgbus_workflow_events (workflow_id, event, actor, reason, details, created_at)
+SELECT workflow_id, :event, 'bench', 'bench', jsonb_build_object('operation_id', 0), now() FROM moved
+"""
+
+
+def seed_case(bench_url: str, case: VerbCase, count: int) -> None:
+    engine = db.create_engine(bench_url, db.UNBOUNDED_STATEMENTS, pool_size=1, max_overflow=0)
+    try:
+        binds = {"workflow_class": case.workflow_class, "digest": REGISTRY.get("OrderWorkflow").digest,
+                 "status": case.status, "step": case.step, "step_status": case.step_status, "count": count}
+        with engine.begin() as conn:
+            conn.execute(sa.text(SEED_RUNS), binds)
+            conn.execute(sa.text(SEED_STEPS), binds)
+    finally:
+        engine.dispose()
+
+
+UNDO_FLOOR = """
+WITH gone AS (
+    DELETE FROM pgbus_workflow_events e USING pgbus_workflows w
+    WHERE e.workflow_id = w.workflow_id AND w.workflow_class = :workflow_class AND e.actor = 'bench'
+)
+UPDATE pgbus_workflows SET status = :status WHERE workflow_class = :workflow_class AND status = :to
+"""
+
+
+def floor(engine, case: VerbCase) -> tuple[int, float]:
+    """The floor on the verb's runs, committed (a commit's WAL flush is
+    part of the cost), then undone untimed: (runs, seconds)."""
+    binds = {"to": case.to, "event": case.event, "status": case.status, "workflow_class": case.workflow_class}
+    started = time.perf_counter()
+    with engine.begin() as conn:
+        written = conn.execute(sa.text(FLOOR), binds).rowcount
+    elapsed = time.perf_counter() - started
+    with engine.begin() as conn:
+        conn.execute(sa.text(UNDO_FLOOR), binds)
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql("VACUUM pgbus_workflows")
+        conn.exec_driver_sql("VACUUM pgbus_workflow_events")
+    return written, elapsed
+
+
+def bench(bench_url: str, matching: int, total: int, verbs: list[str], preview_runs: int, chunk: int) -> None:
+    cases = [case for case in CASES if case.verb in verbs]
+    engine = db.create_engine(bench_url, db.UNBOUNDED_STATEMENTS)
     try:
         schema.install(engine)
         started = time.monotonic()
-        bulk_runs.insert(bench_url, runs, bulk_runs.PAUSED_AFTER_FAILURE)
-        print(f"seeded {runs} paused runs in {time.monotonic() - started:.1f}s")
+        for case in cases:
+            seed_case(bench_url, case, matching)
+        background = max(total - matching * len(cases), 0)
+        if background:
+            bulk_runs.insert(bench_url, background, BACKGROUND)
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql("VACUUM ANALYZE")
+        print(f"seeded {matching} runs for each of {len(cases)} verbs and {background} others "
+              f"({matching * len(cases) + background} runs) in {time.monotonic() - started:.0f}s")
+        registry = Registry([*REGISTRY, *(Workflow(case.workflow_class, ORDER_WORKFLOW.steps) for case in cases)])
 
         from pgbus_web.app import create_app
 
-        app = create_app({"database": db.Database(engine), "registry": REGISTRY, "run_operations": False})
+        app = create_app({"database": db.Database(engine), "registry": registry, "run_operations": False})
         client = app.test_client()
         fragment_times(client, 5)
         idle = fragment_times(client, 40)
         print(f"runs fragment idle: p50 {statistics.median(idle) * 1000:.1f} ms, p95 {p95(idle) * 1000:.1f} ms")
-
-        shown = operations.preview(engine, filters.parse({"status": "paused"}), "resume", registry=REGISTRY,
-                                   thresholds=THRESHOLDS)
-        operation = operations.create(engine, filters.parse({"status": "paused"}), "resume", None, reason="bench",
-                                      actor="bench", expected=shown.total, registry=REGISTRY,
-                                      thresholds=THRESHOLDS)
-        runner = subprocess.Popen([sys.executable, "-c", RUNNER, bench_url, str(operation["id"])],
-                                  stdout=subprocess.PIPE, text=True)
-        during = fragment_times(client, 10_000, stop=lambda: runner.poll() is not None)
-        elapsed = float(runner.communicate()[0].strip())
-        done = operations.find(engine, operation["id"])
-        print(f"operation: {done['status']}, moved {done['moved']} of {done['total']} in {elapsed:.1f}s: "
-              f"{done['moved'] / elapsed:.0f} runs/s (one process)")
-        rate = done["moved"] / elapsed
-        ratio = p95(during) / p95(idle)
-        print(f"runs fragment during: p50 {statistics.median(during) * 1000:.1f} ms, "
-              f"p95 {p95(during) * 1000:.1f} ms ({len(during)} requests; {ratio:.2f}x idle p95)")
-        print(f"targets: >= 500 runs/s {'met' if rate >= 500 else 'NOT met'} ({rate:.0f}); "
-              f"fragment p95 within 2x idle {'met' if ratio <= 2 else 'NOT met'} ({ratio:.2f}x)")
+        rows = []
+        for case in cases:
+            run_filters = filters.parse({"workflow_class": case.workflow_class, "status": case.status})
+            params = {key: (_later(days=1) if value == "+1d" else value) for key, value in case.params.items()}
+            written, floor_seconds = floor(engine, case)
+            operation = operations.create(engine, run_filters, case.verb, params, reason="bench", actor="bench",
+                                          expected=None, registry=registry, thresholds=THRESHOLDS)
+            runner = subprocess.Popen(
+                [sys.executable, "-c", RUNNER, bench_url, str(operation["id"]),
+                 ",".join(c.workflow_class for c in cases), str(chunk)], stdout=subprocess.PIPE, text=True)
+            during = fragment_times(client, 100_000, stop=lambda: runner.poll() is not None)
+            elapsed = float(runner.communicate()[0].strip())
+            done = operations.find(engine, operation["id"])
+            rate, floor_rate = done["moved"] / elapsed, written / floor_seconds
+            rows.append((case.verb, done, rate, floor_rate, p95(during) / p95(idle), p95(during)))
+            print(f"{case.verb}: {done['status']}, moved {done['moved']} skipped {done['skipped']} refused "
+                  f"{done['refused']} of {done['total']}: {rate:.0f} runs/s; floor {floor_rate:.0f} runs/s "
+                  f"({written} runs in {floor_seconds:.2f}s): {rate / floor_rate:.2f}x; runs fragment p95 "
+                  f"{p95(during) * 1000:.0f} ms during ({len(during)} requests), {p95(during) / p95(idle):.2f}x idle",
+                  flush=True)
+        print(f"\n{matching} matching runs of {matching * len(cases) + background}, chunks of {chunk}; "
+              f"fragment idle p95 {p95(idle) * 1000:.0f} ms")
+        print(f"{'verb':<11} {'runs/s':>7} {'floor':>7} {'ratio':>6} {'p95 x':>6}  targets (>= 0.5x, <= 2x)")
+        for verb, done, rate, floor_rate, slowdown, _ in rows:
+            met = "met" if rate / floor_rate >= 0.5 and slowdown <= 2 else "NOT met"
+            print(f"{verb:<11} {rate:>7.0f} {floor_rate:>7.0f} {rate / floor_rate:>5.2f}x {slowdown:>5.2f}x  {met}")
 
         if preview_runs:
             with engine.connect() as conn:
@@ -127,15 +261,29 @@ def bench(bench_url: str, runs: int, preview_runs: int) -> None:
         engine.dispose()
 
 
+# The runs besides the verbs' own: every status, of the classes the verbs' filters leave out.
+BACKGROUND = bulk_runs.Shape(
+    classes=("RefundWorkflow", "OnboardingWorkflow"), subject_types=("Refund", "User"),
+    statuses=bulk_runs.MIXED.statuses, steps=bulk_runs.MIXED.steps,
+)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--database-url")
-    parser.add_argument("--runs", type=int, default=100_000)
+    parser.add_argument("--matching", type=int, default=100_000, help="runs each verb acts on")
+    parser.add_argument("--total", type=int, default=1_000_000, help="runs in the database")
+    parser.add_argument("--verbs", default=",".join(case.verb for case in CASES))
     parser.add_argument("--preview-runs", type=int, default=0, help="also time the preview over this many")
+    parser.add_argument("--chunk", type=int, default=operations.CHUNK, help="runs per chunk (the Runner's)")
     args = parser.parse_args()
+    verbs = [verb.strip() for verb in args.verbs.split(",") if verb.strip()]
+    unknown = sorted(set(verbs) - {case.verb for case in CASES})
+    if unknown:
+        parser.error(f"unknown verbs: {', '.join(unknown)}")
 
     with scratch.server(args.database_url) as url, scratch.scratch_database(url, BENCH_DATABASE) as bench_url:
-        bench(bench_url, args.runs, args.preview_runs)
+        bench(bench_url, args.matching, args.total, verbs, args.preview_runs, args.chunk)
 
 
 if __name__ == "__main__":

@@ -94,23 +94,41 @@ def lock_for(conn: Connection, workflow_id: str, *, sets_latest: bool = False) -
     return row
 
 
-def lock_many(conn: Connection, workflow_ids: list[str], *, sets_latest: bool = False) -> list[dict[str, Any]]:
+# What a chunk of an operation decides from (runtime/chunks): the run's
+# row without its arguments and moments, which cost a chunk more to read
+# than to lock.
+CHUNK_COLUMNS = "id, workflow_id, workflow_class, status, current_step, subject_type, subject_id"
+
+
+def lock_many(conn: Connection, workflow_ids: list[str], *, sets_latest: bool = False,
+              commit_unflushed: bool = False, columns: str | None = None) -> list[dict[str, Any]]:
     """lock_for() of many runs at once, in id order, without waiting: a run
     whose row another transaction holds is left out (SKIP LOCKED), as is
     an unknown one. *sets_latest*: this transaction keeps latest_* itself
-    (LATEST_BY_WRITER; move_many(..., sync_latest=True) writes them)."""
+    (LATEST_BY_WRITER; move_many(..., sync_latest=True) writes them).
+    *commit_unflushed*: its COMMIT does not wait for the WAL flush
+    (synchronous_commit off, for this transaction only): for a writer whose
+    next transaction commits durably and so flushes this one too. Both are
+    declared in the same statement, for the rows it returns. *columns*:
+    CHUNK_COLUMNS (default: every column)."""
+    if columns not in (None, CHUNK_COLUMNS):
+        raise ValueError("lock_many reads every column or CHUNK_COLUMNS")
     if not workflow_ids:
         return []
-    if sets_latest:
-        conn.execute(sa.text(f"SELECT set_config('{LATEST_BY_WRITER}', 'on', true)"))
-    rows = conn.execute(
+    declare = f", set_config('{LATEST_BY_WRITER}', 'on', true) AS latest_by_writer" if sets_latest else ""
+    if commit_unflushed:
+        declare += ", set_config('synchronous_commit', 'off', true) AS synchronous_commit"
+    rows = as_dicts(conn.execute(
         sa.text(
-            f"SELECT {SELECT_COLUMNS} FROM pgbus_workflows "
+            f"SELECT {columns or SELECT_COLUMNS}{declare} FROM pgbus_workflows "
             "WHERE workflow_id = ANY(:workflow_ids) ORDER BY id FOR UPDATE SKIP LOCKED"
         ),
         {"workflow_ids": list(workflow_ids)},
-    )
-    return as_dicts(rows)
+    ))
+    for row in rows:
+        row.pop("latest_by_writer", None)
+        row.pop("synchronous_commit", None)
+    return rows
 
 
 def any_run(conn: Connection) -> bool:

@@ -60,7 +60,7 @@ def resume_chunk(
     due = at or now
     result = ChunkResult()
     with engine.begin() as conn:
-        locked = workflow_rows.lock_many(conn, workflow_ids)
+        locked = workflow_rows.lock_many(conn, workflow_ids, commit_unflushed=True, columns=workflow_rows.CHUNK_COLUMNS)
         held = {run["workflow_id"] for run in locked}
         result.rest = [workflow_id for workflow_id in workflow_ids if workflow_id not in held]
         acted = events.operation_acted_among(conn, list(held), operation_id)

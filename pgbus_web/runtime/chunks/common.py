@@ -29,7 +29,8 @@ def lock(
     others come back as candidates, in id order."""
     allows = verb_table.get(verb).allows
     result = ChunkResult()
-    locked = workflow_rows.lock_many(conn, workflow_ids, sets_latest=sets_latest)
+    locked = workflow_rows.lock_many(conn, workflow_ids, sets_latest=sets_latest, commit_unflushed=True,
+                                     columns=workflow_rows.CHUNK_COLUMNS)
     held = {run["workflow_id"] for run in locked}
     result.rest = [workflow_id for workflow_id in workflow_ids if workflow_id not in held]
     acted = events.operation_acted_among(conn, list(held), operation_id)
