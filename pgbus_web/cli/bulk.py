@@ -19,7 +19,9 @@ from ..rules import states
 from ..rules import run_filters as index_filters
 from ..runtime import errors, operations
 from ..runtime.clock import utcnow
-from ..core import acts, checks, operation_runs
+from ..core import acts, checks, operation_reads, operation_runs
+from ..core.settings import Settings
+from .operations import outcome_lines
 from .common import actor, database_url_option, engine_from, friendly_errors, input_refused, main_group
 from .worker import DEFINITIONS_ENV, load_registry
 
@@ -122,10 +124,13 @@ def bulk(database_url, verb, filter_pairs, reason, at, from_step, signal_name, p
             raise click.ClickException(str(problem)) from None
         click.echo(f"Operation {operation['id']} started.")
         final = _run(engine, registry, operation)
+        click.echo(f"Operation {final['id']} {final['status']}: moved {final['moved']}, skipped {final['skipped']}, "
+                   f"refused {final['refused']} of {final['total']}.")
+        _, outcome = operation_reads.with_outcome(engine, Settings(registry=registry), final["id"], utcnow())
+        for line in outcome_lines(outcome, final["id"]):
+            click.echo(line)
     finally:
         engine.dispose()
-    click.echo(f"Operation {final['id']} {final['status']}: moved {final['moved']}, skipped {final['skipped']}, "
-               f"refused {final['refused']} of {final['total']}.")
     if final["status"] != states.OPERATION_DONE:
         raise SystemExit(1)
 
