@@ -131,3 +131,84 @@ def test_the_counts_move_live_in_the_browser(chromium, server, runs, engine):
         assert widths[0] <= widths[1], widths
     finally:
         context.close()
+
+
+# --- the rule on failing again, and every door saying the same ------------------
+
+def test_the_rule_more_than_half_of_at_least_ten_settled_runs_failing_again():
+    from pgbus_web.core.operation_reads import FAILING_MIN_SETTLED, outcome_of
+
+    assert FAILING_MIN_SETTLED == 10
+
+    def rule(verb="resume", completed=0, failed=0, paused_error=0, stalled=0, cancelled=0, running=0):
+        counts = {(states.COMPLETED, None): completed, (states.FAILED, None): failed,
+                  (states.PAUSED, states.PAUSED_ERROR): paused_error, (states.PAUSED, states.STALLED): stalled,
+                  (states.CANCELLED, None): cancelled, (states.RUNNING, None): running}
+        found = outcome_of(verb, {key: runs for key, runs in counts.items() if runs})
+        return found.mostly_failing, found.settled, found.failing
+
+    assert rule(completed=4, failed=6) == (True, 10, 6)
+    assert rule(completed=4, failed=3, paused_error=2, stalled=1) == (True, 10, 6)  # stuck again on an error
+    assert rule(completed=5, failed=5) == (False, 10, 5)  # half is not most
+    assert rule(completed=0, failed=9, running=50) == (False, 9, 9)  # too few settled yet
+    assert rule(completed=4, failed=6, cancelled=30) == (True, 10, 6)  # cancelled by someone: not settled
+    assert rule("cancel", failed=20)[0] is False and rule("pause", paused_error=20)[0] is False
+
+
+def _failing_operation(runs, engine, failed: int, completed: int) -> int:
+    operation_id = done_operation(engine)
+    now = utcnow()
+    for _ in range(failed):
+        acted_on(runs, operation_id, states.FAILED, step("capture_payment", "failed", error_class="TimeoutError"),
+                 finished_at=now)
+    for _ in range(completed):
+        acted_on(runs, operation_id, states.COMPLETED, step("send_receipt", "completed"), finished_at=now)
+    return operation_id
+
+
+def test_the_page_the_api_and_the_command_line_say_the_same_outcome(browser, app, runs, engine):
+    from api_support import Api, token_for
+    from click.testing import CliRunner
+
+    from pgbus_web.launch import main_group
+
+    failing = _failing_operation(runs, engine, failed=8, completed=3)
+    fine = _failing_operation(runs, engine, failed=3, completed=8)  # control
+    api = Api(app.test_client(), token_for(engine, "deploy-bot", "viewer"))
+    url = engine.url.render_as_string(hide_password=False)
+    said = {}
+    for operation_id in (failing, fine):
+        page = soup(browser.load(f"/workflows/operations/{operation_id}"))
+        banner = page.select_one(".pgbus-operation-failing")
+        answer = api.get(f"/operations/{operation_id}")
+        assert answer.status_code == 200
+        outcome = answer.json_body["outcome"]
+        shown = CliRunner().invoke(main_group, ["operations", "show", str(operation_id), "--database-url", url])
+        assert shown.exit_code == 0, shown.output
+        as_json = CliRunner().invoke(main_group, ["operations", "show", str(operation_id), "--json",
+                                                  "--database-url", url])
+        said[operation_id] = (banner, outcome, shown.output)
+        # One core read: the JSON line is the API's outcome.
+        import json
+        assert json.loads(as_json.output)["outcome"] == outcome
+        # The same counts on the page, in the API and the command line.
+        page_counts = {a["data-outcome-value"]: text_of(a).rsplit(" ", 1)[1] for a in
+                       page.select(".pgbus-operation-outcomes a.pgbus-badge")}
+        api_counts = {part["value"]: str(part["count"]) for group in outcome["groups"] for part in group["parts"]}
+        assert page_counts == api_counts
+        for value, count in api_counts.items():
+            assert f"    {value}: {count}  (runs: operation={operation_id}&" in shown.output
+        # Each part's query lists exactly its runs.
+        for group in outcome["groups"]:
+            for part in group["parts"]:
+                listed = api.get(f"/runs?{part['query']}")
+                assert len(listed.json_body["runs"]) == part["count"]
+    banner, outcome, output = said[failing]
+    assert outcome["mostly_failing"] is True and (outcome["settled"], outcome["failing_again"]) == (11, 8)
+    assert banner is not None and "8" in text_of(banner) and "11" in text_of(banner)
+    assert "Warning: most of the runs this operation set going fail again: 8 of the 11" in output
+    banner, outcome, output = said[fine]
+    assert outcome["mostly_failing"] is False and banner is None and "Warning" not in output
+    # A missing operation: refused at the command line too.
+    missing = CliRunner().invoke(main_group, ["operations", "show", str(fine + 100), "--database-url", url])
+    assert missing.exit_code == 1 and f"no operation {fine + 100}" in missing.output

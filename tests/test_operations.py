@@ -370,7 +370,10 @@ def test_kill_minus_nine_mid_chunk_then_takeover_finishes_without_doing_anything
         killed = store.find(conn, operation["id"])
     acted = len(events_of(engine, event, operation["id"]))
     assert killed["status"] == "running" and 75 <= acted < 400
-    later = utcnow() + timedelta(minutes=5)
+    # Taken over once the setting's time has passed since its last heartbeat, not before.
+    early = killed["heartbeat_at"] + operations.STALE_AFTER - timedelta(seconds=1)
+    assert operations.Runner(engine, REGISTRY, clock=lambda: early).claim() is None
+    later = killed["heartbeat_at"] + operations.STALE_AFTER + timedelta(seconds=1)
     finish(engine, operations.Runner(engine, REGISTRY, chunk=7, clock=lambda: later))
     with engine.connect() as conn:
         done = store.find(conn, operation["id"])
@@ -396,3 +399,36 @@ def test_the_index_lists_the_runs_an_operation_touched(engine, runs, client):
     other = client.get(f"/workflows?operation={operation['id'] + 1}").get_data(as_text=True)
     assert not any(workflow_id[:8] in other for workflow_id in touched)
     assert client.get("/workflows?operation=abc").status_code == 400
+
+
+def test_a_dead_holder_is_taken_over_after_the_setting_and_a_live_one_keeps_its_heartbeat(engine, runs):
+    # The default is well under a minute; a holder renews its heartbeat
+    # every third of it while a chunk lasts, so only a dead one goes stale.
+    assert operations.STALE_AFTER == defaults.OPERATION_STALE_AFTER <= timedelta(seconds=15)
+    for _ in range(3):
+        paused_on_capture(runs)
+    operation = create(engine, status="paused")
+    stale_after = timedelta(seconds=0.6)
+    live = operations.Runner(engine, REGISTRY, stale_after=stale_after)
+    assert live.claim() is not None
+    first_fence = live.held.fence
+    beat = operations._Beat(live, live.held)  # what step() runs while a chunk is in hand
+    try:
+        time.sleep(stale_after.total_seconds() * 2.5)
+        assert operations.Runner(engine, REGISTRY, stale_after=stale_after).claim() is None  # renewed: alive
+    finally:
+        beat.stop()
+    assert live.held.fence > first_fence
+    # Its next fenced write holds: the renewals moved the fence it names.
+    assert live.step() is not None and live.held is not None
+    # Dead (no more steps, no renewals): taken over once the setting passed.
+    taker = operations.Runner(engine, REGISTRY, stale_after=stale_after)
+    assert taker.claim() is None
+    time.sleep(stale_after.total_seconds() * 1.5)
+    assert taker.claim()["id"] == operation["id"]
+    finish(engine, taker)
+    with engine.connect() as conn:
+        done = store.find(conn, operation["id"])
+    assert (done["status"], done["moved"]) == ("done", 3)
+    assert sorted(events_of(engine, "resumed")) == sorted(events_of(engine, "resumed", operation["id"]))
+    assert len(events_of(engine, "resumed")) == 3  # each once

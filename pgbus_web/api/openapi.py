@@ -153,8 +153,24 @@ SCHEMAS: dict[str, Any] = {
         "message": {"type": "string"}, "run": _null(_ref("RunDetail")),
         "duplicate": {"type": "boolean"}, "signal": _ref("Signal"),
     }, required=["message", "run"]),
-    "OperationAnswer": _object({"message": {"type": "string"}, "operation": _ref("Operation")},
+    "OperationAnswer": _object({"message": {"type": "string"}, "operation": _ref("Operation"),
+                                "outcome": _ref("OperationOutcome")},
                                required=["operation"]),
+    "OperationOutcome": _object({
+        "groups": {"type": "array", "items": _object({
+            "kind": {"type": "string", "enum": ["completed", "failed", "stuck", "moving"]},
+            "total": {"type": "integer"}, "overlap": {"type": "boolean"},
+            "parts": {"type": "array", "items": _object({
+                "value": {"type": "string"}, "count": {"type": "integer"},
+                "filter": {"type": "object", "additionalProperties": {"type": "string"}},
+                "query": {"type": "string", "description": "The query of GET /runs listing these runs."},
+            })},
+        })},
+        "settled": {"type": "integer", "description": "Acted-on runs that completed or failed again."},
+        "failing_again": {"type": "integer", "description": "Acted-on runs failed, or stuck again by an error."},
+        "mostly_failing": {"type": "boolean",
+                           "description": "More than half of at least 10 settled runs failed again (not for cancel, pause)."},
+    }),
     "PreviewAnswer": _object({"preview": _ref("Preview")}),
     "Operations": _object({"operations": {"type": "array", "items": _ref("Operation")}}),
     "VerbBody": _object({

@@ -95,12 +95,13 @@ def operations() -> Response:
 
 
 def operation(operation_id: int) -> Response:
-    """GET /operations/<id>."""
+    """GET /operations/<id>: the operation and what became of its runs."""
     with state().database.primary.connect() as conn:
         found = operation_reads.find(conn, operation_id)
-    if found is None:
-        return from_refusal(problems.operation_not_found(operation_id))
-    return json_answer({"operation": rep.operation(found)})
+        if found is None:
+            return from_refusal(problems.operation_not_found(operation_id))
+        outcome = operation_reads.outcome(conn, state().settings, found, utcnow())
+    return json_answer({"operation": rep.operation(found), "outcome": rep.operation_outcome(outcome, found["id"])})
 
 
 def locks() -> Response:

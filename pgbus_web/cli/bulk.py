@@ -14,12 +14,14 @@ from typing import Iterable
 
 import click
 
-from .. import defaults, progress
+from .. import db, defaults, progress
 from ..rules import states
 from ..rules import run_filters as index_filters
 from ..runtime import errors, operations
 from ..runtime.clock import utcnow
-from ..core import acts, checks, operation_runs
+from ..core import acts, checks, operation_reads, operation_runs
+from ..core.settings import Settings
+from .operations import outcome_lines
 from .common import actor, database_url_option, engine_from, friendly_errors, input_refused, main_group
 from .worker import DEFINITIONS_ENV, load_registry
 
@@ -42,6 +44,14 @@ def filter_values(pairs: Iterable[str]) -> dict[str, str]:
             raise click.UsageError(f"--filter {name} given twice")
         values[name] = value
     return values
+
+
+def engine_for(database_url: str | None, statement_timeout: float = db.STATEMENT_TIMEOUT):
+    """The command's engine: a chunk acts on operations.PARALLEL runs at
+    once, each on its own connection, and one more looks at the operation
+    between chunks."""
+    return engine_from(database_url, db.Bounds(statement=statement_timeout),
+                       pool_size=operations.PARALLEL + 1, max_overflow=0)
 
 
 def describe(preview: operations.Preview) -> list[str]:
@@ -78,10 +88,14 @@ def _bar_total(operation) -> int:
 @click.option("--payload", help="signal: a JSON object.")
 @click.option("--definitions", metavar="MODULE", envvar=DEFINITIONS_ENV, show_envvar=True,
               help="Module exposing REGISTRY (needed by resume, resume_at, skip and rerun).")
+@click.option("--statement-timeout", type=click.FloatRange(min=0.01), default=db.STATEMENT_TIMEOUT,
+              show_default=True, metavar="SECONDS",
+              help="A statement, cancelled by the server: a chunk that fails is tried again, then left queued.")
 @click.option("--dry-run", is_flag=True, help="Print the preview; change nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before starting.")
 @friendly_errors
-def bulk(database_url, verb, filter_pairs, reason, at, from_step, signal_name, payload, definitions, dry_run, yes):
+def bulk(database_url, verb, filter_pairs, reason, at, from_step, signal_name, payload, definitions,
+         statement_timeout, dry_run, yes):
     """Act on every run an index filter matches, as a tracked operation."""
     try:
         # The checks of the pages' operation form, before anything is read.
@@ -94,7 +108,7 @@ def bulk(database_url, verb, filter_pairs, reason, at, from_step, signal_name, p
     params = parsed.params
     # A chunk acts on operations.PARALLEL runs at once, each on its own
     # connection; one more for the look at the operation between chunks.
-    engine = engine_from(database_url, pool_size=operations.PARALLEL + 1, max_overflow=0)
+    engine = engine_for(database_url, statement_timeout)
     try:
         try:
             shown = operations.preview(engine, run_filters, verb, params, registry=registry, thresholds=THRESHOLDS)
@@ -122,10 +136,13 @@ def bulk(database_url, verb, filter_pairs, reason, at, from_step, signal_name, p
             raise click.ClickException(str(problem)) from None
         click.echo(f"Operation {operation['id']} started.")
         final = _run(engine, registry, operation)
+        click.echo(f"Operation {final['id']} {final['status']}: moved {final['moved']}, skipped {final['skipped']}, "
+                   f"refused {final['refused']} of {final['total']}.")
+        _, outcome = operation_reads.with_outcome(engine, Settings(registry=registry), final["id"], utcnow())
+        for line in outcome_lines(outcome, final["id"]):
+            click.echo(line)
     finally:
         engine.dispose()
-    click.echo(f"Operation {final['id']} {final['status']}: moved {final['moved']}, skipped {final['skipped']}, "
-               f"refused {final['refused']} of {final['total']}.")
     if final["status"] != states.OPERATION_DONE:
         raise SystemExit(1)
 

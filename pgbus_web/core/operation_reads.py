@@ -4,13 +4,15 @@ became of the runs one acted on."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Mapping
 
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 
 from ..models import operation_outcomes
 from ..models import operations as store
+from ..rules import states
 from ..rules.run_filters import MAX_ID
 from .reads import thresholds
 from .settings import Settings
@@ -32,3 +34,81 @@ def outcomes(conn: Connection, settings: Settings, operation_id: int, now: datet
     """{(status, stuck reason or None): runs} of the runs the operation
     acted on, as they are now, by the settings' stuck thresholds."""
     return operation_outcomes.outcomes(conn, operation_id, now=now, **thresholds(settings))
+
+
+# What became of an operation's runs, in the order every door says it:
+# each group lists run statuses (a link filters the operation's runs by
+# status) or stuck reasons (by reason).
+OUTCOME_GROUPS = (
+    ("completed", "status", (states.COMPLETED,)),
+    ("failed", "status", (states.FAILED, states.CANCELLED)),
+    ("stuck", "reason", states.STUCK_REASONS),
+    ("moving", "status", (states.RUNNING, states.READY, states.WAITING)),
+)
+# "Mostly failing again": of the runs an operation set going that have
+# settled (completed, failed, or stuck again by an error: paused by one or
+# stalled), more than FAILING_SHARE failed or got stuck again, once at
+# least FAILING_MIN_SETTLED have settled (a handful says nothing yet).
+# cancel and pause mean their runs to stop: never said of them.
+FAILING_SHARE = 0.5
+FAILING_MIN_SETTLED = 10
+STOPPING_VERBS = ("cancel", "pause")
+_FAILING_STATUSES = (states.FAILED,)
+_FAILING_REASONS = (states.PAUSED_ERROR, states.STALLED)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of the runs an operation acted on, as they are now."""
+
+    # Each {"kind", "total", "parts": [{"filter": {name: value}, "value", "count"}], "overlap"};
+    # parts only where runs are.
+    groups: list[dict[str, Any]]
+    # The runs that settled (completed or failing again), and those failing again.
+    settled: int
+    failing: int
+    # The rule above: say at the top that this operation's runs mostly fail again.
+    mostly_failing: bool
+
+
+def outcome_of(verb: str, counts: Mapping[tuple[str, str | None], int]) -> Outcome:
+    """*counts* ({(status, stuck reason or None): runs}, outcomes()) as the
+    groups every door shows, and the rule on failing again. Paused runs
+    are all stuck, so they are told by reason only; a ready or waiting run
+    stuck again is in its status's count and in its reason's (``overlap``)."""
+    by_status: dict[str, int] = {}
+    by_reason: dict[str, int] = {}
+    for (status, reason), runs in counts.items():
+        by_status[status] = by_status.get(status, 0) + runs
+        if reason is not None:
+            by_reason[reason] = by_reason.get(reason, 0) + runs
+    overlap = any(by_reason.get(reason) for reason in (states.OVERDUE, states.WAITING_OVERDUE))
+    groups = []
+    for kind, filter_name, values in OUTCOME_GROUPS:
+        found = by_status if filter_name == "status" else by_reason
+        parts = [{"filter": {filter_name: value}, "value": value, "count": found[value]}
+                 for value in values if found.get(value)]
+        groups.append({"kind": kind, "total": sum(part["count"] for part in parts), "parts": parts,
+                       "overlap": overlap and kind == "moving"})
+    failing = sum(by_status.get(status, 0) for status in _FAILING_STATUSES) + sum(
+        by_reason.get(reason, 0) for reason in _FAILING_REASONS)
+    settled = by_status.get(states.COMPLETED, 0) + failing
+    mostly = (verb not in STOPPING_VERBS and settled >= FAILING_MIN_SETTLED
+              and failing > settled * FAILING_SHARE)
+    return Outcome(groups=groups, settled=settled, failing=failing, mostly_failing=mostly)
+
+
+def outcome(conn: Connection, settings: Settings, operation: Mapping[str, Any], now: datetime) -> Outcome:
+    """What became of the runs *operation* acted on (outcome_of)."""
+    return outcome_of(operation["verb"], outcomes(conn, settings, operation["id"], now))
+
+
+def with_outcome(engine: Engine, settings: Settings, operation_id: int,
+                 now: datetime) -> tuple[dict[str, Any], Outcome] | None:
+    """Operation *operation_id* and what became of its runs (the command
+    line's ``operations show`` and the end of ``bulk``), or None."""
+    with engine.connect() as conn:
+        found = find(conn, operation_id)
+        if found is None:
+            return None
+        return found, outcome(conn, settings, found, now)

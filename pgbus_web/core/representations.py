@@ -215,6 +215,27 @@ def operation(row: Mapping[str, Any]) -> dict[str, Any]:
     return _object(row, OPERATION_FIELDS, json_fields=("filters", "params"))
 
 
+def operation_outcome(found, operation_id: int) -> dict[str, Any]:
+    """What became of the runs an operation acted on (core
+    operation_reads.Outcome): each group, each part with the query that
+    lists its runs (GET /runs, the index), and whether they mostly fail
+    again (``mostly_failing``: the rule in docs/operations.md)."""
+    def query(filter_: Mapping[str, str]) -> str:
+        return "&".join([f"operation={int(operation_id)}"] + [f"{name}={value}" for name, value in filter_.items()])
+
+    return {
+        "groups": [
+            {"kind": group["kind"], "total": group["total"], "overlap": group["overlap"],
+             "parts": [{"value": part["value"], "count": part["count"], "filter": dict(part["filter"]),
+                        "query": query(part["filter"])} for part in group["parts"]]}
+            for group in found.groups
+        ],
+        "settled": found.settled,
+        "failing_again": found.failing,
+        "mostly_failing": found.mostly_failing,
+    }
+
+
 def preview(shown, *, stuck_of=None) -> dict[str, Any]:
     """An operation's preview (runtime.operations.Preview): what it would
     do now; *stuck_of*(run) gives each sampled run its stuck reason."""

@@ -11,6 +11,7 @@ from ...i18n import t
 from ...rules.run_filters import FilterError, parse
 from ...rules.states import OPERATION as STATUSES
 from ...rules.states import OPERATION_OPEN as OPEN
+from ...core import operation_reads
 from ...core.words import verb_labels
 from ...core.words.presenters import RUN_TONES, _humanize
 
@@ -89,49 +90,25 @@ def operation_progress(operation: Mapping[str, Any], *, now: datetime) -> dict[s
     }
 
 
-# What became of an operation's runs, in the order the page says it: each
-# group (its words under pgbus.operations.outcomes.) lists run statuses
-# (its links filter by status) or stuck reasons (by reason).
-OUTCOME_GROUPS = (
-    ("completed", "status", (states.COMPLETED,)),
-    ("failed", "status", (states.FAILED, states.CANCELLED)),
-    ("stuck", "reason", states.STUCK_REASONS),
-    ("moving", "status", (states.RUNNING, states.READY, states.WAITING)),
-)
 # A stuck reason's badge tone (the one the attention list gives its status).
 _REASON_TONES = {states.STALLED: "red", states.PAUSED_ERROR: "red", states.PAUSED_MANUAL: "yellow",
                  states.OVERDUE: "yellow", states.WAITING_OVERDUE: "yellow"}
 
 
-def outcome_groups(counts: Mapping[tuple[str, str | None], int]) -> list[dict[str, Any]]:
-    """*counts* ({(status, stuck reason or None): runs}, models
-    operation_outcomes) as the page's groups: each with its label, total
-    and the parts it has runs in (label, count, tone, the filter its link
-    adds to the operation's). Paused runs are all stuck, so they are told
-    by reason only; a ready or waiting run stuck again is in its status's
-    count and in its reason's (``overlap`` says so)."""
-    by_status: dict[str, int] = {}
-    by_reason: dict[str, int] = {}
-    for (status, reason), runs in counts.items():
-        by_status[status] = by_status.get(status, 0) + runs
-        if reason is not None:
-            by_reason[reason] = by_reason.get(reason, 0) + runs
+def outcome_groups(found: operation_reads.Outcome) -> list[dict[str, Any]]:
+    """What became of an operation's runs (core operation_reads.outcome)
+    as the page's groups: each with its label (words under
+    pgbus.operations.outcomes.) and each part with its label and tone."""
     groups = []
-    for kind, filter_name, values in OUTCOME_GROUPS:
-        items = []
-        for value in values:
-            if filter_name == "status":
-                count = by_status.get(value, 0)
-                label = t(f"pgbus.workflows.statuses.{value}")
-                tone = RUN_TONES.get(value, "gray")
+    for group in found.groups:
+        parts = []
+        for part in group["parts"]:
+            value = part["value"]
+            if "status" in part["filter"]:
+                label, tone = t(f"pgbus.workflows.statuses.{value}"), RUN_TONES.get(value, "gray")
             else:
-                count = by_reason.get(value, 0)
                 label = t(f"pgbus.workflows.attention.reasons.{value}")
                 tone = _REASON_TONES.get(value, "yellow")
-            if count:
-                items.append({"label": label, "count": count, "tone": tone, "filter": {filter_name: value},
-                              "value": value})
-        groups.append({"kind": kind, "label": t(f"pgbus.operations.outcomes.{kind}"),
-                       "total": sum(item["count"] for item in items), "parts": items})
-    overlap = any(by_reason.get(reason) for reason in (states.OVERDUE, states.WAITING_OVERDUE))
-    return [dict(group, overlap=overlap and group["kind"] == "moving") for group in groups]
+            parts.append(dict(part, label=label, tone=tone))
+        groups.append(dict(group, label=t(f"pgbus.operations.outcomes.{group['kind']}"), parts=parts))
+    return groups

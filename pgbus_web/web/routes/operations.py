@@ -188,8 +188,9 @@ def _page(operation: dict[str, Any]) -> dict[str, Any]:
     now = utcnow()
     page = {"operation": operation, "now": now, **operation_words.operation_progress(operation, now=now)}
     with state().database.read() as conn:
-        counts = operation_reads.outcomes(conn, state().settings, operation["id"], now)
-    page["outcomes"] = operation_words.outcome_groups(counts)
+        found = operation_reads.outcome(conn, state().settings, operation, now)
+    page["outcomes"] = operation_words.outcome_groups(found)
+    page["outcome"] = found
     # The page stays live while the operation works and, after, while the
     # runs it acted on still move (their outcome counts change).
     page["polling"] = page["open"] or any(group["total"] for group in page["outcomes"] if group["kind"] == "moving")
