@@ -131,8 +131,9 @@ class StreamingReplica:
             conn.execution_options(isolation_level="AUTOCOMMIT")
             conn.execute(sa.text(f"ALTER SYSTEM SET recovery_min_apply_delay = '{int(seconds)}s'"))
             conn.execute(sa.text("SELECT pg_reload_conf()"))
-            wait_for(lambda: conn.execute(sa.text("SHOW recovery_min_apply_delay")).scalar()
-                     == (f"{int(seconds)}s" if seconds else "0"), f"the apply delay of {seconds}s to hold")
+            wait_for(lambda: conn.execute(sa.text(
+                "SELECT setting::bigint FROM pg_settings WHERE name = 'recovery_min_apply_delay'")).scalar()
+                == int(seconds) * 1000, f"the apply delay of {seconds}s to hold")
 
     def primary_position(self) -> str:
         with self.primary.connect() as conn:
