@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+import pytest
 import sqlalchemy as sa
 
 from pgbus_web import db
@@ -166,3 +167,25 @@ class StreamingReplica:
             except subprocess.SubprocessError:
                 self._ctl("-m", "immediate", "stop")
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+# Fixtures for the modules that use the replica (imported by name there).
+
+
+@pytest.fixture(scope="session")
+def replica(database_url, _installed_engine):
+    """One standby for the session, made after the schema is in."""
+    started = StreamingReplica(database_url)
+    try:
+        yield started
+    finally:
+        started.close()
+
+
+@pytest.fixture(autouse=True)
+def _caught_up(replica, engine):
+    """Each test starts, and leaves, with the replica running, no apply
+    delay, and everything the primary wrote (the emptied tables) replayed."""
+    replica.catch_up()
+    yield
+    replica.catch_up()

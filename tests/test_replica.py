@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 from action_support import Browser, operator_app, paused_on_capture, run_row
 from api_support import Api, token_for
-from replica_support import StreamingReplica, wait_for
+from replica_support import _caught_up, replica, wait_for  # noqa: F401 (fixtures)
 from web_helpers import soup, text_of
 
 from pgbus_web import db
@@ -28,25 +28,6 @@ LONG_DELAY = 3600
 WIDE_BOUND = 86400.0
 NARROW_BOUND = 1.0
 RUN_TARGETS = "pgbus-run-header,pgbus-run-steps,pgbus-run-signals,pgbus-run-timeline,pgbus-run-audit"
-
-
-@pytest.fixture(scope="session")
-def replica(database_url, _installed_engine):
-    """One standby for the session, made after the schema is in."""
-    started = StreamingReplica(database_url)
-    try:
-        yield started
-    finally:
-        started.close()
-
-
-@pytest.fixture(autouse=True)
-def _caught_up(replica, engine):
-    """Each test starts, and leaves, with the replica running, no apply
-    delay, and everything the primary wrote (the emptied tables) replayed."""
-    replica.catch_up()
-    yield
-    replica.catch_up()
 
 
 def replica_database(engine, replica, max_lag: float) -> db.Database:
@@ -261,3 +242,22 @@ def test_the_lag_bound_is_a_setting_checked_at_start():
     for wrong in (-1, "ten", float("inf"), True):
         with pytest.raises(SettingError, match="replica_max_lag"):
             check(Settings(replica_max_lag=wrong), ("en",))
+
+
+def test_serve_starts_with_the_replica_down_and_reads_the_primary(database_url, engine, runs, tmp_path):
+    from pgbus_web.launch.serve import build_app
+
+    workflow_id = paused_on_capture(runs)
+    # A socket directory no server listens in: refused at once.
+    nowhere = f"postgresql://postgres@/postgres?host={tmp_path}&port=5432"
+    app = build_app(database_url, nowhere)
+    try:
+        client = app.test_client()
+        answer = client.get(f"/workflows/{workflow_id}")
+        assert answer.status_code == 200 and status_on(answer) == "paused"
+        assert note_of(answer) == "unreachable"
+        health = client.get("/health")
+        assert health.status_code == 200
+        assert health.get_json()["replica"]["state"] == "unreachable"
+    finally:
+        app.extensions["pgbus_web"].database.dispose()
