@@ -261,3 +261,50 @@ def test_serve_starts_with_the_replica_down_and_reads_the_primary(database_url, 
         assert health.get_json()["replica"]["state"] == "unreachable"
     finally:
         app.extensions["pgbus_web"].database.dispose()
+
+
+def test_the_replica_is_looked_at_once_per_interval_however_many_requests(engine, runs, replica, made):
+    import time
+
+    import sqlalchemy as sa
+
+    workflow_id = paused_on_capture(runs)
+    replica.catch_up()
+    app = made(engine, replica)
+    database = app.extensions["pgbus_web"].database
+    looks = []
+    sa.event.listen(database._watch._probes[1], "before_cursor_execute",
+                    lambda *args: looks.append(time.monotonic()))
+    client = app.test_client()
+    started = time.monotonic()
+    requests = 0
+    while requests < 30:
+        assert client.get(f"/workflows/{workflow_id}").status_code == 200
+        requests += 1
+    elapsed = time.monotonic() - started
+    # The first request looks; after, one more look per interval at most.
+    assert 1 <= len(looks) <= 1 + elapsed / db.REPLICA_CHECK_INTERVAL + 1
+    assert len(looks) < requests
+
+
+def test_the_lag_bound_comes_from_the_config_and_the_command_line(database_url):
+    from click.testing import CliRunner
+    from flask import Flask
+
+    from pgbus_web.cli.common import main_group
+    from pgbus_web.extension import PgbusWeb
+    from pgbus_web.launch import serve  # noqa: F401 (registers serve)
+
+    host = Flask(__name__)
+    host.config.update(PGBUS_WEB_DATABASE_URL=database_url, PGBUS_WEB_REPLICA_URL=database_url,
+                       PGBUS_WEB_REPLICA_MAX_LAG=3, PGBUS_WEB_RUN_OPERATIONS=False)
+    extension = PgbusWeb(host)
+    database = host.extensions["pgbus_web"].database
+    try:
+        assert database.replica_max_lag == 3 and extension.settings.replica_max_lag == 3
+    finally:
+        database.dispose()
+    shown = CliRunner().invoke(main_group, ["serve", "--help"], terminal_width=200).output
+    assert "--replica-max-lag" in shown
+    [option] = [param for param in serve.serve.params if param.name == "replica_max_lag"]
+    assert option.envvar == "PGBUS_WEB_REPLICA_MAX_LAG" and option.default == db.REPLICA_MAX_LAG
