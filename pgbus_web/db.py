@@ -4,6 +4,10 @@ Every connection runs with ``TimeZone = 'UTC'`` so that timestamps without a
 zone (pgbus_uniqueness_keys.created_at) and ``now()`` mean the same thing in
 every process. A ``Database`` pairs the primary with an optional read-only
 replica: pages may read from the replica, writes always go to the primary.
+Pages read the replica only while it is within ``replica_max_lag`` seconds
+of the primary and has replayed the reader's own last write (``route``);
+otherwise, and whenever it cannot be reached, they read the primary
+(docs/replica.md).
 
 Every wait on the database has an end (``Bounds``), so that a slow or frozen
 server costs a request seconds, not the outage:
@@ -23,9 +27,11 @@ kernel still acknowledges everything; the client's own bound does.
 
 from __future__ import annotations
 
+import collections
 import math
 import os
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -37,7 +43,7 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import NullPool
 
 from .bounded import BoundedConnection
-from .models import values
+from .models import replication, values
 from .schema import status as schema_status
 
 DATABASE_URL_ENV = "PGBUS_DATABASE_URL"
@@ -72,6 +78,14 @@ KEEPALIVES_IDLE = 60
 KEEPALIVES_INTERVAL = 10
 KEEPALIVES_COUNT = 3
 TCP_USER_TIMEOUT_MS = 30_000
+# Seconds a replica may be behind the primary and still serve pages.
+REPLICA_MAX_LAG = 10.0
+# Seconds one look at the replica's replay position is trusted: at most
+# one check of the replica (and one of the primary) per this, whatever
+# the requests.
+REPLICA_CHECK_INTERVAL = 1.0
+# Seconds that check may take (its own connections, never the pages' pool).
+REPLICA_CHECK_TIMEOUT = 2.0
 
 
 @dataclass(frozen=True)
@@ -217,6 +231,131 @@ def place(conn) -> dict[str, str]:
     return {"host": host, "database": info.dbname}
 
 
+# What a connection failure looks like (SQLAlchemy's), for the fallbacks.
+UNREACHABLE = (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.TimeoutError)
+
+# A replica's states: within the lag bound; beyond it; not answering; a
+# server that answers but is no standby (promoted, or the wrong URL).
+STREAMING, LAGGING, UNREACHABLE_STATE, NOT_STANDBY = "streaming", "lagging", "unreachable", "not_standby"
+
+
+@dataclass(frozen=True)
+class ReplicaView:
+    """One look at the replica."""
+
+    state: str
+    # Seconds it is behind at most (0: it had replayed all the primary had
+    # written); None when unknown (unreachable, not a standby).
+    lag: float | None
+    # The WAL position it had replayed; None when unknown.
+    replayed: int | None
+    # time.monotonic() of the look.
+    checked_at: float
+
+
+@dataclass
+class Route:
+    """Where one request reads: ``source`` "primary" or "replica";
+    ``reason`` why not the replica when there is one ("pinned": it has
+    not replayed this reader's last write yet; or the replica's state:
+    lagging, unreachable, not_standby); ``lag`` the replica's seconds
+    behind when known; ``after`` the reader's last write (an LSN), None
+    for none; ``released``: the replica had replayed past it."""
+
+    source: str
+    reason: str | None = None
+    lag: float | None = None
+    after: int | None = None
+    released: bool = False
+
+
+class ReplicaWatch:
+    """How far behind the replica is, looked at once per *interval* at
+    most, on connections of its own (bounded by *timeout*).
+
+    The lag is an upper bound, the smaller of two: the time since the
+    last transaction the replica replayed committed on the primary; and
+    the time since the oldest look that found the primary's WAL at or
+    before the replica's replay position now (the replica shows at least
+    the primary as it was then). When the replica has replayed all the
+    primary had written at the look, it is 0. An idle primary writes
+    nothing, so the first bound alone would grow with the quiet."""
+
+    # Looks kept for the second bound.
+    HISTORY = 4096
+
+    def __init__(self, primary: Engine, replica: Engine, *, max_lag: float = REPLICA_MAX_LAG,
+                 interval: float = REPLICA_CHECK_INTERVAL, timeout: float = REPLICA_CHECK_TIMEOUT) -> None:
+        self.max_lag = max_lag
+        self.interval = interval
+        self._probes = tuple(
+            create_engine(engine.url.render_as_string(hide_password=False), Bounds.health(timeout),
+                          pool_size=1, max_overflow=1)
+            for engine in (primary, replica)
+        )
+        self._view: ReplicaView | None = None
+        self._lock = threading.Lock()
+        # (monotonic time, the primary's WAL position then), oldest first.
+        self._history: collections.deque[tuple[float, int]] = collections.deque(maxlen=self.HISTORY)
+
+    def view(self, *, fresh: bool = False) -> ReplicaView:
+        """The last look when it is younger than the interval; else a new
+        one. While one request looks, the others take the last look."""
+        view = self._view
+        if not fresh and view is not None and time.monotonic() - view.checked_at < self.interval:
+            return view
+        if not self._lock.acquire(blocking=view is None or fresh):
+            return view
+        try:
+            if not fresh and self._view is not None and time.monotonic() - self._view.checked_at < self.interval:
+                return self._view
+            self._view = self._look()
+            return self._view
+        finally:
+            self._lock.release()
+
+    def unreachable(self) -> None:
+        """A page could not connect to the replica: so it is until the next look."""
+        self._view = ReplicaView(UNREACHABLE_STATE, None, None, time.monotonic())
+
+    def _look(self) -> ReplicaView:
+        primary_probe, replica_probe = self._probes
+        # The primary first: a replica at or past where the primary was
+        # has replayed everything committed before the look.
+        try:
+            with primary_probe.connect() as conn:
+                written = replication.written(conn)
+        except UNREACHABLE:
+            written = None
+        now = time.monotonic()
+        if written is not None:
+            self._history.append((now, written))
+        try:
+            with replica_probe.connect() as conn:
+                replay = replication.replay(conn)
+        except UNREACHABLE:
+            return ReplicaView(UNREACHABLE_STATE, None, None, now)
+        if not replay.in_recovery or replay.replayed is None:
+            return ReplicaView(NOT_STANDBY, None, None, now)
+        lag = self._lag(replay, written, now)
+        state = STREAMING if lag is not None and lag <= self.max_lag else LAGGING
+        return ReplicaView(state, lag, replay.replayed, now)
+
+    def _lag(self, replay: replication.Replay, written: int | None, now: float) -> float | None:
+        if written is not None and replay.replayed >= written:
+            return 0.0
+        bounds = [replay.since_last_commit] if replay.since_last_commit is not None else []
+        for seen_at, position in reversed(self._history):
+            if position <= replay.replayed:
+                bounds.append(now - seen_at)
+                break
+        return min(bounds) if bounds else None
+
+    def dispose(self) -> None:
+        for probe in self._probes:
+            probe.dispose()
+
+
 class SchemaProblem(RuntimeError):
     """The database answers but lacks this release's schema."""
 
@@ -227,6 +366,9 @@ class Database:
 
     primary: Engine
     replica: Engine | None = None
+    # Seconds the replica may be behind and still serve pages.
+    replica_max_lag: float = REPLICA_MAX_LAG
+    _watch: ReplicaWatch | None = field(default=None, init=False, repr=False, compare=False)
     # One engine per health bound, made on first use (see check).
     _health: dict[float, Engine] = field(default_factory=dict, init=False, repr=False, compare=False)
     _health_lock: threading.Lock = field(
@@ -238,20 +380,58 @@ class Database:
         for engine in (self.primary, self.replica):
             if engine is not None:
                 values.install(engine)
+        if self.replica is not None:
+            self._watch = ReplicaWatch(self.primary, self.replica, max_lag=self.replica_max_lag)
 
     @classmethod
     def from_urls(
-        cls, url: str | None, replica_url: str | None = None, bounds: Bounds | None = None
+        cls, url: str | None, replica_url: str | None = None, bounds: Bounds | None = None,
+        replica_max_lag: float = REPLICA_MAX_LAG,
     ) -> "Database":
         primary = create_engine(url, bounds)
         replica = create_engine(replica_url, bounds) if replica_url else None
-        return cls(primary, replica)
+        return cls(primary, replica, replica_max_lag)
+
+    def replica_view(self, *, fresh: bool = False) -> ReplicaView | None:
+        """The replica's last look (a new one with *fresh*); None without a replica."""
+        return None if self._watch is None else self._watch.view(fresh=fresh)
+
+    def route(self, after: int | None = None) -> Route:
+        """Where a reader whose last write ended at WAL position *after*
+        (None: none known) reads: the replica while it is within the lag
+        bound and has replayed past *after*; the primary otherwise."""
+        view = self.replica_view()
+        if view is None:
+            return Route("primary", after=after)
+        if view.state != STREAMING:
+            return Route("primary", view.state, view.lag, after)
+        if after is not None and view.replayed < after:
+            return Route("primary", "pinned", view.lag, after)
+        return Route("replica", None, view.lag, after, released=after is not None)
+
+    def written(self) -> int:
+        """The primary's WAL position now: read after a commit, a position
+        a replica must replay past to show it (read-your-writes)."""
+        with self.primary.connect() as conn:
+            return replication.written(conn)
 
     @contextmanager
-    def read(self) -> Iterator[Connection]:
-        """A connection for pages: the replica when there is one."""
-        engine = self.replica or self.primary
-        with engine.connect() as conn:
+    def read(self, route: Route | None = None) -> Iterator[Connection]:
+        """A connection for pages, where *route* says (``route()`` when
+        None). A replica that cannot be connected to sends the read to
+        the primary, and *route* says so."""
+        route = route or self.route()
+        engine = self.primary
+        conn = None
+        if route.source == "replica":
+            try:
+                conn = self.replica.connect()
+            except UNREACHABLE:
+                self._watch.unreachable()
+                route.source, route.reason, route.released = "primary", UNREACHABLE_STATE, False
+        if conn is None:
+            conn = engine.connect()
+        with conn:
             # Each statement its own transaction: a page only reads, and
             # under READ COMMITTED each statement takes its own snapshot
             # anyway. Saves the BEGIN and ROLLBACK round trips, and the
@@ -267,7 +447,7 @@ class Database:
             yield conn
 
     def check(self, timeout: float = HEALTH_TIMEOUT) -> None:
-        """One ``SELECT 1`` where pages read, within *timeout* seconds, on
+        """One ``SELECT 1`` on the primary, within *timeout* seconds, on
         a connection of its own: never behind the pages' pool, which
         requests stuck on a frozen server may hold. Raises SQLAlchemy's
         OperationalError (or InterfaceError) when the server does not
@@ -282,9 +462,10 @@ class Database:
         with self._health_lock:
             engine = self._health.get(timeout)
             if engine is None:
-                # The read engine's URL (its connect_args are ours); no pool:
-                # each check opens and closes its connection.
-                url = (self.replica or self.primary).url.render_as_string(hide_password=False)
+                # The primary's URL (its connect_args are ours); no pool:
+                # each check opens and closes its connection. The replica's
+                # state is replica_view's: pages read the primary without it.
+                url = self.primary.url.render_as_string(hide_password=False)
                 engine = create_engine(url, Bounds.health(timeout), poolclass=NullPool)
                 self._health[timeout] = engine
             return engine
@@ -293,6 +474,8 @@ class Database:
         self.primary.dispose()
         if self.replica is not None:
             self.replica.dispose()
+        if self._watch is not None:
+            self._watch.dispose()
         with self._health_lock:
             for engine in self._health.values():
                 engine.dispose()

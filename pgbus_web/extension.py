@@ -151,7 +151,7 @@ class PgbusWeb:
             raise RuntimeError("pgbus-web is already registered on this app")
         settings, prefix = self.settings_for(app)
         database = self._database or Database.from_urls(
-            settings.database_url, settings.replica_url, settings.bounds()
+            settings.database_url, settings.replica_url, settings.bounds(), settings.replica_max_lag
         )
         app.extensions[EXTENSION_NAME] = State(settings, database)
         app.register_blueprint(build_blueprint(), url_prefix=prefix)

@@ -13,7 +13,7 @@ from werkzeug.exceptions import HTTPException
 
 from .. import i18n
 from ..i18n import t
-from ..plumbing import csrf, run_ids, security, unrouted
+from ..plumbing import csrf, reading, run_ids, security, unrouted
 from ..plumbing.state import state
 from . import guard, openapi, reads, writes
 from .answers import json_answer
@@ -57,6 +57,7 @@ def build_blueprint() -> Blueprint:
     i18n.init_locale(blueprint, default_locale=lambda: state().settings.default_locale, cookie_path=csrf.cookie_path)
     blueprint.before_request(guard.check)
     blueprint.after_request(guard.record_use)
+    blueprint.after_request(reading.after_request)
     blueprint.after_request(security.add_headers)
     blueprint.after_request(_no_store)
     blueprint.register_error_handler(HTTPException, _http_error)

@@ -15,6 +15,7 @@ from ..core import operation_reads
 from ..runtime.clock import utcnow
 from ..core import reads as context, problems
 from ..core.lock_reads import locks_context
+from ..plumbing import reading
 from ..plumbing.state import state
 from ..core.lock_filters import parse as parse_lock_filters
 from .answers import json_answer
@@ -43,7 +44,7 @@ def runs() -> Response:
     except run_filters.FilterError as refused:
         return from_refusal(problems.refusal(refused))
     now = utcnow()
-    with state().database.read() as conn:
+    with reading.read() as conn:
         page = context.index_runs(conn, state().settings, filters, now)
     stuck = stuck_of(now)
     return json_answer({
@@ -62,7 +63,7 @@ def run_detail(conn, workflow_id: str, *, now: datetime | None = None, run=None)
 
 def run(workflow_id: str) -> Response:
     """GET /runs/<workflow_id>."""
-    with state().database.read() as conn:
+    with reading.read() as conn:
         try:
             return json_answer(run_detail(conn, workflow_id))
         except context.NotFound:
@@ -71,7 +72,7 @@ def run(workflow_id: str) -> Response:
 
 def counts() -> Response:
     """GET /counts: runs per class and status."""
-    with state().database.read() as conn:
+    with reading.read() as conn:
         page = context.index_context(conn, state().settings, None, parts=("counts",))
     return json_answer(rep.counts(page["counts"]))
 
@@ -79,7 +80,7 @@ def counts() -> Response:
 def attention() -> Response:
     """GET /attention: the needs-attention groups, biggest first."""
     settings = state().settings
-    with state().database.read() as conn:
+    with reading.read() as conn:
         page = context.index_context(conn, settings, None, parts=("attention",))
     return json_answer({"groups": [
         rep.attention_group(group, context.definition_of(settings, group["workflow_class"]) is not None)
@@ -89,7 +90,7 @@ def attention() -> Response:
 
 def operations() -> Response:
     """GET /operations: the recent operations, newest first."""
-    with state().database.read() as conn:
+    with reading.read() as conn:
         rows = operation_reads.recent(conn, limit=RECENT_OPERATIONS)
     return json_answer({"operations": [rep.operation(row) for row in rows]})
 
@@ -111,7 +112,7 @@ def locks() -> Response:
         view = parse_lock_filters(request.args)
     except run_filters.FilterError as refused:
         return from_refusal(problems.refusal(refused))
-    with state().database.read() as conn:
+    with reading.read() as conn:
         page = locks_context(conn, state().settings, view)
     return json_answer({
         "locks": [rep.lock(row) for row in page["locks"]],

@@ -429,3 +429,19 @@ def change_marker(conn: Connection) -> int:
     and batches raises: a live-refresh poll whose marker, clock bucket and
     request are unchanged answers 304 (web/answering/not_modified.py)."""
     return changes.marker(conn)
+
+
+def replica_health(database) -> dict | None:
+    """/health's word on the replica (None without one): its state
+    (streaming, lagging, unreachable, not_standby), the seconds it is
+    behind at most (null when unknown), the bound, and where pages read
+    now for a browser that wrote nothing."""
+    view = database.replica_view()
+    if view is None:
+        return None
+    return {
+        "state": view.state,
+        "lag_seconds": None if view.lag is None else round(view.lag, 3),
+        "max_lag_seconds": database.replica_max_lag,
+        "reads": database.route().source,
+    }

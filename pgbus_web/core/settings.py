@@ -32,6 +32,10 @@ class Settings:
     database_url: Optional[str] = None
     # Pages may read from a replica; writes always go to database_url.
     replica_url: Optional[str] = None
+    # Seconds the replica may be behind the primary and still serve pages
+    # (beyond, and after a browser's own write until the replica has
+    # replayed it, pages read the primary: docs/replica.md).
+    replica_max_lag: float = db.REPLICA_MAX_LAG
     stall_threshold: timedelta = defaults.STALL_THRESHOLD
     waiting_threshold: timedelta = defaults.WAITING_THRESHOLD
     # Unbound locks younger than this are "fresh", not orphans (Locks page, reaper).
@@ -160,4 +164,7 @@ def check(settings: Settings, locales: tuple[str, ...]) -> Settings:
             continue  # no statement_timeout at all (db.Bounds)
         if not (_whole(value) or isinstance(value, float)) or not value > 0:
             raise _refuse(name, "a number of seconds above 0", value)
+    value = settings.replica_max_lag
+    if not (_whole(value) or isinstance(value, float)) or not 0 <= value < float("inf"):
+        raise _refuse("replica_max_lag", "a number of seconds, 0 or more", value)
     return replace(settings, **changes) if changes else settings

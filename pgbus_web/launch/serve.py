@@ -58,16 +58,20 @@ def check_schema(database_url, install: bool = False) -> None:
 
 
 def build_app(database_url, replica_url=None, *, registry=None, secret_key=None, trusted_proxies=0,
-              trusted_proxy_addresses=(), auth=None, **timeouts):
-    """The standalone app for one database, its engines checked with one
-    round trip each; *registry* the workflow definitions or None;
+              trusted_proxy_addresses=(), auth=None, replica_max_lag=db.REPLICA_MAX_LAG, **timeouts):
+    """The standalone app for one database, its primary checked with one
+    round trip; *registry* the workflow definitions or None;
     *timeouts* are Settings' ``*_timeout`` fields; *auth* a
     pgbus_web.auth.Auth (sign-in) or None."""
-    settings = Settings(registry=registry, secret_key=secret_key, **timeouts)
+    settings = Settings(registry=registry, secret_key=secret_key,
+                        replica_max_lag=replica_max_lag, **timeouts)
     primary = engine_from(database_url, bounds=settings.bounds())
-    replica = engine_from(replica_url, bounds=settings.bounds()) if replica_url else None
+    # The replica unchecked: one that is down at start is read around
+    # (pages read the primary) until it answers.
+    replica = db.create_engine(replica_url, settings.bounds()) if replica_url else None
     return create_app(
-        {"settings": settings, "database": db.Database(primary, replica), "trusted_proxies": trusted_proxies,
+        {"settings": settings, "database": db.Database(primary, replica, settings.replica_max_lag),
+         "trusted_proxies": trusted_proxies,
          "trusted_proxy_addresses": trusted_proxy_addresses, "auth": auth}
     )
 
@@ -206,11 +210,14 @@ def _seconds(name: str, default: float, help: str, minimum: float = 0.1):
           f"A page's statement, cancelled by the server; the client gives up {db.ANSWER_GRACE}s later.")
 @_seconds("pool-timeout", db.POOL_TIMEOUT, "Waiting for a free connection when all are in use.")
 @_seconds("health-timeout", db.HEALTH_TIMEOUT, "/health in all (its own connection; at least 2s to connect).")
+@_seconds("replica-max-lag", db.REPLICA_MAX_LAG,
+          "Pages read --replica-url only while it is at most this far behind the primary (docs/replica.md).",
+          minimum=0)
 @_seconds("metrics-interval", 15.0, "/metrics reads the database at most once per this (docs/metrics.md).")
 @friendly_errors
 def serve(database_url, replica_url, host, port, threads, definitions, secret_key, users_file, trusted_header,
           trusted_role_header, trusted_proxy, no_auth, install_schema, trusted_proxies, access_log,
-          connect_timeout, statement_timeout, pool_timeout, health_timeout, metrics_interval):
+          connect_timeout, statement_timeout, pool_timeout, health_timeout, replica_max_lag, metrics_interval):
     """Serve the dashboard for one database, until SIGTERM or Ctrl-C.
 
     Without --users-file or --trusted-header it serves on loopback only
@@ -237,7 +244,7 @@ def serve(database_url, replica_url, host, port, threads, definitions, secret_ke
             trusted_proxies=trusted_proxies, trusted_proxy_addresses=trusted_proxy, auth=auth,
             connect_timeout=connect_timeout,
             statement_timeout=statement_timeout, pool_timeout=pool_timeout, health_timeout=health_timeout,
-            metrics_interval=metrics_interval,
+            metrics_interval=metrics_interval, replica_max_lag=replica_max_lag,
         )
     except BaseException:
         server.close()

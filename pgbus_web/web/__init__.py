@@ -10,7 +10,7 @@ from flask import Blueprint, current_app
 
 from .. import i18n
 from .routes import actions, locks, operations, views
-from ..plumbing import csrf, run_ids, security, unrouted
+from ..plumbing import csrf, reading, run_ids, security, unrouted
 from .drawing import template_names
 from ..plumbing.state import EXTENSION_NAME, state
 
@@ -47,6 +47,8 @@ def build_blueprint() -> Blueprint:
         selectors=_selectors,
     )
     security.init_blueprint(blueprint)
+    # Read-your-writes across a replica (plumbing/reading.py).
+    blueprint.after_request(reading.after_request)
     template_names.init_blueprint(blueprint, cookie_path)
 
     run_ids.init_blueprint(blueprint)  # before the routes that use it

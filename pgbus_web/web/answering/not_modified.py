@@ -10,7 +10,10 @@ A poll's ETag is a digest of what its fragments depend on:
 - the request: its path and query, the fragments it names (HX-Target), the
   locale and time zone it is drawn in, whether it may view and act (the
   buttons), the browser's CSRF value (its forms' tokens);
-- the process: a restart (new templates, definitions, settings) draws anew.
+- the process: a restart (new templates, definitions, settings) draws anew;
+- where it was read (plumbing/reading.py): the primary or the replica, and
+  the browser's own last write it waits for, so that a page read from a
+  replica never stands for one read from the primary after a write.
 
 Only htmx fragment requests are answered this way (never a whole page,
 which carries the flashed messages). The marker is read on the
@@ -30,7 +33,7 @@ from sqlalchemy.engine import Connection
 
 from ... import i18n
 from ...core import reads
-from ...plumbing import csrf, hx
+from ...plumbing import csrf, hx, reading
 from ...plumbing.security import may_act, may_view
 
 # Seconds of one time bucket (docs/performance.md).
@@ -56,6 +59,7 @@ def _tag(conn: Connection) -> str:
         str(may_view()),
         str(may_act()),
         csrf._cookie_value(),
+        reading.source_marker(),
     )
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:32]
 

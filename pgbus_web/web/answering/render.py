@@ -19,6 +19,12 @@ from flask import Response, make_response, render_template
 from jinja2_fragments.flask import render_block, render_blocks
 
 from ...plumbing import hx
+from ...plumbing.state import state
+
+# Where the page was read, when it is not the replica it should be
+# (plumbing/reading.py): on a whole page in the layout, on fragments
+# swapped in beside them.
+READ_NOTE_TEMPLATE = "pgbus_web/_read_note.html"
 
 
 def page(
@@ -31,10 +37,13 @@ def page(
     """The whole page, or, for an HTMX request that targets one or more of
     *fragments* (element id -> block name), those blocks alone."""
     blocks = requested_blocks(fragments)
-    if len(blocks) == 1:
-        body = render_block(template, blocks[0], **context)
-    elif blocks:
-        body = render_blocks(template, list(blocks), **context)
+    if blocks:
+        if len(blocks) == 1:
+            body = render_block(template, blocks[0], **context)
+        else:
+            body = render_blocks(template, list(blocks), **context)
+        if state().database.replica is not None:
+            body += render_template(READ_NOTE_TEMPLATE, oob=True)
     else:
         body = render_template(template, **context)
     return answer(body, status)

@@ -18,7 +18,7 @@ from flask import Blueprint
 from ... import bidi, i18n
 from ..routes import actions, operations
 from . import cells, frame, template_helpers, timeline
-from ...plumbing import csrf
+from ...plumbing import csrf, reading
 from ...core.words import presenters, timefmt
 
 # The one global the macros read: pgbus_web.t(...), pgbus_web.presenters...
@@ -44,6 +44,7 @@ def context_names(cookie_path: Callable[[], str]) -> dict[str, Any]:
         **frame.TEMPLATE_NAMES,
         **template_helpers.TEMPLATE_NAMES,
         **csrf.TEMPLATE_NAMES,
+        **reading.TEMPLATE_NAMES,
         **actions.TEMPLATE_NAMES,
         **operations.TEMPLATE_NAMES,
     }

@@ -36,6 +36,7 @@ from ...rules.run_filters import FilterError
 from ..answering import answers, pages, render
 from ...plumbing import hx
 from ...core import problems
+from ...plumbing import reading
 from ...plumbing.state import state
 from ...core.checks import FormError
 from ...core.lock_reads import locks_context
@@ -50,7 +51,7 @@ MAX_MSG_ID = 2**63 - 1
 
 
 def _page(view: LockFilters, *, status: int = 200, filter_error: str | None = None) -> Response:
-    with state().database.read() as conn:
+    with reading.read() as conn:
         context = locks_context(conn, state().settings, view)
     context.update(filter_error=filter_error, can_act=may_act())
     return render.page(pages.LOCKS.template, context, pages.LOCKS.fragments, status=status)

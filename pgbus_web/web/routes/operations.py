@@ -44,6 +44,7 @@ from ..drawing import filter_chips, operation_words
 from ...plumbing import hx
 from . import views
 from .actions import actor
+from ...plumbing import reading
 from ...plumbing.state import state
 
 # Operations listed on GET /workflows/operations.
@@ -187,7 +188,7 @@ def group_action(verb: str):
 def _page(operation: dict[str, Any]) -> dict[str, Any]:
     now = utcnow()
     page = {"operation": operation, "now": now, **operation_words.operation_progress(operation, now=now)}
-    with state().database.read() as conn:
+    with reading.read() as conn:
         found = operation_reads.outcome(conn, state().settings, operation, now)
     page["outcomes"] = operation_words.outcome_groups(found)
     page["outcome"] = found
@@ -263,7 +264,7 @@ def _operation_answer(operation_id: int, status: int, message: str, category: st
 
 def recent():
     """GET /workflows/operations."""
-    with state().database.read() as conn:
+    with reading.read() as conn:
         rows = operation_reads.recent(conn, limit=RECENT)
     now = utcnow()
     page = {"operations": [dict(row, **operation_words.operation_progress(row, now=now)) for row in rows], "now": now}

@@ -17,6 +17,7 @@ from ...runtime import verbs
 from ..answering import answers, not_modified, pages, render
 from ...core import reads as context, problems
 from ...plumbing import run_ids
+from ...plumbing import reading
 from ...plumbing.state import state
 from ...plumbing.security import may_act
 
@@ -35,7 +36,7 @@ def index():
     except filters.FilterError as problem:
         run_filters, error = None, str(problem)
     parts = render.requested_blocks(pages.INDEX.fragments) or pages.INDEX.blocks
-    with state().database.read() as conn:
+    with reading.read() as conn:
         tag, unchanged = not_modified.check(conn)
         if unchanged is not None:
             return unchanged
@@ -73,7 +74,7 @@ def workflow(workflow_id: str):
     except filters.FilterError as problem:
         return answers.error_page(400, t("pgbus.web.errors.bad_request_title"), str(problem))
     try:
-        with state().database.read() as conn:
+        with reading.read() as conn:
             tag, unchanged = not_modified.check(conn)
             if unchanged is not None:
                 return unchanged
@@ -103,7 +104,7 @@ def _action_owner(path: str) -> str | None:
     owner, _, last = path.rpartition("/")
     if not owner or last not in ACTION_SEGMENTS:
         return None
-    with state().database.read() as conn:
+    with reading.read() as conn:
         return owner if context.find_run(conn, owner) is not None else None
 
 
@@ -112,7 +113,7 @@ def _by_prefix(prefix: str) -> list[str]:
     characters, and an operator pastes it into the address bar) may name:
     none, one, or two when it names several. Only asked once no run has
     *prefix* as its whole id."""
-    with state().database.read() as conn:
+    with reading.read() as conn:
         return context.runs_by_prefix(conn, prefix)
 
 
@@ -131,7 +132,7 @@ def insights(workflow_class: str):
             ),
         )
     try:
-        with state().database.read() as conn:
+        with reading.read() as conn:
             page = context.insights_context(conn, state().settings, workflow_class, range_name)
     except context.NotFound:
         return answers.error_page_for(problems.class_not_found(workflow_class))
@@ -143,7 +144,7 @@ def batch(batch_id: str):
     """GET /batches/<batch_id>: one fan-out batch, its jobs by state and
     the runs that wait for it."""
     try:
-        with state().database.read() as conn:
+        with reading.read() as conn:
             page = context.batch_context(conn, batch_id)
     except context.NotFound:
         return answers.error_page_for(problems.batch_not_found(batch_id))
@@ -152,9 +153,11 @@ def batch(batch_id: str):
 
 
 def health():
-    """GET /health: 200 {"status": "ok"} when the database answers with
-    this release's schema, else 503 with the reason,
-    within health_timeout (its own connection, not the pages' pool)."""
+    """GET /health: 200 {"status": "ok", "database": "ok"} when the
+    primary answers with this release's schema, else 503 with the reason,
+    within health_timeout (its own connection, not the pages' pool). With
+    a replica, "replica" says how it is (docs/replica.md); a replica down
+    or behind never fails the check: pages then read the primary."""
     try:
         state().database.check(state().settings.health_timeout)
     except (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError) as problem:
@@ -163,7 +166,10 @@ def health():
     except SchemaProblem as problem:
         log.warning("pgbus-web: health check failed: %s", problem)
         return jsonify(status="unavailable", database="ok", schema=str(problem)), 503
-    return jsonify(status="ok", database="ok")
+    replica = context.replica_health(state().database)
+    if replica is None:
+        return jsonify(status="ok", database="ok")
+    return jsonify(status="ok", database="ok", replica=replica)
 
 
 # --- error pages -------------------------------------------------------------
