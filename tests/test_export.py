@@ -12,6 +12,7 @@ import csv
 import io
 import json
 import re
+from datetime import datetime
 
 import pytest
 import sqlalchemy as sa
@@ -74,7 +75,8 @@ def test_a_csv_export_holds_exactly_the_matching_runs_as_stored(client, engine, 
             assert row[column] == (run[column] or ""), column
         assert row["idempotency_key"] == (run["idempotency_key"] or "")
         assert json.loads(row["arguments"]) == run["arguments"]
-        assert row["created_at"] == run["created_at"].isoformat()
+        assert datetime.fromisoformat(row["created_at"]) == run["created_at"]
+        assert row["created_at"].endswith("+00:00") and "T" in row["created_at"]
     paused = next(row for row in rows if row["workflow_id"] == made["paused"])
     assert paused["stuck_reason"] == "paused_error" and paused["latest_error_class"] == "TimeoutError"
     match = FILENAME.fullmatch(response.headers["Content-Disposition"])
