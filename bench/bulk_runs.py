@@ -28,6 +28,7 @@ class Shape:
     statuses: tuple[str, ...]
     steps: tuple[str, ...]
     failed_attempts: bool = False  # each paused run's current step failed, 3rd attempt
+    arguments: bool = False  # ARGUMENTS below, else {}
 
 
 # Three classes and their subject types (each subject id shared by three
@@ -40,6 +41,15 @@ MIXED = Shape(
               "paused", "ready", "waiting", "running"),
     steps=tuple(f"step_{n}" for n in range(7)),
 )
+# The arguments of a shape that has them (bench/search.py, bench/export.py):
+# a customer shared by CUSTOMER_RUNS runs, a nested order id unique to
+# the run, an array of tags ("vip" on one run in a hundred).
+CUSTOMER_RUNS = 50
+ARGUMENTS = (
+    "jsonb_build_object('customer_id', g / {customer_runs}, 'order', jsonb_build_object('id', g, 'total', g % 997),"
+    " 'tags', CASE WHEN g % 100 = 0 THEN jsonb_build_array('vip', 'eu') ELSE jsonb_build_array('eu') END)"
+).format(customer_runs=CUSTOMER_RUNS)
+MIXED_WITH_ARGUMENTS = Shape(MIXED.classes, MIXED.subject_types, MIXED.statuses, MIXED.steps, arguments=True)
 # OrderWorkflow runs paused after capture_payment failed: what a resume
 # operation acts on.
 PAUSED_AFTER_FAILURE = Shape(
@@ -58,7 +68,7 @@ WITH shape AS (
 )
 INSERT INTO pgbus_workflows (workflow_id, workflow_class, definition_digest, status, current_step,
                              subject_type, subject_id, idempotency_key,
-                             started_at, paused_at, created_at, updated_at)
+                             started_at, paused_at, created_at, updated_at, arguments)
 SELECT gen_random_uuid()::text,
        classes[1 + g % cardinality(classes)],
        digests[1 + g % cardinality(classes)],
@@ -70,7 +80,8 @@ SELECT gen_random_uuid()::text,
        moment,
        CASE WHEN statuses[1 + g % cardinality(statuses)] = 'paused' THEN moment END,
        moment,
-       moment
+       moment,
+       {arguments}
 FROM shape, generate_series(CAST(:first AS bigint), CAST(:last AS bigint)) AS g,
      LATERAL (SELECT now() - make_interval(secs => CAST(:last AS bigint) - g) AS moment) AS spread
 """
@@ -95,7 +106,7 @@ def insert(url: str, count: int, shape: Shape = MIXED, *, batch: int = BATCH) ->
             size, count = min(count, batch), count - batch
             with engine.begin() as conn:
                 above = conn.execute(sa.text("SELECT COALESCE(max(id), 0) FROM pgbus_workflows")).scalar_one()
-                conn.execute(sa.text(RUNS), {
+                conn.execute(sa.text(RUNS.format(arguments=ARGUMENTS if shape.arguments else "'{}'::jsonb")), {
                     "classes": list(shape.classes), "digests": digests,
                     "subject_types": list(shape.subject_types), "statuses": list(shape.statuses),
                     "steps": list(shape.steps), "first": above + 1, "last": above + size,

@@ -16,6 +16,13 @@ table; the page's latest-step lookup costs one index probe per listed run
 (docs/performance.md). Then it searches for one run near the middle by each
 form, prints the plan of each, and checks each found that run; last, the
 plan of the failed runs' groups (models.workflow_attention.failed_groups).
+
+The searches inside JSON (docs/search.md) follow: the runs carry
+arguments (bench/bulk_runs.py's ARGUMENTS: a customer shared by 50 runs,
+a nested order id, tags) and one run in ten a signal with a payload; each
+search's plan, and its time through the API (GET /api/v1/runs, the whole
+door: the request, the query, the JSON) beside the time of its SQL alone
+(the statement the model sent, its rows fetched), with the ratio.
 """
 
 from __future__ import annotations
@@ -35,6 +42,8 @@ from queries import capture, timed  # noqa: E402  (bench/queries.py)
 
 from pgbus_web import db, defaults, schema  # noqa: E402
 from pgbus_web.models import workflow_attention, workflow_index  # noqa: E402
+from pgbus_web.core import tokens  # noqa: E402
+from pgbus_web.rules import run_filters  # noqa: E402
 
 BENCH_DATABASE = "pgbus_bench_search"
 THRESHOLDS = {"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaults.WAITING_THRESHOLD}
@@ -55,7 +64,8 @@ def search(bench_url: str, runs: int, repeat: int) -> None:
     try:
         schema.install(engine)
         started = time.monotonic()
-        bulk_runs.insert(bench_url, runs, bulk_runs.MIXED)
+        bulk_runs.insert(bench_url, runs, bulk_runs.MIXED_WITH_ARGUMENTS)
+        seed_signals(bench_url)
         print(f"seeded {runs:,} runs in {time.monotonic() - started:.1f}s (with VACUUM ANALYZE)\n")
 
         with engine.connect() as conn:
@@ -101,10 +111,116 @@ def search(bench_url: str, runs: int, repeat: int) -> None:
             print(f"  {label:<42} {count:>3} runs  {'found' if found else '-':<5}  "
                   f"{median * 1000:7.2f} ms / {slowest * 1000:7.2f} ms")
         missed = [label for label, _, _, found, _, _ in summary if not found and label != "nothing matches"]
+        json_searches(engine, bench_url, target["workflow_id"], repeat)
         if missed:
             raise SystemExit(f"not found by: {', '.join(missed)}")
     finally:
         engine.dispose()
+
+
+SIGNALS = """
+INSERT INTO pgbus_workflow_signals (workflow_id, name, payload, status)
+SELECT workflow_id, 'shipment_confirmed',
+       jsonb_build_object('carrier', CASE WHEN id % 20 = 0 THEN 'dhl' ELSE 'ups' END, 'tracking', 'T' || id),
+       'consumed'
+FROM pgbus_workflows WHERE id % 10 = 0
+"""
+
+
+def seed_signals(url: str) -> None:
+    """One run in ten received a signal: a carrier and a tracking number."""
+    engine = db.create_engine(url, db.UNBOUNDED_STATEMENTS, pool_size=1, max_overflow=0)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text(SIGNALS))
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql("VACUUM ANALYZE pgbus_workflow_signals")
+    finally:
+        engine.dispose()
+
+
+def sql_alone(engine, statement: str, parameters, repeat: int) -> list[float]:
+    """The statement run and its rows fetched by the driver, nothing else."""
+    times = []
+    with engine.connect() as conn:
+        cursor = conn.connection.dbapi_connection.cursor()
+        cursor.execute(statement, parameters)
+        cursor.fetchall()
+        for _ in range(repeat):
+            started = time.perf_counter()
+            cursor.execute(statement, parameters)
+            cursor.fetchall()
+            times.append(time.perf_counter() - started)
+        conn.rollback()
+    return times
+
+
+def json_searches(engine, bench_url: str, workflow_id: str, repeat: int) -> None:
+    from pgbus_web.app import create_app
+
+    with engine.connect() as conn:
+        target = conn.execute(sa.text("SELECT id, arguments, (SELECT payload FROM pgbus_workflow_signals s"
+                                      " WHERE s.workflow_id = w.workflow_id LIMIT 1) AS payload"
+                                      " FROM pgbus_workflows w WHERE id >= (SELECT max(id) / 2 FROM pgbus_workflows)"
+                                      " AND id % 10 = 0 ORDER BY id LIMIT 1")).mappings().one()
+    customer, order = target["arguments"]["customer_id"], target["arguments"]["order"]["id"]
+    searches = [
+        (f"customer (arg.customer_id, {bulk_runs.CUSTOMER_RUNS} runs)", {"arg.customer_id": str(customer)}),
+        ("customer as text (quoted: none match)", {"arg.customer_id": f'"{customer}"'}),
+        ("nested order id (arg.order.id, 1 run)", {"arg.order.id": str(order)}),
+        ("the search box's customer_id:N", {"q": f"customer_id:{customer}"}),
+        ("array holding vip (arg.tags[], 1 run in 100)", {"arg.tags[]": "vip"}),
+        ("customer and status", {"arg.customer_id": str(customer), "status": "completed"}),
+        ("signal payload (signal.tracking, 1 run)", {"signal.tracking": target["payload"]["tracking"]}),
+        ("signal payload (signal.carrier=dhl, 1 run in 20)", {"signal.carrier": "dhl"}),
+    ]
+    database = db.Database(engine)
+    app = create_app({"database": database, "TESTING": True, "run_operations": False})
+    client = app.test_client()
+    token, _ = tokens.add(engine, "bench", "viewer")
+    client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {token}"
+    rows_out = []
+    for label, query in searches:
+        filters = run_filters.parse_query(query)
+
+        def call(conn, filters=filters):
+            return workflow_index.page(conn, limit=PAGE_SIZE + 1, **THRESHOLDS, **filters.page_binds(workflow_index._now()))
+
+        rows, statement, parameters = capture(engine, call)
+        plan = explain_text(engine, statement, parameters)
+        sql_times = sql_alone(engine, statement, parameters, repeat)
+        model_times = timed(engine, call, repeat)
+        api_times = []
+        answer = client.get("/api/v1/runs", query_string=query)
+        assert answer.status_code == 200, answer.get_data(as_text=True)
+        for _ in range(repeat):
+            started = time.perf_counter()
+            answer = client.get("/api/v1/runs", query_string=query)
+            api_times.append(time.perf_counter() - started)
+        listed = len(answer.get_json()["runs"])
+        uses = [name for name in ("pgbus_workflows_arguments", "pgbus_workflow_signals_payload") if name in plan]
+        sql_ms, api_ms = statistics.median(sql_times) * 1000, statistics.median(api_times) * 1000
+        model_ms = statistics.median(model_times) * 1000
+        rows_out.append((label, listed, sql_ms, model_ms, api_ms, uses))
+        print(f"== {label}: {query}: {listed} runs listed; SQL {sql_ms:.2f} ms, page() {model_ms:.2f} ms, "
+              f"API {api_ms:.2f} ms; index: {', '.join(uses) or 'NONE'}")
+        print(plan)
+        print()
+    # The door's own cost, the same for any filter: an API answer of no run
+    # found by a primary key probe.
+    empty_times = []
+    for _ in range(repeat + 1):
+        started = time.perf_counter()
+        client.get("/api/v1/runs", query_string={"q": "no-such-run-anywhere"})
+        empty_times.append(time.perf_counter() - started)
+    empty_ms = statistics.median(empty_times[1:]) * 1000
+    print("searches inside JSON (median of", repeat, "calls): SQL = the statement alone, page() = the model's"
+          " call (query and rows), API = GET /api/v1/runs (request, token, query, JSON)")
+    print(f"  the API's own cost, an answer of no run: {empty_ms:.2f} ms")
+    print(f"  {'search':<50} {'runs':>4}  {'SQL ms':>7}  {'page()':>7}  {'API ms':>7}  page/SQL  API/SQL  index")
+    for label, listed, sql_ms, model_ms, api_ms, uses in rows_out:
+        print(f"  {label:<50} {listed:>4}  {sql_ms:7.2f}  {model_ms:7.2f}  {api_ms:7.2f}  {model_ms / sql_ms:7.1f}x"
+              f"  {api_ms / sql_ms:6.1f}x  {', '.join(uses) or '-'}")
 
 
 def main() -> None:

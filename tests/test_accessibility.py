@@ -66,6 +66,8 @@ def seeded(app, runs, engine) -> dict[str, str]:
         "index": "/workflows",
         "filtered index": "/workflows?status=paused&workflow_class=OrderWorkflow",
         "bad filter": "/workflows?status=bogus",
+        "argument search": "/workflows?arg.order_id=1042&signal.carrier=dhl",
+        "argument search refused": "/workflows?arg.order_id=%3E1000",
         "run retried": f"/workflows/{retried}",
         "run paused": f"/workflows/{made['paused_error']}",
         "run batch": f"/workflows/{made['waiting_batch']}",

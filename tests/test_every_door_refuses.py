@@ -61,6 +61,13 @@ CASES: dict[str, tuple[Callable[[dict], dict], Callable[[dict], dict], tuple[str
                            lambda r: {**r, "verb": "signal", "name": "poke", "payload": {"a": 1}}, DOORS),
     "long_signal_name": (lambda r: {**r, "verb": "signal", "name": "n" * 201, "payload": {}},
                          lambda r: {**r, "verb": "signal", "name": "n" * 200, "payload": {}}, DOORS),
+    # Searches inside JSON that no index could answer (docs/search.md).
+    "argument_path_malformed": (lambda r: {**r, "filters": {**r["filters"], "arg.vendors..n": "2"}},
+                                lambda r: {**r, "filters": {**r["filters"], "arg.vendors": "2"}}, DOORS),
+    "argument_comparison": (lambda r: {**r, "filters": {**r["filters"], "arg.vendors": ">1"}},
+                            lambda r: {**r, "filters": {**r["filters"], "arg.vendors": "2"}}, DOORS),
+    "signal_path_too_deep": (lambda r: {**r, "filters": {**r["filters"], "signal.a.b.c.d.e.f.g": "1"}},
+                             lambda r: {**r, "filters": {**r["filters"], "arg.fail_capture": "true"}}, DOORS),
 }
 
 

@@ -72,6 +72,11 @@ def paths(app, runs, engine):  # noqa: F811 (the fixture of test_locales_browser
     runner = operations.Runner(engine, REGISTRY)
     while runner.step() is not None:
         pass
+    # A search inside the arguments, with its chips and the export links.
+    for carrier in ("dhl", "ups"):
+        runs.make("waiting", arguments={"customer_id": 42, "order": {"id": 1042}},
+                  signals_=[{"name": "shipment_confirmed", "payload": {"carrier": carrier}}])
+    found["argument_search"] = "/workflows?arg.customer_id=42&signal.carrier=dhl&q=customer_id:42"
     return found
 
 

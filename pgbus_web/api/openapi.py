@@ -253,9 +253,22 @@ def document(base: str = "/api/v1") -> dict[str, Any]:
         },
         "paths": {
             "/runs": {"get": {
-                "operationId": "listRuns", "summary": "Runs, newest first, as the index filters them.",
+                "operationId": "listRuns", "summary": "Runs, newest first, as the index filters them "
+                                                      "(arg.<path>=VALUE and signal.<path>=VALUE too).",
                 "parameters": filters,
                 "responses": {"200": _answer("A page of runs.", "RunsPage"), **_problems(*READ)},
+            }},
+            "/runs/export": {"get": {
+                "operationId": "exportRuns",
+                "summary": "Every run the index's filters match (the cursors aside), oldest first, streamed as CSV or "
+                           "NDJSON up to the highest run id at the start; arg.<path>=VALUE and signal.<path>=VALUE "
+                           "search inside the arguments and the signals' payloads, as on GET /runs.",
+                "parameters": [_query("format", "csv or ndjson.", enum=["csv", "ndjson"])]
+                              + [item for item in filters if item["name"] not in ("before", "after")],
+                "responses": {"200": {"description": "The rows, streamed; the filename names the filters and the moment.",
+                                      "content": {"text/csv": {"schema": {"type": "string"}},
+                                                  "application/x-ndjson": {"schema": {"type": "string"}}}},
+                              **_problems(*READ)},
             }},
             "/runs/{workflow_id}": {"get": {
                 "operationId": "showRun", "summary": "One run with its steps, signals, events and available actions.",

@@ -7,11 +7,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Mapping
 
-from flask import Response, request
+from flask import Response, request, stream_with_context
 
 from ..core import representations as rep
 from ..rules import run_filters
-from ..core import operation_reads
+from ..core import exports, operation_reads
 from ..runtime.clock import utcnow
 from ..core import reads as context, problems
 from ..core.lock_reads import locks_context
@@ -51,6 +51,23 @@ def runs() -> Response:
         "runs": [rep.run_row(run, stuck=stuck(run)) for run in page["runs"]],
         "next_before": page["pagination"].older,
         "next_after": page["pagination"].newer,
+    })
+
+
+def export() -> Response:
+    """GET /runs/export?format=csv|ndjson: every run the index's filters
+    match (the cursors aside), streamed; a refused filter or format is a
+    400 problem with the index's sentence, before any row is read."""
+    args = request.args.to_dict()
+    fmt = args.pop("format", None)
+    try:
+        filters = run_filters.parse_query(args)
+        made = exports.export(state().database.read, state().settings, filters, fmt)
+    except run_filters.FilterError as refused:
+        return from_refusal(problems.refusal(refused))
+    return Response(stream_with_context(made.chunks), content_type=made.content_type, headers={
+        "Content-Disposition": exports.content_disposition(made.filename),
+        "X-Pgbus-Export-Ceiling-Id": str(made.ceiling_id),
     })
 
 

@@ -16,12 +16,13 @@ import shlex
 import click
 
 from ..rules import run_filters
-from ..core import acts, checks, problems
+from ..core import acts, checks, exports, problems
 from ..rules import states
 from ..runtime import errors
 from ..rules import verb_table
 from ..core.settings import Settings
 from . import output
+from .bulk import filter_values
 from .common import actor, database_url_option, engine_from, friendly_errors, input_refused, main_group
 from .worker import DEFINITIONS_ENV, load_registry
 
@@ -71,19 +72,26 @@ def runs_group() -> None:
 @click.option("--operation", type=int, help="Only runs this operation acted on.")
 @click.option("--before", type=int, metavar="ID", help="The page older than this run id (the cursor printed).")
 @click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True, help="Runs on the page.")
+@click.option("--filter", "filter_pairs", multiple=True, metavar="NAME=VALUE",
+              help="An index filter by its name, arg.<path>=VALUE and signal.<path>=VALUE too; repeat for more.")
 @json_option
 @definitions_option
 @friendly_errors
 def list_runs(database_url, q, workflow_class, status, reason, step, subject, error_class, no_error_class, since,
-              created_from, created_to, operation, before, limit, as_json, definitions):
+              created_from, created_to, operation, before, limit, filter_pairs, as_json, definitions):
     """The runs the index's filters match, newest first."""
+    named = {
+        "q": q, "workflow_class": workflow_class, "status": status, "reason": reason, "step": step,
+        "subject": subject, "error_class": error_class,
+        "no_error_class": run_filters.NO_ERROR_CLASS if no_error_class else None, "since": since,
+        "from": created_from, "to": created_to, "operation": operation, "before": before,
+    }
+    pairs = filter_values(filter_pairs)
+    for name in pairs:
+        if named.get(name) is not None:
+            raise click.UsageError(f"--filter {name} given twice")
     try:
-        filters = acts.filters_from({
-            "q": q, "workflow_class": workflow_class, "status": status, "reason": reason, "step": step,
-            "subject": subject, "error_class": error_class,
-            "no_error_class": run_filters.NO_ERROR_CLASS if no_error_class else None, "since": since,
-            "from": created_from, "to": created_to, "operation": operation, "before": before,
-        })
+        filters = acts.filters_from({**named, **pairs})
     except run_filters.FilterError as problem:
         raise input_refused(problem) from None
     settings = _settings(definitions, page_size=limit)
@@ -103,6 +111,41 @@ def list_runs(database_url, q, workflow_class, status, reason, step, subject, er
         )
     if page.next_before is not None:
         click.echo(f"More: --before {page.next_before}", err=True)
+
+
+# --- runs export ---------------------------------------------------------------
+
+
+@runs_group.command("export")
+@database_url_option
+@click.option("--format", "fmt", type=click.Choice(tuple(exports.FORMATS)), required=True,
+              help="csv (a header row of stable column keys) or ndjson (one JSON object a line).")
+@click.option("--filter", "filter_pairs", multiple=True, metavar="NAME=VALUE",
+              help="An index filter by its name, arg.<path>=VALUE and signal.<path>=VALUE too; repeat for more.")
+@click.option("-o", "--output", "output_path", type=click.Path(dir_okay=False, writable=True),
+              help="Write to this file (default: the standard output).")
+@friendly_errors
+def export_runs(database_url, fmt, filter_pairs, output_path):
+    """Every run the filters match, oldest first, up to the highest run id
+    when the export starts, streamed in constant memory."""
+    try:
+        filters = acts.filters_from(filter_values(filter_pairs))
+    except run_filters.FilterError as problem:
+        raise input_refused(problem) from None
+    engine = engine_from(database_url, pool_size=1, max_overflow=0)
+    try:
+        made = exports.export(engine.connect, Settings(), filters, fmt)
+        stream = click.open_file(output_path or "-", "wb")
+        try:
+            for chunk in made.chunks:
+                stream.write(chunk)
+        finally:
+            if output_path:
+                stream.close()
+    finally:
+        engine.dispose()
+    if output_path:
+        click.echo(f"Wrote {output_path} (runs up to id {made.ceiling_id}).", err=True)
 
 
 # --- runs show -----------------------------------------------------------------

@@ -16,6 +16,8 @@ tool does not take is refused, not ignored.
 
 from __future__ import annotations
 
+import json
+
 import dataclasses
 import inspect
 import time
@@ -66,6 +68,12 @@ def _require(reason: str | None) -> str:
         raise _refused(problem) from None
 
 
+def _typed(value: Any) -> Any:
+    """A search value as the filter's text: JSON's spelling for a number,
+    true, false or null, so 42 and true read as a query string's would."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
 def _filters(values: dict[str, Any], *, cursors: bool = False) -> run_filters.RunFilters:
     try:
         if not isinstance(values, dict):
@@ -101,15 +109,22 @@ class Tools:
     def find_runs(self, q: str | None = None, workflow_class: str | None = None, status: str | None = None, reason: str | None = None,
                   step: str | None = None, subject: str | None = None, error_class: str | None = None,
                   no_error_class: bool = False, since: str | None = None, before: int | None = None,
-                  limit: int = 50) -> dict[str, Any]:
+                  limit: int = 50, arguments: dict[str, Any] | None = None,
+                  signal_payload: dict[str, Any] | None = None) -> dict[str, Any]:
         """Runs matching the dashboard index's filters, newest first: status
         (pending, ready, running, waiting, paused, completed, failed,
         cancelled), reason (stalled, paused_error, paused_manual, overdue,
         waiting_overdue), since (1h, 24h, 7d, 30d), subject ("TYPE" or "TYPE ID");
         q searches: a run id or its shown prefix (4+ characters), an
         idempotency key, a subject in any case, or a subject's id alone.
-        `next_before` pages to older runs."""
-        filters = _filters({
+        `arguments` searches inside the run's arguments, {path: value}
+        with a dotted path ({"customer.id": 42}; "tags[]" for an array
+        holding the value); `signal_payload` the same inside any signal's
+        payload. `next_before` pages to older runs."""
+        json_filters = {f"{run_filters.ARG_PREFIX}{path}": _typed(value) for path, value in (arguments or {}).items()}
+        json_filters.update({f"{run_filters.SIGNAL_PREFIX}{path}": _typed(value)
+                             for path, value in (signal_payload or {}).items()})
+        filters = _filters({**json_filters,
             "q": q, "workflow_class": workflow_class, "status": status, "reason": reason, "step": step,
             "subject": subject, "error_class": error_class,
             "no_error_class": run_filters.NO_ERROR_CLASS if no_error_class else None, "since": since,

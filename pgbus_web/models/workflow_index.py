@@ -131,6 +131,15 @@ def search_where(search: str) -> tuple[str, dict[str, Any]]:
     return "(" + " OR ".join(branches) + ")", binds
 
 
+def json_where(column: str, documents: tuple[str, ...], bind: str) -> tuple[str, dict[str, Any]]:
+    """*column* (jsonb) containing any of *documents* (JSON texts), as
+    containments the column's GIN jsonb_path_ops index answers (an OR of
+    them is a BitmapOr of its scans), and the binds, named from *bind*."""
+    names = {f"{bind}_{n}": document for n, document in enumerate(documents)}
+    condition = " OR ".join(f"{column} @> CAST(:{name} AS jsonb)" for name in names)
+    return "(" + condition + ")", names
+
+
 def _split_page_rows(result) -> list[dict[str, Any]]:
     """The index rows of *result*, each as the run's columns plus ``step``
     (its latest step row, or None) and ``batch`` (the batch that step waits
@@ -191,6 +200,9 @@ def page_where(
     created_from: datetime | None = None,
     created_to: datetime | None = None,
     search: str | None = None,
+    search_arguments: tuple[str, ...] = (),
+    arguments: list[tuple[str, ...]] | tuple = (),
+    signals: list[tuple[str, ...]] | tuple = (),
 ) -> tuple[str, dict[str, Any]]:
     """The runs index's WHERE clause (over ``w``, a run, and ``s``, its
     latest step) and its binds, for page() and for an operation's walk
@@ -202,7 +214,10 @@ def page_where(
     latest step (the run's current step when no step row exists yet);
     *no_error_class* keeps the runs whose latest step has no error class (or
     that have no step), as an attention group without one counts them;
-    *search* is the search box's text (search_where)."""
+    *search* is the search box's text (search_where), *search_arguments*
+    the documents of its ``path:value`` form, OR-ed with it; *arguments*
+    keeps the runs whose arguments contain one of each entry's documents,
+    *signals* those with a signal whose payload does (json_where)."""
     if reason is not None and reason not in stuck.BY_REASON:
         raise ValueError(f"unknown stuck reason {reason!r}")
     now = now or _now()
@@ -241,8 +256,20 @@ def page_where(
         conditions.append("w.latest_error_class IS NULL")
     if search is not None:
         condition, search_binds = search_where(search)
+        if search_arguments:
+            extra, extra_binds = json_where("w.arguments", tuple(search_arguments), "search_arg")
+            condition, search_binds = f"({condition} OR {extra})", {**search_binds, **extra_binds}
         conditions.append(condition)
         binds.update(search_binds)
+    for number, documents in enumerate(arguments):
+        condition, json_binds = json_where("w.arguments", tuple(documents), f"arg_{number}")
+        conditions.append(condition)
+        binds.update(json_binds)
+    for number, documents in enumerate(signals):
+        condition, json_binds = json_where("sg.payload", tuple(documents), f"signal_{number}")
+        conditions.append("w.workflow_id IN (SELECT sg.workflow_id FROM pgbus_workflow_signals sg"
+                          f" WHERE {condition})")
+        binds.update(json_binds)
     where = " AND ".join(conditions) or "TRUE"
     return where, binds
 
@@ -473,3 +500,75 @@ def sample_in(
         if len(rows) >= limit:
             break
     return rows
+
+
+
+# The columns of an export (docs/search.md, Exporting runs): the run's own,
+# its stuck reason as the index gives it, its latest step's name and error
+# class, and its arguments.
+EXPORT_COLUMNS = (
+    "id", "workflow_id", "workflow_class", "status", "stuck_reason", "current_step", "latest_step_name",
+    "latest_error_class", "subject_type", "subject_id", "idempotency_key", "definition_digest",
+    "created_at", "started_at", "paused_at", "finished_at", "updated_at", "arguments",
+)
+
+
+def _moment(column: str) -> str:
+    # ISO 8601 as JSON writes it (2026-03-01T14:05:00.123456+00:00): the
+    # same text in a CSV cell as in an NDJSON line, made by the server.
+    return f"to_json({column}) #>> '{{}}'"
+
+
+def export_rows(
+    conn: Connection, *, where: str, binds: Mapping[str, Any], ceiling_id: int, now: datetime,
+    threshold: timedelta, waiting_threshold: timedelta, as_json: bool = False, batch: int = 2000,
+):
+    """Every run page_where's *where* matches with an id up to *ceiling_id*,
+    oldest first, in lists of up to *batch*: each run a row of
+    EXPORT_COLUMNS as text (None for NULL;
+    moments ISO 8601, the arguments their JSON), or with *as_json* one JSON
+    object's text with those keys in that order. Read through a
+    server-side cursor *batch* rows at a time, so memory does not grow with
+    the count; the server writes the text, so each row costs Python little.
+    A generator: the statement runs when the first row is asked for, and
+    *conn* must stay open until the last."""
+    given = stuck.params(now, threshold, waiting_threshold)
+    reasons = "\n                 ".join(stuck.reason_sql(stuck.rules_for(given)))
+    values = {
+        "id": "w.id", "workflow_id": "w.workflow_id", "workflow_class": "w.workflow_class", "status": "w.status",
+        "stuck_reason": f"CASE {reasons} END", "current_step": "w.current_step",
+        "latest_step_name": "w.latest_step_name", "latest_error_class": "w.latest_error_class",
+        "subject_type": "w.subject_type", "subject_id": "w.subject_id", "idempotency_key": "w.idempotency_key",
+        "definition_digest": "w.definition_digest", "created_at": "w.created_at", "started_at": "w.started_at",
+        "paused_at": "w.paused_at", "finished_at": "w.finished_at", "updated_at": "w.updated_at",
+        "arguments": "w.arguments",
+    }
+    assert tuple(values) == EXPORT_COLUMNS
+    if as_json:
+        pairs = ", ".join(f"'{key}', {value}" for key, value in values.items())
+        selected = f"json_build_object({pairs})::text"
+    else:
+        selected = ", ".join(
+            _moment(value) if key.endswith("_at") else f"({value})::text" for key, value in values.items())
+    statement = sa.text(
+        f"""
+        SELECT {selected}
+        FROM pgbus_workflows w
+        WHERE w.id <= :export_ceiling AND ({where})
+        ORDER BY w.id
+        """
+    )
+    # A server-side cursor lives in a transaction: a page's connection is
+    # in autocommit, so this one is put back in a transaction of its own
+    # (READ COMMITTED: the cursor reads the snapshot of its start).
+    if not conn.in_transaction():
+        conn.execution_options(isolation_level="READ COMMITTED")
+    result = conn.execution_options(stream_results=True, yield_per=int(batch)).execute(
+        statement, {**binds, **given, "export_ceiling": int(ceiling_id)})
+    try:
+        # A batch at a time: a row at a time through the result costs more
+        # than the server takes to send it.
+        for rows in result.partitions(int(batch)):
+            yield [line for (line,) in rows] if as_json else rows
+    finally:
+        result.close()

@@ -10,13 +10,17 @@ run"), ``workflow_class``, ``status``, ``reason`` (a stuck reason),
 needs-attention group without one links to exactly its runs this way),
 ``since`` (a preset range: 1h, 24h, 7d, 30d) or ``from``/``to`` (a moment
 in the operator's time zone), ``operation`` (the runs an operation acted
-on), and the keyset cursors ``before``/``after``.
+on), the searches inside the run's arguments and its signals' payloads
+(``arg.<path>=<value>``, ``signal.<path>=<value>``: docs/search.md), and
+the keyset cursors ``before``/``after``.
 A value that cannot be right is reported back, never silently dropped, and
 so is a name that is not a filter's.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
@@ -53,6 +57,48 @@ PAGE_EXTRAS = (LOCALE_PARAM,)
 # Longest unknown name shown back in the sentence about it.
 NAME_SHOWN = 50
 
+# The searches inside JSON (docs/search.md): ``arg.<path>=<value>`` over
+# the run's arguments, ``signal.<path>=<value>`` over the payload of any
+# signal it received; a path is dot-separated keys, a key ending in "[]"
+# an array holding what follows. Each is one containment (``@>``) that the
+# GIN jsonb_path_ops index of the column answers; what no containment can
+# say is refused, never run as a scan.
+ARG_PREFIX = "arg."
+SIGNAL_PREFIX = "signal."
+JSON_PREFIXES = (ARG_PREFIX, SIGNAL_PREFIX)
+# Keys of a path: letters, digits, "_" and "-", at most PATH_KEY_MAX long.
+PATH_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}(\[\])?")
+PATH_KEY_MAX = 64
+# The deepest path: beyond it is a mistake, not a shape arguments have.
+MAX_PATH_DEPTH = 6
+# Longest value: an id or a name, not a document.
+MAX_JSON_VALUE = 200
+# At most this many searches inside JSON in one filter.
+MAX_JSON_FILTERS = 6
+# A value starting so asks for a comparison or a pattern, which a
+# containment cannot answer (quote the value to match those characters).
+NOT_EQUALITY = ("<", ">", "!", "~", "=")
+WILDCARDS = ("*", "%")
+# A JSON number as typed: matched as the number and as the same text.
+_NUMBER = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
+_LITERALS = {"true": True, "false": False, "null": None}
+# The search box's form of an argument search: ``customer_id:42``.
+_Q_ARGUMENT = re.compile(r"([A-Za-z0-9_.\[\]-]+):(\S.*)")
+
+
+@dataclass(frozen=True)
+class JsonMatch:
+    """One search inside JSON: the parameter's name and value as given,
+    and the documents any of which the column must contain."""
+
+    name: str
+    value: str
+    documents: tuple[str, ...]
+
+    @property
+    def path(self) -> str:
+        return self.name.split(".", 1)[1]
+
 
 class FilterError(ValueError):
     """A query parameter that cannot be right; the message says which and why."""
@@ -74,6 +120,9 @@ class RunFilters:
     before: int | None = None
     after: int | None = None
     operation: int | None = None
+    # arg.<path>=<value> and signal.<path>=<value>, in the order given.
+    arguments: tuple[JsonMatch, ...] = ()
+    signals: tuple[JsonMatch, ...] = ()
     # The raw from/to text, so a link keeps what the operator typed.
     raw_from: str | None = field(default=None, compare=False)
     raw_to: str | None = field(default=None, compare=False)
@@ -93,7 +142,7 @@ class RunFilters:
         return any(
             (self.q, self.workflow_class, self.status, self.reason, self.subject, self.step,
              self.error_class, self.no_error_class, self.since, self.created_from, self.created_to,
-             self.operation)
+             self.operation, self.arguments, self.signals)
         )
 
     def query(self, **changes: Any) -> dict[str, str]:
@@ -116,6 +165,8 @@ class RunFilters:
             "before": self.before,
             "after": self.after,
         }
+        for match in self.arguments + self.signals:
+            values[match.name] = match.value
         if set(changes) - {"before", "after"}:
             values.update(before=None, after=None)
         values.update(changes)
@@ -141,6 +192,9 @@ class RunFilters:
             "before_id": self.before,
             "after_id": self.after,
             "operation": self.operation,
+            "arguments": [match.documents for match in self.arguments],
+            "signals": [match.documents for match in self.signals],
+            "search_arguments": q_argument_documents(self.q) if self.q else (),
         }
 
 
@@ -203,6 +257,83 @@ def _moment(args: Mapping[str, str], name: str) -> tuple[str | None, datetime | 
         raise FilterError(t("pgbus.workflows.filters.errors.moment", name=name, value=raw)) from None
 
 
+def _documents(path: str, value: Any) -> str:
+    """The JSON text of the document holding *value* at *path*'s keys."""
+    for key in reversed(path.split(".")):
+        if key.endswith("[]"):
+            value = {key[:-2]: [value]}
+        else:
+            value = {key: value}
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _path_problem(path: str) -> bool:
+    keys = path.split(".")
+    return len(keys) > MAX_PATH_DEPTH or not all(PATH_KEY.fullmatch(key) for key in keys)
+
+
+def _typed(value: str) -> tuple[Any, ...]:
+    """What *value* matches: a quoted value the string only; a JSON number,
+    true, false or null that and the same text (a number stored as "42" is
+    the customer 42 too); anything else the string."""
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        return (value[1:-1],)
+    if _NUMBER.fullmatch(value):
+        number = json.loads(value)
+        if isinstance(number, float) and (number != number or number in (float("inf"), float("-inf"))):
+            return (value,)
+        return (number, value)
+    if value in _LITERALS:
+        return (_LITERALS[value], value)
+    return (value,)
+
+
+def json_match(name: str, raw: str) -> JsonMatch:
+    """One ``arg.``/``signal.`` filter, or FilterError naming why no index
+    can answer it: a malformed or too deep path, a value too long, holding
+    a NUL, or asking for a comparison or a pattern."""
+    path = name.split(".", 1)[1]
+    if _path_problem(path):
+        raise FilterError(t("pgbus.workflows.filters.errors.json_path", name=name[:NAME_SHOWN],
+                            depth=MAX_PATH_DEPTH, length=PATH_KEY_MAX))
+    value = raw.strip()
+    if len(value) > MAX_JSON_VALUE:
+        raise FilterError(t("pgbus.workflows.filters.errors.too_long", name=name[:NAME_SHOWN], limit=MAX_JSON_VALUE))
+    if "\x00" in value:
+        raise FilterError(t("pgbus.workflows.filters.errors.nul_character", name=name[:NAME_SHOWN]))
+    quoted = len(value) >= 2 and value[0] == value[-1] == '"'
+    if not quoted and (value.startswith(NOT_EQUALITY) or any(mark in value for mark in WILDCARDS)):
+        raise FilterError(t("pgbus.workflows.filters.errors.json_operator", name=name[:NAME_SHOWN]))
+    documents = tuple(_documents(path, typed) for typed in _typed(value))
+    return JsonMatch(name=name, value=value, documents=documents)
+
+
+def q_argument_documents(q: str) -> tuple[str, ...]:
+    """The documents of the search box's ``path:value`` form (an argument
+    search, OR-ed with the box's other searches), none when *q* is not one
+    or could not be answered by the index (then it is only the box's other
+    searches)."""
+    found = _Q_ARGUMENT.fullmatch(q)
+    if found is None:
+        return ()
+    try:
+        return json_match(ARG_PREFIX + found.group(1), found.group(2)).documents
+    except FilterError:
+        return ()
+
+
+def _json_matches(args: Mapping[str, str]) -> tuple[tuple[JsonMatch, ...], tuple[JsonMatch, ...]]:
+    found: dict[str, list[JsonMatch]] = {ARG_PREFIX: [], SIGNAL_PREFIX: []}
+    for name in args:
+        prefix = next((p for p in JSON_PREFIXES if str(name).startswith(p)), None)
+        if prefix is None or not (args.get(name) or "").strip():
+            continue
+        found[prefix].append(json_match(name, args[name]))
+    if len(found[ARG_PREFIX]) + len(found[SIGNAL_PREFIX]) > MAX_JSON_FILTERS:
+        raise FilterError(t("pgbus.workflows.filters.errors.json_too_many", max=MAX_JSON_FILTERS))
+    return tuple(found[ARG_PREFIX]), tuple(found[SIGNAL_PREFIX])
+
+
 def parse(args: Mapping[str, str]) -> RunFilters:
     """The filters of a query string; FilterError names the first bad one."""
     raw_from, created_from = _moment(args, "from")
@@ -220,6 +351,7 @@ def parse(args: Mapping[str, str]) -> RunFilters:
     after = _cursor(args, "after")
     if before is not None and after is not None:
         raise FilterError(t("pgbus.workflows.filters.errors.two_cursors"))
+    arguments, signals = _json_matches(args)
     return RunFilters(
         q=_text(args, "q"),
         workflow_class=_text(args, "workflow_class"),
@@ -235,6 +367,8 @@ def parse(args: Mapping[str, str]) -> RunFilters:
         before=before,
         after=after,
         operation=_cursor(args, "operation"),
+        arguments=arguments,
+        signals=signals,
         raw_from=raw_from,
         raw_to=raw_to,
     )
@@ -244,9 +378,9 @@ def _refuse_unknown(names, allowed: tuple[str, ...]) -> None:
     # A misspelled name dropped would widen the filter to every run: an
     # operation on it would act on all of them.
     for name in names:
-        if name not in allowed:
+        if name not in allowed and not (isinstance(name, str) and name.startswith(JSON_PREFIXES)):
             shown = str(name).replace("\x00", "\ufffd")[:NAME_SHOWN]
-            raise FilterError(t("pgbus.workflows.filters.errors.unknown_name", name=shown, known=", ".join(NAMES)))
+            raise FilterError(t("pgbus.workflows.filters.errors.unknown_name", name=shown, known=", ".join(NAMES + ("arg.<path>", "signal.<path>"))))
 
 
 def parse_strict(values: Mapping[str, Any], *, cursors: bool = False) -> RunFilters:

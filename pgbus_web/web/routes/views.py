@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, jsonify, redirect, request, url_for
+from flask import Blueprint, Response, jsonify, redirect, request, stream_with_context, url_for
 from sqlalchemy import exc as sa_exc
 from werkzeug.exceptions import HTTPException, InternalServerError
 
@@ -15,7 +15,7 @@ from ...db import SchemaProblem
 from ...i18n import t
 from ...runtime import verbs
 from ..answering import answers, not_modified, pages, render
-from ...core import reads as context, problems
+from ...core import exports, reads as context, problems
 from ...plumbing import run_ids
 from ...plumbing import reading
 from ...plumbing.state import state
@@ -44,6 +44,22 @@ def index():
     page.update(common(), filter_error=error)
     response = render.page(pages.INDEX.template, page, pages.INDEX.fragments, status=400 if error else 200)
     return not_modified.tagged(response, tag)
+
+
+def export(fmt: str):
+    """GET /workflows/export.csv and .ndjson: every run the index's filters
+    match (the cursors aside), streamed as the rows are read; a refused
+    filter is refused as the index refuses it (400 and its sentence)."""
+    try:
+        run_filters = filters.parse_query(request.args)
+        made = exports.export(state().database.read, state().settings, run_filters, fmt)
+    except filters.FilterError as problem:
+        return answers.error_page_for(problems.refusal(problem))
+    return Response(stream_with_context(made.chunks), content_type=made.content_type, headers={
+        "Content-Disposition": exports.content_disposition(made.filename),
+        "X-Pgbus-Export-Ceiling-Id": str(made.ceiling_id),
+        "Cache-Control": "no-store",
+    })
 
 
 # The run page's windows of older attempts and events (context.Window).
@@ -209,6 +225,8 @@ def server_error(problem: InternalServerError):
 
 def register(blueprint: Blueprint) -> None:
     blueprint.add_url_rule("/workflows", "workflows", index)
+    for fmt in exports.FORMATS:
+        blueprint.add_url_rule(f"/workflows/export.{fmt}", f"export_{fmt}", export, defaults={"fmt": fmt})
     blueprint.add_url_rule(f"/workflows/<{run_ids.CONVERTER}:workflow_id>", "workflow", workflow)
     blueprint.add_url_rule("/workflows/insights/<workflow_class>", "insights", insights)
     # A batch id is any text (a "/" too): the rest of the path.

@@ -1,0 +1,126 @@
+"""Exporting a whole filtered set of runs as CSV or NDJSON, for every door
+that offers it (the index's links, ``GET /api/v1/runs/export``,
+``pgbus-web runs export``); docs/search.md, Exporting runs.
+
+The export is pinned to a ceiling: the highest run id when it starts, so
+a run created while it streams is not in it (as an operation's walk). Its
+rows come through a server-side cursor (models.workflow_index.export_rows)
+and leave as chunks of bytes, so memory does not grow with the count.
+
+The columns are stable keys (EXPORT_COLUMNS, the API's own names), not the
+operator's words: a file handed on is read by a colleague in another
+language and by scripts. Moments are ISO 8601 in UTC. A CSV cell that a
+spreadsheet would read as a formula (starting with ``= + - @``, a tab or a
+carriage return) starts with an apostrophe instead.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Callable, ContextManager, Iterator
+
+from sqlalchemy.engine import Connection
+
+from ..i18n import t
+from ..models import workflow_index, workflow_rows
+from ..rules import run_filters
+from ..rules.run_filters import FilterError, RunFilters
+from ..runtime.clock import utcnow
+from .reads import thresholds
+from .settings import Settings
+
+FORMATS = {"csv": "text/csv; charset=utf-8", "ndjson": "application/x-ndjson; charset=utf-8"}
+COLUMNS = workflow_index.EXPORT_COLUMNS
+# What a cell may not start with in a CSV: a spreadsheet reads it as a
+# formula (OWASP's list, the tab and carriage return included).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+_FORMULA_FIRST = frozenset(FORMULA_STARTS)
+# Rows read from the server per fetch, each fetch one chunk sent on.
+CHUNK_ROWS = 1000
+# Longest part of a filename that names the filter.
+FILENAME_FILTER_MAX = 80
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+@dataclass(frozen=True)
+class Export:
+    filename: str
+    content_type: str
+    ceiling_id: int
+    chunks: Iterator[bytes]
+
+
+def export_format(value: str | None) -> str:
+    """The format asked for, csv or ndjson; FilterError otherwise."""
+    if value not in FORMATS:
+        raise FilterError(t("pgbus.workflows.filters.errors.choice", name="format",
+                            value=str(value)[:run_filters.NAME_SHOWN], allowed=", ".join(FORMATS)))
+    return value
+
+
+def safe_cell(value: str | None) -> str:
+    """*value* (a cell's text) as a CSV cell: text a spreadsheet would take
+    for a formula gets a leading apostrophe; None is empty (the export
+    writes this rule inline, _chunks)."""
+    if value is None:
+        return ""
+    if value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+def filename(filters: RunFilters, fmt: str, now: datetime) -> str:
+    """``pgbus-runs_<filters>_<moment UTC>.<fmt>``: the filters as name-value
+    pairs (``all`` for none), only letters, digits, dot, dash and underscore."""
+    query = filters.query(before=None, after=None)
+    named = "_".join(f"{name}-{value}" for name, value in query.items()) or "all"
+    named = _UNSAFE.sub("-", named).strip("-")[:FILENAME_FILTER_MAX] or "filtered"
+    return f"pgbus-runs_{named}_{now.strftime('%Y%m%dT%H%M%SZ')}.{fmt}"
+
+
+def content_disposition(name: str) -> str:
+    return f'attachment; filename="{name}"'
+
+
+def _chunks(connect: Callable[[], ContextManager[Connection]], settings: Settings, filters: RunFilters, fmt: str,
+            ceiling_id: int, now: datetime) -> Iterator[bytes]:
+    binds = filters.page_binds(now)
+    with connect() as conn:
+        where, where_binds = workflow_index.page_where(now=now, **thresholds(settings), **binds)
+        batches = workflow_index.export_rows(conn, where=where, binds=where_binds, ceiling_id=ceiling_id, now=now,
+                                             as_json=fmt == "ndjson", batch=CHUNK_ROWS, **thresholds(settings))
+        if fmt == "csv":
+            buffer = io.StringIO()
+            writer = csv.writer(buffer, lineterminator="\r\n")
+            writer.writerow(COLUMNS)
+            yield buffer.getvalue().encode("utf-8")
+            for rows in batches:
+                buffer.seek(0)
+                buffer.truncate()
+                # safe_cell, inline: it runs for every cell of a million rows.
+                writer.writerows([("'" + cell) if cell and cell[0] in _FORMULA_FIRST else cell for cell in row]
+                                 for row in rows)
+                yield buffer.getvalue().encode("utf-8")
+        else:
+            for lines in batches:
+                yield ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def export(connect: Callable[[], ContextManager[Connection]], settings: Settings, filters: RunFilters, fmt: str,
+           *, now: datetime | None = None, ceiling_id: int | None = None) -> Export:
+    """The export of every run *filters* match (the cursors aside) as
+    *fmt*: the ceiling is read now (or given), the rows when the chunks
+    are asked for, each on a connection from *connect*."""
+    fmt = export_format(fmt)
+    now = now or utcnow()
+    filters = dataclasses.replace(filters, before=None, after=None)
+    if ceiling_id is None:
+        with connect() as conn:
+            ceiling_id = workflow_rows.highest_id(conn)
+    chunks = _chunks(connect, settings, filters, fmt, ceiling_id, now)
+    return Export(filename(filters, fmt, now), FORMATS[fmt], ceiling_id, chunks)
