@@ -12,6 +12,9 @@ from .. import db, defaults
 from ..db import describe_url
 from ..runtime import definitions as loading
 from ..runtime.definitions import Registry
+from ..runtime.heartbeat import INTERVAL as HEARTBEAT_INTERVAL
+from ..runtime.heartbeat import WORKER as WORKER_KIND
+from ..runtime.heartbeat import Heartbeat
 from ..runtime.worker import POLL_INTERVAL, SWEEP_INTERVAL, Worker
 from .common import database_url_option, engine_from, friendly_errors, main_group
 
@@ -44,12 +47,16 @@ def load_registry(module_name: str) -> Registry:
               show_default=True, metavar="SECONDS",
               help=f"A statement, cancelled by the server; the client gives up {db.ANSWER_GRACE}s later "
                    "and the tick is tried again.")
+@click.option("--heartbeat-interval", type=click.FloatRange(min=0.1), default=HEARTBEAT_INTERVAL,
+              show_default=True, metavar="SECONDS",
+              help="Seconds between two writes of this worker's heartbeat (the Workers page); keep it "
+                   "well below the dashboard's worker_gone_after.")
 @click.option("--simulate-batches", is_flag=True,
               help="Complete fan-out batch jobs over time (for the demo, which has no job runner).")
 @click.option("-v", "--verbose", is_flag=True, help="Log every failed step.")
 @friendly_errors
 def worker(database_url, definitions, poll_interval, sweep_interval, stall_threshold, statement_timeout,
-           simulate_batches, verbose):
+           heartbeat_interval, simulate_batches, verbose):
     """Run due workflow steps until SIGTERM or Ctrl-C.
 
     Any number of workers may run against one database side by side."""
@@ -70,6 +77,7 @@ def worker(database_url, definitions, poll_interval, sweep_interval, stall_thres
         sweep_interval=sweep_interval,
         stall_threshold=timedelta(seconds=stall_threshold),
         simulate_batches=simulate_batches,
+        heartbeat=Heartbeat(engine, WORKER_KIND, interval=heartbeat_interval),
     )
 
     def stop(signum, frame):
