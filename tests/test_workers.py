@@ -297,3 +297,33 @@ def test_a_serving_process_doing_operations_keeps_a_row(engine, database):
     assert row is not None and row["kind"] == SERVE and row["stopped_at"] is None
     operations.stop()
     assert _row_of(engine, os.getpid())["stopped_at"] is not None
+
+
+def test_metrics_give_the_workers_by_state_and_the_queues(engine, database):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with engine.begin() as conn:
+        conn.execute(sa.text(
+            "INSERT INTO pgbus_web_workers (kind, host, pid, heartbeat_at, stopped_at) VALUES"
+            " ('worker', 'a', 1, now(), NULL), ('worker', 'b', 2, now(), NULL),"
+            " ('worker', 'c', 3, now() - interval '1 minute', NULL),"
+            " ('serve', 'd', 4, now() - interval '1 hour', now() - interval '1 hour')"))
+        pgmq_queues.create(conn, "orders")
+        pgmq_queues.create(conn, "idle")
+        pgmq_queues.send_batch(conn, "orders", ['{"n": 1}', '{"n": 2}'])
+        conn.execute(sa.text("UPDATE pgmq.q_orders SET enqueued_at = now() - interval '10 minutes'"))
+    answer = make_app(database, worker_gone_after=GONE_AFTER).test_client().get("/metrics")
+    found = {}
+    for family in text_string_to_metric_families(answer.get_data(as_text=True)):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    workers = {labels: value for (name, labels), value in found.items() if name == "pgbus_web_workers"}
+    assert workers == {
+        (("kind", "worker"), ("state", "alive")): 2, (("kind", "worker"), ("state", "gone")): 1,
+        (("kind", "worker"), ("state", "stopped")): 0, (("kind", "serve"), ("state", "alive")): 0,
+        (("kind", "serve"), ("state", "gone")): 0, (("kind", "serve"), ("state", "stopped")): 1,
+    }
+    assert found[("pgbus_pgmq_queue_depth", (("queue", "orders"),))] == 2
+    assert found[("pgbus_pgmq_queue_depth", (("queue", "idle"),))] == 0
+    assert 595 < found[("pgbus_pgmq_oldest_message_age_seconds", (("queue", "orders"),))] < 700
+    assert found[("pgbus_pgmq_oldest_message_age_seconds", (("queue", "idle"),))] == 0

@@ -8,10 +8,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 
 from ..models import pgmq_queues, workers
 from ..runtime.clock import utcnow
+from . import representations
 from .settings import Settings
 
 # The Workers page lists at most this many rows (a day of them is kept).
@@ -19,8 +20,7 @@ WORKERS_SHOWN = 500
 # The index's banner names at most this many runs of each gone worker; the
 # link to the filtered index lists them all.
 RUNS_SHOWN = 5
-STATES = ("alive", "gone", "stopped")
-KINDS = ("worker", "serve")
+STATES, KINDS = workers.STATES, workers.KINDS
 
 
 def cutoff(settings: Settings, now: datetime) -> datetime:
@@ -88,3 +88,13 @@ def marker(conn: Connection, settings: Settings, now: datetime | None = None) ->
     """Which workers are alive or gone now: a live refresh of the index
     draws anew when it changes (a worker falling silent writes nothing)."""
     return workers.marker(conn, cutoff=cutoff(settings, now or utcnow()))
+
+
+def listing(engine: Engine, settings: Settings) -> dict[str, list[dict[str, Any]]]:
+    """The workers and the queues as the JSON shapes (the command line, MCP)."""
+    now = utcnow()
+    with engine.connect() as conn:
+        return {
+            "workers": [representations.worker(row) for row in worker_rows(conn, settings, now)],
+            "queues": [representations.queue(row) for row in queue_rows(conn, now)],
+        }

@@ -18,6 +18,8 @@ from sqlalchemy.engine import Connection
 
 from . import as_dict, as_dicts
 
+KINDS = ("worker", "serve")
+STATES = ("alive", "gone", "stopped")
 COLUMNS = "id, kind, host, pid, started_at, heartbeat_at, steps_done, operation_id, stopped_at"
 
 # What a row is, read against a cutoff: one CASE, read by every query here.
