@@ -327,3 +327,61 @@ def test_metrics_give_the_workers_by_state_and_the_queues(engine, database):
     assert found[("pgbus_pgmq_queue_depth", (("queue", "idle"),))] == 0
     assert 595 < found[("pgbus_pgmq_oldest_message_age_seconds", (("queue", "orders"),))] < 700
     assert found[("pgbus_pgmq_oldest_message_age_seconds", (("queue", "idle"),))] == 0
+
+
+def _two_rows(engine):
+    with engine.begin() as conn:
+        conn.execute(sa.text(
+            "INSERT INTO pgbus_web_workers (kind, host, pid, heartbeat_at) VALUES"
+            " ('worker', 'alive-host', 11, now()), ('worker', 'gone-host', 12, now() - interval '2 minutes')"))
+        pgmq_queues.create(conn, "orders")
+
+
+def test_the_command_line_lists_workers_and_queues(engine, database_url):
+    from click.testing import CliRunner
+
+    from pgbus_web.launch import main_group
+
+    _two_rows(engine)
+    listed = CliRunner().invoke(main_group, ["workers", "--database-url", database_url])
+    assert listed.exit_code == 0, listed.output
+    lines = listed.output.splitlines()
+    assert lines[0].split()[:4] == ["ID", "KIND", "STATE", "HOST"]
+    assert lines[1].split()[:4] == ["1", "worker", "alive", "alive-host"]
+    assert lines[2].split()[:4] == ["2", "worker", "gone", "gone-host"]
+    assert any(line.split()[:3] == ["orders", "0", "0"] for line in lines)
+    as_json = CliRunner().invoke(main_group, ["workers", "--json", "--database-url", database_url])
+    objects = [json.loads(line) for line in as_json.output.splitlines()]
+    assert [item["worker"]["state"] for item in objects if "worker" in item] == ["alive", "gone"]
+    assert [item["queue"]["queue_name"] for item in objects if "queue" in item] == ["orders"]
+    # A longer threshold: the silent one is alive again.
+    longer = CliRunner().invoke(main_group, ["workers", "--json", "--gone-after", "250", "--database-url",
+                                             database_url])
+    assert [json.loads(line)["worker"]["state"] for line in longer.output.splitlines()
+            if "worker" in json.loads(line)] == ["alive", "alive"]
+    refused = CliRunner().invoke(main_group, ["workers", "--gone-after", "400", "--database-url", database_url])
+    assert refused.exit_code == 2 and "worker_gone_after" in refused.output
+
+
+def test_the_mcp_tool_reads_the_same_rows(engine):
+    from pgbus_web.core.settings import Settings
+    from pgbus_web.mcp.server import READ_TOOLS, Tools
+
+    _two_rows(engine)
+    assert "list_workers" in READ_TOOLS
+    found = Tools(engine, Settings()).list_workers()
+    assert [(row["host"], row["state"]) for row in found["workers"]] == [("alive-host", "alive"),
+                                                                        ("gone-host", "gone")]
+    assert [row["queue_name"] for row in found["queues"]] == ["orders"]
+
+
+def test_the_api_lists_queues(engine, database):
+    _two_rows(engine)
+    client = make_app(database).test_client()
+    answer = client.get("/api/v1/queues")
+    assert answer.status_code == 200
+    assert answer.get_json() == {"queues": [{"queue_name": "orders", "depth": 0, "visible": 0,
+                                             "oldest_enqueued_at": None, "oldest_age_seconds": None}]}
+    workers = client.get("/api/v1/workers").get_json()
+    assert workers["gone_after_seconds"] == 30
+    assert [row["state"] for row in workers["workers"]] == ["alive", "gone"]
