@@ -20,6 +20,7 @@ from ..models import (
     run_lookups,
     signals,
     steps,
+    workflow_activity,
     workflow_attention,
     workflow_counts,
     workflow_index,
@@ -389,6 +390,10 @@ def insights_context(
         "durations": durations,
         "durations_runs": sample["runs"],
         "durations_sampled": sample["runs"] >= DURATION_SAMPLE_RUNS,
+        # Per hour over 24 hours and per day over 30 days, from the kept
+        # rollup: the same few rows at any number of runs.
+        "activity": {bucket: workflow_activity.series(conn, workflow_class, bucket=bucket, now=now)
+                     for bucket in workflow_activity.BUCKETS},
     }
 
 

@@ -29,6 +29,7 @@ from typing import Callable
 from sqlalchemy.engine import Engine
 
 from .. import defaults
+from ..models import workflow_activity, workflow_attention
 from . import operations, system
 from .clock import utcnow
 from .heartbeat import Heartbeat, Pulse
@@ -94,6 +95,8 @@ class Worker:
         self._steps_in_tick = 0
         self.operations = operations.Runner(engine, registry, clock=clock)
         self.heartbeat = heartbeat
+        # The hour whose stuck runs this worker recorded (insights over time).
+        self._stuck_hour: datetime | None = None
 
     @property
     def worker_id(self) -> int | None:
@@ -138,6 +141,23 @@ class Worker:
     def sweep(self, *, now: datetime | None = None) -> system.SweepResult:
         return system.sweep(self.engine, now=now or self.clock(), stall_threshold=self.stall_threshold)
 
+    def record_stuck(self, *, now: datetime) -> bool:
+        """Once an hour (the first sweep in it), the stuck runs of each
+        class as the needs-attention rules count them with the default
+        thresholds: the insights' stuck series. Whether it recorded."""
+        hour = now.replace(minute=0, second=0, microsecond=0)
+        if self._stuck_hour == hour:
+            return False
+        with self.engine.begin() as conn:
+            found = workflow_attention.stuck_reason_counts(
+                conn, threshold=self.stall_threshold, waiting_threshold=defaults.WAITING_THRESHOLD, now=now)
+            per_class = {name: 0 for name in self.registry.names}
+            for (klass, _), count in found.items():
+                per_class[klass] = per_class.get(klass, 0) + count
+            workflow_activity.record_stuck(conn, per_class, hour=hour)
+        self._stuck_hour = hour
+        return True
+
     def tick(self, *, now: datetime | None = None, sweep: bool | None = None) -> TickResult:
         """One round: (the sweep when due), batches, then due steps until
         none is left or *steps_per_tick* ran. Pass *now* to run as of
@@ -151,6 +171,7 @@ class Worker:
             swept = system.sweep(self.engine, now=moment, stall_threshold=self.stall_threshold)
             result.timed_out, result.stalled = swept.timed_out, swept.stalled
             self._last_sweep = time.monotonic()
+            self.record_stuck(now=moment)
         if self.simulate_batches:
             result.batches_advanced = system.advance_batches(self.engine, now=moment, rng=self.rng)
         result.woken = system.wake_batches(self.engine, self.registry, now=moment)

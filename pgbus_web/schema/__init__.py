@@ -130,5 +130,7 @@ TABLES = (
 # of the tables' rows leaves them out (their rows depend on when deltas were
 # folded; their sums are what counts). pgbus_web_workers is with them for
 # the same reason: each running process rewrites its own row every few
-# seconds (its heartbeat), whatever a request did.
-DERIVED_TABLES = ("pgbus_workflow_count_deltas", "pgbus_workflow_counts", "pgbus_web_workers")
+# seconds (its heartbeat), whatever a request did; and the runs' activity
+# per hour (a schema version's rollup, kept by triggers like the counts).
+DERIVED_TABLES = ("pgbus_workflow_count_deltas", "pgbus_workflow_counts", "pgbus_web_workers",
+                  "pgbus_workflow_activity_deltas", "pgbus_workflow_activity")

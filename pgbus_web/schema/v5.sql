@@ -31,3 +31,116 @@ ALTER TABLE pgbus_workflow_steps ADD COLUMN IF NOT EXISTS worker_id bigint;
 CREATE INDEX IF NOT EXISTS pgbus_workflow_steps_worker
     ON pgbus_workflow_steps (worker_id, workflow_id)
     WHERE status = 'in_progress' AND worker_id IS NOT NULL;
+
+-- insights over time
+-- Runs started, completed and failed per class and hour, kept by the same
+-- writes as the runs (triggers, as the run counts of version 3 are): a
+-- run's insert adds one start at the hour of its created_at, a status
+-- change to completed or failed adds one at the hour of its updated_at.
+-- History, not a count of what is there: pruning runs takes nothing away,
+-- and a run that completes again after a rerun counts again. A writer only
+-- appends to pgbus_workflow_activity_deltas (no row two writers share);
+-- one write in 32 that gets the fold lock without waiting moves them into
+-- pgbus_workflow_activity. stuck is the worker's snapshot of the class's
+-- stuck runs at its first sweep of the hour (NULL: none taken). The
+-- insights page reads 24 hours and 30 days of rows whatever the history
+-- (models/workflow_activity.py, docs/insights.md).
+CREATE TABLE IF NOT EXISTS pgbus_workflow_activity (
+    workflow_class text NOT NULL,
+    hour           timestamptz NOT NULL,
+    started        bigint NOT NULL DEFAULT 0,
+    completed      bigint NOT NULL DEFAULT 0,
+    failed         bigint NOT NULL DEFAULT 0,
+    stuck          bigint,
+    PRIMARY KEY (workflow_class, hour)
+);
+CREATE TABLE IF NOT EXISTS pgbus_workflow_activity_deltas (
+    workflow_class text NOT NULL,
+    hour           timestamptz NOT NULL,
+    started        bigint NOT NULL DEFAULT 0,
+    completed      bigint NOT NULL DEFAULT 0,
+    failed         bigint NOT NULL DEFAULT 0
+);
+
+-- The key spells "pgbactiv".
+CREATE OR REPLACE FUNCTION pgbus_workflow_activity_fold() RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed'
+       OR NOT pg_try_advisory_xact_lock(8099317830891419254) THEN
+        RETURN;
+    END IF;
+    WITH moved AS (
+        DELETE FROM pgbus_workflow_activity_deltas RETURNING workflow_class, hour, started, completed, failed
+    )
+    INSERT INTO pgbus_workflow_activity AS a (workflow_class, hour, started, completed, failed)
+    SELECT workflow_class, hour, sum(started), sum(completed), sum(failed) FROM moved
+    GROUP BY workflow_class, hour
+    ORDER BY workflow_class, hour
+    ON CONFLICT (workflow_class, hour) DO UPDATE
+        SET started = a.started + EXCLUDED.started, completed = a.completed + EXCLUDED.completed,
+            failed = a.failed + EXCLUDED.failed;
+END;
+$$;
+
+CREATE OR REPLACE FUNCTION pgbus_workflows_activity_on_insert() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO pgbus_workflow_activity_deltas (workflow_class, hour, started, completed, failed)
+    SELECT workflow_class, date_trunc('hour', created_at, 'UTC'), count(*), 0, 0
+    FROM activity_inserted_runs GROUP BY 1, 2
+    UNION ALL
+    -- A run written already ended (an import, a seeder) ended at its updated_at.
+    SELECT workflow_class, date_trunc('hour', updated_at, 'UTC'), 0,
+           count(*) FILTER (WHERE status = 'completed'), count(*) FILTER (WHERE status = 'failed')
+    FROM activity_inserted_runs WHERE status IN ('completed', 'failed') GROUP BY 1, 2;
+    IF random() < 1.0 / 32 THEN
+        PERFORM pgbus_workflow_activity_fold();
+    END IF;
+    RETURN NULL;
+END;
+$$;
+
+CREATE OR REPLACE FUNCTION pgbus_workflows_activity_on_update() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO pgbus_workflow_activity_deltas (workflow_class, hour, completed, failed)
+    VALUES (NEW.workflow_class, date_trunc('hour', NEW.updated_at, 'UTC'),
+            CASE WHEN NEW.status = 'completed' THEN 1 ELSE 0 END,
+            CASE WHEN NEW.status = 'failed' THEN 1 ELSE 0 END);
+    IF random() < 1.0 / 32 THEN
+        PERFORM pgbus_workflow_activity_fold();
+    END IF;
+    RETURN NULL;
+END;
+$$;
+
+DROP TRIGGER IF EXISTS pgbus_workflows_activity_on_insert ON pgbus_workflows;
+CREATE TRIGGER pgbus_workflows_activity_on_insert
+    AFTER INSERT ON pgbus_workflows
+    REFERENCING NEW TABLE AS activity_inserted_runs
+    FOR EACH STATEMENT EXECUTE FUNCTION pgbus_workflows_activity_on_insert();
+-- Per row, only for a run that just reached completed or failed (the WHEN
+-- is checked without calling the function).
+DROP TRIGGER IF EXISTS pgbus_workflows_activity_on_update ON pgbus_workflows;
+CREATE TRIGGER pgbus_workflows_activity_on_update
+    AFTER UPDATE ON pgbus_workflows
+    FOR EACH ROW
+    WHEN (NEW.status IN ('completed', 'failed') AND OLD.status IS DISTINCT FROM NEW.status)
+    EXECUTE FUNCTION pgbus_workflows_activity_on_update();
+
+-- The history there is, counted once the triggers are in place (the lock
+-- creating them took holds off writes until this transaction commits):
+-- each run's start, and its end when it ended (at its updated_at).
+INSERT INTO pgbus_workflow_activity (workflow_class, hour, started, completed, failed)
+SELECT workflow_class, hour, sum(started), sum(completed), sum(failed) FROM (
+    SELECT workflow_class, date_trunc('hour', created_at, 'UTC') AS hour, 1 AS started, 0 AS completed, 0 AS failed
+    FROM pgbus_workflows
+    UNION ALL
+    SELECT workflow_class, date_trunc('hour', updated_at, 'UTC'), 0,
+           (status = 'completed')::int, (status = 'failed')::int
+    FROM pgbus_workflows WHERE status IN ('completed', 'failed')
+) AS history
+GROUP BY workflow_class, hour
+ON CONFLICT (workflow_class, hour) DO UPDATE
+    SET started = EXCLUDED.started, completed = EXCLUDED.completed, failed = EXCLUDED.failed;
