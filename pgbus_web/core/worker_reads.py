@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 
-from ..models import pgmq_queues, workers
+from ..models import changes, pgmq_queues, workers
 from ..runtime.clock import utcnow
 from . import representations
 from .settings import Settings
@@ -84,10 +84,12 @@ def workers_context(conn: Connection, settings: Settings, now: datetime | None =
     }
 
 
-def marker(conn: Connection, settings: Settings, now: datetime | None = None) -> str:
-    """Which workers are alive or gone now: a live refresh of the index
-    draws anew when it changes (a worker falling silent writes nothing)."""
-    return workers.marker(conn, cutoff=cutoff(settings, now or utcnow()))
+def poll_marker(conn: Connection, settings: Settings, now: datetime | None = None) -> str:
+    """The change marker (core/reads.change_marker) and which workers are
+    alive or gone now, in one statement: a live refresh draws anew when
+    either changes (a worker falling silent writes nothing)."""
+    marker, states = changes.marker_with(conn, workers.MARKER_SQL, {"cutoff": cutoff(settings, now or utcnow())})
+    return f"{marker}/{states}"
 
 
 def listing(engine: Engine, settings: Settings) -> dict[str, list[dict[str, Any]]]:

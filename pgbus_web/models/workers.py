@@ -141,13 +141,10 @@ def find(conn: Connection, worker_id: int) -> dict[str, Any] | None:
     ).first())
 
 
-def marker(conn: Connection, *, cutoff: datetime) -> str:
-    """What the index's live refresh must notice: which rows are gone or
-    alive at *cutoff* (a worker that falls silent changes no other table)."""
-    return conn.execute(
-        sa.text(
-            "SELECT coalesce(string_agg(id::text || ':' || "
-            f"{STATE_SQL}, ',' ORDER BY id), '') FROM pgbus_web_workers"
-        ),
-        {"cutoff": cutoff},
-    ).scalar_one()
+# What a live refresh must notice: which rows are gone or alive at :cutoff
+# (a worker that falls silent changes no other table). A scalar subquery,
+# read with the change marker (models/changes.marker_with).
+MARKER_SQL = (
+    "SELECT coalesce(string_agg(id::text || ':' || "
+    f"{STATE_SQL}, ',' ORDER BY id), '') FROM pgbus_web_workers"
+)
