@@ -4,6 +4,9 @@ from datetime import timedelta
 
 # A step in progress (or a ready step overdue) this long needs a person.
 STALL_THRESHOLD = timedelta(minutes=10)
+# A worker silent this long is gone (well below STALL_THRESHOLD: its runs
+# are flagged minutes before they are stalled). Workers beat every 5 s.
+WORKER_GONE_AFTER = timedelta(seconds=30)
 # A run waiting this long on a wait without a deadline needs a person.
 WAITING_THRESHOLD = timedelta(hours=24)
 # The reaper's age floor: a uniqueness lock acquired less than this ago is

@@ -48,7 +48,7 @@ from .core.settings import SettingError, Settings, check
 from .db import Database
 from .plumbing.state import EXTENSION_NAME, State, state
 from .runtime.definitions import DefinitionError, load_registry
-from .runtime.operations import Background
+from .runtime.heartbeat import ServingOperations
 from .web import build_blueprint
 
 __all__ = ["PgbusWeb", "SettingError", "Settings", "State", "settings_from", "state"]
@@ -160,6 +160,6 @@ class PgbusWeb:
         if settings.metrics:
             api_metrics.register(app, prefix)
         if settings.run_operations:
-            self.operations = Background(database.primary, settings.registry,
-                                         stale_after=settings.operation_stale_after).start()
+            self.operations = ServingOperations(database.primary, settings.registry,
+                                                stale_after=settings.operation_stale_after).start()
             app.extensions[EXTENSION_NAME].operations = self.operations

@@ -10,6 +10,11 @@ read with the pages' own queries and handed to ``prometheus_client``.
 - ``pgbus_web_operation_runs_total{verb,outcome}``: the runs operations
   moved, skipped and refused (operations are never deleted, so these only
   grow), and ``pgbus_web_operations{verb,status}``: operations per status.
+- ``pgbus_web_workers{kind,state}``: workers and serving processes alive,
+  gone (silent past worker_gone_after) and stopped (models/workers.STATE_SQL).
+- ``pgbus_pgmq_queue_depth{queue}``, ``pgbus_pgmq_queue_visible{queue}`` and
+  ``pgbus_pgmq_oldest_message_age_seconds{queue}``: each PGMQ queue's
+  messages, those visible now, and its oldest message's age (0: empty).
 
 A scrape reads the database at most once per *interval* seconds however
 many scrapers ask: the first scrape after the interval reads under a lock,
@@ -26,7 +31,8 @@ from typing import Callable, Iterator
 
 from .rules import states
 from .db import Database
-from .models import operations, workflow_attention, workflow_counts
+from .models import operations, pgmq_queues, workers as worker_rows, workflow_attention, workflow_counts
+from .models.values import Infinite
 from .progress import MissingExtra
 from .runtime.clock import utcnow
 
@@ -60,6 +66,8 @@ class Reading:
     stuck: dict[tuple[str, str], tuple[int, datetime | None]] = field(default_factory=dict)
     outcomes: dict[tuple[str, str], int] = field(default_factory=dict)
     operations: dict[tuple[str, str], int] = field(default_factory=dict)
+    workers: dict[tuple[str, str], int] = field(default_factory=dict)
+    queues: list[dict] = field(default_factory=list)
     at: datetime = field(default_factory=utcnow)
 
     def classes(self) -> list[str]:
@@ -67,7 +75,11 @@ class Reading:
 
     def oldest_seconds(self, key: tuple[str, str]) -> float:
         _, since = self.stuck.get(key, (0, None))
-        if since is None or not isinstance(since, datetime):
+        return self.age_seconds(since)
+
+    def age_seconds(self, since) -> float:
+        """Seconds from *since* to the reading, 0 for none or an infinite one."""
+        if since is None or not isinstance(since, datetime) or isinstance(since, Infinite):
             return 0.0  # an infinite or missing moment: no age to tell
         if since.tzinfo is None:
             since = since.replace(tzinfo=timezone.utc)
@@ -75,16 +87,24 @@ class Reading:
 
 
 def read(database: Database, *, threshold: timedelta, waiting_threshold: timedelta | None,
-         now: datetime | None = None) -> Reading:
-    """Every number the metrics give, on one connection."""
+         now: datetime | None = None, gone_after: timedelta | None = None) -> Reading:
+    """Every number the metrics give, on one connection; the workers' only
+    with *gone_after* (Settings.worker_gone_after)."""
     now = now or utcnow()
     with database.read() as conn:
+        workers: dict[tuple[str, str], int] = {}
+        if gone_after is not None:
+            workers = {(kind, state): 0 for kind in worker_rows.KINDS for state in worker_rows.STATES}
+            workers.update(worker_rows.state_counts(conn, cutoff=now - gone_after))
+        queues = pgmq_queues.queue_depths(conn, pgmq_queues.queue_tables(conn), now=now)
         return Reading(
             runs=workflow_counts.status_counts(conn),
             stuck=workflow_attention.stuck_reason_summary(
                 conn, threshold=threshold, waiting_threshold=waiting_threshold, now=now),
             outcomes=operations.outcome_totals(conn),
             operations=operations.status_counts(conn),
+            workers=workers,
+            queues=queues,
             at=now,
         )
 
@@ -149,4 +169,19 @@ class Collector:
         for verb in sorted({verb for verb, _ in reading.operations}):
             for status in states.OPERATION:
                 ops.add_metric((verb, status), reading.operations.get((verb, status), 0))
-        yield from (runs, stuck, oldest, outcomes, ops)
+        workers = GaugeMetricFamily("pgbus_web_workers",
+                                    "Workers and serving processes by kind and state (alive, gone, stopped).",
+                                    labels=("kind", "state"))
+        for (kind, state), count in sorted(reading.workers.items()):
+            workers.add_metric((kind, state), count)
+        depth = GaugeMetricFamily("pgbus_pgmq_queue_depth", "Messages in a PGMQ queue.", labels=("queue",))
+        visible = GaugeMetricFamily("pgbus_pgmq_queue_visible", "Messages of a PGMQ queue visible now.",
+                                    labels=("queue",))
+        age = GaugeMetricFamily("pgbus_pgmq_oldest_message_age_seconds",
+                                "Seconds since a PGMQ queue's oldest message was enqueued (0: empty).",
+                                labels=("queue",))
+        for queue in reading.queues:
+            depth.add_metric((queue["queue_name"],), queue["depth"])
+            visible.add_metric((queue["queue_name"],), queue["visible"])
+            age.add_metric((queue["queue_name"],), reading.age_seconds(queue["oldest_enqueued_at"]))
+        yield from (runs, stuck, oldest, outcomes, ops, workers, depth, visible, age)

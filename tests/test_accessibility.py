@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+import sqlalchemy as sa
 from action_support import ago, operator_app
 from auth_support import signed_in_app, write_users
 from browser import WAIT_MS, axe_violations, requires_chromium, serve
@@ -62,8 +63,19 @@ def seeded(app, runs, engine) -> dict[str, str]:
         reason="gateway back", actor="dashboard:alice", expected=None, registry=REGISTRY,
         thresholds=context.thresholds(app.extensions["pgbus_web"].settings),
     )
+    # A worker alive, one stopped and one gone holding the running run (the index's banner).
+    with engine.begin() as conn:
+        gone = conn.execute(sa.text(
+            "INSERT INTO pgbus_web_workers (kind, host, pid, heartbeat_at, steps_done, stopped_at) VALUES"
+            " ('worker', 'w1', 10, now() + interval '1 hour', 3, NULL),"
+            " ('serve', NULL, 0, now() - interval '1 hour', -1, now() - interval '1 hour'),"
+            " ('worker', 'w2', 11, now() - interval '5 minutes', 9, NULL) RETURNING id")).scalars().all()[-1]
+        conn.execute(sa.text("UPDATE pgbus_workflow_steps SET worker_id = :w WHERE workflow_id = :id"
+                             " AND status = 'in_progress'"), {"w": gone, "id": made["running"]})
     return {
         "index": "/workflows",
+        "workers": "/workers",
+        "held by a gone worker": f"/workflows?worker={gone}",
         "filtered index": "/workflows?status=paused&workflow_class=OrderWorkflow",
         "bad filter": "/workflows?status=bogus",
         "argument search": "/workflows?arg.order_id=1042&signal.carrier=dhl",

@@ -129,7 +129,8 @@ def test_the_poller_says_what_it_reads_often_and_seldom(database, runs):
     workflow_id = paused_on_capture(runs)
     client = operator_app(database).test_client()
     index = soup(client.get("/workflows?status=failed")).select_one("#pgbus-refresh")
-    assert index["data-pgbus-often"] == "pgbus-total,pgbus-counts,pgbus-runs"
+    # The gone workers' banner on every poll: a worker falls silent between two.
+    assert index["data-pgbus-often"] == "pgbus-workers-banner,pgbus-total,pgbus-counts,pgbus-runs"
     assert index["data-pgbus-seldom"] == "pgbus-attention"
     assert index["data-pgbus-seldom-every"] == str(actions.REFRESH_SELDOM_EVERY)
     run = soup(client.get(f"/workflows/{workflow_id}")).select_one("#pgbus-refresh")

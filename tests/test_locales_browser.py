@@ -26,7 +26,8 @@ LOCALES = ["en", "de", "ja"]
 
 @pytest.fixture
 def app(database):
-    return operator_app(database, actor_name=lambda request: "browser", refresh_interval=600)
+    return operator_app(database, actor_name=lambda request: "browser", refresh_interval=600,
+                        worker_gone_after=300)
 
 
 @pytest.fixture
@@ -42,8 +43,22 @@ def pages(app, runs, engine) -> dict[str, str]:
         reason="gateway back", actor="dashboard:alice", expected=None, registry=REGISTRY,
         thresholds=reads.thresholds(app.extensions["pgbus_web"].settings),
     )
-    with engine.connect() as conn:
+    with engine.begin() as conn:
         batch_id = conn.execute(sa.text("SELECT batch_id FROM pgbus_batches LIMIT 1")).scalar_one()
+        # Workers alive, stopped and gone; the gone one holds the running
+        # run's step (the index's banner).
+        gone = conn.execute(sa.text(
+            "INSERT INTO pgbus_web_workers (kind, host, pid, started_at, heartbeat_at, steps_done, stopped_at) VALUES"
+            " ('worker', 'worker-1.prod.example.com', 4242, now() - interval '3 hours', now(), 1280, NULL),"
+            " ('serve', 'web-1', 17, now() - interval '1 day', now() - interval '2 hours', 0,"
+            "  now() - interval '2 hours'),"
+            " ('worker', 'worker-2.prod.example.com', 977, now() - interval '5 hours', now() - interval '6 minutes',"
+            "  5120, NULL) RETURNING id")).scalars().all()[-1]
+        conn.execute(sa.text("UPDATE pgbus_workflow_steps SET worker_id = :w WHERE workflow_id = :id"
+                             " AND status = 'in_progress'"), {"w": gone, "id": made["running"]})
+        conn.execute(sa.text("SELECT pgmq.create('refunds')"))
+        conn.execute(sa.text("SELECT pgmq.send_batch('refunds', ARRAY['{}', '{}', '{}']::jsonb[])"))
+        conn.execute(sa.text("UPDATE pgmq.q_refunds SET enqueued_at = now() - interval '40 minutes'"))
     return {
         "index": "/workflows",
         "run": f"/workflows/{made['paused_error']}",
@@ -52,6 +67,7 @@ def pages(app, runs, engine) -> dict[str, str]:
         "operations": "/workflows/operations",
         "operation": f"/workflows/operations/{created['id']}",
         "locks": "/locks",
+        "workers": "/workers",
     }
 
 

@@ -77,6 +77,8 @@ def build_blueprint() -> Blueprint:
         ("/operations/<int:operation_id>", "operation", reads.operation, "GET"),
         ("/operations/<int:operation_id>/cancel", "operation_cancel", writes.cancel_operation, "POST"),
         ("/locks", "locks", reads.locks, "GET"),
+        ("/workers", "workers", reads.workers, "GET"),
+        ("/queues", "queues", reads.queues, "GET"),
     )
     for rule, endpoint, view, method in rules:
         blueprint.add_url_rule(rule, endpoint, view, methods=[method])

@@ -79,7 +79,8 @@ def register(app: Flask, url_prefix: str) -> None:
 
     def load() -> metrics.Reading:
         return metrics.read(database, threshold=settings.stall_threshold,
-                            waiting_threshold=settings.waiting_threshold)
+                            waiting_threshold=settings.waiting_threshold,
+                            gone_after=settings.worker_gone_after)
 
     app.extensions[EXTENSION] = Exposition(metrics.Cache(load, settings.metrics_interval))
     blueprint = Blueprint(BLUEPRINT, __name__)

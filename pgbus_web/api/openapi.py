@@ -149,6 +149,19 @@ SCHEMAS: dict[str, Any] = {
         "next": _null({"type": "object", "additionalProperties": {"type": "string"}}),
         "counts": {"type": "object", "additionalProperties": {"type": "integer"}},
     }),
+    "Worker": _object({
+        "id": {"type": "integer"}, "kind": {"type": "string", "enum": ["worker", "serve"]},
+        "state": {"type": "string", "enum": ["alive", "gone", "stopped"]}, "host": TEXT, "pid": INT,
+        "started_at": MOMENT, "heartbeat_at": MOMENT, "steps_done": {"type": "integer"},
+        "operation_id": INT, "stopped_at": MOMENT, "holding": {"type": "integer"},
+    }),
+    "Workers": _object({"workers": {"type": "array", "items": _ref("Worker")},
+                        "gone_after_seconds": {"type": "number"}}),
+    "Queue": _object({
+        "queue_name": {"type": "string"}, "depth": {"type": "integer"}, "visible": {"type": "integer"},
+        "oldest_enqueued_at": MOMENT, "oldest_age_seconds": {"type": ["number", "null"]},
+    }),
+    "Queues": _object({"queues": {"type": "array", "items": _ref("Queue")}}),
     "RunChanged": _object({
         "message": {"type": "string"}, "run": _null(_ref("RunDetail")),
         "duplicate": {"type": "boolean"}, "signal": _ref("Signal"),
@@ -320,6 +333,15 @@ def document(base: str = "/api/v1") -> dict[str, Any]:
                 "parameters": [_query("state", "A lock state."), _query("queue", "A queue."),
                                _query("after_at", "Cursor (next)."), _query("after_key", "Cursor (next).")],
                 "responses": {"200": _answer("A page of locks.", "Locks"), **_problems(*READ)},
+            }},
+            "/workers": {"get": {
+                "operationId": "listWorkers",
+                "summary": "Workers and serving processes with their heartbeat: alive, gone or stopped.",
+                "responses": {"200": _answer("Every kept row, alive first.", "Workers"), **_problems(*READ)},
+            }},
+            "/queues": {"get": {
+                "operationId": "listQueues", "summary": "PGMQ queues with their depth and oldest message.",
+                "responses": {"200": _answer("Each queue.", "Queues"), **_problems(*READ)},
             }},
             "/openapi.json": {"get": {
                 "operationId": "openapi", "summary": "This document.",

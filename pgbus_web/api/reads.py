@@ -11,7 +11,7 @@ from flask import Response, request, stream_with_context
 
 from ..core import representations as rep
 from ..rules import run_filters
-from ..core import exports, operation_reads
+from ..core import exports, operation_reads, worker_reads
 from ..runtime.clock import utcnow
 from ..core import reads as context, problems
 from ..core.lock_reads import locks_context
@@ -136,3 +136,19 @@ def locks() -> Response:
         "next": page["next_query"],
         "counts": dict(page["counts"]),
     })
+
+
+def workers() -> Response:
+    """GET /workers: every worker and serving process, alive first, with
+    its state against worker_gone_after."""
+    with state().database.read() as conn:
+        rows = worker_reads.worker_rows(conn, state().settings)
+    return json_answer({"workers": [rep.worker(row) for row in rows],
+                        "gone_after_seconds": state().settings.worker_gone_after.total_seconds()})
+
+
+def queues() -> Response:
+    """GET /queues: each PGMQ queue's depth and oldest message."""
+    with state().database.read() as conn:
+        rows = worker_reads.queue_rows(conn)
+    return json_answer({"queues": [rep.queue(row) for row in rows]})

@@ -13,6 +13,9 @@ from ..db import describe_url
 from ..runtime import definitions as loading
 from ..runtime import operations
 from ..runtime.definitions import Registry
+from ..runtime.heartbeat import INTERVAL as HEARTBEAT_INTERVAL
+from ..runtime.heartbeat import WORKER as WORKER_KIND
+from ..runtime.heartbeat import Heartbeat
 from ..runtime.worker import POLL_INTERVAL, SWEEP_INTERVAL, Worker
 from .common import database_url_option, engine_from, friendly_errors, main_group
 
@@ -48,12 +51,16 @@ def load_registry(module_name: str) -> Registry:
 @click.option("--operation-stale-after", type=click.FloatRange(min=0.1),
               default=defaults.OPERATION_STALE_AFTER.total_seconds(), show_default=True, metavar="SECONDS",
               help="Take over an operation whose holder has not renewed its heartbeat for this long.")
+@click.option("--heartbeat-interval", type=click.FloatRange(min=0.1), default=HEARTBEAT_INTERVAL,
+              show_default=True, metavar="SECONDS",
+              help="Seconds between two writes of this worker's heartbeat (the Workers page); keep it "
+                   "well below the dashboard's worker_gone_after.")
 @click.option("--simulate-batches", is_flag=True,
               help="Complete fan-out batch jobs over time (for the demo, which has no job runner).")
 @click.option("-v", "--verbose", is_flag=True, help="Log every failed step.")
 @friendly_errors
 def worker(database_url, definitions, poll_interval, sweep_interval, stall_threshold, statement_timeout,
-           operation_stale_after, simulate_batches, verbose):
+           operation_stale_after, heartbeat_interval, simulate_batches, verbose):
     """Run due workflow steps until SIGTERM or Ctrl-C.
 
     Any number of workers may run against one database side by side."""
@@ -78,6 +85,7 @@ def worker(database_url, definitions, poll_interval, sweep_interval, stall_thres
         stall_threshold=timedelta(seconds=stall_threshold),
         simulate_batches=simulate_batches,
         operation_stale_after=timedelta(seconds=operation_stale_after),
+        heartbeat=Heartbeat(engine, WORKER_KIND, interval=heartbeat_interval),
     )
 
     def stop(signum, frame):

@@ -20,6 +20,7 @@ from ..models import (
     run_lookups,
     signals,
     steps,
+    workflow_activity,
     workflow_attention,
     workflow_counts,
     workflow_index,
@@ -29,6 +30,7 @@ from ..rules.run_filters import RANGES, RunFilters
 from ..runtime.clock import utcnow
 from .words.presenters import batch_progress as presenters_batch_progress
 from .settings import Settings
+from . import worker_reads
 
 # The insights page's range when none is asked for.
 DEFAULT_INSIGHTS_RANGE = "7d"
@@ -135,7 +137,7 @@ def index_runs(
 
 # The parts of the index are its blocks (pages.INDEX), each its own
 # queries; an HTMX refresh of one block loads only that part.
-INDEX_PARTS = ("total", "counts", "attention", "runs", "filter_ranges")
+INDEX_PARTS = ("total", "counts", "attention", "runs", "filter_ranges", "workers_banner")
 
 
 def index_context(
@@ -175,6 +177,8 @@ def index_context(
         "filters": filters or RunFilters(),
         "counts": counts,
         "attention_groups": groups,
+        # Workers gone silent that hold runs (the banner above the groups).
+        "gone_workers": worker_reads.gone_holding(conn, settings, now) if "workers_banner" in parts else [],
         "failed_groups": failed,
         "unloaded_classes": unloaded,
         "classes": classes,
@@ -386,6 +390,10 @@ def insights_context(
         "durations": durations,
         "durations_runs": sample["runs"],
         "durations_sampled": sample["runs"] >= DURATION_SAMPLE_RUNS,
+        # Per hour over 24 hours and per day over 30 days, from the kept
+        # rollup: the same few rows at any number of runs.
+        "activity": {bucket: workflow_activity.series(conn, workflow_class, bucket=bucket, now=now)
+                     for bucket in workflow_activity.BUCKETS},
     }
 
 

@@ -264,3 +264,20 @@ LOCK_FIELDS = (
 def lock(row: Mapping[str, Any]) -> dict[str, Any]:
     """A uniqueness lock as the Locks page lists it (models.uniqueness_keys.list_locks)."""
     return _object(row, LOCK_FIELDS)
+
+
+# --- workers and queues ------------------------------------------------------
+
+WORKER_FIELDS = ("id", "kind", "state", "host", "pid", "started_at", "heartbeat_at", "steps_done",
+                 "operation_id", "stopped_at", "holding")
+QUEUE_FIELDS = ("queue_name", "depth", "visible", "oldest_enqueued_at", "oldest_age_seconds")
+
+
+def worker(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A worker's or serving process's row (core/worker_reads.worker_rows)."""
+    return _object(row, WORKER_FIELDS)
+
+
+def queue(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A PGMQ queue's depth and oldest message (core/worker_reads.queue_rows)."""
+    return _object(row, QUEUE_FIELDS)

@@ -40,6 +40,10 @@ class Settings:
     waiting_threshold: timedelta = defaults.WAITING_THRESHOLD
     # Unbound locks younger than this are "fresh", not orphans (Locks page, reaper).
     lock_age_floor: timedelta = defaults.LOCK_AGE_FLOOR
+    # A worker (or serving process) whose heartbeat is older than this is
+    # gone: the Workers page and the index say so, with the runs it held.
+    # At most half of stall_threshold, so it is flagged before they stall.
+    worker_gone_after: timedelta = defaults.WORKER_GONE_AFTER
     # subject_url(subject_type, subject_id) -> URL or None; shown only when safe.
     subject_url: Optional[Callable[[str, str], Optional[str]]] = None
     # can_view(request) / can_act(request) -> bool. None for can_view means
@@ -108,7 +112,7 @@ class SettingError(ValueError):
 
 
 _CALLABLE_OR_NONE = ("subject_url", "can_view", "can_act", "locale_selector", "timezone_selector")
-_DURATIONS = ("stall_threshold", "waiting_threshold", "lock_age_floor")
+_DURATIONS = ("stall_threshold", "waiting_threshold", "lock_age_floor", "worker_gone_after")
 _SECONDS = ("connect_timeout", "statement_timeout", "pool_timeout", "health_timeout")
 
 
@@ -135,6 +139,12 @@ def check(settings: Settings, locales: tuple[str, ...]) -> Settings:
             changes[name] = value = timedelta(seconds=value)
         if not isinstance(value, timedelta) or value < timedelta(0):
             raise _refuse(name, "a timedelta (or a number of seconds) of zero or more", value)
+    gone_after = changes.get("worker_gone_after", settings.worker_gone_after)
+    stall = changes.get("stall_threshold", settings.stall_threshold)
+    if not timedelta(0) < gone_after <= stall / 2:
+        raise _refuse("worker_gone_after",
+                      f"above 0 and at most half of stall_threshold ({stall.total_seconds():g} s), so that a "
+                      "silent worker is flagged before its runs are stalled", gone_after)
     for name in _CALLABLE_OR_NONE:
         value = getattr(settings, name)
         if value is not None and not callable(value):

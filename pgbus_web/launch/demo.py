@@ -33,6 +33,8 @@ from ..demo.seed import seed
 from ..demo.unloaded import seed_unloaded
 from ..locks.seed import seed_locks
 from ..models import workflow_rows
+from ..runtime.heartbeat import WORKER as HEARTBEAT_WORKER
+from ..runtime.heartbeat import Heartbeat
 from ..runtime.worker import Worker
 from .serve import Later, create_server, is_loopback
 
@@ -130,7 +132,8 @@ def demo(port, host, data_dir, runs, reset, no_auth):
     setup.dispose()
 
     engine = create_engine(url, Bounds(statement=WORKER_STATEMENT_TIMEOUT))
-    worker = Worker(engine, demo_workflows.REGISTRY, simulate_batches=True)
+    worker = Worker(engine, demo_workflows.REGISTRY, simulate_batches=True,
+                    heartbeat=Heartbeat(engine, HEARTBEAT_WORKER))
     worker_thread = threading.Thread(target=worker.run, name="pgbus-demo-worker", daemon=True)
     live = LiveDemo(engine, first_number=last_number + 100_000, rng=random.Random())
     database = Database.from_urls(url)

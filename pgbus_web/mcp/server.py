@@ -32,7 +32,7 @@ from ..core import operation_runs
 from ..runtime import errors, operations
 from ..runtime.clock import utcnow
 from ..core import reads as context
-from ..core import checks, problems
+from ..core import checks, problems, worker_reads
 from ..core.settings import Settings
 from ..i18n import t
 
@@ -133,6 +133,14 @@ class Tools:
         settings = dataclasses.replace(self.settings, page_size=max(1, min(int(limit), MAX_RUNS)))
         page = scripted.runs(self.engine, settings, filters)
         return {"runs": page.runs, "next_before": page.next_before}
+
+    def list_workers(self) -> dict[str, Any]:
+        """Workers and serving processes with their heartbeat, alive first:
+        state alive, gone (silent past the dashboard's worker_gone_after;
+        `holding` counts the steps in progress it left, which the
+        dashboard's index lists with the filter worker=<id>) or stopped;
+        then each PGMQ queue's depth and the age of its oldest message."""
+        return worker_reads.listing(self.engine, self.settings)
 
     def show_run(self, workflow_id: str) -> dict[str, Any]:
         """One run: its steps with every attempt, signals, audit events, the
@@ -244,7 +252,7 @@ class Tools:
                                          deadline=time.monotonic() + OPERATION_WAIT)
 
 
-READ_TOOLS = ("needs_attention", "find_runs", "show_run", "preview_operation", "show_operation")
+READ_TOOLS = ("needs_attention", "find_runs", "show_run", "preview_operation", "show_operation", "list_workers")
 ACT_TOOLS = ("act_on_run", "send_signal", "start_operation", "cancel_operation")
 
 

@@ -20,6 +20,20 @@ def marker(conn: Connection) -> int:
     ).scalar_one()
 
 
+def marker_with(conn: Connection, extra_sql: str, binds: dict) -> tuple[int, object]:
+    """marker() and *extra_sql* (a scalar subquery, with its *binds*) in
+    one statement: a live-refresh poll asks the database once."""
+    row = conn.execute(
+        sa.text(
+            "SELECT (SELECT changes FROM pgbus_web_change_total WHERE id = 1)"
+            " + (SELECT COALESCE(sum(changes), 0) FROM pgbus_web_change_log), "
+            f"({extra_sql})"
+        ),
+        binds,
+    ).one()
+    return row[0], row[1]
+
+
 def mark(conn: Connection) -> None:
     """Move the marker by hand: for writes made with the triggers off
     (the seeders' bulk loads as a superuser)."""

@@ -110,3 +110,29 @@ def delete_many(conn: Connection, queue_name: str, msg_ids: list[int]) -> None:
     conn.execute(
         sa.text("SELECT pgmq.delete(:queue, CAST(:ids AS bigint[]))"), {"queue": queue_name, "ids": list(msg_ids)}
     )
+
+
+def queue_depths(conn: Connection, tables: list[QueueTable], *, now) -> list[dict[str, Any]]:
+    """Each queue's depth (its messages), how many are visible at *now* (their
+    visibility timeout passed) and the moment its oldest message was
+    enqueued (None when empty), one UNION ALL branch per queue, in
+    *tables*' order. Counting reads the whole queue table: a queue is a
+    backlog of what is due, not a history, so it stays small."""
+    if not tables:
+        return []
+    branches = []
+    params: dict[str, Any] = {"now": now}
+    for index, table in enumerate(tables):
+        bind = f"queue_{index}"
+        params[bind] = table.name
+        branches.append(
+            f"SELECT {index} AS position, CAST(:{bind} AS text) AS queue_name, count(*) AS depth,"
+            " count(*) FILTER (WHERE q.vt <= :now) AS visible,"
+            f" min(q.enqueued_at) AS oldest_enqueued_at FROM {qualified_table(conn, table)} AS q"
+        )
+    rows = conn.execute(sa.text("\nUNION ALL\n".join(branches) + "\nORDER BY position"), params)
+    return [
+        {"queue_name": row.queue_name, "depth": int(row.depth), "visible": int(row.visible),
+         "oldest_enqueued_at": row.oldest_enqueued_at}
+        for row in rows
+    ]

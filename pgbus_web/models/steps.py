@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from . import as_dict, as_dicts
+from .workers import CURRENT_WORKER_SQL, WORKER_SETTING
 
 COLUMNS = (
     "id, workflow_id, step_name, status, attempt, scheduled_at, started_at, finished_at, "
@@ -179,6 +180,13 @@ _NEXT_ATTEMPT_SQL = (
 )
 
 
+def _held(attrs) -> bool:
+    """Whether *attrs* mark a step in progress: the row then records which
+    worker did it, the worker id its transaction declared
+    (models/workers.WORKER_SETTING), NULL for none."""
+    return attrs.get("status") == "in_progress"
+
+
 def insert_step(conn: Connection, *, workflow_id: str, step_name: str, now, **attrs: Any) -> dict[str, Any]:
     """Insert one step attempt (created_at = updated_at = *now*) and return it."""
     names = _writable(attrs)
@@ -188,8 +196,10 @@ def insert_step(conn: Connection, *, workflow_id: str, step_name: str, now, **at
     ]
     if attrs.get("attempt") is NEXT_ATTEMPT:
         attrs = {name: value for name, value in attrs.items() if name != "attempt"}
-    columns = ", ".join(["workflow_id", "step_name", "created_at", "updated_at", *names])
-    values = ", ".join([":workflow_id", ":step_name", ":now", ":now", *placeholders])
+    held = ["worker_id"] if _held(attrs) else []
+    columns = ", ".join(["workflow_id", "step_name", "created_at", "updated_at", *names, *held])
+    values = ", ".join([":workflow_id", ":step_name", ":now", ":now", *placeholders,
+                        *[CURRENT_WORKER_SQL for _ in held]])
     statement = _with_result_type(
         sa.text(f"INSERT INTO pgbus_workflow_steps ({columns}) VALUES ({values}) RETURNING {COLUMNS}"),
         names,
@@ -206,6 +216,8 @@ def update_step(conn: Connection, step_id: int, *, from_, now, **attrs: Any) -> 
     from_statuses = [from_] if isinstance(from_, str) else list(from_)
     names = _writable(attrs)
     assignments = "".join(f", {name} = :{name}" for name in names)
+    if _held(attrs):
+        assignments += f", worker_id = {CURRENT_WORKER_SQL}"
     statement = _with_result_type(
         sa.text(
             f"UPDATE pgbus_workflow_steps SET updated_at = :now{assignments} "
@@ -226,7 +238,8 @@ def start(conn: Connection, step_id: int, *, now) -> dict[str, Any] | None:
     (the caller then reads it and decides)."""
     row = conn.execute(
         sa.text(
-            "UPDATE pgbus_workflow_steps SET status = 'in_progress', started_at = :now, updated_at = :now "
+            "UPDATE pgbus_workflow_steps SET status = 'in_progress', started_at = :now, updated_at = :now, "
+            f"worker_id = {CURRENT_WORKER_SQL} "
             f"WHERE id = :id AND status = 'scheduled' AND batch_id IS NULL RETURNING {COLUMNS}"
         ),
         {"id": step_id, "now": now},
@@ -474,19 +487,22 @@ def claim_due(conn: Connection, *, now, classes, limit: int = 1) -> list[dict[st
     return as_dicts(rows)
 
 
-def claim_next(conn: Connection, *, now, classes, run_columns: str) -> dict[str, Any] | None:
+def claim_next(conn: Connection, *, now, classes, run_columns: str,
+               worker_id: int | None = None) -> dict[str, Any] | None:
     """The worker's claim: as claim_due for one step, returning the locked
     run's *run_columns* (models.workflow_rows.SELECT_COLUMNS) with step_id and
     step_name, and telling the latest_* trigger that this transaction sets
     its runs' latest step columns itself (models.workflow_rows.LATEST_BY_WRITER).
     The run's columns are read after its lock (re-checked), so they need no
     second read; the step's are not, and the caller's guarded update of the
-    step is its re-read."""
+    step is its re-read. *worker_id* (the claiming worker's row) is
+    declared for the transaction, so the step it starts records it."""
     row = conn.execute(
         sa.text(
             f"""
             SELECT s.id AS step_id, s.step_name AS claimed_step_name,
                    set_config('pgbus_web.latest_by_writer', 'on', true) AS latest_by_writer,
+                   set_config('{WORKER_SETTING}', :worker_id, true) AS worker_declared,
                    {", ".join("w." + column.strip() for column in run_columns.split(","))}
             FROM pgbus_workflow_steps s
             JOIN pgbus_workflows w ON w.workflow_id = s.workflow_id
@@ -497,9 +513,12 @@ def claim_next(conn: Connection, *, now, classes, run_columns: str) -> dict[str,
             FOR UPDATE OF w SKIP LOCKED
             """
         ),
-        {"now": now, "classes": list(classes)},
+        {"now": now, "classes": list(classes), "worker_id": "" if worker_id is None else str(int(worker_id))},
     ).first()
-    return as_dict(row)
+    row = as_dict(row)
+    if row is not None:
+        row.pop("worker_declared")
+    return row
 
 
 def timed_out_waits(conn: Connection, *, now, limit: int = 100) -> list[dict[str, Any]]:

@@ -64,6 +64,11 @@ _PAGE_FILTERS = {
         "w.workflow_id IN (SELECT e.workflow_id FROM pgbus_workflow_events e"
         " WHERE e.details ? 'operation_id' AND e.details ->> 'operation_id' = :operation)"
     ),
+    # The runs whose step in progress that worker started (a partial index).
+    "worker": (
+        "w.workflow_id IN (SELECT h.workflow_id FROM pgbus_workflow_steps h"
+        " WHERE h.status = 'in_progress' AND h.worker_id = :worker)"
+    ),
 }
 
 # The search box: the shortest run id prefix taken as one (the
@@ -189,6 +194,7 @@ def page_where(
     ceiling_id: int | None = None,
     floor_id: int | None = None,
     operation: int | str | None = None,
+    worker: int | None = None,
     workflow_class: str | None = None,
     status: str | None = None,
     reason: str | None = None,
@@ -233,6 +239,7 @@ def page_where(
         "ceiling_id": ceiling_id,
         "floor_id": floor_id,
         "operation": str(operation) if operation is not None else None,
+        "worker": worker,
     }
     binds = {name: value for name, value in values.items() if value is not None}
     conditions = [_PAGE_FILTERS[name] for name in binds]

@@ -17,6 +17,7 @@ from sqlalchemy.exc import IntegrityError
 
 from ..rules import states
 from . import as_dict, as_dicts
+from .workers import WORKER_SETTING
 
 # Columns insert_run and transition may write; names outside this list are
 # refused rather than spliced into SQL.
@@ -78,19 +79,27 @@ def find(conn: Connection, workflow_id: str) -> dict[str, Any] | None:
 LATEST_BY_WRITER = "pgbus_web.latest_by_writer"
 
 
-def lock_for(conn: Connection, workflow_id: str, *, sets_latest: bool = False) -> dict[str, Any] | None:
+def lock_for(conn: Connection, workflow_id: str, *, sets_latest: bool = False,
+             worker_id: int | None = None) -> dict[str, Any] | None:
     """The run's row, locked FOR UPDATE until the transaction ends; None when unknown.
-    *sets_latest*: this transaction keeps latest_* itself (LATEST_BY_WRITER)."""
+    *sets_latest*: this transaction keeps latest_* itself (LATEST_BY_WRITER).
+    *worker_id*: the worker whose transaction this is, declared for the steps
+    it starts (models/workers.WORKER_SETTING), in the same statement."""
     declare = f", set_config('{LATEST_BY_WRITER}', 'on', true) AS latest_by_writer" if sets_latest else ""
+    binds: dict[str, Any] = {"workflow_id": workflow_id}
+    if worker_id is not None:
+        declare += f", set_config('{WORKER_SETTING}', :worker_id, true) AS worker_declared"
+        binds["worker_id"] = str(int(worker_id))
     row = as_dict(conn.execute(
         sa.text(
             f"SELECT {SELECT_COLUMNS}{declare} FROM pgbus_workflows "
             "WHERE workflow_id = :workflow_id FOR UPDATE"
         ),
-        {"workflow_id": workflow_id},
+        binds,
     ).first())
     if row is not None:
         row.pop("latest_by_writer", None)
+        row.pop("worker_declared", None)
     return row
 
 

@@ -11,8 +11,10 @@ needs-attention group without one links to exactly its runs this way),
 ``since`` (a preset range: 1h, 24h, 7d, 30d) or ``from``/``to`` (a moment
 in the operator's time zone), ``operation`` (the runs an operation acted
 on), the searches inside the run's arguments and its signals' payloads
-(``arg.<path>=<value>``, ``signal.<path>=<value>``: docs/search.md), and
-the keyset cursors ``before``/``after``.
+(``arg.<path>=<value>``, ``signal.<path>=<value>``: docs/search.md),
+``worker`` (the runs whose step in progress that worker started: the
+runs a gone worker left behind, docs/workers.md), and the keyset cursors
+``before``/``after``.
 A value that cannot be right is reported back, never silently dropped, and
 so is a name that is not a filter's.
 """
@@ -47,7 +49,7 @@ NO_ERROR_CLASS = "1"
 # Every filter's query parameter (the cursors aside): what a door other
 # than the index (the command line's --filter NAME=VALUE) accepts.
 NAMES = ("q", "workflow_class", "status", "reason", "subject", "step", "error_class", "no_error_class",
-         "since", "from", "to", "operation")
+         "since", "from", "to", "operation", "worker")
 # The keyset cursors: a page of the index, not a filter (an operation
 # takes every run its filters match, so its filters never carry them).
 CURSORS = ("before", "after")
@@ -123,6 +125,7 @@ class RunFilters:
     # arg.<path>=<value> and signal.<path>=<value>, in the order given.
     arguments: tuple[JsonMatch, ...] = ()
     signals: tuple[JsonMatch, ...] = ()
+    worker: int | None = None
     # The raw from/to text, so a link keeps what the operator typed.
     raw_from: str | None = field(default=None, compare=False)
     raw_to: str | None = field(default=None, compare=False)
@@ -142,7 +145,7 @@ class RunFilters:
         return any(
             (self.q, self.workflow_class, self.status, self.reason, self.subject, self.step,
              self.error_class, self.no_error_class, self.since, self.created_from, self.created_to,
-             self.operation, self.arguments, self.signals)
+             self.operation, self.arguments, self.signals, self.worker)
         )
 
     def query(self, **changes: Any) -> dict[str, str]:
@@ -162,6 +165,7 @@ class RunFilters:
             "from": self.raw_from,
             "to": self.raw_to,
             "operation": self.operation,
+            "worker": self.worker,
             "before": self.before,
             "after": self.after,
         }
@@ -195,6 +199,7 @@ class RunFilters:
             "arguments": [match.documents for match in self.arguments],
             "signals": [match.documents for match in self.signals],
             "search_arguments": q_argument_documents(self.q) if self.q else (),
+            "worker": self.worker,
         }
 
 
@@ -369,6 +374,7 @@ def parse(args: Mapping[str, str]) -> RunFilters:
         operation=_cursor(args, "operation"),
         arguments=arguments,
         signals=signals,
+        worker=_cursor(args, "worker"),
         raw_from=raw_from,
         raw_to=raw_to,
     )

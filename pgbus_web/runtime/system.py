@@ -223,12 +223,14 @@ def _arguments(run: Mapping[str, Any]) -> dict[str, Any]:
 HANDLED = "handled"
 
 
-def take_step(engine: Engine, registry: Registry, *, now: datetime) -> Taken | str | None:
+def take_step(engine: Engine, registry: Registry, *, now: datetime,
+              worker_id: int | None = None) -> Taken | str | None:
     """Claim the oldest due step of a ready run (SKIP LOCKED: runs another
-    worker holds are passed over) and mark it started. None when nothing is due."""
+    worker holds are passed over) and mark it started, by *worker_id* (its
+    row in pgbus_web_workers, recorded on the step). None when nothing is due."""
     with engine.begin() as conn:
         claimed = steps.claim_next(conn, now=now, classes=registry.names,
-                                   run_columns=workflow_rows.SELECT_COLUMNS)
+                                   run_columns=workflow_rows.SELECT_COLUMNS, worker_id=worker_id)
         if claimed is None:
             return None
         step = {"id": claimed.pop("step_id"), "step_name": claimed.pop("claimed_step_name")}
@@ -328,14 +330,16 @@ def finish_step(engine: Engine, taken: Taken, outcome: Outcome, *, now: datetime
 
 
 def finish_and_continue(
-    engine: Engine, taken: Taken, outcome: Outcome, *, now: datetime, chain: bool = True
+    engine: Engine, taken: Taken, outcome: Outcome, *, now: datetime, chain: bool = True,
+    worker_id: int | None = None,
 ) -> tuple[str, Taken | None]:
     """finish_step, and with *chain*, when the run's next step is due at
-    once, mark it started in the same transaction and hand it back: one
-    commit per step instead of two, with the same rows and events."""
+    once, mark it started (by *worker_id*, as take_step) in the same
+    transaction and hand it back: one commit per step instead of two, with
+    the same rows and events."""
     workflow_id = taken.run["workflow_id"]
     with engine.begin() as conn:
-        run = workflow_rows.lock_for(conn, workflow_id, sets_latest=True)
+        run = workflow_rows.lock_for(conn, workflow_id, sets_latest=True, worker_id=worker_id)
         if run is None:
             return "late", None  # the run was deleted meanwhile: nothing to record it on
         with flow.deferred(conn, workflow_id):

@@ -7,6 +7,13 @@ Any number of workers may run side by side: a due step is claimed with
 transaction, so no two workers ever run one step. ``stop()`` (the CLI wires
 it to SIGTERM and SIGINT) ends the loop after the step in hand is finished
 and recorded; a worker never abandons a step it marked started.
+
+Given a ``Heartbeat`` (the command line and the demo give one), a worker
+keeps its row in pgbus_web_workers (runtime/heartbeat.py): registered at
+its first tick, beaten from every tick (an UPSERT at most every few
+seconds) and from a thread while it runs, marked stopped when it stops.
+Every step it starts records that row's id (pgbus_workflow_steps.worker_id),
+declared in the claim's own statement: no extra round trip.
 """
 
 from __future__ import annotations
@@ -22,8 +29,10 @@ from typing import Callable
 from sqlalchemy.engine import Engine
 
 from .. import defaults
+from ..models import workflow_activity, workflow_attention
 from . import operations, system
 from .clock import utcnow
+from .heartbeat import Heartbeat, Pulse
 from .definitions import Registry
 
 log = logging.getLogger("pgbus_web.worker")
@@ -67,6 +76,7 @@ class Worker:
         clock: Callable[[], datetime] = utcnow,
         rng: random.Random | None = None,
         operation_stale_after: timedelta = operations.STALE_AFTER,
+        heartbeat: Heartbeat | None = None,
     ) -> None:
         self.engine = engine
         self.registry = registry
@@ -85,6 +95,23 @@ class Worker:
         self.total_steps = 0
         self._steps_in_tick = 0
         self.operations = operations.Runner(engine, registry, clock=clock, stale_after=operation_stale_after)
+        self.heartbeat = heartbeat
+        # The hour whose stuck runs this worker recorded (insights over time).
+        self._stuck_hour: datetime | None = None
+
+    @property
+    def worker_id(self) -> int | None:
+        """This worker's row in pgbus_web_workers (None without a heartbeat,
+        or before its first tick)."""
+        return self.heartbeat.id if self.heartbeat is not None else None
+
+    def beat(self, *, force: bool = False) -> None:
+        """The heartbeat, when one is due (cheap to call often)."""
+        if self.heartbeat is None:
+            return
+        held = self.operations.held
+        self.heartbeat.beat(steps_done=self.total_steps, force=force,
+                            operation_id=held.operation["id"] if held is not None else None)
 
     # --- one step, one tick --------------------------------------------------
 
@@ -93,7 +120,7 @@ class Worker:
         are due right after it (see system.finish_and_continue). None when
         nothing is due; otherwise what happened to the last step
         (completed, fanned_out, failed, late, handled)."""
-        taken = system.take_step(self.engine, self.registry, now=now or self.clock())
+        taken = system.take_step(self.engine, self.registry, now=now or self.clock(), worker_id=self.worker_id)
         if taken is None:
             return None
         if taken == system.HANDLED:
@@ -106,7 +133,7 @@ class Worker:
                          taken.step["attempt"], outcome.error_class, outcome.error_message)
             happened, taken = system.finish_and_continue(
                 self.engine, taken, outcome, now=now or self.clock(),
-                chain=self.chain and not self._stopping.is_set(),
+                chain=self.chain and not self._stopping.is_set(), worker_id=self.worker_id,
             )
             self.total_steps += 1
             self._steps_in_tick += 1
@@ -115,11 +142,29 @@ class Worker:
     def sweep(self, *, now: datetime | None = None) -> system.SweepResult:
         return system.sweep(self.engine, now=now or self.clock(), stall_threshold=self.stall_threshold)
 
+    def record_stuck(self, *, now: datetime) -> bool:
+        """Once an hour (the first sweep in it), the stuck runs of each
+        class as the needs-attention rules count them with the default
+        thresholds: the insights' stuck series. Whether it recorded."""
+        hour = now.replace(minute=0, second=0, microsecond=0)
+        if self._stuck_hour == hour:
+            return False
+        with self.engine.begin() as conn:
+            found = workflow_attention.stuck_reason_counts(
+                conn, threshold=self.stall_threshold, waiting_threshold=defaults.WAITING_THRESHOLD, now=now)
+            per_class = {name: 0 for name in self.registry.names}
+            for (klass, _), count in found.items():
+                per_class[klass] = per_class.get(klass, 0) + count
+            workflow_activity.record_stuck(conn, per_class, hour=hour)
+        self._stuck_hour = hour
+        return True
+
     def tick(self, *, now: datetime | None = None, sweep: bool | None = None) -> TickResult:
         """One round: (the sweep when due), batches, then due steps until
         none is left or *steps_per_tick* ran. Pass *now* to run as of
         another time (tests); *sweep* forces the sweep on or off."""
         result = TickResult()
+        self.beat()
         moment = now or self.clock()
         if sweep is None:
             sweep = self._last_sweep is None or time.monotonic() - self._last_sweep >= self.sweep_interval
@@ -127,6 +172,7 @@ class Worker:
             swept = system.sweep(self.engine, now=moment, stall_threshold=self.stall_threshold)
             result.timed_out, result.stalled = swept.timed_out, swept.stalled
             self._last_sweep = time.monotonic()
+            self.record_stuck(now=moment)
         if self.simulate_batches:
             result.batches_advanced = system.advance_batches(self.engine, now=moment, rng=self.rng)
         result.woken = system.wake_batches(self.engine, self.registry, now=moment)
@@ -143,6 +189,7 @@ class Worker:
             if chunk is not None:
                 # A finished operation counts as work: the next tick looks for another.
                 result.operation_runs = max(chunk.moved + chunk.skipped + chunk.refused, 1)
+        self.beat()
         return result
 
     def drain(self, *, now: datetime | None = None, max_ticks: int = 1000) -> TickResult:
@@ -162,6 +209,7 @@ class Worker:
     def run(self) -> None:
         """Tick until stop(); sleep poll_interval after an idle tick."""
         log.info("worker started: %s", ", ".join(self.registry.names))
+        pulse = Pulse(self.beat, self.heartbeat.interval).start() if self.heartbeat is not None else None
         while not self._stopping.is_set():
             try:
                 result = self.tick()
@@ -177,6 +225,12 @@ class Worker:
             self.operations.release()
         except Exception:  # noqa: BLE001
             log.exception("could not release the operation in hand; it is taken over once stale")
+        if pulse is not None:
+            pulse.stop()
+            try:
+                self.heartbeat.stop(steps_done=self.total_steps)
+            except Exception:  # noqa: BLE001
+                log.exception("could not mark this worker stopped; it shows as gone once silent")
         log.info("worker stopped after %d steps", self.total_steps)
 
     def stop(self) -> None:

@@ -1,8 +1,10 @@
 """Answering an unchanged live-refresh poll with ``304 Not Modified``.
 
 A poll's ETag is a digest of what its fragments depend on:
-- the change marker (models/changes.py, read through core.reads), which grows with every committed
-  write to the runs, steps, events, signals and batches;
+- the change marker (models/changes.py, read through core.worker_reads.poll_marker), which grows with
+  every committed write to the runs, steps, events, signals and batches,
+  and in the same statement which workers are alive and which gone: a
+  worker falling silent writes nothing, and the index flags it at once;
 - the time, to the TIME_BUCKET: relative times ("5 minutes ago") and the
   stuck thresholds move with the clock alone, so at least once a bucket a
   poll is answered in full; between, an unchanged page may show a relative
@@ -32,8 +34,9 @@ from flask import Response, request
 from sqlalchemy.engine import Connection
 
 from ... import i18n
-from ...core import reads
+from ...core import reads, worker_reads
 from ...plumbing import csrf, hx, reading
+from ...plumbing.state import state
 from ...plumbing.security import may_act, may_view
 
 # Seconds of one time bucket (docs/performance.md).
@@ -50,7 +53,7 @@ def _now() -> float:
 def _tag(conn: Connection) -> str:
     parts = (
         _PROCESS,
-        str(reads.change_marker(conn)),
+        worker_reads.poll_marker(conn, state().settings),
         str(int(_now() // TIME_BUCKET)),
         request.full_path,
         hx.details().target or "",

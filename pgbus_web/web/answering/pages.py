@@ -31,6 +31,7 @@ class Page:
 INDEX = Page(
     "pgbus_web/index.html",
     {
+        "pgbus-workers-banner": "workers_banner",
         "pgbus-total": "total",
         "pgbus-counts": "counts",
         "pgbus-attention": "attention",
@@ -51,6 +52,7 @@ RUN = Page(
 )
 INSIGHTS = Page("pgbus_web/insights.html", {"pgbus-insights": "insights"})
 BATCH = Page("pgbus_web/batch.html", {"pgbus-batch": "batch"})
+WORKERS = Page("pgbus_web/workers.html", {"pgbus-workers": "workers"})
 LOCKS = Page("pgbus_web/locks/index.html", {"pgbus-locks": "locks"})
 ERROR = Page("pgbus_web/error.html")
 # Operations (web/routes/operations.py): the preview as a page, and alone (the

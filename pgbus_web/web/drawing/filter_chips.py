@@ -21,6 +21,7 @@ _CHIPS = (
     ("from", "raw_from", "pgbus.workflows.filters.from", None),
     ("to", "raw_to", "pgbus.workflows.filters.to", None),
     ("operation", "operation", "pgbus.workflows.filters.operation", None),
+    ("worker", "worker", "pgbus.workflows.filters.worker", None),
 )
 
 

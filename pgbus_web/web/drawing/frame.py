@@ -20,6 +20,7 @@ NAV = (
     ("pgbus_web.workflows", "pgbus.web.nav.workflows"),
     ("pgbus_web.operations", "pgbus.web.nav.operations"),
     ("pgbus_web.locks", "pgbus.web.nav.locks"),
+    ("pgbus_web.workers", "pgbus.web.nav.workers"),
 )
 # Endpoints that belong to a nav entry, for aria-current.
 NAV_SECTIONS = {

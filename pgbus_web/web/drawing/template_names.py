@@ -17,7 +17,7 @@ from flask import Blueprint
 
 from ... import bidi, i18n
 from ..routes import actions, operations
-from . import cells, frame, template_helpers, timeline
+from . import activity_chart, cells, frame, template_helpers, timeline
 from ...plumbing import csrf, reading
 from ...core.words import presenters, timefmt
 
@@ -47,6 +47,7 @@ def context_names(cookie_path: Callable[[], str]) -> dict[str, Any]:
         **reading.TEMPLATE_NAMES,
         **actions.TEMPLATE_NAMES,
         **operations.TEMPLATE_NAMES,
+        **activity_chart.TEMPLATE_NAMES,
     }
 
 

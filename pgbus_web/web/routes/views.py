@@ -15,7 +15,7 @@ from ...db import SchemaProblem
 from ...i18n import t
 from ...runtime import verbs
 from ..answering import answers, not_modified, pages, render
-from ...core import exports, reads as context, problems
+from ...core import exports, reads as context, problems, worker_reads
 from ...plumbing import run_ids
 from ...plumbing import reading
 from ...plumbing.state import state
@@ -168,6 +168,14 @@ def batch(batch_id: str):
     return render.page(pages.BATCH.template, page, pages.BATCH.fragments)
 
 
+def workers():
+    """GET /workers: the workers and serving processes, and the queues."""
+    with state().database.read() as conn:
+        page = worker_reads.workers_context(conn, state().settings)
+    page.update(common())
+    return render.page(pages.WORKERS.template, page, pages.WORKERS.fragments)
+
+
 def health():
     """GET /health: 200 {"status": "ok", "database": "ok"} when the
     primary answers with this release's schema, else 503 with the reason,
@@ -231,6 +239,7 @@ def register(blueprint: Blueprint) -> None:
     blueprint.add_url_rule("/workflows/insights/<workflow_class>", "insights", insights)
     # A batch id is any text (a "/" too): the rest of the path.
     blueprint.add_url_rule("/batches/<path:batch_id>", "batch", batch)
+    blueprint.add_url_rule("/workers", "workers", workers)
     blueprint.add_url_rule("/health", "health", health)
     for problem in (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError):
         blueprint.register_error_handler(problem, database_unavailable)

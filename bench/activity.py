@@ -1,0 +1,81 @@
+"""Insights over time at 100,000 and at 1,000,000 runs: the per-hour (24 h)
+and per-day (30 d) series of one class, read from the kept rollup, next to
+a floor measured in the same run (a one-row SELECT). The series' time
+should not grow with the number of runs.
+
+    python bench/activity.py            # an embedded server of its own
+    python bench/activity.py --database-url postgresql://...   # a scratch database there
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import sqlalchemy as sa
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bulk_runs  # noqa: E402
+import scratch  # noqa: E402
+
+from pgbus_web import db, schema  # noqa: E402
+from pgbus_web.models import workflow_activity  # noqa: E402
+
+CLASS = "OrderWorkflow"
+
+
+def median_ms(engine, work, repeat: int) -> float:
+    times = []
+    with engine.connect() as conn:
+        work(conn)  # warm: plans, caches
+        for _ in range(repeat):
+            started = time.perf_counter()
+            work(conn)
+            times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times)
+
+
+def measure(url: str, repeat: int) -> dict[str, float]:
+    engine = db.create_engine(url, db.UNBOUNDED_STATEMENTS, pool_size=1, max_overflow=0)
+    now = datetime.now(timezone.utc)
+    try:
+        return {
+            "floor": median_ms(engine, lambda conn: conn.execute(sa.text("SELECT 1")).scalar(), repeat),
+            "hour": median_ms(engine, lambda conn: workflow_activity.series(conn, CLASS, bucket="hour", now=now),
+                              repeat),
+            "day": median_ms(engine, lambda conn: workflow_activity.series(conn, CLASS, bucket="day", now=now),
+                             repeat),
+            "runs": engine.connect().execute(sa.text("SELECT count(*) FROM pgbus_workflows")).scalar(),
+        }
+    finally:
+        engine.dispose()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--database-url", default=os.environ.get(db.DATABASE_URL_ENV))
+    parser.add_argument("--repeat", type=int, default=25)
+    options = parser.parse_args()
+    with scratch.server(options.database_url) as server, scratch.scratch_database(server) as url:
+        schema.install(db.create_engine(url, db.UNBOUNDED_STATEMENTS))
+        rows = []
+        for total in (100_000, 1_000_000):
+            have = measure(url, 1)["runs"]
+            bulk_runs.insert(url, total - have)
+            rows.append(measure(url, options.repeat))
+        print(f"{'runs':>10} {'floor ms':>9} {'24 h ms':>8} {'30 d ms':>8} {'24 h/floor':>10} {'30 d/floor':>10}")
+        for row in rows:
+            print(f"{row['runs']:>10,} {row['floor']:9.3f} {row['hour']:8.3f} {row['day']:8.3f}"
+                  f" {row['hour'] / row['floor']:10.1f} {row['day'] / row['floor']:10.1f}")
+        small, large = rows
+        print(f"1M / 100k: 24 h {large['hour'] / small['hour']:.2f}x, 30 d {large['day'] / small['day']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
