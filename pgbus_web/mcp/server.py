@@ -106,8 +106,10 @@ class Tools:
         (pending, ready, running, waiting, paused, completed, failed,
         cancelled), reason (stalled, paused_error, paused_manual, overdue,
         waiting_overdue), since (1h, 24h, 7d, 30d), subject ("TYPE" or "TYPE ID");
-        q searches: a run id or its shown prefix (4+ characters), an
-        idempotency key, a subject in any case, or a subject's id alone.
+        q searches: a run id or its shown prefix (4+ characters), 6+
+        characters from anywhere in a run id (where the database has
+        pg_trgm), an idempotency key, a subject in any case, or a
+        subject's id alone.
         `next_before` pages to older runs."""
         filters = _filters({
             "q": q, "workflow_class": workflow_class, "status": status, "reason": reason, "step": step,
