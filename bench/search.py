@@ -14,8 +14,13 @@ status, an idempotency key on every other run, random uuid run ids. No
 step rows: the search reads the runs
 table; the page's latest-step lookup costs one index probe per listed run
 (docs/performance.md). Then it searches for one run near the middle by each
-form, prints the plan of each, and checks each found that run; last, the
-plan of the failed runs' groups (models.workflow_attention.failed_groups).
+form, prints the plan of each, and checks each found that run; each form's
+median is also given as a ratio to the whole run id's (one index probe,
+the floor, measured in the same run). For the id fragments, the fragment's
+own condition is timed alone twice, with the trigram index and with index
+scans turned off (what the fragment would cost without pg_trgm), and the
+ratio printed. Then the plan of the failed runs' groups
+(models.workflow_attention.failed_groups).
 
 The searches inside JSON (docs/search.md) follow: the runs carry
 arguments (bench/bulk_runs.py's ARGUMENTS: a customer shared by 50 runs,
@@ -48,6 +53,9 @@ from pgbus_web.rules import run_filters  # noqa: E402
 BENCH_DATABASE = "pgbus_bench_search"
 THRESHOLDS = {"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaults.WAITING_THRESHOLD}
 PAGE_SIZE = 50
+# The forms that find a run by a fragment from the middle or the end of its id.
+FRAGMENT_FORMS = ("run id, 8 characters from the middle", "run id, its last 12 characters",
+                  "run id, 6 characters from the middle")
 
 
 def explain_text(engine, statement: str, parameters) -> str:
@@ -78,6 +86,9 @@ def search(bench_url: str, runs: int, repeat: int) -> None:
             ("run id, upper case", target["workflow_id"].upper()),
             ("run id, the 8 characters the list shows", target["workflow_id"][:8]),
             ("run id, 4-character prefix", target["workflow_id"][:4]),
+            ("run id, 8 characters from the middle", target["workflow_id"][10:18]),
+            ("run id, its last 12 characters", target["workflow_id"][-12:]),
+            ("run id, 6 characters from the middle", target["workflow_id"][15:21]),
             ("idempotency key, lower case", target["idempotency_key"].lower()),
             ("subject, type and id", f"{target['subject_type']} {target['subject_id']}"),
             ("subject, lower case", f"{target['subject_type'].lower()} {target['subject_id']}"),
@@ -98,6 +109,27 @@ def search(bench_url: str, runs: int, repeat: int) -> None:
                   f"median {statistics.median(times) * 1000:.2f} ms, slowest {max(times) * 1000:.2f} ms")
             print(plan)
             print()
+        floor = summary[0][4]
+        # A fragment's own condition, with its index and without (a
+        # sequential read of every run, what LIKE costs where pg_trgm is not).
+        alone = []
+        for label, text in forms:
+            if label not in FRAGMENT_FORMS:
+                continue
+            pattern = {"pattern": "%" + workflow_index.like_literal(workflow_index.ascii_lower(text)) + "%"}
+            statement = sa.text('SELECT count(*) FROM pgbus_workflows WHERE lower(workflow_id COLLATE "C") LIKE :pattern')
+
+            def indexed(conn, pattern=pattern):
+                return conn.execute(statement, pattern).scalar_one()
+
+            def unindexed(conn, pattern=pattern):
+                conn.execute(sa.text("SET LOCAL enable_bitmapscan = off"))
+                conn.execute(sa.text("SET LOCAL enable_indexscan = off"))
+                return conn.execute(statement, pattern).scalar_one()
+
+            with_index = statistics.median(timed(engine, indexed, repeat))
+            without = statistics.median(timed(engine, unindexed, repeat))
+            alone.append((label, with_index, without))
         # The failed runs' groups beside the needs-attention groups (the
         # seed makes a tenth of the runs failed).
         groups, statement, parameters = capture(engine, lambda conn: workflow_attention.failed_groups(conn))
@@ -106,10 +138,14 @@ def search(bench_url: str, runs: int, repeat: int) -> None:
               f"median {statistics.median(times) * 1000:.2f} ms, slowest {max(times) * 1000:.2f} ms")
         print(explain_text(engine, statement, parameters))
         print()
-        print("summary (median / slowest of", repeat, "calls):")
+        print("summary (median / slowest of", repeat, "calls; the median as a ratio to the whole run id's):")
         for label, text, count, found, median, slowest in summary:
             print(f"  {label:<42} {count:>3} runs  {'found' if found else '-':<5}  "
-                  f"{median * 1000:7.2f} ms / {slowest * 1000:7.2f} ms")
+                  f"{median * 1000:7.2f} ms / {slowest * 1000:7.2f} ms  {median / floor:5.1f}x")
+        print("a fragment's LIKE alone (median), with the trigram index and without index scans:")
+        for label, with_index, without in alone:
+            print(f"  {label:<42} {with_index * 1000:7.2f} ms  {without * 1000:8.2f} ms  "
+                  f"without the index {without / with_index:6.1f}x")
         missed = [label for label, _, _, found, _, _ in summary if not found and label != "nothing matches"]
         json_searches(engine, bench_url, target["workflow_id"], repeat)
         if missed:

@@ -1,7 +1,8 @@
 """The index's search box (GET /workflows?q=, docs/web.md): a run found by
 its whole id in any case, by the short prefix the list shows, by its
 idempotency key in any case, by its subject ("Order 100615", "order
-100615") or by the subject's id alone; near misses find nothing; a text
+100615") or by the subject's id alone (a fragment from anywhere in the
+id: test_search_fragments.py); near misses find nothing; a text
 that cannot be right is refused and changes nothing; the operations read
 the same search; and a version 2 database gets the search indexes."""
 
@@ -88,7 +89,7 @@ def test_each_form_finds_the_run(client, found, q, expected):
     "q",
     [
         RUN_ID[:8] + "0",        # a prefix one character off
-        RUN_ID[1:9],             # not a prefix: from the middle of the id
+        RUN_ID[1:6],             # not a prefix, and too short a fragment (test_search_fragments.py)
         "6ce",                   # shorter than a prefix may be: a whole id only
         RUN_ID + "0",            # longer than the id
         "Checkout-77",           # the key's prefix (another run's whole key)

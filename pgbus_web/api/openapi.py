@@ -236,8 +236,9 @@ def _body(schema: str) -> dict[str, Any]:
 def document(base: str = "/api/v1") -> dict[str, Any]:
     """The document; *base*: where the API is served (under the dashboard's prefix)."""
     filters = [
-        _query("q", "Search: a run id or its shown prefix (4+ characters), an idempotency key, "
-                    "a subject in any case, or a subject's id alone."),
+        _query("q", "Search: a run id or its shown prefix (4+ characters), 6+ characters from anywhere "
+                    "in a run id (where the database has pg_trgm), an idempotency key, a subject in any "
+                    "case, or a subject's id alone."),
         _query("workflow_class", "A class."), _query("status", "A run status.", enum=states.RUN),
         _query("reason", "A stuck reason.", enum=states.STUCK_REASONS),
         _query("subject", "A subject: type, or type and id."), _query("step", "The latest step."),

@@ -190,6 +190,9 @@ def index_context(
         # No run at all: the likeliest cause is the wrong database, so the
         # page says which one it reads.
         "database_place": db.place(conn) if "counts" in parts and not counts["rows"] else None,
+        # The search box's hint says whether a fragment from anywhere in an
+        # id is looked for (the whole page only: no fragment draws the box).
+        "fragment_search": set(parts) >= set(INDEX_PARTS) and workflow_index.fragment_index_present(conn),
     }
     if filters is not None and "runs" in parts:
         context.update(index_runs(conn, settings, filters, now))
@@ -224,7 +227,8 @@ def matching_statuses(
     binds = filters.page_binds(now)
     binds.pop("before_id", None)
     binds.pop("after_id", None)
-    where, where_binds = workflow_index.page_where(now=now, **thresholds(settings), **binds)
+    fragments = workflow_index.searches_fragments(conn, filters.q)
+    where, where_binds = workflow_index.page_where(now=now, fragments=fragments, **thresholds(settings), **binds)
     return workflow_index.status_counts_up_to(conn, where=where, binds=where_binds, cap=MATCHING_CAP)
 
 

@@ -115,8 +115,10 @@ class Tools:
         (pending, ready, running, waiting, paused, completed, failed,
         cancelled), reason (stalled, paused_error, paused_manual, overdue,
         waiting_overdue), since (1h, 24h, 7d, 30d), subject ("TYPE" or "TYPE ID");
-        q searches: a run id or its shown prefix (4+ characters), an
-        idempotency key, a subject in any case, or a subject's id alone.
+        q searches: a run id or its shown prefix (4+ characters), 6+
+        characters from anywhere in a run id (where the database has
+        pg_trgm), an idempotency key, a subject in any case, or a
+        subject's id alone.
         `arguments` searches inside the run's arguments, {path: value}
         with a dotted path ({"customer.id": 42}; "tags[]" for an array
         holding the value); `signal_payload` the same inside any signal's

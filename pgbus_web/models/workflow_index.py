@@ -74,6 +74,21 @@ _PAGE_FILTERS = {
 # The search box: the shortest run id prefix taken as one (the
 # list shows eight characters); a shorter text matches a whole id only.
 SEARCH_ID_PREFIX_MIN = 4
+# The shortest text found anywhere in a run id (a fragment from the middle
+# or the end): the shortest that, among random uuid ids, is inside no more
+# runs by chance than a prefix of SEARCH_ID_PREFIX_MIN starts (docs/web.md,
+# "Finding a run"). One word: a text with a space in it is no fragment.
+SEARCH_ID_FRAGMENT_MIN = 6
+# A longer fragment is looked up in the trigram index by its first this
+# many characters and checked whole on the runs found: each trigram more
+# is one more posting list read (a whole uuid's read 819 buffers at a
+# million runs, its first 8 characters 42; bench/search.py).
+SEARCH_ID_FRAGMENT_WINDOW = 8
+# The trigram index that serves the fragment search (schema/v5.sql): made
+# only where the database has pg_trgm; without it a fragment is not looked
+# for (it would read every run) and the prefix search stays.
+FRAGMENT_INDEX = "pgbus_workflows_id_trgm"
+_FRAGMENT_INDEX_PRESENT = sa.text("SELECT to_regclass(:index) IS NOT NULL")
 
 
 def ascii_lower(value: str) -> str:
@@ -99,18 +114,42 @@ def _successor(prefix: str) -> str | None:
     return None
 
 
-def search_where(search: str) -> tuple[str, dict[str, Any]]:
+def is_fragment(search: str | None) -> bool:
+    """Whether the search box's *search* is also looked for inside run ids."""
+    return search is not None and len(search) >= SEARCH_ID_FRAGMENT_MIN and len(search.split()) == 1
+
+
+def fragment_index_present(conn: Connection) -> bool:
+    """Whether this database has the fragment search's trigram index."""
+    return bool(conn.execute(_FRAGMENT_INDEX_PRESENT, {"index": FRAGMENT_INDEX}).scalar_one())
+
+
+def searches_fragments(conn: Connection, search: str | None) -> bool:
+    """page_where's *fragments* for *search* on this database: whether it
+    is a fragment and the index to find it is there (asked only then)."""
+    return is_fragment(search) and fragment_index_present(conn)
+
+
+def like_literal(text: str) -> str:
+    """*text* as a LIKE pattern that matches exactly it: the pattern's
+    characters (``%``, ``_`` and the escape, a backslash) escaped."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def search_where(search: str, *, fragments: bool = False) -> tuple[str, dict[str, Any]]:
     """The search box's condition over run ``w`` and its binds: any of
 
     - the run id, case-insensitive: by prefix from SEARCH_ID_PREFIX_MIN
-      characters on (the short id the list shows), else whole;
+      characters on (the short id the list shows), else whole; with
+      *fragments* (the trigram index is there), also anywhere in it when
+      the text is a fragment (is_fragment);
     - the idempotency key, case-insensitive;
     - the subject id alone (``1042``), or type and id (``order 1042``),
       case-insensitive.
 
-    Every branch matches an expression index of schema v3 (the run id's
-    as a range, so a bound plan can use it), so the OR is a BitmapOr of
-    index scans at any table size (bench/search.py)."""
+    Every branch matches an expression index (the run id's as a range, so
+    a bound plan can use it; the fragment's the trigram index), so the OR
+    is a BitmapOr of index scans at any table size (bench/search.py)."""
     lowered = ascii_lower(search)
     binds: dict[str, Any] = {"search": search}
     branches = []
@@ -124,6 +163,18 @@ def search_where(search: str) -> tuple[str, dict[str, Any]]:
     else:
         branches.append('lower(w.workflow_id COLLATE "C") = :search_id_low')
         binds["search_id_low"] = lowered
+    if fragments and is_fragment(search):
+        # LIKE's default escape is the backslash like_literal writes.
+        window = lowered[:SEARCH_ID_FRAGMENT_WINDOW]
+        binds["search_id_window"] = "%" + like_literal(window) + "%"
+        if window == lowered:
+            branches.append('lower(w.workflow_id COLLATE "C") LIKE :search_id_window')
+        else:
+            branches.append(
+                '(lower(w.workflow_id COLLATE "C") LIKE :search_id_window'
+                ' AND strpos(lower(w.workflow_id COLLATE "C"), :search_id_fragment) > 0)'
+            )
+            binds["search_id_fragment"] = lowered
     branches.append("lower(w.idempotency_key) = lower(:search)")
     branches.append("lower(w.subject_id) = lower(:search)")
     parts = search.split(None, 1)
@@ -209,6 +260,7 @@ def page_where(
     search_arguments: tuple[str, ...] = (),
     arguments: list[tuple[str, ...]] | tuple = (),
     signals: list[tuple[str, ...]] | tuple = (),
+    fragments: bool = False,
 ) -> tuple[str, dict[str, Any]]:
     """The runs index's WHERE clause (over ``w``, a run, and ``s``, its
     latest step) and its binds, for page() and for an operation's walk
@@ -220,10 +272,11 @@ def page_where(
     latest step (the run's current step when no step row exists yet);
     *no_error_class* keeps the runs whose latest step has no error class (or
     that have no step), as an attention group without one counts them;
-    *search* is the search box's text (search_where), *search_arguments*
-    the documents of its ``path:value`` form, OR-ed with it; *arguments*
-    keeps the runs whose arguments contain one of each entry's documents,
-    *signals* those with a signal whose payload does (json_where)."""
+    *search* is the search box's text (search_where; *fragments* as
+    searches_fragments says for it), *search_arguments* the documents of
+    its ``path:value`` form, OR-ed with it; *arguments* keeps the runs
+    whose arguments contain one of each entry's documents, *signals* those
+    with a signal whose payload does (json_where)."""
     if reason is not None and reason not in stuck.BY_REASON:
         raise ValueError(f"unknown stuck reason {reason!r}")
     now = now or _now()
@@ -262,7 +315,7 @@ def page_where(
     elif no_error_class:
         conditions.append("w.latest_error_class IS NULL")
     if search is not None:
-        condition, search_binds = search_where(search)
+        condition, search_binds = search_where(search, fragments=fragments)
         if search_arguments:
             extra, extra_binds = json_where("w.arguments", tuple(search_arguments), "search_arg")
             condition, search_binds = f"({condition} OR {extra})", {**search_binds, **extra_binds}
@@ -307,12 +360,14 @@ def page(
 ) -> list[dict[str, Any]]:
     """One page of the runs index, newest first, each run with its latest
     step and that step's batch under ``step`` and ``batch``; *filters* are
-    page_where's.
+    page_where's (*fragments*, when not given, asked of the database).
 
     Keyset pagination by id: *before_id* gives the page of older runs,
     *after_id* the page of newer ones (fetched oldest first, returned newest
     first), so a page deep in a million runs costs what the first one does."""
     after_id = filters.get("after_id")
+    if "fragments" not in filters:
+        filters["fragments"] = searches_fragments(conn, filters.get("search"))
     where, binds = page_where(threshold=threshold, waiting_threshold=waiting_threshold, now=now, **filters)
     binds["limit"] = int(limit)
     # Newer pages walk up from after_id; every page is shown newest first.

@@ -2,9 +2,9 @@
 command line and every other door, parsed from and written back to a query
 string, so that every view of the index is a link to share.
 
-Parameters: ``q`` (one search box: a run id whole or by the prefix the
-list shows, an idempotency key, or a subject, docs/web.md "Finding a
-run"), ``workflow_class``, ``status``, ``reason`` (a stuck reason),
+Parameters: ``q`` (one search box: a run id whole, by the prefix the
+list shows or by a fragment from anywhere in it, an idempotency key, or a
+subject, docs/web.md "Finding a run"), ``workflow_class``, ``status``, ``reason`` (a stuck reason),
 ``subject`` ("Order 1042", or just "Order"), ``step``, ``error_class`` or
 ``no_error_class=1`` (runs whose latest step has no error class: a
 needs-attention group without one links to exactly its runs this way),

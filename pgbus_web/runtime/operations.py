@@ -224,11 +224,14 @@ def preview(
         conn = conn.execution_options(isolation_level="REPEATABLE READ")
         with conn.begin():
             ceiling = workflow_rows.highest_id(conn)
-            where, where_binds = workflow_index.page_where(now=now, ceiling_id=ceiling, **thresholds, **binds)
+            fragments = workflow_index.searches_fragments(conn, run_filters.q)
+            where, where_binds = workflow_index.page_where(now=now, ceiling_id=ceiling, fragments=fragments,
+                                                           **thresholds, **binds)
             # One window of ids per statement (bounded walks, docs/operations.md).
             counts, holding = workflow_index.count_by_window(conn, where=where, binds=where_binds,
                                                              ceiling_id=ceiling, window=window)
-            sample = workflow_index.sample_in(conn, holding, limit=SAMPLE_SIZE, now=now, **thresholds, **binds)
+            sample = workflow_index.sample_in(conn, holding, limit=SAMPLE_SIZE, now=now, fragments=fragments,
+                                              **thresholds, **binds)
     by_status: dict[str, int] = {}
     for (_, status), runs in counts.items():
         by_status[status] = by_status.get(status, 0) + runs
@@ -478,7 +481,10 @@ class Runner:
         thresholds = {name: timedelta(seconds=value)
                       for name, value in (operation["params"] or {}).get("thresholds", {}).items()}
         with self.engine.connect() as conn:
-            where, binds = workflow_index.page_where(now=created, **thresholds, **_binds(filters_of(operation), created))
+            stored = filters_of(operation)
+            fragments = workflow_index.searches_fragments(conn, stored.q)
+            where, binds = workflow_index.page_where(now=created, fragments=fragments, **thresholds,
+                                                     **_binds(stored, created))
             rows, reached, more = workflow_index.walk(
                 conn, where=where, binds=binds, after_id=operation["cursor"], ceiling_id=operation["ceiling_id"],
                 limit=self.chunk, window=self.window, windows=WINDOWS_PER_CHUNK)
