@@ -20,7 +20,8 @@ other demo classes). Then:
    (then undone, untimed: the same rows, as they were); then one
    separate process does the verb on them as one operation (a Runner, its
    default chunks): runs/s and the ratio to the floor, with the runs
-   fragment timed meanwhile (p95 during, and its ratio to idle);
+   fragment timed meanwhile, five requests a second (p95 during, and its
+   ratio to idle);
 3. with --preview-runs, the preview of ``status=paused`` over that many
    paused runs (seeded up to that many first): median of 5, after one warm-up.
 """
@@ -49,6 +50,10 @@ from pgbus_web.runtime import operations  # noqa: E402
 from pgbus_web.rules import run_filters as filters  # noqa: E402
 
 BENCH_DATABASE = "pgbus_bench_operations"
+# During an operation the fragment is asked for five times a second: a few
+# operators' pages refreshing, not a load of its own that takes a core
+# from the operation on a small machine.
+FRAGMENT_EVERY = 0.2
 THRESHOLDS = {"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaults.WAITING_THRESHOLD}
 
 RUNNER = """
@@ -68,7 +73,9 @@ print(time.monotonic() - started, flush=True)
 """
 
 
-def fragment_times(client, count: int, stop=None) -> list[float]:
+def fragment_times(client, count: int, stop=None, every: float = 0.0) -> list[float]:
+    """*count* timings of the runs fragment (until *stop*), one started
+    every *every* seconds at most (0: back to back)."""
     times = []
     for _ in range(count):
         if stop is not None and stop():
@@ -77,6 +84,7 @@ def fragment_times(client, count: int, stop=None) -> list[float]:
         response = client.get("/workflows?status=paused", headers={"HX-Request": "true", "HX-Target": "pgbus-runs"})
         assert response.status_code == 200
         times.append(time.perf_counter() - started)
+        time.sleep(max(every - times[-1], 0))
     return times
 
 
@@ -223,7 +231,7 @@ def bench(bench_url: str, matching: int, total: int, verbs: list[str], preview_r
             runner = subprocess.Popen(
                 [sys.executable, "-c", RUNNER, bench_url, str(operation["id"]),
                  ",".join(c.workflow_class for c in cases), str(chunk)], stdout=subprocess.PIPE, text=True)
-            during = fragment_times(client, 100_000, stop=lambda: runner.poll() is not None)
+            during = fragment_times(client, 100_000, stop=lambda: runner.poll() is not None, every=FRAGMENT_EVERY)
             elapsed = float(runner.communicate()[0].strip())
             done = operations.find(engine, operation["id"])
             rate, floor_rate = done["moved"] / elapsed, written / floor_seconds

@@ -326,8 +326,8 @@ def subject_taken(conn: Connection, runs: list[Mapping[str, Any]]) -> set[str]:
                   AND w.status = ANY(:ongoing))
             """
         ),
-        {"ongoing": list(states.ONGOING), "workflow_ids": [run["workflow_id"] for run in runs], "classes": [run["workflow_class"] for run in runs],
-         "types": [run["subject_type"] for run in runs], "subjects": [run["subject_id"] for run in runs]},
+        {"ongoing": list(states.ONGOING), "workflow_ids": [run["workflow_id"] for run in runs],
+         "classes": [run["workflow_class"] for run in runs], "types": [run["subject_type"] for run in runs], "subjects": [run["subject_id"] for run in runs]},
     ).scalars())
 
 
