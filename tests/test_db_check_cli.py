@@ -94,19 +94,26 @@ def test_check_names_the_runs_repair_fixes_them_then_check_is_clean(engine, data
     assert repaired.output.splitlines() == [
         "Repaired the latest-step columns of 7 of 8 runs.",
         "Refilled 1 run counts by class and status.",
+        # The restored paused run is counted in its needs-attention group too.
+        repaired.output.splitlines()[2],
     ]
+    assert repaired.output.splitlines()[2].startswith("Refilled ")
+    assert repaired.output.splitlines()[2].endswith(" needs-attention counts by group.")
+    assert repaired.output.splitlines()[2] != "Refilled 0 needs-attention counts by group."
     columns = assert_columns_match(engine)
     assert columns["restored"]["step_id"] is None
 
     clean = db(database_url, "check")
     assert (clean.exit_code, clean.output.splitlines()) == (
-        0, ["All 8 runs agree with their latest step.", "The run counts agree with the runs."])
+        0, ["All 8 runs agree with their latest step.", "The run counts agree with the runs.",
+            "The needs-attention counts agree with the runs."])
 
     # Again: nothing to fix, and no run row written.
     versions = row_versions(engine)
     again = db(database_url, "repair")
     assert (again.exit_code, again.output.splitlines()[0]) == (0, "Repaired the latest-step columns of 0 of 8 runs.")
-    assert again.output.splitlines()[1] == "Refilled 0 run counts by class and status."
+    assert again.output.splitlines()[1:] == ["Refilled 0 run counts by class and status.",
+                                             "Refilled 0 needs-attention counts by group."]
     assert row_versions(engine) == versions
 
 
@@ -123,11 +130,13 @@ def test_a_consistent_database_checks_clean_and_repair_writes_nothing(engine, da
     before, versions = table_rows(engine), row_versions(engine)
     checked = db(database_url, "check", "--batch-size", "2")
     assert (checked.exit_code, checked.output.splitlines()) == (
-        0, ["All 7 runs agree with their latest step.", "The run counts agree with the runs."])
+        0, ["All 7 runs agree with their latest step.", "The run counts agree with the runs.",
+            "The needs-attention counts agree with the runs."])
     counts = counts_rows(engine)
     repaired = db(database_url, "repair", "--batch-size", "2")
     assert (repaired.exit_code, repaired.output.splitlines()) == (
-        0, ["Repaired the latest-step columns of 0 of 7 runs.", "Refilled 0 run counts by class and status."])
+        0, ["Repaired the latest-step columns of 0 of 7 runs.", "Refilled 0 run counts by class and status.",
+            "Refilled 0 needs-attention counts by group."])
     assert counts_rows(engine) == counts
     assert table_rows(engine) == before
     assert row_versions(engine) == versions
@@ -136,7 +145,8 @@ def test_a_consistent_database_checks_clean_and_repair_writes_nothing(engine, da
 def test_an_empty_database_checks_clean(engine, database_url):
     checked = db(database_url, "check")
     assert (checked.exit_code, checked.output.splitlines()) == (
-        0, ["All 0 runs agree with their latest step.", "The run counts agree with the runs."])
+        0, ["All 0 runs agree with their latest step.", "The run counts agree with the runs.",
+            "The needs-attention counts agree with the runs."])
 
 
 @pytest.mark.parametrize("command", ["check", "repair"])

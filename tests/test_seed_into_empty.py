@@ -88,7 +88,7 @@ def test_seeding_empty_tables_leaves_the_indexes_and_constraints_db_install_make
     after = catalog(engine)
     assert after == installed
     names = {row[0] for row in after["indexes"]}
-    assert {"pgbus_workflow_events_run", "pgbus_workflow_events_pkey", "pgbus_workflows_failed",
+    assert {"pgbus_workflow_events_run", "pgbus_workflow_events_pkey", "pgbus_workflows_attention_moments",
             "pgbus_batches_batch_id_key"} <= names
     assert all(valid and ready for _, _, valid, ready, *_ in after["indexes"])
 
@@ -111,6 +111,7 @@ def test_both_ways_write_the_same_rows(engine, database_url):
     assert check.exit_code == 0, check.output
     assert "All 150 runs agree with their latest step." in check.output
     assert "The run counts agree with the runs." in check.output
+    assert "The needs-attention counts agree with the runs." in check.output
 
 
 def test_a_seed_into_tables_with_runs_writes_chunk_by_chunk(engine):

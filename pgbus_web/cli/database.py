@@ -108,7 +108,17 @@ def check(database_url: str | None, batch_size: int, examples: int) -> None:
         )
         for (klass, status), (kept, counted) in counts.items():
             click.echo(f"  {klass} {status}: {kept} kept, {counted} runs")
-    if wrong or counts:
+    attention = found.attention
+    if not attention:
+        click.echo("The needs-attention counts agree with the runs.")
+    else:
+        click.echo(
+            f"{len(attention)} needs-attention counts by group disagree with the runs; "
+            "`pgbus-web db repair` refills them."
+        )
+        for key, (kept, counted) in attention.items():
+            click.echo(f"  {' / '.join('-' if part is None else part for part in key)}: {kept} kept, {counted} runs")
+    if wrong or counts or attention:
         sys.exit(1)
 
 
@@ -124,7 +134,9 @@ def repair(database_url: str | None, batch_size: int) -> None:
     try:
         fixed, seen = _repair(engine, batch_size)
         counts = upkeep.repair_counts(engine)
+        attention = upkeep.repair_attention(engine)
     finally:
         engine.dispose()
     click.echo(f"Repaired the latest-step columns of {fixed} of {seen} runs.")
     click.echo(f"Refilled {counts} run counts by class and status.")
+    click.echo(f"Refilled {attention} needs-attention counts by group.")

@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from .. import db
-from ..rules import states, verb_table
+from ..rules import states, stuck, verb_table
 from ..models import (
     batches,
     changes,
@@ -223,7 +223,17 @@ def matching_statuses(
     conn: Connection, settings: Settings, filters: RunFilters, now: datetime
 ) -> dict[str, int]:
     """{status: runs} of what the operation's preview would count for
-    *filters* now, up to MATCHING_CAP + 1 runs in all."""
+    *filters* now, up to MATCHING_CAP + 1 runs in all. A stuck reason's
+    runs, or a needs-attention group's, are counted from what is kept."""
+    if filters.reason is not None and not any(
+        (filters.q, filters.status, filters.subject, filters.since, filters.created_from, filters.created_to,
+         filters.operation)
+    ):
+        runs = workflow_attention.stuck_count(
+            conn, reason=filters.reason, now=now, **thresholds(settings), workflow_class=filters.workflow_class,
+            step_name=filters.step, error_class=filters.error_class, no_error_class=filters.no_error_class,
+        )
+        return {stuck.BY_REASON[filters.reason].status: min(int(runs), MATCHING_CAP + 1)} if runs else {}
     binds = filters.page_binds(now)
     binds.pop("before_id", None)
     binds.pop("after_id", None)

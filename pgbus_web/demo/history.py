@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from ..models import changes, workflow_counts, workflow_rows
+from ..models import attention_counts, changes, workflow_counts, workflow_rows
 from ..progress import bar as progress_bar
 from . import workflows as demo
 from .seed import _may_skip_row_checks, check_schema
@@ -109,9 +109,10 @@ _INSERT_RUNS = _RUNS + """,
                run.t0 + plan.k * interval '{step} seconds'
         FROM run JOIN pgbus_history_plan plan ON plan.p = run.p AND plan.k = plan.steps - 1
         ORDER BY run.n
-        RETURNING workflow_class, status
+        RETURNING workflow_class, status, ARRAY[workflow_class, status, COALESCE(latest_step_name, current_step),
+                                                latest_error_class, latest_step_status] AS key
     )
-    SELECT workflow_class, status, count(*) FROM inserted GROUP BY workflow_class, status
+    SELECT workflow_class, status, key, count(*) FROM inserted GROUP BY workflow_class, status, key
 """.replace("{step}", str(STEP_SECONDS))
 
 _STEPS = """,
@@ -231,10 +232,15 @@ def seed_history(engine: Engine, *, runs: int, now: datetime | None = None, prog
                 if events:
                     result.events += conn.execute(sa.text(_INSERT_EVENTS), binds).rowcount
                 if skip_triggers:
-                    workflow_counts.add_counts(conn, {(klass, status): runs for klass, status, runs in counts})
+                    by_status: dict[tuple[str, str], int] = {}
+                    for klass, status, _, runs in counts:
+                        by_status[(klass, status)] = by_status.get((klass, status), 0) + runs
+                    workflow_counts.add_counts(conn, by_status)
+                    attention_counts.add(conn, {tuple(key): runs for _, _, key, runs in counts})
                     changes.mark(conn)
             bar.update(size)
     with engine.begin() as conn:
         workflow_counts.fold_counts(conn)
+        attention_counts.fold(conn)
     result.seconds = time.monotonic() - started
     return result

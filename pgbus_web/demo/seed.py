@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from .. import schema
-from ..models import changes, workflow_counts, workflow_rows
+from ..models import attention_counts, changes, workflow_counts, workflow_rows
 from ..progress import bar as progress_bar
 from ..runtime.definitions import Workflow
 from . import empty_load
@@ -181,6 +181,7 @@ def _write(engine: Engine, chunk: Chunk, *, skip_row_checks: bool) -> None:
         if skip_row_checks:
             # The runs' count and change-marker triggers did not fire either.
             workflow_counts.add_counts(conn, chunk.counts)
+            attention_counts.add_runs(conn, (workflow_id for workflow_id, _ in chunk.runs))
             changes.mark(conn)
 
 
@@ -303,6 +304,7 @@ def _seed_empty(engine: Engine, plan: _Plan, written) -> int | None:
                 _copy_chunk(conn, chunk, freeze=True)
                 # The runs' count triggers did not fire.
                 workflow_counts.add_counts(conn, chunk.counts)
+                attention_counts.add_runs(conn, (workflow_id for workflow_id, _ in chunk.runs))
                 written(chunk)
         empty_load.build_indexes(conn, indexes)
         step_ids.finish(conn)
@@ -370,5 +372,6 @@ def seed(
             result.indexes_rebuilt = rebuilt
     with engine.begin() as conn:
         workflow_counts.fold_counts(conn)
+        attention_counts.fold(conn)
     result.seconds = time.monotonic() - started
     return result

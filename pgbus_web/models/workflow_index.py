@@ -84,7 +84,7 @@ SEARCH_ID_FRAGMENT_MIN = 6
 # is one more posting list read (a whole uuid's read 819 buffers at a
 # million runs, its first 8 characters 42; bench/search.py).
 SEARCH_ID_FRAGMENT_WINDOW = 8
-# The trigram index that serves the fragment search (schema/v5.sql): made
+# The trigram index that serves the fragment search (its schema version): made
 # only where the database has pg_trgm; without it a fragment is not looked
 # for (it would read every run) and the prefix search stays.
 FRAGMENT_INDEX = "pgbus_workflows_id_trgm"

@@ -1,5 +1,6 @@
 """Checking and repairing what the triggers keep: the runs' latest_*
-columns and the kept counts by class and status (``pgbus-web db check``
+columns, the kept counts by class and status and the paused and failed
+runs' counts by group key (``pgbus-web db check``
 and ``db repair``). Both walk the runs in batches by id; a repair writes
 each batch in its own short transaction, so it can run beside the workers.
 """
@@ -11,7 +12,7 @@ from typing import Callable, Iterator
 
 from sqlalchemy.engine import Engine
 
-from ..models import workflow_counts, workflow_upkeep
+from ..models import attention_counts, workflow_counts, workflow_upkeep
 
 # Runs per batch: big enough that a million runs take a hundred round trips,
 # small enough that a repair's transaction holds its row locks for moments.
@@ -24,6 +25,7 @@ class CheckResult:
     wrong: int = 0
     named: list[str] = field(default_factory=list)  # some of the disagreeing runs
     counts: dict = field(default_factory=dict)  # (class, status) -> (kept, counted)
+    attention: dict = field(default_factory=dict)  # group key -> (kept, counted)
 
 
 def total_runs(engine: Engine) -> int:
@@ -62,6 +64,13 @@ def repair_counts(engine: Engine) -> int:
         return workflow_counts.repair_counts(conn)
 
 
+def repair_attention(engine: Engine) -> int:
+    """Refill the needs-attention counts by key if any disagrees with the
+    runs; how many disagreed."""
+    with engine.begin() as conn:
+        return attention_counts.repair(conn)
+
+
 def check(engine: Engine, batch_size: int, examples: int, done: Callable[[int], None] = lambda runs: None) -> CheckResult:
     """Runs whose latest_* columns disagree with their latest step (naming
     up to *examples*), and counts that disagree with the runs. Changes nothing."""
@@ -77,4 +86,6 @@ def check(engine: Engine, batch_size: int, examples: int, done: Callable[[int], 
         done(runs)
     with engine.connect() as conn:
         result.counts = workflow_counts.count_mismatches(conn)
+    with engine.connect() as conn:
+        result.attention = attention_counts.mismatches(conn)
     return result

@@ -19,7 +19,7 @@ from pgmq.install import get_embedded_install_sql
 from sqlalchemy.engine import Connection, Engine
 
 # The scripts in order: version N is MIGRATIONS[N - 1].
-MIGRATIONS = ("v1.sql", "v2.sql", "v3.sql", "v4.sql", "v5.sql", "v6.sql", "v7.sql")
+MIGRATIONS = ("v1.sql", "v2.sql", "v3.sql", "v4.sql", "v5.sql", "v6.sql", "v7.sql", "v8.sql")
 SCHEMA_VERSION = len(MIGRATIONS)
 VERSION_TABLE = "pgbus_web_schema"
 
@@ -126,11 +126,13 @@ TABLES = (
 )
 
 # Tables whose rows are kept from the tables above by triggers (v3.sql's run
-# counts): emptied with them, but not data of their own, so a comparison
+# counts, the needs-attention counts of the schema version that adds them): emptied with them, but not data of their own, so a comparison
 # of the tables' rows leaves them out (their rows depend on when deltas were
 # folded; their sums are what counts). pgbus_web_workers is with them for
 # the same reason: each running process rewrites its own row every few
 # seconds (its heartbeat), whatever a request did; and the runs' activity
-# per hour (a schema version's rollup, kept by triggers like the counts).
+# per hour (a schema version's rollup, kept by triggers like the counts),
+# and the needs-attention counts (kept the same way).
 DERIVED_TABLES = ("pgbus_workflow_count_deltas", "pgbus_workflow_counts", "pgbus_web_workers",
-                  "pgbus_workflow_activity_deltas", "pgbus_workflow_activity")
+                  "pgbus_workflow_activity_deltas", "pgbus_workflow_activity",
+                  "pgbus_workflow_attention_deltas", "pgbus_workflow_attention_counts")
