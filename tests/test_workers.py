@@ -385,3 +385,33 @@ def test_the_api_lists_queues(engine, database):
     workers = client.get("/api/v1/workers").get_json()
     assert workers["gone_after_seconds"] == 30
     assert [row["state"] for row in workers["workers"]] == ["alive", "gone"]
+
+
+def test_a_poll_draws_the_banner_anew_when_a_worker_falls_silent(database, engine, runs, monkeypatch):
+    from action_support import ago, operator_app
+    from web_helpers import step
+
+    from pgbus_web.rules import states
+    from pgbus_web.web.answering import not_modified
+
+    still = (time.time() // not_modified.TIME_BUCKET + 0.5) * not_modified.TIME_BUCKET
+    monkeypatch.setattr(not_modified, "_now", lambda: still)
+    held = runs.make(states.RUNNING, step("charge", "in_progress", started_at=ago(minutes=1)))
+    with engine.begin() as conn:
+        worker_id = conn.execute(sa.text(
+            "INSERT INTO pgbus_web_workers (kind, host, pid) VALUES ('worker', 'h', 1) RETURNING id")).scalar()
+        conn.execute(sa.text("UPDATE pgbus_workflow_steps SET worker_id = :w WHERE workflow_id = :id"),
+                     {"w": worker_id, "id": held})
+    client = operator_app(database, worker_gone_after=GONE_AFTER).test_client()
+    headers = {"HX-Request": "true", "HX-Target": "pgbus-workers-banner"}
+    first = client.get("/workflows", headers=headers)
+    tag = first.headers["ETag"]
+    assert soup(first).select(".pgbus-gone-worker") == []
+    # Unchanged: 304 (the control).
+    assert client.get("/workflows", headers={**headers, "If-None-Match": tag}).status_code == 304
+    # The worker falls silent: nothing but its own row is older.
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE pgbus_web_workers SET heartbeat_at = now() - interval '1 minute'"))
+    again = client.get("/workflows", headers={**headers, "If-None-Match": tag})
+    assert again.status_code == 200
+    assert [int(node["data-worker-id"]) for node in soup(again).select(".pgbus-gone-worker")] == [worker_id]
