@@ -234,7 +234,8 @@ def test_odd_heartbeat_rows_never_break_the_pages(engine, database):
     # Future and infinite heartbeats are alive; a row silent an hour or a minute is gone.
     assert states == {ids[0]: "gone", ids[1]: "alive", ids[2]: "alive", ids[3]: "gone"}
     page, banner, flagged = _banner_ids(client)
-    assert flagged == [ids[0]]
+    # The one holding a run, and the one fallen silent a minute ago holding none.
+    assert flagged == [ids[0], ids[3]]
     assert held["workflow_id"] in [link["title"] for link in banner.select(".pgbus-gone-worker-run")]
     assert client.get(f"/workflows?worker={ids[0]}").status_code == 200
     api = client.get("/api/v1/workers")
@@ -415,3 +416,23 @@ def test_a_poll_draws_the_banner_anew_when_a_worker_falls_silent(database, engin
     again = client.get("/workflows", headers={**headers, "If-None-Match": tag})
     assert again.status_code == 200
     assert [int(node["data-worker-id"]) for node in soup(again).select(".pgbus-gone-worker")] == [worker_id]
+
+
+def test_the_banner_keeps_a_gone_worker_holding_nothing_only_until_the_stalled_threshold(engine, database):
+    with engine.begin() as conn:
+        ids = conn.execute(sa.text(
+            "INSERT INTO pgbus_web_workers (kind, host, pid, heartbeat_at) VALUES"
+            " ('worker', 'lately', 1, now() - interval '1 minute'),"
+            " ('worker', 'long-ago', 2, now() - interval '20 minutes'),"
+            " ('worker', 'long-ago-holding', 3, now() - interval '30 minutes'),"
+            " ('worker', 'alive', 4, now()) RETURNING id")).scalars().all()
+    held = system.start(engine, demo.REFUND, {"refund_id": 9}, registry=demo.REGISTRY)
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE pgbus_workflow_steps SET status = 'in_progress', started_at = now(),"
+                             " worker_id = :w WHERE workflow_id = :id"), {"w": ids[2], "id": held["workflow_id"]})
+    client = make_app(database, worker_gone_after=GONE_AFTER).test_client()
+    page, banner, flagged = _banner_ids(client)
+    assert flagged == [ids[2], ids[0]]
+    lately = banner.select_one(f'.pgbus-gone-worker[data-worker-id="{ids[0]}"]')
+    assert lately.select(".pgbus-gone-worker-run") == [] and "held no run" in text_of(lately)
+    assert _page_states(client) == {ids[0]: "gone", ids[1]: "gone", ids[2]: "gone", ids[3]: "alive"}
