@@ -21,13 +21,38 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import bulk_runs  # noqa: E402
 import scratch  # noqa: E402
 
 from pgbus_web import db, schema  # noqa: E402
 from pgbus_web.models import workflow_activity  # noqa: E402
 
 CLASS = "OrderWorkflow"
+CLASSES = ["OrderWorkflow", "RefundWorkflow", "OnboardingWorkflow"]
+BATCH = 100_000
+
+# Runs spread evenly over the last 30 days, whatever their number, so both
+# sizes fill the same hours: 80% completed, 10% failed, 10% running.
+RUNS = """
+INSERT INTO pgbus_workflows (workflow_id, workflow_class, status, current_step, started_at, created_at, updated_at)
+SELECT gen_random_uuid()::text, (CAST(:classes AS text[]))[1 + g % 3],
+       CASE WHEN g % 10 = 0 THEN 'failed' WHEN g % 10 = 1 THEN 'running' ELSE 'completed' END,
+       'step', moment, moment, moment + interval '2 minutes'
+FROM generate_series(CAST(:first AS bigint), CAST(:last AS bigint)) AS g,
+     LATERAL (SELECT now() - interval '30 days' * (g::float8 / CAST(:total AS bigint)) AS moment) AS spread
+"""
+
+
+def insert(url: str, first: int, last: int, total: int) -> None:
+    engine = db.create_engine(url, db.UNBOUNDED_STATEMENTS, pool_size=1, max_overflow=0)
+    try:
+        for start in range(first, last + 1, BATCH):
+            with engine.begin() as conn:
+                conn.execute(sa.text(RUNS), {"classes": CLASSES, "first": start,
+                                             "last": min(start + BATCH - 1, last), "total": total})
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.execute(sa.text("VACUUM ANALYZE"))
+    finally:
+        engine.dispose()
 
 
 def median_ms(engine, work, repeat: int) -> float:
@@ -65,10 +90,12 @@ def main() -> None:
     with scratch.server(options.database_url) as server, scratch.scratch_database(server) as url:
         schema.install(db.create_engine(url, db.UNBOUNDED_STATEMENTS))
         rows = []
-        for total in (100_000, 1_000_000):
-            have = measure(url, 1)["runs"]
-            bulk_runs.insert(url, total - have)
-            rows.append(measure(url, options.repeat))
+        # 100,000 runs over 30 days, then nine times as many again over
+        # the same days (1,000,000 in all, the same hours filled).
+        insert(url, 1, 100_000, 100_000)
+        rows.append(measure(url, options.repeat))
+        insert(url, 100_001, 1_000_000, 900_000)
+        rows.append(measure(url, options.repeat))
         print(f"{'runs':>10} {'floor ms':>9} {'24 h ms':>8} {'30 d ms':>8} {'24 h/floor':>10} {'30 d/floor':>10}")
         for row in rows:
             print(f"{row['runs']:>10,} {row['floor']:9.3f} {row['hour']:8.3f} {row['day']:8.3f}"

@@ -234,7 +234,8 @@ def test_odd_heartbeat_rows_never_break_the_pages(engine, database):
     # Future and infinite heartbeats are alive; a row silent an hour or a minute is gone.
     assert states == {ids[0]: "gone", ids[1]: "alive", ids[2]: "alive", ids[3]: "gone"}
     page, banner, flagged = _banner_ids(client)
-    assert flagged == [ids[0]]
+    # The one holding a run, and the one fallen silent a minute ago holding none.
+    assert flagged == [ids[0], ids[3]]
     assert held["workflow_id"] in [link["title"] for link in banner.select(".pgbus-gone-worker-run")]
     assert client.get(f"/workflows?worker={ids[0]}").status_code == 200
     api = client.get("/api/v1/workers")
@@ -385,3 +386,53 @@ def test_the_api_lists_queues(engine, database):
     workers = client.get("/api/v1/workers").get_json()
     assert workers["gone_after_seconds"] == 30
     assert [row["state"] for row in workers["workers"]] == ["alive", "gone"]
+
+
+def test_a_poll_draws_the_banner_anew_when_a_worker_falls_silent(database, engine, runs, monkeypatch):
+    from action_support import ago, operator_app
+    from web_helpers import step
+
+    from pgbus_web.rules import states
+    from pgbus_web.web.answering import not_modified
+
+    still = (time.time() // not_modified.TIME_BUCKET + 0.5) * not_modified.TIME_BUCKET
+    monkeypatch.setattr(not_modified, "_now", lambda: still)
+    held = runs.make(states.RUNNING, step("charge", "in_progress", started_at=ago(minutes=1)))
+    with engine.begin() as conn:
+        worker_id = conn.execute(sa.text(
+            "INSERT INTO pgbus_web_workers (kind, host, pid) VALUES ('worker', 'h', 1) RETURNING id")).scalar()
+        conn.execute(sa.text("UPDATE pgbus_workflow_steps SET worker_id = :w WHERE workflow_id = :id"),
+                     {"w": worker_id, "id": held})
+    client = operator_app(database, worker_gone_after=GONE_AFTER).test_client()
+    headers = {"HX-Request": "true", "HX-Target": "pgbus-workers-banner"}
+    first = client.get("/workflows", headers=headers)
+    tag = first.headers["ETag"]
+    assert soup(first).select(".pgbus-gone-worker") == []
+    # Unchanged: 304 (the control).
+    assert client.get("/workflows", headers={**headers, "If-None-Match": tag}).status_code == 304
+    # The worker falls silent: nothing but its own row is older.
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE pgbus_web_workers SET heartbeat_at = now() - interval '1 minute'"))
+    again = client.get("/workflows", headers={**headers, "If-None-Match": tag})
+    assert again.status_code == 200
+    assert [int(node["data-worker-id"]) for node in soup(again).select(".pgbus-gone-worker")] == [worker_id]
+
+
+def test_the_banner_keeps_a_gone_worker_holding_nothing_only_until_the_stalled_threshold(engine, database):
+    with engine.begin() as conn:
+        ids = conn.execute(sa.text(
+            "INSERT INTO pgbus_web_workers (kind, host, pid, heartbeat_at) VALUES"
+            " ('worker', 'lately', 1, now() - interval '1 minute'),"
+            " ('worker', 'long-ago', 2, now() - interval '20 minutes'),"
+            " ('worker', 'long-ago-holding', 3, now() - interval '30 minutes'),"
+            " ('worker', 'alive', 4, now()) RETURNING id")).scalars().all()
+    held = system.start(engine, demo.REFUND, {"refund_id": 9}, registry=demo.REGISTRY)
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE pgbus_workflow_steps SET status = 'in_progress', started_at = now(),"
+                             " worker_id = :w WHERE workflow_id = :id"), {"w": ids[2], "id": held["workflow_id"]})
+    client = make_app(database, worker_gone_after=GONE_AFTER).test_client()
+    page, banner, flagged = _banner_ids(client)
+    assert flagged == [ids[2], ids[0]]
+    lately = banner.select_one(f'.pgbus-gone-worker[data-worker-id="{ids[0]}"]')
+    assert lately.select(".pgbus-gone-worker-run") == [] and "held no run" in text_of(lately)
+    assert _page_states(client) == {ids[0]: "gone", ids[1]: "gone", ids[2]: "gone", ids[3]: "alive"}

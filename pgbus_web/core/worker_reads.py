@@ -36,10 +36,13 @@ def worker_rows(conn: Connection, settings: Settings, now: datetime | None = Non
 
 
 def gone_holding(conn: Connection, settings: Settings, now: datetime | None = None) -> list[dict[str, Any]]:
-    """The gone workers that still hold runs, with the first RUNS_SHOWN of
-    them: what the index flags before those runs are stalled."""
+    """The gone workers the index flags, with the first RUNS_SHOWN runs
+    each held: those that still hold runs (flagged before those runs are
+    stalled), and those that fell silent within the stalled threshold
+    even holding none (a worker gone is news until then)."""
     now = now or utcnow()
-    return workers.gone_holding(conn, cutoff=cutoff(settings, now), run_limit=RUNS_SHOWN)
+    return workers.gone_holding(conn, cutoff=cutoff(settings, now), recent=now - settings.stall_threshold,
+                                run_limit=RUNS_SHOWN)
 
 
 def queue_rows(conn: Connection, now: datetime | None = None) -> list[dict[str, Any]]:

@@ -110,11 +110,12 @@ def state_counts(conn: Connection, *, cutoff: datetime) -> dict[tuple[str, str],
     return {(row.kind, row.state): int(row.n) for row in rows}
 
 
-def gone_holding(conn: Connection, *, cutoff: datetime, run_limit: int) -> list[dict[str, Any]]:
-    """The gone rows that still hold a step in progress, each with the
-    first *run_limit* run ids it holds (``runs``, oldest step first) and
-    how many it holds (``holding``). A gone worker that holds nothing
-    leaves no run behind: the Workers page lists it, the index does not."""
+def gone_holding(conn: Connection, *, cutoff: datetime, recent: datetime, run_limit: int) -> list[dict[str, Any]]:
+    """The gone rows that still hold a step in progress, or that were last
+    heard of after *recent*, each with the first *run_limit* run ids it
+    holds (``runs``, oldest step first) and how many it holds
+    (``holding``). One that holds nothing and fell silent before *recent*
+    is old news: the Workers page lists it, the index no longer does."""
     rows = conn.execute(
         sa.text(
             f"""
@@ -126,11 +127,11 @@ def gone_holding(conn: Connection, *, cutoff: datetime, run_limit: int) -> list[
                 FROM pgbus_workflow_steps s
                 WHERE s.status = 'in_progress' AND s.worker_id = k.id
             ) h
-            WHERE k.stopped_at IS NULL AND k.heartbeat_at < :cutoff AND h.holding > 0
+            WHERE k.stopped_at IS NULL AND k.heartbeat_at < :cutoff AND (h.holding > 0 OR k.heartbeat_at >= :recent)
             ORDER BY k.heartbeat_at, k.id
             """
         ),
-        {"cutoff": cutoff, "run_limit": int(run_limit)},
+        {"cutoff": cutoff, "recent": recent, "run_limit": int(run_limit)},
     )
     return as_dicts(rows)
 
