@@ -432,3 +432,16 @@ def test_a_dead_holder_is_taken_over_after_the_setting_and_a_live_one_keeps_its_
     assert (done["status"], done["moved"]) == ("done", 3)
     assert sorted(events_of(engine, "resumed")) == sorted(events_of(engine, "resumed", operation["id"]))
     assert len(events_of(engine, "resumed")) == 3  # each once
+
+
+def test_operation_stale_after_is_a_setting_in_seconds_or_a_timedelta_above_zero():
+    from pgbus_web.core.settings import Settings, SettingError, check
+
+    assert check(Settings(operation_stale_after=5), ("en",)).operation_stale_after == timedelta(seconds=5)
+    assert Settings().operation_stale_after == operations.STALE_AFTER == timedelta(seconds=15)
+    for wrong in (0, -1, "15s", None):
+        with pytest.raises(SettingError, match="operation_stale_after"):
+            check(Settings(operation_stale_after=wrong), ("en",))
+    # The serving process's thread takes over after it.
+    background = operations.Background(None, stale_after=timedelta(seconds=3))
+    assert background.runner.stale_after == timedelta(seconds=3)
