@@ -121,7 +121,7 @@ def test_the_api_the_cli_and_mcp_take_the_same_filter(app, engine, database_url,
         found["signalled"]}
 
 
-def test_an_operation_keeps_the_argument_filter_and_acts_on_its_runs_only(engine, found):
+def test_an_operation_keeps_the_argument_filter_and_acts_on_its_runs_only(client, engine, found):
     filters = run_filters.parse_query({"arg.customer_id": "42"})
     created = operations.create(engine, filters, "cancel", None, reason="r", actor="test", expected=2,
                                 thresholds=THRESHOLDS)
@@ -129,6 +129,10 @@ def test_an_operation_keeps_the_argument_filter_and_acts_on_its_runs_only(engine
     assert operations.filters_of(created) == filters
     preview = operations.preview(engine, filters, "cancel", None, thresholds=THRESHOLDS)
     assert preview.total == 2
+    # Its page shows the filter as a chip.
+    page = soup(client.get(f"/workflows/operations/{created['id']}"))
+    chip = page.select_one('.pgbus-operation-filters .pgbus-chip[data-filter="arg.customer_id"]')
+    assert chip is not None and "42" in text_of(chip)
 
 
 # --- refused: a search no index can answer -----------------------------------
