@@ -149,14 +149,21 @@ class Worker:
         hour = now.replace(minute=0, second=0, microsecond=0)
         if self._stuck_hour == hour:
             return False
-        with self.engine.begin() as conn:
-            found = workflow_attention.stuck_reason_counts(
-                conn, threshold=self.stall_threshold, waiting_threshold=defaults.WAITING_THRESHOLD, now=now)
-            per_class = {name: 0 for name in self.registry.names}
-            for (klass, _), count in found.items():
-                per_class[klass] = per_class.get(klass, 0) + count
-            workflow_activity.record_stuck(conn, per_class, hour=hour)
+        # Tried once an hour, whatever happens: a count the statement
+        # timeout cuts short leaves that hour's snapshot out ("—" on the
+        # page) and never holds up the steps.
         self._stuck_hour = hour
+        try:
+            with self.engine.begin() as conn:
+                found = workflow_attention.stuck_reason_counts(
+                    conn, threshold=self.stall_threshold, waiting_threshold=defaults.WAITING_THRESHOLD, now=now)
+                per_class = {name: 0 for name in self.registry.names}
+                for (klass, _), count in found.items():
+                    per_class[klass] = per_class.get(klass, 0) + count
+                workflow_activity.record_stuck(conn, per_class, hour=hour)
+        except Exception as problem:  # noqa: BLE001  (the work goes on without it)
+            log.warning("could not record this hour's stuck runs: %s", problem.__class__.__name__)
+            return False
         return True
 
     def tick(self, *, now: datetime | None = None, sweep: bool | None = None) -> TickResult:
