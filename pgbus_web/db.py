@@ -251,6 +251,16 @@ class ReplicaView:
     replayed: int | None
     # time.monotonic() of the look.
     checked_at: float
+    # The WAL position it had received, and whether it had replayed every
+    # whole record of it (models.replication.Replay.waiting_for_wal).
+    received: int | None = None
+    caught_up: bool = False
+
+    def has(self, position: int) -> bool:
+        """Whether it had replayed a write whose commit ended by *position*."""
+        if self.replayed is not None and self.replayed >= position:
+            return True
+        return self.caught_up and self.received is not None and self.received >= position
 
 
 @dataclass
@@ -273,16 +283,22 @@ class ReplicaWatch:
     """How far behind the replica is, looked at once per *interval* at
     most, on connections of its own (bounded by *timeout*).
 
-    The lag is an upper bound, the smaller of two: the time since the
-    last transaction the replica replayed committed on the primary; and
-    the time since the oldest look that found the primary's WAL at or
-    before the replica's replay position now (the replica shows at least
-    the primary as it was then). When the replica has replayed all the
-    primary had written at the look, it is 0. An idle primary writes
-    nothing, so the first bound alone would grow with the quiet."""
+    0 when it had every whole record the primary had flushed at the look
+    (_caught_up). Otherwise an upper bound, the smaller of two: the time
+    since the last transaction the replica replayed committed on the
+    primary; and the time since the oldest look that found the primary's
+    WAL at or before the replica's replay position now (the replica shows
+    at least the primary as it was then). An idle primary commits
+    nothing, so the first bound alone would grow with the quiet
+    (docs/replica.md)."""
 
     # Looks kept for the second bound.
     HISTORY = 4096
+    # A look that cannot tell the lag (see _look) asks the replica again
+    # this many times, this many seconds apart; still unknown, the
+    # replica counts as lagging (pages read the primary) until a look can.
+    FIRST_LOOK_TRIES = 5
+    FIRST_LOOK_PAUSE = 0.02
 
     def __init__(self, primary: Engine, replica: Engine, *, max_lag: float = REPLICA_MAX_LAG,
                  interval: float = REPLICA_CHECK_INTERVAL, timeout: float = REPLICA_CHECK_TIMEOUT) -> None:
@@ -324,25 +340,49 @@ class ReplicaWatch:
         # has replayed everything committed before the look.
         try:
             with primary_probe.connect() as conn:
-                written = replication.written(conn)
+                flushed = replication.flushed(conn)
         except UNREACHABLE:
-            written = None
+            flushed = None
         now = time.monotonic()
-        if written is not None:
-            self._history.append((now, written))
+        if flushed is not None:
+            self._history.append((now, flushed))
         try:
             with replica_probe.connect() as conn:
                 replay = replication.replay(conn)
+                lag = self._lag(replay, flushed, now)
+                # Not known yet: a first look at a standby that has replayed
+                # no transaction since it started (an idle primary) and no
+                # earlier look to compare with. Streaming, it replays what
+                # the primary had at this look within milliseconds.
+                for _ in range(self.FIRST_LOOK_TRIES):
+                    if lag is not None:
+                        break
+                    time.sleep(self.FIRST_LOOK_PAUSE)
+                    replay = replication.replay(conn)
+                    lag = self._lag(replay, flushed, now)
         except UNREACHABLE:
             return ReplicaView(UNREACHABLE_STATE, None, None, now)
         if not replay.in_recovery or replay.replayed is None:
             return ReplicaView(NOT_STANDBY, None, None, now)
-        lag = self._lag(replay, written, now)
         state = STREAMING if lag is not None and lag <= self.max_lag else LAGGING
-        return ReplicaView(state, lag, replay.replayed, now)
+        return ReplicaView(state, lag, replay.replayed, now, replay.received, self._caught_up(replay, flushed))
 
-    def _lag(self, replay: replication.Replay, written: int | None, now: float) -> float | None:
-        if written is not None and replay.replayed >= written:
+    @staticmethod
+    def _caught_up(replay: replication.Replay, flushed: int | None) -> bool:
+        """Whether the replica had every whole record the primary had
+        flushed at the look: replayed past it, or received it and waiting
+        for more (the last record may be one the primary has flushed only
+        part of: an idle primary leaves it so)."""
+        if flushed is None or replay.replayed is None:
+            return False
+        if replay.replayed >= flushed:
+            return True
+        return bool(replay.waiting_for_wal) and replay.received is not None and replay.received >= flushed
+
+    def _lag(self, replay: replication.Replay, flushed: int | None, now: float) -> float | None:
+        if not replay.in_recovery or replay.replayed is None:
+            return 0.0  # no standby: nothing to wait for (the caller says so)
+        if self._caught_up(replay, flushed):
             return 0.0
         bounds = [replay.since_last_commit] if replay.since_last_commit is not None else []
         for seen_at, position in reversed(self._history):
@@ -405,7 +445,7 @@ class Database:
             return Route("primary", after=after)
         if view.state != STREAMING:
             return Route("primary", view.state, view.lag, after)
-        if after is not None and view.replayed < after:
+        if after is not None and not view.has(after):
             return Route("primary", "pinned", view.lag, after)
         return Route("replica", None, view.lag, after, released=after is not None)
 

@@ -308,3 +308,18 @@ def test_the_lag_bound_comes_from_the_config_and_the_command_line(database_url):
     assert "--replica-max-lag" in shown
     [option] = [param for param in serve.serve.params if param.name == "replica_max_lag"]
     assert option.envvar == "PGBUS_WEB_REPLICA_MAX_LAG" and option.default == db.REPLICA_MAX_LAG
+
+
+def test_an_idle_caught_up_replica_is_not_behind(engine, replica, made):
+    # An idle primary may leave its last WAL record partly flushed, where
+    # the replica's replay position stops short: it is still caught up.
+    app = made(engine, replica, NARROW_BOUND)
+    database = app.extensions["pgbus_web"].database
+    replica.catch_up()
+    view = wait_for(lambda: (found := database.replica_view(fresh=True)).lag == 0 and found,
+                    "a look that finds the replica caught up")
+    assert view.state == "streaming" and view.caught_up
+    # And stays so while nothing is written, past the narrow bound.
+    deadline = view.checked_at + NARROW_BOUND * 3
+    while (later := database.replica_view(fresh=True)).checked_at < deadline:
+        assert later.state == "streaming", later

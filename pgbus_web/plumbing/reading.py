@@ -7,8 +7,8 @@ request (db.Database.route): the replica while it is within
 primary otherwise. Its last write is a WAL position:
 
 - after a successful POST to the pages or the API (status below 400:
-  something was done), the primary's WAL position, read after the
-  commit, goes into the ``pgbus_read_after`` cookie (signed, HttpOnly,
+  something was done), the primary's WAL position read after the commit
+  (models/replication.written) goes into the ``pgbus_read_after`` cookie (signed, HttpOnly,
   scoped to the dashboard's prefix, like the CSRF cookie) and into the
   answer's ``Pgbus-Written-Lsn`` header;
 - a request that carries the cookie, or a ``Pgbus-Read-After`` header
