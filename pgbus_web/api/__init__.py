@@ -74,6 +74,11 @@ def build_blueprint() -> Blueprint:
         ("/operations", "operation_start", writes.start_operation, "POST"),
         ("/operations/<int:operation_id>", "operation", reads.operation, "GET"),
         ("/operations/<int:operation_id>/cancel", "operation_cancel", writes.cancel_operation, "POST"),
+        ("/operations/<int:operation_id>", "operation_pace", writes.pace_operation, "PATCH"),
+        ("/operations/<int:operation_id>/pace", "operation_pace_post", writes.pace_operation, "POST"),
+        ("/operations/<int:operation_id>/pause", "operation_pause", writes.pause_operation, "POST"),
+        ("/operations/<int:operation_id>/resume", "operation_resume", writes.resume_operation, "POST"),
+        ("/operations/<int:operation_id>/approve", "operation_approve", writes.approve_operation, "POST"),
         ("/locks", "locks", reads.locks, "GET"),
     )
     for rule, endpoint, view, method in rules:

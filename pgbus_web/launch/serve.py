@@ -207,10 +207,16 @@ def _seconds(name: str, default: float, help: str, minimum: float = 0.1):
 @_seconds("pool-timeout", db.POOL_TIMEOUT, "Waiting for a free connection when all are in use.")
 @_seconds("health-timeout", db.HEALTH_TIMEOUT, "/health in all (its own connection; at least 2s to connect).")
 @_seconds("metrics-interval", 15.0, "/metrics reads the database at most once per this (docs/metrics.md).")
+@click.option("--approval-threshold", type=click.IntRange(min=0), envvar="PGBUS_WEB_APPROVAL_THRESHOLD",
+              show_envvar=True, metavar="RUNS",
+              help="An operation of --approval-verbs on more runs than this waits for another operator's approval.")
+@click.option("--approval-verbs", envvar="PGBUS_WEB_APPROVAL_VERBS", show_envvar=True, metavar="VERB,...",
+              help="The verbs --approval-threshold applies to (default: every verb).")
 @friendly_errors
 def serve(database_url, replica_url, host, port, threads, definitions, secret_key, users_file, trusted_header,
           trusted_role_header, trusted_proxy, no_auth, install_schema, trusted_proxies, access_log,
-          connect_timeout, statement_timeout, pool_timeout, health_timeout, metrics_interval):
+          connect_timeout, statement_timeout, pool_timeout, health_timeout, metrics_interval,
+          approval_threshold=None, approval_verbs=None):
     """Serve the dashboard for one database, until SIGTERM or Ctrl-C.
 
     Without --users-file or --trusted-header it serves on loopback only
@@ -237,7 +243,8 @@ def serve(database_url, replica_url, host, port, threads, definitions, secret_ke
             trusted_proxies=trusted_proxies, trusted_proxy_addresses=trusted_proxy, auth=auth,
             connect_timeout=connect_timeout,
             statement_timeout=statement_timeout, pool_timeout=pool_timeout, health_timeout=health_timeout,
-            metrics_interval=metrics_interval,
+            metrics_interval=metrics_interval, approval_threshold=approval_threshold,
+            approval_verbs=approval_verbs or None,
         )
     except BaseException:
         server.close()

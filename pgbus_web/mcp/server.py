@@ -196,7 +196,8 @@ class Tools:
             operation = operations.create(
                 self.engine, found, parsed.verb, parsed.params, reason=parsed.reason, actor=ACTOR,
                 expected=int(expected_runs),
-                registry=self.settings.registry, thresholds=context.thresholds(self.settings))
+                registry=self.settings.registry, thresholds=context.thresholds(self.settings),
+                approval=context.approval(self.settings))
         except operations.CountChanged as problem:
             raise _tool_error(f"the filter matches {problem.preview.total} runs now, not {problem.expected}: "
                               "preview again; nothing started") from None

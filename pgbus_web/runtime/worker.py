@@ -83,7 +83,7 @@ class Worker:
         self._last_sweep: float | None = None
         self.total_steps = 0
         self._steps_in_tick = 0
-        self.operations = operations.Runner(engine, registry, clock=clock)
+        self.operations = operations.Runner(engine, registry, clock=clock, nap=0)
 
     # --- one step, one tick --------------------------------------------------
 
