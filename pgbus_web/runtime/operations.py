@@ -554,12 +554,14 @@ class Runner:
         thresholds = {name: timedelta(seconds=value)
                       for name, value in (operation["params"] or {}).get("thresholds", {}).items()}
         paced = self._budget(operation)
-        if paced.runs == 0:
-            return self._wait(held, paced, result)
         with self.engine.connect() as conn:
             where, binds = workflow_index.page_where(now=created, **thresholds, **_binds(filters_of(operation), created))
+            # With the pace spent, one id still tells whether any run is
+            # left: none, and the operation is done without waiting.
             rows = workflow_index.matching_ids(conn, where=where, binds=binds, after_id=operation["cursor"],
-                                          ceiling_id=operation["ceiling_id"], limit=paced.runs)
+                                          ceiling_id=operation["ceiling_id"], limit=max(paced.runs, 1))
+        if rows and paced.runs == 0:
+            return self._wait(held, paced, result)
         now = self.clock()
         if not rows:
             with self.engine.begin() as conn:
