@@ -270,3 +270,39 @@ def test_the_command_line_asks_waits_and_refuses_its_own_approval(database_url, 
     assert cli("operations", "resume", str(created["id"])).exit_code == 0
     assert find(engine, created["id"])["status"] == states.OPERATION_QUEUED
     assert cli("operations", "show", "0").exit_code == 1
+
+
+# --- the settings ------------------------------------------------------------------------
+
+
+def test_the_approval_settings_are_checked_and_read_from_config(database):
+    from pgbus_web.core.settings import SettingError
+
+    app = make_app(database, PGBUS_WEB_APPROVAL_THRESHOLD=100, PGBUS_WEB_APPROVAL_VERBS="cancel, rerun")
+    settings = app.extensions["pgbus_web"].settings
+    assert (settings.approval_threshold, settings.approval_verbs) == (100, ("cancel", "rerun"))
+    for wrong in ({"approval_verbs": "cancel,bogus"}, {"approval_verbs": ""}, {"approval_threshold": -1},
+                  {"approval_threshold": "many"}):
+        with pytest.raises(SettingError, match="approval_"):
+            make_app(database, **wrong)
+    # Unset, nothing waits.
+    default = make_app(database).extensions["pgbus_web"].settings
+    assert not operations.Approval(default.approval_threshold, default.approval_verbs).needed("cancel", 10**9)
+
+
+def test_the_api_preview_says_the_pace_and_that_it_will_wait(tokens, runs, engine):
+    for _ in range(2):
+        paused_on_capture(runs)
+    def kept(tables):  # a token's last use is written on every answer
+        return {table: rows for table, rows in tables.items() if table != "pgbus_web_api_tokens"}
+
+    before = kept(everything(engine))
+    shown = tokens["deploy-bot"].post("/operations", {"verb": "resume", "filters": {"status": "paused"},
+                                                      "rate": 0.5, "max_in_flight": 2})
+    assert shown.status_code == 200
+    preview = shown.json_body["preview"]
+    assert (preview["rate"], preview["max_in_flight"], preview["needs_approval"]) == (0.5, 2, True)
+    one = tokens["deploy-bot"].post("/operations", {"verb": "resume", "filters": {"status": "paused",
+                                                                                    "q": "no-such-run"}})
+    assert one.json_body["preview"]["needs_approval"] is False
+    assert kept(everything(engine)) == before

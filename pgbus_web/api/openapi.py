@@ -144,7 +144,11 @@ SCHEMAS: dict[str, Any] = {
         "fits": {"type": "integer"}, "skipped": {"type": "integer"},
         "skips": {"type": "array", "items": {"type": "object"}},
         "sample": {"type": "array", "items": _ref("RunRow")}, "ceiling_id": {"type": "integer"},
-    }),
+        "rate": {"type": ["number", "null"]}, "max_in_flight": {"type": ["integer", "null"]},
+        "needs_approval": {"type": "boolean",
+                           "description": "Started, it would wait for another operator's approval."},
+    }, required=["verb", "filters", "params", "total", "by_status", "fits", "skipped", "skips", "sample",
+                 "ceiling_id"]),
     "Lock": _object({
         "lock_key": {"type": "string"}, "queue_name": {"type": "string"}, "msg_id": {"type": "integer"},
         "state": {"type": "string"}, "created_at": MOMENT, "age_seconds": {"type": ["number", "null"]},

@@ -140,7 +140,11 @@ def start_operation() -> Response:
     try:
         if not parsed.confirmed:
             shown = operations.preview(engine, filters, parsed.verb, parsed.params, **kwargs)
-            return json_answer({"preview": rep.preview(shown, stuck_of=stuck)})
+            # The pace asked for and whether it will wait for approval, as the page's preview says.
+            return json_answer({"preview": {
+                **rep.preview(shown, stuck_of=stuck), "rate": parsed.pace.get("rate"),
+                "max_in_flight": parsed.pace.get("max_in_flight"),
+                "needs_approval": context.approval(settings).needed(shown.verb, shown.fits)}})
         created = operations.create(engine, filters, parsed.verb, parsed.params, reason=parsed.reason,
                                     actor=guard.actor(), expected=parsed.expected,
                                     approval=context.approval(settings), **parsed.pace, **kwargs)
