@@ -306,3 +306,19 @@ def test_the_api_preview_says_the_pace_and_that_it_will_wait(tokens, runs, engin
                                                                                     "q": "no-such-run"}})
     assert one.json_body["preview"]["needs_approval"] is False
     assert kept(everything(engine)) == before
+
+
+def test_bulk_with_a_rate_does_it_here_at_that_pace(database_url, engine):
+    from operation_support import seed_paused
+    from test_operations_pace import acted_at, busiest_second
+
+    seed_paused(engine, 24)
+    done = CliRunner().invoke(main_group, ["bulk", "resume", "--filter", "status=paused", "--reason", "slowly",
+                                           "--yes", "--rate", "8", "--definitions", "pgbus_web.demo.workflows",
+                                           "--database-url", database_url], catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+    assert "At most 8 runs per second" in done.output
+    created = only_operation(engine)
+    assert (created["status"], created["moved"], created["rate"]) == (states.OPERATION_DONE, 24, 8)
+    moments = acted_at(engine, created["id"])
+    assert len(moments) == 24 and 6 <= busiest_second(moments) <= 8
