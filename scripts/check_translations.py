@@ -87,7 +87,7 @@ DYNAMIC_KEYS = (
     | _family("pgbus.web.nav", ("workflows", "locks"))
     | _family("pgbus.web.errors", (f"{name}{suffix}" for name in ("forbidden", "method", "not_found") for suffix in ("", "_title")))
     | _family("pgbus.locks.states", locks.STATES)
-    | _family("pgbus.operations.statuses", ("queued", "running", "done", "cancelled", "failed"))
+    | _family("pgbus.operations.statuses", states.OPERATION)
     # Picked by a conditional expression, which extraction skips.
     | _family(
         "pgbus.locks",

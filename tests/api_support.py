@@ -100,3 +100,13 @@ class Api:
 def token_for(engine, name: str, role: str) -> str:
     token, _ = tokens.add(engine, name, role)
     return token
+
+
+def patch(api: Api, url: str, body: Any = None, **kwargs):
+    """A PATCH through *api*, its answer checked against the document."""
+    data = json.dumps(body) if body is not None else b""
+    response = api.client.patch(api.prefix + BASE + url, data=data, content_type="application/json",
+                                headers=api.headers(kwargs.pop("headers", None)), **kwargs)
+    response.json_body = check_answer("PATCH", BASE + url, response)
+    api.answers.add((template_of("PATCH", BASE + url), "patch", response.status_code))
+    return response

@@ -20,15 +20,17 @@ from action_support import (
     signals_of,
     waiting_for_shipment,
 )
-from api_support import DOCUMENT, Api, template_of, token_for
+from api_support import DOCUMENT, Api, patch, template_of, token_for
 from openapi_spec_validator import validate
 from test_web_bad_input import everything
+from test_operations import THRESHOLDS
 from test_web_odd_values import set_column
 
 from pgbus_web.rules import states
 from pgbus_web.core import tokens
 from pgbus_web.i18n import force_locale, t
 from pgbus_web.models import operations as operation_store
+from pgbus_web.runtime import operations as operation_runtime
 from pgbus_web.plumbing import csrf
 
 
@@ -71,6 +73,16 @@ def test_every_documented_operation_answers_as_documented(operator, runs, locks)
     operation_id = created.json_body["operation"]["id"]
     operator.get("/operations")
     operator.get(f"/operations/{operation_id}")
+    patch(operator, f"/operations/{operation_id}", {"rate": 5})
+    operator.post(f"/operations/{operation_id}/pace", {"rate": None})
+    operator.post(f"/operations/{operation_id}/pause")
+    operator.post(f"/operations/{operation_id}/resume")
+    # One another operator asked for, waiting for approval.
+    waiting_approval = operation_runtime.create(
+        operator.client.application.extensions["pgbus_web"].database.primary,
+        operation_runtime.filters_of({"filters": {"status": "ready"}}), "cancel", None, reason="tour",
+        actor="dashboard:alice", expected=None, thresholds=THRESHOLDS, approval=operation_runtime.Approval(0))
+    operator.post(f"/operations/{waiting_approval['id']}/approve")
     operator.post(f"/operations/{operation_id}/cancel")
     documented = {(path, method) for path, item in DOCUMENT["paths"].items() for method in item}
     answered = {(path, method) for path, method, status in operator.answers if status < 300}

@@ -68,7 +68,11 @@ CASES: dict[str, tuple[Callable[[dict], dict], Callable[[dict], dict], tuple[str
                             lambda r: {**r, "filters": {**r["filters"], "arg.vendors": "2"}}, DOORS),
     "signal_path_too_deep": (lambda r: {**r, "filters": {**r["filters"], "signal.a.b.c.d.e.f.g": "1"}},
                              lambda r: {**r, "filters": {**r["filters"], "arg.fail_capture": "true"}}, DOORS),
+    "zero_rate": (lambda r: {**r, "rate": 0}, lambda r: {**r, "rate": 50}, DOORS),
+    "ceiling_on_cancel": (lambda r: {**r, "max_in_flight": 3}, lambda r: r, DOORS),
 }
+# The pace's fields, as each door sends them.
+PACE = ("rate", "max_in_flight")
 
 
 # The API's body refuses these before the shared checks read it, in its
@@ -86,6 +90,7 @@ def by_page(browser, request: dict) -> tuple[bool, str]:
         form["at"] = request["at"]
     if "name" in request:
         form.update(name=request["name"], payload=json.dumps(request["payload"]))
+    form.update({name: str(request[name]) for name in PACE if name in request})
     response = browser.post("/workflows/operations", form)
     if response.status_code < 400:
         return False, ""
@@ -95,7 +100,7 @@ def by_page(browser, request: dict) -> tuple[bool, str]:
 
 def by_api(api, request: dict) -> tuple[bool, str]:
     body = {"verb": request["verb"], "filters": request["filters"], "reason": request["reason"], "confirmed": True}
-    for name in ("at", "name", "payload"):
+    for name in ("at", "name", "payload", *PACE):
         if name in request:
             body[name] = request[name]
     response = api.client.post("/api/v1/operations", data=json.dumps(body), content_type="application/json",
@@ -115,6 +120,9 @@ def by_cli(database_url: str, request: dict) -> tuple[bool, str]:
         args += ["--at", request["at"]]
     if "name" in request:
         args += ["--name", request["name"], "--payload", json.dumps(request["payload"])]
+    for name in PACE:
+        if name in request:
+            args += [f"--{name.replace('_', '-')}", str(request[name])]
     return _exit(CliRunner().invoke(main_group, args))
 
 
@@ -130,7 +138,8 @@ def by_mcp(tools: Tools, request: dict) -> tuple[bool, str]:
 
     try:
         tools.start_operation(request["verb"], request["filters"], request["reason"], 1, at=request.get("at"),
-                              signal_name=request.get("name"), payload=request.get("payload"))
+                              signal_name=request.get("name"), payload=request.get("payload"),
+                              rate=request.get("rate"), max_in_flight=request.get("max_in_flight"))
     except ToolError as problem:
         return True, str(problem)
     return False, ""

@@ -16,6 +16,7 @@ from ..i18n import t
 from ..models import values
 
 STRING, OBJECT, INTEGER, BOOLEAN = "string", "object", "integer", "boolean"
+NUMBER = "number"
 
 
 class BodyError(Exception):
@@ -33,6 +34,8 @@ def _is(value: Any, kind: str) -> bool:
         return isinstance(value, dict)
     if kind == INTEGER:
         return isinstance(value, int) and not isinstance(value, bool)
+    if kind == NUMBER:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
     return isinstance(value, bool)
 
 
@@ -45,9 +48,10 @@ def _sent_other_than_json() -> bool:
     return bool(request.mimetype) or bool(request.content_length) or bool(request.get_data(cache=True).strip())
 
 
-def read(fields: Mapping[str, str]) -> dict[str, Any]:
-    """The body's fields (name -> JSON type of *fields*); null is absent.
-    No body at all is an empty object; anything but JSON is 415."""
+def read(fields: Mapping[str, str], *, nulls: bool = False) -> dict[str, Any]:
+    """The body's fields (name -> JSON type of *fields*); null is absent
+    (with *nulls*: kept as None, a PATCH's "remove this"). No body at all
+    is an empty object; anything but JSON is 415."""
     if _sent_other_than_json():
         raise BodyError(415, t("pgbus.api.errors.not_json_type"))
     raw = request.get_data(cache=True)
@@ -73,9 +77,9 @@ def read(fields: Mapping[str, str]) -> dict[str, Any]:
         if name not in fields:
             raise BodyError(422, t("pgbus.api.errors.unknown_field", field=name[:50],
                                    known=", ".join(fields) or "-"), field=name[:50])
-    given = {name: value for name, value in body.items() if value is not None}
+    given = {name: value for name, value in body.items() if value is not None or nulls}
     for name, value in given.items():
-        if not _is(value, fields[name]):
+        if value is not None and not _is(value, fields[name]):
             raise BodyError(422, t("pgbus.api.errors.wrong_type", field=name, kind=fields[name]), field=name)
     return given
 

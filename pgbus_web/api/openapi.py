@@ -84,6 +84,7 @@ SCHEMAS: dict[str, Any] = {
         "id": {"type": "integer"}, "event": {"type": "string"}, "actor": {"type": "string"}, "reason": TEXT,
         "step_id": INT, "step_name": TEXT, "attempt": INT, "details": ANY_JSON, "created_at": MOMENT,
         "raw_json": RAW_JSON,
+        "approval": _object({"approved_by": {"type": "string"}, "approved_at": MOMENT}),
     }, required=["id", "event", "actor", "reason", "step_id", "step_name", "attempt", "details", "created_at"]),
     "RunDetail": _object({
         "run": _ref("RunFull"),
@@ -128,6 +129,11 @@ SCHEMAS: dict[str, Any] = {
         "refused": {"type": "integer"}, "ceiling_id": {"type": "integer"}, "cursor": {"type": "integer"},
         "heartbeat_at": MOMENT, "created_at": MOMENT, "started_at": MOMENT, "finished_at": MOMENT,
         "error": TEXT, "raw_json": RAW_JSON,
+        "rate": {"type": ["number", "null"], "description": "Runs per second at most; null: as fast as it goes."},
+        "max_in_flight": {"type": ["integer", "null"],
+                          "description": "Runs it started whose step is still scheduled or running, at most."},
+        "paused_by": TEXT, "paused_at": MOMENT, "resumed_by": TEXT, "resumed_at": MOMENT,
+        "approved_by": TEXT, "approved_at": MOMENT,
     }, required=["id", "verb", "filters", "params", "reason", "actor", "status", "total", "moved", "skipped",
                  "refused", "ceiling_id", "cursor", "heartbeat_at", "created_at", "started_at", "finished_at",
                  "error"]),
@@ -138,7 +144,11 @@ SCHEMAS: dict[str, Any] = {
         "fits": {"type": "integer"}, "skipped": {"type": "integer"},
         "skips": {"type": "array", "items": {"type": "object"}},
         "sample": {"type": "array", "items": _ref("RunRow")}, "ceiling_id": {"type": "integer"},
-    }),
+        "rate": {"type": ["number", "null"]}, "max_in_flight": {"type": ["integer", "null"]},
+        "needs_approval": {"type": "boolean",
+                           "description": "Started, it would wait for another operator's approval."},
+    }, required=["verb", "filters", "params", "total", "by_status", "fits", "skipped", "skips", "sample",
+                 "ceiling_id"]),
     "Lock": _object({
         "lock_key": {"type": "string"}, "queue_name": {"type": "string"}, "msg_id": {"type": "integer"},
         "state": {"type": "string"}, "created_at": MOMENT, "age_seconds": {"type": ["number", "null"]},
@@ -203,7 +213,13 @@ SCHEMAS: dict[str, Any] = {
         "from_step": {"type": ["string", "null"]}, "name": {"type": ["string", "null"]},
         "payload": _null({"type": "object"}), "expected": {"type": ["integer", "null"]},
         "confirmed": {"type": ["boolean", "null"]},
+        "rate": {"type": ["number", "null"], "description": "Runs per second at most."},
+        "max_in_flight": {"type": ["integer", "null"], "description": "Runs in flight at most (verbs that start work)."},
     }, required=["verb"]),
+    "PaceBody": _object({
+        "rate": {"type": ["number", "null"], "description": "Runs per second at most; null removes the limit."},
+        "max_in_flight": {"type": ["integer", "null"], "description": "null removes the ceiling."},
+    }, required=[]),
 }
 
 
@@ -323,9 +339,34 @@ def document(base: str = "/api/v1") -> dict[str, Any]:
                 "operationId": "showOperation", "summary": "One operation and its progress.",
                 "parameters": [OPERATION_ID],
                 "responses": {"200": _answer("The operation.", "OperationAnswer"), **_problems(*READ, 404)},
+            }, "patch": {
+                "operationId": "paceOperation", "summary": "Change the pace of an operation that has not ended.",
+                "parameters": [OPERATION_ID], "requestBody": _body("PaceBody"),
+                "responses": {"200": _answer("Changed.", "OperationAnswer"), **_problems(*WRITE)},
+            }},
+            "/operations/{operation_id}/pace": {"post": {
+                "operationId": "paceOperationPost", "summary": "PATCH /operations/{operation_id} as a POST.",
+                "parameters": [OPERATION_ID], "requestBody": _body("PaceBody"),
+                "responses": {"200": _answer("Changed.", "OperationAnswer"), **_problems(*WRITE)},
+            }},
+            "/operations/{operation_id}/pause": {"post": {
+                "operationId": "pauseOperation", "summary": "Hold a queued or running operation.",
+                "parameters": [OPERATION_ID],
+                "responses": {"200": _answer("Paused.", "OperationAnswer"), **_problems(*WRITE)},
+            }},
+            "/operations/{operation_id}/resume": {"post": {
+                "operationId": "resumeOperation", "summary": "Let a paused operation go on.",
+                "parameters": [OPERATION_ID],
+                "responses": {"200": _answer("Queued again.", "OperationAnswer"), **_problems(*WRITE)},
+            }},
+            "/operations/{operation_id}/approve": {"post": {
+                "operationId": "approveOperation",
+                "summary": "Approve an operation awaiting approval (a caller other than the one who asked for it).",
+                "parameters": [OPERATION_ID],
+                "responses": {"200": _answer("Approved and queued.", "OperationAnswer"), **_problems(*WRITE)},
             }},
             "/operations/{operation_id}/cancel": {"post": {
-                "operationId": "cancelOperation", "summary": "Stop a queued or running operation.",
+                "operationId": "cancelOperation", "summary": "Stop an operation that has not ended.",
                 "parameters": [OPERATION_ID],
                 "responses": {"200": _answer("Cancelled.", "OperationAnswer"), **_problems(*WRITE)},
             }},

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import logging
 from datetime import timezone
-from typing import Any
+from typing import Any, Mapping
 
 from flask import Response, url_for
 
 from ..core import representations as rep
-from ..rules import run_filters
+from ..rules import run_filters, states
 from ..core.words import done
 from ..i18n import t
 from ..runtime import errors, operations, verbs
@@ -36,8 +36,10 @@ SIGNAL_FIELDS = {verb_table.SIGNAL_NAME: body.STRING, verb_table.PAYLOAD: body.O
 OPERATION_FIELDS = {
     "verb": body.STRING, "filters": body.OBJECT, "reason": body.STRING, verb_table.AT: body.STRING,
     verb_table.FROM_STEP: body.STRING, verb_table.SIGNAL_NAME: body.STRING, verb_table.PAYLOAD: body.OBJECT,
-    "expected": body.INTEGER, "confirmed": body.BOOLEAN,
+    "expected": body.INTEGER, "confirmed": body.BOOLEAN, "rate": body.NUMBER, "max_in_flight": body.INTEGER,
 }
+# PATCH /operations/<id>: the pace (null removes a limit).
+PACE_FIELDS = {"rate": body.NUMBER, "max_in_flight": body.INTEGER}
 
 
 def _refused(refused: body.BodyError) -> Response:
@@ -138,16 +140,24 @@ def start_operation() -> Response:
     try:
         if not parsed.confirmed:
             shown = operations.preview(engine, filters, parsed.verb, parsed.params, **kwargs)
-            return json_answer({"preview": rep.preview(shown, stuck_of=stuck)})
+            # The pace asked for and whether it will wait for approval, as the page's preview says.
+            return json_answer({"preview": {
+                **rep.preview(shown, stuck_of=stuck), "rate": parsed.pace.get("rate"),
+                "max_in_flight": parsed.pace.get("max_in_flight"),
+                "needs_approval": context.approval(settings).needed(shown.verb, shown.fits)}})
         created = operations.create(engine, filters, parsed.verb, parsed.params, reason=parsed.reason,
-                                    actor=guard.actor(), expected=parsed.expected, **kwargs)
+                                    actor=guard.actor(), expected=parsed.expected,
+                                    approval=context.approval(settings), **parsed.pace, **kwargs)
     except operations.CountChanged as refused:
         return from_refusal(problems.refusal(refused), preview=rep.preview(refused.preview, stuck_of=stuck))
     except (errors.WorkflowError, operations.OperationError) as refused:
         return from_refusal(problems.refusal(refused, verb=parsed.verb))
     location = url_for("pgbus_api.operation", operation_id=created["id"])
-    return json_answer({"message": t("pgbus.operations.started", operation_id=created["id"]),
-                        "operation": rep.operation(created)}, 201, {"Location": location})
+    if created["status"] == states.OPERATION_AWAITING_APPROVAL:
+        message = t("pgbus.operations.awaiting", operation_id=created["id"])
+    else:
+        message = t("pgbus.operations.started", operation_id=created["id"])
+    return json_answer({"message": message, "operation": rep.operation(created)}, 201, {"Location": location})
 
 
 def cancel_operation(operation_id: int) -> Response:
@@ -166,3 +176,49 @@ def cancel_operation(operation_id: int) -> Response:
         return from_refusal(problems.refusal(refused))
     return json_answer({"message": t("pgbus.operations.cancelled", operation_id=cancelled["id"]),
                         "operation": rep.operation(cancelled)})
+
+
+def _operation_change(operation_id: int, fields: Mapping[str, str], change, done_key: str, *, nulls: bool = False):
+    """A change of operation *operation_id*: its body (*fields*) read,
+    *change*(engine, id, given) decides, the answer is the message and the
+    operation as it is now."""
+    try:
+        given = body.read(fields, nulls=nulls)
+    except body.BodyError as refused:
+        return _refused(refused)
+    try:
+        checks.operation_id(operation_id)
+    except operations.OperationNotFound as refused:
+        return from_refusal(problems.refusal(refused))
+    try:
+        changed = change(state().database.primary, operation_id, given)
+    except (operations.OperationError, checks.FormError) as refused:
+        return from_refusal(problems.refusal(refused))
+    return json_answer({"message": t(done_key, operation_id=changed["id"]), "operation": rep.operation(changed)})
+
+
+def pause_operation(operation_id: int) -> Response:
+    """POST /operations/<id>/pause."""
+    return _operation_change(operation_id, {}, lambda engine, op, _: operations.pause(
+        engine, op, actor=guard.actor(), now=utcnow()), "pgbus.operations.paused")
+
+
+def resume_operation(operation_id: int) -> Response:
+    """POST /operations/<id>/resume: a paused operation goes on."""
+    return _operation_change(operation_id, {}, lambda engine, op, _: operations.go_on(
+        engine, op, actor=guard.actor(), now=utcnow()), "pgbus.operations.resumed")
+
+
+def approve_operation(operation_id: int) -> Response:
+    """POST /operations/<id>/approve: by a caller other than its requester."""
+    return _operation_change(operation_id, {}, lambda engine, op, _: operations.approve(
+        engine, op, actor=guard.actor(), now=utcnow()), "pgbus.operations.approved")
+
+
+def pace_operation(operation_id: int) -> Response:
+    """PATCH /operations/<id> (and POST /operations/<id>/pace): rate and
+    max_in_flight; null removes that limit."""
+    def change(engine, op, given):
+        form = {name: "" if value is None else str(value) for name, value in given.items()}
+        return operations.set_pace(engine, op, checks.parse_pace(form))
+    return _operation_change(operation_id, PACE_FIELDS, change, "pgbus.operations.pace_set", nulls=True)

@@ -19,8 +19,9 @@ from ..rules import states
 from ..rules import run_filters as index_filters
 from ..runtime import errors, operations
 from ..runtime.clock import utcnow
-from ..core import acts, checks, operation_reads, operation_runs
+from ..core import acts, checks, operation_reads, operation_runs, settings
 from ..core.settings import Settings
+from ..core.words import timefmt
 from .operations import outcome_lines
 from .common import actor, database_url_option, engine_from, friendly_errors, input_refused, main_group
 from .worker import DEFINITIONS_ENV, load_registry
@@ -72,6 +73,28 @@ def describe(preview: operations.Preview) -> list[str]:
     return lines
 
 
+def approval_of(threshold, verbs) -> operations.Approval:
+    """The approval rule the options (or PGBUS_WEB_APPROVAL_*) give, checked
+    as the dashboard's settings are."""
+    if threshold is not None and threshold < 0:
+        raise click.UsageError("--approval-threshold takes a whole number of runs, 0 or more")
+    try:
+        named = settings.approval_verbs(verbs) if verbs else None
+    except settings.SettingError as problem:
+        raise click.UsageError(str(problem)) from None
+    return operations.Approval(threshold, named)
+
+
+def pace_words(pace, runs: int) -> list[str]:
+    """The pace asked for, as the preview says it."""
+    lines = []
+    if pace.get("rate"):
+        lines.append(f"At most {pace['rate']:g} runs per second: about {timefmt.duration(runs / pace['rate'])}.")
+    if pace.get("max_in_flight"):
+        lines.append(f"At most {pace['max_in_flight']} runs in flight.")
+    return lines
+
+
 def _bar_total(operation) -> int:
     return int(operation["total"])
 
@@ -91,17 +114,25 @@ def _bar_total(operation) -> int:
 @click.option("--statement-timeout", type=click.FloatRange(min=0.01), default=db.STATEMENT_TIMEOUT,
               show_default=True, metavar="SECONDS",
               help="A statement, cancelled by the server: a chunk that fails is tried again, then left queued.")
+@click.option("--rate", help="Runs per second at most (e.g. 50 or 0.5); changeable later (`pgbus-web operations set`).")
+@click.option("--max-in-flight", help="Runs it started whose step is still scheduled or running, at most.")
+@click.option("--approval-threshold", type=int, envvar="PGBUS_WEB_APPROVAL_THRESHOLD", show_envvar=True,
+              help="An operation of --approval-verbs on more runs than this waits for another operator's approval.")
+@click.option("--approval-verbs", envvar="PGBUS_WEB_APPROVAL_VERBS", show_envvar=True, metavar="VERB,...",
+              help="The verbs --approval-threshold applies to (default: every verb).")
 @click.option("--dry-run", is_flag=True, help="Print the preview; change nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before starting.")
 @friendly_errors
 def bulk(database_url, verb, filter_pairs, reason, at, from_step, signal_name, payload, definitions,
-         statement_timeout, dry_run, yes):
+         statement_timeout, dry_run, yes, rate=None, max_in_flight=None, approval_threshold=None,
+         approval_verbs=None):
     """Act on every run an index filter matches, as a tracked operation."""
     try:
         # The checks of the pages' operation form, before anything is read.
         run_filters, parsed = acts.operation_input(
             verb, filter_values(filter_pairs), reason=reason, require_reason=True, now=utcnow(),
-            at=at, from_step=from_step, name=signal_name, payload=payload)
+            at=at, from_step=from_step, name=signal_name, payload=payload, rate=rate, max_in_flight=max_in_flight)
+        approval = approval_of(approval_threshold, approval_verbs)
     except (index_filters.FilterError, checks.FormError) as problem:
         raise input_refused(problem) from None
     registry = load_registry(definitions) if definitions else None
@@ -116,6 +147,11 @@ def bulk(database_url, verb, filter_pairs, reason, at, from_step, signal_name, p
             raise click.ClickException(str(problem)) from None
         for line in describe(shown):
             click.echo(line)
+        for line in pace_words(parsed.pace, shown.fits):
+            click.echo(line)
+        if approval.needed(shown.verb, shown.fits):
+            click.echo(f"More than {approval.threshold} runs: it will wait until another operator approves it "
+                       "(`pgbus-web operations approve ID`).")
         if dry_run:
             click.echo("Dry run: nothing changed.")
             return
@@ -127,13 +163,19 @@ def bulk(database_url, verb, filter_pairs, reason, at, from_step, signal_name, p
         try:
             operation = operations.create(engine, run_filters, verb, params, reason=parsed.reason,
                                           actor=actor(), expected=shown.total, registry=registry,
-                                          thresholds=THRESHOLDS)
+                                          thresholds=THRESHOLDS, approval=approval, **parsed.pace)
         except operations.CountChanged as problem:
             raise click.ClickException(
                 f"the filter matches {problem.preview.total} runs now, not {problem.expected}: "
                 "run the command again to see the fresh preview; nothing changed.") from None
+        except operations.CeilingNotForVerb as problem:
+            raise input_refused(problem) from None
         except (errors.WorkflowError, operations.OperationError) as problem:
             raise click.ClickException(str(problem)) from None
+        if operation["status"] == states.OPERATION_AWAITING_APPROVAL:
+            click.echo(f"Operation {operation['id']} waits for another operator's approval: "
+                       f"`pgbus-web operations approve {operation['id']}`; any worker or dashboard does it then.")
+            raise SystemExit(1)
         click.echo(f"Operation {operation['id']} started.")
         final = _run(engine, registry, operation)
         click.echo(f"Operation {final['id']} {final['status']}: moved {final['moved']}, skipped {final['skipped']}, "

@@ -367,6 +367,9 @@ class OperationForm:
     reason: str | None
     expected: int | None  # the count the operator was shown
     confirmed: bool
+    # The pace asked for: rate (runs per second) and max_in_flight, each
+    # present only when given (parse_pace).
+    pace: dict[str, Any] = field(default_factory=dict)
 
 
 def parse_operation(form: Mapping[str, str], *, tz: tzinfo, now: datetime, verbs: tuple[str, ...]) -> OperationForm:
@@ -397,4 +400,41 @@ def parse_operation(form: Mapping[str, str], *, tz: tzinfo, now: datetime, verbs
         if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
             raise FormError("expected", t("pgbus.operations.errors.expected", value=raw[:50]))
         expected = int(raw)
-    return OperationForm(verb=verb, params=params, reason=reason(form), expected=expected, confirmed=confirmed)
+    return OperationForm(verb=verb, params=params, reason=reason(form), expected=expected, confirmed=confirmed,
+                         pace={name: value for name, value in parse_pace(form).items() if value is not None})
+
+
+# The pace's fields and bounds (runtime/pace.py).
+PACE_FIELDS = ("rate", "max_in_flight")
+MAX_RATE = 100_000
+MAX_IN_FLIGHT = 1_000_000
+
+
+def parse_pace(form: Mapping[str, str]) -> dict[str, Any]:
+    """The pace fields *form* has: rate (runs per second, above 0 and at
+    most MAX_RATE) and max_in_flight (a whole number, 1 to MAX_IN_FLIGHT);
+    a field sent empty is None (no limit)."""
+    pace: dict[str, Any] = {}
+    if "rate" in form:
+        raw = _text(form, "rate")
+        if not raw:
+            pace["rate"] = None
+        else:
+            try:
+                value = float(raw) if raw.isascii() and len(raw) <= NUMBER_SHOWN else math.nan
+            except ValueError:
+                value = math.nan
+            if not (0 < value <= MAX_RATE):  # NaN and infinities fail too
+                raise FormError("rate", t("pgbus.operations.errors.rate", value=raw[:NUMBER_SHOWN],
+                                          max=MAX_RATE))
+            pace["rate"] = value
+    if "max_in_flight" in form:
+        raw = _text(form, "max_in_flight")
+        if not raw:
+            pace["max_in_flight"] = None
+        elif not (raw.isascii() and raw.isdigit()) or len(raw) > 7 or not 0 < int(raw) <= MAX_IN_FLIGHT:
+            raise FormError("max_in_flight", t("pgbus.operations.errors.max_in_flight", value=raw[:NUMBER_SHOWN],
+                                               max=MAX_IN_FLIGHT))
+        else:
+            pace["max_in_flight"] = int(raw)
+    return pace

@@ -167,6 +167,24 @@ def _operation(problem: operations.OperationError) -> Refusal:
     if isinstance(problem, operations.NotCancellable):
         return Refusal(409, t("pgbus.operations.errors.not_cancellable",
                               status=t(f"pgbus.operations.statuses.{problem.status}")))
+    if isinstance(problem, operations.NotPausable):
+        return Refusal(409, t("pgbus.operations.errors.not_pausable", operation_id=problem.operation["id"],
+                              status=t(f"pgbus.operations.statuses.{problem.status}")))
+    if isinstance(problem, operations.NotPaused):
+        return Refusal(409, t("pgbus.operations.errors.not_paused", operation_id=problem.operation["id"],
+                              status=t(f"pgbus.operations.statuses.{problem.status}")))
+    if isinstance(problem, operations.NotAwaitingApproval):
+        return Refusal(409, t("pgbus.operations.errors.not_awaiting_approval", operation_id=problem.operation["id"],
+                              status=t(f"pgbus.operations.statuses.{problem.status}")))
+    if isinstance(problem, operations.OwnApproval):
+        return Refusal(403, t("pgbus.operations.errors.own_approval", operation_id=problem.operation["id"],
+                              actor=problem.operation["actor"]), title_key="pgbus.web.errors.forbidden_title")
+    if isinstance(problem, operations.PaceEnded):
+        return Refusal(409, t("pgbus.operations.errors.pace_ended", operation_id=problem.operation["id"],
+                              status=t(f"pgbus.operations.statuses.{problem.status}")))
+    if isinstance(problem, operations.CeilingNotForVerb):
+        return Refusal(422, t("pgbus.operations.errors.ceiling_not_for_verb",
+                              action=verb_labels.verb_label(problem.verb)), field="max_in_flight")
     return Refusal(400, str(problem))
 
 

@@ -28,7 +28,10 @@ from ..models import (
 )
 from ..rules.run_filters import RANGES, RunFilters
 from ..runtime.clock import utcnow
+from ..runtime.operations import Approval
 from .words.presenters import batch_progress as presenters_batch_progress
+from .words.presenters import event_operation as presenters_event_operation
+from ..models import operations as operation_rows
 from .settings import Settings
 from . import worker_reads
 
@@ -51,6 +54,23 @@ class NotFound(LookupError):
 def thresholds(settings: Settings) -> dict[str, timedelta]:
     """The stuck-run thresholds, as the models' queries take them."""
     return {"threshold": settings.stall_threshold, "waiting_threshold": settings.waiting_threshold}
+
+
+def with_approvals(conn: Connection, event_rows: list[dict[str, Any]]) -> None:
+    """Give each event an operation wrote that operation's approval
+    (``approval``: approved_by, approved_at), when a second operator
+    approved it: its audit sentence names them."""
+    by_operation = operation_rows.approvals(
+        conn, [presenters_event_operation(row) for row in event_rows if presenters_event_operation(row)])
+    for row in event_rows:
+        found = by_operation.get(presenters_event_operation(row) or 0)
+        if found is not None:
+            row["approval"] = found
+
+
+def approval(settings: Settings):
+    """Which operations wait for a second operator (operations.Approval)."""
+    return Approval(settings.approval_threshold, settings.approval_verbs)
 
 
 def definition_of(settings: Settings, workflow_class: str | None):
@@ -323,6 +343,7 @@ def run_context(
     newest_events, events_total = events.newest_for_run(
         conn, workflow_id, limit=EVENTS_SHOWN + 1, before_id=events_before)
     event_rows, event_window = _window(newest_events, EVENTS_SHOWN, events_total, events_before)
+    with_approvals(conn, event_rows)
     signal_rows = signals.for_run(conn, workflow_id)
     latest = max((entry["latest"] for entry in named), key=lambda row: row["id"], default=None)
     steps_by_id = {row["id"]: row for row in step_rows}

@@ -154,7 +154,10 @@ def run_detail(page: Mapping[str, Any], *, stuck: str | None = None) -> dict[str
             for group in page["step_groups"]
         ],
         "signals": [signal(row) for row in page["signals"]],
-        "events": [_object(event, EVENT_FIELDS, json_fields=("details",)) for event in page["events"]],
+        "events": [dict(_object(event, EVENT_FIELDS, json_fields=("details",)),
+                        **({"approval": _object(event["approval"], ("approved_by", "approved_at"))}
+                           if event.get("approval") else {}))
+                   for event in page["events"]],
         "available_actions": list(verb_table.available_actions(run, page["class_loaded"])),
         "plan": plan(run, run.get("step"), page["definition"]),
         "class_loaded": page["class_loaded"],
@@ -208,6 +211,9 @@ OPERATION_FIELDS = (
     "id", "verb", "filters", "params", "reason", "actor", "status", "total", "moved", "skipped", "refused",
     "ceiling_id", "cursor", "heartbeat_at", "created_at", "started_at", "finished_at", "error",
 )
+# The pace, pause and approval of an operation (docs/operations.md).
+OPERATION_FIELDS += ("rate", "max_in_flight", "paused_by", "paused_at", "resumed_by", "resumed_at", "approved_by",
+                     "approved_at")
 
 
 def operation(row: Mapping[str, Any]) -> dict[str, Any]:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from .. import db, defaults
 from ..i18n import match_locale
+from ..rules import verb_table
 
 # Runs per page of the index.
 PAGE_SIZE = 50
@@ -80,6 +81,13 @@ class Settings:
     # by this process (its holder died); every process of one database
     # should say the same (docs/operations.md "Takeover").
     operation_stale_after: timedelta = defaults.OPERATION_STALE_AFTER
+    # Approval (docs/operations.md): an operation of one of approval_verbs
+    # (None: every verb) that would act on more than approval_threshold
+    # runs waits as awaiting_approval until a different operator approves
+    # it. None: no operation waits. Config text "cancel,rerun" is read as
+    # the two verbs.
+    approval_threshold: Optional[int] = None
+    approval_verbs: Optional[tuple[str, ...]] = None
     # GET <prefix>/metrics in Prometheus text format (docs/metrics.md),
     # behind can_view or an api_auth token. None: off in a mounted app, on
     # in the standalone one; needs prometheus_client (the metrics extra).
@@ -124,6 +132,21 @@ def _whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def approval_verbs(value: Any) -> tuple[str, ...]:
+    """The verbs *value* names (a sequence of names, or text with commas),
+    each one of the verb table's; SettingError otherwise."""
+    names = value.split(",") if isinstance(value, str) else value
+    try:
+        verbs = tuple(str(name).strip() for name in names if str(name).strip())
+    except TypeError:
+        raise _refuse("approval_verbs", "verb names (or text with commas) or None", value) from None
+    known = tuple(verb.name for verb in verb_table.TABLE)
+    unknown = [name for name in verbs if name not in known]
+    if isinstance(value, (bytes, Mapping)) or unknown or not verbs:
+        raise _refuse("approval_verbs", f"some of {', '.join(known)}", value)
+    return verbs
+
+
 def check(settings: Settings, locales: tuple[str, ...]) -> Settings:
     """*settings* with durations given as seconds (a config file's numbers)
     made timedeltas, or SettingError naming the first wrong one. *locales*
@@ -166,6 +189,11 @@ def check(settings: Settings, locales: tuple[str, ...]) -> Settings:
         changes["operation_stale_after"] = value = timedelta(seconds=value)
     if not isinstance(value, timedelta) or value <= timedelta(0):
         raise _refuse("operation_stale_after", "a timedelta (or a number of seconds) above zero", value)
+    if settings.approval_threshold is not None and (
+            not _whole(settings.approval_threshold) or settings.approval_threshold < 0):
+        raise _refuse("approval_threshold", "a whole number of runs, 0 or more, or None", settings.approval_threshold)
+    if settings.approval_verbs is not None:
+        changes["approval_verbs"] = approval_verbs(settings.approval_verbs)
     if settings.secret_key is not None and not isinstance(settings.secret_key, (str, bytes)):
         raise _refuse("secret_key", "text or None", settings.secret_key)
     for name in _SECONDS:

@@ -214,10 +214,16 @@ def _seconds(name: str, default: float, help: str, minimum: float = 0.1):
           "Pages read --replica-url only while it is at most this far behind the primary (docs/replica.md).",
           minimum=0)
 @_seconds("metrics-interval", 15.0, "/metrics reads the database at most once per this (docs/metrics.md).")
+@click.option("--approval-threshold", type=click.IntRange(min=0), envvar="PGBUS_WEB_APPROVAL_THRESHOLD",
+              show_envvar=True, metavar="RUNS",
+              help="An operation of --approval-verbs on more runs than this waits for another operator's approval.")
+@click.option("--approval-verbs", envvar="PGBUS_WEB_APPROVAL_VERBS", show_envvar=True, metavar="VERB,...",
+              help="The verbs --approval-threshold applies to (default: every verb).")
 @friendly_errors
 def serve(database_url, replica_url, host, port, threads, definitions, secret_key, users_file, trusted_header,
           trusted_role_header, trusted_proxy, no_auth, install_schema, trusted_proxies, access_log,
-          connect_timeout, statement_timeout, pool_timeout, health_timeout, replica_max_lag, metrics_interval):
+          connect_timeout, statement_timeout, pool_timeout, health_timeout, replica_max_lag, metrics_interval,
+          approval_threshold=None, approval_verbs=None):
     """Serve the dashboard for one database, until SIGTERM or Ctrl-C.
 
     Without --users-file or --trusted-header it serves on loopback only
@@ -245,6 +251,7 @@ def serve(database_url, replica_url, host, port, threads, definitions, secret_ke
             connect_timeout=connect_timeout,
             statement_timeout=statement_timeout, pool_timeout=pool_timeout, health_timeout=health_timeout,
             metrics_interval=metrics_interval, replica_max_lag=replica_max_lag,
+            approval_threshold=approval_threshold, approval_verbs=approval_verbs or None,
         )
     except BaseException:
         server.close()

@@ -210,18 +210,23 @@ class Tools:
 
     def start_operation(self, verb: str, filters: dict[str, str], reason: str, expected_runs: int,
                         at: str | None = None, from_step: str | None = None, signal_name: str | None = None,
-                        payload: dict[str, Any] | None = None) -> dict[str, Any]:
+                        payload: dict[str, Any] | None = None, rate: float | None = None,
+                        max_in_flight: int | None = None) -> dict[str, Any]:
         """Do `verb` on every run `filters` matches, as a tracked operation,
         and answer when it is done. `expected_runs` is the `total` that
         preview_operation showed: if the filter matches another count now,
-        nothing starts and the answer says so. `reason` is required."""
+        nothing starts and the answer says so. `reason` is required.
+        `rate` (runs per second) and `max_in_flight` pace it; over the
+        dashboard's approval threshold it waits for an operator's approval
+        and the answer says awaiting_approval."""
         found, parsed = self._input(verb, filters, reason, True, at=at, from_step=from_step, name=signal_name,
-                                    payload=payload)
+                                    payload=payload, rate=rate, max_in_flight=max_in_flight)
         try:
             operation = operations.create(
                 self.engine, found, parsed.verb, parsed.params, reason=parsed.reason, actor=ACTOR,
                 expected=int(expected_runs),
-                registry=self.settings.registry, thresholds=context.thresholds(self.settings))
+                registry=self.settings.registry, thresholds=context.thresholds(self.settings),
+                approval=context.approval(self.settings), **parsed.pace)
         except operations.CountChanged as problem:
             raise _tool_error(f"the filter matches {problem.preview.total} runs now, not {problem.expected}: "
                               "preview again; nothing started") from None

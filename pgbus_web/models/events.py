@@ -205,3 +205,33 @@ def operation_acted_among(conn: Connection, workflow_ids: list[str], operation_i
         ),
         {"workflow_ids": list(workflow_ids), "operation_id": str(operation_id)},
     ).scalars())
+
+
+# A step row counts as the one an operation's act left when it was written
+# no later than the act's event plus this (the row and the event are
+# written in one transaction, their moments read from two clocks).
+ACT_SLACK_SECONDS = 1
+
+
+def operation_in_flight(conn: Connection, operation_id: int) -> int:
+    """Runs operation *operation_id* acted on whose step the act scheduled
+    has not settled: the run's latest step is still scheduled or in
+    progress and was written by the act (no later than its event, give or
+    take ACT_SLACK_SECONDS). A run that went on to a next step is settled.
+    Reads the operation's events by index pgbus_workflow_events_operation."""
+    return int(conn.execute(
+        sa.text(
+            """
+            SELECT count(*) FROM (
+                SELECT e.workflow_id, max(e.created_at) AS acted_at FROM pgbus_workflow_events e
+                WHERE e.details ? 'operation_id' AND e.details ->> 'operation_id' = :operation_id
+                GROUP BY e.workflow_id
+            ) acted
+            JOIN pgbus_workflows w ON w.workflow_id = acted.workflow_id
+            JOIN pgbus_workflow_steps s ON s.id = w.latest_step_id
+            WHERE w.latest_step_status IN ('scheduled', 'in_progress')
+              AND s.created_at <= acted.acted_at + make_interval(secs => :slack)
+            """
+        ),
+        {"operation_id": str(operation_id), "slack": ACT_SLACK_SECONDS},
+    ).scalar_one())

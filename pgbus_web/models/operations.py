@@ -20,14 +20,17 @@ from . import as_dict, as_dicts
 
 COLUMNS = (
     "id, verb, filters, ceiling_id, params, reason, actor, status, total, moved, skipped, "
-    "refused, cursor, heartbeat_at, created_at, started_at, finished_at, error"
+    "refused, cursor, heartbeat_at, created_at, started_at, finished_at, error, "
+    "rate, max_in_flight, pace_log, paused_at, paused_by, resumed_at, resumed_by, approved_at, approved_by"
 )
+# Statuses an operation may still leave for another (cancel stops any of them).
+UNFINISHED = "('awaiting_approval', 'queued', 'running', 'paused')"
 
 _INSERT = sa.text(
     f"""
     INSERT INTO pgbus_web_operations
-        (verb, filters, ceiling_id, params, reason, actor, total, created_at)
-    VALUES (:verb, :filters, :ceiling_id, :params, :reason, :actor, :total, :now)
+        (verb, filters, ceiling_id, params, reason, actor, total, created_at, status, rate, max_in_flight)
+    VALUES (:verb, :filters, :ceiling_id, :params, :reason, :actor, :total, :now, :status, :rate, :max_in_flight)
     RETURNING {COLUMNS}
     """
 ).bindparams(sa.bindparam("filters", type_=JSONB), sa.bindparam("params", type_=JSONB))
@@ -35,11 +38,13 @@ _INSERT = sa.text(
 
 def insert(
     conn: Connection, *, verb: str, filters: Mapping[str, str], ceiling_id: int, params: Mapping[str, Any],
-    reason: str, actor: str, total: int, now: datetime,
+    reason: str, actor: str, total: int, now: datetime, status: str = "queued", rate: float | None = None,
+    max_in_flight: int | None = None,
 ) -> dict[str, Any]:
     return as_dict(conn.execute(_INSERT, {
         "verb": verb, "filters": dict(filters), "ceiling_id": int(ceiling_id), "params": dict(params),
-        "reason": reason, "actor": actor, "total": int(total), "now": now,
+        "reason": reason, "actor": actor, "total": int(total), "now": now, "status": status, "rate": rate,
+        "max_in_flight": max_in_flight,
     }).first())
 
 
@@ -114,24 +119,26 @@ def claim(
 
 def progress(
     conn: Connection, operation_id: int, *, fence: datetime, now: datetime, cursor: int,
-    moved: int, skipped: int, refused: int,
+    moved: int, skipped: int, refused: int, pace_log: list | None = None,
 ) -> dict[str, Any] | None:
     """Add one chunk's counts and move the cursor past it, with a new
-    heartbeat; None when *fence* no longer holds (taken over): nothing
-    written. A cancelled operation still gets the counts of the chunk that
-    was in hand."""
+    heartbeat (and, given, the pace's bookkeeping); None when *fence* no
+    longer holds (taken over): nothing written. A cancelled or paused
+    operation still gets the counts of the chunk that was in hand."""
     return as_dict(conn.execute(
         sa.text(
             f"""
             UPDATE pgbus_web_operations
             SET moved = moved + :moved, skipped = skipped + :skipped, refused = refused + :refused,
-                cursor = GREATEST(cursor, :cursor), heartbeat_at = :now
-            WHERE id = :id AND heartbeat_at = :fence AND status IN ('running', 'cancelled')
+                cursor = GREATEST(cursor, :cursor), heartbeat_at = :now,
+                pace_log = COALESCE(:pace_log, pace_log)
+            WHERE id = :id AND heartbeat_at = :fence AND status IN ('running', 'cancelled', 'paused')
             RETURNING {COLUMNS}
             """
-        ),
+        ).bindparams(sa.bindparam("pace_log", type_=JSONB(none_as_null=True))),
         {"id": int(operation_id), "fence": fence, "now": now, "cursor": int(cursor),
-         "moved": int(moved), "skipped": int(skipped), "refused": int(refused)},
+         "moved": int(moved), "skipped": int(skipped), "refused": int(refused),
+         "pace_log": list(pace_log) if pace_log is not None else None},
     ).first())
 
 
@@ -184,12 +191,13 @@ def release(conn: Connection, operation_id: int, *, fence: datetime) -> bool:
 
 
 def cancel(conn: Connection, operation_id: int, *, now: datetime) -> dict[str, Any] | None:
-    """queued or running -> cancelled; None when it was not open."""
+    """Any status that has not ended (awaiting approval, queued, running,
+    paused) -> cancelled; None when it had ended."""
     return as_dict(conn.execute(
         sa.text(
             f"""
             UPDATE pgbus_web_operations SET status = 'cancelled', finished_at = :now
-            WHERE id = :id AND status IN ('queued', 'running')
+            WHERE id = :id AND status IN {UNFINISHED}
             RETURNING {COLUMNS}
             """
         ),
@@ -208,3 +216,76 @@ def renew(conn: Connection, operation_id: int, *, fence: datetime, now: datetime
         ),
         {"id": int(operation_id), "fence": fence, "now": now},
     ).scalar()
+def pause(conn: Connection, operation_id: int, *, now: datetime, actor: str) -> dict[str, Any] | None:
+    """queued or running -> paused, saying who and when; None when it was
+    neither. The heartbeat stays: a holder's next fenced write still lands
+    (the counts of the chunk in hand), sees paused and drops it."""
+    return as_dict(conn.execute(
+        sa.text(
+            f"""
+            UPDATE pgbus_web_operations SET status = 'paused', paused_at = :now, paused_by = :actor
+            WHERE id = :id AND status IN ('queued', 'running')
+            RETURNING {COLUMNS}
+            """
+        ),
+        {"id": int(operation_id), "now": now, "actor": actor},
+    ).first())
+
+
+def go_on(conn: Connection, operation_id: int, *, now: datetime, actor: str) -> dict[str, Any] | None:
+    """paused -> queued (any process claims it), saying who and when;
+    None when it was not paused."""
+    return as_dict(conn.execute(
+        sa.text(
+            f"""
+            UPDATE pgbus_web_operations SET status = 'queued', resumed_at = :now, resumed_by = :actor
+            WHERE id = :id AND status = 'paused'
+            RETURNING {COLUMNS}
+            """
+        ),
+        {"id": int(operation_id), "now": now, "actor": actor},
+    ).first())
+
+
+def approve(conn: Connection, operation_id: int, *, now: datetime, actor: str) -> dict[str, Any] | None:
+    """awaiting_approval -> queued, with the approver and the moment, when
+    *actor* is not the one who asked for it; None otherwise."""
+    return as_dict(conn.execute(
+        sa.text(
+            f"""
+            UPDATE pgbus_web_operations SET status = 'queued', approved_at = :now, approved_by = :actor
+            WHERE id = :id AND status = 'awaiting_approval' AND actor <> :actor
+            RETURNING {COLUMNS}
+            """
+        ),
+        {"id": int(operation_id), "now": now, "actor": actor},
+    ).first())
+
+
+def set_pace(conn: Connection, operation_id: int, changes: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Set rate and/or max_in_flight (*changes*: those names, a value or
+    None for none) of an operation that has not ended; None when it had."""
+    sets = ", ".join(f"{name} = :{name}" for name in ("rate", "max_in_flight") if name in changes)
+    return as_dict(conn.execute(
+        sa.text(
+            f"""
+            UPDATE pgbus_web_operations SET {sets}
+            WHERE id = :id AND status IN {UNFINISHED}
+            RETURNING {COLUMNS}
+            """
+        ),
+        {"id": int(operation_id), **{name: changes[name] for name in ("rate", "max_in_flight") if name in changes}},
+    ).first())
+
+
+def approvals(conn: Connection, operation_ids) -> dict[int, dict[str, Any]]:
+    """{id: {approved_by, approved_at}} of those of *operation_ids* that were
+    approved (the audit sentences of their runs name the approver)."""
+    ids = sorted({int(value) for value in operation_ids})
+    if not ids:
+        return {}
+    rows = conn.execute(sa.text(
+        "SELECT id, approved_by, approved_at FROM pgbus_web_operations "
+        "WHERE id = ANY(:ids) AND approved_by IS NOT NULL"
+    ), {"ids": ids})
+    return {int(row.id): {"approved_by": row.approved_by, "approved_at": row.approved_at} for row in rows}

@@ -79,3 +79,9 @@ def fitting(statuses) -> tuple[str, ...]:
 def available_actions(run: Mapping[str, Any], class_loaded: bool) -> tuple[str, ...]:
     """The verbs allowed on *run* now (the reference's available_actions)."""
     return allowed(run.get("status"), class_loaded)
+
+
+# The verbs that start work on a run (a step scheduled or woken): an
+# operation of one of them may have a ceiling of runs in flight. pause and
+# cancel stop work and take none.
+STARTS_WORK = tuple(verb.name for verb in TABLE if verb.name not in ("pause", "cancel"))

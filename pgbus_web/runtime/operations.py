@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -40,7 +41,7 @@ from ..rules import run_filters as index_filters
 from ..rules import states
 from ..models import events, workflow_index, workflow_rows
 from ..models import operations as store
-from . import chunks, verbs
+from . import chunks, pace, verbs
 from ..rules import verb_table
 from .clock import parse_future, utcnow
 from .errors import (
@@ -128,6 +129,76 @@ class NotCancellable(OperationError):
         self.operation = operation
         self.status = operation["status"]
         super().__init__(f"operation {operation['id']} is {self.status}: only a queued or running one can be cancelled")
+
+
+class NotPausable(OperationError):
+    code = "not_pausable"
+
+    def __init__(self, operation: Mapping[str, Any]) -> None:
+        self.operation = operation
+        self.status = operation["status"]
+        super().__init__(f"operation {operation['id']} is {self.status}: only a queued or running one can be paused")
+
+
+class NotPaused(OperationError):
+    code = "not_paused"
+
+    def __init__(self, operation: Mapping[str, Any]) -> None:
+        self.operation = operation
+        self.status = operation["status"]
+        super().__init__(f"operation {operation['id']} is {self.status}: only a paused one can go on")
+
+
+class NotAwaitingApproval(OperationError):
+    code = "not_awaiting_approval"
+
+    def __init__(self, operation: Mapping[str, Any]) -> None:
+        self.operation = operation
+        self.status = operation["status"]
+        super().__init__(f"operation {operation['id']} is {self.status}: it is not waiting for approval")
+
+
+class OwnApproval(OperationError):
+    """The operator who asked for an operation cannot approve it."""
+
+    code = "own_approval"
+
+    def __init__(self, operation: Mapping[str, Any]) -> None:
+        self.operation = operation
+        super().__init__(f"{operation['actor']} asked for operation {operation['id']}: another operator must approve it")
+
+
+class PaceEnded(OperationError):
+    code = "pace_ended"
+
+    def __init__(self, operation: Mapping[str, Any]) -> None:
+        self.operation = operation
+        self.status = operation["status"]
+        super().__init__(f"operation {operation['id']} is {self.status}: its pace can no longer be changed")
+
+
+class CeilingNotForVerb(OperationError):
+    """A ceiling of runs in flight on a verb that starts no work."""
+
+    code = "ceiling_not_for_verb"
+
+    def __init__(self, verb: str) -> None:
+        self.verb = verb
+        super().__init__(f"{verb} starts no work: a ceiling of runs in flight does not apply to it")
+
+
+@dataclass(frozen=True)
+class Approval:
+    """Which operations wait for a second operator: those of *verbs* (None:
+    every verb) that would act on more than *threshold* runs (None: none)."""
+
+    threshold: int | None = None
+    verbs: tuple[str, ...] | None = None
+
+    def needed(self, verb: str, runs: int) -> bool:
+        if self.threshold is None:
+            return False
+        return (self.verbs is None or verb in self.verbs) and runs > self.threshold
 
 
 # --- the filter, the verb and its fields -------------------------------------
@@ -261,14 +332,20 @@ def create(
     engine: Engine, run_filters: index_filters.RunFilters, verb: str, params: Mapping[str, Any] | None,
     *, reason: str | None, actor: str, expected: int | None, registry=None,
     thresholds: Mapping[str, timedelta], now: datetime | None = None,
+    rate: float | None = None, max_in_flight: int | None = None, approval: Approval | None = None,
 ) -> dict[str, Any]:
     """Store a queued operation: *verb* on every run *run_filters* matches,
-    up to the highest run id now. *expected* is the count the operator was
-    shown: another count now raises CountChanged with the fresh preview
-    (None: no check, for callers that just showed it). Nothing is written
+    up to the highest run id now, at *rate* runs per second and
+    *max_in_flight* runs started and unsettled at most (None: no limit).
+    *expected* is the count the operator was shown: another count now
+    raises CountChanged with the fresh preview (None: no check, for callers
+    that just showed it). When *approval* asks for it, the operation waits
+    as awaiting_approval for a different operator. Nothing is written
     when anything is refused."""
     now = now or utcnow()
-    _, stored, text = check(verb, params, reason, now=now)
+    found, stored, text = check(verb, params, reason, now=now)
+    if max_in_flight is not None and found.name not in verb_table.STARTS_WORK:
+        raise CeilingNotForVerb(found.name)
     shown = preview(engine, run_filters, verb, params, registry=registry, thresholds=thresholds, now=now)
     if expected is not None and int(expected) != shown.total:
         raise CountChanged(int(expected), shown)
@@ -276,15 +353,19 @@ def create(
         raise NothingFits(shown)
     stored["thresholds"] = {name: _seconds(value) for name, value in thresholds.items()}
     with engine.begin() as conn:
+        status = states.OPERATION_AWAITING_APPROVAL if approval is not None and approval.needed(
+            shown.verb, shown.fits) else states.OPERATION_QUEUED
         return store.insert(
             conn, verb=shown.verb, filters=shown.query, ceiling_id=shown.ceiling_id, params=stored,
-            reason=text, actor=actor, total=shown.total, now=now,
+            reason=text, actor=actor, total=shown.total, now=now, status=status, rate=rate,
+            max_in_flight=max_in_flight,
         )
 
 
 def cancel(engine: Engine, operation_id: int, *, now: datetime | None = None) -> dict[str, Any]:
-    """Stop an operation: queued or running -> cancelled. The process doing
-    it stops after the chunk in hand, whose runs are still counted."""
+    """Stop an operation that has not ended (awaiting approval, queued,
+    running or paused) -> cancelled. The process doing it stops after the
+    chunk in hand, whose runs are still counted."""
     with engine.begin() as conn:
         cancelled = store.cancel(conn, operation_id, now=now or utcnow())
         if cancelled is not None:
@@ -293,6 +374,59 @@ def cancel(engine: Engine, operation_id: int, *, now: datetime | None = None) ->
     if current is None:
         raise OperationNotFound(operation_id)
     raise NotCancellable(current)
+
+
+def _changed(engine: Engine, operation_id: int, change, refused) -> dict[str, Any]:
+    """*change*(conn) in a transaction, or the refusal *refused*(current row)
+    when it changed nothing (OperationNotFound when there is none)."""
+    with engine.begin() as conn:
+        changed = change(conn)
+        if changed is not None:
+            return changed
+        current = store.find(conn, operation_id)
+    if current is None:
+        raise OperationNotFound(operation_id)
+    raise refused(current)
+
+
+def pause(engine: Engine, operation_id: int, *, actor: str, now: datetime | None = None) -> dict[str, Any]:
+    """queued or running -> paused: no process claims it; the one doing it
+    drops it at its next write (the chunk in hand is finished and counted)."""
+    return _changed(engine, operation_id, lambda conn: store.pause(conn, operation_id, now=now or utcnow(), actor=actor),
+                    NotPausable)
+
+
+def go_on(engine: Engine, operation_id: int, *, actor: str, now: datetime | None = None) -> dict[str, Any]:
+    """paused -> queued: any process claims it and goes on from its cursor."""
+    return _changed(engine, operation_id, lambda conn: store.go_on(conn, operation_id, now=now or utcnow(), actor=actor),
+                    NotPaused)
+
+
+def approve(engine: Engine, operation_id: int, *, actor: str, now: datetime | None = None) -> dict[str, Any]:
+    """awaiting_approval -> queued, approved by *actor*, who must not be
+    the operator who asked for it (OwnApproval)."""
+    def refused(current: Mapping[str, Any]) -> OperationError:
+        if current["status"] == states.OPERATION_AWAITING_APPROVAL and current["actor"] == actor:
+            return OwnApproval(current)
+        return NotAwaitingApproval(current)
+    return _changed(engine, operation_id,
+                    lambda conn: store.approve(conn, operation_id, now=now or utcnow(), actor=actor), refused)
+
+
+def set_pace(engine: Engine, operation_id: int, changes: Mapping[str, Any]) -> dict[str, Any]:
+    """Change rate and/or max_in_flight (*changes*, checked by
+    checks.parse_pace; None clears one) of an operation that has not ended;
+    the process doing it reads them at its next chunk."""
+    changes = {name: value for name, value in changes.items() if name in ("rate", "max_in_flight")}
+    with engine.connect() as conn:
+        current = store.find(conn, operation_id)
+    if current is None:
+        raise OperationNotFound(operation_id)
+    if changes.get("max_in_flight") is not None and current["verb"] not in verb_table.STARTS_WORK:
+        raise CeilingNotForVerb(current["verb"])
+    if not changes:
+        return current
+    return _changed(engine, operation_id, lambda conn: store.set_pace(conn, operation_id, changes), PaceEnded)
 
 
 def find(engine: Engine, operation_id: int) -> dict[str, Any]:
@@ -331,6 +465,7 @@ class Chunk:
     refused: int = 0
     status: str = states.OPERATION_RUNNING  # the operation's status after the chunk
     lost: bool = False  # another process took it over: this one's counts were not written
+    waited: float = 0.0  # the pace was spent: seconds until it allows a run (no run handled)
 
 
 @dataclass
@@ -378,9 +513,14 @@ class Runner:
     none and does one chunk of it. Not shared between threads."""
 
     def __init__(self, engine: Engine, registry=None, *, chunk: int = CHUNK, stale_after: timedelta = STALE_AFTER,
-                 clock=utcnow, parallel: int = PARALLEL, window: int = workflow_index.WINDOW) -> None:
+                 clock=utcnow, parallel: int = PARALLEL, window: int = workflow_index.WINDOW,
+                 nap: float = pace.NAP, sleep=time.sleep) -> None:
         self.engine = engine
         self.window = window
+        # The longest step() sleeps on a spent pace before it answers
+        # (0: never; a worker's tick has steps to run meanwhile).
+        self.nap = nap
+        self.sleep = sleep
         self.parallel = max(int(parallel), 1)
         self.registry = registry
         self.chunk = chunk
@@ -480,14 +620,19 @@ class Runner:
         created = operation["created_at"]
         thresholds = {name: timedelta(seconds=value)
                       for name, value in (operation["params"] or {}).get("thresholds", {}).items()}
+        paced = self._budget(operation)
         with self.engine.connect() as conn:
             stored = filters_of(operation)
             fragments = workflow_index.searches_fragments(conn, stored.q)
             where, binds = workflow_index.page_where(now=created, fragments=fragments, **thresholds,
                                                      **_binds(stored, created))
+            # With the pace spent, one run still tells whether any is
+            # left: none, and the operation is done without waiting.
             rows, reached, more = workflow_index.walk(
                 conn, where=where, binds=binds, after_id=operation["cursor"], ceiling_id=operation["ceiling_id"],
-                limit=self.chunk, window=self.window, windows=WINDOWS_PER_CHUNK)
+                limit=max(paced.runs, 1), window=self.window, windows=WINDOWS_PER_CHUNK)
+        if rows and paced.runs == 0:
+            return self._wait(held, paced, result)
         now = self.clock()
         if not rows and not more:
             self._quiet()
@@ -504,6 +649,7 @@ class Runner:
         # fits because this operation acted on it (a chunk done again after
         # a takeover, the filter still matching it) was moved, not skipped.
         todo = [row for row in rows if verb.allows(row["status"])]
+        acting = len(todo)
         others = [row["workflow_id"] for row in rows if not verb.allows(row["status"])]
         if others:
             with self.engine.connect() as conn:
@@ -519,9 +665,42 @@ class Runner:
         for outcome in outcomes:
             setattr(result, outcome, getattr(result, outcome) + 1)
         self._quiet()
+        ended = self.clock()
         with self.engine.begin() as conn:
-            written = store.progress(conn, op_id, fence=held.fence, now=self.clock(), cursor=reached,
-                                     moved=result.moved, skipped=result.skipped, refused=result.refused)
+            written = store.progress(conn, op_id, fence=held.fence, now=ended, cursor=reached,
+                                     moved=result.moved, skipped=result.skipped, refused=result.refused,
+                                     pace_log=pace.logged(paced.log, operation.get("rate"), ended, acting))
+        return self._after(written, result)
+
+    def _budget(self, operation: Mapping[str, Any]) -> pace.Budget:
+        """The runs the next chunk may take: the chunk size within the
+        operation's pace, as stored on its row (read fresh: the rate may
+        have been changed while it runs)."""
+        if operation.get("max_in_flight"):
+            with self.engine.connect() as conn:
+                in_flight = events.operation_in_flight(conn, operation["id"])
+        else:
+            in_flight = None
+        return pace.budget(operation, now=self.clock(), in_flight=in_flight, chunk=self.chunk)
+
+    def _wait(self, held: _Held, paced: pace.Budget, result: Chunk) -> Chunk:
+        """The pace is spent: sleep up to self.nap (never the whole wait
+        when it is longer), then renew the heartbeat under the fence, which
+        also reads a pause, a cancel or a changed pace."""
+        result.waited = paced.wait
+        if self.nap > 0:
+            self.sleep(min(paced.wait, self.nap))
+        elif held.fence > self.clock() - pace.HEARTBEAT_EVERY:
+            return result  # renewed a moment ago
+        self._quiet()
+        with self.engine.begin() as conn:
+            written = store.progress(conn, held.operation["id"], fence=held.fence, now=self.clock(),
+                                     cursor=held.operation["cursor"], moved=0, skipped=0, refused=0)
+        return self._after(written, result)
+
+    def _after(self, written: dict[str, Any] | None, result: Chunk) -> Chunk:
+        """The operation as the fenced write left it: held on while it is
+        running, dropped when it was taken over, cancelled or paused."""
         if written is None:
             self.held = None
             result.lost = True

@@ -94,7 +94,7 @@ class Worker:
         self._last_sweep: float | None = None
         self.total_steps = 0
         self._steps_in_tick = 0
-        self.operations = operations.Runner(engine, registry, clock=clock, stale_after=operation_stale_after)
+        self.operations = operations.Runner(engine, registry, clock=clock, stale_after=operation_stale_after, nap=0)
         self.heartbeat = heartbeat
         # The hour whose stuck runs this worker recorded (insights over time).
         self._stuck_hour: datetime | None = None

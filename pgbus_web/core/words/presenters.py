@@ -274,6 +274,12 @@ def event_sentence(event: Mapping[str, Any]) -> str:
     reason = event.get("reason")
     if reason is not None and str(reason).strip():
         sentence = t("pgbus.workflows.audit.with_reason", sentence=sentence, reason=reason)
+    approval = event.get("approval")
+    if isinstance(approval, Mapping) and approval.get("approved_by"):
+        # Written by an operation a second operator approved (core.reads.with_approvals).
+        moment = approval.get("approved_at")
+        sentence = t("pgbus.operations.audit.approved", sentence=sentence, approver=approval["approved_by"],
+                     time=timefmt.short_date_time(moment) if moment is not None else timefmt.NONE)
     return sentence
 
 

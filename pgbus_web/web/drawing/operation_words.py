@@ -13,7 +13,11 @@ from ...rules.states import OPERATION as STATUSES
 from ...rules.states import OPERATION_OPEN as OPEN
 from ...core import operation_reads
 from ...core.words import verb_labels
+from ...core import checks
+from ...core.words import timefmt
 from ...core.words.presenters import RUN_TONES, _humanize
+from ...rules import verb_table
+from . import template_helpers
 
 
 def operation_verb(verb: str, filters: Mapping[str, Any] | None = None) -> str:
@@ -30,6 +34,8 @@ STATUS_TONES = {
     states.OPERATION_DONE: "green",
     states.OPERATION_CANCELLED: "yellow",
     states.OPERATION_FAILED: "red",
+    states.OPERATION_PAUSED: "yellow",
+    states.OPERATION_AWAITING_APPROVAL: "yellow",
 }
 
 
@@ -84,6 +90,7 @@ def operation_progress(operation: Mapping[str, Any], *, now: datetime) -> dict[s
         "time_left": left,
         "percent": min(100, int(handled * 100 / total)) if total else 100,
         "open": operation.get("status") in OPEN,
+        "held": operation.get("status") in states.OPERATION_HELD,
         "verb_label": operation_verb(operation.get("verb") or "", operation.get("filters")),
         "status_label": operation_status(operation.get("status") or ""),
         "status_tone": STATUS_TONES.get(operation.get("status") or "", "gray"),
@@ -112,3 +119,53 @@ def outcome_groups(found: operation_reads.Outcome) -> list[dict[str, Any]]:
             parts.append(dict(part, label=label, tone=tone))
         groups.append(dict(group, label=t(f"pgbus.operations.outcomes.{group['kind']}"), parts=parts))
     return groups
+
+
+def created_message(operation: Mapping[str, Any]) -> str:
+    """What its creation says: started, or waiting for a second operator."""
+    if operation.get("status") == states.OPERATION_AWAITING_APPROVAL:
+        return t("pgbus.operations.awaiting", operation_id=operation["id"])
+    return t("pgbus.operations.started", operation_id=operation["id"])
+
+
+def created_messages(operation: Mapping[str, Any]) -> set[str]:
+    """Every message its creation may have flashed."""
+    return {t("pgbus.operations.awaiting", operation_id=operation["id"]),
+            t("pgbus.operations.started", operation_id=operation["id"])}
+
+
+def pace_lines(rate: float | None, max_in_flight: int | None, runs: int | None = None) -> list[str]:
+    """The pace in words: the rate (and, given *runs*, about how long it
+    takes at that rate) and the ceiling of runs in flight."""
+    lines = []
+    if rate:
+        shown = format_rate(rate)
+        if runs:
+            lines.append(t("pgbus.operations.pace.rate_for", rate=shown,
+                           duration=timefmt.duration(timedelta(seconds=runs / rate))))
+        else:
+            lines.append(t("pgbus.operations.pace.rate_line", rate=shown))
+    if max_in_flight:
+        lines.append(t("pgbus.operations.pace.in_flight_line", count=max_in_flight))
+    return lines
+
+
+def format_rate(rate: float) -> str:
+    """A rate as the operator's language writes it: 50, 0.5 (0,5)."""
+    return template_helpers.number(round(rate, 3) if rate != int(rate) else int(rate))
+
+
+def pace_preview(preview: Any, form: Mapping[str, Any], approval: Any) -> dict[str, Any]:
+    """What the preview says of the pace typed into its form (nothing of a
+    value the form will refuse), whether the verb takes a ceiling of runs
+    in flight, and whether the operation will wait for approval."""
+    try:
+        pace = checks.parse_pace({name: str(form.get(name) or "") for name in checks.PACE_FIELDS})
+    except checks.FormError:
+        pace = {}
+    return {
+        "pace_lines": pace_lines(pace.get("rate"), pace.get("max_in_flight"), preview.fits),
+        "starts_work": preview.verb in verb_table.STARTS_WORK,
+        "needs_approval": approval.needed(preview.verb, preview.fits),
+        "approval_threshold": approval.threshold,
+    }

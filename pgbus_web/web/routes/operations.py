@@ -7,7 +7,9 @@ the index matches, previewed, confirmed with a reason, then tracked.
   (303; htmx: HX-Redirect). A count that changed since the preview answers
   the fresh preview again (409) with a message.
 - GET /workflows/operations/<id>: its progress (the fragment polls itself
-  while it is queued or running); POST .../cancel stops it.
+  while it is queued or running); POST .../cancel stops it, .../pause and
+  .../resume hold it and let it go on, .../approve lets a second operator
+  start one awaiting approval, .../pace changes its rate and ceiling.
 - GET /workflows/operations: the recent ones.
 
 Routes stay thin: checks.py reads the form, runtime/operations.py decides,
@@ -32,7 +34,7 @@ from flask import (
 from werkzeug.datastructures import MultiDict
 
 from ...rules import run_filters as filters
-from ...rules import states
+from ...rules import states, verb_table
 from ...i18n import current_timezone, t
 from ...core import operation_reads
 from ...runtime import errors, operations
@@ -77,6 +79,7 @@ def preview_answer(preview: operations.Preview, form: dict[str, Any], *, status:
         "statuses": states.RUN,
         "tz_name": str(current_timezone()),
         **operation_words.operation_preview(preview),
+        **operation_words.pace_preview(preview, form, context.approval(state().settings)),
     }
     page.update(views.common())
     if hx.details().request:
@@ -91,7 +94,8 @@ def preview_answer(preview: operations.Preview, form: dict[str, Any], *, status:
 
 def _shown(parsed: checks.OperationForm, run_filters: filters.RunFilters) -> dict[str, Any]:
     """What the form's fields show again, as typed."""
-    values = {name: request.form.get(name, "") for name in ("at", "from_step", "name", "payload")}
+    values = {name: request.form.get(name, "") for name in ("at", "from_step", "name", "payload", "rate",
+                                                            "max_in_flight")}
     values.update(verb=parsed.verb, reason=parsed.reason or "", query=urlencode(run_filters.query()))
     if parsed is not None and parsed.params.get("at") is not None and not values["at"].strip():
         values["at"] = checks.local_input(parsed.params["at"], checks.form_zone(request.form, current_timezone()))
@@ -133,7 +137,8 @@ def answer(run_filters: filters.RunFilters, parsed: checks.OperationForm, *, now
         return preview_answer(shown, _shown(parsed, run_filters))
     try:
         created = operations.create(engine, run_filters, parsed.verb, parsed.params, reason=parsed.reason,
-                                    actor=actor(), expected=parsed.expected, **kwargs)
+                                    actor=actor(), expected=parsed.expected, approval=context.approval(settings),
+                                    **parsed.pace, **kwargs)
     except operations.CountChanged as problem:
         refusal = problems.refusal(problem)
         return preview_answer(problem.preview, _shown(parsed, run_filters), status=refusal.status, message=refusal.message)
@@ -145,7 +150,7 @@ def answer(run_filters: filters.RunFilters, parsed: checks.OperationForm, *, now
     except (errors.WorkflowError, operations.OperationError) as problem:
         return _refused(problems.refusal(problem, verb=parsed.verb))
     location = url_for("pgbus_web.operation", operation_id=created["id"])
-    message = t("pgbus.operations.started", operation_id=created["id"])
+    message = operation_words.created_message(created)
     return answers.committed(lambda: _to_operation(location, message), message, "ok", lambda: location)
 
 
@@ -194,7 +199,10 @@ def _page(operation: dict[str, Any]) -> dict[str, Any]:
     page["outcome"] = found
     # The page stays live while the operation works and, after, while the
     # runs it acted on still move (their outcome counts change).
-    page["polling"] = page["open"] or any(group["total"] for group in page["outcomes"] if group["kind"] == "moving")
+    page["pace_lines"] = operation_words.pace_lines(operation.get("rate"), operation.get("max_in_flight"))
+    page["starts_work"] = operation["verb"] in verb_table.STARTS_WORK
+    page["can_approve"] = operation["status"] == states.OPERATION_AWAITING_APPROVAL and operation["actor"] != actor()
+    page["polling"] = page["open"] or page["held"] or any(group["total"] for group in page["outcomes"] if group["kind"] == "moving")
     page["chips"] = filter_chips.chips(operations.filters_of(operation)) if operation_words.filters_readable(operation) else []
     page.update(views.common())
     return page
@@ -208,16 +216,16 @@ def show(operation_id: int):
         return answers.error_page_for(problems.operation_not_found(operation_id))
     page = _page(found)
     ended = found["status"] in ENDED_QUIETLY
-    started = t("pgbus.operations.started", operation_id=found["id"])
+    created = operation_words.created_messages(found)
     if not render.requested_blocks(pages.OPERATION.fragments):
         # Reached from its start (the flash says so): the page opens with
         # focus on the operation, so a keyboard is not sent back to the top.
-        page["arrived"] = any(message == started for _, message in get_flashed_messages(with_categories=True))
+        page["arrived"] = any(message in created for _, message in get_flashed_messages(with_categories=True))
         if ended:
             # "Operation N started." is stale once it is done: the flash is
             # taken, and every other message shown.
             page["pgbus_messages"] = [(category, message) for category, message
-                                      in get_flashed_messages(with_categories=True) if message != started]
+                                      in get_flashed_messages(with_categories=True) if message not in created]
         return render.page(pages.OPERATION.template, page, pages.OPERATION.fragments)
     response = render.page(pages.OPERATION.template, page, pages.OPERATION.fragments)
     if not page["polling"]:
@@ -246,6 +254,50 @@ def cancel(operation_id: int):
     message = t("pgbus.operations.cancelled", operation_id=cancelled["id"])
     return answers.committed(lambda: _operation_answer(operation_id, 200, message, "ok"), message, "ok",
                              lambda: url_for("pgbus_web.operation", operation_id=operation_id))
+
+
+def _change(operation_id: int, change, done_key: str):
+    """A change of an operation from its page (pause, go on, approve, its
+    pace): *change*(engine, id) decides; the page answers with the message."""
+    try:
+        checks.operation_id(operation_id)
+    except operations.OperationNotFound as problem:
+        return answers.refused(problems.refusal(problem))
+    try:
+        changed = change(state().database.primary, operation_id)
+    except (operations.OperationError, checks.FormError) as problem:
+        refusal = problems.refusal(problem)
+        if refusal.status == 404:
+            return answers.refused(refusal)
+        return _operation_answer(operation_id, refusal.status, refusal.message, "warn")
+    message = t(done_key, operation_id=changed["id"])
+    return answers.committed(lambda: _operation_answer(operation_id, 200, message, "ok"), message, "ok",
+                             lambda: url_for("pgbus_web.operation", operation_id=operation_id))
+
+
+def pause(operation_id: int):
+    """POST /workflows/operations/<id>/pause."""
+    return _change(operation_id, lambda engine, op: operations.pause(engine, op, actor=actor(), now=utcnow()),
+                   "pgbus.operations.paused")
+
+
+def go_on(operation_id: int):
+    """POST /workflows/operations/<id>/resume."""
+    return _change(operation_id, lambda engine, op: operations.go_on(engine, op, actor=actor(), now=utcnow()),
+                   "pgbus.operations.resumed")
+
+
+def approve(operation_id: int):
+    """POST /workflows/operations/<id>/approve."""
+    return _change(operation_id, lambda engine, op: operations.approve(engine, op, actor=actor(), now=utcnow()),
+                   "pgbus.operations.approved")
+
+
+def set_pace(operation_id: int):
+    """POST /workflows/operations/<id>/pace: rate and max_in_flight (a
+    field sent empty clears it)."""
+    return _change(operation_id, lambda engine, op: operations.set_pace(engine, op, checks.parse_pace(request.form)),
+                   "pgbus.operations.pace_set")
 
 
 def _operation_answer(operation_id: int, status: int, message: str, category: str) -> Response:
@@ -299,3 +351,8 @@ def register(blueprint: Blueprint) -> None:
                            methods=["POST"])
     blueprint.add_url_rule("/workflows/operations/<int:operation_id>/cancel", "operation_cancel_page",
                            back_to_page, methods=["GET"])
+    for name, view in (("pause", pause), ("resume", go_on), ("approve", approve), ("pace", set_pace)):
+        blueprint.add_url_rule(f"/workflows/operations/<int:operation_id>/{name}", f"operation_{name}", view,
+                               methods=["POST"])
+        blueprint.add_url_rule(f"/workflows/operations/<int:operation_id>/{name}", f"operation_{name}_page",
+                               back_to_page, methods=["GET"])
