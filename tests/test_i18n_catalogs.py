@@ -83,7 +83,7 @@ def test_plural_forms_for_0_1_2_5(locale):
     [
         ("en", "1 run", "2 runs"),
         ("da", "1 kørsel", "2 kørsler"),
-        ("de", "1 Ausführung", "2 Ausführungen"),
+        ("de", "1 Lauf", "2 Läufe"),
         ("es", "1 ejecución", "2 ejecuciones"),
         ("fi", "1 ajo", "2 ajoa"),
         ("fr", "1 exécution", "2 exécutions"),

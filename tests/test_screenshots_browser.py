@@ -67,8 +67,7 @@ def with_locale(path: str, locale: str) -> str:
 def paths(app, runs, engine):  # noqa: F811 (the fixture of test_locales_browser)
     found = pages(app, runs, engine)
     # A needs-attention group with Retry, for the dialog; the operation done.
-    for index in range(3):
-        paused_on_capture(runs, paused_at=ago(minutes=5 + index))
+    paused = [paused_on_capture(runs, paused_at=ago(minutes=5 + index)) for index in range(3)]
     runner = operations.Runner(engine, REGISTRY)
     while runner.step() is not None:
         pass
@@ -77,6 +76,8 @@ def paths(app, runs, engine):  # noqa: F811 (the fixture of test_locales_browser
         runs.make("waiting", arguments={"customer_id": 42, "order": {"id": 1042}},
                   signals_=[{"name": "shipment_confirmed", "payload": {"carrier": carrier}}])
     found["argument_search"] = "/workflows?arg.customer_id=42&signal.carrier=dhl&q=customer_id:42"
+    # The index searching for the end of one run's id (its one match offered).
+    found["search_fragment"] = f"{found['index']}?q={paused[0][-12:]}"
     return found
 
 

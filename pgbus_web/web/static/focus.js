@@ -6,7 +6,11 @@
 //    refresh, an action's answer) is merged into the element on the page
 //    by idiomorph (vendor/idiomorph-ext.min.js), so an element that is
 //    still there keeps its node, its focus and the page its scroll. A
-//    replaced node would drop focus to the body.
+//    replaced node would drop focus to the body. The whitespace between a
+//    table's rows is dropped from both sides first: idiomorph pairs a text
+//    node with any text node, so one row more at the top paired each row's
+//    following whitespace one row off and took every row above the focused
+//    one out of the table and back in (a table section draws no text).
 // 2. After an action: focus moves to the first field in error, or else to
 //    the messages area that says what happened.
 // 3. Escape closes an open action form or the language menu, and focus
@@ -19,6 +23,8 @@
 //    the page and focus goes back to the button that asked for it.
 // 5. A page drawn with an element marked data-pgbus-focus (an operation's
 //    page reached from its start) opens with focus there, not on the body.
+// 6. A table's frame scrolls sideways only when its table is wider than it
+//    (below).
 (function () {
   "use strict";
 
@@ -34,6 +40,62 @@
     focusMarked();
   }
 
+  function dropRowWhitespace(root) {
+    var sections = root.querySelectorAll("thead, tbody, tfoot");
+    for (var i = 0; i < sections.length; i++) {
+      var node = sections[i].firstChild;
+      while (node) {
+        var next = node.nextSibling;
+        if (node.nodeType === Node.TEXT_NODE && !node.nodeValue.trim()) {
+          node.parentNode.removeChild(node);
+        }
+        node = next;
+      }
+    }
+  }
+
+  // 6. A table's frame (.pgbus-table-wrap) scrolls sideways only while its
+  //    table is wider than it. Chromium measures a layout shift against the
+  //    nearest scroll container: a row coming in above the screen moved the
+  //    rows below it within the frame, a shift although the page's scroll
+  //    anchoring kept them still on screen. A frame the table fits in is
+  //    no scroll container (pgbus-fits), so the page's own scroll is theirs.
+  //    Without JavaScript the frame always scrolls, as no poll comes.
+  var frames = window.ResizeObserver && new window.ResizeObserver(function (entries) {
+    for (var i = 0; i < entries.length; i++) {
+      var frame = entries[i].target.closest(".pgbus-table-wrap");
+      if (frame) {
+        fitTableFrame(frame);
+      }
+    }
+  });
+
+  function fitTableFrame(frame) {
+    var table = frame.querySelector("table");
+    frame.classList.toggle("pgbus-fits", !!table && table.offsetWidth <= frame.clientWidth);
+  }
+
+  function watchTableFrames(root) {
+    if (!frames) {
+      return;
+    }
+    var found = root.querySelectorAll(".pgbus-table-wrap");
+    for (var i = 0; i < found.length; i++) {
+      var table = found[i].querySelector("table");
+      fitTableFrame(found[i]);
+      frames.observe(found[i]);
+      if (table) {
+        frames.observe(table);
+      }
+    }
+  }
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", function () { watchTableFrames(document); });
+  } else {
+    watchTableFrames(document);
+  }
+
   document.addEventListener("htmx:oobBeforeSwap", function (event) {
     var detail = event.detail;
     var target = detail.target;
@@ -45,7 +107,12 @@
       return;
     }
     detail.shouldSwap = false;
+    dropRowWhitespace(target);
+    dropRowWhitespace(incoming);
     window.Idiomorph.morph(target, incoming, { morphStyle: "outerHTML", restoreFocus: true });
+    // The merge takes away the class the server never sends; put back
+    // before the frame is drawn.
+    watchTableFrames(target);
     if (window.htmx) {
       window.htmx.process(target);
     }
