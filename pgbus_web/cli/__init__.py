@@ -1,5 +1,5 @@
 """The command line's commands onto the domain: runs and attention, bulk
-operations, locks, prune, the database, API tokens, users, seed and the
+operations (bulk, operations show), locks, prune, the database, API tokens, users, seed and the
 worker. Each module registers its commands on the one group
 (common.main_group); the console script (pgbus_web.launch) adds the
 commands that start a server.
