@@ -323,3 +323,33 @@ def test_an_idle_caught_up_replica_is_not_behind(engine, replica, made):
     deadline = view.checked_at + NARROW_BOUND * 3
     while (later := database.replica_view(fresh=True)).checked_at < deadline:
         assert later.state == "streaming", later
+
+
+def test_every_door_that_writes_pins_the_browser_and_a_refusal_does_not(engine, runs, replica, made):
+    from datetime import timedelta
+
+    from action_support import completed
+
+    from pgbus_web.runtime import operations
+
+    paused = paused_on_capture(runs)
+    done = completed(runs)
+    replica.catch_up()
+    app = made(engine, replica)
+
+    def pinned_by(path, data=None):
+        browser = Browser(app.test_client())
+        browser.load("/locks" if path.startswith("/locks") else "/workflows")
+        answer = browser.post(path, data or {})
+        return answer.status_code, browser.client.get_cookie(reading.COOKIE_NAME) is not None, \
+            reading.WRITTEN_HEADER in answer.headers
+
+    # A lock action, an operation, a verb: done, so pinned.
+    assert pinned_by("/locks/reap") == (303, True, True)
+    created = operations.create(engine, operations.index_filters.parse({"q": paused}), "cancel", None,
+                                reason="r", actor="test", expected=1,
+                                thresholds={"threshold": timedelta(minutes=5), "waiting_threshold": timedelta(hours=1)})
+    assert pinned_by(f"/workflows/operations/{created['id']}/cancel") == (303, True, True)
+    assert pinned_by(f"/workflows/{paused}/resume") == (303, True, True)
+    # The control: a refused verb wrote nothing, and pins nothing.
+    assert pinned_by(f"/workflows/{done}/resume") == (409, False, False)
