@@ -144,6 +144,8 @@ BAD = {
     "long_key": ({"arg." + "k" * 65: "1"}, "pgbus.workflows.filters.errors.json_path"),
     "long_value": ({"arg.customer_id": "9" * 201}, "pgbus.workflows.filters.errors.too_long"),
     "comparison": ({"arg.customer_id": ">40"}, "pgbus.workflows.filters.errors.json_operator"),
+    # arg.customer_id>=40 in a query string: the name is "arg.customer_id>".
+    "comparison_in_name": ({"arg.customer_id>": "40"}, "pgbus.workflows.filters.errors.json_operator"),
     "wildcard": ({"signal.carrier": "dh*"}, "pgbus.workflows.filters.errors.json_operator"),
     "too_many": ({f"arg.k{n}": "1" for n in range(7)}, "pgbus.workflows.filters.errors.json_too_many"),
 }

@@ -239,7 +239,7 @@ def test_run_digests_and_arguments(engine, seeded):
           AND w.definition_digest <> :digest
     """, digest=digests[demo.ORDER]) == []
     keys = {tuple(sorted(args)) for (args,) in rows(engine, "SELECT DISTINCT arguments FROM pgbus_workflows")}
-    assert ("amount_cents", "fail_capture", "order_id", "vendors") in keys
+    assert ("amount_cents", "customer_id", "fail_capture", "order_id", "vendors") in keys
 
 
 def test_events_tell_each_runs_story_in_order(engine, seeded):

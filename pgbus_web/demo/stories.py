@@ -746,11 +746,12 @@ def _arguments(run: _Run) -> dict[str, Any]:
     rng, n = run.rng, run.number
     klass = run.definition.name
     if klass == demo.ORDER:
-        return {"order_id": n, "amount_cents": rng.randrange(500, 50_000),
+        return {"order_id": n, "customer_id": demo.customer_of(n), "amount_cents": rng.randrange(500, 50_000),
                 "vendors": rng.randint(demo.MIN_VENDORS, demo.MAX_VENDORS), "fail_capture": False}
     if klass == demo.ONBOARDING:
         return {"user_id": n, "fail_welcome_email": False}
-    return {"refund_id": n, "amount_cents": rng.randrange(500, 20_000), "fail_refund": False}
+    return {"refund_id": n, "customer_id": demo.customer_of(n), "amount_cents": rng.randrange(500, 20_000),
+            "fail_refund": False}
 
 
 def _json(value: Any) -> str:

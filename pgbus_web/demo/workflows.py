@@ -182,6 +182,16 @@ REFUND_WORKFLOW = Workflow(
 REGISTRY = Registry([ORDER_WORKFLOW, ONBOARDING_WORKFLOW, REFUND_WORKFLOW])
 
 
+# The demo's customers: orders and refunds name one of them in their
+# arguments, so a search by argument (arg.customer_id=42) finds a few runs.
+CUSTOMERS = 250
+
+
+def customer_of(number: int) -> int:
+    """The customer of the *number*-th demo order or refund."""
+    return 1 + number % CUSTOMERS
+
+
 def sample_arguments(
     workflow_class: str, number: int, rng: random.Random, failure_share: float = 0.2
 ) -> dict[str, Any]:
@@ -194,6 +204,7 @@ def sample_arguments(
     if workflow_class == ORDER:
         return {
             "order_id": number,
+            "customer_id": customer_of(number),
             "amount_cents": rng.randrange(500, 50_000),
             "vendors": rng.randint(MIN_VENDORS, MAX_VENDORS),
             "fail_capture": flag(),
@@ -201,5 +212,6 @@ def sample_arguments(
     if workflow_class == ONBOARDING:
         return {"user_id": number, "fail_welcome_email": flag()}
     if workflow_class == REFUND:
-        return {"refund_id": number, "amount_cents": rng.randrange(500, 20_000), "fail_refund": flag()}
+        return {"refund_id": number, "customer_id": customer_of(number), "amount_cents": rng.randrange(500, 20_000),
+                "fail_refund": flag()}
     raise KeyError(workflow_class)

@@ -298,6 +298,9 @@ def json_match(name: str, raw: str) -> JsonMatch:
     can answer it: a malformed or too deep path, a value too long, holding
     a NUL, or asking for a comparison or a pattern."""
     path = name.split(".", 1)[1]
+    if any(mark in path for mark in NOT_EQUALITY):
+        # arg.amount>=100 arrives as the name "arg.amount>": a comparison.
+        raise FilterError(t("pgbus.workflows.filters.errors.json_operator", name=name[:NAME_SHOWN]))
     if _path_problem(path):
         raise FilterError(t("pgbus.workflows.filters.errors.json_path", name=name[:NAME_SHOWN],
                             depth=MAX_PATH_DEPTH, length=PATH_KEY_MAX))

@@ -233,8 +233,8 @@ def server_error(problem: InternalServerError):
 
 def register(blueprint: Blueprint) -> None:
     blueprint.add_url_rule("/workflows", "workflows", index)
-    for fmt in exports.FORMATS:
-        blueprint.add_url_rule(f"/workflows/export.{fmt}", f"export_{fmt}", export, defaults={"fmt": fmt})
+    blueprint.add_url_rule("/workflows/export.csv", "export_csv", lambda: export("csv"))
+    blueprint.add_url_rule("/workflows/export.ndjson", "export_ndjson", lambda: export("ndjson"))
     blueprint.add_url_rule(f"/workflows/<{run_ids.CONVERTER}:workflow_id>", "workflow", workflow)
     blueprint.add_url_rule("/workflows/insights/<workflow_class>", "insights", insights)
     # A batch id is any text (a "/" too): the rest of the path.
