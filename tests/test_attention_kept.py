@@ -228,3 +228,50 @@ def test_seeded_runs_are_kept_as_the_triggers_would_keep_them(engine):
         groups = workflow_attention.counted_attention_groups(conn, **kwargs)
         assert groups
         assert_same_groups(workflow_attention.attention_groups(conn, **kwargs), groups)
+
+
+def plan_of(conn, statement: str, binds: dict) -> str:
+    return "\n".join(conn.execute(sa.text(f"EXPLAIN {statement}"), binds).scalars().all())
+
+
+def test_each_part_reads_its_index(engine):
+    """The groups' statement reads the kept counts, the moments index for
+    the paused keys and each clock-read rule's candidates index (its
+    predicate is the rule's condition without the clock, so a change of the
+    rule that the index no longer covers fails here), and no other scan of
+    the runs. Sequential and bitmap scans are turned off so that the plan
+    shows which index can serve each part, whatever the table's size."""
+    build_history(engine, 41, runs=20)
+    captured = []
+    listener = lambda conn, cursor, statement, parameters, context, many: captured.append(  # noqa: E731
+        (statement, parameters))
+    sa.event.listen(engine, "before_cursor_execute", listener)
+    try:
+        with engine.connect() as conn:
+            workflow_attention.attention_groups(conn, threshold=THRESHOLD, now=T0,
+                                                waiting_threshold=WAITING_THRESHOLD)
+            workflow_attention.failed_groups(conn)
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", listener)
+    (groups, group_binds), (failed, failed_binds) = captured[-2:]
+    with engine.begin() as conn:
+        conn.execute(sa.text("SET LOCAL enable_seqscan = off"))
+        conn.execute(sa.text("SET LOCAL enable_bitmapscan = off"))
+        plan = conn.exec_driver_sql(f"EXPLAIN {groups}", group_binds).scalars().all()
+        failed_plan = conn.exec_driver_sql(f"EXPLAIN {failed}", failed_binds).scalars().all()
+    # Once the visibility map says the pages are all visible (as autovacuum
+    # keeps it), each clock-read part is read from its index alone.
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql("VACUUM ANALYZE pgbus_workflows")
+    with engine.begin() as conn:
+        conn.execute(sa.text("SET LOCAL enable_seqscan = off"))
+        conn.execute(sa.text("SET LOCAL enable_bitmapscan = off"))
+        only = "\n".join(conn.exec_driver_sql(f"EXPLAIN {groups}", group_binds).scalars().all())
+    text = "\n".join(plan)
+    assert "Index Only Scan using pgbus_workflows_attention_overdue" in only, only
+    assert "Index Only Scan using pgbus_workflows_attention_waiting" in only, only
+    assert "pgbus_workflows_attention_moments" in text, text
+    # Not the index every ongoing run is in (what the groups read before).
+    assert "Seq Scan on pgbus_workflows " not in text and "pgbus_workflows_stuck" not in text
+    failed_text = "\n".join(failed_plan)
+    assert "pgbus_workflows_attention_moments" in failed_text and "pgbus_workflows_failed" not in failed_text

@@ -55,6 +55,15 @@ CREATE INDEX IF NOT EXISTS pgbus_workflows_attention_waiting
     INCLUDE (id, status, workflow_class, latest_step_name, current_step, latest_error_class)
     WHERE status = 'waiting' AND latest_step_status = 'waiting' AND latest_timeout_at IS NULL;
 
+-- A needs-attention or failed group's runs, as its "N runs" link lists them
+-- (class, step, the reason's status, error class; newest first): a walk of
+-- exactly that group in id order, instead of every paused run of the class
+-- read from the table to find the group's (0.1 s for a group of none at a
+-- million runs; 2.6 ms with this index).
+CREATE INDEX IF NOT EXISTS pgbus_workflows_group_runs
+    ON pgbus_workflows (workflow_class, (COALESCE(latest_step_name, current_step)), status, latest_error_class, id)
+    WHERE status IN ('paused', 'ready', 'waiting', 'failed');
+
 -- The planner's estimate of a stuck reason's runs: the facts a rule tests
 -- together are far from independent (a stalled run is a paused run whose
 -- latest step failed with one error class). Estimated as if independent,
