@@ -275,3 +275,32 @@ def test_each_part_reads_its_index(engine):
     assert "Seq Scan on pgbus_workflows " not in text and "pgbus_workflows_stuck" not in text
     failed_text = "\n".join(failed_plan)
     assert "pgbus_workflows_attention_moments" in failed_text and "pgbus_workflows_failed" not in failed_text
+
+
+def test_the_upgrade_counts_the_runs_already_there(_installed_engine, database_url):
+    """A database at the version before is upgraded with paused and failed
+    runs in it: the kept counts start equal to a full count, and the
+    groups read from them equal the groups counted."""
+    from test_schema_upgrade import scratch as scratch_fixture
+
+    maker = scratch_fixture.__wrapped__(_installed_engine, database_url)
+    url, scratch = next(maker)
+    try:
+        from pgbus_web import schema
+
+        # The version before the one that adds the kept groups (found by its
+        # script, whatever number it is given).
+        adds = next(number for number, name in enumerate(schema.MIGRATIONS, start=1)
+                    if "TABLE IF NOT EXISTS pgbus_workflow_attention_counts" in schema._sql(name))
+        schema.install(scratch, target=adds - 1)
+        build_history(scratch, 51, runs=30)
+        shake(scratch, random.Random(51), rounds=40)
+        with scratch.connect() as conn:
+            assert conn.execute(sa.text("SELECT to_regclass('pgbus_workflow_attention_counts')")).scalar() is None
+        assert schema.install(scratch).upgraded_from == adds - 1
+        with scratch.connect() as conn:
+            assert attention_counts.counted(conn)
+            assert attention_counts.kept(conn) == attention_counts.counted(conn)
+        assert_kept_equals_counted(scratch)
+    finally:
+        next(maker, None)
