@@ -220,7 +220,7 @@ def test_seeded_runs_are_kept_as_the_triggers_would_keep_them(engine):
     seeding.seed(engine, runs=300, seed=3, now=T0)
     seeding.seed(engine, runs=120, seed=4, now=T0 + timedelta(hours=1), chunk_size=50)
     # History: finished runs, some failed, written by INSERT ... SELECT.
-    history.seed_history(engine, runs=60, now=T0)
+    history.seed_history(engine, runs=60, now=T0, chunk_size=25)
     with engine.connect() as conn:
         assert attention_counts.kept(conn) == attention_counts.counted(conn)
         assert workflow_attention.failed_groups(conn) == workflow_attention.counted_failed_groups(conn)
