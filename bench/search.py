@@ -15,7 +15,8 @@ step rows: the search reads the runs
 table; the page's latest-step lookup costs one index probe per listed run
 (docs/performance.md). Then it searches for one run near the middle by each
 form, prints the plan of each, and checks each found that run; last, the
-plan of the failed runs' groups (models.workflow_attention.failed_groups).
+plan of the failed runs' groups (models.workflow_attention.failed_groups: the
+kept counts by key and one probe of the moments index per key).
 """
 
 from __future__ import annotations

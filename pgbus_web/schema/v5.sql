@@ -64,6 +64,11 @@ CREATE INDEX IF NOT EXISTS pgbus_workflows_group_runs
     ON pgbus_workflows (workflow_class, (COALESCE(latest_step_name, current_step)), status, latest_error_class, id)
     WHERE status IN ('paused', 'ready', 'waiting', 'failed');
 
+-- The failed runs' groups read the kept counts and the moments index, and
+-- a failed group's runs the index above: the failed runs' own index (the
+-- schema version 3 grouping read) has no reader left.
+DROP INDEX IF EXISTS pgbus_workflows_failed;
+
 -- The planner's estimate of a stuck reason's runs: the facts a rule tests
 -- together are far from independent (a stalled run is a paused run whose
 -- latest step failed with one error class). Estimated as if independent,
