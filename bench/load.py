@@ -8,8 +8,11 @@ For each page (the index's first page, a filtered page, a run page) and
 each number of clients, the clients request the page as fast as it
 answers, each on its own keep-alive connection, for --seconds; the table
 gives requests per second, the median, 95th and 99th percentile latency,
-the errors (anything but 200, and failed connections) and the serving
-processes' resident memory (the largest seen) and CPU seconds used.
+the errors (anything but 200, and failed connections), the serving
+processes' resident memory (the largest seen), the CPU seconds they used
+and that CPU time per request: the steadier figure on a shared machine,
+where the latencies follow what else runs (a process that got a fifth of
+a core serves a fifth of the requests).
 
 With --processes N > 1, N serve processes listen on their own ports and
 nginx (started here, from a configuration in a temporary directory)
@@ -254,13 +257,14 @@ def print_table(results: list[Result], processes: int, threads: int) -> None:
     print(f"{processes} serve process(es), {threads} threads each"
           + (", behind nginx" if processes > 1 else ""))
     header = (f"{'page':<14} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
-              f"{'errors':>6} {'RSS MB':>7} {'CPU s':>6}")
+              f"{'errors':>6} {'RSS MB':>7} {'CPU s':>6} {'CPU ms/req':>10}")
     print(header)
     print("-" * len(header))
     for r in results:
         rate = len(r.latencies) / r.seconds
         print(f"{r.page:<14} {r.clients:>7} {rate:>8.1f} {r.percentile(0.5):>8.1f} {r.percentile(0.95):>8.1f} "
-              f"{r.percentile(0.99):>8.1f} {r.errors:>6} {r.rss_kb / 1024:>7.0f} {r.cpu:>6.1f}")
+              f"{r.percentile(0.99):>8.1f} {r.errors:>6} {r.rss_kb / 1024:>7.0f} {r.cpu:>6.1f} "
+              f"{r.cpu * 1000 / max(len(r.latencies), 1):>10.1f}")
 
 
 def main() -> None:

@@ -25,6 +25,7 @@ import sqlalchemy as sa
 from pgbus_web import db
 from pgbus_web.app import create_app
 from pgbus_web.demo.workflows import REGISTRY
+from pgbus_web.models import workflow_counts
 
 
 class SqlTimer:
@@ -53,8 +54,10 @@ class SqlTimer:
 def pick_targets(engine) -> list[tuple[str, str, dict]]:
     """(label, path, headers) of the pages to time, chosen from the data."""
     with engine.connect() as conn:
-        total, low, high = conn.execute(
-            sa.text("SELECT count(*), min(id), max(id) FROM pgbus_workflows")
+        # The kept counts and the primary key's two ends: no pass over the runs.
+        total = workflow_counts.count_runs(conn)
+        low, high = conn.execute(
+            sa.text("SELECT (SELECT min(id) FROM pgbus_workflows), (SELECT max(id) FROM pgbus_workflows)")
         ).one()
         if not total:
             raise SystemExit("the database has no runs: seed it first (pgbus-web seed --runs N)")
@@ -86,6 +89,15 @@ def pick_targets(engine) -> list[tuple[str, str, dict]]:
                 "WHERE status = 'paused' ORDER BY id DESC LIMIT 1"
             )
         ).first()
+        # The group of the newest run paused on an error, as its link names it.
+        failed_on = conn.execute(
+            sa.text(
+                "SELECT workflow_class, COALESCE(latest_step_name, current_step), latest_error_class "
+                "FROM pgbus_workflows WHERE status = 'paused' AND latest_step_status = 'failed' "
+                "AND latest_error_class IS NOT NULL AND latest_error_class <> 'Pgbus::Workflow::StepStalled' "
+                "ORDER BY id DESC LIMIT 1"
+            )
+        ).first()
     print(f"{total:,} runs (ids {low:,} to {high:,})")
     hx = {"HX-Request": "true"}
     targets = [
@@ -107,6 +119,13 @@ def pick_targets(engine) -> list[tuple[str, str, dict]]:
         targets.append(
             (f"index runs fragment, group {klass}/{step_name}",
              f"/workflows?workflow_class={klass}&step={step_name}&reason=paused_error",
+             {**hx, "HX-Target": "pgbus-runs"})
+        )
+    if failed_on is not None:
+        klass, step_name, error_class = failed_on
+        targets.append(
+            (f"index runs fragment, group {klass}/{step_name}/{error_class}",
+             f"/workflows?workflow_class={klass}&step={step_name}&reason=paused_error&error_class={error_class}",
              {**hx, "HX-Target": "pgbus-runs"})
         )
     for workflow_id, label in ((run, "run page (paused)"), (busiest, "run page (most attempts)")):

@@ -20,7 +20,8 @@ the floor, measured in the same run). For the id fragments, the fragment's
 own condition is timed alone twice, with the trigram index and with index
 scans turned off (what the fragment would cost without pg_trgm), and the
 ratio printed. Then the plan of the failed runs' groups
-(models.workflow_attention.failed_groups).
+(models.workflow_attention.failed_groups: the kept counts by key and one
+probe of the moments index per key).
 
 The searches inside JSON (docs/search.md) follow: the runs carry
 arguments (bench/bulk_runs.py's ARGUMENTS: a customer shared by 50 runs,

@@ -220,7 +220,7 @@ def test_seeded_runs_are_kept_as_the_triggers_would_keep_them(engine):
     seeding.seed(engine, runs=300, seed=3, now=T0)
     seeding.seed(engine, runs=120, seed=4, now=T0 + timedelta(hours=1), chunk_size=50)
     # History: finished runs, some failed, written by INSERT ... SELECT.
-    history.seed_history(engine, runs=60, now=T0)
+    history.seed_history(engine, runs=60, now=T0, chunk_size=25)
     with engine.connect() as conn:
         assert attention_counts.kept(conn) == attention_counts.counted(conn)
         assert workflow_attention.failed_groups(conn) == workflow_attention.counted_failed_groups(conn)
@@ -228,3 +228,79 @@ def test_seeded_runs_are_kept_as_the_triggers_would_keep_them(engine):
         groups = workflow_attention.counted_attention_groups(conn, **kwargs)
         assert groups
         assert_same_groups(workflow_attention.attention_groups(conn, **kwargs), groups)
+
+
+def plan_of(conn, statement: str, binds: dict) -> str:
+    return "\n".join(conn.execute(sa.text(f"EXPLAIN {statement}"), binds).scalars().all())
+
+
+def test_each_part_reads_its_index(engine):
+    """The groups' statement reads the kept counts, the moments index for
+    the paused keys and each clock-read rule's candidates index (its
+    predicate is the rule's condition without the clock, so a change of the
+    rule that the index no longer covers fails here), and no other scan of
+    the runs. Sequential and bitmap scans are turned off so that the plan
+    shows which index can serve each part, whatever the table's size."""
+    build_history(engine, 41, runs=20)
+    captured = []
+    listener = lambda conn, cursor, statement, parameters, context, many: captured.append(  # noqa: E731
+        (statement, parameters))
+    sa.event.listen(engine, "before_cursor_execute", listener)
+    try:
+        with engine.connect() as conn:
+            workflow_attention.attention_groups(conn, threshold=THRESHOLD, now=T0,
+                                                waiting_threshold=WAITING_THRESHOLD)
+            workflow_attention.failed_groups(conn)
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", listener)
+    (groups, group_binds), (failed, failed_binds) = captured[-2:]
+    with engine.begin() as conn:
+        conn.execute(sa.text("SET LOCAL enable_seqscan = off"))
+        conn.execute(sa.text("SET LOCAL enable_bitmapscan = off"))
+        plan = conn.exec_driver_sql(f"EXPLAIN {groups}", group_binds).scalars().all()
+        failed_plan = conn.exec_driver_sql(f"EXPLAIN {failed}", failed_binds).scalars().all()
+    # Once the visibility map says the pages are all visible (as autovacuum
+    # keeps it), each clock-read part is read from its index alone.
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql("VACUUM ANALYZE pgbus_workflows")
+    with engine.begin() as conn:
+        conn.execute(sa.text("SET LOCAL enable_seqscan = off"))
+        conn.execute(sa.text("SET LOCAL enable_bitmapscan = off"))
+        only = "\n".join(conn.exec_driver_sql(f"EXPLAIN {groups}", group_binds).scalars().all())
+    text = "\n".join(plan)
+    assert "Index Only Scan using pgbus_workflows_attention_overdue" in only, only
+    assert "Index Only Scan using pgbus_workflows_attention_waiting" in only, only
+    assert "pgbus_workflows_attention_moments" in text, text
+    # Not the index every ongoing run is in (what the groups read before).
+    assert "Seq Scan on pgbus_workflows " not in text and "pgbus_workflows_stuck" not in text
+    failed_text = "\n".join(failed_plan)
+    assert "pgbus_workflows_attention_moments" in failed_text and "pgbus_workflows_failed" not in failed_text
+
+
+def test_the_upgrade_counts_the_runs_already_there(_installed_engine, database_url):
+    """A database at the version before is upgraded with paused and failed
+    runs in it: the kept counts start equal to a full count, and the
+    groups read from them equal the groups counted."""
+    from test_schema_upgrade import scratch as scratch_fixture
+
+    maker = scratch_fixture.__wrapped__(_installed_engine, database_url)
+    url, scratch = next(maker)
+    try:
+        from pgbus_web import schema
+
+        # The version before the one that adds the kept groups (found by its
+        # script, whatever number it is given).
+        adds = next(number for number, name in enumerate(schema.MIGRATIONS, start=1)
+                    if "TABLE IF NOT EXISTS pgbus_workflow_attention_counts" in schema._sql(name))
+        schema.install(scratch, target=adds - 1)
+        build_history(scratch, 51, runs=30)
+        shake(scratch, random.Random(51), rounds=40)
+        with scratch.connect() as conn:
+            assert conn.execute(sa.text("SELECT to_regclass('pgbus_workflow_attention_counts')")).scalar() is None
+        assert schema.install(scratch).upgraded_from == adds - 1
+        with scratch.connect() as conn:
+            assert attention_counts.counted(conn)
+            assert attention_counts.kept(conn) == attention_counts.counted(conn)
+        assert_kept_equals_counted(scratch)
+    finally:
+        next(maker, None)

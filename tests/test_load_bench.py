@@ -14,7 +14,7 @@ from pgbus_web.demo import seed as seeding
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "load.py"
 ROW = re.compile(r"^(first page|filtered page|run page)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)"
-                 r"\s+(\d+)\s+(\d+)\s+([\d.]+)$")
+                 r"\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)$")
 
 
 def run_bench(database_url: str, *args: str) -> list[tuple]:
@@ -33,7 +33,7 @@ def test_the_load_bench_prints_every_row_without_errors(engine, database_url):
     # Every page at every number of clients, in order.
     assert [(page, int(clients)) for page, clients, *_ in rows] == [
         (page, clients) for page in ("first page", "filtered page", "run page") for clients in (1, 2)]
-    for page, clients, rate, p50, p95, p99, errors, rss, cpu in rows:
+    for page, clients, rate, p50, p95, p99, errors, rss, cpu, per_request in rows:
         assert int(errors) == 0, (page, clients)
         assert float(rate) > 0 and float(p50) <= float(p95) <= float(p99), (page, clients)
         assert int(rss) > 0, page  # the server's memory was read
@@ -43,4 +43,4 @@ def test_two_processes_behind_nginx(engine, database_url):
     seeding.seed(engine, runs=50, seed=9)
     rows = run_bench(database_url, "--processes", "2", "--pages", "run page")
     assert [(page, int(clients)) for page, clients, *_ in rows] == [("run page", 1), ("run page", 2)]
-    assert all(int(errors) == 0 and float(rate) > 0 for _, _, rate, _, _, _, errors, _, _ in rows)
+    assert all(int(errors) == 0 and float(rate) > 0 for _, _, rate, _, _, _, errors, _, _, _ in rows)

@@ -39,8 +39,11 @@ def scratch(_installed_engine, database_url):
 
 
 def stuck(engine):
+    # Counted from the runs' latest_* columns themselves (what version 1
+    # left wrong), not from the kept counts a later version adds.
     with engine.connect() as conn:
-        return workflow_attention.stuck_reason_counts(conn, threshold=timedelta(minutes=10), now=T0)
+        summary = workflow_attention.counted_stuck_reason_summary(conn, threshold=timedelta(minutes=10), now=T0)
+    return {key: runs for key, (runs, _) in summary.items()}
 
 
 def mismatches(engine) -> int:

@@ -233,10 +233,10 @@ def seed_history(engine: Engine, *, runs: int, now: datetime | None = None, prog
                     result.events += conn.execute(sa.text(_INSERT_EVENTS), binds).rowcount
                 if skip_triggers:
                     by_status: dict[tuple[str, str], int] = {}
-                    for klass, status, _, runs in counts:
-                        by_status[(klass, status)] = by_status.get((klass, status), 0) + runs
+                    for klass, status, _, written in counts:
+                        by_status[(klass, status)] = by_status.get((klass, status), 0) + written
                     workflow_counts.add_counts(conn, by_status)
-                    attention_counts.add(conn, {tuple(key): runs for _, _, key, runs in counts})
+                    attention_counts.add(conn, {tuple(key): written for _, _, key, written in counts})
                     changes.mark(conn)
             bar.update(size)
     with engine.begin() as conn:

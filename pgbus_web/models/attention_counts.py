@@ -1,5 +1,5 @@
-"""The paused and failed runs counted by group key, as schema/v5.sql's
-triggers keep them (pgbus_workflow_attention_counts and its deltas): read,
+"""The paused and failed runs counted by group key, as the triggers of
+the schema version that adds them keep them (pgbus_workflow_attention_counts and its deltas): read,
 checked against count(*), refilled, folded and added to.
 
 A key is ``[workflow_class, status, step, latest_error_class,

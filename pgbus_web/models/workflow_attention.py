@@ -3,7 +3,7 @@ counted, grouped into the needs-attention groups and walked by a bulk
 action; and the failed runs' groups beside them.
 
 The groups and the counts by reason are read from what is kept
-(schema/v5.sql, docs/performance.md "The first screen"): the paused and
+(the schema version that adds them, docs/performance.md "The first screen"): the paused and
 failed runs' counts by key (models/attention_counts.py) with two index
 probes per key for the moments, and the runs stuck by the clock (overdue,
 waiting_overdue) from a partial index of the candidates read up to the

@@ -55,6 +55,20 @@ CREATE INDEX IF NOT EXISTS pgbus_workflows_attention_waiting
     INCLUDE (id, status, workflow_class, latest_step_name, current_step, latest_error_class)
     WHERE status = 'waiting' AND latest_step_status = 'waiting' AND latest_timeout_at IS NULL;
 
+-- A needs-attention or failed group's runs, as its "N runs" link lists them
+-- (class, step, the reason's status, error class; newest first): a walk of
+-- exactly that group in id order, instead of every paused run of the class
+-- read from the table to find the group's (0.1 s for a group of none at a
+-- million runs; 2.6 ms with this index).
+CREATE INDEX IF NOT EXISTS pgbus_workflows_group_runs
+    ON pgbus_workflows (workflow_class, (COALESCE(latest_step_name, current_step)), status, latest_error_class, id)
+    WHERE status IN ('paused', 'ready', 'waiting', 'failed');
+
+-- The failed runs' groups read the kept counts and the moments index, and
+-- a failed group's runs the index above: the failed runs' own index (the
+-- schema version 3 grouping read) has no reader left.
+DROP INDEX IF EXISTS pgbus_workflows_failed;
+
 -- The planner's estimate of a stuck reason's runs: the facts a rule tests
 -- together are far from independent (a stalled run is a paused run whose
 -- latest step failed with one error class). Estimated as if independent,
@@ -64,6 +78,10 @@ CREATE INDEX IF NOT EXISTS pgbus_workflows_attention_waiting
 CREATE STATISTICS IF NOT EXISTS pgbus_workflows_latest_facts (mcv, dependencies)
     ON status, latest_step_status, latest_error_class, (latest_timeout_at IS NULL)
     FROM pgbus_workflows;
+-- Statistics are gathered by ANALYZE: now, for an upgraded database (a
+-- sample of the table, seconds at a million runs), not at autovacuum's
+-- next pass.
+ANALYZE pgbus_workflows;
 
 -- Moves every committed delta into the totals, as pgbus_workflow_counts_fold
 -- does: only in READ COMMITTED and only when the fold lock is free (it never
