@@ -238,7 +238,7 @@ def test_live_refresh_keeps_the_filtered_list(server, page, runs):
     page.wait_for_timeout(2_500)  # more than two refresh intervals
     assert polls, "the poller sent nothing"
     assert all("status=failed" in poll["url"] for poll in polls)
-    assert polls[0]["target"] == "pgbus-total,pgbus-counts,pgbus-runs"
+    assert polls[0]["target"] == "pgbus-workers-banner,pgbus-total,pgbus-counts,pgbus-runs"
     assert shown_ids(page) == [failed]
     assert page.locator("#pgbus-filter-status").input_value() == "failed"
     # A run made meanwhile: the head's total follows with the counts, the
