@@ -19,6 +19,7 @@ from ..models import (
     events,
     run_lookups,
     signals,
+    step_durations,
     steps,
     workflow_activity,
     workflow_attention,
@@ -406,9 +407,21 @@ def insights_context(
         for key in ("median_seconds", "p95_seconds"):
             if row[key] is not None:
                 row[key] = round(float(row[key]), 3)
+    # Per step and UTC day over 30 days, from the kept histograms.
+    step_days = step_durations.per_day(conn, workflow_class, now=now)
+    for day in step_days:
+        for row in day["steps"]:
+            # A kept figure is a bucket's middle (1.96 s for 2 s); a page
+            # writes whole seconds by cutting, so it is rounded to what it
+            # shows: the millisecond under a second, the second above.
+            for key in ("median_seconds", "p95_seconds"):
+                if row[key] is not None:
+                    row[key] = round(row[key]) if row[key] >= 1 else round(row[key], 3)
     if definition is not None:
         order = {name: index for index, name in enumerate(definition.step_names)}
         durations.sort(key=lambda row: order.get(row["step_name"], len(order)))
+        for day in step_days:
+            day["steps"].sort(key=lambda row: order.get(row["step_name"], len(order)))
     return {
         "now": now,
         "workflow_class": workflow_class,
@@ -429,6 +442,7 @@ def insights_context(
         # rollup: the same few rows at any number of runs.
         "activity": {bucket: workflow_activity.series(conn, workflow_class, bucket=bucket, now=now)
                      for bucket in workflow_activity.BUCKETS},
+        "step_days": step_days,
     }
 
 

@@ -1,0 +1,189 @@
+"""Step durations per day: the histograms the triggers keep give each
+step's median and 95th percentile per UTC day within the documented bound
+of an exact recount (percentile_cont over the same attempts), folded or
+not; a wrong bucket edge breaks that; pruning runs leaves them; the
+insights page shows them, odd stored values included."""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timedelta, timezone
+
+import sqlalchemy as sa
+from web_helpers import Runs, make_app, soup, text_of
+
+from pgbus_web.core.words.timefmt import duration
+from pgbus_web.demo import workflows as demo
+from pgbus_web.models import step_durations
+from pgbus_web.runtime import system
+from pgbus_web.runtime.worker import Worker
+
+LONG_AGO = datetime(2000, 1, 1, tzinfo=timezone.utc).date()
+STEPS = ("reserve", "charge", "notify")
+
+
+def _random_history(engine, *, seed: int = 27, attempts: int = 1500) -> None:
+    """Attempts of three steps over five UTC days with random run times
+    (log-uniform from 0.1 ms to a day, some negative, some exactly 0),
+    most inserted already finished (one statement), the rest started then
+    finished by an UPDATE per attempt; and refunds a worker runs."""
+    chance = random.Random(seed)
+    runs = Runs(engine)
+    run_ids = [runs.make("completed", workflow_class=demo.ORDER) for _ in range(20)]
+    now = datetime.now(timezone.utc)
+    rows = []
+    for index in range(attempts):
+        finished = now - timedelta(days=chance.randrange(5), seconds=chance.uniform(0, 3600))
+        roll = chance.random()
+        seconds = 0.0 if roll < 0.03 else -chance.uniform(0, 5) if roll < 0.06 else 10 ** chance.uniform(-4, 5)
+        rows.append((chance.choice(run_ids), STEPS[index % 3], finished - timedelta(seconds=seconds), finished))
+    inserted, updated = rows[: attempts * 4 // 5], rows[attempts * 4 // 5:]
+    with engine.begin() as conn:
+        conn.execute(sa.text(
+            "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, started_at, finished_at)"
+            " SELECT w, s, 'completed', a, b FROM unnest(CAST(:w AS text[]), CAST(:s AS text[]),"
+            " CAST(:a AS timestamptz[]), CAST(:b AS timestamptz[])) AS t(w, s, a, b)"),
+            {"w": [r[0] for r in inserted], "s": [r[1] for r in inserted],
+             "a": [r[2] for r in inserted], "b": [r[3] for r in inserted]})
+    with engine.begin() as conn:
+        for workflow_id, name, started, finished in updated:
+            step_id = conn.execute(sa.text(
+                "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, started_at)"
+                " VALUES (:w, :s, 'in_progress', :a) RETURNING id"), {"w": workflow_id, "s": name, "a": started}
+            ).scalar_one()
+            conn.execute(sa.text("UPDATE pgbus_workflow_steps SET status = 'completed', finished_at = :b"
+                                 " WHERE id = :id"), {"b": finished, "id": step_id})
+            # A later write to a finished attempt does not count it again.
+            conn.execute(sa.text("UPDATE pgbus_workflow_steps SET result = '{}' WHERE id = :id"), {"id": step_id})
+    for number in range(3):
+        system.start(engine, demo.REFUND, {"refund_id": number}, registry=demo.REGISTRY)
+    Worker(engine, demo.REGISTRY).drain()
+
+
+def _compare(engine, workflow_class):
+    """[(day, step, what, kept, exact)] for every percentile of every kept
+    (day, step), and whether the attempts and the days agree exactly."""
+    with engine.connect() as conn:
+        kept = step_durations.histograms(conn, workflow_class, since=LONG_AGO)
+        exact = step_durations.recount(conn, workflow_class, since=LONG_AGO)
+    assert set(kept) == set(exact)
+    pairs = []
+    for key, histogram in kept.items():
+        attempts, median, p95 = exact[key]
+        assert sum(count for _, count in histogram) == attempts
+        pairs.append((*key, "p50", step_durations.percentile(histogram, 0.5), median))
+        pairs.append((*key, "p95", step_durations.percentile(histogram, 0.95), p95))
+    return pairs
+
+
+def _outside(pairs):
+    return [pair for pair in pairs if not step_durations.within_bound(pair[3], pair[4])]
+
+
+def test_the_kept_percentiles_are_within_the_bound_of_a_full_recount(engine):
+    _random_history(engine)
+    pairs = _compare(engine, demo.ORDER)
+    # The control: five days of three steps, percentiles far apart in size.
+    assert len(pairs) == 5 * 3 * 2
+    assert min(exact for *_, exact in pairs) < 10 < 100 < max(exact for *_, exact in pairs)
+    assert _outside(pairs) == []
+    with engine.begin() as conn:
+        step_durations.fold(conn)
+        assert conn.execute(sa.text("SELECT count(*) FROM pgbus_workflow_step_duration_deltas")).scalar() == 0
+    assert _outside(_compare(engine, demo.ORDER)) == []
+    # The worker's refunds are counted under their own class.
+    refunds = _compare(engine, demo.REFUND)
+    assert refunds and _outside(refunds) == []
+
+
+def test_the_bound_is_tight_enough_that_a_wrong_bucket_edge_fails(engine):
+    _random_history(engine)
+    with engine.begin() as conn:
+        step_durations.fold(conn)
+        # Every attempt one bucket too high: an edge off by one step (9%).
+        conn.execute(sa.text(
+            "WITH moved AS (DELETE FROM pgbus_workflow_step_durations RETURNING *)"
+            " INSERT INTO pgbus_workflow_step_duration_deltas (workflow_class, step_name, day, bucket, attempts)"
+            " SELECT workflow_class, step_name, day, bucket + 1, attempts FROM moved"))
+    assert _outside(_compare(engine, demo.ORDER)) != []
+
+
+def test_the_python_and_the_schema_buckets_agree(engine):
+    chance = random.Random(5)
+    values = [0.0, 0.0005, 0.001, 0.002, 1.0, 60.0] + [10 ** chance.uniform(-4, 9) for _ in range(500)]
+    with engine.connect() as conn:
+        found = conn.execute(sa.text(
+            "SELECT array_agg(pgbus_step_duration_bucket(v) ORDER BY o)"
+            " FROM unnest(CAST(:v AS float8[])) WITH ORDINALITY AS t(v, o)"), {"v": values}).scalar_one()
+    assert found == [step_durations.bucket_of(value) for value in values]
+    for value in values[3:]:
+        assert step_durations.within_bound(step_durations.representative(step_durations.bucket_of(value)), value)
+
+
+def test_pruning_runs_leaves_the_kept_durations(engine):
+    _random_history(engine, attempts=300)
+    now = datetime.now(timezone.utc)
+    with engine.connect() as conn:
+        before = step_durations.per_day(conn, demo.ORDER, now=now)
+    with engine.begin() as conn:
+        conn.execute(sa.text("DELETE FROM pgbus_workflows WHERE workflow_class = :c"), {"c": demo.ORDER})
+    with engine.connect() as conn:
+        after = step_durations.per_day(conn, demo.ORDER, now=now)
+        recounted = step_durations.recount(conn, demo.ORDER, since=LONG_AGO)
+    assert len(before) == 5 and after == before
+    assert recounted == {}  # the control: the steps themselves are gone
+
+
+def test_the_page_shows_the_days_and_takes_odd_stored_values(engine, database):
+    runs = Runs(engine)
+    now = datetime.now(timezone.utc)
+    run_id = runs.make("completed", workflow_class=demo.ORDER)
+    with engine.begin() as conn:
+        for started, finished in (
+            ("now() - interval '2 seconds'", "now()"),  # 2 s
+            ("now() - interval '2 seconds'", "now()"),
+            ("now()", "now() - interval '1 hour'"),  # negative: counts as 0
+            ("NULL", "now()"),  # never started: not counted
+            ("'-infinity'", "now()"),  # no run time: not counted
+            ("'1970-01-01'", "now()"),  # huge
+        ):
+            conn.execute(sa.text(
+                "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, started_at, finished_at)"
+                f" VALUES (:w, 'charge', 'completed', {started}, {finished})"), {"w": run_id})
+        # Odd rows written by hand into the kept table itself.
+        conn.execute(sa.text(
+            "INSERT INTO pgbus_workflow_step_durations (workflow_class, step_name, day, bucket, attempts) VALUES"
+            " (:c, 'odd', :d, -5, 1), (:c, 'odd', :d, 2000000000, 1), (:c, 'odd', :d, 10, -7),"
+            " (:c, 'gone', :d, 10, -3)"), {"c": demo.ORDER, "d": (now - timedelta(days=1)).date()})
+    client = make_app(database).test_client()
+    response = client.get(f"/workflows/insights/{demo.ORDER}")
+    assert response.status_code == 200
+    page = soup(response)
+    section = page.select_one(".pgbus-step-days")
+    today, yesterday = (section.select(f'tbody[data-day="{day.isoformat()}"]')
+                        for day in (datetime.combine(now.date(), datetime.min.time(), timezone.utc),
+                                    datetime.combine((now - timedelta(days=1)).date(), datetime.min.time(),
+                                                     timezone.utc)))
+    assert len(today) == 1 and len(yesterday) == 1
+    charge = today[0].select_one('tr[data-step="charge"]')
+    cells = [text_of(cell) for cell in charge.select("td")]
+    with engine.connect() as conn:
+        exact = step_durations.recount(conn, demo.ORDER, since=LONG_AGO)
+    attempts, median, p95 = exact[(now.date(), "charge")]
+    assert attempts == 4 and cells[0] == "4"
+    # The median of 0, 2, 2, huge is 2 s, kept within the bound: "2s".
+    assert cells[1] == duration(2.0) == "2s"
+    assert cells[2] != "—"
+    # A bucket below 0 reads as 0, one past any real run time as the last
+    # one; negative attempts leave a step out.
+    odd = [text_of(cell) for cell in yesterday[0].select_one('tr[data-step="odd"]').select("td")]
+    assert odd[0] == "2" and odd[1] != "—"
+    assert yesterday[0].select_one('tr[data-step="gone"]') is None
+    assert section.select_one('[role="region"][tabindex="0"]') is not None
+
+
+def test_a_class_with_no_finished_step_says_so(engine, database):
+    Runs(engine).make("running", workflow_class=demo.ORDER)
+    page = soup(make_app(database).test_client().get(f"/workflows/insights/{demo.ORDER}"))
+    section = page.select_one(".pgbus-step-days")
+    assert section.select_one("table") is None and section.select_one(".pgbus-empty") is not None
