@@ -1,7 +1,9 @@
 """Insights over time at 100,000 and at 1,000,000 runs: the per-hour (24 h)
-and per-day (30 d) series of one class, read from the kept rollup, next to
-a floor measured in the same run (a one-row SELECT). The series' time
-should not grow with the number of runs.
+and per-day (30 d) series of one class, read from the kept rollup, and its
+steps' median and 95th percentile per day over 30 days, read from the kept
+histograms (each run has two finished steps), next to a floor measured in
+the same run (a one-row SELECT). None of them should grow with the number
+of runs.
 
     python bench/activity.py            # an embedded server of its own
     python bench/activity.py --database-url postgresql://...   # a scratch database there
@@ -24,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import scratch  # noqa: E402
 
 from pgbus_web import db, schema  # noqa: E402
-from pgbus_web.models import workflow_activity  # noqa: E402
+from pgbus_web.models import step_durations, workflow_activity  # noqa: E402
 
 CLASS = "OrderWorkflow"
 CLASSES = ["OrderWorkflow", "RefundWorkflow", "OnboardingWorkflow"]
@@ -39,6 +41,15 @@ SELECT gen_random_uuid()::text, (CAST(:classes AS text[]))[1 + g % 3],
        'step', moment, moment, moment + interval '2 minutes'
 FROM generate_series(CAST(:first AS bigint), CAST(:last AS bigint)) AS g,
      LATERAL (SELECT now() - interval '30 days' * (g::float8 / CAST(:total AS bigint)) AS moment) AS spread
+RETURNING workflow_id, created_at
+"""
+# Each run's two steps, finished with run times from 10 ms to about 100 s.
+RUNS_WITH_STEPS = f"""
+WITH runs AS ({RUNS})
+INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, started_at, finished_at)
+SELECT runs.workflow_id, name, 'completed', runs.created_at,
+       runs.created_at + interval '1 millisecond' * power(10, 1 + 4 * random())
+FROM runs, unnest(ARRAY['reserve', 'charge']) AS name
 """
 
 
@@ -47,7 +58,7 @@ def insert(url: str, first: int, last: int, total: int) -> None:
     try:
         for start in range(first, last + 1, BATCH):
             with engine.begin() as conn:
-                conn.execute(sa.text(RUNS), {"classes": CLASSES, "first": start,
+                conn.execute(sa.text(RUNS_WITH_STEPS), {"classes": CLASSES, "first": start,
                                              "last": min(start + BATCH - 1, last), "total": total})
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.execute(sa.text("VACUUM ANALYZE"))
@@ -76,6 +87,7 @@ def measure(url: str, repeat: int) -> dict[str, float]:
                               repeat),
             "day": median_ms(engine, lambda conn: workflow_activity.series(conn, CLASS, bucket="day", now=now),
                              repeat),
+            "steps": median_ms(engine, lambda conn: step_durations.per_day(conn, CLASS, now=now), repeat),
             "runs": engine.connect().execute(sa.text("SELECT count(*) FROM pgbus_workflows")).scalar(),
         }
     finally:
@@ -96,12 +108,15 @@ def main() -> None:
         rows.append(measure(url, options.repeat))
         insert(url, 100_001, 1_000_000, 900_000)
         rows.append(measure(url, options.repeat))
-        print(f"{'runs':>10} {'floor ms':>9} {'24 h ms':>8} {'30 d ms':>8} {'24 h/floor':>10} {'30 d/floor':>10}")
+        print(f"{'runs':>10} {'floor ms':>9} {'24 h ms':>8} {'30 d ms':>8} {'steps ms':>9}"
+              f" {'24 h/floor':>10} {'30 d/floor':>10} {'steps/floor':>11}")
         for row in rows:
-            print(f"{row['runs']:>10,} {row['floor']:9.3f} {row['hour']:8.3f} {row['day']:8.3f}"
-                  f" {row['hour'] / row['floor']:10.1f} {row['day'] / row['floor']:10.1f}")
+            print(f"{row['runs']:>10,} {row['floor']:9.3f} {row['hour']:8.3f} {row['day']:8.3f} {row['steps']:9.3f}"
+                  f" {row['hour'] / row['floor']:10.1f} {row['day'] / row['floor']:10.1f}"
+                  f" {row['steps'] / row['floor']:11.1f}")
         small, large = rows
-        print(f"1M / 100k: 24 h {large['hour'] / small['hour']:.2f}x, 30 d {large['day'] / small['day']:.2f}x")
+        print(f"1M / 100k: 24 h {large['hour'] / small['hour']:.2f}x, 30 d {large['day'] / small['day']:.2f}x,"
+              f" step p50/p95 per day {large['steps'] / small['steps']:.2f}x")
 
 
 if __name__ == "__main__":

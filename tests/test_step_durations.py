@@ -6,10 +6,14 @@ insights page shows them, odd stored values included."""
 
 from __future__ import annotations
 
+import os
 import random
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
+from browser import WAIT_MS, axe_violations, requires_chromium, serve
 from web_helpers import Runs, make_app, soup, text_of
 
 from pgbus_web.core.words.timefmt import duration
@@ -187,3 +191,49 @@ def test_a_class_with_no_finished_step_says_so(engine, database):
     page = soup(make_app(database).test_client().get(f"/workflows/insights/{demo.ORDER}"))
     section = page.select_one(".pgbus-step-days")
     assert section.select_one("table") is None and section.select_one(".pgbus-empty") is not None
+
+
+# --- in the browser ---------------------------------------------------------------------------
+
+SCREEN_SIZES = [(1280, 800), (390, 844)]
+
+
+@pytest.fixture
+def insights_server(database):
+    yield from serve(make_app(database, refresh_interval=600))
+
+
+@requires_chromium
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_page_with_its_days_fits_and_is_axe_clean(chromium, insights_server, engine, scheme):
+    _random_history(engine, attempts=400)
+    folder = os.environ.get("PGBUS_TEST_SCREENSHOTS")
+    problems: dict[str, object] = {}
+    for width, height in SCREEN_SIZES:
+        context = chromium.new_context(viewport={"width": width, "height": height}, color_scheme=scheme,
+                                       timezone_id="Asia/Tokyo")
+        page = context.new_page()
+        page.set_default_timeout(WAIT_MS)
+        try:
+            for locale in ("en", "de", "ja"):
+                where = f"{locale} {width} {scheme}"
+                page.goto(f"{insights_server}/workflows/insights/{demo.ORDER}?locale={locale}")
+                page.wait_for_load_state("load")
+                # The control: the section is there with its five days.
+                days = page.locator(".pgbus-step-days tbody").count()
+                if days != 5:
+                    problems[f"{where}: days"] = days
+                widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+                if widths[0] > widths[1]:
+                    problems[f"{where}: wider than the window"] = widths
+                violations = axe_violations(page)
+                if violations:
+                    problems[f"{where}: axe"] = violations
+                if folder:
+                    Path(folder).mkdir(parents=True, exist_ok=True)
+                    page.screenshot(path=f"{folder}/insights-{locale}-{width}x{height}-{scheme}.png")
+                    page.locator(".pgbus-step-days").screenshot(
+                        path=f"{folder}/step-days-{locale}-{width}x{height}-{scheme}.png")
+        finally:
+            context.close()
+    assert problems == {}, problems
