@@ -451,13 +451,23 @@ def test_an_operation_counts_the_same_on_both_paths(engine, runs, monkeypatch, v
     assert tally["moved"] > 0
 
 
+# The child waits half a second between a chunk's commit and its progress
+# write: the kill lands in that window (the taker must find the chunk's
+# runs acted on), and the parent, polling on a busy machine, never sees the
+# child finish every chunk before it kills it.
 CHILD = """
-import sys
+import sys, time
 from pgbus_web import db
 from pgbus_web.demo.workflows import REGISTRY
+from pgbus_web.models import operations as store
 from pgbus_web.runtime import chunks, operations
 if sys.argv[2] == "per-run":
     chunks.VERBS = ()
+written = store.progress
+def progress(*args, **kwargs):
+    time.sleep(0.5)
+    return written(*args, **kwargs)
+store.progress = progress
 engine = db.create_engine(sys.argv[1])
 runner = operations.Runner(engine, REGISTRY, chunk=50)
 while runner.step() is not None:
