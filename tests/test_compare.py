@@ -313,8 +313,10 @@ def test_every_bad_query_is_a_clear_refusal_that_changes_nothing(engine, client,
         assert response.status_code == status, query
         assert words in text_of(soup(response).select_one("main") or soup(response)), query
     assert tables(engine) == before
-    # The control: the same two runs, asked well, are compared.
+    # The control: the same two runs, asked well, are compared; the
+    # language every page takes is no unknown parameter.
     assert client.get(f"/workflows/compare?a={failed}&b={done}").status_code == 200
+    assert client.get(f"/workflows/compare?a={failed}&b={done}&locale=ja").status_code == 200
 
 
 def test_refusals_come_from_the_refusal_table():

@@ -18,11 +18,14 @@ from sqlalchemy.engine import Connection
 
 from ..models import steps, workflow_rows
 from ..models.values import RawJson
+from ..rules.run_filters import PAGE_EXTRAS
 from .reads import definition_of, find_run, runs_by_prefix
 from .settings import Settings
 
-# The parameters the comparison takes: the two runs.
+# The parameters the comparison takes: the two runs (and the language
+# every page takes).
 PARAMETERS = ("a", "b")
+ACCEPTED = PARAMETERS + PAGE_EXTRAS
 # A run id longer than this is not one a person pastes: refused before
 # the database is asked.
 ID_LIMIT = 1000
@@ -54,7 +57,7 @@ def parse(args: Mapping[str, Iterable[str]]) -> tuple[str, str]:
     """The two ids of a query (each name to its list of values): both
     given once, nothing else given, each a plausible id."""
     for name in args:
-        if name not in PARAMETERS:
+        if name not in ACCEPTED:
             raise CompareRefused(CompareRefused.UNKNOWN, name)
     ids = []
     for name in PARAMETERS:
