@@ -83,7 +83,8 @@ def paths(app, runs, engine):  # noqa: F811 (the fixture of test_locales_browser
                        step("issue_refund", "failed", error_class="Payments::GatewayTimeout",
                             error_message="the payment gateway did not answer within 30 seconds\nbacktrace"),
                        workflow_class="RefundWorkflow",
-                       arguments={"customer": {"id": 42}, "amount": 1250, "reason": "damaged", "items": ["a"]})
+                       arguments={"customer": {"id": 42}, "amount": {"value": 1250, "currency": "EUR"},
+                                  "reason": "damaged", "items": ["a"]})
     done = runs.make("completed", step("validate_refund", "completed"), step("issue_refund", "completed"),
                      step("notify_customer", "completed"), workflow_class="RefundWorkflow",
                      arguments={"customer": {"id": 42}, "amount": 990, "items": ["a", "b"]})
