@@ -19,6 +19,7 @@ import time
 from datetime import timedelta
 
 import pytest
+from operation_support import wait_for_the_dead
 import sqlalchemy as sa
 from web_helpers import step
 
@@ -492,6 +493,7 @@ def test_kill_minus_nine_mid_operation_then_takeover_acts_on_each_run_once(engin
         os.kill(child.pid, signals_.SIGKILL)
     finally:
         child.wait(10)
+    wait_for_the_dead(engine, created["id"])
     assert operations.find(engine, created["id"])["status"] == "running"
     assert 75 <= acted_by(engine, event, created["id"]) < 300
     taken_over = utcnow() + timedelta(minutes=5)
