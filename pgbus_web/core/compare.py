@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping
 from sqlalchemy.engine import Connection
 
 from ..models import steps, workflow_rows
-from ..models.values import RawJson
+from ..models.values import RawJson, json_kind
 from ..rules.run_filters import PAGE_EXTRAS
 from .reads import definition_of, find_run, runs_by_prefix
 from .settings import Settings
@@ -88,9 +88,11 @@ class Change:
 
 def json_type(value: Any) -> str:
     """A value's JSON type: object, array, string, number, boolean, null
-    (text Python could not read: raw)."""
-    if isinstance(value, RawJson):
+    (values.json_kind's words), or raw for text Python could not read."""
+    readable = value is None or isinstance(value, (bool, int, float, str, Mapping, list, tuple))
+    if isinstance(value, RawJson) or not readable:
         return "raw"
+    return json_kind(value)
     if value is None:
         return "null"
     if isinstance(value, bool):
