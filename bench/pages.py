@@ -114,6 +114,14 @@ def pick_targets(engine) -> list[tuple[str, str, dict]]:
         ("attention groups fragment", "/workflows", {**hx, "HX-Target": "pgbus-attention"}),
         ("counts fragment", "/workflows", {**hx, "HX-Target": "pgbus-counts"}),
     ]
+    # Two runs compared: the newest failed run and the newest completed one of its class.
+    with engine.connect() as conn:
+        pair = conn.execute(sa.text(
+            "SELECT f.workflow_id, (SELECT c.workflow_id FROM pgbus_workflows c WHERE c.workflow_class = f.workflow_class"
+            " AND c.status = 'completed' ORDER BY c.id DESC LIMIT 1)"
+            " FROM pgbus_workflows f WHERE f.status = 'failed' ORDER BY f.id DESC LIMIT 1")).first()
+    if pair is not None and pair[1] is not None:
+        targets.append(("compare, a failed run with the last completed", f"/workflows/compare?a={pair[0]}&b={pair[1]}", {}))
     if group is not None:
         klass, step_name = group
         targets.append(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import sqlalchemy as sa
 
 from pgbus_web.demo.workflows import ORDER_WORKFLOW
@@ -44,3 +46,22 @@ def seed_paused(engine, n: int) -> None:
         above = conn.execute(sa.text("SELECT COALESCE(max(id), 0) FROM pgbus_workflows")).scalar_one()
         for statement in SEED:
             conn.execute(statement, {"n": n, "above": above, "digest": ORDER_WORKFLOW.digest})
+
+
+def wait_for_the_dead(engine, operation_id: int, seconds: float = 60) -> None:
+    """After a kill -9: wait until the server has ended the killed client's
+    backend (on a busy machine it notices the closed socket a moment
+    later). Until then a lock that backend held on the operation's row
+    makes a claim skip it (SKIP LOCKED), as it should: a taker tries again
+    on its next tick, and the test must not take that for no operation."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            with engine.begin() as conn:
+                conn.execute(sa.text("SELECT id FROM pgbus_web_operations WHERE id = :id FOR UPDATE NOWAIT"),
+                             {"id": int(operation_id)})
+            return
+        except sa.exc.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)

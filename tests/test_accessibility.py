@@ -55,6 +55,8 @@ def seeded(app, runs, engine) -> dict[str, str]:
         paused_at=ago(minutes=11),
         events_=[{"event": "paused", "actor": "dashboard:alice", "step": 1, "reason": "gateway down"}],
     )
+    made["completed_other"] = runs.make(
+        states.COMPLETED, step("send_receipt", "completed", started_at=ago(minutes=7), finished_at=ago(minutes=6)))
     locks = Locks(engine)
     locks.queue()
     locks.acquire("pgbus:unique:RebuildSearchIndexJob:42", age=timedelta(minutes=20))
@@ -89,6 +91,9 @@ def seeded(app, runs, engine) -> dict[str, str]:
         "run failed": f"/workflows/{made['failed']}",
         "run empty": f"/workflows/{made['no_steps']}",
         "insights": "/workflows/insights/OrderWorkflow",
+        "compare": f"/workflows/compare?a={retried}&b={made['completed']}",
+        "compare alike": f"/workflows/compare?a={made['completed']}&b={made['completed_other']}",
+        "compare refused": f"/workflows/compare?a={retried}&b={retried}",
         "locks": "/locks",
         "operations": "/workflows/operations",
         "operation": f"/workflows/operations/{created['id']}",

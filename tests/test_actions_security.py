@@ -253,7 +253,7 @@ def test_index_and_run_page_poll_their_own_fragments(browser, runs):
     assert index["hx-get"] == "/workflows?workflow_class=OrderWorkflow"
     assert index["hx-trigger"] == "every 10s"
     assert index["hx-swap"] == "none"
-    assert index["hx-select-oob"] == "#pgbus-total,#pgbus-counts,#pgbus-attention,#pgbus-runs"
+    assert index["hx-select-oob"] == "#pgbus-workers-banner,#pgbus-total,#pgbus-counts,#pgbus-attention,#pgbus-runs"
     run = soup(browser.load(f"/workflows/{workflow_id}")).select_one("#pgbus-refresh")
     assert run["hx-get"] == f"/workflows/{workflow_id}"
     assert run["hx-select-oob"] == (

@@ -16,6 +16,7 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 from action_support import ago, paused_on_capture, ready_later
+from operation_support import wait_for_the_dead
 from web_helpers import step
 
 from pgbus_web import defaults
@@ -366,6 +367,7 @@ def test_kill_minus_nine_mid_chunk_then_takeover_finishes_without_doing_anything
         os.kill(child.pid, signal.SIGKILL)
     finally:
         child.wait(10)
+    wait_for_the_dead(engine, operation["id"])
     with engine.connect() as conn:
         killed = store.find(conn, operation["id"])
     acted = len(events_of(engine, event, operation["id"]))

@@ -19,6 +19,7 @@ import time
 from datetime import timedelta
 
 import pytest
+from operation_support import wait_for_the_dead
 import sqlalchemy as sa
 from web_helpers import step
 
@@ -451,13 +452,23 @@ def test_an_operation_counts_the_same_on_both_paths(engine, runs, monkeypatch, v
     assert tally["moved"] > 0
 
 
+# The child waits half a second between a chunk's commit and its progress
+# write: the kill lands in that window (the taker must find the chunk's
+# runs acted on), and the parent, polling on a busy machine, never sees the
+# child finish every chunk before it kills it.
 CHILD = """
-import sys
+import sys, time
 from pgbus_web import db
 from pgbus_web.demo.workflows import REGISTRY
+from pgbus_web.models import operations as store
 from pgbus_web.runtime import chunks, operations
 if sys.argv[2] == "per-run":
     chunks.VERBS = ()
+written = store.progress
+def progress(*args, **kwargs):
+    time.sleep(0.5)
+    return written(*args, **kwargs)
+store.progress = progress
 engine = db.create_engine(sys.argv[1])
 runner = operations.Runner(engine, REGISTRY, chunk=50)
 while runner.step() is not None:
@@ -482,6 +493,7 @@ def test_kill_minus_nine_mid_operation_then_takeover_acts_on_each_run_once(engin
         os.kill(child.pid, signals_.SIGKILL)
     finally:
         child.wait(10)
+    wait_for_the_dead(engine, created["id"])
     assert operations.find(engine, created["id"])["status"] == "running"
     assert 75 <= acted_by(engine, event, created["id"]) < 300
     taken_over = utcnow() + timedelta(minutes=5)

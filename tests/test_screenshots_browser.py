@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from action_support import ago, paused_on_capture
+from web_helpers import step
 from browser import WAIT_MS, requires_chromium
 from test_locales_browser import LOCALES, app, pages, server  # noqa: F401 (fixtures)
 
@@ -76,6 +77,19 @@ def paths(app, runs, engine):  # noqa: F811 (the fixture of test_locales_browser
         runs.make("waiting", arguments={"customer_id": 42, "order": {"id": 1042}},
                   signals_=[{"name": "shipment_confirmed", "payload": {"carrier": carrier}}])
     found["argument_search"] = "/workflows?arg.customer_id=42&signal.carrier=dhl&q=customer_id:42"
+    # Two refunds compared: one failed at issue_refund, one completed.
+    failed = runs.make("failed", step("validate_refund", "completed", started_at=ago(minutes=9),
+                                      finished_at=ago(minutes=8)),
+                       step("issue_refund", "failed", error_class="Payments::GatewayTimeout",
+                            error_message="the payment gateway did not answer within 30 seconds\nbacktrace"),
+                       workflow_class="RefundWorkflow",
+                       arguments={"customer": {"id": 42}, "amount": {"value": 1250, "currency": "EUR"},
+                                  "reason": "damaged", "items": ["a"]})
+    done = runs.make("completed", step("validate_refund", "completed"), step("issue_refund", "completed"),
+                     step("notify_customer", "completed"), workflow_class="RefundWorkflow",
+                     arguments={"customer": {"id": 42}, "amount": 990, "items": ["a", "b"]})
+    found["compare"] = f"/workflows/compare?a={failed}&b={done}"
+    found["compare_run"] = f"/workflows/{failed}"
     # The index searching for the end of one run's id (its one match offered).
     found["search_fragment"] = f"{found['index']}?q={paused[0][-12:]}"
     return found

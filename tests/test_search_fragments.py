@@ -116,7 +116,7 @@ def test_the_hint_says_a_fragment_is_looked_for(client, made):
     page = soup(client.get("/workflows", query_string={"locale": "de"}))
     with force_locale("de"):
         assert page.select_one("#pgbus-search-hint").get_text(strip=True) == \
-            t("pgbus.workflows.search.hint_fragments")
+            t("pgbus.workflows.search.hint_fragments") + " " + t("pgbus.workflows.search.hint_arguments")
 
 
 def test_the_api_the_command_line_and_the_mcp_server_take_a_fragment(database, database_url, engine, made):
@@ -267,7 +267,8 @@ def test_without_pg_trgm_the_schema_installs_and_the_search_keeps_to_the_prefix(
     assert "LIKE" not in statement                     # never a read of every run
     page = soup(client.get("/workflows", query_string={"locale": "de"}))
     with force_locale("de"):
-        assert page.select_one("#pgbus-search-hint").get_text(strip=True) == t("pgbus.workflows.search.hint")
+        assert page.select_one("#pgbus-search-hint").get_text(strip=True) == \
+            t("pgbus.workflows.search.hint") + " " + t("pgbus.workflows.search.hint_arguments")
 
     # The index made later by a role allowed to (the script again, as its
     # comment says) serves the fragment from the next search on.

@@ -67,6 +67,7 @@ def build_blueprint() -> Blueprint:
         ("/openapi.json", "openapi", document, "GET"),
         ("/runs", "runs", reads.runs, "GET"),
         ("/runs/export", "runs_export", reads.export, "GET"),
+        ("/runs/compare", "runs_compare", reads.compare, "GET"),
         (run, "run", reads.run, "GET"),
         (f"{run}/signals", "send_signal", writes.send_signal, "POST"),
         (f"{run}/<verb>", "run_verb", writes.run_verb, "POST"),

@@ -103,6 +103,23 @@ SCHEMAS: dict[str, Any] = {
         "runs": {"type": "array", "items": _ref("RunRow")},
         "next_before": INT, "next_after": INT,
     }),
+    "Comparison": _object({
+        "a": {"type": "object"}, "b": {"type": "object"},
+        "diverges": {"type": "boolean"},
+        "divergence": {"type": ["object", "null"],
+                       "description": "Where they part: kind step (step_name, a, b) or status (a, b); null when they do not."},
+        "same_class": {"type": "boolean"},
+        "definition_changed": {"type": "boolean", "description": "Their definition digests differ."},
+        "arguments": _object({
+            "identical": {"type": "boolean"},
+            "changes": {"type": "array", "items": _object({
+                "path": {"type": "string"}, "kind": {"type": "string", "enum": ["added", "removed", "changed"]},
+                "a": ANY_JSON, "b": ANY_JSON, "type_changed": {"type": "boolean"}})},
+            "equal": {"type": "array", "items": {"type": "string"}},
+            "left_out": {"type": "integer"},
+        }),
+        "steps": {"type": "array", "items": {"type": "object"}},
+    }),
     "Counts": _object({
         "classes": {"type": "array", "items": _object({
             "workflow_class": {"type": "string"},
@@ -299,6 +316,13 @@ def document(base: str = "/api/v1") -> dict[str, Any]:
                                       "content": {"text/csv": {"schema": {"type": "string"}},
                                                   "application/x-ndjson": {"schema": {"type": "string"}}}},
                               **_problems(*READ)},
+            }},
+            "/runs/compare": {"get": {
+                "operationId": "compareRuns",
+                "summary": "Two runs compared: the arguments' diff, the steps side by side and the first step where "
+                           "they part. a and b are run ids or the short ids the pages print.",
+                "parameters": [_query("a", "The first run's id."), _query("b", "The second run's id.")],
+                "responses": {"200": _answer("The comparison.", "Comparison"), **_problems(*READ, 404, 422)},
             }},
             "/runs/{workflow_id}": {"get": {
                 "operationId": "showRun", "summary": "One run with its steps, signals, events and available actions.",

@@ -11,7 +11,7 @@ from flask import Response, request, stream_with_context
 
 from ..core import representations as rep
 from ..rules import run_filters
-from ..core import exports, operation_reads, worker_reads
+from ..core import compare as comparing, exports, operation_reads, worker_reads
 from ..runtime.clock import utcnow
 from ..core import reads as context, problems
 from ..core.lock_reads import locks_context
@@ -69,6 +69,18 @@ def export() -> Response:
         "Content-Disposition": exports.content_disposition(made.filename),
         "X-Pgbus-Export-Ceiling-Id": str(made.ceiling_id),
     })
+
+
+def compare() -> Response:
+    """GET /runs/compare?a=&b=: two runs compared (core/compare.py); a
+    refused query is its problem, as the page refuses it."""
+    try:
+        a_id, b_id = comparing.parse(request.args.to_dict(flat=False))
+        with reading.read() as conn:
+            found = comparing.compare(conn, state().settings, a_id, b_id)
+    except comparing.CompareRefused as refused:
+        return from_refusal(problems.refusal(refused))
+    return json_answer(rep.comparison(found))
 
 
 def run_detail(conn, workflow_id: str, *, now: datetime | None = None, run=None) -> dict[str, Any]:

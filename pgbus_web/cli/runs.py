@@ -11,6 +11,7 @@ bad time, payload or step).
 
 from __future__ import annotations
 
+import json
 import shlex
 
 import click
@@ -21,6 +22,7 @@ from ..rules import states
 from ..runtime import errors
 from ..rules import verb_table
 from ..core.settings import Settings
+from ..core.compare import CompareRefused
 from . import output
 from .bulk import filter_values
 from .common import actor, database_url_option, engine_from, friendly_errors, input_refused, main_group
@@ -200,6 +202,80 @@ def show(database_url, workflow_id, as_json, definitions):
         output.echo_json_lines([detail])
     else:
         _describe(detail)
+
+
+# --- runs compare ----------------------------------------------------------------
+
+
+def _json_text(value) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _side_words(side: dict) -> str:
+    if not side["reached"]:
+        return "not reached"
+    words = f"{side['status']} ({side['attempts']}x)"
+    error = ": ".join(part for part in (side["error_class"], side["error_message_first_line"]) if part)
+    return f"{words} {error}" if error else words
+
+
+def _describe_comparison(found: dict) -> None:
+    divergence = found["divergence"]
+    if divergence is None:
+        click.echo("They do not diverge: every step ended the same way.")
+    elif divergence["kind"] == "status":
+        click.echo(f"No step parts them, but A is {divergence['a']} and B is {divergence['b']}.")
+    else:
+        click.echo(f"They part at step {divergence['step_name']}: A {_side_words(divergence['a'])}; "
+                   f"B {_side_words(divergence['b'])}.")
+    click.echo("The definition changed between them (digests differ)." if found["definition_changed"]
+               else "Both started on the same definition.")
+    click.echo("")
+    output.echo_table(("", "A", "B"), (
+        ("Run", found["a"]["workflow_id"], found["b"]["workflow_id"]),
+        ("Class", found["a"]["workflow_class"], found["b"]["workflow_class"]),
+        ("Status", found["a"]["status"], found["b"]["status"]),
+        ("Digest", found["a"]["definition_digest"], found["b"]["definition_digest"]),
+    ))
+    changes = found["arguments"]["changes"]
+    click.echo("")
+    if changes:
+        output.echo_table(("PATH", "CHANGE", "A", "B"), (
+            (row["path"] or "$", row["kind"], _json_text(row["a"]) if row["kind"] != "added" else "",
+             _json_text(row["b"]) if row["kind"] != "removed" else "") for row in changes))
+    else:
+        click.echo("The arguments are identical.")
+    if found["steps"]:
+        click.echo("")
+        output.echo_table(("STEP", "A", "B", ""), (
+            (row["step_name"], _side_words(row["a"]), _side_words(row["b"]), "<- they part" if row["diverges"] else "")
+            for row in found["steps"]))
+
+
+@runs_group.command("compare")
+@database_url_option
+@click.argument("a_id", metavar="A")
+@click.argument("b_id", metavar="B")
+@json_option
+@definitions_option
+@friendly_errors
+def compare_runs(database_url, a_id, b_id, as_json, definitions):
+    """Two runs side by side: the arguments' diff, the steps, and where they part."""
+    settings = _settings(definitions)
+    engine = engine_from(database_url, pool_size=1, max_overflow=0)
+    try:
+        found = acts.compare_runs(engine, settings, a_id, b_id)
+    except CompareRefused as problem:
+        refusal = problems.refusal(problem)
+        if problems.exit_code(refusal) == problems.EXIT_INPUT:
+            raise input_refused(problem) from None
+        raise click.ClickException(refusal.message) from None
+    finally:
+        engine.dispose()
+    if as_json:
+        output.echo_json_lines([found])
+    else:
+        _describe_comparison(found)
 
 
 # --- runs VERB -------------------------------------------------------------------

@@ -24,6 +24,7 @@ from ..runtime.errors import (
     UnknownVerb,
     WorkflowError,
 )
+from . import compare as comparing
 from . import reads as context
 from . import checks
 from .settings import Settings
@@ -79,6 +80,14 @@ def run(engine: Engine, settings: Settings, workflow_id: str, *, row: dict[str, 
         except context.NotFound:
             raise NotFound(workflow_id) from None
     return rep.run_detail(page, stuck=_stuck(settings, now)(page["run"]))
+
+
+def compare_runs(engine: Engine, settings: Settings, a_id: str, b_id: str) -> dict[str, Any]:
+    """Two runs compared (core/compare.py), as representations.comparison
+    shapes it; compare.CompareRefused for what the comparison refuses."""
+    a_id, b_id = comparing.parse({"a": [a_id], "b": [b_id]})
+    with engine.connect() as conn:
+        return rep.comparison(comparing.compare(conn, settings, a_id, b_id))
 
 
 def attention(engine: Engine, settings: Settings) -> list[dict[str, Any]]:

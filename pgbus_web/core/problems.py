@@ -20,6 +20,7 @@ from ..rules.run_filters import FilterError
 from ..runtime import errors, operations
 from .words import verb_labels
 from . import checks
+from .compare import CompareRefused
 
 log = logging.getLogger(__name__)
 
@@ -188,6 +189,22 @@ def _operation(problem: operations.OperationError) -> Refusal:
     return Refusal(400, str(problem))
 
 
+def _compare(problem: CompareRefused) -> Refusal:
+    """A comparison of two runs refused (core/compare.py)."""
+    value = printable(problem.value)
+    if problem.reason == CompareRefused.NOT_FOUND:
+        return run_not_found(problem.value)
+    if problem.reason == CompareRefused.SAME:
+        return Refusal(422, t("pgbus.workflows.compare.errors.same", workflow_id=value))
+    key = {
+        CompareRefused.MISSING: "pgbus.workflows.compare.errors.missing",
+        CompareRefused.UNKNOWN: "pgbus.workflows.compare.errors.unknown",
+        CompareRefused.REPEATED: "pgbus.workflows.compare.errors.repeated",
+        CompareRefused.AMBIGUOUS: "pgbus.workflows.compare.errors.ambiguous",
+    }.get(problem.reason, "pgbus.workflows.compare.errors.malformed")
+    return Refusal(400, t(key, name=printable(problem.name or "")[:50], value=value))
+
+
 def exit_code(refusal: Refusal) -> int:
     """The command line's exit code for *refusal*."""
     return EXIT_INPUT if refusal.status in INPUT_STATUSES else EXIT_REFUSED
@@ -215,4 +232,6 @@ def refusal(problem: Exception, *, verb: str | None = None, workflow_id: str | N
         return Refusal(400, str(problem))
     if isinstance(problem, lock_actions.LockActionError):
         return _lock(problem)
+    if isinstance(problem, CompareRefused):
+        return _compare(problem)
     raise TypeError(f"not a refusal: {problem!r}")

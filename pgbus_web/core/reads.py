@@ -372,6 +372,9 @@ def run_context(
         "definition": definition,
         "class_loaded": definition is not None,
         "definition_outdated": workflow_rows.definition_outdated(run, digest),
+        # What "Compare with…" offers (core/compare.py).
+        "last_completed": workflow_rows.newest_completed(
+            conn, run["workflow_class"], other_than=run["workflow_id"]),
     }
 
 

@@ -287,3 +287,55 @@ def worker(row: Mapping[str, Any]) -> dict[str, Any]:
 def queue(row: Mapping[str, Any]) -> dict[str, Any]:
     """A PGMQ queue's depth and oldest message (core/worker_reads.queue_rows)."""
     return _object(row, QUEUE_FIELDS)
+
+
+# --- two runs compared (core/compare.py) -----------------------------------
+
+
+def _compared_side(side) -> dict[str, Any]:
+    return {
+        "reached": side.reached, "attempts": side.attempts, "status": side.status,
+        "started_at": moment(side.started_at), "finished_at": moment(side.finished_at),
+        "duration_seconds": _seconds_between(side.started_at, side.finished_at),
+        "error_class": side.error_class, "error_message_first_line": side.error_line,
+    }
+
+
+def _seconds_between(start: datetime | None, end: datetime | None) -> float | None:
+    if start is None or end is None or isinstance(start, Infinite) or isinstance(end, Infinite):
+        return None
+    return max((end - start).total_seconds(), 0.0)
+
+
+def comparison(found) -> dict[str, Any]:
+    """Two runs compared: each run's row, where they part (the step, or
+    ``status`` when only the runs' statuses differ, or null), the
+    arguments' diff rows (path, kind, a, b, type_changed; the equal ones
+    apart) and the steps side by side."""
+    divergence = None
+    if found.divergence is not None:
+        divergence = {"kind": "step", "step_name": found.divergence.name,
+                      "a": _compared_side(found.divergence.a), "b": _compared_side(found.divergence.b)}
+    elif found.status_differs:
+        divergence = {"kind": "status", "a": found.a["status"], "b": found.b["status"]}
+
+    def change(row) -> dict[str, Any]:
+        return {"path": row.path, "kind": row.kind, "a": plain(row.a), "b": plain(row.b),
+                "type_changed": row.type_changed}
+
+    return {
+        "a": _object(found.a, RUN_DETAIL_FIELDS, json_fields=("arguments",)),
+        "b": _object(found.b, RUN_DETAIL_FIELDS, json_fields=("arguments",)),
+        "diverges": found.diverges,
+        "divergence": divergence,
+        "same_class": found.same_class,
+        "definition_changed": found.digest_changed,
+        "arguments": {
+            "identical": found.arguments["identical"],
+            "changes": [change(row) for row in found.arguments["changes"]],
+            "equal": [row.path for row in found.arguments["equal"]],
+            "left_out": found.arguments["left_out"],
+        },
+        "steps": [{"step_name": row.name, "diverges": row.diverges,
+                   "a": _compared_side(row.a), "b": _compared_side(row.b)} for row in found.steps],
+    }

@@ -381,3 +381,17 @@ def find_by_idempotency_key(conn: Connection, workflow_class: str, idempotency_k
         {"workflow_class": workflow_class, "idempotency_key": idempotency_key},
     ).first()
     return as_dict(row)
+
+
+def newest_completed(conn: Connection, workflow_class: str, *, other_than: str) -> str | None:
+    """The id of the class's newest completed run (highest id) other than
+    *other_than*: read down pgbus_workflows_class_id from the newest run of
+    the class, so it stops at the first completed one it meets."""
+    row = conn.execute(
+        sa.text(
+            "SELECT workflow_id FROM pgbus_workflows WHERE workflow_class = :workflow_class"
+            " AND status = 'completed' AND workflow_id <> :other_than ORDER BY id DESC LIMIT 1"
+        ),
+        {"workflow_class": workflow_class, "other_than": other_than},
+    ).first()
+    return row[0] if row is not None else None

@@ -30,7 +30,7 @@ CONVERTER = "pgbus_run_id"
 ESCAPE = "~"
 # The first path segments after /workflows/ that other routes own.
 # tests/test_web_run_ids.py checks that every static one is listed.
-RESERVED = frozenset({"bulk", "insights", "operations", "export.csv", "export.ndjson"})
+RESERVED = frozenset({"bulk", "insights", "operations", "export.csv", "export.ndjson", "compare"})
 
 
 def needs_escape(workflow_id: str) -> bool:

@@ -51,6 +51,7 @@ RUN = Page(
     },
 )
 INSIGHTS = Page("pgbus_web/insights.html", {"pgbus-insights": "insights"})
+COMPARE = Page("pgbus_web/compare.html", {"pgbus-compare": "compare"})
 BATCH = Page("pgbus_web/batch.html", {"pgbus-batch": "batch"})
 WORKERS = Page("pgbus_web/workers.html", {"pgbus-workers": "workers"})
 LOCKS = Page("pgbus_web/locks/index.html", {"pgbus-locks": "locks"})

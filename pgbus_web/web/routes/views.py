@@ -14,8 +14,9 @@ from ...rules import run_filters as filters
 from ...db import SchemaProblem
 from ...i18n import t
 from ...runtime import verbs
+from ...runtime.clock import utcnow
 from ..answering import answers, not_modified, pages, render
-from ...core import exports, reads as context, problems, worker_reads
+from ...core import compare as comparing, exports, reads as context, problems, worker_reads
 from ...plumbing import run_ids
 from ...plumbing import reading
 from ...plumbing.state import state
@@ -133,6 +134,21 @@ def _by_prefix(prefix: str) -> list[str]:
         return context.runs_by_prefix(conn, prefix)
 
 
+def compare():
+    """GET /workflows/compare?a=<id>&b=<id>: two runs side by side; a
+    refused query (a missing, unknown or repeated parameter, a malformed
+    or missing run, one run twice) is its refusal's page."""
+    try:
+        a_id, b_id = comparing.parse(request.args.to_dict(flat=False))
+        with reading.read() as conn:
+            found = comparing.compare(conn, state().settings, a_id, b_id)
+    except comparing.CompareRefused as problem:
+        return answers.error_page_for(problems.refusal(problem))
+    page = {"comparison": found, "now": utcnow()}
+    page.update(common())
+    return render.page(pages.COMPARE.template, page, pages.COMPARE.fragments)
+
+
 def insights(workflow_class: str):
     """GET /workflows/insights/<workflow_class>: one class over a range."""
     range_name = request.args.get("since") or context.DEFAULT_INSIGHTS_RANGE
@@ -235,6 +251,7 @@ def register(blueprint: Blueprint) -> None:
     blueprint.add_url_rule("/workflows", "workflows", index)
     blueprint.add_url_rule("/workflows/export.csv", "export_csv", lambda: export("csv"))
     blueprint.add_url_rule("/workflows/export.ndjson", "export_ndjson", lambda: export("ndjson"))
+    blueprint.add_url_rule("/workflows/compare", "compare", compare)
     blueprint.add_url_rule(f"/workflows/<{run_ids.CONVERTER}:workflow_id>", "workflow", workflow)
     blueprint.add_url_rule("/workflows/insights/<workflow_class>", "insights", insights)
     # A batch id is any text (a "/" too): the rest of the path.
