@@ -237,3 +237,57 @@ def test_the_page_with_its_days_fits_and_is_axe_clean(chromium, insights_server,
         finally:
             context.close()
     assert problems == {}, problems
+
+
+def test_the_pages_figures_are_the_histograms_percentiles(engine):
+    """per_day picks the buckets around each rank on the server; the figures
+    are the ones ``percentile`` reads from every bucket row."""
+    _random_history(engine)
+    now = datetime.now(timezone.utc)
+    with engine.connect() as conn:
+        days = step_durations.per_day(conn, demo.ORDER, now=now, days=10_000)
+        kept = step_durations.histograms(conn, demo.ORDER, since=LONG_AGO)
+    page = {(day["day"].date(), row["step_name"]): row for day in days for row in day["steps"]}
+    assert set(page) == set(kept) and len(page) == 5 * 3
+    for key, histogram in kept.items():
+        row = page[key]
+        assert row["attempts"] == sum(count for _, count in histogram)
+        assert row["median_seconds"] == pytest.approx(step_durations.percentile(histogram, 0.5), rel=1e-12)
+        assert row["p95_seconds"] == pytest.approx(step_durations.percentile(histogram, 0.95), rel=1e-12)
+    # The control: the two percentiles differ, so one cannot pass for the other.
+    assert any(row["median_seconds"] != row["p95_seconds"] for row in page.values())
+
+
+FOLD_LOCK = 8099550702862692452  # pgbus_workflow_step_durations_fold's key
+
+
+def _bulk_finished_steps(engine, run_id, count):
+    with engine.begin() as conn:
+        conn.execute(sa.text(
+            "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, started_at, finished_at)"
+            " SELECT :w, 'step_' || (g % 40), 'completed', now() - g * interval '1 second', now()"
+            " FROM generate_series(1, :n) AS g"), {"w": run_id, "n": count})
+
+
+def _deltas(engine):
+    with engine.connect() as conn:
+        return conn.execute(sa.text("SELECT count(*) FROM pgbus_workflow_step_duration_deltas")).scalar_one()
+
+
+def test_a_statement_writing_many_finished_attempts_folds_them_at_once(engine):
+    run_id = Runs(engine).make("completed", workflow_class=demo.ORDER)
+    # The control: with the fold lock held elsewhere, the same statement
+    # leaves its delta rows (more than the 32 that make it fold).
+    with engine.connect() as holder:
+        holder.execute(sa.text("SELECT pg_advisory_lock(:k)"), {"k": FOLD_LOCK})
+        try:
+            _bulk_finished_steps(engine, run_id, 400)
+            assert _deltas(engine) > 32
+        finally:
+            holder.execute(sa.text("SELECT pg_advisory_unlock(:k)"), {"k": FOLD_LOCK})
+            holder.commit()
+    _bulk_finished_steps(engine, run_id, 400)
+    assert _deltas(engine) == 0
+    with engine.connect() as conn:
+        kept = step_durations.histograms(conn, demo.ORDER, since=LONG_AGO)
+    assert sum(count for histogram in kept.values() for _, count in histogram) == 800
