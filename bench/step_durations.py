@@ -1,9 +1,10 @@
 """What keeping the step durations per day costs a step write, with and
 without it, in one run on one server.
 
-One scratch database at the current schema version. Rounds alternate
-between the step-duration triggers enabled and disabled (ALTER TABLE ...
-DISABLE TRIGGER, nothing else changes):
+One scratch database at the current schema version. Each round measures
+three configurations in turn (ALTER TABLE ... DISABLE TRIGGER, nothing
+else changes): both step-duration triggers, only the row trigger on the
+UPDATE that finishes an attempt, and none:
 
 - writes: one server-side block writing what the worker writes for --runs
   runs of --steps steps (a run row; per step an insert scheduled, an
@@ -12,7 +13,8 @@ DISABLE TRIGGER, nothing else changes):
 - worker: pgbus_web's Worker draining --runs runs of --steps no-op steps
   (bench/worker.py's run_worker).
 
-Medians and the ratio "with / without" are printed (1.00 costs nothing).
+Medians and the ratios to "none" are printed (1.00 costs nothing; for the
+worker, under 1.00 is slower).
 
     python bench/step_durations.py [--runs 2000] [--steps 5] [--worker-runs 300] [--rounds 5] [--database-url URL]
 """
@@ -60,13 +62,18 @@ $$
 PRUNE = "DELETE FROM pgbus_workflows WHERE workflow_class = 'Bench'"
 
 
-def set_triggers(engine, enabled: bool) -> None:
-    verb = "ENABLE" if enabled else "DISABLE"
+# What each configuration enables: both triggers, only the row trigger on
+# the UPDATE that finishes an attempt (no statement trigger on INSERT), none.
+CONFIGURATIONS = {"both": TRIGGERS, "update only": TRIGGERS[1:], "none": ()}
+
+
+def set_triggers(engine, enabled: tuple[str, ...]) -> None:
     with engine.begin() as conn:
         present = {name for (name,) in conn.exec_driver_sql(
             "SELECT tgname FROM pg_trigger WHERE tgrelid = 'pgbus_workflow_steps'::regclass")}
         for trigger in TRIGGERS:
             if trigger in present:
+                verb = "ENABLE" if trigger in enabled else "DISABLE"
                 conn.exec_driver_sql(f"ALTER TABLE pgbus_workflow_steps {verb} TRIGGER {trigger}")
 
 
@@ -88,39 +95,45 @@ def main() -> None:
     median = statistics.median
     registry = worker_bench.registry_of(options.steps)
     writes = WRITES.format(runs=options.runs, steps=options.steps)
-    times: dict[tuple[bool, str], list[float]] = {(on, kind): [] for on in (True, False)
-                                                   for kind in ("writes", "worker")}
+    names = list(CONFIGURATIONS)
+    times: dict[tuple[str, str], list[float]] = {(name, kind): [] for name in names
+                                                 for kind in ("writes", "worker")}
     with scratch.server(options.database_url) as server, scratch.scratch_database(server) as url:
         engine = db.create_engine(url, db.UNBOUNDED_STATEMENTS, pool_pre_ping=False)
         schema.install(engine)
         timed(engine, writes)  # warm: plans, caches
         timed(engine, PRUNE)
         for round_number in range(options.rounds):
-            # Alternate which goes first, so a drift in the machine's load
-            # falls on both.
-            for on in ((True, False) if round_number % 2 == 0 else (False, True)):
-                set_triggers(engine, on)
-                times[on, "writes"].append(timed(engine, writes) / (options.runs * options.steps))
+            # A different configuration first in each round, so a drift in
+            # the machine's load falls on all of them.
+            for name in names[round_number % 3:] + names[:round_number % 3]:
+                set_triggers(engine, CONFIGURATIONS[name])
+                times[name, "writes"].append(timed(engine, writes) / (options.runs * options.steps))
                 timed(engine, PRUNE)
                 if options.worker_runs:
                     measured = worker_bench.run_worker(url, registry, options.worker_runs, options.steps)
-                    times[on, "worker"].append(measured["steps_per_s"])
-        set_triggers(engine, True)
+                    times[name, "worker"].append(measured["steps_per_s"])
+        set_triggers(engine, TRIGGERS)
         engine.dispose()
-    print(f"schema version {schema.SCHEMA_VERSION}, median of {options.rounds} rounds, alternating")
-    with_, without = median(times[True, "writes"]), median(times[False, "writes"])
+        report(options, times)
+
+
+def report(options, times) -> None:
+    median = statistics.median
+    print(f"schema version {schema.SCHEMA_VERSION}, median of {options.rounds} rounds, configurations in turn")
     print(f"  step writes ({options.runs} runs x {options.steps} steps: insert + 2 updates, server-side):")
-    print(f"    with the triggers    {with_ * 1e6:7.1f} µs a step")
-    print(f"    without              {without * 1e6:7.1f} µs a step")
-    print(f"    with / without       {with_ / without:7.3f}  "
-          f"(rounds {', '.join(f'{a / b:.3f}' for a, b in zip(times[True, 'writes'], times[False, 'writes']))})")
+    none = times["none", "writes"]
+    for name in CONFIGURATIONS:
+        these = times[name, "writes"]
+        print(f"    {name:12} {median(these) * 1e6:8.1f} µs a step   / none {median(these) / median(none):6.3f}"
+              f"  (rounds {', '.join(f'{a / b:.3f}' for a, b in zip(these, none))})")
     if options.worker_runs:
-        with_, without = median(times[True, "worker"]), median(times[False, "worker"])
+        none = times["none", "worker"]
         print(f"  worker ({options.worker_runs} runs x {options.steps} no-op steps):")
-        print(f"    with the triggers    {with_:7.0f} steps/s")
-        print(f"    without              {without:7.0f} steps/s")
-        print(f"    without / with       {without / with_:7.3f}  "
-              f"(rounds {', '.join(f'{b / a:.3f}' for a, b in zip(times[True, 'worker'], times[False, 'worker']))})")
+        for name in CONFIGURATIONS:
+            these = times[name, "worker"]
+            print(f"    {name:12} {median(these):8.0f} steps/s   / none {median(these) / median(none):6.3f}"
+                  f"  (rounds {', '.join(f'{a / b:.3f}' for a, b in zip(these, none))})")
 
 
 if __name__ == "__main__":

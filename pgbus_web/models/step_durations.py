@@ -119,23 +119,28 @@ def per_day(conn: Connection, workflow_class: str, *, now: datetime, days: int =
     step, not one per bucket. The figures are ``percentile``'s over
     ``histograms``' rows (a test compares them)."""
     picks = ",\n".join(
-        f"min(bucket) FILTER (WHERE upto > floor({fraction}::float8 * (total - 1)::float8)) AS {name}_low,\n"
-        f"min(bucket) FILTER (WHERE upto > ceil({fraction}::float8 * (total - 1)::float8)) AS {name}_high"
+        f"min(bucket) FILTER (WHERE upto > floor({fraction}::float8 * (total - 1))) AS {name}_low,\n"
+        f"min(bucket) FILTER (WHERE upto > ceil({fraction}::float8 * (total - 1))) AS {name}_high"
         for name, fraction in FRACTIONS.items())
     rows = conn.execute(
         sa.text(
             f"""
             WITH kept AS ({_KEPT}),
             ranked AS (
+                -- In float8, as percentile() counts (exact below 2^53).
                 SELECT day, step_name, bucket,
-                       sum(attempts) OVER (PARTITION BY day, step_name ORDER BY bucket) AS upto,
-                       sum(attempts) OVER (PARTITION BY day, step_name) AS total
+                       sum(attempts::float8) OVER (PARTITION BY day, step_name ORDER BY bucket) AS upto,
+                       sum(attempts::float8) OVER (PARTITION BY day, step_name) AS total
                 FROM kept
             )
-            SELECT day, step_name, total AS attempts,
-                   {picks}
-            FROM ranked
-            GROUP BY day, step_name, total
+            -- Grouped in the order the windows left the rows (no sort of
+            -- every bucket row); only the picked rows are sorted.
+            SELECT * FROM (
+                SELECT day, step_name, max(total) AS attempts,
+                       {picks}
+                FROM ranked
+                GROUP BY day, step_name
+            ) AS picked
             ORDER BY day DESC, step_name
             """
         ),
