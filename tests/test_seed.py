@@ -193,6 +193,26 @@ def test_the_kept_run_counts_count_the_seeded_runs(engine, seeded):
     assert kept == counted and sum(kept.values()) == RUNS
 
 
+def test_the_kept_activity_and_step_durations_count_the_seeded_runs(engine, seeded):
+    # Their triggers did not fire either: the seeder adds the rollups too.
+    from pgbus_web.models import step_durations, workflow_activity
+
+    long_ago = datetime(2000, 1, 1, tzinfo=timezone.utc)
+    compared = 0
+    with engine.connect() as conn:
+        for workflow_class in demo.REGISTRY.names:
+            assert workflow_activity.kept(conn, workflow_class, since=long_ago) == \
+                workflow_activity.recount(conn, workflow_class, since=long_ago)
+            kept = step_durations.histograms(conn, workflow_class, since=long_ago.date())
+            exact = step_durations.recount(conn, workflow_class, since=long_ago.date())
+            assert {key: sum(n for _, n in histogram) for key, histogram in kept.items()} == \
+                {key: attempts for key, (attempts, _, _) in exact.items()}
+            compared += len(exact)
+        started = sum(started for started, _, _ in workflow_activity.kept(conn, demo.ORDER, since=long_ago).values())
+    # The control: there was something to compare.
+    assert compared > 10 and started > 0
+
+
 def test_only_the_latest_step_is_open(engine, seeded):
     assert rows(engine, """
         SELECT s.workflow_id FROM pgbus_workflow_steps s

@@ -50,6 +50,17 @@ def table_rows(engine) -> dict[str, list[tuple]]:
         found["sequences"] = [tuple(conn.execute(sa.text(f"SELECT last_value, is_called FROM {sequence}")).one())
                               for sequence in SEQUENCES]
         found["counts"] = sorted(workflow_counts.status_counts(conn).items())
+        # The rollups, summed with their deltas (both ways fill them).
+        found["activity"] = [tuple(row) for row in conn.execute(sa.text(
+            "SELECT workflow_class, hour, sum(started), sum(completed), sum(failed) FROM"
+            " (SELECT workflow_class, hour, started, completed, failed FROM pgbus_workflow_activity"
+            "  UNION ALL SELECT workflow_class, hour, started, completed, failed"
+            "  FROM pgbus_workflow_activity_deltas) AS a GROUP BY 1, 2 ORDER BY 1, 2"))]
+        found["step_durations"] = [tuple(row) for row in conn.execute(sa.text(
+            "SELECT workflow_class, step_name, day, bucket, sum(attempts) FROM"
+            " (SELECT workflow_class, step_name, day, bucket, attempts FROM pgbus_workflow_step_durations"
+            "  UNION ALL SELECT workflow_class, step_name, day, bucket, attempts"
+            "  FROM pgbus_workflow_step_duration_deltas) AS d GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"))]
     return found
 
 
@@ -104,6 +115,7 @@ def test_both_ways_write_the_same_rows(engine, database_url):
                                          "seconds": fast.seconds})
     second = table_rows(engine)
     assert len(second["pgbus_workflows"]) == 150 and len(second["pgbus_workflow_events"]) == fast.events
+    assert second["activity"] and second["step_durations"]  # the control: there are rollups to compare
     assert second == first
     with engine.connect() as conn:
         assert changes.marker(conn) > 0

@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from .. import schema
-from ..models import attention_counts, changes, workflow_counts, workflow_rows
+from ..models import attention_counts, changes, step_durations, workflow_activity, workflow_counts, workflow_rows
 from ..progress import bar as progress_bar
 from ..runtime.definitions import Workflow
 from . import empty_load
@@ -182,6 +182,8 @@ def _write(engine: Engine, chunk: Chunk, *, skip_row_checks: bool) -> None:
             # The runs' count and change-marker triggers did not fire either.
             workflow_counts.add_counts(conn, chunk.counts)
             attention_counts.add_runs(conn, (workflow_id for workflow_id, _ in chunk.runs))
+            workflow_activity.add_runs(conn, (workflow_id for workflow_id, _ in chunk.runs))
+            step_durations.add_runs(conn, (workflow_id for workflow_id, _ in chunk.runs))
             changes.mark(conn)
 
 
@@ -307,6 +309,10 @@ def _seed_empty(engine: Engine, plan: _Plan, written) -> int | None:
                 attention_counts.add_runs(conn, (workflow_id for workflow_id, _ in chunk.runs))
                 written(chunk)
         empty_load.build_indexes(conn, indexes)
+        # Nor did the rollups': counted once, from every run written here
+        # (the tables were empty), with the indexes back.
+        workflow_activity.add_runs(conn, None)
+        step_durations.add_runs(conn, None)
         step_ids.finish(conn)
         signal_ids.finish(conn)
         changes.mark(conn)

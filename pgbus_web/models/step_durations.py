@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from datetime import date, datetime, time, timedelta, timezone
-from typing import Any
+from typing import Any, Iterable
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -191,6 +191,32 @@ def recount(conn: Connection, workflow_class: str, *, since: date) -> dict[tuple
 def within_bound(kept: float, exact: float) -> bool:
     """Whether a kept percentile is as near the exact one as documented."""
     return abs(kept - exact) <= RELATIVE_ERROR * abs(exact) + ABSOLUTE_ERROR + 1e-9
+
+
+def add_runs(conn: Connection, workflow_ids: Iterable[str] | None) -> None:
+    """Count the finished attempts of the runs *workflow_ids* (written
+    while the triggers did not fire: the seeder; None for every run) into
+    the kept histograms, then fold them (when the fold lock is free)."""
+    ids = None if workflow_ids is None else list(workflow_ids)
+    if ids == []:
+        return
+    conn.execute(
+        sa.text(
+            """
+            INSERT INTO pgbus_workflow_step_duration_deltas (workflow_class, step_name, day, bucket, attempts)
+            SELECT w.workflow_class, s.step_name, (s.finished_at AT TIME ZONE 'UTC')::date,
+                   pgbus_step_duration_bucket(EXTRACT(EPOCH FROM s.finished_at - s.started_at)::float8), count(*)
+            FROM pgbus_workflow_steps s
+            JOIN pgbus_workflows w ON w.workflow_id = s.workflow_id
+            WHERE (CAST(:ids AS text[]) IS NULL OR s.workflow_id = ANY(CAST(:ids AS text[])))
+              AND s.started_at IS NOT NULL AND s.finished_at IS NOT NULL
+              AND isfinite(s.started_at) AND isfinite(s.finished_at)
+            GROUP BY 1, 2, 3, 4
+            """
+        ),
+        {"ids": ids},
+    )
+    fold(conn)
 
 
 def fold(conn: Connection) -> None:
