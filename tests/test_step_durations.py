@@ -274,20 +274,47 @@ def _deltas(engine):
         return conn.execute(sa.text("SELECT count(*) FROM pgbus_workflow_step_duration_deltas")).scalar_one()
 
 
-def test_a_statement_writing_many_finished_attempts_folds_them_at_once(engine):
+def test_a_statement_writing_many_finished_attempts_folds_them_as_it_goes(engine):
+    """The fold moves its own transaction's deltas too: a statement writing
+    thousands of finished attempts leaves a few dozen delta rows (one in 32
+    rows folds; none in its last 1,000 has odds of 1e-14)."""
     run_id = Runs(engine).make("completed", workflow_class=demo.ORDER)
-    # The control: with the fold lock held elsewhere, the same statement
-    # leaves its delta rows (more than the 32 that make it fold).
+    # The control: with the fold lock held elsewhere, every attempt the
+    # statement writes stays a delta row.
     with engine.connect() as holder:
         holder.execute(sa.text("SELECT pg_advisory_lock(:k)"), {"k": FOLD_LOCK})
         try:
-            _bulk_finished_steps(engine, run_id, 400)
-            assert _deltas(engine) > 32
+            _bulk_finished_steps(engine, run_id, 2000)
+            assert _deltas(engine) == 2000
         finally:
             holder.execute(sa.text("SELECT pg_advisory_unlock(:k)"), {"k": FOLD_LOCK})
             holder.commit()
-    _bulk_finished_steps(engine, run_id, 400)
-    assert _deltas(engine) == 0
+    _bulk_finished_steps(engine, run_id, 2000)
+    assert _deltas(engine) < 1000
     with engine.connect() as conn:
         kept = step_durations.histograms(conn, demo.ORDER, since=LONG_AGO)
-    assert sum(count for histogram in kept.values() for _, count in histogram) == 800
+    assert sum(count for histogram in kept.values() for _, count in histogram) == 4000
+
+
+def test_scheduling_and_starting_a_step_calls_no_duration_trigger(engine):
+    """The worker's writes that do not finish an attempt are skipped by the
+    triggers' WHEN, without a call; the one that finishes it calls once."""
+    run_id = Runs(engine).make("running", workflow_class=demo.ORDER)
+    calls = ("SELECT COALESCE(sum(calls), 0) FROM pg_stat_user_functions"
+             " WHERE funcname = 'pgbus_workflow_steps_durations_on_finish'")
+    with engine.connect() as conn:
+        conn.execute(sa.text("SET track_functions = 'pl'"))
+        step_id = conn.execute(sa.text(
+            "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, scheduled_at)"
+            " VALUES (:w, 'reserve', 'scheduled', now()) RETURNING id"), {"w": run_id}).scalar_one()
+        conn.execute(sa.text("UPDATE pgbus_workflow_steps SET status = 'in_progress', started_at = now()"
+                             " WHERE id = :id"), {"id": step_id})
+        # The transaction's own calls, before it ends (pg_stat_xact_*).
+        before_finish = conn.execute(sa.text(calls.replace("pg_stat_user_functions",
+                                                           "pg_stat_xact_user_functions"))).scalar_one()
+        conn.execute(sa.text("UPDATE pgbus_workflow_steps SET status = 'completed', finished_at = now()"
+                             " WHERE id = :id"), {"id": step_id})
+        after_finish = conn.execute(sa.text(calls.replace("pg_stat_user_functions",
+                                                          "pg_stat_xact_user_functions"))).scalar_one()
+        conn.commit()
+    assert (before_finish, after_finish) == (0, 1)

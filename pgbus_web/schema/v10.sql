@@ -58,37 +58,22 @@ BEGIN
 END;
 $$;
 
-CREATE OR REPLACE FUNCTION pgbus_workflow_steps_durations_on_insert() RETURNS trigger
-LANGUAGE plpgsql AS $$
-DECLARE
-    appended bigint;
-BEGIN
-    INSERT INTO pgbus_workflow_step_duration_deltas (workflow_class, step_name, day, bucket, attempts)
-    SELECT w.workflow_class, s.step_name, (s.finished_at AT TIME ZONE 'UTC')::date,
-           pgbus_step_duration_bucket(EXTRACT(EPOCH FROM s.finished_at - s.started_at)::float8), count(*)
-    FROM durations_inserted_steps s
-    JOIN pgbus_workflows w ON w.workflow_id = s.workflow_id
-    WHERE s.started_at IS NOT NULL AND s.finished_at IS NOT NULL
-      AND isfinite(s.started_at) AND isfinite(s.finished_at)
-    GROUP BY 1, 2, 3, 4;
-    GET DIAGNOSTICS appended = ROW_COUNT;
-    -- A statement that wrote many finished attempts at once (an import, a
-    -- seed) folds at once: left to chance, its thousands of delta rows
-    -- could wait for many writes, and every read would sum them.
-    IF appended > 32 OR (appended > 0 AND random() < 1.0 / 32) THEN
-        PERFORM pgbus_workflow_step_durations_fold();
-    END IF;
-    RETURN NULL;
-END;
-$$;
-
-CREATE OR REPLACE FUNCTION pgbus_workflow_steps_durations_on_update() RETURNS trigger
+-- An attempt counts when it first has both stamps: in the row written
+-- with both (an INSERT) or in the UPDATE that sets the second. Both are row
+-- triggers whose WHEN is checked by the trigger machinery without calling
+-- the function, so the worker's writes that do not finish an attempt (the
+-- INSERT of a scheduled step, the UPDATE that starts it) cost nothing; a
+-- statement trigger over the INSERT's new rows would be called, and would
+-- gather its transition table, for every step the worker schedules.
+CREATE OR REPLACE FUNCTION pgbus_workflow_steps_durations_on_finish() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO pgbus_workflow_step_duration_deltas (workflow_class, step_name, day, bucket, attempts)
     SELECT w.workflow_class, NEW.step_name, (NEW.finished_at AT TIME ZONE 'UTC')::date,
            pgbus_step_duration_bucket(EXTRACT(EPOCH FROM NEW.finished_at - NEW.started_at)::float8), 1
     FROM pgbus_workflows w WHERE w.workflow_id = NEW.workflow_id;
+    -- Within a transaction the fold moves its own deltas too, so a
+    -- statement writing thousands of finished attempts leaves a few dozen.
     IF random() < 1.0 / 32 THEN
         PERFORM pgbus_workflow_step_durations_fold();
     END IF;
@@ -99,10 +84,10 @@ $$;
 DROP TRIGGER IF EXISTS pgbus_workflow_steps_durations_on_insert ON pgbus_workflow_steps;
 CREATE TRIGGER pgbus_workflow_steps_durations_on_insert
     AFTER INSERT ON pgbus_workflow_steps
-    REFERENCING NEW TABLE AS durations_inserted_steps
-    FOR EACH STATEMENT EXECUTE FUNCTION pgbus_workflow_steps_durations_on_insert();
--- Per row, only for an attempt that has just got both stamps (the WHEN is
--- checked without calling the function): the statement that finishes it.
+    FOR EACH ROW
+    WHEN (NEW.started_at IS NOT NULL AND NEW.finished_at IS NOT NULL
+          AND isfinite(NEW.started_at) AND isfinite(NEW.finished_at))
+    EXECUTE FUNCTION pgbus_workflow_steps_durations_on_finish();
 DROP TRIGGER IF EXISTS pgbus_workflow_steps_durations_on_update ON pgbus_workflow_steps;
 CREATE TRIGGER pgbus_workflow_steps_durations_on_update
     AFTER UPDATE ON pgbus_workflow_steps
@@ -111,7 +96,7 @@ CREATE TRIGGER pgbus_workflow_steps_durations_on_update
           AND isfinite(NEW.started_at) AND isfinite(NEW.finished_at)
           AND NOT (OLD.started_at IS NOT NULL AND OLD.finished_at IS NOT NULL
                    AND isfinite(OLD.started_at) AND isfinite(OLD.finished_at)))
-    EXECUTE FUNCTION pgbus_workflow_steps_durations_on_update();
+    EXECUTE FUNCTION pgbus_workflow_steps_durations_on_finish();
 
 -- The attempts there are, counted once the triggers are in place.
 INSERT INTO pgbus_workflow_step_durations (workflow_class, step_name, day, bucket, attempts)
