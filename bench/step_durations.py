@@ -166,9 +166,13 @@ def main() -> None:
     registry = worker_bench.registry_of(STEPS)
     writes = WRITES.format(runs=options.runs, steps=STEPS)
     times: dict[tuple[str, str], list[float]] = defaultdict(list)
+    # On an embedded server of its own the databases go with the server
+    # (dropping three on a busy machine can outlast the statement timeout).
+    keep = options.database_url is None
     with (scratch.server(options.database_url) as server,
-          scratch.scratch_database(server) as row_url, scratch.scratch_database(server) as statement_url,
-          scratch.scratch_database(server) as none_url):
+          scratch.scratch_database(server, keep=keep) as row_url,
+          scratch.scratch_database(server, keep=keep) as statement_url,
+          scratch.scratch_database(server, keep=keep) as none_url):
         urls = {"row": row_url, "statement": statement_url, "none": none_url}
         for url in urls.values():
             engine = db.create_engine(url, db.UNBOUNDED_STATEMENTS, pool_pre_ping=False)
