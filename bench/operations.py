@@ -6,8 +6,9 @@ preview of a huge filter takes.
         [--verbs cancel,skip,...] [--preview-runs 1000000]
 
 Without --database-url an embedded PostgreSQL is started in a temporary
-directory. The benchmark makes its own database (``pgbus_bench_operations``,
-dropped and made again) and seeds, by set-based SQL, --matching runs for
+directory. The benchmark makes its own database (``pgbus_bench_operations_``
+and a suffix of its own, so two runs on one server never meet; dropped
+after the run) and seeds, by set-based SQL, --matching runs for
 each verb in the state it acts on (each verb's runs of their own class, a
 copy of OrderWorkflow's definition, so one filter matches exactly them),
 and background runs up to --total (bench/bulk_runs.py's MIXED shape, of the
@@ -33,6 +34,7 @@ import statistics
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -290,7 +292,8 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown verbs: {', '.join(unknown)}")
 
-    with scratch.server(args.database_url) as url, scratch.scratch_database(url, BENCH_DATABASE) as bench_url:
+    with scratch.server(args.database_url) as url, scratch.scratch_database(
+            url, f"{BENCH_DATABASE}_{uuid.uuid4().hex[:8]}") as bench_url:
         bench(bench_url, args.matching, args.total, verbs, args.preview_runs, args.chunk)
 
 
