@@ -38,7 +38,11 @@ def server(url: str | None = None) -> Iterator[str]:
 
 def _on_server(url: str, statement: str) -> None:
     # AUTOCOMMIT: CREATE/DROP DATABASE cannot run inside a transaction.
-    engine = db.create_engine(url, isolation_level="AUTOCOMMIT", pool_size=1, max_overflow=0)
+    # No statement timeout: on a busy server a DROP waits for its
+    # checkpoint longer than a page's bound, and must not leave the
+    # database behind.
+    engine = db.create_engine(url, db.UNBOUNDED_STATEMENTS, isolation_level="AUTOCOMMIT", pool_size=1,
+                              max_overflow=0)
     try:
         with engine.connect() as conn:
             conn.exec_driver_sql(statement)
@@ -57,7 +61,8 @@ def create_database(url: str, name: str) -> str:
     drop_database(url, name)
     # Made as the demo makes its own (the builtin C.UTF-8 collation where
     # the server has it), so a seed timed here is the demo's.
-    engine = db.create_engine(url, isolation_level="AUTOCOMMIT", pool_size=1, max_overflow=0)
+    engine = db.create_engine(url, db.UNBOUNDED_STATEMENTS, isolation_level="AUTOCOMMIT", pool_size=1,
+                              max_overflow=0)
     try:
         with engine.connect() as conn:
             demo_database.create(conn, name)
