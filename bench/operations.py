@@ -67,7 +67,7 @@ from pgbus_web.runtime.definitions import Registry, Workflow
 registry = Registry([*REGISTRY,
                      *(Workflow(name, ORDER_WORKFLOW.steps) for name in sys.argv[3].split(","))])
 engine = db.create_engine(sys.argv[1])
-runner = operations.Runner(engine, registry, chunk=int(sys.argv[4]))
+runner = operations.Runner(engine, registry, chunk=int(sys.argv[4]) or None)
 started = time.monotonic()
 while runner.step(int(sys.argv[2])) is not None:
     pass
@@ -243,7 +243,8 @@ def bench(bench_url: str, matching: int, total: int, verbs: list[str], preview_r
                   f"({written} runs in {floor_seconds:.2f}s): {rate / floor_rate:.2f}x; runs fragment p95 "
                   f"{p95(during) * 1000:.0f} ms during ({len(during)} requests), {p95(during) / p95(idle):.2f}x idle",
                   flush=True)
-        print(f"\n{matching} matching runs of {matching * len(cases) + background}, chunks of {chunk}; "
+        print(f"\n{matching} matching runs of {matching * len(cases) + background}, chunks of "
+              f"{chunk or operations.CHUNK_PATH}; "
               f"fragment idle p95 {p95(idle) * 1000:.0f} ms")
         print(f"{'verb':<11} {'runs/s':>7} {'floor':>7} {'ratio':>6} {'p95 x':>6}  targets (>= 0.5x, <= 2x)")
         for verb, done, rate, floor_rate, slowdown, _ in rows:
@@ -285,7 +286,8 @@ def main() -> None:
     parser.add_argument("--total", type=int, default=1_000_000, help="runs in the database")
     parser.add_argument("--verbs", default=",".join(case.verb for case in CASES))
     parser.add_argument("--preview-runs", type=int, default=0, help="also time the preview over this many")
-    parser.add_argument("--chunk", type=int, default=operations.CHUNK, help="runs per chunk (the Runner's)")
+    parser.add_argument("--chunk", type=int, default=0,
+                        help="runs per chunk (the Runner's; 0: its default, CHUNK_PATH for a verb with a chunk path)")
     args = parser.parse_args()
     verbs = [verb.strip() for verb in args.verbs.split(",") if verb.strip()]
     unknown = sorted(set(verbs) - {case.verb for case in CASES})

@@ -56,7 +56,12 @@ from .errors import (
 log = logging.getLogger("pgbus_web.operations")
 
 # Runs per chunk: progress, cursor and heartbeat are committed this often.
+# CHUNK where the runs go one by one through the verb (a verb without a
+# chunk path); CHUNK_PATH where the chunk is one transaction (every verb
+# now): its fixed cost (a dozen round trips, one commit) is spread over
+# more runs, and its locks are held about a second (docs/operations.md).
 CHUNK = 200
+CHUNK_PATH = 1_000
 # A running operation whose heartbeat is older than this is taken over
 # (the setting operation_stale_after); its holder renews it every
 # STALE_AFTER / BEATS while a chunk lasts, so a live holder never looks dead.
@@ -519,7 +524,7 @@ class Runner:
     """Does operations for one process: step() claims one when it holds
     none and does one chunk of it. Not shared between threads."""
 
-    def __init__(self, engine: Engine, registry=None, *, chunk: int = CHUNK, stale_after: timedelta = STALE_AFTER,
+    def __init__(self, engine: Engine, registry=None, *, chunk: int | None = None, stale_after: timedelta = STALE_AFTER,
                  clock=utcnow, parallel: int = PARALLEL, window: int = workflow_index.WINDOW,
                  nap: float = pace.NAP, sleep=time.sleep) -> None:
         self.engine = engine
@@ -530,6 +535,7 @@ class Runner:
         self.sleep = sleep
         self.parallel = max(int(parallel), 1)
         self.registry = registry
+        # Runs per chunk; None: CHUNK_PATH for a verb with a chunk path, else CHUNK.
         self.chunk = chunk
         self.stale_after = stale_after
         self.clock = clock
@@ -720,7 +726,8 @@ class Runner:
                 in_flight = events.operation_in_flight(conn, operation["id"])
         else:
             in_flight = None
-        return pace.budget(operation, now=self.clock(), in_flight=in_flight, chunk=self.chunk)
+        size = self.chunk or (CHUNK_PATH if chunks.covers(operation["verb"]) else CHUNK)
+        return pace.budget(operation, now=self.clock(), in_flight=in_flight, chunk=size)
 
     def _wait(self, held: _Held, paced: pace.Budget, result: Chunk) -> Chunk:
         """The pace is spent: sleep up to self.nap (never the whole wait
