@@ -6,6 +6,7 @@ empties or fills tables never touches the database a URL names.
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import uuid
 import warnings
@@ -34,6 +35,7 @@ def server(url: str | None = None) -> Iterator[str]:
         yield embedded.get_uri()
     finally:
         embedded.cleanup()
+        shutil.rmtree(root, ignore_errors=True)  # cleanup deletes pgdata, not the directory made for it
 
 
 def _on_server(url: str, statement: str) -> None:
