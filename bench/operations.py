@@ -6,15 +6,18 @@ preview of a huge filter takes.
         [--verbs cancel,skip,...] [--preview-runs 1000000]
 
 Without --database-url an embedded PostgreSQL is started in a temporary
-directory. The benchmark makes its own database (``pgbus_bench_operations``,
-dropped and made again) and seeds, by set-based SQL, --matching runs for
+directory. The benchmark makes its own database (``pgbus_bench_operations_``
+and a suffix of its own, so two runs on one server never meet; dropped
+after the run) and seeds, by set-based SQL, --matching runs for
 each verb in the state it acts on (each verb's runs of their own class, a
 copy of OrderWorkflow's definition, so one filter matches exactly them),
 and background runs up to --total (bench/bulk_runs.py's MIXED shape, of the
 other demo classes). Then:
 
 1. the index's runs fragment (``GET /workflows?status=paused`` as htmx asks
-   for #pgbus-runs) idle: p50/p95 of 40 requests;
+   for #pgbus-runs) idle: p50/p95 of 40 requests; and again before each
+   verb, 40 requests five a second, as during the operation (the machine's
+   load moves in minutes: each verb is compared with the idle just before it);
 2. for each verb: the floor, the same state change as one set-based UPDATE
    of the verb's runs plus one INSERT of an audit event per run, committed
    (then undone, untimed: the same rows, as they were); then one
@@ -33,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -65,7 +69,7 @@ from pgbus_web.runtime.definitions import Registry, Workflow
 registry = Registry([*REGISTRY,
                      *(Workflow(name, ORDER_WORKFLOW.steps) for name in sys.argv[3].split(","))])
 engine = db.create_engine(sys.argv[1])
-runner = operations.Runner(engine, registry, chunk=int(sys.argv[4]))
+runner = operations.Runner(engine, registry, chunk=int(sys.argv[4]) or None)
 started = time.monotonic()
 while runner.step(int(sys.argv[2])) is not None:
     pass
@@ -225,6 +229,7 @@ def bench(bench_url: str, matching: int, total: int, verbs: list[str], preview_r
         for case in cases:
             run_filters = filters.parse({"workflow_class": case.workflow_class, "status": case.status})
             params = {key: (_later(days=1) if value == "+1d" else value) for key, value in case.params.items()}
+            before = fragment_times(client, 40, every=FRAGMENT_EVERY)
             written, floor_seconds = floor(engine, case)
             operation = operations.create(engine, run_filters, case.verb, params, reason="bench", actor="bench",
                                           expected=None, registry=registry, thresholds=THRESHOLDS)
@@ -235,13 +240,15 @@ def bench(bench_url: str, matching: int, total: int, verbs: list[str], preview_r
             elapsed = float(runner.communicate()[0].strip())
             done = operations.find(engine, operation["id"])
             rate, floor_rate = done["moved"] / elapsed, written / floor_seconds
-            rows.append((case.verb, done, rate, floor_rate, p95(during) / p95(idle), p95(during)))
+            rows.append((case.verb, done, rate, floor_rate, p95(during) / p95(before), p95(during)))
             print(f"{case.verb}: {done['status']}, moved {done['moved']} skipped {done['skipped']} refused "
                   f"{done['refused']} of {done['total']}: {rate:.0f} runs/s; floor {floor_rate:.0f} runs/s "
                   f"({written} runs in {floor_seconds:.2f}s): {rate / floor_rate:.2f}x; runs fragment p95 "
-                  f"{p95(during) * 1000:.0f} ms during ({len(during)} requests), {p95(during) / p95(idle):.2f}x idle",
+                  f"{p95(during) * 1000:.0f} ms during ({len(during)} requests), {p95(during) / p95(before):.2f}x idle "
+                  f"just before ({p95(before) * 1000:.0f} ms)",
                   flush=True)
-        print(f"\n{matching} matching runs of {matching * len(cases) + background}, chunks of {chunk}; "
+        print(f"\n{matching} matching runs of {matching * len(cases) + background}, chunks of "
+              f"{chunk or operations.CHUNK_PATH}; "
               f"fragment idle p95 {p95(idle) * 1000:.0f} ms")
         print(f"{'verb':<11} {'runs/s':>7} {'floor':>7} {'ratio':>6} {'p95 x':>6}  targets (>= 0.5x, <= 2x)")
         for verb, done, rate, floor_rate, slowdown, _ in rows:
@@ -283,14 +290,16 @@ def main() -> None:
     parser.add_argument("--total", type=int, default=1_000_000, help="runs in the database")
     parser.add_argument("--verbs", default=",".join(case.verb for case in CASES))
     parser.add_argument("--preview-runs", type=int, default=0, help="also time the preview over this many")
-    parser.add_argument("--chunk", type=int, default=operations.CHUNK, help="runs per chunk (the Runner's)")
+    parser.add_argument("--chunk", type=int, default=0,
+                        help="runs per chunk (the Runner's; 0: its default, CHUNK_PATH for a verb with a chunk path)")
     args = parser.parse_args()
     verbs = [verb.strip() for verb in args.verbs.split(",") if verb.strip()]
     unknown = sorted(set(verbs) - {case.verb for case in CASES})
     if unknown:
         parser.error(f"unknown verbs: {', '.join(unknown)}")
 
-    with scratch.server(args.database_url) as url, scratch.scratch_database(url, BENCH_DATABASE) as bench_url:
+    with scratch.server(args.database_url) as url, scratch.scratch_database(
+            url, f"{BENCH_DATABASE}_{uuid.uuid4().hex[:8]}") as bench_url:
         bench(bench_url, args.matching, args.total, verbs, args.preview_runs, args.chunk)
 
 

@@ -6,6 +6,7 @@ empties or fills tables never touches the database a URL names.
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import uuid
 import warnings
@@ -34,11 +35,16 @@ def server(url: str | None = None) -> Iterator[str]:
         yield embedded.get_uri()
     finally:
         embedded.cleanup()
+        shutil.rmtree(root, ignore_errors=True)  # cleanup deletes pgdata, not the directory made for it
 
 
 def _on_server(url: str, statement: str) -> None:
     # AUTOCOMMIT: CREATE/DROP DATABASE cannot run inside a transaction.
-    engine = db.create_engine(url, isolation_level="AUTOCOMMIT", pool_size=1, max_overflow=0)
+    # No statement timeout: on a busy server a DROP waits for its
+    # checkpoint longer than a page's bound, and must not leave the
+    # database behind.
+    engine = db.create_engine(url, db.UNBOUNDED_STATEMENTS, isolation_level="AUTOCOMMIT", pool_size=1,
+                              max_overflow=0)
     try:
         with engine.connect() as conn:
             conn.exec_driver_sql(statement)
@@ -57,7 +63,8 @@ def create_database(url: str, name: str) -> str:
     drop_database(url, name)
     # Made as the demo makes its own (the builtin C.UTF-8 collation where
     # the server has it), so a seed timed here is the demo's.
-    engine = db.create_engine(url, isolation_level="AUTOCOMMIT", pool_size=1, max_overflow=0)
+    engine = db.create_engine(url, db.UNBOUNDED_STATEMENTS, isolation_level="AUTOCOMMIT", pool_size=1,
+                              max_overflow=0)
     try:
         with engine.connect() as conn:
             demo_database.create(conn, name)

@@ -351,7 +351,8 @@ while runner.step() is not None:
 def test_kill_minus_nine_mid_chunk_then_takeover_finishes_without_doing_anything_twice(engine, runs, verb, event):
     # Both do a chunk in one transaction (chunk_resume, chunks/halt; the
     # per-run path's kill: test_operations_chunk_verbs.py): the kill lands
-    # inside a chunk or between its commit and its progress. The taker's chunks do not line up with the dead process's,
+    # inside a chunk's one transaction (its progress is its last statement)
+    # or between chunks. The taker's chunks do not line up with the dead process's,
     # and a COMMIT the dead process sent may land after the takeover.
     paused = [paused_on_capture(runs) for _ in range(400)]
     operation = create(engine, verb, status="paused")

@@ -452,10 +452,12 @@ def test_an_operation_counts_the_same_on_both_paths(engine, runs, monkeypatch, v
     assert tally["moved"] > 0
 
 
-# The child waits half a second between a chunk's commit and its progress
-# write: the kill lands in that window (the taker must find the chunk's
-# runs acted on), and the parent, polling on a busy machine, never sees the
-# child finish every chunk before it kills it.
+# The child waits half a second before each progress write: on the chunk
+# path inside the chunk's one transaction, before its commit (the kill
+# lands there: the taker must find nothing of that chunk done); on the
+# per-run path after the runs committed (the taker must find those runs
+# acted on). The parent, polling on a busy machine, never sees the child
+# finish every chunk before it kills it.
 CHILD = """
 import sys, time
 from pgbus_web import db
@@ -478,8 +480,8 @@ while runner.step() is not None:
 
 @pytest.mark.parametrize("verb, event, path", [("skip", "step_skipped", "chunk"), ("cancel", "cancelled", "per-run")])
 def test_kill_minus_nine_mid_operation_then_takeover_acts_on_each_run_once(engine, runs, verb, event, path):
-    # skip takes the chunk path (the kill lands between a chunk's commit
-    # and its progress, or inside one); cancel here goes run by run. The
+    # skip takes the chunk path (the kill lands inside a chunk's one
+    # transaction, its progress included); cancel here goes run by run. The
     # taker's chunks do not line up with the dead process's.
     paused = [universe_one(runs) for _ in range(300)]
     created = operations.create(engine, filters.parse({"status": "paused"}), verb, None, reason="r", actor="a",

@@ -27,8 +27,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Callable
 
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from ..models import events, steps, workflow_rows
 from . import flow, verbs
@@ -48,9 +49,26 @@ class ChunkResult:
     rest: list[str] = field(default_factory=list)  # for the per-run verb
 
 
+# What a chunk's caller may add to the chunk's own transaction, after its
+# writes and before its COMMIT: the Runner's progress write under its
+# fence, so that a chunk is one commit (docs/operations.md). It may raise
+# to roll the chunk back whole.
+Then = Callable[[Connection, ChunkResult], None]
+
+
+def in_one(engine: Engine, statements: Callable[[Connection], ChunkResult], then: Then | None) -> ChunkResult:
+    """*statements* (a chunk's) in one transaction, then *then*, given,
+    in the same transaction before it commits."""
+    with engine.begin() as conn:
+        result = statements(conn)
+        if then is not None:
+            then(conn, result)
+    return result
+
+
 def resume_chunk(
     engine: Engine, verb: str, workflow_ids: list[str], *, operation_id: int, actor: str, reason: str | None,
-    at: datetime | None, registry: Registry | None, now: datetime,
+    at: datetime | None, registry: Registry | None, now: datetime, then: Then | None = None,
 ) -> ChunkResult:
     """*verb* (resume or resume_at, due at *at*) on *workflow_ids* in one
     transaction, with the audit events of verbs.resume carrying
@@ -59,7 +77,8 @@ def resume_chunk(
     reason = (reason or "").strip() or None
     due = at or now
     result = ChunkResult()
-    with engine.begin() as conn:
+
+    def statements(conn: Connection) -> ChunkResult:
         locked = workflow_rows.lock_many(conn, workflow_ids, commit_unflushed=True, columns=workflow_rows.CHUNK_COLUMNS)
         held = {run["workflow_id"] for run in locked}
         result.rest = [workflow_id for workflow_id in workflow_ids if workflow_id not in held]
@@ -111,4 +130,6 @@ def resume_chunk(
             for run, _, _ in planned
         ])
         result.moved = [run["workflow_id"] for run, _, _ in planned]
-    return result
+        return result
+
+    return in_one(engine, statements, then)

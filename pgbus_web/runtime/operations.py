@@ -56,7 +56,12 @@ from .errors import (
 log = logging.getLogger("pgbus_web.operations")
 
 # Runs per chunk: progress, cursor and heartbeat are committed this often.
+# CHUNK where the runs go one by one through the verb (a verb without a
+# chunk path); CHUNK_PATH where the chunk is one transaction (every verb
+# now): its fixed cost (a dozen round trips, one commit) is spread over
+# more runs, and its locks are held about a second (docs/operations.md).
 CHUNK = 200
+CHUNK_PATH = 1_000
 # A running operation whose heartbeat is older than this is taken over
 # (the setting operation_stale_after); its holder renews it every
 # STALE_AFTER / BEATS while a chunk lasts, so a live holder never looks dead.
@@ -468,6 +473,10 @@ class Chunk:
     waited: float = 0.0  # the pace was spent: seconds until it allows a run (no run handled)
 
 
+class _Lost(Exception):
+    """The chunk's own progress write found the fence gone: roll it back."""
+
+
 @dataclass
 class _Held:
     operation: dict[str, Any]
@@ -502,6 +511,9 @@ class _Beat:
                 return  # taken over or ended: the chunk's fenced write finds it so
             self.held.fence = fence
 
+    def running(self) -> bool:
+        return self.thread is not None and not self._stopped.is_set()
+
     def stop(self) -> None:
         self._stopped.set()
         if self.thread is not None and self.thread is not threading.current_thread():
@@ -512,7 +524,7 @@ class Runner:
     """Does operations for one process: step() claims one when it holds
     none and does one chunk of it. Not shared between threads."""
 
-    def __init__(self, engine: Engine, registry=None, *, chunk: int = CHUNK, stale_after: timedelta = STALE_AFTER,
+    def __init__(self, engine: Engine, registry=None, *, chunk: int | None = None, stale_after: timedelta = STALE_AFTER,
                  clock=utcnow, parallel: int = PARALLEL, window: int = workflow_index.WINDOW,
                  nap: float = pace.NAP, sleep=time.sleep) -> None:
         self.engine = engine
@@ -523,6 +535,7 @@ class Runner:
         self.sleep = sleep
         self.parallel = max(int(parallel), 1)
         self.registry = registry
+        # Runs per chunk; None: CHUNK_PATH for a verb with a chunk path, else CHUNK.
         self.chunk = chunk
         self.stale_after = stale_after
         self.clock = clock
@@ -594,23 +607,53 @@ class Runner:
             return "refused"
         return "moved"
 
-    def _fast(self, operation: Mapping[str, Any], todo: list[dict[str, Any]], result: Chunk) -> list[dict[str, Any]]:
+    def _fast(self, held: _Held, todo: list[dict[str, Any]], result: Chunk, *, reached: int,
+              paced: pace.Budget, acting: int) -> tuple[list[dict[str, Any]], dict[str, Any] | None | bool]:
         """The chunk's runs through the verb's chunk path (chunks.act),
-        counted into *result*; returns the runs left for the per-run verb
-        (all of them when the path does not apply or fails)."""
+        counted into *result*: the runs left for the per-run verb (all of
+        them when the path does not apply or fails), and what the chunk's
+        own progress write left (False when it did not write it: runs are
+        left, or the path did not apply). When no run is left, the counts,
+        the cursor (*reached*) and the pace's log are written in the
+        chunk's own transaction, under the fence, so a chunk is one commit;
+        a fence that no longer holds rolls the chunk back (None: lost)."""
+        operation = held.operation
         if not chunks.covers(operation["verb"]) or not todo:
-            return todo
+            return todo, False
+        wrote: dict[str, Any] = {}
+
+        def then(conn, done) -> None:
+            if done.rest:
+                return  # the per-run verb first; the progress after it
+            self._quiet()
+            ended = self.clock()
+            written = store.progress(
+                conn, operation["id"], fence=held.fence, now=ended, cursor=reached,
+                moved=result.moved + len(done.moved) + len(done.already),
+                skipped=result.skipped + len(done.skipped), refused=result.refused,
+                pace_log=pace.logged(paced.log, operation.get("rate"), ended, acting))
+            if written is None:
+                raise _Lost()
+            wrote["row"] = written
+
         try:
             done = chunks.act(self.engine, operation, [row["workflow_id"] for row in todo], registry=self.registry,
-                              now=self.clock(), key_of=lambda workflow_id: signal_key(operation["id"], workflow_id))
+                              now=self.clock(), key_of=lambda workflow_id: signal_key(operation["id"], workflow_id),
+                              then=then)
+        except _Lost:
+            return [], None  # taken over: the chunk rolled back, nothing of it written
         except Exception:  # noqa: BLE001  (rolled back whole: each run on its own then, with its own answer)
             log.warning("operation %s: the chunk's one transaction failed: run by run", operation["id"],
                         exc_info=True)
-            return todo
+            if not self._beat.running():
+                self._beat = _Beat(self, held)  # stopped for the progress write that did not commit
+            return todo, False
         result.moved += len(done.moved) + len(done.already)
         result.skipped += len(done.skipped)
+        if "row" in wrote:
+            return [], wrote["row"]
         rest = set(done.rest)
-        return [row for row in todo if row["workflow_id"] in rest]
+        return [row for row in todo if row["workflow_id"] in rest], False
 
     def _chunk(self, held: _Held) -> Chunk:
         operation = held.operation
@@ -656,7 +699,9 @@ class Runner:
                 acted = events.operation_acted_among(conn, others, op_id)
             result.moved += len(acted)
             result.skipped += len(others) - len(acted)
-        todo = self._fast(operation, todo, result)
+        todo, written = self._fast(held, todo, result, reached=reached, paced=paced, acting=acting)
+        if written is not False:
+            return self._after(written, result)
         if self.parallel > 1 and len(todo) > 1:
             with ThreadPoolExecutor(max_workers=self.parallel) as pool:
                 outcomes = list(pool.map(lambda row: self._one(operation, row), todo))
@@ -681,7 +726,8 @@ class Runner:
                 in_flight = events.operation_in_flight(conn, operation["id"])
         else:
             in_flight = None
-        return pace.budget(operation, now=self.clock(), in_flight=in_flight, chunk=self.chunk)
+        size = self.chunk or (CHUNK_PATH if chunks.covers(operation["verb"]) else CHUNK)
+        return pace.budget(operation, now=self.clock(), in_flight=in_flight, chunk=size)
 
     def _wait(self, held: _Held, paced: pace.Budget, result: Chunk) -> Chunk:
         """The pace is spent: sleep up to self.nap (never the whole wait

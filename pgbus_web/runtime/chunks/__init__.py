@@ -30,7 +30,7 @@ from typing import Any, Callable, Mapping
 from sqlalchemy.engine import Engine
 
 from .. import chunk_resume
-from ..chunk_resume import ChunkResult
+from ..chunk_resume import ChunkResult, Then
 from ..clock import parse_future
 from ..definitions import Registry
 from . import due, halt, rerun, signal, skip
@@ -46,15 +46,17 @@ def covers(verb: str) -> bool:
 
 def act(
     engine: Engine, operation: Mapping[str, Any], workflow_ids: list[str], *, registry: Registry | None,
-    now: datetime, key_of: Callable[[str], str],
+    now: datetime, key_of: Callable[[str], str], then: Then | None = None,
 ) -> ChunkResult:
     """The operation's verb on *workflow_ids* in one transaction, with its
     actor, reason and fields (params) and its id on every audit event.
-    *key_of*: the idempotency key of the signal it sends a run."""
+    *key_of*: the idempotency key of the signal it sends a run. *then*:
+    called with the connection and the result in that transaction before
+    it commits (the Runner's progress write)."""
     verb = operation["verb"]
     params = operation["params"] or {}
     common = {"operation_id": operation["id"], "actor": operation["actor"], "reason": operation["reason"],
-              "now": now}
+              "now": now, "then": then}
     if verb in chunk_resume.VERBS:
         at = parse_future(params.get("at"), now=now) if verb == "resume_at" else None
         return chunk_resume.resume_chunk(engine, verb, workflow_ids, at=at, registry=registry, **common)

@@ -10,7 +10,7 @@ from sqlalchemy.engine import Connection
 
 from ...models import events, workflow_rows
 from ...rules import states, verb_table
-from ..chunk_resume import ChunkResult
+from ..chunk_resume import ChunkResult, Then, in_one  # noqa: F401  (the verbs' modules use them through here)
 
 
 def reason_of(reason: str | None) -> str | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from ...models import events, steps, workflow_rows
 from ...rules import states
@@ -23,13 +23,15 @@ EVENTS = {"run_now": "run_now", "reschedule": "rescheduled"}
 def due_chunk(
     engine: Engine, verb: str, workflow_ids: list[str], *, operation_id: int, actor: str, reason: str | None,
     at: datetime | None, now: datetime,
+    then: common.Then | None = None,
 ) -> ChunkResult:
     """*verb* (run_now: due *now*; reschedule: due *at*) on every run: its
     scheduled step row due then, the run ready, one event per run with the
     moment and the one it replaced."""
     reason = common.reason_of(reason)
     due = now if verb == "run_now" else at
-    with engine.begin() as conn:
+
+    def statements(conn: Connection) -> ChunkResult:
         result, candidates = common.lock(conn, verb, workflow_ids, operation_id)
         if not candidates:
             return result
@@ -56,4 +58,6 @@ def due_chunk(
             for run in runs
         ])
         result.moved = [run["workflow_id"] for run in runs]
-    return result
+        return result
+
+    return common.in_one(engine, statements, then)

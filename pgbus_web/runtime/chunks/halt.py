@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from ...models import events, steps, workflow_rows
 from ...rules import states
@@ -18,11 +18,13 @@ from . import common
 
 def cancel_chunk(
     engine: Engine, workflow_ids: list[str], *, operation_id: int, actor: str, reason: str | None, now: datetime,
+    then: common.Then | None = None,
 ) -> ChunkResult:
     """Every run -> cancelled, its open step rows cancelled; one "cancelled"
     event per run naming its last cancelled row and all of them."""
     reason = common.reason_of(reason)
-    with engine.begin() as conn:
+
+    def statements(conn: Connection) -> ChunkResult:
         result, runs = common.lock(conn, "cancel", workflow_ids, operation_id)
         if not runs:
             return result
@@ -39,16 +41,20 @@ def cancel_chunk(
                                      details={"was": run["status"], "cancelled_steps": [s["id"] for s in mine]}))
         events.record_many(conn, rows)
         result.moved = ids
-    return result
+        return result
+
+    return common.in_one(engine, statements, then)
 
 
 def pause_chunk(
     engine: Engine, workflow_ids: list[str], *, operation_id: int, actor: str, reason: str | None, now: datetime,
+    then: common.Then | None = None,
 ) -> ChunkResult:
     """Every run -> paused (paused_at now); one "paused" event per run
     naming its latest step row."""
     reason = common.reason_of(reason)
-    with engine.begin() as conn:
+
+    def statements(conn: Connection) -> ChunkResult:
         result, runs = common.lock(conn, "pause", workflow_ids, operation_id, sets_latest=False)
         if not runs:
             return result
@@ -63,4 +69,6 @@ def pause_chunk(
             for run in runs
         ])
         result.moved = ids
-    return result
+        return result
+
+    return common.in_one(engine, statements, then)

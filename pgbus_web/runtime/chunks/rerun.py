@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from ...models import events, steps, workflow_rows
 from ...rules import states
@@ -27,9 +27,11 @@ from . import common
 def rerun_chunk(
     engine: Engine, workflow_ids: list[str], *, operation_id: int, actor: str, reason: str | None,
     from_step: str | None, registry: Registry | None, now: datetime,
+    then: common.Then | None = None,
 ) -> ChunkResult:
     reason = common.reason_of(reason)
-    with engine.begin() as conn:
+
+    def statements(conn: Connection) -> ChunkResult:
         result, candidates = common.lock(conn, "rerun", workflow_ids, operation_id)
         planned = []  # (run, step name)
         for run in candidates:
@@ -70,4 +72,6 @@ def rerun_chunk(
                                       step=scheduled[run["workflow_id"]], details=flow.scheduled_details(now)))
         events.record_many(conn, trail)
         result.moved = [run["workflow_id"] for run, _ in planned]
-    return result
+        return result
+
+    return common.in_one(engine, statements, then)

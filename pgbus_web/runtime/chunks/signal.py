@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Callable
 
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from ...models import events, signals, steps, workflow_rows
 from ...rules import states
@@ -25,13 +25,15 @@ from . import common
 def signal_chunk(
     engine: Engine, workflow_ids: list[str], *, operation_id: int, actor: str, reason: str | None,
     name: str, payload: Any, key_of: Callable[[str], str], now: datetime,
+    then: common.Then | None = None,
 ) -> ChunkResult:
     """Signal *name* with *payload* to every run, the idempotency key of
     each ``key_of(workflow_id)`` (the operation's signal_key)."""
     reason = common.reason_of(reason)
     name = name.strip()
     body = parse_payload(payload, None)
-    with engine.begin() as conn:
+
+    def statements(conn: Connection) -> ChunkResult:
         result, runs = common.lock(conn, "signal", workflow_ids, operation_id)
         if not runs:
             return result
@@ -68,4 +70,6 @@ def signal_chunk(
                                           details={"signal": name, "signal_id": signal["id"]}))
         events.record_many(conn, trail)
         result.moved = [run["workflow_id"] for run in runs]
-    return result
+        return result
+
+    return common.in_one(engine, statements, then)

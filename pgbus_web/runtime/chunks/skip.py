@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from ...models import events, signals, steps, workflow_rows
 from ...rules import states
@@ -69,9 +69,11 @@ def _due(step, now: datetime) -> datetime:
 def skip_chunk(
     engine: Engine, workflow_ids: list[str], *, operation_id: int, actor: str, reason: str | None,
     registry: Registry | None, now: datetime,
+    then: common.Then | None = None,
 ) -> ChunkResult:
     reason = common.reason_of(reason)
-    with engine.begin() as conn:
+
+    def statements(conn: Connection) -> ChunkResult:
         result, candidates = common.lock(conn, "skip", workflow_ids, operation_id)
         latest = steps.latest_of(conn, [run["workflow_id"] for run in candidates]) if candidates else {}
         planned = []  # (run, open row or None, name, the step after)
@@ -130,4 +132,6 @@ def skip_chunk(
         common.moved_all(moved, len(planned))
         events.record_many(conn, rows)
         result.moved = [run["workflow_id"] for run, _, _, _ in planned]
-    return result
+        return result
+
+    return common.in_one(engine, statements, then)
