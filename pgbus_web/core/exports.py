@@ -42,6 +42,10 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 _FORMULA_FIRST = frozenset(FORMULA_STARTS)
 # Rows read from the server per fetch, each fetch one chunk sent on.
 CHUNK_ROWS = 1000
+# The most runs, and characters, an excerpt holds (``excerpt``: an export
+# answered in one message).
+EXCERPT_ROWS = 1000
+EXCERPT_CHARS = 1_000_000
 # Longest part of a filename that names the filter.
 FILENAME_FILTER_MAX = 80
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -87,28 +91,51 @@ def content_disposition(name: str) -> str:
     return f'attachment; filename="{name}"'
 
 
+def _csv_encoder() -> Callable[[list], str]:
+    """A function writing rows as CSV lines (the formula rule applied), the
+    text of those rows."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\r\n")
+
+    def encode(rows) -> str:
+        buffer.seek(0)
+        buffer.truncate()
+        # safe_cell, inline: it runs for every cell of a million rows.
+        writer.writerows([("'" + cell) if cell and cell[0] in _FORMULA_FIRST else cell for cell in row]
+                         for row in rows)
+        return buffer.getvalue()
+
+    return encode
+
+
+def _encoder(fmt: str) -> Callable[[list], str]:
+    """A batch of export_rows' rows as the format's text (the CSV header aside)."""
+    if fmt == "csv":
+        return _csv_encoder()
+    return lambda lines: "".join(line + "\n" for line in lines)
+
+
+def _header(fmt: str) -> str:
+    return _csv_encoder()([COLUMNS]) if fmt == "csv" else ""
+
+
+def _batches(conn: Connection, settings: Settings, filters: RunFilters, fmt: str, ceiling_id: int, now: datetime,
+             *, batch: int = CHUNK_ROWS, limit: int | None = None):
+    binds = filters.page_binds(now)
+    where, where_binds = workflow_index.page_where(now=now, **thresholds(settings), **binds)
+    return workflow_index.export_rows(conn, where=where, binds=where_binds, ceiling_id=ceiling_id, now=now,
+                                      as_json=fmt == "ndjson", batch=batch, limit=limit, **thresholds(settings))
+
+
 def _chunks(connect: Callable[[], ContextManager[Connection]], settings: Settings, filters: RunFilters, fmt: str,
             ceiling_id: int, now: datetime) -> Iterator[bytes]:
-    binds = filters.page_binds(now)
+    encode = _encoder(fmt)
     with connect() as conn:
-        where, where_binds = workflow_index.page_where(now=now, **thresholds(settings), **binds)
-        batches = workflow_index.export_rows(conn, where=where, binds=where_binds, ceiling_id=ceiling_id, now=now,
-                                             as_json=fmt == "ndjson", batch=CHUNK_ROWS, **thresholds(settings))
+        batches = _batches(conn, settings, filters, fmt, ceiling_id, now)
         if fmt == "csv":
-            buffer = io.StringIO()
-            writer = csv.writer(buffer, lineterminator="\r\n")
-            writer.writerow(COLUMNS)
-            yield buffer.getvalue().encode("utf-8")
-            for rows in batches:
-                buffer.seek(0)
-                buffer.truncate()
-                # safe_cell, inline: it runs for every cell of a million rows.
-                writer.writerows([("'" + cell) if cell and cell[0] in _FORMULA_FIRST else cell for cell in row]
-                                 for row in rows)
-                yield buffer.getvalue().encode("utf-8")
-        else:
-            for lines in batches:
-                yield ("\n".join(lines) + "\n").encode("utf-8")
+            yield _header(fmt).encode("utf-8")
+        for rows in batches:
+            yield encode(rows).encode("utf-8")
 
 
 def export(connect: Callable[[], ContextManager[Connection]], settings: Settings, filters: RunFilters, fmt: str,
@@ -124,3 +151,47 @@ def export(connect: Callable[[], ContextManager[Connection]], settings: Settings
             ceiling_id = workflow_rows.highest_id(conn)
     chunks = _chunks(connect, settings, filters, fmt, ceiling_id, now)
     return Export(filename(filters, fmt, now), FORMATS[fmt], ceiling_id, chunks)
+
+
+@dataclass(frozen=True)
+class Excerpt:
+    """The first runs of an export, whole in one text: ``complete`` when
+    they are every run the filters match up to the ceiling."""
+
+    filename: str
+    content_type: str
+    ceiling_id: int
+    rows: int
+    complete: bool
+    text: str
+
+
+def excerpt(connect: Callable[[], ContextManager[Connection]], settings: Settings, filters: RunFilters, fmt: str,
+            *, rows: int = EXCERPT_ROWS, max_chars: int = EXCERPT_CHARS, now: datetime | None = None) -> Excerpt:
+    """The export of *filters* as *fmt* (the same rows, columns and escapes
+    as ``export``), cut after *rows* runs or before the run that would
+    take the text past *max_chars* characters, for a door that answers
+    in one message (MCP) rather than a stream."""
+    fmt = export_format(fmt)
+    now = now or utcnow()
+    filters = dataclasses.replace(filters, before=None, after=None)
+    rows = max(1, min(int(rows), EXCERPT_ROWS))
+    encode = _encoder(fmt)
+    header = _header(fmt)
+    parts, size, count, complete = [header], len(header), 0, True
+    with connect() as conn:
+        ceiling_id = workflow_rows.highest_id(conn)
+        # One more than asked: whether the excerpt is the whole set.
+        batches = _batches(conn, settings, filters, fmt, ceiling_id, now, batch=rows + 1, limit=rows + 1)
+        try:
+            for row in (row for batch in batches for row in batch):
+                text = encode([row])
+                if count == rows or size + len(text) > max_chars:
+                    complete = False
+                    break
+                parts.append(text)
+                size += len(text)
+                count += 1
+        finally:
+            batches.close()
+    return Excerpt(filename(filters, fmt, now), FORMATS[fmt], ceiling_id, count, complete, "".join(parts))

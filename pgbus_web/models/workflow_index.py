@@ -584,8 +584,10 @@ def _moment(column: str) -> str:
 def export_rows(
     conn: Connection, *, where: str, binds: Mapping[str, Any], ceiling_id: int, now: datetime,
     threshold: timedelta, waiting_threshold: timedelta, as_json: bool = False, batch: int = 2000,
+    limit: int | None = None,
 ):
-    """Every run page_where's *where* matches with an id up to *ceiling_id*,
+    """Every run page_where's *where* matches with an id up to *ceiling_id*
+    (the first *limit* of them, when given),
     oldest first, in lists of up to *batch*: each run a row of
     EXPORT_COLUMNS as text (None for NULL;
     moments ISO 8601, the arguments their JSON), or with *as_json* one JSON
@@ -618,6 +620,7 @@ def export_rows(
         FROM pgbus_workflows w
         WHERE w.id <= :export_ceiling AND ({where})
         ORDER BY w.id
+        {"LIMIT :export_limit" if limit is not None else ""}
         """
     )
     # A server-side cursor lives in a transaction: a page's connection is
@@ -626,7 +629,8 @@ def export_rows(
     if not conn.in_transaction():
         conn.execution_options(isolation_level="READ COMMITTED")
     result = conn.execution_options(stream_results=True, yield_per=int(batch)).execute(
-        statement, {**binds, **given, "export_ceiling": int(ceiling_id)})
+        statement, {**binds, **given, "export_ceiling": int(ceiling_id),
+                    **({"export_limit": int(limit)} if limit is not None else {})})
     try:
         # A batch at a time: a row at a time through the result costs more
         # than the server takes to send it.
