@@ -38,7 +38,10 @@ def server(url: str | None = None) -> Iterator[str]:
 
 def _on_server(url: str, statement: str) -> None:
     # AUTOCOMMIT: CREATE/DROP DATABASE cannot run inside a transaction.
-    engine = db.create_engine(url, isolation_level="AUTOCOMMIT", pool_size=1, max_overflow=0)
+    # Unbounded: on a busy shared server CREATE DATABASE waits for a
+    # checkpoint longer than a page's statement timeout.
+    engine = db.create_engine(url, db.UNBOUNDED_STATEMENTS, isolation_level="AUTOCOMMIT", pool_size=1,
+                              max_overflow=0)
     try:
         with engine.connect() as conn:
             conn.exec_driver_sql(statement)
@@ -57,7 +60,8 @@ def create_database(url: str, name: str) -> str:
     drop_database(url, name)
     # Made as the demo makes its own (the builtin C.UTF-8 collation where
     # the server has it), so a seed timed here is the demo's.
-    engine = db.create_engine(url, isolation_level="AUTOCOMMIT", pool_size=1, max_overflow=0)
+    engine = db.create_engine(url, db.UNBOUNDED_STATEMENTS, isolation_level="AUTOCOMMIT", pool_size=1,
+                              max_overflow=0)
     try:
         with engine.connect() as conn:
             demo_database.create(conn, name)
@@ -82,3 +86,11 @@ def scratch_database(url: str, name: str | None = None, *, keep: bool = False) -
     finally:
         if not keep:
             drop_database(url, name)
+
+
+def read_only_engine(url: str, **kwargs):
+    """An engine on *url* whose every transaction is read only (the
+    server refuses any write): for a benchmark over a database it must
+    not change."""
+    options = db.Bounds().server_options() + " -c default_transaction_read_only=on"
+    return db.create_engine(url, connect_args={"options": options}, **kwargs)
