@@ -16,9 +16,7 @@ carriage return) starts with an apostrophe instead.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -36,10 +34,9 @@ from .settings import Settings
 
 FORMATS = {"csv": "text/csv; charset=utf-8", "ndjson": "application/x-ndjson; charset=utf-8"}
 COLUMNS = workflow_index.EXPORT_COLUMNS
-# What a cell may not start with in a CSV: a spreadsheet reads it as a
-# formula (OWASP's list, the tab and carriage return included).
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-_FORMULA_FIRST = frozenset(FORMULA_STARTS)
+# What a cell may not start with in a CSV (the server escapes it: models.
+# workflow_index._csv_line).
+FORMULA_STARTS = workflow_index.CSV_FORMULA_STARTS
 # Rows read from the server per fetch, each fetch one chunk sent on.
 CHUNK_ROWS = 1000
 # The most runs, and characters, an excerpt holds (``excerpt``: an export
@@ -67,17 +64,6 @@ def export_format(value: str | None) -> str:
     return value
 
 
-def safe_cell(value: str | None) -> str:
-    """*value* (a cell's text) as a CSV cell: text a spreadsheet would take
-    for a formula gets a leading apostrophe; None is empty (the export
-    writes this rule inline, _chunks)."""
-    if value is None:
-        return ""
-    if value.startswith(FORMULA_STARTS):
-        return "'" + value
-    return value
-
-
 def filename(filters: RunFilters, fmt: str, now: datetime) -> str:
     """``pgbus-runs_<filters>_<moment UTC>.<fmt>``: the filters as name-value
     pairs (``all`` for none), only letters, digits, dot, dash and underscore."""
@@ -91,32 +77,17 @@ def content_disposition(name: str) -> str:
     return f'attachment; filename="{name}"'
 
 
-def _csv_encoder() -> Callable[[list], str]:
-    """A function writing rows as CSV lines (the formula rule applied), the
-    text of those rows."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\r\n")
-
-    def encode(rows) -> str:
-        buffer.seek(0)
-        buffer.truncate()
-        # safe_cell, inline: it runs for every cell of a million rows.
-        writer.writerows([("'" + cell) if cell and cell[0] in _FORMULA_FIRST else cell for cell in row]
-                         for row in rows)
-        return buffer.getvalue()
-
-    return encode
-
-
 def _encoder(fmt: str) -> Callable[[list], str]:
-    """A batch of export_rows' rows as the format's text (the CSV header aside)."""
+    """A batch of export_rows' lines as the format's text (the CSV header
+    aside): the server made each CSV line whole, an NDJSON line lacks its
+    line feed."""
     if fmt == "csv":
-        return _csv_encoder()
+        return "".join
     return lambda lines: "".join(line + "\n" for line in lines)
 
 
 def _header(fmt: str) -> str:
-    return _csv_encoder()([COLUMNS]) if fmt == "csv" else ""
+    return ",".join(COLUMNS) + "\r\n" if fmt == "csv" else ""
 
 
 def _batches(conn: Connection, settings: Settings, filters: RunFilters, fmt: str, ceiling_id: int, now: datetime,
@@ -124,7 +95,8 @@ def _batches(conn: Connection, settings: Settings, filters: RunFilters, fmt: str
     binds = filters.page_binds(now)
     where, where_binds = workflow_index.page_where(now=now, **thresholds(settings), **binds)
     return workflow_index.export_rows(conn, where=where, binds=where_binds, ceiling_id=ceiling_id, now=now,
-                                      as_json=fmt == "ndjson", batch=batch, limit=limit, **thresholds(settings))
+                                      as_json=fmt == "ndjson", as_csv=fmt == "csv", batch=batch, limit=limit,
+                                      **thresholds(settings))
 
 
 def _chunks(connect: Callable[[], ContextManager[Connection]], settings: Settings, filters: RunFilters, fmt: str,
