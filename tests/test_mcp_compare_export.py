@@ -163,3 +163,22 @@ def test_export_runs_refuses_as_the_api_does_and_writes_nothing(database_url, en
     assert "status" in said["unknown_argument"]
     assert said["control"]["runs"] == 1 and made["other"] in said["control"]["content"]
     assert _without_tokens(engine) == before
+
+
+def test_an_excerpt_stops_before_the_run_that_would_pass_its_characters(database, made):
+    from pgbus_web.core import exports
+    from pgbus_web.core.settings import Settings
+    from pgbus_web.rules import run_filters
+
+    filters = run_filters.parse_query({})
+    whole = exports.excerpt(database.read, Settings(), filters, "csv")
+    assert (whole.rows, whole.complete) == (3, True)
+    header, first, second, third = whole.text.splitlines(keepends=True)
+    # Room for the header and two runs, not the third: cut before it, whole lines only.
+    cut = exports.excerpt(database.read, Settings(), filters, "csv",
+                          max_chars=len(header) + len(first) + len(second) + len(third) - 1)
+    assert (cut.rows, cut.complete, cut.text) == (2, False, header + first + second)
+    # Control: exactly enough room takes all three.
+    enough = exports.excerpt(database.read, Settings(), filters, "csv",
+                             max_chars=len(header) + len(first) + len(second) + len(third))
+    assert (enough.rows, enough.complete) == (3, True)

@@ -153,6 +153,9 @@ def excerpt(connect: Callable[[], ContextManager[Connection]], settings: Setting
     parts, size, count, complete = [header], len(header), 0, True
     with connect() as conn:
         ceiling_id = workflow_rows.highest_id(conn)
+    # The rows on a connection of their own, as export's: the cursor puts
+    # it in a transaction, which a read just made may have begun already.
+    with connect() as conn:
         # One more than asked: whether the excerpt is the whole set.
         batches = _batches(conn, settings, filters, fmt, ceiling_id, now, batch=rows + 1, limit=rows + 1)
         try:
