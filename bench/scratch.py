@@ -89,3 +89,11 @@ def scratch_database(url: str, name: str | None = None, *, keep: bool = False) -
     finally:
         if not keep:
             drop_database(url, name)
+
+
+def read_only_engine(url: str, **kwargs):
+    """An engine on *url* whose every transaction is read only (the
+    server refuses any write): for a benchmark over a database it must
+    not change."""
+    options = db.Bounds().server_options() + " -c default_transaction_read_only=on"
+    return db.create_engine(url, connect_args={"options": options}, **kwargs)

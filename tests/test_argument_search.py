@@ -201,8 +201,15 @@ def _doors(app, engine, database_url):
             return 400, str(problem)
         return 200, ""
 
+    def mcp_export(query):
+        try:
+            tools.export_runs("ndjson", filters=query)
+        except ToolError as problem:
+            return 400, str(problem)
+        return 200, ""
+
     return {"page": page, "export_page": export_page, "api": api_list, "api_export": api_export,
-            "cli": cli("list"), "cli_export": cli("export"), "mcp": mcp}
+            "cli": cli("list"), "cli_export": cli("export"), "mcp": mcp, "mcp_export": mcp_export}
 
 
 @pytest.mark.parametrize("case", sorted(BAD))

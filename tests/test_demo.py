@@ -52,7 +52,8 @@ def demo(tmp_path):
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     try:
-        lines = _read_lines_until(process, {"Dashboard:", "Database:"}, time.monotonic() + STARTUP_SECONDS)
+        lines = _read_lines_until(process, {"Dashboard:", "Database:", "Worker:"},
+                                  time.monotonic() + STARTUP_SECONDS)
         yield process, lines
     finally:
         if process.poll() is None:
@@ -154,3 +155,49 @@ def test_the_demo_refuses_a_public_host(tmp_path):
     assert process.stderr.strip() == "Error: refusing to serve the demo on 0.0.0.0: it has no sign-in; " \
         "use a loopback --host, or --no-auth"
     assert not (tmp_path / "demo").exists()
+
+
+def test_kill_usr1_stops_the_demos_worker_as_a_crash_would_and_the_dashboard_flags_it(demo):
+    """The demo's worker is a thread of its process: SIGUSR1 ends it without
+    marking its row stopped, the dashboard and the new runs staying up; its
+    row then goes silent, and the index flags it once silent past
+    worker_gone_after (asked at that later moment; not before)."""
+    from datetime import timedelta
+
+    from pgbus_web.core import worker_reads
+    from pgbus_web.core.settings import Settings
+
+    process, lines = demo
+    engine = create_engine(lines["Database:"])
+    assert "kill -USR1" in lines["Worker:"]
+
+    def demo_worker():
+        with engine.connect() as conn:
+            return conn.execute(sa.text(
+                "SELECT id, heartbeat_at, stopped_at FROM pgbus_web_workers WHERE kind = 'worker'"
+                " ORDER BY id DESC LIMIT 1")).mappings().one()
+
+    try:
+        assert demo_worker()["stopped_at"] is None
+        process.send_signal(signal.SIGUSR1)
+        said = _read_lines_until(process, {"The demo's worker stopped"}, time.monotonic() + 60)
+        assert "flags it within 30 s" in said["The demo's worker stopped"]
+        time.sleep(12)  # past two heartbeat intervals: a live worker would have beaten
+        silent = demo_worker()
+        time.sleep(6)
+        again = demo_worker()
+        assert again["stopped_at"] is None  # not a clean stop: never marked stopped
+        assert again["heartbeat_at"] == silent["heartbeat_at"]  # and silent
+        with urllib.request.urlopen(lines["Dashboard:"], timeout=10) as response:
+            assert response.status == 200  # the dashboard still answers
+        settings = Settings()
+        with engine.connect() as conn:
+            flagged_now = worker_reads.gone_holding(conn, settings, now=again["heartbeat_at"] + timedelta(seconds=1))
+            later = again["heartbeat_at"] + settings.worker_gone_after + timedelta(seconds=1)
+            flagged_later = worker_reads.gone_holding(conn, settings, now=later)
+        assert again["id"] not in {row["id"] for row in flagged_now}
+        assert again["id"] in {row["id"] for row in flagged_later}
+    finally:
+        engine.dispose()
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=30) == 0

@@ -11,7 +11,10 @@ from ..core.representations import plain
 
 
 def json_answer(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    response = Response(json.dumps(plain(body), ensure_ascii=False), status, mimetype="application/json")
+    # plain() for what JSON cannot write as it is (a moment, a Decimal),
+    # as the encoder meets it: a body representations.py shaped is plain
+    # already, and walking it again cost as much as shaping it.
+    response = Response(json.dumps(body, ensure_ascii=False, default=plain), status, mimetype="application/json")
     for name, value in (headers or {}).items():
         response.headers[name] = value
     return response

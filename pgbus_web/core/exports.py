@@ -16,9 +16,7 @@ carriage return) starts with an apostrophe instead.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -36,12 +34,15 @@ from .settings import Settings
 
 FORMATS = {"csv": "text/csv; charset=utf-8", "ndjson": "application/x-ndjson; charset=utf-8"}
 COLUMNS = workflow_index.EXPORT_COLUMNS
-# What a cell may not start with in a CSV: a spreadsheet reads it as a
-# formula (OWASP's list, the tab and carriage return included).
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-_FORMULA_FIRST = frozenset(FORMULA_STARTS)
+# What a cell may not start with in a CSV (the server escapes it: models.
+# workflow_index._csv_line).
+FORMULA_STARTS = workflow_index.CSV_FORMULA_STARTS
 # Rows read from the server per fetch, each fetch one chunk sent on.
 CHUNK_ROWS = 1000
+# The most runs, and characters, an excerpt holds (``excerpt``: an export
+# answered in one message).
+EXCERPT_ROWS = 1000
+EXCERPT_CHARS = 1_000_000
 # Longest part of a filename that names the filter.
 FILENAME_FILTER_MAX = 80
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -63,17 +64,6 @@ def export_format(value: str | None) -> str:
     return value
 
 
-def safe_cell(value: str | None) -> str:
-    """*value* (a cell's text) as a CSV cell: text a spreadsheet would take
-    for a formula gets a leading apostrophe; None is empty (the export
-    writes this rule inline, _chunks)."""
-    if value is None:
-        return ""
-    if value.startswith(FORMULA_STARTS):
-        return "'" + value
-    return value
-
-
 def filename(filters: RunFilters, fmt: str, now: datetime) -> str:
     """``pgbus-runs_<filters>_<moment UTC>.<fmt>``: the filters as name-value
     pairs (``all`` for none), only letters, digits, dot, dash and underscore."""
@@ -87,28 +77,37 @@ def content_disposition(name: str) -> str:
     return f'attachment; filename="{name}"'
 
 
+def _encoder(fmt: str) -> Callable[[list], str]:
+    """A batch of export_rows' lines as the format's text (the CSV header
+    aside): the server made each CSV line whole, an NDJSON line lacks its
+    line feed."""
+    if fmt == "csv":
+        return "".join
+    return lambda lines: "".join(line + "\n" for line in lines)
+
+
+def _header(fmt: str) -> str:
+    return ",".join(COLUMNS) + "\r\n" if fmt == "csv" else ""
+
+
+def _batches(conn: Connection, settings: Settings, filters: RunFilters, fmt: str, ceiling_id: int, now: datetime,
+             *, batch: int = CHUNK_ROWS, limit: int | None = None):
+    binds = filters.page_binds(now)
+    where, where_binds = workflow_index.page_where(now=now, **thresholds(settings), **binds)
+    return workflow_index.export_rows(conn, where=where, binds=where_binds, ceiling_id=ceiling_id, now=now,
+                                      as_json=fmt == "ndjson", as_csv=fmt == "csv", batch=batch, limit=limit,
+                                      **thresholds(settings))
+
+
 def _chunks(connect: Callable[[], ContextManager[Connection]], settings: Settings, filters: RunFilters, fmt: str,
             ceiling_id: int, now: datetime) -> Iterator[bytes]:
-    binds = filters.page_binds(now)
+    encode = _encoder(fmt)
     with connect() as conn:
-        where, where_binds = workflow_index.page_where(now=now, **thresholds(settings), **binds)
-        batches = workflow_index.export_rows(conn, where=where, binds=where_binds, ceiling_id=ceiling_id, now=now,
-                                             as_json=fmt == "ndjson", batch=CHUNK_ROWS, **thresholds(settings))
+        batches = _batches(conn, settings, filters, fmt, ceiling_id, now)
         if fmt == "csv":
-            buffer = io.StringIO()
-            writer = csv.writer(buffer, lineterminator="\r\n")
-            writer.writerow(COLUMNS)
-            yield buffer.getvalue().encode("utf-8")
-            for rows in batches:
-                buffer.seek(0)
-                buffer.truncate()
-                # safe_cell, inline: it runs for every cell of a million rows.
-                writer.writerows([("'" + cell) if cell and cell[0] in _FORMULA_FIRST else cell for cell in row]
-                                 for row in rows)
-                yield buffer.getvalue().encode("utf-8")
-        else:
-            for lines in batches:
-                yield ("\n".join(lines) + "\n").encode("utf-8")
+            yield _header(fmt).encode("utf-8")
+        for rows in batches:
+            yield encode(rows).encode("utf-8")
 
 
 def export(connect: Callable[[], ContextManager[Connection]], settings: Settings, filters: RunFilters, fmt: str,
@@ -124,3 +123,50 @@ def export(connect: Callable[[], ContextManager[Connection]], settings: Settings
             ceiling_id = workflow_rows.highest_id(conn)
     chunks = _chunks(connect, settings, filters, fmt, ceiling_id, now)
     return Export(filename(filters, fmt, now), FORMATS[fmt], ceiling_id, chunks)
+
+
+@dataclass(frozen=True)
+class Excerpt:
+    """The first runs of an export, whole in one text: ``complete`` when
+    they are every run the filters match up to the ceiling."""
+
+    filename: str
+    content_type: str
+    ceiling_id: int
+    rows: int
+    complete: bool
+    text: str
+
+
+def excerpt(connect: Callable[[], ContextManager[Connection]], settings: Settings, filters: RunFilters, fmt: str,
+            *, rows: int = EXCERPT_ROWS, max_chars: int = EXCERPT_CHARS, now: datetime | None = None) -> Excerpt:
+    """The export of *filters* as *fmt* (the same rows, columns and escapes
+    as ``export``), cut after *rows* runs or before the run that would
+    take the text past *max_chars* characters, for a door that answers
+    in one message (MCP) rather than a stream."""
+    fmt = export_format(fmt)
+    now = now or utcnow()
+    filters = dataclasses.replace(filters, before=None, after=None)
+    rows = max(1, min(int(rows), EXCERPT_ROWS))
+    encode = _encoder(fmt)
+    header = _header(fmt)
+    parts, size, count, complete = [header], len(header), 0, True
+    with connect() as conn:
+        ceiling_id = workflow_rows.highest_id(conn)
+    # The rows on a connection of their own, as export's: the cursor puts
+    # it in a transaction, which a read just made may have begun already.
+    with connect() as conn:
+        # One more than asked: whether the excerpt is the whole set.
+        batches = _batches(conn, settings, filters, fmt, ceiling_id, now, batch=rows + 1, limit=rows + 1)
+        try:
+            for row in (row for batch in batches for row in batch):
+                text = encode([row])
+                if count == rows or size + len(text) > max_chars:
+                    complete = False
+                    break
+                parts.append(text)
+                size += len(text)
+                count += 1
+        finally:
+            batches.close()
+    return Excerpt(filename(filters, fmt, now), FORMATS[fmt], ceiling_id, count, complete, "".join(parts))

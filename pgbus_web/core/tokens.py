@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from dataclasses import dataclass
+import threading
+import time
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Callable
 
@@ -27,6 +29,14 @@ PREFIX = "pgbw_"
 MAX_TOKEN = 200
 # A token's last use is written at most this often.
 TOUCH_EVERY = timedelta(minutes=1)
+# A token found live is taken without asking the database again for this
+# many seconds, in the process that checked it (docs/api.md, Tokens): a
+# token revoked by another process is refused within this time, by this
+# one at once.
+VERIFIED_FOR = 10.0
+# Entries the verified tokens' memo holds at most (a flood of distinct
+# live tokens cannot grow it).
+VERIFIED_MAX = 1000
 
 
 class TokenError(ValueError):
@@ -40,6 +50,8 @@ class Caller:
     name: str
     may_act: bool
     token_id: int | None = None
+    # The token's digest (check's): its last use is remembered by it.
+    digest: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def actor(self) -> str:
@@ -73,28 +85,68 @@ def listing(engine: Engine) -> list[dict[str, Any]]:
 
 
 def revoke(engine: Engine, name: str) -> bool:
-    """Revoke *name*'s live token; False when it has none."""
+    """Revoke *name*'s live token; False when it has none. This process
+    forgets every token it verified, so it refuses this one at once."""
     with engine.begin() as conn:
-        return api_tokens.revoke(conn, name, now=utcnow()) > 0
+        revoked = api_tokens.revoke(conn, name, now=utcnow()) > 0
+    _forget()
+    return revoked
+
+
+# The tokens this process found live lately: (engine, digest) -> (caller,
+# until when, on the monotonic clock); and when this process last wrote
+# each token's use, by its digest. Only a live token is kept: an unknown or revoked one is asked
+# each time (a refusal is rare and must never be stale).
+_verified: dict[tuple[Engine, str], tuple[Caller, float]] = {}
+_touched: dict[str, float] = {}
+_lock = threading.Lock()
+
+
+def _forget() -> None:
+    with _lock:
+        _verified.clear()
 
 
 def check(engine: Engine, token: str) -> Caller | None:
     """The caller *token* names, or None (unknown, revoked, malformed)."""
     if not token.startswith(PREFIX) or len(token) > MAX_TOKEN or not token.isascii():
         return None
+    key = digest(token)
+    now = time.monotonic()
+    found = _verified.get((engine, key))
+    if found is not None and found[1] > now:
+        return found[0]
     with engine.connect() as conn:
-        row = api_tokens.by_digest(conn, digest(token))
+        row = api_tokens.by_digest(conn, key)
     if row is None or row["revoked_at"] is not None:
+        with _lock:
+            _verified.pop((engine, key), None)
         return None
-    return Caller(name=row["name"], may_act=row["role"] == OPERATOR, token_id=row["id"])
+    caller = Caller(name=row["name"], may_act=row["role"] == OPERATOR, token_id=row["id"], digest=key)
+    with _lock:
+        if len(_verified) >= VERIFIED_MAX:
+            _verified.clear()
+        _verified[(engine, key)] = (caller, now + VERIFIED_FOR)
+    return caller
 
 
 def used(engine: Engine, caller: Caller) -> None:
     """Record that *caller*'s token answered a request."""
     if caller.token_id is None:
         return
+    # Written by this process at most once per TOUCH_EVERY (the row's own
+    # condition keeps several processes to about that too).
+    now = time.monotonic()
+    last = _touched.get(caller.digest) if caller.digest is not None else None
+    if last is not None and now - last < TOUCH_EVERY.total_seconds():
+        return
     with engine.begin() as conn:
         api_tokens.touch(conn, caller.token_id, now=utcnow(), every=TOUCH_EVERY)
+    with _lock:
+        if len(_touched) >= VERIFIED_MAX:
+            _touched.clear()
+        if caller.digest is not None:
+            _touched[caller.digest] = now
 
 
 def checker(engine_of: Callable[[], Engine]) -> Callable[[Any, str], Caller | None]:

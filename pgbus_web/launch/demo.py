@@ -10,6 +10,7 @@ afresh). No sign-in: it serves on loopback only, unless --no-auth.
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import signal
@@ -145,7 +146,15 @@ def demo(port, host, data_dir, runs, reset, no_auth):
     def stop(signum, frame):
         stopping.set()
 
+    gone_after = later.app.extensions["pgbus_web"].settings.worker_gone_after.total_seconds()
+
+    def stop_worker(signum, frame):
+        worker.stop(silently=True)
+        click.echo("The demo's worker stopped without a word, as a crashed one would: the dashboard flags it"
+                   f" within {gone_after:.0f} s (the runs index, Workers).")
+
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, stop_worker)
     try:
         worker_thread.start()
         live.start()
@@ -153,6 +162,8 @@ def demo(port, host, data_dir, runs, reset, no_auth):
         _wait_until_up(f"http://{host}:{port}/health")
         click.echo(f"Dashboard: http://{host}:{port}/workflows")
         click.echo(f"Database: {url}")
+        click.echo(f"Worker: kill -USR1 {os.getpid()} stops the demo's worker as a crash would, the dashboard"
+                   " and the new runs staying up.")
         click.echo("Ctrl-C stops the demo.")
         while not stopping.wait(0.5):
             pass

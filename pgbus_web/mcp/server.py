@@ -3,7 +3,8 @@ dashboard's reads and verbs as MCP tools over stdio, with the official
 ``mcp`` SDK (the ``mcp`` extra).
 
 Read tools: the needs-attention groups, runs by the index's filters, one
-run, an operation's preview and an operation. With ``allow_actions`` also:
+run, two runs compared, the export of a filter (bounded: one answer holds
+it), an operation's preview and an operation. With ``allow_actions`` also:
 a verb on one run, a signal, starting an operation (one verb on every run a
 filter matches, done here before the tool answers) and cancelling one.
 Every act is recorded with the actor ``mcp`` and the reason the tool
@@ -32,7 +33,8 @@ from ..core import operation_runs
 from ..runtime import errors, operations
 from ..runtime.clock import utcnow
 from ..core import reads as context
-from ..core import checks, problems, worker_reads
+from ..core import checks, exports, problems, worker_reads
+from ..core.compare import CompareRefused
 from ..core.settings import Settings
 from ..i18n import t
 
@@ -55,7 +57,8 @@ def _tool_error(message: str):
 def _refused(problem: Exception, **names):
     """*problem* as a tool error: a refused input in the refusal table's
     words (the pages' and the API's), anything else as the runtime says it."""
-    if isinstance(problem, (checks.FormError, run_filters.FilterError, operations.OperationNotFound)) \
+    if isinstance(problem, (checks.FormError, run_filters.FilterError, operations.OperationNotFound,
+                            CompareRefused)) \
             or problems.is_input(problem):
         return _tool_error(problems.refusal(problem, **names).message)
     return _tool_error(str(problem))
@@ -135,6 +138,41 @@ class Tools:
         settings = dataclasses.replace(self.settings, page_size=max(1, min(int(limit), MAX_RUNS)))
         page = scripted.runs(self.engine, settings, filters)
         return {"runs": page.runs, "next_before": page.next_before}
+
+    def compare_runs(self, a: str, b: str) -> dict[str, Any]:
+        """Two runs side by side, by their ids (or shown prefixes): the
+        arguments as a structural diff (`arguments.changes`, each path
+        changed, added or removed), the steps in one order with each side's
+        attempts, durations and errors, the first step where they part
+        (`divergence`), each run's definition digest and whether it changed
+        between them (`definition_changed`)."""
+        try:
+            return scripted.compare_runs(self.engine, self.settings, a, b)
+        except CompareRefused as problem:
+            raise _refused(problem) from None
+
+    def export_runs(self, format: str, filters: dict[str, Any] | None = None,
+                    limit: int = exports.EXCERPT_ROWS) -> dict[str, Any]:
+        """The runs `filters` match (find_runs' filters by their query
+        names: "arg.customer_id": 42 searches inside the arguments,
+        "signal.carrier": "dhl" inside a signal's payload), oldest first,
+        as the dashboard's export writes them: `format` csv (a header row of
+        stable column keys; a cell a spreadsheet would run as a formula
+        starts with an apostrophe) or ndjson. One answer holds at most
+        `limit` runs (1000 at most, and about a million characters):
+        `complete` says whether `content` is every run up to `ceiling_id`;
+        for the whole set use the command line (pgbus-web runs export) or
+        GET /api/v1/runs/export, which stream it."""
+        if isinstance(filters, dict):
+            filters = {name: _typed(value) if str(name).startswith(run_filters.JSON_PREFIXES) else value
+                       for name, value in filters.items()}
+        found = _filters({} if filters is None else filters, cursors=True)
+        try:
+            made = exports.excerpt(self.engine.connect, self.settings, found, format, rows=limit)
+        except run_filters.FilterError as problem:
+            raise _refused(problem) from None
+        return {"filename": made.filename, "content_type": made.content_type, "ceiling_id": made.ceiling_id,
+                "runs": made.rows, "complete": made.complete, "content": made.text}
 
     def list_workers(self) -> dict[str, Any]:
         """Workers and serving processes with their heartbeat, alive first:
@@ -259,7 +297,8 @@ class Tools:
                                          deadline=time.monotonic() + OPERATION_WAIT)
 
 
-READ_TOOLS = ("needs_attention", "find_runs", "show_run", "preview_operation", "show_operation", "list_workers")
+READ_TOOLS = ("needs_attention", "find_runs", "show_run", "preview_operation", "show_operation", "list_workers",
+              "compare_runs", "export_runs")
 ACT_TOOLS = ("act_on_run", "send_signal", "start_operation", "cancel_operation")
 
 
@@ -295,7 +334,8 @@ def build(engine: Engine, settings: Settings, *, allow_actions: bool = False):
 
     tools = Tools(engine, settings)
     server = Server(NAME, instructions=(
-        "pgbus workflow runs: needs_attention lists what needs a person; find_runs and show_run read runs. "
+        "pgbus workflow runs: needs_attention lists what needs a person; find_runs and show_run read runs; "
+        "compare_runs puts two side by side; export_runs gives a filter's runs as CSV or NDJSON. "
         + ("act_on_run, send_signal and start_operation act, with a required reason, as the actor 'mcp'."
            if allow_actions else "Read-only: started without --allow-actions.")))
     for name in READ_TOOLS:

@@ -581,15 +581,60 @@ def _moment(column: str) -> str:
     return f"to_json({column}) #>> '{{}}'"
 
 
+# The export's columns whose text never needs a CSV cell's quotes or its
+# formula escape (digits, a moment, one of a few keys).
+_CSV_PLAIN = frozenset(("id", "status", "stuck_reason", "created_at", "started_at", "paused_at", "finished_at",
+                        "updated_at"))
+# What a CSV cell may not start with: a spreadsheet reads it as a formula
+# (OWASP's list, the tab and carriage return included).
+CSV_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _csv_cell(text: str) -> str:
+    """The CSV cell of *text* (an SQL text expression, cheap to repeat):
+    a text that starts like a formula gets a leading apostrophe, one that
+    holds a comma, a quote or a line break is quoted (its quotes doubled),
+    NULL is empty. The usual text, none of these, is given as it is after
+    one look at its first character and four searches."""
+    codes = ", ".join(str(ord(start)) for start in CSV_FORMULA_STARTS)
+    escaped = f"CASE WHEN ascii({text}) IN ({codes}) THEN '''' || {text} ELSE {text} END"
+    special = f"""strpos({text}, ',') > 0 OR strpos({text}, '"') > 0 OR strpos({text}, E'\\n') > 0 OR strpos({text}, E'\\r') > 0"""
+    return (f"""CASE WHEN {text} IS NULL THEN '' WHEN {special} THEN '"' || replace({escaped}, '"', '""') || '"'"""
+            f" WHEN ascii({text}) IN ({codes}) THEN '''' || {text} ELSE {text} END")
+
+
+def _csv_line(values: Mapping[str, str]) -> str:
+    """The SELECT list that makes each run one CSV line (CRLF ended) on the
+    server, with _csv_cell's escapes, as Python's csv writer writes them.
+    The arguments (JSON, made text once) are always quoted: an object's
+    keys hold quotes anyway; a negative number alone gets the apostrophe."""
+    cells = []
+    for key, value in values.items():
+        if key == "arguments":
+            text = f"({value})::text"
+            escaped = (f"CASE WHEN jsonb_typeof({value}) = 'number' AND {value} < '0'::jsonb"
+                       f" THEN '''' || {text} ELSE {text} END")
+            cells.append(f"""coalesce('"' || replace({escaped}, '"', '""') || '"', '')""")
+        elif key in _CSV_PLAIN:
+            text = _moment(value) if key.endswith("_at") else f"({value})::text"
+            cells.append(f"coalesce({text}, '')")
+        else:
+            cells.append(_csv_cell(value))
+    return " || ',' || ".join(cells) + " || E'\\r\\n'"
+
+
 def export_rows(
     conn: Connection, *, where: str, binds: Mapping[str, Any], ceiling_id: int, now: datetime,
-    threshold: timedelta, waiting_threshold: timedelta, as_json: bool = False, batch: int = 2000,
+    threshold: timedelta, waiting_threshold: timedelta, as_json: bool = False, as_csv: bool = False,
+    batch: int = 2000, limit: int | None = None,
 ):
-    """Every run page_where's *where* matches with an id up to *ceiling_id*,
+    """Every run page_where's *where* matches with an id up to *ceiling_id*
+    (the first *limit* of them, when given),
     oldest first, in lists of up to *batch*: each run a row of
     EXPORT_COLUMNS as text (None for NULL;
     moments ISO 8601, the arguments their JSON), or with *as_json* one JSON
-    object's text with those keys in that order. Read through a
+    object's text with those keys in that order, or with *as_csv* its CSV
+    line (_csv_line). Read through a
     server-side cursor *batch* rows at a time, so memory does not grow with
     the count; the server writes the text, so each row costs Python little.
     A generator: the statement runs when the first row is asked for, and
@@ -609,6 +654,8 @@ def export_rows(
     if as_json:
         pairs = ", ".join(f"'{key}', {value}" for key, value in values.items())
         selected = f"json_build_object({pairs})::text"
+    elif as_csv:
+        selected = _csv_line(values)
     else:
         selected = ", ".join(
             _moment(value) if key.endswith("_at") else f"({value})::text" for key, value in values.items())
@@ -618,6 +665,7 @@ def export_rows(
         FROM pgbus_workflows w
         WHERE w.id <= :export_ceiling AND ({where})
         ORDER BY w.id
+        {"LIMIT :export_limit" if limit is not None else ""}
         """
     )
     # A server-side cursor lives in a transaction: a page's connection is
@@ -626,11 +674,12 @@ def export_rows(
     if not conn.in_transaction():
         conn.execution_options(isolation_level="READ COMMITTED")
     result = conn.execution_options(stream_results=True, yield_per=int(batch)).execute(
-        statement, {**binds, **given, "export_ceiling": int(ceiling_id)})
+        statement, {**binds, **given, "export_ceiling": int(ceiling_id),
+                    **({"export_limit": int(limit)} if limit is not None else {})})
     try:
         # A batch at a time: a row at a time through the result costs more
         # than the server takes to send it.
         for rows in result.partitions(int(batch)):
-            yield [line for (line,) in rows] if as_json else rows
+            yield [line for (line,) in rows] if as_json or as_csv else rows
     finally:
         result.close()

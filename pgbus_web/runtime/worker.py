@@ -91,6 +91,8 @@ class Worker:
         self.clock = clock
         self.rng = rng or random.Random()
         self._stopping = threading.Event()
+        # stop(silently=True): the row is left as a crashed worker's is.
+        self._silent = False
         self._last_sweep: float | None = None
         self.total_steps = 0
         self._steps_in_tick = 0
@@ -234,14 +236,19 @@ class Worker:
             log.exception("could not release the operation in hand; it is taken over once stale")
         if pulse is not None:
             pulse.stop()
+        if pulse is not None and not self._silent:
             try:
                 self.heartbeat.stop(steps_done=self.total_steps)
             except Exception:  # noqa: BLE001
                 log.exception("could not mark this worker stopped; it shows as gone once silent")
         log.info("worker stopped after %d steps", self.total_steps)
 
-    def stop(self) -> None:
-        """End the loop after the step in hand is finished and recorded."""
+    def stop(self, *, silently: bool = False) -> None:
+        """End the loop after the step in hand is finished and recorded.
+        *silently*: without marking the heartbeat row stopped, so the
+        dashboard sees the worker go silent as a crashed one does (the
+        demo's way to show the gone-worker flag, docs/workers.md)."""
+        self._silent = silently
         self._stopping.set()
 
     @property
