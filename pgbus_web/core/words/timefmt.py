@@ -20,9 +20,11 @@ an infinite end is the dash.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime, timedelta, timezone, tzinfo
 from functools import lru_cache
-from typing import Union
+from typing import Iterator, Union
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from babel import Locale, UnknownLocaleError
@@ -123,8 +125,30 @@ _RELATIVE_TEXTS_MAX = 4096
 i18n.on_reload(_relative_texts.clear)
 
 
+# While something drawn once is to be shown again later (a block drawn for
+# every viewer alike, web/answering/shared.py), the moments it wrote
+# relative to now: what a formatted moment shows depends on now only
+# through relative() and the viewer's date, so the drawing stands as long
+# as each of these reads the same words and the date is the same.
+_noted: ContextVar[list | None] = ContextVar("pgbus_web_noted_moments", default=None)
+
+
+@contextmanager
+def noting_moments() -> Iterator[list]:
+    """The list of every moment given to relative() inside the block."""
+    noted: list = []
+    token = _noted.set(noted)
+    try:
+        yield noted
+    finally:
+        _noted.reset(token)
+
+
 def relative(moment: datetime, *, now: datetime) -> str:
     """"just now", "5 minutes ago", "in 2 hours" (plural forms from the catalog)."""
+    noted = _noted.get()
+    if noted is not None:
+        noted.append(moment)
     if isinstance(moment, Infinite):
         return moment.literal
     seconds = (utc(now) - utc(moment)).total_seconds()
