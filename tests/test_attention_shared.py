@@ -1,8 +1,9 @@
-"""The needs-attention block is read once per change marker and clock
-bucket and drawn once per kind of viewer (web/answering/shared.py): what
-it shows must be what a fresh drawing shows, whatever changed in between
-(a run's status, the language, the zone, the role, the clock), and two
-viewers never see each other's HTML or token."""
+"""The runs index, and above all its needs-attention block, is read once
+per change marker and clock bucket and drawn once per kind of viewer
+(web/answering/shared.py): what it shows must be what a fresh drawing
+shows, whatever changed in between (a run's status, the language, the
+zone, the role, the clock), and two viewers never see each other's HTML
+or token."""
 
 from __future__ import annotations
 
@@ -126,8 +127,12 @@ def test_a_status_change_shows_at_once_in_every_locale(database, engine, runs, c
         conn.execute(sa.text("UPDATE pgbus_workflows SET status = 'cancelled', finished_at = :at"
                              " WHERE workflow_id = :id"), {"at": T0 - timedelta(seconds=30), "id": first})
     for locale in ("en", "de"):
+        shown = page(client, locale)
         with force_locale(locale):
-            assert count_cell(page(client, locale)) == tn("pgbus.workflows.attention.runs", 1)
+            assert count_cell(shown) == tn("pgbus.workflows.attention.runs", 1)
+        # The runs table and the counts beside the groups follow too.
+        assert soup(shown).select_one(f'tr.pgbus-run-row[data-workflow-id="{first}"]')["data-badge"] == "cancelled"
+        assert soup(shown).select_one('#pgbus-counts a[data-status="cancelled"]') is not None
 
     # A paused run that fails leaves the group and makes a failed group.
     with engine.begin() as conn:

@@ -179,10 +179,10 @@ def attention_context(conn: Connection, settings: Settings, now: datetime) -> di
             "attention_read_at": now}
 
 
-# How index_context may be handed the needs-attention block's part: called
-# with the connection, the page's moment and the function that reads the
-# part (attention_context) at that moment, it answers the part, read now or
-# remembered (web/answering/shared.py).
+# What index_context may hand its reading to: called with the connection,
+# the page's moment and the function that reads the whole context at that
+# moment, it answers the context, read now or remembered from an equal
+# read (web/answering/shared.py).
 Remember = Callable[[Connection, datetime, Callable[[], dict[str, Any]]], dict[str, Any]]
 
 
@@ -192,19 +192,19 @@ def index_context(
     filters: RunFilters | None,
     now: datetime | None = None,
     parts: tuple[str, ...] = INDEX_PARTS,
-    remember_attention: Remember | None = None,
+    remember: Remember | None = None,
 ) -> dict[str, Any]:
     """The runs index: counts per class and status, the needs-attention
     groups and (unless the filters were bad, *filters* None) a page of runs.
-    *parts* names what to read; the others come back empty."""
+    *parts* names what to read; the others come back empty. With
+    *remember*, what it gives (read by it or remembered)."""
     now = now or utcnow()
+    if remember is not None:
+        return remember(conn, now, lambda: index_context(conn, settings, filters, now, parts))
     # The page head's total is the counts' sum: either block reads them.
     counts = _count_table(workflow_counts.status_counts(conn) if {"counts", "total"} & set(parts) else {})
     if "attention" in parts:
-        def read() -> dict[str, Any]:
-            return attention_context(conn, settings, now)
-
-        attention = remember_attention(conn, now, read) if remember_attention is not None else read()
+        attention = attention_context(conn, settings, now)
     else:
         attention = {"attention_groups": [], "failed_groups": [], "unloaded_classes": [], "attention_read_at": now}
     classes = sorted(

@@ -42,9 +42,8 @@ def index():
         if unchanged is not None:
             return unchanged
         page = context.index_context(conn, state().settings, run_filters, parts=parts,
-                                     remember_attention=shared.remember_attention)
+                                     remember=shared.remember_index)
     page.update(common(), filter_error=error)
-    shared.attention_block(pages.INDEX.template, page)
     response = render.page(pages.INDEX.template, page, pages.INDEX.fragments, status=400 if error else 200)
     return not_modified.tagged(response, tag)
 
