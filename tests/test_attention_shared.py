@@ -199,3 +199,32 @@ def test_the_fragment_is_the_pages_block(database, runs, clock):
     whole = page(client)
     fragment = page(client, **{"HX-Request": "true", "HX-Target": "pgbus-attention"})
     assert without_tokens(block(whole)) == without_tokens(block(fragment))
+
+
+def test_a_moments_window_holds_its_words_and_ends_where_they_change():
+    """timefmt.same_words against relative() itself, at moments all around
+    each unit's edges, past and future: inside the window the words are
+    the same, a moment past either edge they are not."""
+    import random
+
+    from pgbus_web.core.words import timefmt
+
+    chooser = random.Random(28)
+    spans = [0, 3, 9.9995, 10, 10.5, 59, 60, 61, 3599, 3600, 86399, 86400, 29 * 86400, 30 * 86400,
+             364 * 86400, 365 * 86400, 400 * 86400, 800 * 86400]
+    spans += [chooser.uniform(0, 900 * 86400) for _ in range(200)]
+    tested = 0
+    with force_locale("en"):
+        for span in spans:
+            for sign in (1, -1):
+                moment = T0 + timedelta(seconds=chooser.uniform(0, 1))
+                now = moment + sign * timedelta(seconds=span + chooser.uniform(0, 0.9))
+                words = timefmt.relative(moment, now=now)
+                since, until = timefmt.same_words(moment, now=now)
+                assert since <= now <= until, (span, sign)
+                for inside in (since, until, since + (until - since) / 3):
+                    assert timefmt.relative(moment, now=inside) == words, (span, sign, inside)
+                for outside in (since - timedelta(milliseconds=2), until + timedelta(milliseconds=2)):
+                    assert timefmt.relative(moment, now=outside) != words, (span, sign, outside)
+                tested += 1
+    assert tested == 2 * len(spans)

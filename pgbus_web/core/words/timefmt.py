@@ -169,6 +169,42 @@ def relative(moment: datetime, *, now: datetime) -> str:
     return text
 
 
+# The first and last moments a clock can read: a window without ends.
+ALWAYS = (datetime.min.replace(tzinfo=timezone.utc), datetime.max.replace(tzinfo=timezone.utc))
+# A window's edges are drawn in by this much, so that a moment on an edge,
+# rounded otherwise by relative()'s floating seconds, is not inside it.
+_EDGE = timedelta(milliseconds=1)
+
+
+def same_words(moment: datetime, *, now: datetime) -> tuple[datetime, datetime]:
+    """The moments between which (both included) a clock reads *moment* as
+    relative() reads it at *now*: "5 minutes ago" from 5 minutes after it
+    until 6, "just now" from 10 seconds before until 10 seconds after. The
+    counterpart of relative(), kept beside it."""
+    if isinstance(moment, Infinite):
+        return ALWAYS
+    at = utc(moment)
+    seconds = (utc(now) - at).total_seconds()
+    span = abs(seconds)
+    if span < JUST_NOW_SECONDS:
+        low, high = -JUST_NOW_SECONDS, JUST_NOW_SECONDS
+    else:
+        larger = float("inf")
+        for unit, size in _RELATIVE_UNITS:
+            if span >= size:
+                count = int(span // size)
+                break
+            larger = size
+        # The same words while the span is in [count, count + 1) units and
+        # no larger unit fits.
+        near, far = count * size, min((count + 1) * size, larger)
+        low, high = (near, far) if seconds > 0 else (-far, -near)
+    try:
+        return at + timedelta(seconds=low) + _EDGE, at + timedelta(seconds=high) - _EDGE
+    except OverflowError:  # a moment at the calendar's edge: these words only now
+        return utc(now), utc(now)
+
+
 def _hour_minute_skeleton(loc: Locale) -> str:
     # Babel has no "j" (the locale's preferred hour cycle) skeleton field:
     # read the cycle from the locale's own short time pattern.

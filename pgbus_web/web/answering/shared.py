@@ -24,8 +24,9 @@ in two steps, per app:
   may act (the buttons), the script root its links start with. Every
   moment written relative to now ("5 minutes ago") is noted while it is
   drawn (timefmt.noting_moments), and the HTML is shown again only while
-  each such moment still reads the same words: relative times are those a
-  fresh drawing would write, never a bucket late. The CSRF token of its
+  the clock is inside every such moment's window of the same words
+  (timefmt.same_words): relative times are those a fresh drawing would
+  write, never a bucket late. The CSRF token of its
   forms is a placeholder in the kept HTML, replaced with the request's
   own token each time it is shown. The page around it (the top bar, the
   messages, where it was read) is drawn for each request.
@@ -42,7 +43,6 @@ import secrets
 import threading
 import weakref
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Mapping
 
@@ -73,13 +73,22 @@ MEMO = "shared_read"
 _TOKEN = f"pgbus-csrf-{secrets.token_hex(16)}"
 
 
-@dataclass(eq=False)
-class _Read:
-    """One read of a page, and the HTML drawn from it per viewer kind."""
+class _Once:
+    """A value one request works out while the others that want it wait:
+    .value once .ready is set, None when working it out failed."""
 
-    ready: threading.Event = field(default_factory=threading.Event)
-    part: dict[str, Any] | None = None
-    drawn: OrderedDict = field(default_factory=OrderedDict)
+    def __init__(self) -> None:
+        self.ready = threading.Event()
+        self.value: Any = None
+
+
+class _Read(_Once):
+    """One read of a page (.value, its context), and the HTML drawn from
+    it per viewer kind (_Once each, their value (html, moments' words))."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.drawn: OrderedDict[tuple, _Once] = OrderedDict()
 
 
 class _Store:
@@ -115,44 +124,63 @@ def _forget_all() -> None:
 i18n.on_reload(_forget_all)
 
 
+def _claim(store: _Store, table: OrderedDict, key: tuple, make: Callable[[], _Once], bound: int,
+           stale: Callable[[_Once], bool] = lambda once: False) -> tuple[_Once, bool]:
+    """The _Once of *key* in *table*, and whether this request is to work
+    it out: when there is none yet, or the one there is *stale*."""
+    with store.lock:
+        once = table.get(key)
+        if once is not None and not (once.ready.is_set() and stale(once)):
+            table.move_to_end(key)
+            return once, False
+        once = table[key] = make()
+        while len(table) > bound:
+            table.popitem(last=False)
+        return once, True
+
+
+def _work_out(store: _Store, table: OrderedDict, key: tuple, once: _Once, work: Callable[[], Any]) -> Any:
+    try:
+        once.value = work()
+    finally:
+        if once.value is None:  # it failed: the next request tries again
+            with store.lock:
+                if table.get(key) is once:
+                    del table[key]
+        once.ready.set()
+    return once.value
+
+
 def remember_index(conn: Connection, now: datetime, read: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """The index's context at *now* (core/reads.Remember): the one read for
-    this marker, source, request and clock bucket, or *read*'s."""
+    this marker, source, request and clock bucket, or *read*'s. While the
+    read of a new bucket is under way, the others read in the bucket
+    before (for the same marker) are shown the read of that bucket."""
     if state().settings.subject_url is not None:
         return read()
     details = hx.details()
-    key = (
+    same = (
         worker_reads.poll_marker(conn, state().settings, now),
         reading.route().source,
-        int(now.timestamp() // READ_EVERY),
         request.path,
         request.query_string,
         details.wants_fragment,
         details.target or "",
     )
+    bucket = int(now.timestamp() // READ_EVERY)
     store = _store()
-    with store.lock:
-        entry = store.reads.get(key)
-        mine = entry is None
-        if mine:
-            entry = store.reads[key] = _Read()
-            while len(store.reads) > READS_KEPT:
-                store.reads.popitem(last=False)
-        else:
-            store.reads.move_to_end(key)
+    entry, mine = _claim(store, store.reads, (*same, bucket), _Read, READS_KEPT)
     if mine:
-        try:
-            entry.part = read()
-        finally:
-            if entry.part is None:  # the read failed: the next request reads again
-                with store.lock:
-                    if store.reads.get(key) is entry:
-                        del store.reads[key]
-            entry.ready.set()
-    elif not entry.ready.wait(WAIT_FOR_READ) or entry.part is None:
-        return read()
+        _work_out(store, store.reads, (*same, bucket), entry, read)
+    elif not entry.ready.is_set():
+        with store.lock:
+            before = store.reads.get((*same, bucket - 1))
+        if before is not None and before.ready.is_set() and before.value is not None:
+            entry = before
+        elif not entry.ready.wait(WAIT_FOR_READ) or entry.value is None:
+            return read()
     # Drawn at the request's moment: the relative times are of now.
-    return {**entry.part, "now": now, MEMO: entry}
+    return {**entry.value, "now": now, MEMO: entry}
 
 
 def _viewer(now: datetime) -> tuple:
@@ -192,20 +220,31 @@ def drawn(context: Mapping[str, Any], blocks: tuple[str, ...], draw: Callable[[M
         return None
     now = context["now"]
     key = (blocks, bool(context.get("oob")), *_viewer(now))
-    store = _store()
-    with store.lock:
-        kept = entry.drawn.get(key)
-    if kept is not None and all(timefmt.relative(moment, now=now) == words for moment, words in kept[1]):
-        html = kept[0]
-    else:
+    at = timefmt.utc(now)
+
+    def stale(once: _Once) -> bool:
+        return once.value is None or not once.value[1] <= at <= once.value[2]
+
+    def work() -> tuple[str, datetime, datetime]:
         with timefmt.noting_moments() as noted:
             html = draw({**context, "csrf_field": _placeholder_field, "csrf_token": _placeholder_token})
-        said = tuple((moment, timefmt.relative(moment, now=now)) for moment in _unique(noted))
-        with store.lock:
-            entry.drawn[key] = (html, said)
-            entry.drawn.move_to_end(key)
-            while len(entry.drawn) > DRAWINGS_KEPT:
-                entry.drawn.popitem(last=False)
+        # While the clock is inside every noted moment's window, each reads
+        # the words it was drawn with.
+        since, until = timefmt.ALWAYS
+        for moment in _unique(noted):
+            low, high = timefmt.same_words(moment, now=now)
+            since, until = max(since, low), min(until, high)
+        return html, since, until
+
+    store = _store()
+    once, mine = _claim(store, entry.drawn, key, _Once, DRAWINGS_KEPT, stale)
+    if mine:
+        html = _work_out(store, entry.drawn, key, once, work)[0]
+    elif not once.ready.wait(WAIT_FOR_READ) or stale(once):
+        # Drawn for another moment's words (or not at all): this one's own.
+        html = work()[0]
+    else:
+        html = once.value[0]
     if _TOKEN in html:
         html = html.replace(_TOKEN, str(escape(csrf.token())))
     return Markup(html)
