@@ -89,6 +89,9 @@ class _Read(_Once):
     def __init__(self) -> None:
         super().__init__()
         self.drawn: OrderedDict[tuple, _Once] = OrderedDict()
+        # The read of the bucket before, for the same marker and request:
+        # its drawings are shown while this read's are drawn.
+        self.before: _Read | None = None
 
 
 class _Store:
@@ -155,7 +158,8 @@ def remember_index(conn: Connection, now: datetime, read: Callable[[], dict[str,
     """The index's context at *now* (core/reads.Remember): the one read for
     this marker, source, request and clock bucket, or *read*'s. While the
     read of a new bucket is under way, the others read in the bucket
-    before (for the same marker) are shown the read of that bucket."""
+    before (for the same marker) are shown the read of that bucket, and
+    its drawings while the new read's are drawn."""
     if state().settings.subject_url is not None:
         return read()
     details = hx.details()
@@ -170,15 +174,19 @@ def remember_index(conn: Connection, now: datetime, read: Callable[[], dict[str,
     bucket = int(now.timestamp() // READ_EVERY)
     store = _store()
     entry, mine = _claim(store, store.reads, (*same, bucket), _Read, READS_KEPT)
+    with store.lock:
+        before = store.reads.get((*same, bucket - 1))
+    if before is not None and not (before.ready.is_set() and before.value is not None):
+        before = None
     if mine:
+        if before is not None:
+            before.before = None  # one bucket back, never a chain
+        entry.before = before
         _work_out(store, store.reads, (*same, bucket), entry, read)
-    elif not entry.ready.is_set():
-        with store.lock:
-            before = store.reads.get((*same, bucket - 1))
-        if before is not None and before.ready.is_set() and before.value is not None:
-            entry = before
-        elif not entry.ready.wait(WAIT_FOR_READ) or entry.value is None:
-            return read()
+    elif not entry.ready.is_set() and before is not None:
+        entry = before
+    elif not entry.ready.wait(WAIT_FOR_READ) or entry.value is None:
+        return read()
     # Drawn at the request's moment: the relative times are of now.
     return {**entry.value, "now": now, MEMO: entry}
 
@@ -240,6 +248,9 @@ def drawn(context: Mapping[str, Any], blocks: tuple[str, ...], draw: Callable[[M
     once, mine = _claim(store, entry.drawn, key, _Once, DRAWINGS_KEPT, stale)
     if mine:
         html = _work_out(store, entry.drawn, key, once, work)[0]
+    elif not once.ready.is_set() and (earlier := _drawn_before(store, entry, key, stale)) is not None:
+        # The bucket before's drawing, for the same marker, while this one is drawn.
+        html = earlier
     elif not once.ready.wait(WAIT_FOR_READ) or stale(once):
         # Drawn for another moment's words (or not at all): this one's own.
         html = work()[0]
@@ -248,3 +259,11 @@ def drawn(context: Mapping[str, Any], blocks: tuple[str, ...], draw: Callable[[M
     if _TOKEN in html:
         html = html.replace(_TOKEN, str(escape(csrf.token())))
     return Markup(html)
+
+
+def _drawn_before(store: _Store, entry: _Read, key: tuple, stale: Callable[[_Once], bool]) -> str | None:
+    with store.lock:
+        before = entry.before.drawn.get(key) if entry.before is not None else None
+    if before is None or not before.ready.is_set() or stale(before):
+        return None
+    return before.value[0]
