@@ -228,3 +228,53 @@ def test_a_moments_window_holds_its_words_and_ends_where_they_change():
                     assert timefmt.relative(moment, now=outside) != words, (span, sign, outside)
                 tested += 1
     assert tested == 2 * len(spans)
+
+
+def test_while_the_next_bucket_is_read_the_bucket_before_is_shown(database, runs, clock, monkeypatch):
+    import threading
+
+    paused_on_capture(runs, paused_at=T0 - timedelta(minutes=1))
+    app = role_app(database)
+    assert as_of(page(app.test_client())) == T0
+    clock.now = T0 + timedelta(seconds=shared.READ_EVERY)
+    started, release = threading.Event(), threading.Event()
+    real = context.attention_context
+
+    def slow(*args, **kwargs):
+        started.set()
+        release.wait(30)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(context, "attention_context", slow)
+    answers = {}
+    reader = threading.Thread(target=lambda: answers.update(first=page(app.test_client())))
+    reader.start()
+    try:
+        assert started.wait(30)
+        # Not kept waiting for that read: the same marker's bucket before.
+        assert as_of(page(app.test_client())) == T0
+    finally:
+        release.set()
+        reader.join(60)
+    assert as_of(answers["first"]) == clock.now
+    assert as_of(page(app.test_client())) == clock.now
+
+    # Control: after a write (a new marker) nobody is shown the bucket
+    # before: a request waits for the new read.
+    paused_on_capture(runs, paused_at=T0 - timedelta(seconds=30))
+    clock.now = T0 + timedelta(seconds=2 * shared.READ_EVERY)
+    started.clear()
+    release.clear()
+    threads = [threading.Thread(target=lambda n=n: answers.update({n: page(app.test_client())})) for n in (1, 2)]
+    for thread in threads:
+        thread.start()
+    try:
+        assert started.wait(30)
+        threads[1].join(1.0)
+        assert all(thread.is_alive() for thread in threads)
+    finally:
+        release.set()
+        for thread in threads:
+            thread.join(60)
+    assert as_of(answers[1]) == as_of(answers[2]) == clock.now
+    assert count_cell(answers[2]) == "2 runs"
