@@ -17,7 +17,10 @@ in two steps, per app:
   needs-attention block's "as of" says when it was read. The marker is
   read first, on the connection the page then reads with, so a
   remembered read is never older than its marker. Requests that arrive
-  while it is being read wait for that read instead of each reading it too.
+  while it is being read wait for that read instead of each reading it
+  too; while a new bucket is read (and drawn), those of the same marker
+  are shown the bucket before, so a quiet page never stalls every ten
+  seconds.
 - **Its HTML** (the page's content, or the blocks an htmx request names),
   drawn from one such read, is kept per viewer kind: the language, the time
   zone, the viewer's date in that zone, whether the request may view and
