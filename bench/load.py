@@ -6,7 +6,10 @@ serve` (waitress) process, or several behind one nginx address.
 
 For each page (the index's first page, a filtered page, a run page) and
 each number of clients, the clients request the page as fast as it
-answers, each on its own keep-alive connection, for --seconds; the table
+answers, each on its own keep-alive connection, for --seconds; then, as
+the floor beside them, the same for a small file the same servers serve
+(Flask and waitress with no database and no template: what any answer
+costs). The table
 gives requests per second, the median, 95th and 99th percentile latency,
 the errors (anything but 200, and failed connections), the serving
 processes' resident memory (the largest seen), the CPU seconds they used
@@ -17,8 +20,17 @@ a core serves a fifth of the requests).
 With --processes N > 1, N serve processes listen on their own ports and
 nginx (started here, from a configuration in a temporary directory)
 spreads the requests over them from one address, as docs/standalone.md
-sets it up. The database must be seeded (`pgbus-web seed --runs N`); the
-servers only read it.
+sets it up. The database must be seeded (`pgbus-web seed --runs N`).
+The servers read it; each writes its own heartbeat and takes queued
+operations (`serve` does), so run it on a database of its own, never on
+one that must stay read-only.
+
+With --writes-per-second N, a writer touches one run N times a second
+(`updated_at` set to itself: nothing changes but the change marker), so
+the pages kept for every viewer alike (web/answering/shared.py) are read
+and drawn again as during an incident, when workers write all the time.
+
+The machine's load average is printed at the start and the end.
 """
 
 from __future__ import annotations
@@ -46,6 +58,9 @@ from pgbus_web import db
 
 HERE = Path(__file__).resolve().parent
 PAGES = ("first page", "filtered page", "run page")
+# The floor: a small file of the dashboard's, through the same servers.
+FLOOR = "floor (file)"
+FLOOR_PATH = "/pgbus-static/favicon.svg"
 
 
 def free_port() -> int:
@@ -253,6 +268,47 @@ def targets(url: str) -> dict[str, str]:
             "run page": f"/workflows/{run}"}
 
 
+@contextmanager
+def writer(url: str, per_second: float) -> Iterator[list[int]]:
+    """A thread moving the change marker *per_second* times a second; the
+    list it yields holds the number of writes made."""
+    made = [0]
+    if per_second <= 0:
+        yield made
+        return
+    stop = threading.Event()
+    engine = db.create_engine(url)
+
+    def write() -> None:
+        with engine.connect() as conn:
+            ids = [row[0] for row in conn.execute(sa.text(
+                "SELECT id FROM pgbus_workflows WHERE status IN ('running', 'ready', 'waiting') "
+                "ORDER BY id DESC LIMIT 100"))]
+        if not ids:
+            return
+        while not stop.wait(1.0 / per_second):
+            with engine.begin() as conn:
+                conn.execute(sa.text("UPDATE pgbus_workflows SET updated_at = updated_at WHERE id = :id"),
+                             {"id": ids[made[0] % len(ids)]})
+            made[0] += 1
+
+    thread = threading.Thread(target=write, daemon=True)
+    thread.start()
+    try:
+        yield made
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+        engine.dispose()
+
+
+def load_average() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"
+
+
 def print_table(results: list[Result], processes: int, threads: int) -> None:
     print(f"{processes} serve process(es), {threads} threads each"
           + (", behind nginx" if processes > 1 else ""))
@@ -265,6 +321,17 @@ def print_table(results: list[Result], processes: int, threads: int) -> None:
         print(f"{r.page:<14} {r.clients:>7} {rate:>8.1f} {r.percentile(0.5):>8.1f} {r.percentile(0.95):>8.1f} "
               f"{r.percentile(0.99):>8.1f} {r.errors:>6} {r.rss_kb / 1024:>7.0f} {r.cpu:>6.1f} "
               f"{r.cpu * 1000 / max(len(r.latencies), 1):>10.1f}")
+    # Each page's median and CPU per request against the floor's at the same clients.
+    floors = {r.clients: r for r in results if r.page == FLOOR and r.latencies}
+    ratios = [(r, floors[r.clients]) for r in results if r.page != FLOOR and r.clients in floors and r.latencies]
+    if ratios:
+        print("against the floor at the same clients (times the floor's)")
+        print(f"{'page':<14} {'clients':>7} {'req/s':>8} {'p50':>8} {'p95':>8} {'CPU/req':>8}")
+        for r, floor in ratios:
+            cpu = (r.cpu / len(r.latencies)) / max(floor.cpu / len(floor.latencies), 1e-9)
+            print(f"{r.page:<14} {r.clients:>7} {len(r.latencies) / len(floor.latencies):>8.2f} "
+                  f"{r.percentile(0.5) / floor.percentile(0.5):>8.1f} "
+                  f"{r.percentile(0.95) / floor.percentile(0.95):>8.1f} {cpu:>8.1f}")
 
 
 def main() -> None:
@@ -275,6 +342,9 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=1, help="serve processes (more than 1: behind nginx)")
     parser.add_argument("--threads", type=int, default=19, help="each serve process's threads")
     parser.add_argument("--pages", default=",".join(PAGES), help=f"comma-separated, of: {', '.join(PAGES)}")
+    parser.add_argument("--no-floor", action="store_true", help="leave out the floor's rows")
+    parser.add_argument("--writes-per-second", type=float, default=0.0,
+                        help="move the change marker this often while the clients run (a database of its own!)")
     options = parser.parse_args()
     if not options.database_url:
         parser.error("--database-url (or PGBUS_DATABASE_URL) names the seeded database")
@@ -283,9 +353,13 @@ def main() -> None:
     unknown = sorted(set(pages) - set(PAGES))
     if unknown:
         parser.error(f"unknown page(s): {', '.join(unknown)}")
-    paths = targets(options.database_url)
+    paths = {**targets(options.database_url), FLOOR: FLOOR_PATH}
+    if not options.no_floor:
+        pages.append(FLOOR)
     results = []
-    with servers(options.database_url, options.processes, options.threads) as (port, started):
+    began = load_average()
+    with servers(options.database_url, options.processes, options.threads) as (port, started), \
+            writer(options.database_url, options.writes_per_second) as writes:
         pids = [process.pid for process in started]
         for page in pages:
             # A few requests first, so each process has drawn the page once
@@ -294,7 +368,8 @@ def main() -> None:
             for n in clients:
                 results.append(hammer(port, paths[page], n, options.seconds, pids, page))
     print(f"{len(results)} rows: {', '.join(pages)} x {', '.join(map(str, clients))} clients, "
-          f"{options.seconds:g} s each")
+          f"{options.seconds:g} s each; load average {began} at the start, {load_average()} at the end"
+          + (f"; {writes[0]} writes moved the change marker" if options.writes_per_second > 0 else ""))
     print_table(results, options.processes, options.threads)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Callable
 
 from sqlalchemy.engine import Connection
 
@@ -161,25 +161,12 @@ def index_runs(
 INDEX_PARTS = ("total", "counts", "attention", "runs", "filter_ranges", "workers_banner")
 
 
-def index_context(
-    conn: Connection,
-    settings: Settings,
-    filters: RunFilters | None,
-    now: datetime | None = None,
-    parts: tuple[str, ...] = INDEX_PARTS,
-) -> dict[str, Any]:
-    """The runs index: counts per class and status, the needs-attention
-    groups and (unless the filters were bad, *filters* None) a page of runs.
-    *parts* names what to read; the others come back empty."""
-    now = now or utcnow()
-    # The page head's total is the counts' sum: either block reads them.
-    counts = _count_table(workflow_counts.status_counts(conn) if {"counts", "total"} & set(parts) else {})
-    groups = (
-        workflow_attention.attention_groups(conn, now=now, **thresholds(settings))
-        if "attention" in parts
-        else []
-    )
-    failed = workflow_attention.failed_groups(conn) if "attention" in parts else []
+def attention_context(conn: Connection, settings: Settings, now: datetime) -> dict[str, Any]:
+    """The index's needs-attention block: the groups at *now*, the failed
+    runs' groups, the groups' classes whose definitions are not loaded
+    here, and when they were read (``attention_read_at``, the "as of")."""
+    groups = workflow_attention.attention_groups(conn, now=now, **thresholds(settings))
+    failed = workflow_attention.failed_groups(conn)
     for group in failed:
         # Rerun needs the class's step list (verb_table.CLASS_VERBS).
         group["class_loaded"] = definition_of(settings, group["workflow_class"]) is not None
@@ -189,6 +176,38 @@ def index_context(
         {group["workflow_class"] for group in [*groups, *failed]
          if definition_of(settings, group["workflow_class"]) is None}
     )
+    return {"attention_groups": groups, "failed_groups": failed, "unloaded_classes": unloaded,
+            "attention_read_at": now}
+
+
+# What index_context may hand its reading to: called with the connection,
+# the page's moment and the function that reads the whole context at that
+# moment, it answers the context, read now or remembered from an equal
+# read (web/answering/shared.py).
+Remember = Callable[[Connection, datetime, Callable[[], dict[str, Any]]], dict[str, Any]]
+
+
+def index_context(
+    conn: Connection,
+    settings: Settings,
+    filters: RunFilters | None,
+    now: datetime | None = None,
+    parts: tuple[str, ...] = INDEX_PARTS,
+    remember: Remember | None = None,
+) -> dict[str, Any]:
+    """The runs index: counts per class and status, the needs-attention
+    groups and (unless the filters were bad, *filters* None) a page of runs.
+    *parts* names what to read; the others come back empty. With
+    *remember*, what it gives (read by it or remembered)."""
+    now = now or utcnow()
+    if remember is not None:
+        return remember(conn, now, lambda: index_context(conn, settings, filters, now, parts))
+    # The page head's total is the counts' sum: either block reads them.
+    counts = _count_table(workflow_counts.status_counts(conn) if {"counts", "total"} & set(parts) else {})
+    if "attention" in parts:
+        attention = attention_context(conn, settings, now)
+    else:
+        attention = {"attention_groups": [], "failed_groups": [], "unloaded_classes": [], "attention_read_at": now}
     classes = sorted(
         {row["workflow_class"] for row in counts["rows"]}
         | set(getattr(settings.registry, "names", ()) or ())
@@ -197,11 +216,9 @@ def index_context(
         "now": now,
         "filters": filters or RunFilters(),
         "counts": counts,
-        "attention_groups": groups,
+        **attention,
         # Workers gone silent that hold runs (the banner above the groups).
         "gone_workers": worker_reads.gone_holding(conn, settings, now) if "workers_banner" in parts else [],
-        "failed_groups": failed,
-        "unloaded_classes": unloaded,
         "classes": classes,
         "statuses": states.RUN,
         "reasons": states.STUCK_REASONS,

@@ -20,9 +20,11 @@ an infinite end is the dash.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime, timedelta, timezone, tzinfo
 from functools import lru_cache
-from typing import Union
+from typing import Iterator, Union
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from babel import Locale, UnknownLocaleError
@@ -123,8 +125,30 @@ _RELATIVE_TEXTS_MAX = 4096
 i18n.on_reload(_relative_texts.clear)
 
 
+# While something drawn once is to be shown again later (a block drawn for
+# every viewer alike, web/answering/shared.py), the moments it wrote
+# relative to now: what a formatted moment shows depends on now only
+# through relative() and the viewer's date, so the drawing stands as long
+# as each of these reads the same words and the date is the same.
+_noted: ContextVar[list | None] = ContextVar("pgbus_web_noted_moments", default=None)
+
+
+@contextmanager
+def noting_moments() -> Iterator[list]:
+    """The list of every moment given to relative() inside the block."""
+    noted: list = []
+    token = _noted.set(noted)
+    try:
+        yield noted
+    finally:
+        _noted.reset(token)
+
+
 def relative(moment: datetime, *, now: datetime) -> str:
     """"just now", "5 minutes ago", "in 2 hours" (plural forms from the catalog)."""
+    noted = _noted.get()
+    if noted is not None:
+        noted.append(moment)
     if isinstance(moment, Infinite):
         return moment.literal
     seconds = (utc(now) - utc(moment)).total_seconds()
@@ -143,6 +167,42 @@ def relative(moment: datetime, *, now: datetime) -> str:
             _relative_texts.clear()
         _relative_texts[key] = text
     return text
+
+
+# The first and last moments a clock can read: a window without ends.
+ALWAYS = (datetime.min.replace(tzinfo=timezone.utc), datetime.max.replace(tzinfo=timezone.utc))
+# A window's edges are drawn in by this much, so that a moment on an edge,
+# rounded otherwise by relative()'s floating seconds, is not inside it.
+_EDGE = timedelta(milliseconds=1)
+
+
+def same_words(moment: datetime, *, now: datetime) -> tuple[datetime, datetime]:
+    """The moments between which (both included) a clock reads *moment* as
+    relative() reads it at *now*: "5 minutes ago" from 5 minutes after it
+    until 6, "just now" from 10 seconds before until 10 seconds after. The
+    counterpart of relative(), kept beside it."""
+    if isinstance(moment, Infinite):
+        return ALWAYS
+    at = utc(moment)
+    seconds = (utc(now) - at).total_seconds()
+    span = abs(seconds)
+    if span < JUST_NOW_SECONDS:
+        low, high = -JUST_NOW_SECONDS, JUST_NOW_SECONDS
+    else:
+        larger = float("inf")
+        for unit, size in _RELATIVE_UNITS:
+            if span >= size:
+                count = int(span // size)
+                break
+            larger = size
+        # The same words while the span is in [count, count + 1) units and
+        # no larger unit fits.
+        near, far = count * size, min((count + 1) * size, larger)
+        low, high = (near, far) if seconds > 0 else (-far, -near)
+    try:
+        return at + timedelta(seconds=low) + _EDGE, at + timedelta(seconds=high) - _EDGE
+    except OverflowError:  # a moment at the calendar's edge: these words only now
+        return utc(now), utc(now)
 
 
 def _hour_minute_skeleton(loc: Locale) -> str:

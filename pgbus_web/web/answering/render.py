@@ -20,6 +20,7 @@ from jinja2_fragments.flask import render_block, render_blocks
 
 from ...plumbing import hx
 from ...plumbing.state import state
+from . import shared
 
 # Where the page was read, when it is not the replica it should be
 # (plumbing/reading.py): on a whole page in the layout, on fragments
@@ -38,15 +39,27 @@ def page(
     *fragments* (element id -> block name), those blocks alone."""
     blocks = requested_blocks(fragments)
     if blocks:
-        if len(blocks) == 1:
-            body = render_block(template, blocks[0], **context)
-        else:
-            body = render_blocks(template, list(blocks), **context)
+        body = shared.drawn(context, blocks, lambda drawing: _blocks(template, blocks, drawing))
+        if body is None:
+            body = _blocks(template, blocks, context)
         if state().database.replica is not None:
             body += render_template(READ_NOTE_TEMPLATE, oob=True)
     else:
-        body = render_template(template, **context)
+        # A page read for every viewer alike (shared.py) has its content
+        # drawn once; the page around it is this request's.
+        content = shared.drawn(context, (CONTENT,), lambda drawing: render_block(template, CONTENT, **drawing))
+        body = render_template(template, **context, drawn_content=content)
     return answer(body, status)
+
+
+# The block of a page's template that layout.html places in <main>.
+CONTENT = "content"
+
+
+def _blocks(template: str, blocks: tuple[str, ...], context: Mapping) -> str:
+    if len(blocks) == 1:
+        return render_block(template, blocks[0], **context)
+    return render_blocks(template, list(blocks), **context)
 
 
 def answer(body: str, status: int) -> Response:

@@ -15,7 +15,7 @@ from ...db import SchemaProblem
 from ...i18n import t
 from ...runtime import verbs
 from ...runtime.clock import utcnow
-from ..answering import answers, not_modified, pages, render
+from ..answering import answers, not_modified, pages, render, shared
 from ...core import compare as comparing, exports, reads as context, problems, worker_reads
 from ...plumbing import run_ids
 from ...plumbing import reading
@@ -41,7 +41,8 @@ def index():
         tag, unchanged = not_modified.check(conn)
         if unchanged is not None:
             return unchanged
-        page = context.index_context(conn, state().settings, run_filters, parts=parts)
+        page = context.index_context(conn, state().settings, run_filters, parts=parts,
+                                     remember=shared.remember_index)
     page.update(common(), filter_error=error)
     response = render.page(pages.INDEX.template, page, pages.INDEX.fragments, status=400 if error else 200)
     return not_modified.tagged(response, tag)

@@ -1,0 +1,272 @@
+"""The runs index, read once and drawn once for every viewer alike
+(docs/performance.md, "Many operators at once").
+
+Every operator who opens the first page at the start of an incident asks
+for the same counts, needs-attention groups and runs: reading and drawing
+them was all of the page's SQL and most of its CPU. So the index is kept
+in two steps, per app:
+
+- **What it shows** (core/reads.index_context) is read once per change
+  marker and worker states (core/worker_reads.poll_marker: any committed
+  write to the runs, steps, events, signals and batches, or a worker
+  falling silent, moves it), per source (the primary or the replica), per
+  request (the path and query, the blocks an htmx request names) and per
+  READ_EVERY seconds of the page's clock: what the clock alone decides
+  (the overdue and waiting_overdue groups, a run's overdue badge, a
+  "last 24 hours" filter) is therefore up to that late, and the
+  needs-attention block's "as of" says when it was read. The marker is
+  read first, on the connection the page then reads with, so a
+  remembered read is never older than its marker. Requests that arrive
+  while it is being read wait for that read instead of each reading it
+  too; while a new bucket is read (and drawn), those of the same marker
+  are shown the bucket before, so a quiet page never stalls every ten
+  seconds.
+- **Its HTML** (the page's content, or the blocks an htmx request names),
+  drawn from one such read, is kept per viewer kind: the language, the time
+  zone, the viewer's date in that zone, whether the request may view and
+  may act (the buttons), the script root its links start with. Every
+  moment written relative to now ("5 minutes ago") is noted while it is
+  drawn (timefmt.noting_moments), and the HTML is shown again only while
+  the clock is inside every such moment's window of the same words
+  (timefmt.same_words): relative times are those a fresh drawing would
+  write, never a bucket late. The CSRF token of its
+  forms is a placeholder in the kept HTML, replaced with the request's
+  own token each time it is shown. The page around it (the top bar, the
+  messages, where it was read) is drawn for each request.
+
+A host's ``subject_url`` links may change without the runs, so with one
+nothing is kept. Both steps are bounded (READS_KEPT reads,
+DRAWINGS_KEPT drawings per read) and forgotten when the catalogs are
+reloaded.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import weakref
+from collections import OrderedDict
+from datetime import datetime
+from typing import Any, Callable, Mapping
+
+from flask import current_app, request
+from markupsafe import Markup, escape
+from sqlalchemy.engine import Connection
+
+from ... import i18n
+from ...core import worker_reads
+from ...core.words import timefmt
+from ...plumbing import csrf, hx, reading
+from ...plumbing.security import may_act, may_view
+from ...plumbing.state import state
+
+# Seconds of the page's clock one read stands for.
+READ_EVERY = 10
+# Reads kept (the newest) and drawings kept per read.
+READS_KEPT = 16
+DRAWINGS_KEPT = 8
+# How long a request waits for another's read of the same page before
+# reading it itself (that read is bounded by the statement timeout).
+WAIT_FOR_READ = 30.0
+# The context name that carries the read a page came from.
+MEMO = "shared_read"
+
+# Stands for the request's CSRF token in kept HTML: random per process, so
+# no stored value can look like it.
+_TOKEN = f"pgbus-csrf-{secrets.token_hex(16)}"
+
+
+class _Once:
+    """A value one request works out while the others that want it wait:
+    .value once .ready is set, None when working it out failed."""
+
+    def __init__(self) -> None:
+        self.ready = threading.Event()
+        self.value: Any = None
+
+
+class _Read(_Once):
+    """One read of a page (.value, its context), and the HTML drawn from
+    it per viewer kind (_Once each, their value (html, moments' words))."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.drawn: OrderedDict[tuple, _Once] = OrderedDict()
+        # The read of the bucket before, for the same marker and request:
+        # its drawings are shown while this read's are drawn.
+        self.before: _Read | None = None
+
+
+class _Store:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.reads: OrderedDict[tuple, _Read] = OrderedDict()
+
+    def clear(self) -> None:
+        with self.lock:
+            self.reads.clear()
+
+
+_stores: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_stores_lock = threading.Lock()
+
+
+def _store() -> _Store:
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    with _stores_lock:
+        found = _stores.get(app)
+        if found is None:
+            found = _stores[app] = _Store()
+        return found
+
+
+def _forget_all() -> None:
+    with _stores_lock:
+        stores = list(_stores.values())
+    for store in stores:
+        store.clear()
+
+
+i18n.on_reload(_forget_all)
+
+
+def _claim(store: _Store, table: OrderedDict, key: tuple, make: Callable[[], _Once], bound: int,
+           stale: Callable[[_Once], bool] = lambda once: False) -> tuple[_Once, bool]:
+    """The _Once of *key* in *table*, and whether this request is to work
+    it out: when there is none yet, or the one there is *stale*."""
+    with store.lock:
+        once = table.get(key)
+        if once is not None and not (once.ready.is_set() and stale(once)):
+            table.move_to_end(key)
+            return once, False
+        once = table[key] = make()
+        while len(table) > bound:
+            table.popitem(last=False)
+        return once, True
+
+
+def _work_out(store: _Store, table: OrderedDict, key: tuple, once: _Once, work: Callable[[], Any]) -> Any:
+    try:
+        once.value = work()
+    finally:
+        if once.value is None:  # it failed: the next request tries again
+            with store.lock:
+                if table.get(key) is once:
+                    del table[key]
+        once.ready.set()
+    return once.value
+
+
+def remember_index(conn: Connection, now: datetime, read: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """The index's context at *now* (core/reads.Remember): the one read for
+    this marker, source, request and clock bucket, or *read*'s. While the
+    read of a new bucket is under way, the others read in the bucket
+    before (for the same marker) are shown the read of that bucket, and
+    its drawings while the new read's are drawn."""
+    if state().settings.subject_url is not None:
+        return read()
+    details = hx.details()
+    same = (
+        worker_reads.poll_marker(conn, state().settings, now),
+        reading.route().source,
+        request.path,
+        request.query_string,
+        details.wants_fragment,
+        details.target or "",
+    )
+    bucket = int(now.timestamp() // READ_EVERY)
+    store = _store()
+    entry, mine = _claim(store, store.reads, (*same, bucket), _Read, READS_KEPT)
+    with store.lock:
+        before = store.reads.get((*same, bucket - 1))
+    if before is not None and not (before.ready.is_set() and before.value is not None):
+        before = None
+    if mine:
+        if before is not None:
+            before.before = None  # one bucket back, never a chain
+        entry.before = before
+        _work_out(store, store.reads, (*same, bucket), entry, read)
+    elif not entry.ready.is_set() and before is not None:
+        entry = before
+    elif not entry.ready.wait(WAIT_FOR_READ) or entry.value is None:
+        return read()
+    # Drawn at the request's moment: the relative times are of now.
+    return {**entry.value, "now": now, MEMO: entry}
+
+
+def _viewer(now: datetime) -> tuple:
+    """What, besides the read, the HTML depends on."""
+    zone = i18n.current_timezone()
+    return (
+        i18n.current_locale(),
+        str(zone),
+        timefmt.in_zone(now, timefmt.zone(zone)).date(),
+        may_view(),
+        may_act(),
+        request.script_root,
+    )
+
+
+def _placeholder_field() -> Markup:
+    return Markup(f'<input type="hidden" name="{csrf.FIELD_NAME}" value="{_TOKEN}">')
+
+
+def _placeholder_token() -> str:
+    return _TOKEN
+
+
+def _unique(moments: list) -> list:
+    try:
+        return list(dict.fromkeys(moments))
+    except TypeError:  # a value that cannot be a key: each one checked
+        return moments
+
+
+def drawn(context: Mapping[str, Any], blocks: tuple[str, ...], draw: Callable[[Mapping[str, Any]], str]) -> Markup | None:
+    """*blocks* of a page whose *context* came from remember_index, drawn
+    by *draw* (given the context to draw with) or as drawn before for this
+    kind of viewer; None for a context that was not remembered."""
+    entry: _Read | None = context.get(MEMO)
+    if entry is None:
+        return None
+    now = context["now"]
+    key = (blocks, bool(context.get("oob")), *_viewer(now))
+    at = timefmt.utc(now)
+
+    def stale(once: _Once) -> bool:
+        return once.value is None or not once.value[1] <= at <= once.value[2]
+
+    def work() -> tuple[str, datetime, datetime]:
+        with timefmt.noting_moments() as noted:
+            html = draw({**context, "csrf_field": _placeholder_field, "csrf_token": _placeholder_token})
+        # While the clock is inside every noted moment's window, each reads
+        # the words it was drawn with.
+        since, until = timefmt.ALWAYS
+        for moment in _unique(noted):
+            low, high = timefmt.same_words(moment, now=now)
+            since, until = max(since, low), min(until, high)
+        return html, since, until
+
+    store = _store()
+    once, mine = _claim(store, entry.drawn, key, _Once, DRAWINGS_KEPT, stale)
+    if mine:
+        html = _work_out(store, entry.drawn, key, once, work)[0]
+    elif not once.ready.is_set() and (earlier := _drawn_before(store, entry, key, stale)) is not None:
+        # The bucket before's drawing, for the same marker, while this one is drawn.
+        html = earlier
+    elif not once.ready.wait(WAIT_FOR_READ) or stale(once):
+        # Drawn for another moment's words (or not at all): this one's own.
+        html = work()[0]
+    else:
+        html = once.value[0]
+    if _TOKEN in html:
+        html = html.replace(_TOKEN, str(escape(csrf.token())))
+    return Markup(html)
+
+
+def _drawn_before(store: _Store, entry: _Read, key: tuple, stale: Callable[[_Once], bool]) -> str | None:
+    with store.lock:
+        before = entry.before.drawn.get(key) if entry.before is not None else None
+    if before is None or not before.ready.is_set() or stale(before):
+        return None
+    return before.value[0]
