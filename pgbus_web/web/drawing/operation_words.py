@@ -69,6 +69,20 @@ def filters_readable(operation: Mapping[str, Any]) -> bool:
     return True
 
 
+def _paused_seconds(operation: Mapping[str, Any], started: datetime, end: datetime) -> float:
+    """How long the operation's last pause held it between *started* and
+    *end*: from paused_at to the go-on (resumed_at), or to *end* while it
+    is still paused (or ended paused). The rate counts working time only;
+    only the last pause is stored, so an earlier one still counts as time
+    spent (docs/operations.md)."""
+    paused = operation.get("paused_at")
+    if paused is None or paused >= end:
+        return 0.0
+    resumed = operation.get("resumed_at")
+    held_until = resumed if resumed is not None and resumed >= paused else end
+    return max((min(held_until, end) - max(paused, started)).total_seconds(), 0.0)
+
+
 def operation_progress(operation: Mapping[str, Any], *, now: datetime) -> dict[str, Any]:
     """Handled, rate (runs per second) and time left (a duration, or None
     when it cannot be told yet) of an operation."""
@@ -79,7 +93,7 @@ def operation_progress(operation: Mapping[str, Any], *, now: datetime) -> dict[s
     rate = None
     left = None
     if started is not None and handled:
-        seconds = (end - started).total_seconds()
+        seconds = (end - started).total_seconds() - _paused_seconds(operation, started, end)
         if seconds > 0:
             rate = handled / seconds
             if operation.get("status") in OPEN and total > handled:
