@@ -70,17 +70,16 @@ def filters_readable(operation: Mapping[str, Any]) -> bool:
 
 
 def _paused_seconds(operation: Mapping[str, Any], started: datetime, end: datetime) -> float:
-    """How long the operation's last pause held it between *started* and
-    *end*: from paused_at to the go-on (resumed_at), or to *end* while it
-    is still paused (or ended paused). The rate counts working time only;
-    only the last pause is stored, so an earlier one still counts as time
-    spent (docs/operations.md)."""
+    """How long the operation was held by pauses between *started* and
+    *end*: every pause that went on (held_seconds, summed at each go-on),
+    and the one it is in (from paused_at to *end*, while paused or when it
+    ended paused). The rate counts working time only (docs/operations.md)."""
+    held = float(operation.get("held_seconds") or 0.0)
     paused = operation.get("paused_at")
-    if paused is None or paused >= end:
-        return 0.0
     resumed = operation.get("resumed_at")
-    held_until = resumed if resumed is not None and resumed >= paused else end
-    return max((min(held_until, end) - max(paused, started)).total_seconds(), 0.0)
+    if paused is not None and paused < end and (resumed is None or resumed < paused):
+        held += (end - max(paused, started)).total_seconds()
+    return max(held, 0.0)
 
 
 def operation_progress(operation: Mapping[str, Any], *, now: datetime) -> dict[str, Any]:
