@@ -233,6 +233,14 @@ def place(conn) -> dict[str, str]:
 
 # What a connection failure looks like (SQLAlchemy's), for the fallbacks.
 UNREACHABLE = (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.TimeoutError)
+# SQLSTATE of a statement the server cancelled (statement_timeout).
+QUERY_CANCELED = "57014"
+
+
+def cancelled(problem: BaseException) -> bool:
+    """True when *problem* is a statement the server cancelled past its
+    timeout: the database answered, too slowly, rather than being away."""
+    return getattr(getattr(problem, "orig", None), "sqlstate", None) == QUERY_CANCELED
 
 # A replica's states: within the lag bound; beyond it; not answering; a
 # server that answers but is no standby (promoted, or the wrong URL).

@@ -180,6 +180,9 @@ def bulk(database_url, verb, filter_pairs, reason, at, from_step, signal_name, p
         final = _run(engine, registry, operation)
         click.echo(f"Operation {final['id']} {final['status']}: moved {final['moved']}, skipped {final['skipped']}, "
                    f"refused {final['refused']} of {final['total']}.")
+        held = held_line(final)
+        if held:
+            click.echo(held)
         _, outcome = operation_reads.with_outcome(engine, Settings(registry=registry), final["id"], utcnow())
         for line in outcome_lines(outcome, final["id"]):
             click.echo(line)
@@ -187,6 +190,19 @@ def bulk(database_url, verb, filter_pairs, reason, at, from_step, signal_name, p
         engine.dispose()
     if final["status"] != states.OPERATION_DONE:
         raise SystemExit(1)
+
+
+def held_line(operation) -> str | None:
+    """What a command whose operation was paused or cancelled by someone
+    else says: by whom, and for a pause how it goes on and who finishes it
+    (not this command, which has ended)."""
+    if operation["status"] == states.OPERATION_PAUSED:
+        return (f"Paused by {operation.get('paused_by') or 'another operator'}: `pgbus-web operations resume "
+                f"{operation['id']}` lets it go on from where it stopped; any `pgbus-web worker` or serving "
+                "dashboard finishes it then.")
+    if operation["status"] == states.OPERATION_CANCELLED:
+        return "Cancelled from elsewhere: the runs it acted on stay as they are; the rest were not touched."
+    return None
 
 
 def stopped_line(engine, op_id: int, problem: BaseException) -> str:

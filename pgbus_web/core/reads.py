@@ -235,14 +235,17 @@ def index_context(
     if filters is not None and "runs" in parts:
         context.update(index_runs(conn, settings, filters, now))
         if filters.active:
-            by_status = matching_statuses(conn, settings, filters, now)
-            matching = sum(by_status.values())
+            by_status = matching_statuses(conn, settings, filters, now, budget=MATCHING_BUDGET)
+            # Not counted within its budget: the entry is shown without a
+            # count and with every verb (the preview counts them all).
+            matching = None if by_status is None else sum(by_status.values())
             context.update(
                 matching=matching,
                 matching_cap=MATCHING_CAP,
                 # Past the cap the statuses are those of the runs counted
                 # first, not of all: every verb stays offered.
-                matching_verbs=verb_table.fitting(by_status) if matching <= MATCHING_CAP else None,
+                matching_verbs=verb_table.fitting(by_status) if matching is not None and matching <= MATCHING_CAP
+                else None,
             )
             # A search that names one run (a pasted id, a subject) offers to
             # open it: the operator looked for that run, not for a list.
@@ -255,14 +258,21 @@ def index_context(
 # runs block is refreshed every few seconds, and counting a million runs
 # costs half a second (the preview, asked for once, gives the exact count).
 MATCHING_CAP = 10_000
+# Seconds that count may take. Warm, 10,000 runs are a few milliseconds;
+# a filter the indexes do not answer alone (a status and a time range) on
+# a cold million-run table reads a block of the table per run, and took 17 s
+# past the page's 10 s timeout (the page was a 503): past this budget the
+# entry says "Act on all matching runs", without a count.
+MATCHING_BUDGET = 1.0
 
 
 def matching_statuses(
-    conn: Connection, settings: Settings, filters: RunFilters, now: datetime
-) -> dict[str, int]:
+    conn: Connection, settings: Settings, filters: RunFilters, now: datetime, *, budget: float | None = None
+) -> dict[str, int] | None:
     """{status: runs} of what the operation's preview would count for
     *filters* now, up to MATCHING_CAP + 1 runs in all. A stuck reason's
-    runs, or a needs-attention group's, are counted from what is kept."""
+    runs, or a needs-attention group's, are counted from what is kept.
+    With *budget* (seconds), None when counting took longer."""
     if filters.reason is not None and not any(
         (filters.q, filters.status, filters.subject, filters.since, filters.created_from, filters.created_to,
          filters.operation)
@@ -277,7 +287,7 @@ def matching_statuses(
     binds.pop("after_id", None)
     fragments = workflow_index.searches_fragments(conn, filters.q)
     where, where_binds = workflow_index.page_where(now=now, fragments=fragments, **thresholds(settings), **binds)
-    return workflow_index.status_counts_up_to(conn, where=where, binds=where_binds, cap=MATCHING_CAP)
+    return workflow_index.status_counts_up_to(conn, where=where, binds=where_binds, cap=MATCHING_CAP, budget=budget)
 
 
 def matching_count(conn: Connection, settings: Settings, filters: RunFilters, now: datetime) -> int:

@@ -21,7 +21,8 @@ from . import as_dict, as_dicts
 COLUMNS = (
     "id, verb, filters, ceiling_id, params, reason, actor, status, total, moved, skipped, "
     "refused, cursor, heartbeat_at, created_at, started_at, finished_at, error, "
-    "rate, max_in_flight, pace_log, paused_at, paused_by, resumed_at, resumed_by, approved_at, approved_by"
+    "rate, max_in_flight, pace_log, paused_at, paused_by, resumed_at, resumed_by, approved_at, approved_by, "
+    "held_seconds"
 )
 # Statuses an operation may still leave for another (cancel stops any of them).
 UNFINISHED = "('awaiting_approval', 'queued', 'running', 'paused')"
@@ -233,12 +234,13 @@ def pause(conn: Connection, operation_id: int, *, now: datetime, actor: str) -> 
 
 
 def go_on(conn: Connection, operation_id: int, *, now: datetime, actor: str) -> dict[str, Any] | None:
-    """paused -> queued (any process claims it), saying who and when;
-    None when it was not paused."""
+    """paused -> queued (any process claims it), saying who and when, and
+    adding the pause's length to held_seconds; None when it was not paused."""
     return as_dict(conn.execute(
         sa.text(
             f"""
-            UPDATE pgbus_web_operations SET status = 'queued', resumed_at = :now, resumed_by = :actor
+            UPDATE pgbus_web_operations SET status = 'queued', resumed_at = :now, resumed_by = :actor,
+                   held_seconds = held_seconds + GREATEST(EXTRACT(EPOCH FROM (:now - paused_at)), 0)
             WHERE id = :id AND status = 'paused'
             RETURNING {COLUMNS}
             """

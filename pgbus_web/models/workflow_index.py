@@ -395,24 +395,82 @@ def page(
     return _split_page_rows(rows)
 
 
-def status_counts_up_to(conn: Connection, *, where: str, binds: Mapping[str, Any], cap: int) -> dict[str, int]:
+def status_counts_up_to(conn: Connection, *, where: str, binds: Mapping[str, Any], cap: int,
+                        budget: float | None = None) -> dict[str, int] | None:
     """{status: runs} of the runs page_where's *where* matches, counting no
     further than *cap* + 1 runs in all (so a page can say "more than cap"
-    for the price of cap; the statuses of the runs read anyway)."""
-    rows = conn.execute(
-        sa.text(
-            f"""
-            SELECT status, count(*) FROM (
-                SELECT w.status FROM pgbus_workflows w
-                    WHERE {where}
-                LIMIT :count_cap
-            ) matched
-            GROUP BY status
-            """
-        ),
-        {**binds, "count_cap": int(cap) + 1},
+    for the price of cap; the statuses of the runs read anyway). With
+    *budget* (seconds) the count is cancelled past it and None answered:
+    a filter whose runs are not in the cache (each matched run one read
+    of the table) cannot hold the page up to its statement timeout."""
+    statement = sa.text(
+        f"""
+        SELECT status, count(*) FROM (
+            SELECT w.status FROM pgbus_workflows w
+                WHERE {where}
+            LIMIT :count_cap
+        ) matched
+        GROUP BY status
+        """
     )
+    values = {**binds, "count_cap": int(cap) + 1}
+    if budget is None:
+        return {status: int(runs) for status, runs in conn.execute(statement, values)}
+    try:
+        with _within(conn, budget):
+            rows = conn.execute(statement, values).all()
+    except _Cancelled:
+        return None
     return {status: int(runs) for status, runs in rows}
+
+
+class _Cancelled(Exception):
+    """The statement ran past its budget (SQLSTATE 57014, query_canceled)."""
+
+
+# SQLSTATE of a statement the server cancelled (statement_timeout among others).
+_QUERY_CANCELED = "57014"
+
+
+class _within:
+    """The statements of the block are cancelled by the server past
+    *seconds* (statement_timeout), and the connection's own timeout is put
+    back after. On a connection in a transaction the block is a savepoint
+    (a cancelled statement rolls back to it, with the setting); on an
+    AUTOCOMMIT one the setting is the session's until it is put back."""
+
+    def __init__(self, conn: Connection, seconds: float) -> None:
+        self.conn = conn
+        self.limit = f"{max(int(seconds * 1000), 1)}ms"
+        self.autocommit = conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT"
+        self.savepoint = None
+        self.before = None
+
+    def __enter__(self) -> "_within":
+        if not self.autocommit:
+            self.savepoint = self.conn.begin_nested()
+        self.before = self.conn.execute(
+            sa.text("SELECT current_setting('statement_timeout'), set_config('statement_timeout', :limit, :local)"),
+            {"limit": self.limit, "local": not self.autocommit}).first()[0]
+        return self
+
+    def __exit__(self, kind, problem, trace) -> bool:
+        cancelled = isinstance(problem, sa.exc.DBAPIError) and getattr(problem.orig, "sqlstate", None) == _QUERY_CANCELED
+        if self.savepoint is not None:
+            if problem is None:
+                self._put_back()
+                self.savepoint.commit()
+            else:
+                self.savepoint.rollback()  # the setting goes with it
+        else:
+            self._put_back()
+        if cancelled:
+            raise _Cancelled() from problem
+        return False
+
+    def _put_back(self) -> None:
+        self.conn.execute(sa.text("SELECT set_config('statement_timeout', :before, :local)"),
+                          {"before": self.before, "local": not self.autocommit})
 
 
 # --- an operation's bounded walks ------------------------------------------------

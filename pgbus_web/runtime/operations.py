@@ -801,11 +801,15 @@ class Background:
         while not self._stop.is_set():
             try:
                 if self.runner.held is None:
+                    # The connection goes back to the pool before the wait:
+                    # held across it, it sat idle in a transaction (a
+                    # snapshot and a lock on the table) every poll.
                     with self.engine.connect() as conn:
-                        if not store.any_open(conn):
-                            self._database_answered()
-                            self._stop.wait(self.poll)
-                            continue
+                        nothing_open = not store.any_open(conn)
+                    if nothing_open:
+                        self._database_answered()
+                        self._stop.wait(self.poll)
+                        continue
                 stepped = self.runner.step()
                 self._database_answered()
                 if stepped is None:

@@ -69,6 +69,19 @@ def filters_readable(operation: Mapping[str, Any]) -> bool:
     return True
 
 
+def _paused_seconds(operation: Mapping[str, Any], started: datetime, end: datetime) -> float:
+    """How long the operation was held by pauses between *started* and
+    *end*: every pause that went on (held_seconds, summed at each go-on),
+    and the one it is in (from paused_at to *end*, while paused or when it
+    ended paused). The rate counts working time only (docs/operations.md)."""
+    held = float(operation.get("held_seconds") or 0.0)
+    paused = operation.get("paused_at")
+    resumed = operation.get("resumed_at")
+    if paused is not None and paused < end and (resumed is None or resumed < paused):
+        held += (end - max(paused, started)).total_seconds()
+    return max(held, 0.0)
+
+
 def operation_progress(operation: Mapping[str, Any], *, now: datetime) -> dict[str, Any]:
     """Handled, rate (runs per second) and time left (a duration, or None
     when it cannot be told yet) of an operation."""
@@ -79,7 +92,7 @@ def operation_progress(operation: Mapping[str, Any], *, now: datetime) -> dict[s
     rate = None
     left = None
     if started is not None and handled:
-        seconds = (end - started).total_seconds()
+        seconds = (end - started).total_seconds() - _paused_seconds(operation, started, end)
         if seconds > 0:
             rate = handled / seconds
             if operation.get("status") in OPEN and total > handled:

@@ -11,6 +11,7 @@ from sqlalchemy import exc as sa_exc
 from werkzeug.exceptions import HTTPException, InternalServerError
 
 from ...rules import run_filters as filters
+from ... import db
 from ...db import SchemaProblem
 from ...i18n import t
 from ...runtime import verbs
@@ -220,6 +221,10 @@ def database_unavailable(problem: Exception):
     # The operator needs to know the database is away, not our stack trace;
     # the log keeps the cause.
     log.error("pgbus-web: database unavailable: %s", problem)
+    if db.cancelled(problem):
+        # It answered, too slowly: "not answering" would send the operator
+        # looking for an outage (docs/operations.md, the million-run trial).
+        return answers.error_page(503, t("pgbus.web.errors.too_slow_title"), t("pgbus.web.errors.too_slow"))
     return answers.error_page(
         503, t("pgbus.web.errors.unavailable_title"), t("pgbus.web.errors.unavailable")
     )
