@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import sqlalchemy as sa
-from action_support import ALICE
+from action_support import ALICE, operator_app
 from operation_support import seed_paused
 from web_helpers import soup, text_of
 
@@ -26,16 +26,18 @@ def index(client):
     return response.status_code, soup(response)
 
 
-def test_a_count_past_its_budget_leaves_the_entry_without_a_count(client, engine, monkeypatch):
+def test_a_count_past_its_budget_leaves_the_entry_without_a_count(client, database, engine, monkeypatch):
     monkeypatch.setattr(reads, "MATCHING_CAP", 4_000)
     seed_paused(engine, 5_000)
     # Control: within the budget the entry counts up to its cap.
     status, page = index(client)
     assert status == 200
     assert text_of(page.select_one("form.pgbus-operation-entry label")) == "Act on more than 4,000 matching runs"
-    # A budget no count of 10,000 runs meets (one millisecond).
+    # A budget no count of 10,000 runs meets (one millisecond), asked of a
+    # fresh app: the first shows its kept read again while the change marker
+    # stands (web/answering/shared.py).
     monkeypatch.setattr(reads, "MATCHING_BUDGET", 0.001)
-    status, page = index(client)
+    status, page = index(operator_app(database).test_client())
     assert status == 200
     assert text_of(page.select_one("form.pgbus-operation-entry label")) == "Act on all matching runs"
     assert len(page.select("#pgbus-operation-verb option")) == len(verb_table.TABLE)
