@@ -75,6 +75,21 @@ def test_the_budget_counts_the_chunks_that_ended_inside_the_window():
     assert slow.runs == 0 and slow.wait == pytest.approx(0.5)
 
 
+def test_chunks_slower_than_a_share_of_the_second_still_reach_the_rate():
+    # At 50 a second a chunk takes 13 (a quarter); when each chunk took 0.45 s,
+    # 13 a chunk would give 29 a second, so the next takes 0.45 s worth.
+    now = datetime(2026, 1, 1, 12, 0, 0).astimezone()
+    epoch = now.timestamp()
+    slow = {"rate": 50, "pace_log": [[epoch - 0.9, 13], [epoch - 0.45, 13]]}
+    assert pace.budget(slow, now=now, in_flight=None, chunk=200).runs == 23
+    # Never past what is left of the window's budget (50 - 26 = 24) ...
+    slower = {"rate": 50, "pace_log": [[epoch - 0.95, 13], [epoch - 0.05, 13]]}
+    assert pace.budget(slower, now=now, in_flight=None, chunk=200).runs == 24
+    # ... and the control: quick chunks keep a quarter of the second each.
+    quick = {"rate": 50, "pace_log": [[epoch - 0.1, 13], [epoch - 0.05, 13]]}
+    assert pace.budget(quick, now=now, in_flight=None, chunk=200).runs == 13
+
+
 # --- rate -------------------------------------------------------------------------
 
 

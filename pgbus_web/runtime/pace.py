@@ -31,7 +31,8 @@ NAP = 0.5
 # its heartbeat this often while it waits.
 HEARTBEAT_EVERY = timedelta(seconds=1)
 # A chunk takes at most this share of a window's budget, so the runs of a
-# second are spread over it rather than all at its start.
+# second are spread over it rather than all at its start (more when the
+# chunks themselves take longer than that share: see budget).
 SMOOTH = 4
 
 
@@ -70,6 +71,12 @@ def budget(operation: Mapping[str, Any], *, now: datetime, in_flight: int | None
         log = kept(operation.get("pace_log"), rate, now)
         allowed = math.floor(rate * window(rate) + 1e-9) - sum(entry[1] for entry in log)
         per_chunk = max(1, math.ceil(rate * window(rate) / SMOOTH))
+        ends = sorted(entry[0] for entry in log)
+        if len(ends) >= 2:
+            # Chunks slower than a share of the window (a cold disk): the
+            # next takes what the rate earns over as long as the last took,
+            # or the rate is never reached. The window's sum still bounds it.
+            per_chunk = max(per_chunk, math.ceil(rate * min(ends[-1] - ends[-2], window(rate)) - 1e-9))
         runs = max(0, min(runs, allowed, per_chunk))
         if runs == 0:
             # The oldest entries leave the window first: wait for the
