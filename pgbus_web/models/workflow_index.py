@@ -374,9 +374,10 @@ def page(
     binds["limit"] = int(limit)
     # Newer pages walk up from after_id; every page is shown newest first.
     direction = "ASC" if after_id is not None else "DESC"
-    # The page's runs are chosen first, from the run rows alone, and only
-    # those rows get their latest step and batch: a subquery with a LIMIT
-    # is never merged into the query around it. With the step joined
+    # The page's runs are chosen first, by id alone (an index that holds
+    # the filter's columns and the id answers it without the table), and
+    # only those rows are read whole and get their latest step and batch:
+    # a subquery with a LIMIT is never merged into the query around it. With the step joined
     # inside, a plan that finds the runs by another index than the id's
     # (the waiting-overdue candidates', read by their wait, then sorted by
     # id) looked up the latest step of every matching run before the sort:
@@ -387,10 +388,13 @@ def page(
             SELECT listed.*, {_PAGE_STEP_COLUMNS}, {_PAGE_BATCH_COLUMNS}
             FROM (
                 SELECT {_PAGE_RUN_COLUMNS}
-                FROM pgbus_workflows w
-                WHERE {where}
-                ORDER BY w.id {direction}
-                LIMIT :limit
+                FROM (
+                    SELECT w.id FROM pgbus_workflows w
+                    WHERE {where}
+                    ORDER BY w.id {direction}
+                    LIMIT :limit
+                ) picked
+                JOIN pgbus_workflows w ON w.id = picked.id
             ) listed
             {_LATEST_STEP_JOIN}
             LEFT JOIN LATERAL (
