@@ -145,6 +145,7 @@ def pick_targets(engine) -> list[tuple[str, str, dict]]:
             targets.append((label, f"/workflows/{workflow_id}", {}))
     targets.append(("insights, OrderWorkflow, 24h", "/workflows/insights/OrderWorkflow?since=24h", {}))
     targets.append(("insights, OrderWorkflow, 7d", "/workflows/insights/OrderWorkflow?since=7d", {}))
+    targets.append(("insights, OrderWorkflow, 30d", "/workflows/insights/OrderWorkflow?since=30d", {}))
     return targets
 
 

@@ -32,7 +32,12 @@ instead of the appended deltas (in a scratch database).
 After it, every page of docs/performance.md's table (bench/pages.py's
 pages) with its target: the index's first page under 50 ms, every other
 page under 100 ms, and each within 3x its SQL where that SQL is more than
-index reads of a few milliseconds (SCREEN_SQL_FLOOR_MS).
+index reads of a few milliseconds (SCREEN_SQL_FLOOR_MS). Only those pages,
+with the load average at the start and the end, and under each page that
+misses its target its slowest statements explained (server time, buffers,
+scans):
+
+    python bench/scale.py --database-url URL --pages [--explain] [--repeat 15]
 """
 
 from __future__ import annotations
@@ -52,7 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import scratch  # noqa: E402  (bench/scratch.py)
 import worker as worker_bench  # noqa: E402  (bench/worker.py)
 from pages import SqlTimer, pick_targets  # noqa: E402  (bench/pages.py)
-from queries import capture, explain  # noqa: E402  (bench/queries.py)
+from queries import buffers, capture, explain, scans  # noqa: E402  (bench/queries.py)
 
 from pgbus_web import db, schema  # noqa: E402
 from pgbus_web.app import create_app  # noqa: E402
@@ -273,9 +278,11 @@ def page_rows(url: str, repeat: int, rows: dict[str, Row]) -> int:
     return total
 
 
-def screen_rows(url: str, repeat: int) -> list[tuple[str, float, float, int, str]]:
+def screen_rows(url: str, repeat: int, *, explain_missed: bool = False) -> list[tuple[str, float, float, int, str]]:
     """Every page of the performance table: (label, request ms, SQL ms,
-    statements, verdict), medians of *repeat* after one warm request."""
+    statements, verdict), medians of *repeat* after one warm request.
+    With *explain_missed*, each page that misses its target has each of
+    its statements explained (explain_statements) under its row."""
     database = db.Database.from_urls(url)
     timer = SqlTimer(database.primary)
     app = create_app({"database": database, "registry": REGISTRY, "run_operations": False})
@@ -293,9 +300,40 @@ def screen_rows(url: str, repeat: int) -> list[tuple[str, float, float, int, str
             said += f" (< {limit:.0f} ms" + (f", <= {SCREEN_RATIO:g}x its SQL)" if sql_ms >= SCREEN_SQL_FLOOR_MS
                                               else "; its SQL is index reads)")
             measured.append((label, request_ms, sql_ms, statements, said))
+            if explain_missed and not all(checks):
+                print(f"\n{label}: {request_ms:.1f} ms, SQL {sql_ms:.1f} ms: {said}")
+                explain_statements(database.primary, client, path, headers)
     finally:
         database.dispose()
     return measured
+
+
+def explain_statements(engine, client, path: str, headers: dict, shown: int = 3) -> None:
+    """The statements of one GET *path*, each run again under EXPLAIN
+    (ANALYZE, BUFFERS): the *shown* slowest by server time, with their
+    buffers and scans."""
+    seen: list[tuple[str, object]] = []
+
+    def before(conn, cursor, statement, parameters, context, executemany):
+        seen.append((statement, parameters))
+
+    sa.event.listen(engine, "before_cursor_execute", before)
+    try:
+        client.get(path, headers=headers)
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", before)
+    plans = []
+    for statement, parameters in seen:
+        if not statement.lstrip().upper().startswith(("SELECT", "WITH")) or statement.strip() == "SELECT 1":
+            continue
+        plan = explain(engine, statement, parameters)
+        plans.append((plan["Execution Time"], plan, statement))
+    for execution, plan, statement in sorted(plans, key=lambda item: -item[0])[:shown]:
+        hit, read = buffers(plan["Plan"])
+        first = " ".join(statement.split())[:110]
+        print(f"    {execution:8.1f} ms server time, buffers {hit:,} hit {read:,} read: {first}")
+        for line in scans(plan["Plan"], []):
+            print(f"        - {line}")
 
 
 def print_screen(measured) -> None:
@@ -435,6 +473,12 @@ def contention(url: str, seconds: float) -> None:
             engine.dispose()
 
 
+def load_average() -> str:
+    """The machine's 1, 5 and 15 minute load averages: the figures beside
+    every wall time here (other work on the same cores moves them)."""
+    return " / ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--database-url", default=os.environ.get(db.DATABASE_URL_ENV),
@@ -450,8 +494,17 @@ def main() -> None:
                              "which the page rows then read)")
     parser.add_argument("--contention", action="store_true", help="also time 4 writers (scratch database)")
     parser.add_argument("--seconds", type=float, default=10.0, help="per contention round")
+    parser.add_argument("--pages", action="store_true",
+                        help="with a URL: only every page of the performance table, with its target")
+    parser.add_argument("--explain", action="store_true",
+                        help="under each page that misses its target, its slowest statements explained")
     options = parser.parse_args()
 
+    if options.database_url and options.pages:
+        print(f"load average {load_average()} at the start")
+        print_screen(screen_rows(options.database_url, options.repeat, explain_missed=options.explain))
+        print(f"load average {load_average()} at the end")
+        return
     if options.database_url:
         report(options.database_url, options, seeded_here=False)
         return
@@ -484,7 +537,8 @@ def report(url: str, options, *, seeded_here: bool) -> None:
     where = "an embedded PostgreSQL seeded here" if seeded_here else "the given database"
     print(f"The scale issue's table: page rows on {where} ({total:,} runs), medians of {options.repeat}")
     print_table(rows)
-    print_screen(screen_rows(url, options.repeat))
+    print_screen(screen_rows(url, options.repeat, explain_missed=options.explain))
+    print(f"load average {load_average()}")
     if options.contention:
         contention(url, options.seconds)
 

@@ -13,7 +13,7 @@ from runtime_support import T0, Driver
 from pgbus_web import defaults
 from pgbus_web.rules import states
 from pgbus_web.demo import workflows as demo
-from pgbus_web.models import workflow_attention, workflow_rows
+from pgbus_web.models import workflow_attention, workflow_index, workflow_rows
 from pgbus_web.runtime import verbs
 
 LATEST = ("step_id", "step_name", "step_status", "error_class", "scheduled_at", "waiting_since", "timeout_at")
@@ -372,3 +372,59 @@ def test_an_update_that_changes_no_fact_the_run_carries_leaves_the_run_row_unwri
     sql(engine, "UPDATE pgbus_workflow_steps SET status = 'completed' WHERE id = :id", id=step)
     assert row_versions(engine) != before
     assert assert_columns_match(engine)[run]["step_status"] == "completed"
+
+
+def _plan_nodes(node: dict):
+    yield node
+    for child in node.get("Plans", ()):
+        yield from _plan_nodes(child)
+
+
+def test_a_page_looks_up_the_latest_step_of_the_runs_it_shows_only(engine):
+    """The index's page finds its runs from the run rows, then looks up the
+    latest step of the rows it shows, whatever plan finds them: a plan that
+    reads the matching runs in another order than the id's (here forced:
+    no index scan, so the runs are read whole and sorted) once looked up
+    every matching run's latest step before the sort (10,000 lookups for
+    a page of 50 at the waiting-overdue filter of a million runs)."""
+    limit = 21
+    now = T0
+    with engine.begin() as conn:
+        conn.execute(sa.text(
+            "INSERT INTO pgbus_workflows (workflow_id, workflow_class, status) "
+            "SELECT 'page-' || n, 'Hand', 'waiting' FROM generate_series(1, 300) n"))
+        conn.execute(sa.text(
+            "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, waiting_since) "
+            "SELECT 'page-' || n, 'wait', 'waiting', CAST(:since AS timestamptz) - n * interval '1 minute' "
+            "FROM generate_series(1, 300) n"), {"since": now - timedelta(days=3)})
+    seen: list[tuple[str, dict]] = []
+
+    def before(conn, cursor, statement, parameters, context, executemany):
+        seen.append((statement, parameters))
+
+    stuck = {"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": timedelta(days=1), "now": now}
+    sa.event.listen(engine, "before_cursor_execute", before)
+    try:
+        with engine.connect() as conn:
+            rows = workflow_index.page(conn, limit=limit, reason=states.WAITING_OVERDUE, fragments=False, **stuck)
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", before)
+    assert len(rows) == limit
+    assert [row["id"] for row in rows] == sorted((row["id"] for row in rows), reverse=True)
+    assert all(row["step"]["step_name"] == "wait" and row["step"]["status"] == "waiting" for row in rows)
+    (statement, parameters), = [(s, p) for s, p in seen if "FROM pgbus_workflows" in s]
+    for forced in ((), ("enable_indexscan", "enable_indexonlyscan")):
+        with engine.begin() as conn:
+            for setting in forced:
+                conn.exec_driver_sql(f"SET LOCAL {setting} = off")
+            cursor = conn.connection.dbapi_connection.cursor()
+            cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + statement, parameters)
+            (plan,) = cursor.fetchone()
+        nodes = list(_plan_nodes(plan[0]["Plan"]))
+        steps = [n for n in nodes if n.get("Relation Name") == "pgbus_workflow_steps"]
+        runs = [n for n in nodes if n.get("Relation Name") == "pgbus_workflows"]
+        assert steps and runs, nodes
+        assert all(n["Actual Loops"] <= limit for n in steps), [(n["Node Type"], n["Actual Loops"]) for n in steps]
+        if forced:
+            # The control: this plan did read every matching run, more than it shows.
+            assert max(n["Actual Rows"] * n["Actual Loops"] for n in runs) >= 300, runs
