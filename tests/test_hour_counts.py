@@ -14,7 +14,9 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 from test_run_counts import CLASSES, random_step
+from test_schema_upgrade import scratch  # noqa: F401 (a fixture)
 
+from pgbus_web import schema
 from pgbus_web.demo import seed as seeding
 from pgbus_web.demo.history import seed_history
 from pgbus_web.launch import main_group
@@ -175,4 +177,27 @@ def test_db_check_finds_wrong_hours_and_repair_refills_them(engine, database_url
     for number in range(15):
         with engine.begin() as conn:
             step(conn, rng, f"after{number}")
+    assert assert_exact(engine, rng) > 0
+
+
+def test_the_upgrade_fills_the_hours_from_a_recount(scratch):  # noqa: F811
+    """The migration that adds the hourly counts fills them from the runs
+    already there (written by the earlier version's triggers, whose deltas
+    carry no hour), and its triggers keep them from then on."""
+    url, engine = scratch
+    adds = next(version for version, name in enumerate(schema.MIGRATIONS, 1)
+                if "CREATE TABLE IF NOT EXISTS pgbus_workflow_hour_counts" in schema._sql(name))
+    schema.install(engine, target=adds - 1)
+    rng = random.Random(21)
+    with engine.begin() as conn:
+        insert_spread(conn, rng, "old", 400)
+        conn.execute(sa.text("UPDATE pgbus_workflows SET status = 'failed' WHERE id % 7 = 0"))
+    schema.install(engine)
+    with engine.connect() as conn:
+        assert workflow_counts.status_counts(conn) == workflow_counts.counted_status_counts(conn)
+        truth = workflow_counts.counted_hour_counts(conn)
+        assert workflow_counts.hour_counts(conn) == truth and sum(truth.values()) == 400
+    for number in range(10):
+        with engine.begin() as conn:
+            step(conn, rng, f"up{number}")
     assert assert_exact(engine, rng) > 0
