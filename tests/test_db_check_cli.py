@@ -28,11 +28,14 @@ def table_rows(engine) -> list[tuple]:
 
 
 def counts_rows(engine) -> list[tuple]:
-    """The kept counts' rows with their row versions: unchanged means unwritten."""
+    """The kept counts' rows (totals, deltas, hours) with their row versions:
+    unchanged means unwritten."""
     with engine.connect() as conn:
         return [tuple(row) for row in conn.execute(sa.text(
-            "SELECT ctid, * FROM pgbus_workflow_counts UNION ALL "
-            "SELECT ctid, * FROM pgbus_workflow_count_deltas ORDER BY 1"))]
+            "SELECT 'total', ctid, workflow_class, status, NULL::timestamptz, runs FROM pgbus_workflow_counts "
+            "UNION ALL SELECT 'delta', ctid, workflow_class, status, hour, runs FROM pgbus_workflow_count_deltas "
+            "UNION ALL SELECT 'hour', ctid, workflow_class, status, hour, runs FROM pgbus_workflow_hour_counts "
+            "ORDER BY 1, 2"))]
 
 
 @pytest.fixture
@@ -85,15 +88,18 @@ def test_check_names_the_runs_repair_fixes_them_then_check_is_clean(engine, data
     assert lines[0].startswith("7 of 8 runs carry latest-step columns that disagree with their latest step;")
     assert "pgbus-web db repair" in lines[0]
     assert [line.strip() for line in lines[1:8]] == wrong
-    # The restored run was inserted without the count triggers too.
-    assert lines[8].startswith("1 run counts by class and status disagree with the runs;")
+    # The restored run was inserted without the count triggers too: its
+    # class and status, and the hour of its created_at.
+    assert lines[8].startswith("2 run counts by class and status disagree with the runs;")
     assert lines[9].strip() == "Hand paused: 7 kept, 8 runs"
+    assert lines[10].strip().startswith("Hand paused at ") and lines[10].strip().endswith(" runs")
+    assert " UTC: " in lines[10]
 
     repaired = db(database_url, "repair", "--batch-size", "3")
     assert repaired.exit_code == 0, repaired.output
     assert repaired.output.splitlines() == [
         "Repaired the latest-step columns of 7 of 8 runs.",
-        "Refilled 1 run counts by class and status.",
+        "Refilled 2 run counts by class and status.",
         # The restored paused run is counted in its needs-attention group too.
         repaired.output.splitlines()[2],
     ]

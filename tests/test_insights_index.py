@@ -1,6 +1,7 @@
-"""Insights' counts of one class over a created_at range are read from
-pgbus_workflows_class_created alone: an index-only scan with no heap
-fetch, whatever the status mix (schema/v3.sql)."""
+"""Insights' counts of one class over a created_at range: the partial first
+hour is read from pgbus_workflows_class_created alone (an index-only scan
+with no heap fetch, whatever the status mix; schema/v3.sql), the full
+hours from the kept hourly counts."""
 
 from __future__ import annotations
 
@@ -32,7 +33,11 @@ def test_the_range_counts_are_an_index_only_scan(engine):
             status = ("completed", "failed", "paused")[g % 3]
             expected[status] = expected.get(status, 0) + 1
     assert counts == expected
-    (statement,) = seen
+    # The first, partial hour from the index; the full hours from the
+    # kept counts (the range has no end: no last partial hour).
+    (statement,) = [sql for sql in seen if "created_at >= %(start)s" in sql]
+    assert len(seen) == 2 and any("pgbus_workflow_hour_counts" in sql for sql in seen)
+    first_full = since.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
     with engine.connect() as conn:
         # Without a sequential or bitmap scan to fall back on, the plan shows
         # what the index gives: all of it, without the table.
@@ -41,7 +46,8 @@ def test_the_range_counts_are_an_index_only_scan(engine):
         conn.execute(sa.text("SET max_parallel_workers_per_gather = 0"))
         plan = conn.exec_driver_sql(
             "EXPLAIN (ANALYZE, FORMAT JSON) " + statement.replace("%(workflow_class)s", "'Order'")
-            .replace("%(created_from)s", f"'{since.isoformat()}'")).scalar_one()
+            .replace("%(start)s", f"'{since.isoformat()}'")
+            .replace("%(end)s", f"'{first_full.isoformat()}'")).scalar_one()
     plan = json.dumps(plan)
     assert '"Node Type": "Index Only Scan"' in plan
     assert '"Index Name": "pgbus_workflows_class_created"' in plan

@@ -110,9 +110,10 @@ _INSERT_RUNS = _RUNS + """,
         FROM run JOIN pgbus_history_plan plan ON plan.p = run.p AND plan.k = plan.steps - 1
         ORDER BY run.n
         RETURNING workflow_class, status, ARRAY[workflow_class, status, COALESCE(latest_step_name, current_step),
-                                                latest_error_class, latest_step_status] AS key
+                                                latest_error_class, latest_step_status] AS key,
+                  date_trunc('hour', created_at, 'UTC') AS hour
     )
-    SELECT workflow_class, status, key, count(*) FROM inserted GROUP BY workflow_class, status, key
+    SELECT workflow_class, status, key, hour, count(*) FROM inserted GROUP BY workflow_class, status, key, hour
 """.replace("{step}", str(STEP_SECONDS))
 
 _STEPS = """,
@@ -233,10 +234,15 @@ def seed_history(engine: Engine, *, runs: int, now: datetime | None = None, prog
                     result.events += conn.execute(sa.text(_INSERT_EVENTS), binds).rowcount
                 if skip_triggers:
                     by_status: dict[tuple[str, str], int] = {}
-                    for klass, status, _, written in counts:
+                    by_hour: dict[tuple[str, str, datetime], int] = {}
+                    by_key: dict[tuple, int] = {}
+                    for klass, status, key, hour, written in counts:
                         by_status[(klass, status)] = by_status.get((klass, status), 0) + written
+                        by_hour[(klass, status, hour)] = by_hour.get((klass, status, hour), 0) + written
+                        by_key[tuple(key)] = by_key.get(tuple(key), 0) + written
                     workflow_counts.add_counts(conn, by_status)
-                    attention_counts.add(conn, {tuple(key): written for _, _, key, written in counts})
+                    workflow_counts.add_hour_counts(conn, by_hour)
+                    attention_counts.add(conn, by_key)
                     changes.mark(conn)
             bar.update(size)
     with engine.begin() as conn:

@@ -181,6 +181,7 @@ def _write(engine: Engine, chunk: Chunk, *, skip_row_checks: bool) -> None:
         if skip_row_checks:
             # The runs' count and change-marker triggers did not fire either.
             workflow_counts.add_counts(conn, chunk.counts)
+            workflow_counts.add_hours(conn, (workflow_id for workflow_id, _ in chunk.runs))
             attention_counts.add_runs(conn, (workflow_id for workflow_id, _ in chunk.runs))
             workflow_activity.add_runs(conn, (workflow_id for workflow_id, _ in chunk.runs))
             step_durations.add_runs(conn, (workflow_id for workflow_id, _ in chunk.runs))
@@ -312,6 +313,7 @@ def _seed_empty(engine: Engine, plan: _Plan, written) -> int | None:
         # Nor did the rollups': counted once, from every run written here
         # (the tables were empty), with the indexes back.
         workflow_activity.add_runs(conn, None)
+        workflow_counts.add_hours(conn, None)
         step_durations.add_runs(conn, None)
         step_ids.finish(conn)
         signal_ids.finish(conn)

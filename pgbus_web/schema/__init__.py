@@ -19,7 +19,7 @@ from pgmq.install import get_embedded_install_sql
 from sqlalchemy.engine import Connection, Engine
 
 # The scripts in order: version N is MIGRATIONS[N - 1].
-MIGRATIONS = ("v1.sql", "v2.sql", "v3.sql", "v4.sql", "v5.sql", "v6.sql", "v7.sql", "v8.sql", "v9.sql", "v10.sql", "v11.sql", "v12.sql")
+MIGRATIONS = ("v1.sql", "v2.sql", "v3.sql", "v4.sql", "v5.sql", "v6.sql", "v7.sql", "v8.sql", "v9.sql", "v10.sql", "v11.sql", "v12.sql", "v13.sql")
 SCHEMA_VERSION = len(MIGRATIONS)
 VERSION_TABLE = "pgbus_web_schema"
 
@@ -136,4 +136,5 @@ TABLES = (
 DERIVED_TABLES = ("pgbus_workflow_count_deltas", "pgbus_workflow_counts", "pgbus_web_workers",
                   "pgbus_workflow_activity_deltas", "pgbus_workflow_activity",
                   "pgbus_workflow_attention_deltas", "pgbus_workflow_attention_counts",
-                  "pgbus_workflow_step_duration_deltas", "pgbus_workflow_step_durations")
+                  "pgbus_workflow_step_duration_deltas", "pgbus_workflow_step_durations",
+                  "pgbus_workflow_hour_counts")
