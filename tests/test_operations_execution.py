@@ -136,17 +136,20 @@ def test_bulk_refuses_bad_usage_with_exit_code_two(engine):
 
 
 RUNS_FOR_CTRL_C = 4000
+# About ten seconds of it.
+RATE_FOR_CTRL_C = 400
 
 
 def test_ctrl_c_leaves_it_for_the_workers_and_says_so(engine):
-    # Twenty chunks: on a loaded machine the interrupt may land several chunks
-    # after the first one is seen, and must still find the operation open.
+    # Paced to several seconds, whatever the chunk size: on a loaded machine
+    # the interrupt may land several chunks after the first one is seen,
+    # and must still find the operation open.
     seed_paused(engine, RUNS_FOR_CTRL_C)
     url = engine.url.render_as_string(hide_password=False)
     process = subprocess.Popen(
         [sys.executable, "-c", "from pgbus_web.launch import main; main()", "bulk", "resume",
          "--filter", "status=paused", "--reason", "gateway back", "--definitions", "pgbus_web.demo.workflows",
-         "--yes", "--database-url", url],
+         "--yes", "--rate", str(RATE_FOR_CTRL_C), "--database-url", url],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
@@ -165,7 +168,9 @@ def test_ctrl_c_leaves_it_for_the_workers_and_says_so(engine):
     with engine.connect() as conn:
         [operation] = store.recent(conn)
     assert operation["status"] == "queued" and 0 < operation["moved"] < RUNS_FOR_CTRL_C
-    # A worker finishes it, every run resumed once.
+    # A worker finishes it, every run resumed once (unpaced: a drain stops
+    # at a spent budget).
+    operations.set_pace(engine, operation["id"], {"rate": None})
     Worker(engine, REGISTRY, steps_per_tick=0).drain()
     with engine.connect() as conn:
         done = store.find(conn, operation["id"])
