@@ -99,3 +99,29 @@ def test_htmx_fragment(client, runs):
                            headers={"HX-Request": "true", "HX-Target": "pgbus-insights"}))
     assert page.select_one("html") is None
     assert page.select_one("#pgbus-insights .pgbus-insights-status") is not None
+
+
+def test_the_tables_moments_are_in_the_viewers_language_and_zone(client, runs):
+    """The hourly rows are written as the viewer's locale writes a moment,
+    in the viewer's zone (they were English and UTC on every page).
+    Control: English writes the same rows otherwise."""
+    from zoneinfo import ZoneInfo
+
+    from pgbus_web import i18n
+    from pgbus_web.core.words import timefmt
+
+    every_state(runs)
+
+    def hour_rows(locale):
+        page = soup(client.get("/workflows/insights/OrderWorkflow", query_string={"locale": locale}))
+        rows = page.select(".pgbus-activity-table th[scope=row]")
+        return [text_of(row) for row in rows]
+
+    client.set_cookie(i18n.TIMEZONE_COOKIE, "Asia/Tokyo")
+    japanese, english = hour_rows("ja"), hour_rows("en")
+    assert japanese and len(japanese) == len(english)
+    assert all("月" in label and "AM" not in label and "PM" not in label for label in japanese)
+    assert japanese != english
+    # The newest hour, 14:00-ish in Tokyo when it is 05:00 in UTC: the zone's clock.
+    newest = utcnow().replace(minute=0, second=0, microsecond=0)
+    assert timefmt.short_date_time(newest, locale="ja", tz=ZoneInfo("Asia/Tokyo")) in japanese

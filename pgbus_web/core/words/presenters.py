@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping, Optional
 from markupsafe import Markup, escape
 
 from ...rules import states, stuck as stuck_rules
-from ...i18n import t, t_html
+from ...i18n import current_locale, current_timezone, t, t_html
 from ...models.values import RawJson
 from . import unusual as odd, timefmt
 from .verb_words import WORDS
@@ -279,7 +279,8 @@ def event_sentence(event: Mapping[str, Any]) -> str:
         # Written by an operation a second operator approved (core.reads.with_approvals).
         moment = approval.get("approved_at")
         sentence = t("pgbus.operations.audit.approved", sentence=sentence, approver=approval["approved_by"],
-                     time=timefmt.short_date_time(moment) if moment is not None else timefmt.NONE)
+                     time=timefmt.short_date_time(moment, locale=current_locale(), tz=current_timezone())
+                     if moment is not None else timefmt.NONE)
     return sentence
 
 
