@@ -242,6 +242,7 @@ def cancelled(problem: BaseException) -> bool:
     timeout: the database answered, too slowly, rather than being away."""
     return getattr(getattr(problem, "orig", None), "sqlstate", None) == QUERY_CANCELED
 
+
 # A replica's states: within the lag bound; beyond it; not answering; a
 # server that answers but is no standby (promoted, or the wrong URL).
 STREAMING, LAGGING, UNREACHABLE_STATE, NOT_STANDBY = "streaming", "lagging", "unreachable", "not_standby"
