@@ -218,10 +218,13 @@ def json_searches(engine, bench_url: str, workflow_id: str, repeat: int) -> None
 def seeded_searches(engine) -> list[tuple[str, dict[str, str]]]:
     """The searches inside JSON on a database `pgbus-web seed` filled (the
     demo's classes: a customer id shared by thousands of runs, a refund id
-    by a few, signals with a carrier and a tracking number)."""
+    by a few, signals with a carrier and a tracking number). The runs
+    `seed --history` adds carry no customer: the refund is one of the
+    others, the newest half of them."""
     with engine.connect() as conn:
         refund = conn.execute(sa.text(
             "SELECT arguments FROM pgbus_workflows WHERE workflow_class = 'RefundWorkflow'"
+            " AND arguments ? 'customer_id' AND arguments ? 'refund_id'"
             " AND id >= (SELECT max(id) / 2 FROM pgbus_workflows) ORDER BY id LIMIT 1")).scalar_one()
         payload = conn.execute(sa.text(
             "SELECT payload FROM pgbus_workflow_signals WHERE id >= (SELECT max(id) / 2 FROM pgbus_workflow_signals)"

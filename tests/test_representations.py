@@ -35,6 +35,28 @@ def test_moments_are_iso_utc_and_infinities_their_word():
     assert rep.moment(None) is None
 
 
+def test_a_row_shapes_each_value_as_plain_does_whatever_its_type():
+    # _object skips plain() for the common types; every kind of moment
+    # (UTC as psycopg loads it, another zone, naive, microseconds, the
+    # infinities) and the other kinds come out exactly as plain() says.
+    from zoneinfo import ZoneInfo
+
+    values = {
+        "utc": datetime(2026, 3, 1, 14, 5, 7, 123456, tzinfo=timezone.utc),
+        "utc_whole": datetime(2026, 3, 1, 14, 5, tzinfo=timezone.utc),
+        "zone_utc": datetime(2026, 3, 1, 14, 5, tzinfo=ZoneInfo("UTC")),
+        "berlin": datetime(2026, 3, 1, 15, 5, tzinfo=ZoneInfo("Europe/Berlin")),
+        "naive": datetime(2026, 3, 1, 14, 5),
+        "infinity": INFINITY, "minus_infinity": MINUS_INFINITY,
+        "text": "x", "number": 3, "none": None, "raw": RawJson("{bad"), "nested": {"at": [1, "2"]},
+    }
+    shaped = rep._object(values, tuple(values))
+    assert shaped == {name: rep.plain(value) for name, value in values.items()}
+    assert shaped["utc"] == "2026-03-01T14:05:07.123456Z" and shaped["utc_whole"] == "2026-03-01T14:05:00Z"
+    assert shaped["zone_utc"] == shaped["utc_whole"] == shaped["berlin"] == shaped["naive"]
+    assert shaped["infinity"] == "infinity" and type(shaped["raw"]) is str
+
+
 def test_a_paused_run_in_detail(engine, runs):
     workflow_id = paused_on_capture(runs)
     shown = json.loads(json.dumps(detail(engine, workflow_id)))

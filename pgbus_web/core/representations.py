@@ -29,6 +29,8 @@ from .words.verb_labels import BULK_VERBS, bulk_verbs
 
 # --- values ----------------------------------------------------------------
 
+_UTC = timezone.utc
+
 
 def moment(value: datetime | None) -> str | None:
     """*value* as ISO 8601 in UTC with a ``Z``; ``infinity``/``-infinity``
@@ -36,6 +38,9 @@ def moment(value: datetime | None) -> str | None:
     UTC already (the pgbus tables write them so)."""
     if value is None:
         return None
+    if type(value) is datetime and value.tzinfo is _UTC:
+        # What psycopg loads for a timestamptz on a UTC session: most moments.
+        return value.isoformat()[:-6] + "Z"
     if isinstance(value, Infinite):
         return value.literal
     if value.tzinfo is None:
@@ -86,7 +91,19 @@ def _object(row: Mapping[str, Any] | None, names: Iterable[str], *, json_fields:
     given as their stored text."""
     if row is None:
         return None
-    shaped = {name: plain(row.get(name)) for name in names}
+    # plain()'s first test inlined: a page of runs is thousands of values,
+    # most of them text, numbers, None and UTC moments.
+    get = row.get
+    shaped = {}
+    for name in names:
+        value = get(name)
+        kind = type(value)
+        if kind in _AS_IS:
+            shaped[name] = value
+        elif kind is datetime and value.tzinfo is _UTC:
+            shaped[name] = value.isoformat()[:-6] + "Z"
+        else:
+            shaped[name] = plain(value)
     raw = [name for name in json_fields if isinstance(row.get(name), RawJson)]
     if raw:
         shaped["raw_json"] = raw

@@ -24,6 +24,8 @@ moves for reasons other than the wait), so it needs no one yet.
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Mapping, Optional, Union
@@ -145,8 +147,17 @@ def params(now: datetime, threshold: timedelta, waiting_threshold: Optional[time
 
 def rules_for(given: Iterable[str]) -> tuple[Rule, ...]:
     """The rules whose params are all in *given* (names), in order."""
-    given = frozenset(given)
+    return _rules_for(frozenset(given))
+
+
+@functools.lru_cache(maxsize=16)
+def _rules_for(given: frozenset[str]) -> tuple[Rule, ...]:
+    # Asked once per run listed, always with one of a few name sets.
     return tuple(rule for rule in RULES if rule.params <= given)
+
+
+# The statuses some rule is for: a run in any other is never stuck.
+_RULE_STATUSES = frozenset(rule.status for rule in RULES)
 
 
 # --- as SQL --------------------------------------------------------------------
@@ -257,5 +268,7 @@ def reason_of_run(
 ) -> Optional[str]:
     """reason_of for *run*, a pgbus_workflows row with ``step`` (its latest
     step row, or None), as the pages and the API hold it."""
+    if run.get("status") not in _RULE_STATUSES:
+        return None
     given = params(now, threshold, waiting_threshold)
     return reason_of(run.get("status"), facts_of_step(run.get("step")), given)
