@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from action_support import Browser, running
 from web_helpers import make_app, soup
 
+from pgbus_web import i18n
 from pgbus_web.core import reads as context
 from pgbus_web.plumbing import csrf
 from pgbus_web.web.answering import shared
@@ -69,8 +70,10 @@ def badge(response) -> str:
 
 
 def page(browser: Browser, workflow_id: str, locale: str = "en", tz: str = "UTC"):
-    browser.client.set_cookie("pgbus_tz", tz)
-    response = browser.load(f"/workflows/{workflow_id}?locale={locale}")
+    # By cookie, not ?locale=: every viewer asks the same address.
+    browser.client.set_cookie(i18n.TIMEZONE_COOKIE, tz)
+    browser.client.set_cookie(i18n.LOCALE_COOKIE, locale)
+    response = browser.load(f"/workflows/{workflow_id}")
     assert response.status_code == 200
     return response
 
