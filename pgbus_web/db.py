@@ -33,6 +33,7 @@ import math
 import os
 import threading
 import time
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -223,7 +224,8 @@ def _bound_waits(engine: Engine, bounds: Bounds, ping: bool = True) -> None:
     @event.listens_for(engine, "checkout")
     def _in_use(dbapi_connection, record, proxy):
         returned = record.info.pop(_RETURNED, None)
-        if ping and returned is not None and time.monotonic() - returned >= PING_IDLE:
+        idle = 0.0 if engine in _PINGED_ALWAYS else PING_IDLE
+        if ping and returned is not None and time.monotonic() - returned >= idle:
             try:
                 engine.dialect.do_ping(dbapi_connection)
             except Exception as problem:  # noqa: BLE001  (any failure: not usable)
@@ -234,6 +236,11 @@ def _bound_waits(engine: Engine, bounds: Bounds, ping: bool = True) -> None:
 
 # Where a pooled connection's record keeps the moment it was returned.
 _RETURNED = "pgbus_returned_at"
+# Engines whose connections are pinged whenever they leave the pool: a
+# Database's replica, so that a replica gone is found when its connection
+# is taken and the page reads the primary instead (Database.read), never
+# a 503 for a stopped replica.
+_PINGED_ALWAYS: "weakref.WeakSet[Engine]" = weakref.WeakSet()
 
 
 def describe_url(engine: Engine) -> str:
@@ -456,6 +463,7 @@ class Database:
             if engine is not None:
                 values.install(engine)
         if self.replica is not None:
+            _PINGED_ALWAYS.add(self.replica)
             self._watch = ReplicaWatch(self.primary, self.replica, max_lag=self.replica_max_lag)
 
     @classmethod
