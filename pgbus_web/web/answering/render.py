@@ -17,6 +17,7 @@ from typing import Iterable, Mapping
 
 from flask import Response, make_response, render_template
 from jinja2_fragments.flask import render_block, render_blocks
+from markupsafe import Markup
 
 from ...plumbing import hx
 from ...plumbing.state import state
@@ -43,7 +44,8 @@ def page(
         if body is None:
             body = _blocks(template, blocks, context)
         if state().database.replica is not None:
-            body += render_template(READ_NOTE_TEMPLATE, oob=True)
+            # Drawn HTML (a kept drawing is Markup: a str added to it would be escaped).
+            body = Markup(body) + Markup(render_template(READ_NOTE_TEMPLATE, oob=True))
     else:
         # A page read for every viewer alike (shared.py) has its content
         # drawn once; the page around it is this request's.

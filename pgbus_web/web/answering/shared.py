@@ -1,5 +1,5 @@
-"""The runs index, read once and drawn once for every viewer alike
-(docs/performance.md, "Many operators at once").
+"""The runs index and a run's page, each read once and drawn once for
+every viewer alike (docs/performance.md, "Many operators at once").
 
 Every operator who opens the first page at the start of an incident asks
 for the same counts, needs-attention groups and runs: reading and drawing
@@ -34,6 +34,10 @@ in two steps, per app:
   own token each time it is shown. The page around it (the top bar, the
   messages, where it was read) is drawn for each request.
 
+A run's page (remember_run) is kept the same way, by the same marker,
+in a store of its own (RUNS_KEPT reads), so that operators opening many
+runs never push the index's reads out.
+
 A host's ``subject_url`` links may change without the runs, so with one
 nothing is kept. Both steps are bounded (READS_KEPT reads,
 DRAWINGS_KEPT drawings per read) and forgotten when the catalogs are
@@ -62,8 +66,10 @@ from ...plumbing.state import state
 
 # Seconds of the page's clock one read stands for.
 READ_EVERY = 10
-# Reads kept (the newest) and drawings kept per read.
+# Reads kept (the newest): the index's, and the run pages'; drawings kept
+# per read.
 READS_KEPT = 16
+RUNS_KEPT = 64
 DRAWINGS_KEPT = 8
 # How long a request waits for another's read of the same page before
 # reading it itself (that read is bounded by the statement timeout).
@@ -87,10 +93,12 @@ class _Once:
 
 class _Read(_Once):
     """One read of a page (.value, its context), and the HTML drawn from
-    it per viewer kind (_Once each, their value (html, moments' words))."""
+    it per viewer kind (_Once each, their value (html, moments' words)),
+    in .store."""
 
-    def __init__(self) -> None:
+    def __init__(self, store: "_Store") -> None:
         super().__init__()
+        self.store = store
         self.drawn: OrderedDict[tuple, _Once] = OrderedDict()
         # The read of the bucket before, for the same marker and request:
         # its drawings are shown while this read's are drawn.
@@ -111,23 +119,29 @@ _stores: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _stores_lock = threading.Lock()
 
 
-def _store() -> _Store:
+def _store(kind: str) -> _Store:
+    """The app's store of *kind* (the index's, the run pages')."""
     app = current_app._get_current_object()  # type: ignore[attr-defined]
     with _stores_lock:
-        found = _stores.get(app)
+        kinds = _stores.get(app)
+        if kinds is None:
+            kinds = _stores[app] = {}
+        found = kinds.get(kind)
         if found is None:
-            found = _stores[app] = _Store()
+            found = kinds[kind] = _Store()
         return found
 
 
-def _forget_all() -> None:
+def forget_all() -> None:
+    """Every app's reads and drawings forgotten (the catalogs' reload; a
+    benchmark timing a page as its first request after a change)."""
     with _stores_lock:
-        stores = list(_stores.values())
+        stores = [store for kinds in _stores.values() for store in kinds.values()]
     for store in stores:
         store.clear()
 
 
-i18n.on_reload(_forget_all)
+i18n.on_reload(forget_all)
 
 
 def _claim(store: _Store, table: OrderedDict, key: tuple, make: Callable[[], _Once], bound: int,
@@ -163,6 +177,17 @@ def remember_index(conn: Connection, now: datetime, read: Callable[[], dict[str,
     read of a new bucket is under way, the others read in the bucket
     before (for the same marker) are shown the read of that bucket, and
     its drawings while the new read's are drawn."""
+    return _remember(conn, now, read, "index", READS_KEPT)
+
+
+def remember_run(conn: Connection, now: datetime, read: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """A run page's context at *now*, as remember_index keeps the index's
+    (the request's path and query name the run and its windows)."""
+    return _remember(conn, now, read, "run", RUNS_KEPT)
+
+
+def _remember(conn: Connection, now: datetime, read: Callable[[], dict[str, Any]], kind: str,
+              kept: int) -> dict[str, Any]:
     if state().settings.subject_url is not None:
         return read()
     details = hx.details()
@@ -175,8 +200,8 @@ def remember_index(conn: Connection, now: datetime, read: Callable[[], dict[str,
         details.target or "",
     )
     bucket = int(now.timestamp() // READ_EVERY)
-    store = _store()
-    entry, mine = _claim(store, store.reads, (*same, bucket), _Read, READS_KEPT)
+    store = _store(kind)
+    entry, mine = _claim(store, store.reads, (*same, bucket), lambda: _Read(store), kept)
     with store.lock:
         before = store.reads.get((*same, bucket - 1))
     if before is not None and not (before.ready.is_set() and before.value is not None):
@@ -223,7 +248,8 @@ def _unique(moments: list) -> list:
 
 
 def drawn(context: Mapping[str, Any], blocks: tuple[str, ...], draw: Callable[[Mapping[str, Any]], str]) -> Markup | None:
-    """*blocks* of a page whose *context* came from remember_index, drawn
+    """*blocks* of a page whose *context* came from remember_index or
+    remember_run, drawn
     by *draw* (given the context to draw with) or as drawn before for this
     kind of viewer; None for a context that was not remembered."""
     entry: _Read | None = context.get(MEMO)
@@ -247,7 +273,7 @@ def drawn(context: Mapping[str, Any], blocks: tuple[str, ...], draw: Callable[[M
             since, until = max(since, low), min(until, high)
         return html, since, until
 
-    store = _store()
+    store = entry.store
     once, mine = _claim(store, entry.drawn, key, _Once, DRAWINGS_KEPT, stale)
     if mine:
         html = _work_out(store, entry.drawn, key, once, work)[0]

@@ -17,7 +17,7 @@ from flask import Blueprint
 
 from ... import bidi, i18n
 from ..routes import actions, operations
-from . import activity_chart, cells, frame, template_helpers, timeline
+from . import activity_chart, cells, frame, kept_rows, template_helpers, timeline
 from ...plumbing import csrf, reading
 from ...core.words import presenters, timefmt
 
@@ -48,6 +48,7 @@ def context_names(cookie_path: Callable[[], str]) -> dict[str, Any]:
         **actions.TEMPLATE_NAMES,
         **operations.TEMPLATE_NAMES,
         **activity_chart.TEMPLATE_NAMES,
+        "kept_row": kept_rows.kept_row,
     }
 
 

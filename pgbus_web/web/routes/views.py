@@ -97,7 +97,12 @@ def workflow(workflow_id: str):
             tag, unchanged = not_modified.check(conn)
             if unchanged is not None:
                 return unchanged
-            page = context.run_context(conn, state().settings, workflow_id, **cursors)
+            # Read once per change marker and clock bucket, drawn once per
+            # kind of viewer (shared.py): any committed write moves the
+            # marker, so an operator's own change shows on the next page.
+            now = context.utcnow()
+            page = shared.remember_run(conn, now, lambda: context.run_context(
+                conn, state().settings, workflow_id, now, **cursors))
     except context.NotFound:
         owner = _action_owner(workflow_id)
         if owner is not None:

@@ -1,0 +1,128 @@
+"""A run's page is read once per change marker and clock bucket and drawn
+once per kind of viewer (web/answering/shared.remember_run), as the
+index is: the operator who changes the run sees the change on the next
+page, and no viewer is shown a drawing made for another role, language
+or zone."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+
+import pytest
+import sqlalchemy as sa
+
+from action_support import Browser, running
+from web_helpers import make_app, soup
+
+from pgbus_web import i18n
+from pgbus_web.core import reads as context
+from pgbus_web.plumbing import csrf
+from pgbus_web.web.answering import shared
+
+OPERATOR = "alice"
+VIEWER = "victor"
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """The pages' clock, held at the start of a bucket (shared.READ_EVERY),
+    so that every page of a test is one bucket's."""
+
+    class Clock:
+        now = datetime.fromtimestamp(time.time() // shared.READ_EVERY * shared.READ_EVERY, timezone.utc)
+
+    held = Clock()
+    monkeypatch.setattr(context, "utcnow", lambda: held.now)
+    return held
+
+
+def role_app(database):
+    """Alice may act, anyone else only views."""
+    return make_app(database, can_act=lambda request: request.headers.get("X-User") == OPERATOR,
+                    actor_name=lambda request: request.headers.get("X-User"))
+
+
+@pytest.fixture
+def statements(engine):
+    """The statements the pages send, counted (.clear() to start again)."""
+    seen: list[str] = []
+
+    def count(conn, cursor, statement, parameters, context, executemany):
+        seen.append(statement)
+
+    sa.event.listen(engine, "before_cursor_execute", count)
+    yield seen
+    sa.event.remove(engine, "before_cursor_execute", count)
+
+
+def header(response) -> str:
+    """The run header's HTML, the CSRF tokens blanked (each browser has its own)."""
+    found = soup(response).select_one("#pgbus-run-header")
+    assert found is not None
+    for field in found.select(f"input[name={csrf.FIELD_NAME}]"):
+        field["value"] = ""
+    return str(found)
+
+
+def badge(response) -> str:
+    return soup(response).select_one("#pgbus-run-header .pgbus-run-title").get_text(" ", strip=True)
+
+
+def page(browser: Browser, workflow_id: str, locale: str = "en", tz: str = "UTC"):
+    # By cookie, not ?locale=: every viewer asks the same address.
+    browser.client.set_cookie(i18n.TIMEZONE_COOKIE, tz)
+    browser.client.set_cookie(i18n.LOCALE_COOKIE, locale)
+    response = browser.load(f"/workflows/{workflow_id}")
+    assert response.status_code == 200
+    return response
+
+
+def test_the_operators_change_shows_at_once(database, runs, clock, statements):
+    workflow_id = running(runs)
+    alice = Browser(role_app(database).test_client(), OPERATOR)
+    before = page(alice, workflow_id)
+    statements.clear()
+    again = page(alice, workflow_id)
+    # Kept: the second page read only the change marker (the control that
+    # the page below is not fresh merely because nothing is kept).
+    assert len(statements) == 1, statements
+    assert header(again) == header(before)
+
+    # The clock does not move: the cancel's commit moves the marker.
+    response = alice.post(f"/workflows/{workflow_id}/cancel", {"reason": "duplicate order"})
+    assert response.status_code == 303
+    after = page(alice, workflow_id)
+    assert badge(after) != badge(before)
+    assert "duplicate order" in soup(after).select_one("#pgbus-run-audit").get_text()
+    # What a new app, which keeps nothing, draws at the same moment.
+    fresh = page(Browser(role_app(database).test_client(), OPERATOR), workflow_id)
+    assert header(after) == header(fresh)
+    assert str(soup(after).select_one("#pgbus-run-audit")) == str(soup(fresh).select_one("#pgbus-run-audit"))
+
+
+def test_each_kind_of_viewer_gets_its_own_drawing(database, runs, clock, statements):
+    workflow_id = running(runs)
+    app = role_app(database)
+    kinds = [(OPERATOR, "en", "UTC"), (VIEWER, "en", "UTC"), (OPERATOR, "de", "UTC"),
+             (VIEWER, "de", "Asia/Tokyo"), (OPERATOR, "en", "Asia/Tokyo")]
+    browsers = {kind: Browser(app.test_client(), kind[0]) for kind in kinds}
+    for _ in range(2):  # the second round from what was kept
+        for kind, browser in browsers.items():
+            shown = page(browser, workflow_id, kind[1], kind[2])
+            fresh = page(Browser(role_app(database).test_client(), kind[0]), workflow_id, kind[1], kind[2])
+            assert header(shown) == header(fresh), kind
+            forms = soup(shown).select("#pgbus-run-actions form[data-verb]")
+            assert bool(forms) == (kind[0] == OPERATOR), kind
+            # Every form carries this browser's own token.
+            for field in soup(shown).select(f"input[name={csrf.FIELD_NAME}]"):
+                assert field["value"] == browser.token, kind
+    # The control: the same kind of viewer in another browser is shown the
+    # kept drawing (one statement, the marker), with its own token.
+    other = Browser(app.test_client(), OPERATOR)
+    other.load("/workflows")  # its own CSRF cookie and token
+    statements.clear()
+    shown = page(other, workflow_id)
+    assert len(statements) == 1, statements
+    assert other.token and other.token != browsers[(OPERATOR, "en", "UTC")].token
+    assert {field["value"] for field in soup(shown).select(f"input[name={csrf.FIELD_NAME}]")} == {other.token}
