@@ -10,9 +10,11 @@ in Python: the statement is the same whatever the chunk's size, and the
 rows are the ones runtime/chunks/common.event would make (reason and
 details capped as models/events caps them: the caller caps the constants).
 
-Every statement names the runs by ``= ANY`` of their ids beside its join,
-so the planner reads them from an index rather than hashing every run in
-a status to join them. A run the caller locked is written at most once
+Every statement names the rows it writes by ``= ANY`` of the ids of
+their runs beside its join, so the planner reads them from an index rather
+than hashing every run in a status to join them; never on the join's own
+column: joined to a CTE the planner expects one row of, the index scan
+then searched the whole array once per row (a second for 1,000 runs). A run the caller locked is written at most once
 per statement; the caller checks the counts (a run that did not move rolls
 the whole chunk back).
 """
@@ -147,7 +149,7 @@ WITH m AS (
         finished_at = CASE WHEN :clear_finished THEN NULL ELSE w.finished_at END,
         {latest}
     FROM scheduled s
-    WHERE w.workflow_id = s.workflow_id AND w.workflow_id = ANY(CAST(:workflow_ids AS text[]))
+    WHERE w.workflow_id = s.workflow_id AND w.id = ANY(CAST(:run_ids AS bigint[]))
       AND w.status = ANY(:from_statuses)
     RETURNING w.workflow_id
 ), trail AS (
@@ -174,7 +176,7 @@ def schedule_and_move(
     now: datetime, actor: str, reason: str | None, operation_id: int, at: str | None = None,
     clear_finished: bool = False,
 ) -> dict[str, dict[str, Any]]:
-    """For each plan (workflow_id; step_name, step_name_capped; for rerun
+    """For each plan (workflow_id, run_id: the run's id; step_name, step_name_capped; for rerun
     ``was``; for resumed ``action`` and ``from``, the latest step row or
     None), in one statement: a new scheduled attempt of step_name due
     *due* (the next attempt number of that step), the run from a status in
@@ -189,7 +191,7 @@ def schedule_and_move(
                                           event_columns=_EVENT_COLUMNS, first=_FIRST_EVENT[first])
     starts = [plan.get("from") for plan in plans]
     rows = as_dicts(conn.execute(sa.text(statement), {
-        "workflow_ids": [plan["workflow_id"] for plan in plans],
+        "workflow_ids": [plan["workflow_id"] for plan in plans], "run_ids": [int(plan["run_id"]) for plan in plans],
         "step_names": [plan["step_name"] for plan in plans],
         "step_names_capped": [plan["step_name_capped"] for plan in plans],
         "was": [plan.get("was") for plan in plans], "actions": [plan.get("action") for plan in plans],
@@ -210,13 +212,13 @@ WITH m AS (
 ), due AS (
     UPDATE pgbus_workflow_steps s SET scheduled_at = :due, updated_at = :now
     FROM m
-    WHERE s.id = m.step_id AND s.id = ANY(CAST(:step_ids AS bigint[])) AND s.workflow_id = m.workflow_id
+    WHERE s.id = m.step_id AND s.workflow_id = ANY(CAST(:workflow_ids AS text[])) AND s.workflow_id = m.workflow_id
       AND s.status = 'scheduled'
     RETURNING {step_returning}
 ), moved AS (
     UPDATE pgbus_workflows w SET status = 'ready', updated_at = now(), {latest}
     FROM due s
-    WHERE w.workflow_id = s.workflow_id AND w.workflow_id = ANY(CAST(:workflow_ids AS text[]))
+    WHERE w.workflow_id = s.workflow_id AND w.id = ANY(CAST(:run_ids AS bigint[]))
       AND w.status = ANY(:from_statuses)
     RETURNING w.workflow_id
 ), trail AS (
@@ -241,14 +243,15 @@ def due_and_move(
     step_id: its latest row, scheduled; was: that row's scheduled_at as
     the event says it), the row due *due*, the run from a status in
     *from_* to ready with latest_* from that row, and its *event* with
-    ``{"at": due_iso, "was"}`` and the operation's id. (step rows made
-    due, runs moved)."""
+    ``{"at": due_iso, "was"}`` and the operation's id (each also names
+    run_id, the run's id). (step rows made due, runs moved)."""
     if not dues:
         return 0, 0
     statement = _DUE_AND_MOVE.format(step_returning=_STEP_RETURNING, latest=_LATEST_FROM_ROW,
                                      event_columns=_EVENT_COLUMNS)
     row = conn.execute(sa.text(statement), {
-        "workflow_ids": [item["workflow_id"] for item in dues], "step_ids": [int(item["step_id"]) for item in dues],
+        "workflow_ids": [item["workflow_id"] for item in dues], "run_ids": [int(item["run_id"]) for item in dues],
+        "step_ids": [int(item["step_id"]) for item in dues],
         "was": [item["was"] for item in dues], "due": due, "due_iso": due_iso, "now": now, "event": event,
         "actor": actor, "reason": reason, "operation_id": int(operation_id), "from_statuses": list(from_),
     }).one()
@@ -272,13 +275,13 @@ WITH m AS (
 ), due AS (
     UPDATE pgbus_workflow_steps s SET status = 'scheduled', scheduled_at = :now, updated_at = :now
     FROM stored g
-    WHERE s.id = g.claimed_by_step_id AND s.id = ANY(CAST(:claim_ids AS bigint[]))
+    WHERE s.id = g.claimed_by_step_id AND s.workflow_id = ANY(CAST(:workflow_ids AS text[]))
       AND s.workflow_id = g.workflow_id AND s.status = 'waiting'
     RETURNING {step_returning}
 ), moved AS (
     UPDATE pgbus_workflows w SET status = 'ready', updated_at = now(), {latest}
     FROM due s
-    WHERE w.workflow_id = s.workflow_id AND w.workflow_id = ANY(CAST(:workflow_ids AS text[]))
+    WHERE w.workflow_id = s.workflow_id AND w.id = ANY(CAST(:run_ids AS bigint[]))
       AND w.status = ANY(:from_statuses)
     RETURNING w.workflow_id
 ), trail AS (
@@ -314,7 +317,7 @@ def signal_and_move(
     idempotency_key and key_capped, claim_id: the waiting step row that
     claims it at once, or None), in one statement, as verbs.signal's
     deliver does: stored (claimed by that row when given; a key already
-    stored stores nothing and writes nothing), a "signal_received" event
+    stored stores nothing and writes nothing; run_id: the run's id), a "signal_received" event
     with the operation's id; for a claim the row due now, a
     "signal_claimed" event and the run from a status in *from_* to ready
     with latest_* from that row. The stored ones: workflow_id, whether it
@@ -325,7 +328,7 @@ def signal_and_move(
                                         event_columns=_EVENT_COLUMNS)
     return as_dicts(conn.execute(sa.text(statement).bindparams(sa.bindparam("payload", type_=JSONB)), {
         "workflow_ids": [item["workflow_id"] for item in deliveries],
-        "keys": [item["idempotency_key"] for item in deliveries],
+        "run_ids": [int(item["run_id"]) for item in deliveries], "keys": [item["idempotency_key"] for item in deliveries],
         "keys_capped": [item["key_capped"] for item in deliveries],
         "claim_ids": [item["claim_id"] for item in deliveries],
         "name": name, "name_capped": name_capped, "payload": payload, "now": now, "actor": actor,

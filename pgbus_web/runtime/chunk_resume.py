@@ -98,7 +98,7 @@ def resume_chunk(
             if plan is None or plan.action not in (RETRY, CONTINUE) or step is None or not flow.plain_schedule(step):
                 result.rest.append(run["workflow_id"])
                 continue
-            planned.append({"workflow_id": run["workflow_id"], "step_name": plan.step,
+            planned.append({"workflow_id": run["workflow_id"], "run_id": run["id"], "step_name": plan.step,
                             "step_name_capped": common.capped(plan.step), "action": plan.action, "from": row})
         if not planned:
             return result

@@ -42,7 +42,7 @@ def due_chunk(
             if row is None or row["status"] != states.STEP_SCHEDULED:
                 result.skipped.append(run["workflow_id"])
             else:
-                dues.append({"workflow_id": run["workflow_id"], "step_id": row["id"],
+                dues.append({"workflow_id": run["workflow_id"], "run_id": run["id"], "step_id": row["id"],
                              "was": common.capped(flow.iso(row["scheduled_at"]))})
         if not dues:
             return result

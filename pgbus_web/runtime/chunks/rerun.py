@@ -65,7 +65,7 @@ def rerun_chunk(
             return result
         capped = {name: common.capped(name) for name in set(steps_of.values()) if name is not None}
         written = chunk_writes.schedule_and_move(
-            conn, [{"workflow_id": run["workflow_id"], "step_name": name, "step_name_capped": capped[name],
+            conn, [{"workflow_id": run["workflow_id"], "run_id": run["id"], "step_name": name, "step_name_capped": capped[name],
                     "was": run["status"]} for run, name in planned],
             first="rerun", from_=FROM["rerun"], due=now, due_iso=flow.iso(now), now=now, actor=actor, reason=reason,
             operation_id=operation_id, clear_finished=True)

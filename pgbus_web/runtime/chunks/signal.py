@@ -45,7 +45,7 @@ def signal_chunk(
             claims = (run["status"] == states.WAITING and row is not None and row["status"] == states.STEP_WAITING
                       and row["wait_for"] == name)
             key = (key_of(run["workflow_id"]) or "").strip() or None
-            deliveries.append({"workflow_id": run["workflow_id"], "idempotency_key": key, "key_capped": common.capped(key),
+            deliveries.append({"workflow_id": run["workflow_id"], "run_id": run["id"], "idempotency_key": key, "key_capped": common.capped(key),
                                "claim_id": row["id"] if claims else None})
         stored = chunk_writes.signal_and_move(
             conn, deliveries, name=name, name_capped=common.capped(name), payload=body or {}, from_=FROM["signal"],
