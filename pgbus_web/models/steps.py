@@ -378,7 +378,7 @@ def set_due_many(
             UPDATE pgbus_workflow_steps s
             SET scheduled_at = d.due, updated_at = :now, status = COALESCE(CAST(:status AS text), s.status)
             FROM unnest(CAST(:ids AS bigint[]), CAST(:dues AS timestamptz[])) AS d(id, due)
-            WHERE s.id = d.id AND s.status = ANY(:from_statuses)
+            WHERE s.id = d.id AND s.id = ANY(CAST(:ids AS bigint[])) AND s.status = ANY(:from_statuses)
             RETURNING {", ".join("s." + name.strip() for name in COLUMNS.split(","))}
             """
         ),

@@ -252,7 +252,8 @@ def resume_many(conn: Connection, moves: list[dict[str, Any]], *, from_: Iterabl
                 latest_timeout_at = NULL
             FROM unnest(CAST(:workflow_ids AS text[]), CAST(:step_ids AS bigint[]), CAST(:step_names AS text[]),
                         CAST(:scheduled AS timestamptz[])) AS m(workflow_id, step_id, step_name, scheduled_at)
-            WHERE w.workflow_id = m.workflow_id AND w.status = ANY(:from_statuses)
+            WHERE w.workflow_id = m.workflow_id AND w.workflow_id = ANY(CAST(:workflow_ids AS text[]))
+              AND w.status = ANY(:from_statuses)
             """
         ),
         {"from_statuses": list(from_), "workflow_ids": [move["workflow_id"] for move in moves],
@@ -273,7 +274,10 @@ def move_many(conn: Connection, moves: list[dict[str, Any]], *, from_: Iterable[
     column as it is). Every run moves from a status in *from_*;
     *sync_latest* also sets latest_* from each run's latest step, in the
     same row version (a writer that declared LATEST_BY_WRITER). Returns
-    the workflow_ids moved."""
+    the workflow_ids moved. The runs are also named by ``= ANY`` of their
+    ids, so the planner reads them from the workflow_id index rather than
+    hashing every run in a status of *from_* to join them (the runs of
+    a whole table in a status, per chunk)."""
     if not moves:
         return []
     unknown = {key for move in moves for key in move} - {"workflow_id", "to", *MOVE_COLUMNS}
@@ -301,7 +305,8 @@ def move_many(conn: Connection, moves: list[dict[str, Any]], *, from_: Iterable[
     statement = sa.text(
         f"UPDATE pgbus_workflows w SET {', '.join(sets)}{latest_set} "
         f"FROM unnest({', '.join(arrays)}) AS m({', '.join(names)}) {latest_join} "
-        "WHERE w.workflow_id = m.workflow_id AND w.status = ANY(:from_statuses) RETURNING w.workflow_id"
+        "WHERE w.workflow_id = m.workflow_id AND w.workflow_id = ANY(CAST(:workflow_ids AS text[]))"
+        " AND w.status = ANY(:from_statuses) RETURNING w.workflow_id"
     )
     return list(conn.execute(statement, binds).scalars())
 
@@ -309,7 +314,9 @@ def move_many(conn: Connection, moves: list[dict[str, Any]], *, from_: Iterable[
 def subject_taken(conn: Connection, runs: list[Mapping[str, Any]]) -> set[str]:
     """Those of *runs* (finished ones about to go on) whose class and subject
     another ongoing run holds: moving them would break the one-ongoing-run
-    rule (SUBJECT_INDEX)."""
+    rule (SUBJECT_INDEX). One probe of the subject's index per run (the
+    LATERAL with its LIMIT is not flattened into a join): as a semi-join
+    the planner hashed every ongoing run of the table for each chunk."""
     runs = [run for run in runs if run.get("subject_type") is not None and run.get("subject_id") is not None]
     if not runs:
         return set()
@@ -319,11 +326,13 @@ def subject_taken(conn: Connection, runs: list[Mapping[str, Any]]) -> set[str]:
             SELECT m.workflow_id
             FROM unnest(CAST(:workflow_ids AS text[]), CAST(:classes AS text[]), CAST(:types AS text[]),
                         CAST(:subjects AS text[])) AS m(workflow_id, workflow_class, subject_type, subject_id)
-            WHERE EXISTS (
+            CROSS JOIN LATERAL (
                 SELECT 1 FROM pgbus_workflows w
                 WHERE w.workflow_class = m.workflow_class AND w.subject_type = m.subject_type
                   AND w.subject_id = m.subject_id AND w.workflow_id <> m.workflow_id
-                  AND w.status = ANY(:ongoing))
+                  AND w.status = ANY(:ongoing)
+                LIMIT 1
+            ) other
             """
         ),
         {"ongoing": list(states.ONGOING), "workflow_ids": [run["workflow_id"] for run in runs],

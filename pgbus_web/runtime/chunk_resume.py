@@ -3,7 +3,9 @@ transaction: the operation's fast path (docs/operations.md).
 
 verbs.resume is about ten statements and a commit per run; an incident's
 40,000 paused runs would keep a process and the database busy for minutes.
-Here a chunk takes eight statements whatever its size. Every decision stays
+Here a chunk takes three statements whatever its size: the lock, what the
+chunk reads under it (runtime/chunks/common.lock_and_read), and the writes
+(models/chunk_writes.schedule_and_move). Every decision stays
 the verb's own, only the writes are gathered:
 
 - the runs are locked (FOR UPDATE, in id order, SKIP LOCKED: never waiting,
@@ -31,9 +33,9 @@ from typing import Callable
 
 from sqlalchemy.engine import Connection, Engine
 
-from ..models import events, steps, workflow_rows
+from ..models import chunk_writes
+from ..rules import states
 from . import flow, verbs
-from ..rules import verb_table
 from .definitions import Registry
 from .plan import CONTINUE, RETRY, plan_for
 
@@ -73,29 +75,19 @@ def resume_chunk(
     """*verb* (resume or resume_at, due at *at*) on *workflow_ids* in one
     transaction, with the audit events of verbs.resume carrying
     *operation_id*."""
-    allows = verb_table.get(verb).allows
-    reason = (reason or "").strip() or None
+    from .chunks import common  # here: runtime/chunks imports this module
+
+    reason = common.capped_reason(reason)
+    actor = actor or states.APP_ACTOR
     due = at or now
-    result = ChunkResult()
+    at_iso = common.capped(flow.iso(at)) if at is not None else None
 
     def statements(conn: Connection) -> ChunkResult:
-        locked = workflow_rows.lock_many(conn, workflow_ids, commit_unflushed=True, columns=workflow_rows.CHUNK_COLUMNS)
-        held = {run["workflow_id"] for run in locked}
-        result.rest = [workflow_id for workflow_id in workflow_ids if workflow_id not in held]
-        acted = events.operation_acted_among(conn, list(held), operation_id)
-        candidates = []
-        for run in locked:
-            if run["workflow_id"] in acted:
-                result.already.append(run["workflow_id"])
-            elif not allows(run["status"]):
-                result.skipped.append(run["workflow_id"])
-            else:
-                candidates.append(run)
-        latest = steps.latest_of(conn, [run["workflow_id"] for run in candidates])
-        planned = []  # (run, latest step row, plan)
+        result, candidates, known = common.lock_and_read(conn, verb, workflow_ids, operation_id, latest=True)
+        planned = []
         for run in candidates:
             definition = registry.get(run["workflow_class"]) if registry is not None else None
-            row = latest.get(run["workflow_id"])
+            row = known[run["workflow_id"]]["latest"]
             plan = None
             if definition is not None:
                 try:
@@ -106,30 +98,15 @@ def resume_chunk(
             if plan is None or plan.action not in (RETRY, CONTINUE) or step is None or not flow.plain_schedule(step):
                 result.rest.append(run["workflow_id"])
                 continue
-            planned.append((run, row, plan))
+            planned.append({"workflow_id": run["workflow_id"], "run_id": run["id"], "step_name": plan.step,
+                            "step_name_capped": common.capped(plan.step), "action": plan.action, "from": row})
         if not planned:
             return result
-        attempts = steps.next_attempts(conn, [(run["workflow_id"], plan.step) for run, _, plan in planned])
-        ids = steps.reserve_ids(conn, len(planned))
-        rows = [{"id": step_id, "workflow_id": run["workflow_id"], "step_name": plan.step, "scheduled_at": due,
-                 "attempt": attempts[(run["workflow_id"], plan.step)]}
-                for step_id, (run, _, plan) in zip(ids, planned)]
-        events.record_many(conn, [
-            events.row(workflow_id=run["workflow_id"], event="resumed", actor=actor, reason=reason, step=row,
-                       details={**verbs.resume_details(plan, at), "operation_id": operation_id}, created_at=now)
-            for run, row, plan in planned
-        ])
-        # The status change before the rows it points at: see workflow_rows.resume_many.
-        moved = workflow_rows.resume_many(conn, [{**row, "step_id": row["id"]} for row in rows], from_=verbs.FROM[verb])
-        if moved != len(planned):  # cannot happen under the locks; never write half a chunk
-            raise RuntimeError(f"{moved} of {len(planned)} runs moved")
-        scheduled = steps.schedule_many(conn, rows, now=now)
-        events.record_many(conn, [
-            events.row(workflow_id=run["workflow_id"], event="step_scheduled", actor=actor,
-                       step=scheduled[run["workflow_id"]], details=flow.scheduled_details(due), created_at=now)
-            for run, _, _ in planned
-        ])
-        result.moved = [run["workflow_id"] for run, _, _ in planned]
+        written = chunk_writes.schedule_and_move(
+            conn, planned, first="resumed", from_=verbs.FROM[verb], due=due, due_iso=common.capped(flow.iso(due)),
+            now=now, actor=actor, reason=reason, operation_id=operation_id, at=at_iso)
+        common.moved_all([w for w, row in written.items() if row["moved"]], len(planned))
+        result.moved = [plan["workflow_id"] for plan in planned]
         return result
 
     return in_one(engine, statements, then)

@@ -2,8 +2,11 @@
 operation's fast path (docs/operations.md).
 
 The per-run verb (runtime/verbs.py) is about ten statements and a commit
-per run. Here a chunk takes five to eight statements whatever its size,
-one per table it writes (multi-row INSERT or UPDATE with unnest, RETURNING).
+per run. Here a chunk takes three to eight statements whatever its size:
+the lock, what it reads under the lock, and its writes, one statement per
+table (multi-row INSERT or UPDATE with unnest, RETURNING) or, for resume,
+resume_at, run_now, reschedule, rerun and signal, one statement of
+data-modifying CTEs for all of them (models/chunk_writes.py).
 Every decision stays the verb's: the runs are locked FOR UPDATE SKIP
 LOCKED in id order (never waiting, so never deadlocking with a single verb
 or another operation); under those locks a run this operation already

@@ -8,7 +8,8 @@ from typing import Any, Mapping
 
 from sqlalchemy.engine import Connection
 
-from ...models import events, workflow_rows
+from ...models import chunk_writes, events, workflow_rows
+from ...models.text import truncate
 from ...rules import states, verb_table
 from ..chunk_resume import ChunkResult, Then, in_one  # noqa: F401  (the verbs' modules use them through here)
 
@@ -43,6 +44,47 @@ def lock(
         else:
             candidates.append(run)
     return result, candidates
+
+
+def lock_and_read(
+    conn: Connection, verb: str, workflow_ids: list[str], operation_id: int, *, latest: bool = False,
+    subjects: bool = False,
+) -> tuple[ChunkResult, list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """lock() in two statements whatever the verb reads: the runs locked
+    (as lock()), then, under the locks, whether this operation acted on
+    each, with what the verb decides from in the same statement
+    (chunk_writes.facts: the latest step row with *latest*, whether
+    another ongoing run holds the subject with *subjects*). The result
+    sorted as lock() sorts it, the candidates, and the facts by
+    workflow_id."""
+    allows = verb_table.get(verb).allows
+    result = ChunkResult()
+    locked = workflow_rows.lock_many(conn, workflow_ids, sets_latest=True, commit_unflushed=True,
+                                     columns=workflow_rows.CHUNK_COLUMNS)
+    held = {run["workflow_id"] for run in locked}
+    result.rest = [workflow_id for workflow_id in workflow_ids if workflow_id not in held]
+    known = chunk_writes.facts(conn, locked, operation_id, latest=latest, subjects=subjects)
+    candidates = []
+    for run in locked:
+        if known[run["workflow_id"]]["acted"]:
+            result.already.append(run["workflow_id"])
+        elif not allows(run["status"]):
+            result.skipped.append(run["workflow_id"])
+        else:
+            candidates.append(run)
+    return result, candidates, known
+
+
+def capped(value: str | None) -> str | None:
+    """A string of an event's details as models/events.cap stores it."""
+    return truncate(value, events.DETAIL_LIMIT) if isinstance(value, str) else value
+
+
+def capped_reason(reason: str | None) -> str | None:
+    """The reason as the verbs store it on an event (reason_of, then
+    models/events' cap)."""
+    reason = reason_of(reason)
+    return truncate(str(reason), events.REASON_LIMIT) if reason else None
 
 
 def event(

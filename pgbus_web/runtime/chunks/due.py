@@ -1,5 +1,6 @@
 """run_now and reschedule of a whole chunk in one transaction
-(verbs._set_due): six statements whatever the chunk's size. A run whose
+(verbs._set_due): three statements whatever the chunk's size (the lock;
+what the chunk reads under it; the writes, models/chunk_writes.due_and_move). A run whose
 latest step row is not scheduled is one the verb refuses as in the wrong
 status: skipped here too."""
 
@@ -9,7 +10,7 @@ from datetime import datetime
 
 from sqlalchemy.engine import Connection, Engine
 
-from ...models import events, steps, workflow_rows
+from ...models import chunk_writes
 from ...rules import states
 from .. import flow
 from ..chunk_resume import ChunkResult
@@ -28,36 +29,29 @@ def due_chunk(
     """*verb* (run_now: due *now*; reschedule: due *at*) on every run: its
     scheduled step row due then, the run ready, one event per run with the
     moment and the one it replaced."""
-    reason = common.reason_of(reason)
+    reason = common.capped_reason(reason)
+    actor = actor or states.APP_ACTOR
     due = now if verb == "run_now" else at
+    due_iso = common.capped(flow.iso(due))
 
     def statements(conn: Connection) -> ChunkResult:
-        result, candidates = common.lock(conn, verb, workflow_ids, operation_id)
-        if not candidates:
-            return result
-        latest = steps.latest_of(conn, [run["workflow_id"] for run in candidates])
-        runs = []
+        result, candidates, known = common.lock_and_read(conn, verb, workflow_ids, operation_id, latest=True)
+        dues = []
         for run in candidates:
-            row = latest.get(run["workflow_id"])
+            row = known[run["workflow_id"]]["latest"]
             if row is None or row["status"] != states.STEP_SCHEDULED:
                 result.skipped.append(run["workflow_id"])
             else:
-                runs.append(run)
-        if not runs:
+                dues.append({"workflow_id": run["workflow_id"], "run_id": run["id"], "step_id": row["id"],
+                             "was": common.capped(flow.iso(row["scheduled_at"]))})
+        if not dues:
             return result
-        updated = steps.set_due_many(conn, [(latest[run["workflow_id"]]["id"], due) for run in runs],
-                                     from_=states.STEP_SCHEDULED, now=now)
-        common.moved_all(list(updated), len(runs))
-        moved = workflow_rows.move_many(conn, [{"workflow_id": run["workflow_id"], "to": states.READY}
-                                               for run in runs], from_=FROM[verb], sync_latest=True)
-        common.moved_all(moved, len(runs))
-        events.record_many(conn, [
-            common.event(run, EVENTS[verb], actor=actor, now=now, operation_id=operation_id, reason=reason,
-                         step=updated[run["workflow_id"]],
-                         details={"at": flow.iso(due), "was": flow.iso(latest[run["workflow_id"]]["scheduled_at"])})
-            for run in runs
-        ])
-        result.moved = [run["workflow_id"] for run in runs]
+        made_due, moved = chunk_writes.due_and_move(
+            conn, dues, event=EVENTS[verb], from_=FROM[verb], due=due, due_iso=due_iso, now=now, actor=actor,
+            reason=reason, operation_id=operation_id)
+        if made_due != len(dues) or moved != len(dues):  # cannot happen under the locks; never write half a chunk
+            raise RuntimeError(f"{made_due} step rows and {moved} of {len(dues)} runs moved")
+        result.moved = [item["workflow_id"] for item in dues]
         return result
 
     return common.in_one(engine, statements, then)

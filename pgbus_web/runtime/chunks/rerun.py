@@ -1,5 +1,6 @@
-"""rerun of a whole chunk in one transaction (verbs._rerun): seven
-statements whatever the chunk's size: a "rerun" event, a new attempt of
+"""rerun of a whole chunk in one transaction (verbs._rerun): three
+statements whatever the chunk's size (the lock; what the chunk reads under
+it; the writes, models/chunk_writes.schedule_and_move): a "rerun" event, a new attempt of
 the step (from_step, else the first) due now and its event, the run ready.
 
 Back to the per-run verb: a run another transaction holds, a definition
@@ -15,7 +16,7 @@ from datetime import datetime
 
 from sqlalchemy.engine import Connection, Engine
 
-from ...models import events, steps, workflow_rows
+from ...models import chunk_writes
 from ...rules import states
 from .. import flow
 from ..chunk_resume import ChunkResult
@@ -29,48 +30,46 @@ def rerun_chunk(
     from_step: str | None, registry: Registry | None, now: datetime,
     then: common.Then | None = None,
 ) -> ChunkResult:
-    reason = common.reason_of(reason)
+    reason = common.capped_reason(reason)
+    actor = actor or states.APP_ACTOR
 
     def statements(conn: Connection) -> ChunkResult:
-        result, candidates = common.lock(conn, "rerun", workflow_ids, operation_id)
+        result, candidates, known = common.lock_and_read(conn, "rerun", workflow_ids, operation_id, subjects=True)
+        # The step each class reruns from, once per class.
+        steps_of: dict[str, str | None] = {}
+        for run in candidates:
+            klass = run["workflow_class"]
+            if klass not in steps_of:
+                definition = registry.get(klass) if registry is not None else None
+                name = ((from_step or "").strip() or definition.first_step.name) if definition is not None else None
+                step = definition.get_step(name) if definition is not None else None
+                steps_of[klass] = name if step is not None and flow.plain_schedule(step) else None
         planned = []  # (run, step name)
         for run in candidates:
-            definition = registry.get(run["workflow_class"]) if registry is not None else None
-            name = ((from_step or "").strip() or definition.first_step.name) if definition is not None else None
-            step = definition.get_step(name) if definition is not None else None
-            if step is None or not flow.plain_schedule(step):
+            if steps_of[run["workflow_class"]] is None:
                 result.rest.append(run["workflow_id"])
             else:
-                planned.append((run, name))
+                planned.append((run, steps_of[run["workflow_class"]]))
         subjects: dict[tuple, int] = {}
         for run, _ in planned:
             if run["subject_type"] is not None and run["subject_id"] is not None:
                 key = (run["workflow_class"], run["subject_type"], run["subject_id"])
                 subjects[key] = subjects.get(key, 0) + 1
-        taken = workflow_rows.subject_taken(conn, [run for run, _ in planned])
-        shared = {run["workflow_id"] for run, _ in planned
-                  if subjects.get((run["workflow_class"], run["subject_type"], run["subject_id"]), 0) > 1}
-        result.rest += [run["workflow_id"] for run, _ in planned if run["workflow_id"] in taken | shared]
-        planned = [(run, name) for run, name in planned if run["workflow_id"] not in taken | shared]
+        held = {run["workflow_id"] for run, _ in planned
+                if known[run["workflow_id"]]["taken"]
+                or subjects.get((run["workflow_class"], run["subject_type"], run["subject_id"]), 0) > 1}
+        if held:
+            result.rest += [run["workflow_id"] for run, _ in planned if run["workflow_id"] in held]
+            planned = [(run, name) for run, name in planned if run["workflow_id"] not in held]
         if not planned:
             return result
-        attempts = steps.next_attempts(conn, [(run["workflow_id"], name) for run, name in planned])
-        ids = steps.reserve_ids(conn, len(planned))
-        rows = [{"id": step_id, "workflow_id": run["workflow_id"], "step_name": name, "scheduled_at": now,
-                 "attempt": attempts[(run["workflow_id"], name)]} for step_id, (run, name) in zip(ids, planned)]
-        scheduled = steps.schedule_many(conn, rows, now=now)
-        moved = workflow_rows.move_many(conn, [
-            {"workflow_id": run["workflow_id"], "to": states.READY, "current_step": name, "finished_at": None,
-             "paused_at": None} for run, name in planned
-        ], from_=FROM["rerun"], sync_latest=True)
-        common.moved_all(moved, len(planned))
-        trail = []
-        for run, name in planned:
-            trail.append(common.event(run, "rerun", actor=actor, now=now, operation_id=operation_id, reason=reason,
-                                      details={"from_step": name, "was": run["status"]}))
-            trail.append(common.event(run, "step_scheduled", actor=actor, now=now, operation_id=None,
-                                      step=scheduled[run["workflow_id"]], details=flow.scheduled_details(now)))
-        events.record_many(conn, trail)
+        capped = {name: common.capped(name) for name in set(steps_of.values()) if name is not None}
+        written = chunk_writes.schedule_and_move(
+            conn, [{"workflow_id": run["workflow_id"], "run_id": run["id"], "step_name": name, "step_name_capped": capped[name],
+                    "was": run["status"]} for run, name in planned],
+            first="rerun", from_=FROM["rerun"], due=now, due_iso=flow.iso(now), now=now, actor=actor, reason=reason,
+            operation_id=operation_id, clear_finished=True)
+        common.moved_all([w for w, row in written.items() if row["moved"]], len(planned))
         result.moved = [run["workflow_id"] for run, _ in planned]
         return result
 

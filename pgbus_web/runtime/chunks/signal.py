@@ -1,5 +1,6 @@
 """signal of a whole chunk in one transaction (verbs.signal's deliver):
-seven statements whatever the chunk's size.
+three statements whatever the chunk's size (the lock; what the chunk reads
+under it; the writes, models/chunk_writes.signal_and_move).
 
 Each run gets the signal with the operation's idempotency key for it and a
 "signal_received" event; a waiting run whose latest step waits for that
@@ -15,7 +16,7 @@ from typing import Any, Callable
 
 from sqlalchemy.engine import Connection, Engine
 
-from ...models import events, signals, steps, workflow_rows
+from ...models import chunk_writes
 from ...rules import states
 from ..chunk_resume import ChunkResult
 from ..verbs import FROM, parse_payload
@@ -29,46 +30,29 @@ def signal_chunk(
 ) -> ChunkResult:
     """Signal *name* with *payload* to every run, the idempotency key of
     each ``key_of(workflow_id)`` (the operation's signal_key)."""
-    reason = common.reason_of(reason)
+    reason = common.capped_reason(reason)
+    actor = actor or states.APP_ACTOR
     name = name.strip()
     body = parse_payload(payload, None)
 
     def statements(conn: Connection) -> ChunkResult:
-        result, runs = common.lock(conn, "signal", workflow_ids, operation_id)
+        result, runs, known = common.lock_and_read(conn, "signal", workflow_ids, operation_id, latest=True)
         if not runs:
             return result
-        waiting = [run["workflow_id"] for run in runs if run["status"] == states.WAITING]
-        latest = steps.latest_of(conn, waiting) if waiting else {}
-        claims = {
-            workflow_id: row for workflow_id, row in latest.items()
-            if row["status"] == states.STEP_WAITING and row["wait_for"] == name
-        }
-        stored = signals.insert_many(conn, [
-            {"workflow_id": run["workflow_id"], "name": name, "payload": body,
-             "idempotency_key": (key_of(run["workflow_id"]) or "").strip() or None,
-             "claimed_by_step_id": claims[run["workflow_id"]]["id"] if run["workflow_id"] in claims else None}
-            for run in runs
-        ], now=now)
-        claiming = [run for run in runs if run["workflow_id"] in claims and run["workflow_id"] in stored]
-        due = steps.set_due_many(conn, [(claims[run["workflow_id"]]["id"], now) for run in claiming],
-                                 from_=states.STEP_WAITING, status=states.STEP_SCHEDULED, now=now)
-        common.moved_all(list(due), len(claiming))
-        moved = workflow_rows.move_many(conn, [{"workflow_id": run["workflow_id"], "to": states.READY}
-                                               for run in claiming], from_=FROM["signal"], sync_latest=True)
-        common.moved_all(moved, len(claiming))
-        trail = []
+        deliveries = []
         for run in runs:
-            signal = stored.get(run["workflow_id"])
-            if signal is None:
-                continue  # a duplicate: the verb stores and writes nothing
-            trail.append(common.event(run, "signal_received", actor=actor, now=now, operation_id=operation_id,
-                                      reason=reason, details={"signal": name, "signal_id": signal["id"],
-                                                              "idempotency_key": signal["idempotency_key"]}))
-            if run["workflow_id"] in due:
-                trail.append(common.event(run, "signal_claimed", actor=actor, now=now, operation_id=None,
-                                          step=due[run["workflow_id"]],
-                                          details={"signal": name, "signal_id": signal["id"]}))
-        events.record_many(conn, trail)
+            row = known[run["workflow_id"]]["latest"]
+            claims = (run["status"] == states.WAITING and row is not None and row["status"] == states.STEP_WAITING
+                      and row["wait_for"] == name)
+            key = (key_of(run["workflow_id"]) or "").strip() or None
+            deliveries.append({"workflow_id": run["workflow_id"], "run_id": run["id"], "idempotency_key": key, "key_capped": common.capped(key),
+                               "claim_id": row["id"] if claims else None})
+        stored = chunk_writes.signal_and_move(
+            conn, deliveries, name=name, name_capped=common.capped(name), payload=body or {}, from_=FROM["signal"],
+            now=now, actor=actor, reason=reason, operation_id=operation_id)
+        claiming = [row for row in stored if row["claiming"]]
+        if not all(row["due"] and row["moved"] for row in claiming):  # cannot happen under the locks
+            raise RuntimeError(f"{sum(row['moved'] for row in claiming)} of {len(claiming)} runs moved")
         result.moved = [run["workflow_id"] for run in runs]
         return result
 

@@ -1,0 +1,336 @@
+"""An operation's chunk in few statements (runtime/chunks, runtime/chunk_resume.py):
+what the chunk reads under its locks in one statement, and each verb's
+writes (step rows, runs, signals, audit events) in one statement of
+data-modifying CTEs, each table written once.
+
+The events are built here, from the rows the same statement wrote
+(RETURNING), the per-run values the caller passes as arrays and the
+operation's constants, rather than as a JSON document of every row made
+in Python: the statement is the same whatever the chunk's size, and the
+rows are the ones runtime/chunks/common.event would make (reason and
+details capped as models/events caps them: the caller caps the constants).
+
+Every statement names the rows it writes by ``= ANY`` of the ids of
+their runs beside its join, so the planner reads them from an index rather
+than hashing every run in a status to join them; never on the join's own
+column: joined to a CTE the planner expects one row of, the index scan
+then searched the whole array once per row (a second for 1,000 runs). A run the caller locked is written at most once
+per statement; the caller checks the counts (a run that did not move rolls
+the whole chunk back).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Mapping
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Connection
+
+from . import as_dicts
+
+# The latest step row's columns facts() reads (what the verbs decide from
+# and what their events name).
+LATEST = ("id", "step_name", "status", "attempt", "scheduled_at", "wait_for")
+
+_FACTS = """
+    SELECT m.workflow_id,
+           EXISTS (SELECT 1 FROM pgbus_workflow_events e
+                   WHERE e.details ? 'operation_id' AND e.details ->> 'operation_id' = :operation_id
+                     AND e.workflow_id = m.workflow_id) AS acted,
+           {latest}
+           {taken}
+    FROM unnest(CAST(:workflow_ids AS text[]), CAST(:classes AS text[]), CAST(:types AS text[]),
+                CAST(:subjects AS text[])) AS m(workflow_id, workflow_class, subject_type, subject_id)
+    {latest_join}
+"""
+_LATEST_SELECT = ", ".join(f"l.{name} AS latest_{name}" for name in LATEST) + ","
+_LATEST_JOIN = f"""
+    LEFT JOIN LATERAL (
+        SELECT {", ".join(LATEST)} FROM pgbus_workflow_steps
+        WHERE workflow_id = m.workflow_id ORDER BY id DESC LIMIT 1
+    ) l ON TRUE
+"""
+# Whether another ongoing run holds the run's class and subject (the
+# one-ongoing-run-per-subject index, workflow_rows.SUBJECT_INDEX): one
+# probe of that index per run.
+_TAKEN = """
+           (m.subject_type IS NOT NULL AND m.subject_id IS NOT NULL AND EXISTS (
+               SELECT 1 FROM pgbus_workflows w
+               WHERE w.workflow_class = m.workflow_class AND w.subject_type = m.subject_type
+                 AND w.subject_id = m.subject_id AND w.workflow_id <> m.workflow_id
+                 AND w.status IN ('ready', 'running', 'waiting', 'paused'))) AS taken
+"""
+
+
+def facts(conn: Connection, runs: list[Mapping[str, Any]], operation_id: int, *, latest: bool = False,
+          subjects: bool = False) -> dict[str, dict[str, Any]]:
+    """For each of *runs* (locked by this transaction, in an earlier
+    statement: the check sees what committed before the lock), in one
+    statement: ``acted``, whether operation *operation_id* already wrote an
+    event on it; with *latest*, ``latest``, its latest step row (LATEST
+    columns) or None; with *subjects*, ``taken``, whether another ongoing
+    run holds its class and subject."""
+    if not runs:
+        return {}
+    statement = _FACTS.format(latest=_LATEST_SELECT if latest else "", taken=_TAKEN if subjects else "FALSE AS taken",
+                              latest_join=_LATEST_JOIN if latest else "")
+    rows = as_dicts(conn.execute(sa.text(statement), {
+        "operation_id": str(operation_id), "workflow_ids": [run["workflow_id"] for run in runs],
+        "classes": [run.get("workflow_class") for run in runs], "types": [run.get("subject_type") for run in runs],
+        "subjects": [run.get("subject_id") for run in runs],
+    }))
+    out = {}
+    for row in rows:
+        step = None
+        if latest and row["latest_id"] is not None:
+            step = {name: row[f"latest_{name}"] for name in LATEST}
+            step["workflow_id"] = row["workflow_id"]
+        out[row["workflow_id"]] = {"acted": row["acted"], "latest": step, "taken": row["taken"]}
+    return out
+
+
+# The run's latest_* columns from a step row the same statement wrote
+# (alias s: id, step_name, status, error_class, scheduled_at, waiting_since,
+# timeout_at), as the steps' trigger would copy them; the chunk declared
+# that it keeps them itself (workflow_rows.LATEST_BY_WRITER).
+_LATEST_FROM_ROW = """
+        latest_step_id = s.id, latest_step_name = s.step_name, latest_step_status = s.status,
+        latest_error_class = s.error_class, latest_scheduled_at = s.scheduled_at,
+        latest_waiting_since = s.waiting_since, latest_timeout_at = s.timeout_at
+"""
+_STEP_RETURNING = "s.id, s.workflow_id, s.step_name, s.status, s.attempt, s.error_class, s.scheduled_at, " \
+                  "s.waiting_since, s.timeout_at"
+_EVENT_COLUMNS = "workflow_id, event, actor, reason, step_id, step_name, attempt, details, created_at"
+
+# The first event of each run for schedule_and_move: the verb's own, with
+# the operation's id (m: the caller's arrays).
+_FIRST_EVENT = {
+    # verbs._rerun: {"from_step", "was"}, no step.
+    "rerun": """
+        SELECT m.n, 1 AS k, m.workflow_id, 'rerun' AS event, CAST(:reason AS text) AS reason,
+               CAST(NULL AS bigint) AS step_id, CAST(NULL AS text) AS step_name, CAST(NULL AS integer) AS attempt,
+               jsonb_build_object('from_step', m.step_name_capped, 'was', m.was,
+                                  'operation_id', CAST(:operation_id AS bigint)) AS details
+        FROM m JOIN moved USING (workflow_id)
+    """,
+    # verbs._resume: {"action", "step", "at" when given}, the latest step row.
+    "resumed": """
+        SELECT m.n, 1 AS k, m.workflow_id, 'resumed' AS event, CAST(:reason AS text) AS reason,
+               m.from_id AS step_id, m.from_name AS step_name, m.from_attempt AS attempt,
+               jsonb_build_object('action', m.action, 'step', m.step_name_capped,
+                                  'operation_id', CAST(:operation_id AS bigint))
+               || CASE WHEN CAST(:at AS text) IS NULL THEN '{}'::jsonb
+                       ELSE jsonb_build_object('at', CAST(:at AS text)) END AS details
+        FROM m JOIN moved USING (workflow_id)
+    """,
+}
+
+_SCHEDULE_AND_MOVE = """
+WITH m AS (
+    SELECT * FROM unnest(CAST(:workflow_ids AS text[]), CAST(:step_names AS text[]),
+                         CAST(:step_names_capped AS text[]), CAST(:was AS text[]), CAST(:actions AS text[]),
+                         CAST(:from_ids AS bigint[]), CAST(:from_names AS text[]), CAST(:from_attempts AS integer[]))
+        WITH ORDINALITY AS m(workflow_id, step_name, step_name_capped, was, action, from_id, from_name,
+                             from_attempt, n)
+), scheduled AS (
+    INSERT INTO pgbus_workflow_steps AS s
+        (workflow_id, step_name, status, attempt, scheduled_at, created_at, updated_at)
+    SELECT m.workflow_id, m.step_name, 'scheduled',
+           (SELECT COALESCE(max(p.attempt), 0) + 1 FROM pgbus_workflow_steps p
+            WHERE p.workflow_id = m.workflow_id AND p.step_name = m.step_name),
+           :due, :now, :now
+    FROM m ORDER BY m.n
+    RETURNING {step_returning}
+), moved AS (
+    UPDATE pgbus_workflows w
+    SET status = 'ready', updated_at = now(), current_step = s.step_name, paused_at = NULL,
+        finished_at = CASE WHEN :clear_finished THEN NULL ELSE w.finished_at END,
+        {latest}
+    FROM scheduled s
+    WHERE w.workflow_id = s.workflow_id AND w.id = ANY(CAST(:run_ids AS bigint[]))
+      AND w.status = ANY(:from_statuses)
+    RETURNING w.workflow_id
+), trail AS (
+    INSERT INTO pgbus_workflow_events ({event_columns})
+    SELECT e.workflow_id, e.event, CAST(:actor AS text), e.reason, e.step_id, e.step_name, e.attempt, e.details,
+           :now
+    FROM (
+        {first}
+        UNION ALL
+        SELECT m.n, 2 AS k, m.workflow_id, 'step_scheduled', NULL, s.id, s.step_name, s.attempt,
+               jsonb_build_object('at', CAST(:due_iso AS text))
+        FROM m JOIN scheduled s USING (workflow_id) JOIN moved USING (workflow_id)
+    ) e
+    ORDER BY e.n, e.k
+)
+SELECT s.id, s.workflow_id, s.step_name, s.attempt, s.scheduled_at,
+       EXISTS (SELECT 1 FROM moved WHERE moved.workflow_id = s.workflow_id) AS moved
+FROM scheduled s
+"""
+
+
+def schedule_and_move(
+    conn: Connection, plans: list[Mapping[str, Any]], *, first: str, from_, due: datetime, due_iso: str,
+    now: datetime, actor: str, reason: str | None, operation_id: int, at: str | None = None,
+    clear_finished: bool = False,
+) -> dict[str, dict[str, Any]]:
+    """For each plan (workflow_id, run_id: the run's id; step_name, step_name_capped; for rerun
+    ``was``; for resumed ``action`` and ``from``, the latest step row or
+    None), in one statement: a new scheduled attempt of step_name due
+    *due* (the next attempt number of that step), the run from a status in
+    *from_* to ready on it (current_step, paused_at cleared, finished_at
+    too with *clear_finished*, latest_* from the new row), and per run the
+    *first* event ("rerun" or "resumed", with the operation's id) then
+    "step_scheduled" (``{"at": due_iso}``). workflow_id -> the new row
+    (id, step_name, attempt, scheduled_at) and whether the run moved."""
+    if not plans:
+        return {}
+    statement = _SCHEDULE_AND_MOVE.format(step_returning=_STEP_RETURNING, latest=_LATEST_FROM_ROW,
+                                          event_columns=_EVENT_COLUMNS, first=_FIRST_EVENT[first])
+    starts = [plan.get("from") for plan in plans]
+    rows = as_dicts(conn.execute(sa.text(statement), {
+        "workflow_ids": [plan["workflow_id"] for plan in plans], "run_ids": [int(plan["run_id"]) for plan in plans],
+        "step_names": [plan["step_name"] for plan in plans],
+        "step_names_capped": [plan["step_name_capped"] for plan in plans],
+        "was": [plan.get("was") for plan in plans], "actions": [plan.get("action") for plan in plans],
+        "from_ids": [start["id"] if start else None for start in starts],
+        "from_names": [start["step_name"] if start else None for start in starts],
+        "from_attempts": [start["attempt"] if start else None for start in starts],
+        "due": due, "due_iso": due_iso, "now": now, "actor": actor, "reason": reason,
+        "operation_id": int(operation_id), "at": at, "clear_finished": bool(clear_finished),
+        "from_statuses": list(from_),
+    }))
+    return {row["workflow_id"]: row for row in rows}
+
+
+_DUE_AND_MOVE = """
+WITH m AS (
+    SELECT * FROM unnest(CAST(:workflow_ids AS text[]), CAST(:step_ids AS bigint[]), CAST(:was AS text[]))
+        WITH ORDINALITY AS m(workflow_id, step_id, was, n)
+), due AS (
+    UPDATE pgbus_workflow_steps s SET scheduled_at = :due, updated_at = :now
+    FROM m
+    WHERE s.id = m.step_id AND s.workflow_id = ANY(CAST(:workflow_ids AS text[])) AND s.workflow_id = m.workflow_id
+      AND s.status = 'scheduled'
+    RETURNING {step_returning}
+), moved AS (
+    UPDATE pgbus_workflows w SET status = 'ready', updated_at = now(), {latest}
+    FROM due s
+    WHERE w.workflow_id = s.workflow_id AND w.id = ANY(CAST(:run_ids AS bigint[]))
+      AND w.status = ANY(:from_statuses)
+    RETURNING w.workflow_id
+), trail AS (
+    INSERT INTO pgbus_workflow_events ({event_columns})
+    SELECT m.workflow_id, CAST(:event AS text), CAST(:actor AS text), CAST(:reason AS text), s.id, s.step_name,
+           s.attempt,
+           jsonb_build_object('at', CAST(:due_iso AS text), 'was', m.was,
+                              'operation_id', CAST(:operation_id AS bigint)),
+           :now
+    FROM m JOIN due s USING (workflow_id) JOIN moved USING (workflow_id)
+    ORDER BY m.n
+)
+SELECT (SELECT count(*) FROM due) AS due, (SELECT count(*) FROM moved) AS moved
+"""
+
+
+def due_and_move(
+    conn: Connection, dues: list[Mapping[str, Any]], *, event: str, from_, due: datetime, due_iso: str,
+    now: datetime, actor: str, reason: str | None, operation_id: int,
+) -> tuple[int, int]:
+    """run_now and reschedule in one statement: for each (workflow_id,
+    step_id: its latest row, scheduled; was: that row's scheduled_at as
+    the event says it), the row due *due*, the run from a status in
+    *from_* to ready with latest_* from that row, and its *event* with
+    ``{"at": due_iso, "was"}`` and the operation's id (each also names
+    run_id, the run's id). (step rows made due, runs moved)."""
+    if not dues:
+        return 0, 0
+    statement = _DUE_AND_MOVE.format(step_returning=_STEP_RETURNING, latest=_LATEST_FROM_ROW,
+                                     event_columns=_EVENT_COLUMNS)
+    row = conn.execute(sa.text(statement), {
+        "workflow_ids": [item["workflow_id"] for item in dues], "run_ids": [int(item["run_id"]) for item in dues],
+        "step_ids": [int(item["step_id"]) for item in dues],
+        "was": [item["was"] for item in dues], "due": due, "due_iso": due_iso, "now": now, "event": event,
+        "actor": actor, "reason": reason, "operation_id": int(operation_id), "from_statuses": list(from_),
+    }).one()
+    return int(row.due), int(row.moved)
+
+
+_SIGNAL_AND_MOVE = """
+WITH m AS (
+    SELECT * FROM unnest(CAST(:workflow_ids AS text[]), CAST(:keys AS text[]), CAST(:keys_capped AS text[]),
+                         CAST(:claim_ids AS bigint[]))
+        WITH ORDINALITY AS m(workflow_id, idempotency_key, key_capped, claim_id, n)
+), stored AS (
+    INSERT INTO pgbus_workflow_signals AS g
+        (workflow_id, name, payload, idempotency_key, status, claimed_by_step_id, claimed_at, created_at)
+    SELECT m.workflow_id, CAST(:name AS text), :payload, m.idempotency_key,
+           CASE WHEN m.claim_id IS NULL THEN 'pending' ELSE 'claimed' END, m.claim_id,
+           CASE WHEN m.claim_id IS NULL THEN NULL ELSE CAST(:now AS timestamptz) END, :now
+    FROM m ORDER BY m.n
+    ON CONFLICT (workflow_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING g.id, g.workflow_id, g.claimed_by_step_id
+), due AS (
+    UPDATE pgbus_workflow_steps s SET status = 'scheduled', scheduled_at = :now, updated_at = :now
+    FROM stored g
+    WHERE s.id = g.claimed_by_step_id AND s.workflow_id = ANY(CAST(:workflow_ids AS text[]))
+      AND s.workflow_id = g.workflow_id AND s.status = 'waiting'
+    RETURNING {step_returning}
+), moved AS (
+    UPDATE pgbus_workflows w SET status = 'ready', updated_at = now(), {latest}
+    FROM due s
+    WHERE w.workflow_id = s.workflow_id AND w.id = ANY(CAST(:run_ids AS bigint[]))
+      AND w.status = ANY(:from_statuses)
+    RETURNING w.workflow_id
+), trail AS (
+    INSERT INTO pgbus_workflow_events ({event_columns})
+    SELECT e.workflow_id, e.event, CAST(:actor AS text), e.reason, e.step_id, e.step_name, e.attempt, e.details,
+           :now
+    FROM (
+        SELECT m.n, 1 AS k, m.workflow_id, 'signal_received' AS event, CAST(:reason AS text) AS reason,
+               CAST(NULL AS bigint) AS step_id, CAST(NULL AS text) AS step_name, CAST(NULL AS integer) AS attempt,
+               jsonb_build_object('signal', CAST(:name_capped AS text), 'signal_id', g.id,
+                                  'idempotency_key', m.key_capped,
+                                  'operation_id', CAST(:operation_id AS bigint)) AS details
+        FROM m JOIN stored g USING (workflow_id)
+        UNION ALL
+        SELECT m.n, 2, m.workflow_id, 'signal_claimed', NULL, s.id, s.step_name, s.attempt,
+               jsonb_build_object('signal', CAST(:name_capped AS text), 'signal_id', g.id)
+        FROM m JOIN stored g USING (workflow_id) JOIN due s USING (workflow_id) JOIN moved USING (workflow_id)
+    ) e
+    ORDER BY e.n, e.k
+)
+SELECT g.workflow_id, g.claimed_by_step_id IS NOT NULL AS claiming,
+       EXISTS (SELECT 1 FROM due WHERE due.workflow_id = g.workflow_id) AS due,
+       EXISTS (SELECT 1 FROM moved WHERE moved.workflow_id = g.workflow_id) AS moved
+FROM stored g
+"""
+
+
+def signal_and_move(
+    conn: Connection, deliveries: list[Mapping[str, Any]], *, name: str, name_capped: str, payload: Any,
+    from_, now: datetime, actor: str, reason: str | None, operation_id: int,
+) -> list[dict[str, Any]]:
+    """Signal *name* with *payload* to each delivery (workflow_id,
+    idempotency_key and key_capped, claim_id: the waiting step row that
+    claims it at once, or None), in one statement, as verbs.signal's
+    deliver does: stored (claimed by that row when given; a key already
+    stored stores nothing and writes nothing; run_id: the run's id), a "signal_received" event
+    with the operation's id; for a claim the row due now, a
+    "signal_claimed" event and the run from a status in *from_* to ready
+    with latest_* from that row. The stored ones: workflow_id, whether it
+    claims, whether its row was made due and its run moved."""
+    if not deliveries:
+        return []
+    statement = _SIGNAL_AND_MOVE.format(step_returning=_STEP_RETURNING, latest=_LATEST_FROM_ROW,
+                                        event_columns=_EVENT_COLUMNS)
+    return as_dicts(conn.execute(sa.text(statement).bindparams(sa.bindparam("payload", type_=JSONB)), {
+        "workflow_ids": [item["workflow_id"] for item in deliveries],
+        "run_ids": [int(item["run_id"]) for item in deliveries], "keys": [item["idempotency_key"] for item in deliveries],
+        "keys_capped": [item["key_capped"] for item in deliveries],
+        "claim_ids": [item["claim_id"] for item in deliveries],
+        "name": name, "name_capped": name_capped, "payload": payload, "now": now, "actor": actor,
+        "reason": reason, "operation_id": int(operation_id), "from_statuses": list(from_),
+    }))
