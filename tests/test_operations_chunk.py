@@ -1,4 +1,4 @@
-"""The operation's chunk path for resume (runtime/chunk_resume.py) writes
+"""The operation's chunk path for resume (runtime/chunks/resume.py) writes
 exactly what the per-run verb writes, run for run, and hands back what it
 does not do; a chunk whose transaction fails is done run by run."""
 
@@ -15,6 +15,7 @@ from pgbus_web.rules import states
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import events as event_rows
 from pgbus_web.runtime import chunk_resume, errors, operations, verbs
+from pgbus_web.runtime.chunks import resume as chunk_resume_path
 from pgbus_web.runtime.clock import utcnow
 
 OPERATION = 41
@@ -84,7 +85,7 @@ def test_the_chunk_path_writes_what_the_verb_writes_run_for_run(engine, runs):
     before = {name: trail(engine, workflow_id) for name, workflow_id in chunked.items()}
 
     expected = {name: per_run(engine, workflow_id) for name, workflow_id in one_by_one.items()}
-    done = chunk_resume.resume_chunk(
+    done = chunk_resume_path.resume_chunk(
         engine, "resume", list(chunked.values()), operation_id=OPERATION, actor="dashboard:alice",
         reason="gateway back", at=None, registry=REGISTRY, now=NOW,
     )
@@ -112,7 +113,7 @@ def test_resume_at_through_the_chunk_path_matches_the_verb(engine, runs):
     at = NOW + timedelta(hours=2)
     a, b = paused_on_capture(runs), paused_on_capture(runs)
     verbs.resume_at(engine, a, at=at, registry=REGISTRY, reason="later", actor="x", now=NOW, operation_id=OPERATION)
-    done = chunk_resume.resume_chunk(engine, "resume_at", [b], operation_id=OPERATION, actor="x", reason="later",
+    done = chunk_resume_path.resume_chunk(engine, "resume_at", [b], operation_id=OPERATION, actor="x", reason="later",
                                      at=at, registry=REGISTRY, now=NOW)
     assert done.moved == [b]
     assert trail(engine, a) == trail(engine, b)
@@ -123,7 +124,7 @@ def test_runs_already_acted_on_or_locked_are_not_done_here(engine, runs):
     verbs.resume(engine, acted, registry=REGISTRY, reason="r", operation_id=OPERATION)
     with engine.connect() as holder, holder.begin():
         holder.execute(sa.text("SELECT 1 FROM pgbus_workflows WHERE workflow_id = :w FOR UPDATE"), {"w": locked})
-        done = chunk_resume.resume_chunk(engine, "resume", [acted, locked, free], operation_id=OPERATION,
+        done = chunk_resume_path.resume_chunk(engine, "resume", [acted, locked, free], operation_id=OPERATION,
                                          actor="x", reason="r", at=None, registry=REGISTRY, now=NOW)
     assert (done.already, done.rest, done.moved) == ([acted], [locked], [free])
     with engine.connect() as conn:
@@ -140,7 +141,7 @@ def test_a_chunk_whose_transaction_fails_is_done_run_by_run(engine, runs, monkey
     def broken(*args, **kwargs):
         raise sa.exc.OperationalError("INSERT", {}, Exception("the chunk's statement failed"))
 
-    monkeypatch.setattr(chunk_resume, "resume_chunk", broken)
+    monkeypatch.setattr(chunk_resume_path, "resume_chunk", broken)
     runner = operations.Runner(engine, REGISTRY)
     while runner.step() is not None:
         pass

@@ -1,4 +1,4 @@
-"""Every verb's chunk path (runtime/chunks/, runtime/chunk_resume.py)
+"""Every verb's chunk path (runtime/chunks/, runtime/chunks/resume.py)
 writes exactly what its per-run verb writes, run for run.
 
 Twin runs of every kind an operation meets are seeded with the same

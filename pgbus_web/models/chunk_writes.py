@@ -1,4 +1,4 @@
-"""An operation's chunk in few statements (runtime/chunks, runtime/chunk_resume.py):
+"""An operation's chunk in few statements (runtime/chunks, runtime/chunks/resume.py):
 what the chunk reads under its locks in one statement, and each verb's
 writes (step rows, runs, signals, audit events) in one statement of
 data-modifying CTEs, each table written once.

@@ -1,5 +1,7 @@
-"""resume (and resume_at) of a whole chunk of an operation in one
-transaction: the operation's fast path (docs/operations.md).
+"""What every chunk of an operation answers (ChunkResult) and how it is
+run in one transaction (in_one, Then); the verbs resume and resume_at take
+this path as runtime/chunks/resume.py, and what follows is how
+(docs/operations.md).
 
 verbs.resume is about ten statements and a commit per run; an incident's
 40,000 paused runs would keep a process and the database busy for minutes.
@@ -28,16 +30,9 @@ does the chunk run by run then.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Callable
 
 from sqlalchemy.engine import Connection, Engine
-
-from ..models import chunk_writes
-from ..rules import states
-from . import flow, verbs
-from .definitions import Registry
-from .plan import CONTINUE, RETRY, plan_for
 
 # The operation verbs this path does.
 VERBS = ("resume", "resume_at")
@@ -66,47 +61,3 @@ def in_one(engine: Engine, statements: Callable[[Connection], ChunkResult], then
         if then is not None:
             then(conn, result)
     return result
-
-
-def resume_chunk(
-    engine: Engine, verb: str, workflow_ids: list[str], *, operation_id: int, actor: str, reason: str | None,
-    at: datetime | None, registry: Registry | None, now: datetime, then: Then | None = None,
-) -> ChunkResult:
-    """*verb* (resume or resume_at, due at *at*) on *workflow_ids* in one
-    transaction, with the audit events of verbs.resume carrying
-    *operation_id*."""
-    from .chunks import common  # here: runtime/chunks imports this module
-
-    reason = common.capped_reason(reason)
-    actor = actor or states.APP_ACTOR
-    due = at or now
-    at_iso = common.capped(flow.iso(at)) if at is not None else None
-
-    def statements(conn: Connection) -> ChunkResult:
-        result, candidates, known = common.lock_and_read(conn, verb, workflow_ids, operation_id, latest=True)
-        planned = []
-        for run in candidates:
-            definition = registry.get(run["workflow_class"]) if registry is not None else None
-            row = known[run["workflow_id"]]["latest"]
-            plan = None
-            if definition is not None:
-                try:
-                    plan = plan_for(run, row, definition)
-                except KeyError:
-                    plan = None
-            step = definition.get_step(plan.step) if plan is not None and plan.step else None
-            if plan is None or plan.action not in (RETRY, CONTINUE) or step is None or not flow.plain_schedule(step):
-                result.rest.append(run["workflow_id"])
-                continue
-            planned.append({"workflow_id": run["workflow_id"], "run_id": run["id"], "step_name": plan.step,
-                            "step_name_capped": common.capped(plan.step), "action": plan.action, "from": row})
-        if not planned:
-            return result
-        written = chunk_writes.schedule_and_move(
-            conn, planned, first="resumed", from_=verbs.FROM[verb], due=due, due_iso=common.capped(flow.iso(due)),
-            now=now, actor=actor, reason=reason, operation_id=operation_id, at=at_iso)
-        common.moved_all([w for w, row in written.items() if row["moved"]], len(planned))
-        result.moved = [plan["workflow_id"] for plan in planned]
-        return result
-
-    return in_one(engine, statements, then)

@@ -205,7 +205,7 @@ def schedule(
 
 def plain_schedule(step: Step) -> bool:
     """schedule() of *step* is one scheduled row and its event, whatever the
-    signals: a step without wait_for (runtime/chunk_resume.py does many
+    signals: a step without wait_for (runtime/chunks/resume.py does many
     such at once)."""
     return not step.wait_for
 

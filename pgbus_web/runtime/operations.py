@@ -10,7 +10,7 @@ matches, at any size, tracked in pgbus_web_operations (docs/operations.md).
 - Runner: what a worker or the serving process does with operations: claim
   one (SKIP LOCKED, or a running one whose heartbeat went stale), do it in
   chunks, and commit counts and cursor per chunk. Every verb does a chunk
-  in one transaction (chunks/, and chunk_resume.py for resume: the verb's
+  in one transaction (chunks/, and chunks/resume.py for resume: the verb's
   rules, gathered writes); what that path leaves goes run by run through
   the verbs themselves, each in its own transaction.
 

@@ -142,7 +142,7 @@ def _go_on(v: _Verb, definition: Workflow, after: str) -> None:
 # --- resume, resume_at -------------------------------------------------------
 
 def resume_details(plan, at: datetime | None) -> dict[str, Any]:
-    """The details of a "resumed" event (also written by runtime/chunk_resume.py)."""
+    """The details of a "resumed" event (also written by runtime/chunks/resume.py)."""
     details = {"action": plan.action, "step": plan.step}
     if at is not None:
         details["at"] = flow.iso(at)

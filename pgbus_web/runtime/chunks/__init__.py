@@ -21,8 +21,8 @@ and what each module names. A problem in the transaction rolls the chunk
 back whole; the caller does it run by run then.
 
 One module per verb family: halt (cancel, pause), due (run_now,
-reschedule), skip, rerun, signal; resume and resume_at are
-runtime/chunk_resume.py.
+reschedule), skip, rerun, signal, resume (resume and resume_at; what a
+chunk answers is runtime/chunk_resume.py).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from .. import chunk_resume
 from ..chunk_resume import ChunkResult, Then
 from ..clock import parse_future
 from ..definitions import Registry
-from . import due, halt, rerun, signal, skip
+from . import due, halt, rerun, resume, signal, skip
 
 # The verbs these modules do (resume and resume_at: chunk_resume.VERBS).
 VERBS = ("cancel", "pause", "run_now", "reschedule", "skip", "rerun", "signal")
@@ -62,7 +62,7 @@ def act(
               "now": now, "then": then}
     if verb in chunk_resume.VERBS:
         at = parse_future(params.get("at"), now=now) if verb == "resume_at" else None
-        return chunk_resume.resume_chunk(engine, verb, workflow_ids, at=at, registry=registry, **common)
+        return resume.resume_chunk(engine, verb, workflow_ids, at=at, registry=registry, **common)
     if verb == "cancel":
         return halt.cancel_chunk(engine, workflow_ids, **common)
     if verb == "pause":
