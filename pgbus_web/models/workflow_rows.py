@@ -233,35 +233,6 @@ def sync_latest(conn: Connection, workflow_id: str) -> None:
     conn.execute(_SYNC_LATEST, {"workflow_id": workflow_id})
 
 
-def resume_many(conn: Connection, moves: list[dict[str, Any]], *, from_: Iterable[str]) -> int:
-    """Many runs from a status in *from_* to ready in one statement, each
-    with its current_step, paused_at cleared, and its latest_* columns
-    already those of the scheduled step row about to be inserted (step_id,
-    step_name, scheduled_at): the steps' trigger then finds nothing to
-    change and leaves the row alone, one run row version instead of two.
-    Returns how many moved."""
-    if not moves:
-        return 0
-    return conn.execute(
-        sa.text(
-            """
-            UPDATE pgbus_workflows w
-            SET status = 'ready', updated_at = now(), current_step = m.step_name, paused_at = NULL,
-                latest_step_id = m.step_id, latest_step_name = m.step_name, latest_step_status = 'scheduled',
-                latest_error_class = NULL, latest_scheduled_at = m.scheduled_at, latest_waiting_since = NULL,
-                latest_timeout_at = NULL
-            FROM unnest(CAST(:workflow_ids AS text[]), CAST(:step_ids AS bigint[]), CAST(:step_names AS text[]),
-                        CAST(:scheduled AS timestamptz[])) AS m(workflow_id, step_id, step_name, scheduled_at)
-            WHERE w.workflow_id = m.workflow_id AND w.workflow_id = ANY(CAST(:workflow_ids AS text[]))
-              AND w.status = ANY(:from_statuses)
-            """
-        ),
-        {"from_statuses": list(from_), "workflow_ids": [move["workflow_id"] for move in moves],
-         "step_ids": [int(move["step_id"]) for move in moves], "step_names": [move["step_name"] for move in moves],
-         "scheduled": [move["scheduled_at"] for move in moves]},
-    ).rowcount
-
-
 # The columns move_many may set besides status (the verbs' moves set no other).
 MOVE_COLUMNS = ("current_step", "paused_at", "finished_at")
 _MOVE_TYPES = {"current_step": "text", "paused_at": "timestamptz", "finished_at": "timestamptz"}
