@@ -114,7 +114,8 @@ class VerbCase:
     params: dict = field(default_factory=dict)
     # A verb whose change is as much other rows' as the runs' (run_now and
     # reschedule: the scheduled step rows, the runs stay ready; signal: the
-    # signal, the step that claims it, two events): a second floor that
+    # signal, the step that claims it, two events; skip: two step rows, two
+    # events): a second floor that
     # writes those rows too (WHOLE_FLOORS).
     whole_floor: bool = False
 
@@ -135,7 +136,7 @@ CASES = (
     VerbCase("run_now", "ready", "reserve_stock", "scheduled", "ready", "run_now", whole_floor=True),
     VerbCase("reschedule", "ready", "reserve_stock", "scheduled", "ready", "rescheduled", {"at": "+1d"},
              whole_floor=True),
-    VerbCase("skip", "paused", "capture_payment", "failed", "ready", "step_skipped"),
+    VerbCase("skip", "paused", "capture_payment", "failed", "ready", "step_skipped", whole_floor=True),
     VerbCase("rerun", "failed", "capture_payment", "failed", "ready", "rerun"),
     VerbCase("signal", "waiting", "await_shipment", "waiting", "ready", "signal_received",
              {"name": "shipment_confirmed", "payload": {"carrier": "bench"}}, whole_floor=True),
@@ -225,8 +226,37 @@ UPDATE pgbus_workflow_steps s SET status = 'waiting', scheduled_at = s.created_a
 FROM pgbus_workflows w
 WHERE s.workflow_id = w.workflow_id AND w.workflow_class = :workflow_class AND s.status = 'scheduled'
 """
+# skip: a skipped row of the failed step, the next step's row scheduled
+# now, and a second event (step_scheduled) besides step_skipped.
+FLOOR_SKIP = """
+WITH moved AS (
+    UPDATE pgbus_workflows SET status = :to, current_step = :next_step, paused_at = NULL, updated_at = now()
+    WHERE workflow_class = :workflow_class AND status = :status
+    RETURNING workflow_id
+), written AS (
+    INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, attempt, scheduled_at, finished_at,
+                                      created_at, updated_at)
+    SELECT workflow_id, step_name, status, attempt, scheduled_at, finished_at, now(), now()
+    FROM moved, (VALUES (1, :step, 'skipped', 2, NULL::timestamptz, now()),
+                        (2, :next_step, 'scheduled', 1, now(), NULL::timestamptz))
+                AS r(n, step_name, status, attempt, scheduled_at, finished_at)
+    ORDER BY workflow_id, n
+)
+INSERT INTO pgbus_workflow_events (workflow_id, event, actor, reason, details, created_at)
+SELECT workflow_id, event, 'bench', 'bench', jsonb_build_object('operation_id', 0), now()
+FROM moved, (VALUES (1, :event), (2, 'step_scheduled')) AS e(n, event)
+ORDER BY workflow_id, n
+"""
+UNDO_FLOOR_SKIP = """
+WITH gone AS (
+    DELETE FROM pgbus_workflow_steps s USING pgbus_workflows w
+    WHERE s.workflow_id = w.workflow_id AND w.workflow_class = :workflow_class
+      AND s.status IN ('skipped', 'scheduled')
+)
+UPDATE pgbus_workflows SET current_step = :step, paused_at = created_at WHERE workflow_class = :workflow_class
+"""
 WHOLE_FLOORS = {"run_now": (FLOOR_STEPS, UNDO_FLOOR_STEPS), "reschedule": (FLOOR_STEPS, UNDO_FLOOR_STEPS),
-                "signal": (FLOOR_SIGNAL, UNDO_FLOOR_SIGNAL)}
+                "signal": (FLOOR_SIGNAL, UNDO_FLOOR_SIGNAL), "skip": (FLOOR_SKIP, UNDO_FLOOR_SKIP)}
 
 
 def seed_case(bench_url: str, case: VerbCase, count: int) -> None:
@@ -255,13 +285,14 @@ def floor(engine, case: VerbCase, *, whole: bool = False) -> tuple[int, float]:
     part of the cost), then undone untimed: (runs, seconds). *whole*: the
     floor that also writes the other rows the verb must write
     (WHOLE_FLOORS)."""
-    binds = {"to": case.to, "event": case.event, "status": case.status, "workflow_class": case.workflow_class}
+    binds = {"to": case.to, "event": case.event, "status": case.status, "workflow_class": case.workflow_class,
+             "step": case.step, "next_step": REGISTRY.get("OrderWorkflow").next_step(case.step).name}
     statement, undo = WHOLE_FLOORS[case.verb] if whole else (FLOOR, None)
     started = time.perf_counter()
     with engine.begin() as conn:
         written = conn.execute(sa.text(statement), binds).rowcount
     elapsed = time.perf_counter() - started
-    if whole and case.verb == "signal":
+    if whole and case.verb in ("signal", "skip"):
         written //= 2  # two events a run
     with engine.begin() as conn:
         if undo:
