@@ -219,13 +219,14 @@ def seeded_searches(engine) -> list[tuple[str, dict[str, str]]]:
     """The searches inside JSON on a database `pgbus-web seed` filled (the
     demo's classes: a customer id shared by thousands of runs, a refund id
     by a few, signals with a carrier and a tracking number). The runs
-    `seed --history` adds carry no customer: the refund is one of the
-    others, the newest half of them."""
+    `seed --history` adds carry no customer and were created before the
+    others (their ids may be higher): the refund is a recent one, by the
+    class's creation order."""
     with engine.connect() as conn:
         refund = conn.execute(sa.text(
             "SELECT arguments FROM pgbus_workflows WHERE workflow_class = 'RefundWorkflow'"
             " AND arguments ? 'customer_id' AND arguments ? 'refund_id'"
-            " AND id >= (SELECT max(id) / 2 FROM pgbus_workflows) ORDER BY id LIMIT 1")).scalar_one()
+            " ORDER BY created_at DESC OFFSET 500 LIMIT 1")).scalar_one()
         payload = conn.execute(sa.text(
             "SELECT payload FROM pgbus_workflow_signals WHERE id >= (SELECT max(id) / 2 FROM pgbus_workflow_signals)"
             " AND payload ? 'tracking' ORDER BY id LIMIT 1")).scalar_one()
