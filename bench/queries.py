@@ -42,7 +42,11 @@ def capture(engine, call: Callable[[Any], Any]) -> tuple[Any, str, Any]:
             result = call(conn)
     finally:
         sa.event.remove(engine, "before_cursor_execute", before)
-    statements = [(s, p) for s, p in seen if not s.lstrip().upper().startswith(("SELECT 1", "ROLLBACK"))]
+    # Not the pool's ping, nor the savepoint and statement timeout round a
+    # statement given a budget (models/workflow_index._within).
+    statements = [(s, p) for s, p in seen
+                  if not s.lstrip().upper().startswith(("SELECT 1", "ROLLBACK", "SAVEPOINT", "RELEASE"))
+                  and "set_config('statement_timeout'" not in s]
     statement, parameters = statements[-1]
     return result, statement, parameters
 

@@ -8,6 +8,7 @@ version that adds them."""
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 import sqlalchemy as sa
@@ -277,3 +278,69 @@ def test_the_schema_version_that_adds_them_creates_both_indexes(engine):
     assert version == schema.SCHEMA_VERSION
     assert set(found) == {"pgbus_workflows_arguments", "pgbus_workflow_signals_payload"}
     assert all("gin" in text and "jsonb_path_ops" in text for text in found.values())
+
+
+# --- a signal's match past the walk's budget -----------------------------------
+
+def _signal_page(engine, query: dict) -> list[str]:
+    filters = run_filters.parse_query(query)
+    with engine.connect() as conn:
+        rows = workflow_index.page(conn, limit=51, **THRESHOLDS, **filters.page_binds(workflow_index._now()))
+    return [row["workflow_id"] for row in rows]
+
+
+def test_a_signal_search_whose_walk_runs_past_its_budget_reads_the_matches_runs(engine, runs, monkeypatch):
+    # Older runs with the signal, newer ones without: the shape where the
+    # walk from the newest id reads every newer run before a match.
+    old = [runs.make(states.WAITING, signals_=[{"name": "shipment_confirmed", "payload": {"carrier": "oldco"}}])
+           for _ in range(3)]
+    runs.make(states.WAITING, signals_=[{"name": "shipment_confirmed", "payload": {"carrier": "newco"}}])
+    with engine.begin() as conn:
+        conn.execute(sa.text(
+            "INSERT INTO pgbus_workflows (workflow_id, workflow_class, status)"
+            " SELECT gen_random_uuid()::text, 'OrderWorkflow', 'completed' FROM generate_series(1, 2000)"))
+    statements: list[str] = []
+    sent: dict[str, dict] = {}
+
+    def seen(conn, cursor, statement, parameters, *_):
+        statements.append(statement)
+        sent[statement] = parameters
+
+    sa.event.listen(engine, "before_cursor_execute", seen)
+    try:
+        # Control: within its budget the walk answers, and the matches'
+        # ids are never read.
+        monkeypatch.setattr(workflow_index, "SIGNAL_WALK_BUDGET", 30.0)
+        assert sorted(_signal_page(engine, {"signal.carrier": "oldco"})) == sorted(old)
+        assert not any("ANY(ARRAY(SELECT sg.workflow_id" in text for text in statements)
+
+        # The walk held up past its budget (a lock on the signals it must
+        # read, released after): cancelled, then the page reads the
+        # matches' runs by their ids, and answers the same runs.
+        monkeypatch.setattr(workflow_index, "SIGNAL_WALK_BUDGET", 0.1)
+        statements.clear()
+        holder = engine.connect()
+        holding = holder.begin()
+        holder.execute(sa.text("LOCK TABLE pgbus_workflow_signals IN ACCESS EXCLUSIVE MODE"))
+        release = threading.Timer(1.0, holding.rollback)
+        release.start()
+        try:
+            assert sorted(_signal_page(engine, {"signal.carrier": "oldco"})) == sorted(old)
+        finally:
+            release.join()
+            holder.close()
+        by_ids = [text for text in statements if "ANY(ARRAY(SELECT sg.workflow_id" in text]
+        assert by_ids
+        # That statement reads the payload's GIN index, then the runs by
+        # their workflow_id (scans priced out: at this size a scan of the
+        # table costs less than any index).
+        with engine.begin() as conn:
+            conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
+            plan = "\n".join(row[0] for row in conn.exec_driver_sql("EXPLAIN " + by_ids[0], sent[by_ids[0]]))
+        assert "pgbus_workflow_signals_payload" in plan and "pgbus_workflows_workflow_id_key" in plan, plan
+        # The connection's own timeout is back after the cancelled walk.
+        with engine.connect() as conn:
+            assert conn.execute(sa.text("SHOW statement_timeout")).scalar_one() != "100ms"
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", seen)
+
