@@ -69,7 +69,7 @@ def test_demo_serves_every_status_and_stuck_reason_and_stops_cleanly(demo):
     dashboard = lines["Dashboard:"]
     assert dashboard.endswith("/workflows")
     try:
-        with urllib.request.urlopen(dashboard, timeout=10) as response:
+        with urllib.request.urlopen(dashboard, timeout=60) as response:
             assert response.status == 200
             assert "OrderWorkflow" in response.read().decode()
     except urllib.error.HTTPError as problem:
@@ -102,7 +102,7 @@ def test_demo_serves_every_status_and_stuck_reason_and_stops_cleanly(demo):
     assert provider == ("b" if version >= 170000 else "c")
 
     process.send_signal(signal.SIGINT)
-    assert process.wait(timeout=30) == 0
+    assert process.wait(timeout=90) == 0
     rest = process.stdout.read()
     assert "Stopped." in rest
     assert "Traceback" not in rest
@@ -188,7 +188,7 @@ def test_kill_usr1_stops_the_demos_worker_as_a_crash_would_and_the_dashboard_fla
         again = demo_worker()
         assert again["stopped_at"] is None  # not a clean stop: never marked stopped
         assert again["heartbeat_at"] == silent["heartbeat_at"]  # and silent
-        with urllib.request.urlopen(lines["Dashboard:"], timeout=10) as response:
+        with urllib.request.urlopen(lines["Dashboard:"], timeout=60) as response:
             assert response.status == 200  # the dashboard still answers
         settings = Settings()
         with engine.connect() as conn:
@@ -200,4 +200,4 @@ def test_kill_usr1_stops_the_demos_worker_as_a_crash_would_and_the_dashboard_fla
     finally:
         engine.dispose()
     process.send_signal(signal.SIGINT)
-    assert process.wait(timeout=30) == 0
+    assert process.wait(timeout=90) == 0

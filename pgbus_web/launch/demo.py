@@ -156,6 +156,9 @@ def demo(port, host, data_dir, runs, reset, no_auth):
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     previous[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, stop_worker)
     try:
+        # The worker's row is there before the lines below say how to stop
+        # it: on a busy machine its thread wrote it after they were printed.
+        worker.heartbeat.register()
         worker_thread.start()
         live.start()
         http_thread.start()
