@@ -10,6 +10,8 @@ declined, cancelled or left to the workers, 2 bad usage.
 
 from __future__ import annotations
 
+import signal
+import threading
 from typing import Iterable
 
 import click
@@ -235,8 +237,21 @@ def _run(engine, registry, operation):
         bar.update(max(min(handled, bar.total) - shown, 0))
         shown = max(shown, min(handled, bar.total))
 
+    # The first Ctrl-C asks for a stop between chunks: the chunk in hand
+    # commits, then the operation is handed back. A KeyboardInterrupt
+    # raised at any bytecode could land where it is lost (a finalizer
+    # prints and drops it) and the operation ran to its end. A second
+    # Ctrl-C interrupts at once, as Python's own handler does.
+    interrupted = threading.Event()
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        def ask_stop(signum, frame):
+            interrupted.set()
+            signal.signal(signal.SIGINT, previous or signal.default_int_handler)
+        previous = signal.signal(signal.SIGINT, ask_stop) or signal.default_int_handler
     try:
-        return operation_runs.run_to_end(engine, registry, op_id, poll=WATCH_INTERVAL, seen=seen)
+        return operation_runs.run_to_end(engine, registry, op_id, poll=WATCH_INTERVAL, seen=seen,
+                                         stopping=interrupted.is_set)
     except KeyboardInterrupt:
         bar.close()
         click.echo(f"\nStopped here: operation {op_id} is left queued; any `pgbus-web worker` "
@@ -248,4 +263,6 @@ def _run(engine, registry, operation):
         raise SystemExit(1)
     finally:
         bar.close()
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 

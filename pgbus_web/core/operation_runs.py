@@ -21,7 +21,8 @@ RETRIES = 3
 
 
 def run_to_end(engine: Engine, registry, operation_id: int, *, poll: float, deadline: float | None = None,
-               seen: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+               seen: Callable[[dict[str, Any]], None] | None = None,
+               stopping: Callable[[], bool] | None = None) -> dict[str, Any]:
     """Do operation *operation_id* chunk by chunk here, or watch another
     process do it (polling every *poll* seconds while that one holds it),
     until it is no longer open; its row then. *seen* gets the row after
@@ -47,6 +48,10 @@ def run_to_end(engine: Engine, registry, operation_id: int, *, poll: float, dead
                 seen(current)
             if current["status"] not in states.OPERATION_OPEN:
                 return current
+            if stopping is not None and stopping():
+                # Asked to stop (a Ctrl-C the caller caught): between chunks,
+                # so the chunk in hand has committed with its progress.
+                raise KeyboardInterrupt
             if deadline is not None and time.monotonic() > deadline:
                 return current
             if chunk is None:
