@@ -238,17 +238,18 @@ def _run(engine, registry, operation):
         shown = max(shown, min(handled, bar.total))
 
     # The first Ctrl-C asks for a stop between chunks: the chunk in hand
-    # commits, then the operation is handed back. A KeyboardInterrupt
-    # raised at any bytecode could land where it is lost (a finalizer
-    # prints and drops it) and the operation ran to its end. A second
-    # Ctrl-C interrupts at once, as Python's own handler does.
+    # commits, then the operation is handed back. The handler is installed
+    # here rather than left to Python's, which a process started in the
+    # background never gets (SIGINT arrives ignored, and stays so): the
+    # command then ran its operation to the end. A second Ctrl-C
+    # interrupts at once.
     interrupted = threading.Event()
     previous = None
     if threading.current_thread() is threading.main_thread():
         def ask_stop(signum, frame):
             interrupted.set()
-            signal.signal(signal.SIGINT, previous or signal.default_int_handler)
-        previous = signal.signal(signal.SIGINT, ask_stop) or signal.default_int_handler
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        previous = signal.signal(signal.SIGINT, ask_stop)
     try:
         return operation_runs.run_to_end(engine, registry, op_id, poll=WATCH_INTERVAL, seen=seen,
                                          stopping=interrupted.is_set)
@@ -263,6 +264,7 @@ def _run(engine, registry, operation):
         raise SystemExit(1)
     finally:
         bar.close()
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+        if threading.current_thread() is threading.main_thread():
+            # What was there before (None: a handler not set from Python).
+            signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
 
