@@ -21,8 +21,10 @@ other demo classes). Then:
 2. for each verb: the floor, the same state change as one set-based UPDATE
    of the verb's runs plus one INSERT of an audit event per run, committed
    (then undone, untimed: the same rows, as they were); for run_now,
-   reschedule (whose runs stay ready while their scheduled step rows move)
-   and signal (a signal, a step row and a second event a run), a second,
+   reschedule (whose runs stay ready while their scheduled step rows move),
+   signal (a signal, a step row and a second event a run), skip (two step
+   rows and a second event a run) and cancel (the run's open step rows
+   cancelled, and the run's copy of its latest step's status), a second,
    "whole" floor that also writes those rows in the same statement (the
    targets are read against it there, the first printed beside it); then one
    separate process does the verb on them as one operation (a Runner, its
@@ -54,6 +56,7 @@ import scratch  # noqa: E402
 from pgbus_web import db, defaults, schema  # noqa: E402
 from pgbus_web.demo.workflows import ORDER_WORKFLOW, REGISTRY  # noqa: E402
 from pgbus_web.runtime.definitions import Registry, Workflow  # noqa: E402
+from pgbus_web.models import workflow_rows  # noqa: E402
 from pgbus_web.runtime import operations  # noqa: E402
 from pgbus_web.rules import run_filters as filters  # noqa: E402
 
@@ -115,8 +118,8 @@ class VerbCase:
     # A verb whose change is as much other rows' as the runs' (run_now and
     # reschedule: the scheduled step rows, the runs stay ready; signal: the
     # signal, the step that claims it, two events; skip: two step rows, two
-    # events): a second floor that
-    # writes those rows too (WHOLE_FLOORS).
+    # events; cancel: the open step rows): a second floor that writes those
+    # rows too (WHOLE_FLOORS).
     whole_floor: bool = False
 
     @property
@@ -131,7 +134,7 @@ def _later(**delta) -> str:
 CASES = (
     VerbCase("resume", "paused", "capture_payment", "failed", "ready", "resumed"),
     VerbCase("resume_at", "paused", "capture_payment", "failed", "ready", "resumed", {"at": "+1d"}),
-    VerbCase("cancel", "ready", "reserve_stock", "scheduled", "cancelled", "cancelled"),
+    VerbCase("cancel", "ready", "reserve_stock", "scheduled", "cancelled", "cancelled", whole_floor=True),
     VerbCase("pause", "ready", "reserve_stock", "scheduled", "paused", "paused"),
     VerbCase("run_now", "ready", "reserve_stock", "scheduled", "ready", "run_now", whole_floor=True),
     VerbCase("reschedule", "ready", "reserve_stock", "scheduled", "ready", "rescheduled", {"at": "+1d"},
@@ -255,8 +258,32 @@ WITH gone AS (
 )
 UPDATE pgbus_workflows SET current_step = :step, paused_at = created_at WHERE workflow_class = :workflow_class
 """
+# cancel: the run's open step rows cancelled too, and its copy of its
+# latest step's status (the verb keeps latest_* itself, as here).
+FLOOR_CANCEL = """
+WITH moved AS (
+    UPDATE pgbus_workflows SET status = :to, finished_at = now(), latest_step_status = 'cancelled',
+                               updated_at = now()
+    WHERE workflow_class = :workflow_class AND status = :status
+    RETURNING workflow_id
+), closed AS (
+    UPDATE pgbus_workflow_steps s SET status = 'cancelled', finished_at = now(), updated_at = now()
+    FROM moved WHERE s.workflow_id = moved.workflow_id AND s.status IN ('scheduled', 'waiting', 'in_progress')
+)
+INSERT INTO pgbus_workflow_events (workflow_id, event, actor, reason, details, created_at)
+SELECT workflow_id, :event, 'bench', 'bench', jsonb_build_object('operation_id', 0), now() FROM moved
+"""
+UNDO_FLOOR_CANCEL = """
+WITH reopened AS (
+    UPDATE pgbus_workflow_steps s SET status = 'scheduled', finished_at = NULL
+    FROM pgbus_workflows w
+    WHERE s.workflow_id = w.workflow_id AND w.workflow_class = :workflow_class AND s.status = 'cancelled'
+)
+UPDATE pgbus_workflows SET finished_at = NULL, latest_step_status = 'scheduled' WHERE workflow_class = :workflow_class
+"""
 WHOLE_FLOORS = {"run_now": (FLOOR_STEPS, UNDO_FLOOR_STEPS), "reschedule": (FLOOR_STEPS, UNDO_FLOOR_STEPS),
-                "signal": (FLOOR_SIGNAL, UNDO_FLOOR_SIGNAL), "skip": (FLOOR_SKIP, UNDO_FLOOR_SKIP)}
+                "signal": (FLOOR_SIGNAL, UNDO_FLOOR_SIGNAL), "skip": (FLOOR_SKIP, UNDO_FLOOR_SKIP),
+                "cancel": (FLOOR_CANCEL, UNDO_FLOOR_CANCEL)}
 
 
 def seed_case(bench_url: str, case: VerbCase, count: int) -> None:
@@ -290,6 +317,8 @@ def floor(engine, case: VerbCase, *, whole: bool = False) -> tuple[int, float]:
     statement, undo = WHOLE_FLOORS[case.verb] if whole else (FLOOR, None)
     started = time.perf_counter()
     with engine.begin() as conn:
+        if whole:  # the verb's chunk keeps latest_* itself, so the floor does
+            conn.execute(sa.text(f"SELECT set_config('{workflow_rows.LATEST_BY_WRITER}', 'on', true)"))
         written = conn.execute(sa.text(statement), binds).rowcount
     elapsed = time.perf_counter() - started
     if whole and case.verb in ("signal", "skip"):

@@ -91,8 +91,15 @@ def poll_marker(conn: Connection, settings: Settings, now: datetime | None = Non
     """The change marker (core/reads.change_marker) and which workers are
     alive or gone now, in one statement: a live refresh draws anew when
     either changes (a worker falling silent writes nothing)."""
-    marker, states = changes.marker_with(conn, workers.MARKER_SQL, {"cutoff": cutoff(settings, now or utcnow())})
-    return f"{marker}/{states}"
+    return poll_markers(conn, settings, now)[0]
+
+
+def poll_markers(conn: Connection, settings: Settings, now: datetime | None = None) -> tuple[str, str]:
+    """poll_marker(), and the same without the changes operations' chunks
+    made (models/changes.by_operation), in one statement."""
+    marker, others, states = changes.marker_with(conn, workers.MARKER_SQL,
+                                                 {"cutoff": cutoff(settings, now or utcnow())})
+    return f"{marker}/{states}", f"{others}/{states}"
 
 
 def listing(engine: Engine, settings: Settings) -> dict[str, list[dict[str, Any]]]:

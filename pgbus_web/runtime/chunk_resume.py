@@ -34,6 +34,8 @@ from typing import Callable
 
 from sqlalchemy.engine import Connection, Engine
 
+from ..models import changes
+
 # The operation verbs this path does.
 VERBS = ("resume", "resume_at")
 
@@ -57,6 +59,9 @@ def in_one(engine: Engine, statements: Callable[[Connection], ChunkResult], then
     """*statements* (a chunk's) in one transaction, then *then*, given,
     in the same transaction before it commits."""
     with engine.begin() as conn:
+        # The pages follow these writes within a moment, not at once
+        # (web/answering/shared.py, OPERATION_LAG).
+        changes.by_operation(conn)
         result = statements(conn)
         if then is not None:
             then(conn, result)

@@ -39,7 +39,7 @@ from sqlalchemy.engine import Engine
 from .. import defaults
 from ..rules import run_filters as index_filters
 from ..rules import states
-from ..models import events, workflow_index, workflow_rows
+from ..models import changes, events, workflow_index, workflow_rows
 from ..models import operations as store
 from . import chunks, pace, verbs
 from ..rules import verb_table
@@ -582,6 +582,7 @@ class Runner:
         try:
             with self.engine.begin() as conn:
                 store.release(conn, held.operation["id"], fence=held.fence)
+                changes.mark(conn)  # the pages show what its chunks wrote at once
         except Exception:  # noqa: BLE001
             log.warning("operation %s: could not hand it back; taken over once stale", held.operation["id"],
                         exc_info=True)
@@ -592,6 +593,7 @@ class Runner:
         if held is not None:
             with self.engine.begin() as conn:
                 store.release(conn, held.operation["id"], fence=held.fence)
+                changes.mark(conn)  # the pages show what its chunks wrote at once
 
     def _one(self, operation: Mapping[str, Any], row: Mapping[str, Any]) -> str:
         """Act on one run: "moved", "skipped" or "refused"."""
@@ -681,6 +683,9 @@ class Runner:
             self._quiet()
             with self.engine.begin() as conn:
                 finished = store.finish(conn, op_id, fence=held.fence, now=now)
+                # Its chunks' changes stood behind for a moment
+                # (changes.by_operation); its end is shown at once.
+                changes.mark(conn)
             self.held = None
             if finished is None:
                 result.lost = True
@@ -754,6 +759,8 @@ class Runner:
         result.status = written["status"]
         if written["status"] != states.OPERATION_RUNNING:
             self.held = None
+            with self.engine.begin() as conn:
+                changes.mark(conn)  # paused or cancelled: its chunks' changes shown at once
         else:
             self.held = _Held(written, written["heartbeat_at"])
         return result

@@ -34,6 +34,14 @@ in two steps, per app:
   own token each time it is shown. The page around it (the top bar, the
   messages, where it was read) is drawn for each request.
 
+While a bulk operation writes, its chunks commit a few times a second.
+Their changes move the marker too, but a read made since another chunk
+stands for OPERATION_LAG seconds before it is read again: the pages an
+operator has open stay as quick as on a quiet database, and show the
+operation's progress at most that late. Any other write (an operator's own
+act, a worker's step) and the operation's end are shown on the next
+request (models/changes.by_operation, docs/operations.md).
+
 A run's page (remember_run) is kept the same way, by the same marker,
 in a store of its own (RUNS_KEPT reads), so that operators opening many
 runs never push the index's reads out.
@@ -48,6 +56,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from datetime import datetime
@@ -66,6 +75,8 @@ from ...plumbing.state import state
 
 # Seconds of the page's clock one read stands for.
 READ_EVERY = 10
+# Seconds a read stands for while only operations' chunks wrote since it.
+OPERATION_LAG = 1.0
 # Reads kept (the newest): the index's, and the run pages'; drawings kept
 # per read.
 READS_KEPT = 16
@@ -96,13 +107,24 @@ class _Read(_Once):
     it per viewer kind (_Once each, their value (html, moments' words)),
     in .store."""
 
-    def __init__(self, store: "_Store") -> None:
+    def __init__(self, store: "_Store", marker: str = "") -> None:
         super().__init__()
         self.store = store
         self.drawn: OrderedDict[tuple, _Once] = OrderedDict()
         # The read of the bucket before, for the same marker and request:
         # its drawings are shown while this read's are drawn.
         self.before: _Read | None = None
+        # The marker with operations' changes when it was read, and when.
+        self.marker = marker
+        self.read_at = time.monotonic()
+        # The read this one replaces (operations wrote since it): shown
+        # while this one is read.
+        self.superseded: _Read | None = None
+
+    def behind(self, marker: str) -> bool:
+        """Whether operations' chunks wrote since this read, and it has
+        stood for OPERATION_LAG seconds."""
+        return marker != self.marker and time.monotonic() - self.read_at >= OPERATION_LAG
 
 
 class _Store:
@@ -191,8 +213,11 @@ def _remember(conn: Connection, now: datetime, read: Callable[[], dict[str, Any]
     if state().settings.subject_url is not None:
         return read()
     details = hx.details()
+    # Keyed by the marker without operations' changes; those make a read
+    # stale only once it has stood for OPERATION_LAG (_Read.behind).
+    marker, settled = worker_reads.poll_markers(conn, state().settings, now)
     same = (
-        worker_reads.poll_marker(conn, state().settings, now),
+        settled,
         reading.route().source,
         request.path,
         request.query_string,
@@ -201,7 +226,11 @@ def _remember(conn: Connection, now: datetime, read: Callable[[], dict[str, Any]
     )
     bucket = int(now.timestamp() // READ_EVERY)
     store = _store(kind)
-    entry, mine = _claim(store, store.reads, (*same, bucket), lambda: _Read(store), kept)
+    key = (*same, bucket)
+    with store.lock:
+        previous = store.reads.get(key)
+    entry, mine = _claim(store, store.reads, key, lambda: _Read(store, marker), kept,
+                         lambda once: once.behind(marker))
     with store.lock:
         before = store.reads.get((*same, bucket - 1))
     if before is not None and not (before.ready.is_set() and before.value is not None):
@@ -210,7 +239,12 @@ def _remember(conn: Connection, now: datetime, read: Callable[[], dict[str, Any]
         if before is not None:
             before.before = None  # one bucket back, never a chain
         entry.before = before
-        _work_out(store, store.reads, (*same, bucket), entry, read)
+        if previous is not None and previous is not entry and previous.value is not None:
+            previous.superseded = None  # never a chain
+            entry.superseded = previous
+        _work_out(store, store.reads, key, entry, read)
+    elif not entry.ready.is_set() and entry.superseded is not None:
+        entry = entry.superseded
     elif not entry.ready.is_set() and before is not None:
         entry = before
     elif not entry.ready.wait(WAIT_FOR_READ) or entry.value is None:
@@ -291,8 +325,9 @@ def drawn(context: Mapping[str, Any], blocks: tuple[str, ...], draw: Callable[[M
 
 
 def _drawn_before(store: _Store, entry: _Read, key: tuple, stale: Callable[[_Once], bool]) -> str | None:
-    with store.lock:
-        before = entry.before.drawn.get(key) if entry.before is not None else None
-    if before is None or not before.ready.is_set() or stale(before):
-        return None
-    return before.value[0]
+    for earlier in (entry.superseded, entry.before):
+        with store.lock:
+            before = earlier.drawn.get(key) if earlier is not None else None
+        if before is not None and before.ready.is_set() and not stale(before):
+            return before.value[0]
+    return None

@@ -1,0 +1,87 @@
+"""While an operation's chunks write, the kept pages follow them within
+shared.OPERATION_LAG rather than on every commit; any other write, and
+the operation's end, show on the next request (models/changes.by_operation,
+docs/operations.md "The pages while an operation runs")."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from action_support import Browser, running
+from test_run_page_shared import OPERATOR, badge, clock, page, role_app, statements  # noqa: F401  (fixtures)
+
+from pgbus_web import defaults
+from pgbus_web.demo.workflows import REGISTRY
+from pgbus_web.models import changes
+from pgbus_web.rules import run_filters as filters
+from pgbus_web.runtime import operations
+from pgbus_web.web.answering import shared
+
+CANCEL = "UPDATE pgbus_workflows SET status = 'cancelled', finished_at = now() WHERE workflow_id = :w"
+
+
+def cancel_behind(engine, workflow_id: str, *, by_operation: bool) -> None:
+    with engine.begin() as conn:
+        if by_operation:
+            changes.by_operation(conn)
+        conn.execute(sa.text(CANCEL), {"w": workflow_id})
+
+
+def test_a_chunks_write_shows_once_the_read_has_stood_for_the_lag(database, engine, runs, clock, statements,
+                                                                  monkeypatch):
+    monkeypatch.setattr(shared, "OPERATION_LAG", 3600.0)
+    workflow_id = running(runs)
+    alice = Browser(role_app(database).test_client(), OPERATOR)
+    before = page(alice, workflow_id)
+    cancel_behind(engine, workflow_id, by_operation=True)
+    statements.clear()
+    held = page(alice, workflow_id)
+    assert len(statements) == 1, statements  # the marker only: the read stands
+    assert badge(held) == badge(before)
+    # The same read, once it has stood for the lag, is read again.
+    monkeypatch.setattr(shared, "OPERATION_LAG", 0.0)
+    after = page(alice, workflow_id)
+    assert badge(after) != badge(before)
+    fresh = page(Browser(role_app(database).test_client(), OPERATOR), workflow_id)
+    assert badge(after) == badge(fresh)
+
+
+def test_any_other_write_shows_at_once(database, engine, runs, clock, monkeypatch):
+    monkeypatch.setattr(shared, "OPERATION_LAG", 3600.0)
+    workflow_id = running(runs)
+    alice = Browser(role_app(database).test_client(), OPERATOR)
+    before = page(alice, workflow_id)
+    cancel_behind(engine, workflow_id, by_operation=False)
+    assert badge(page(alice, workflow_id)) != badge(before)
+
+
+def test_the_marker_without_operations_moves_for_every_other_write(engine, runs):
+    workflow_id = running(runs)
+    with engine.connect() as conn:
+        first = changes.marker_with(conn, "SELECT 1", {})
+    cancel_behind(engine, workflow_id, by_operation=True)
+    with engine.connect() as conn:
+        second = changes.marker_with(conn, "SELECT 1", {})
+    assert second[0] > first[0] and second[1] == first[1]
+    with engine.begin() as conn:
+        changes.mark(conn)
+        third = changes.marker_with(conn, "SELECT 1", {})
+    assert third[0] > second[0] and third[1] > second[1]
+
+
+def test_an_operations_end_shows_at_once(database, engine, runs, clock, monkeypatch):
+    monkeypatch.setattr(shared, "OPERATION_LAG", 3600.0)
+    workflow_id = running(runs)
+    alice = Browser(role_app(database).test_client(), OPERATOR)
+    before = page(alice, workflow_id)
+    operation = operations.create(
+        engine, filters.parse({"q": workflow_id}), "cancel", {}, reason="lag", actor=OPERATOR, expected=None,
+        registry=REGISTRY,
+        thresholds={"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaults.WAITING_THRESHOLD})
+    runner = operations.Runner(engine, REGISTRY)
+    while runner.step(operation["id"]) is not None:
+        pass
+    assert operations.find(engine, operation["id"])["moved"] == 1
+    after = page(alice, workflow_id)
+    assert badge(after) != badge(before)
+    assert badge(after) == badge(page(Browser(role_app(database).test_client(), OPERATOR), workflow_id))
