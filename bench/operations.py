@@ -382,8 +382,10 @@ def bench(bench_url: str, matching: int, total: int, verbs: list[str], preview_r
             print(f"{case.verb}: {done['status']}, moved {done['moved']} skipped {done['skipped']} refused "
                   f"{done['refused']} of {done['total']}: {rate:.0f} runs/s; floor {floor_rate:.0f} runs/s "
                   f"({written} runs in {floor_seconds:.2f}s): {rate / floor_rate:.2f}x{with_steps}; runs fragment p95 "
-                  f"{p95(during) * 1000:.0f} ms during ({len(during)} requests), {p95(during) / p95(before):.2f}x idle "
-                  f"just before ({p95(before) * 1000:.0f} ms)",
+                  f"{p95(during) * 1000:.0f} ms during ({len(during)} requests; p50 "
+                  f"{statistics.median(during) * 1000:.1f} ms, slowest {max(during) * 1000:.0f} ms), "
+                  f"{p95(during) / p95(before):.2f}x idle just before ({p95(before) * 1000:.0f} ms; p50 "
+                  f"{statistics.median(before) * 1000:.1f} ms)",
                   flush=True)
         print(f"\n{matching} matching runs of {matching * len(cases) + background}, chunks of "
               f"{chunk or operations.CHUNK_PATH}; "

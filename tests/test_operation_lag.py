@@ -1,9 +1,13 @@
 """While an operation's chunks write, the kept pages follow them within
-shared.OPERATION_LAG rather than on every commit; any other write, and
-the operation's end, show on the next request (models/changes.by_operation,
-docs/operations.md "The pages while an operation runs")."""
+shared.OPERATION_LAG rather than on every commit, read again behind the
+request that finds them old, which is not made to wait; any other write,
+and the operation's end, show on the next request
+(models/changes.by_operation, docs/operations.md "The pages while an
+operation runs")."""
 
 from __future__ import annotations
+
+from contextlib import contextmanager
 
 import sqlalchemy as sa
 
@@ -38,8 +42,11 @@ def test_a_chunks_write_shows_once_the_read_has_stood_for_the_lag(database, engi
     held = page(alice, workflow_id)
     assert len(statements) == 1, statements  # the marker only: the read stands
     assert badge(held) == badge(before)
-    # The same read, once it has stood for the lag, is read again.
+    # The same read, once it has stood for the lag, is read again, behind
+    # the request that found it old: that one is shown the read before.
     monkeypatch.setattr(shared, "OPERATION_LAG", 0.0)
+    assert badge(page(alice, workflow_id)) == badge(before)
+    shared.settle()
     after = page(alice, workflow_id)
     assert badge(after) != badge(before)
     fresh = page(Browser(role_app(database).test_client(), OPERATOR), workflow_id)
@@ -85,3 +92,63 @@ def test_an_operations_end_shows_at_once(database, engine, runs, clock, monkeypa
     after = page(alice, workflow_id)
     assert badge(after) != badge(before)
     assert badge(after) == badge(page(Browser(role_app(database).test_client(), OPERATOR), workflow_id))
+
+
+def test_the_read_behind_keeps_no_request_waiting(database, engine, runs, clock, statements, monkeypatch):
+    """While the new read is held up (the runs table locked by another
+    transaction), the request that started it and the one after are
+    answered from the read before, on the marker alone; once the lock goes,
+    the next request is shown the new read without reading it itself."""
+    monkeypatch.setattr(shared, "OPERATION_LAG", 0.0)
+    workflow_id = running(runs)
+    app = role_app(database)
+    alice, bob = (Browser(app.test_client(), OPERATOR) for _ in range(2))
+    before = page(alice, workflow_id)
+    cancel_behind(engine, workflow_id, by_operation=True)
+    with engine.connect() as holder:
+        holder.execute(sa.text("LOCK TABLE pgbus_workflows IN ACCESS EXCLUSIVE MODE"))
+        statements.clear()
+        assert badge(page(alice, workflow_id)) == badge(before)
+        assert badge(page(bob, workflow_id)) == badge(before)
+        # Each request read its marker, and the read behind began on its own.
+        markers = [statement for statement in statements if "pgbus_web_change" in statement]
+        assert len(markers) == 2, statements
+        assert len(shared._behind) == 1
+        holder.rollback()
+    shared.settle()
+    assert not shared._behind
+    statements.clear()
+    after = page(bob, workflow_id)
+    assert len(statements) == 1, statements  # the marker: read and drawn behind
+    assert badge(after) != badge(before)
+    assert badge(after) == badge(page(Browser(role_app(database).test_client(), OPERATOR), workflow_id))
+
+
+def test_a_read_behind_that_fails_is_read_by_the_next_request(database, engine, runs, clock, monkeypatch):
+    monkeypatch.setattr(shared, "OPERATION_LAG", 0.0)
+    workflow_id = running(runs)
+    alice = Browser(role_app(database).test_client(), OPERATOR)
+    before = page(alice, workflow_id)
+    cancel_behind(engine, workflow_id, by_operation=True)
+    with engine.connect() as holder:
+        # The read behind waits for the lock past its own statement timeout.
+        holder.execute(sa.text("LOCK TABLE pgbus_workflows IN ACCESS EXCLUSIVE MODE"))
+        monkeypatch.setattr(shared.reading, "read", _short_timeout(shared.reading.read))
+        assert badge(page(alice, workflow_id)) == badge(before)
+        shared.settle()
+        holder.rollback()
+    after = page(alice, workflow_id)
+    assert badge(after) != badge(before)
+
+
+def _short_timeout(read):
+    """reading.read, its statements cancelled after 200 ms (for this
+    transaction only: the pooled connection keeps its own setting)."""
+
+    @contextmanager
+    def short():
+        with read() as conn:
+            conn.execute(sa.text("SET LOCAL statement_timeout = '200ms'"))
+            yield conn
+
+    return short

@@ -182,9 +182,9 @@ def attention_context(conn: Connection, settings: Settings, now: datetime) -> di
 
 # What index_context may hand its reading to: called with the connection,
 # the page's moment and the function that reads the whole context at that
-# moment, it answers the context, read now or remembered from an equal
-# read (web/answering/shared.py).
-Remember = Callable[[Connection, datetime, Callable[[], dict[str, Any]]], dict[str, Any]]
+# moment on a connection it is given, it answers the context, read now or
+# remembered from an equal read (web/answering/shared.py).
+Remember = Callable[[Connection, datetime, Callable[[Connection], dict[str, Any]]], dict[str, Any]]
 
 
 def index_context(
@@ -201,7 +201,7 @@ def index_context(
     *remember*, what it gives (read by it or remembered)."""
     now = now or utcnow()
     if remember is not None:
-        return remember(conn, now, lambda: index_context(conn, settings, filters, now, parts))
+        return remember(conn, now, lambda on: index_context(on, settings, filters, now, parts))
     # The page head's total is the counts' sum: either block reads them.
     counts = _count_table(workflow_counts.status_counts(conn) if {"counts", "total"} & set(parts) else {})
     if "attention" in parts:

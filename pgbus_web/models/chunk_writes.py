@@ -214,22 +214,24 @@ WITH m AS (
     FROM m
     WHERE s.id = m.step_id AND s.workflow_id = ANY(CAST(:workflow_ids AS text[])) AND s.workflow_id = m.workflow_id
       AND s.status = 'scheduled'
-    RETURNING {step_returning}
+    RETURNING {step_returning}, m.was, m.n
 ), moved AS (
     UPDATE pgbus_workflows w SET status = 'ready', updated_at = now(), {latest}
     FROM due s
     WHERE w.workflow_id = s.workflow_id AND w.id = ANY(CAST(:run_ids AS bigint[]))
       AND w.status = ANY(:from_statuses)
-    RETURNING w.workflow_id
+    RETURNING w.workflow_id, s.id AS step_id, s.step_name, s.attempt, s.was, s.n
 ), trail AS (
+    -- From the one CTE that carries what each event names: a join of two
+    -- CTEs (each planned as one row) was a nested loop of 1,000 x 1,000.
     INSERT INTO pgbus_workflow_events ({event_columns})
-    SELECT m.workflow_id, CAST(:event AS text), CAST(:actor AS text), CAST(:reason AS text), s.id, s.step_name,
-           s.attempt,
-           jsonb_build_object('at', CAST(:due_iso AS text), 'was', m.was,
+    SELECT moved.workflow_id, CAST(:event AS text), CAST(:actor AS text), CAST(:reason AS text), moved.step_id,
+           moved.step_name, moved.attempt,
+           jsonb_build_object('at', CAST(:due_iso AS text), 'was', moved.was,
                               'operation_id', CAST(:operation_id AS bigint)),
            :now
-    FROM m JOIN due s USING (workflow_id) JOIN moved USING (workflow_id)
-    ORDER BY m.n
+    FROM moved
+    ORDER BY moved.n
 )
 SELECT (SELECT count(*) FROM due) AS due, (SELECT count(*) FROM moved) AS moved
 """
@@ -277,30 +279,34 @@ WITH m AS (
     FROM stored g
     WHERE s.id = g.claimed_by_step_id AND s.workflow_id = ANY(CAST(:workflow_ids AS text[]))
       AND s.workflow_id = g.workflow_id AND s.status = 'waiting'
-    RETURNING {step_returning}
+    RETURNING {step_returning}, g.id AS signal_id
 ), moved AS (
     UPDATE pgbus_workflows w SET status = 'ready', updated_at = now(), {latest}
     FROM due s
     WHERE w.workflow_id = s.workflow_id AND w.id = ANY(CAST(:run_ids AS bigint[]))
       AND w.status = ANY(:from_statuses)
-    RETURNING w.workflow_id
+    RETURNING w.workflow_id, s.id AS step_id, s.step_name, s.attempt, s.signal_id
 ), trail AS (
+    -- The second event from the one CTE that carries what it names (a join
+    -- of CTEs each planned as one row was a nested loop of 1,000 x 1,000);
+    -- in the caller's order, which the signals' ids follow (stored in it).
     INSERT INTO pgbus_workflow_events ({event_columns})
     SELECT e.workflow_id, e.event, CAST(:actor AS text), e.reason, e.step_id, e.step_name, e.attempt, e.details,
            :now
     FROM (
-        SELECT m.n, 1 AS k, m.workflow_id, 'signal_received' AS event, CAST(:reason AS text) AS reason,
+        SELECT g.id AS signal_id, 1 AS k, m.workflow_id, 'signal_received' AS event,
+               CAST(:reason AS text) AS reason,
                CAST(NULL AS bigint) AS step_id, CAST(NULL AS text) AS step_name, CAST(NULL AS integer) AS attempt,
                jsonb_build_object('signal', CAST(:name_capped AS text), 'signal_id', g.id,
                                   'idempotency_key', m.key_capped,
                                   'operation_id', CAST(:operation_id AS bigint)) AS details
         FROM m JOIN stored g USING (workflow_id)
         UNION ALL
-        SELECT m.n, 2, m.workflow_id, 'signal_claimed', NULL, s.id, s.step_name, s.attempt,
-               jsonb_build_object('signal', CAST(:name_capped AS text), 'signal_id', g.id)
-        FROM m JOIN stored g USING (workflow_id) JOIN due s USING (workflow_id) JOIN moved USING (workflow_id)
+        SELECT moved.signal_id, 2, moved.workflow_id, 'signal_claimed', NULL, moved.step_id, moved.step_name,
+               moved.attempt, jsonb_build_object('signal', CAST(:name_capped AS text), 'signal_id', moved.signal_id)
+        FROM moved
     ) e
-    ORDER BY e.n, e.k
+    ORDER BY e.signal_id, e.k
 )
 SELECT g.workflow_id, g.claimed_by_step_id IS NOT NULL AS claiming,
        EXISTS (SELECT 1 FROM due WHERE due.workflow_id = g.workflow_id) AS due,

@@ -34,13 +34,16 @@ in two steps, per app:
   own token each time it is shown. The page around it (the top bar, the
   messages, where it was read) is drawn for each request.
 
-While a bulk operation writes, its chunks commit a few times a second.
+While an operation writes, its chunks commit a few times a second.
 Their changes move the marker too, but a read made since another chunk
-stands for OPERATION_LAG seconds before it is read again: the pages an
-operator has open stay as quick as on a quiet database, and show the
-operation's progress at most that late. Any other write (an operator's own
-act, a worker's step) and the operation's end are shown on the next
-request (models/changes.by_operation, docs/operations.md).
+stands for OPERATION_LAG seconds before it is read again, and then it is
+read again behind the request that found it old: that request, and the
+others until the new read and its drawing are ready, are shown the one
+before (read_behind). The pages an operator has open stay as quick as on
+a quiet database, and show the operation's progress about that late. Any
+other write (an operator's own act, a worker's step) and the operation's
+end are shown on the next request (models/changes.by_operation,
+docs/operations.md).
 
 A run's page (remember_run) is kept the same way, by the same marker,
 in a store of its own (RUNS_KEPT reads), so that operators opening many
@@ -54,6 +57,8 @@ reloaded.
 
 from __future__ import annotations
 
+import contextvars
+import logging
 import secrets
 import threading
 import time
@@ -73,6 +78,8 @@ from ...plumbing import csrf, hx, reading
 from ...plumbing.security import may_act, may_view
 from ...plumbing.state import state
 
+log = logging.getLogger(__name__)
+
 # Seconds of the page's clock one read stands for.
 READ_EVERY = 10
 # Seconds a read stands for while only operations' chunks wrote since it.
@@ -87,6 +94,9 @@ DRAWINGS_KEPT = 8
 WAIT_FOR_READ = 30.0
 # The context name that carries the read a page came from.
 MEMO = "shared_read"
+# The context name that carries the read to be made behind the request
+# (_remember to drawn): the new _Read, its key and the function that reads it.
+BEHIND = "shared_read_behind"
 
 # Stands for the request's CSRF token in kept HTML: random per process, so
 # no stored value can look like it.
@@ -193,7 +203,7 @@ def _work_out(store: _Store, table: OrderedDict, key: tuple, once: _Once, work: 
     return once.value
 
 
-def remember_index(conn: Connection, now: datetime, read: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+def remember_index(conn: Connection, now: datetime, read: Callable[[Connection], dict[str, Any]]) -> dict[str, Any]:
     """The index's context at *now* (core/reads.Remember): the one read for
     this marker, source, request and clock bucket, or *read*'s. While the
     read of a new bucket is under way, the others read in the bucket
@@ -202,16 +212,16 @@ def remember_index(conn: Connection, now: datetime, read: Callable[[], dict[str,
     return _remember(conn, now, read, "index", READS_KEPT)
 
 
-def remember_run(conn: Connection, now: datetime, read: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+def remember_run(conn: Connection, now: datetime, read: Callable[[Connection], dict[str, Any]]) -> dict[str, Any]:
     """A run page's context at *now*, as remember_index keeps the index's
     (the request's path and query name the run and its windows)."""
     return _remember(conn, now, read, "run", RUNS_KEPT)
 
 
-def _remember(conn: Connection, now: datetime, read: Callable[[], dict[str, Any]], kind: str,
+def _remember(conn: Connection, now: datetime, read: Callable[[Connection], dict[str, Any]], kind: str,
               kept: int) -> dict[str, Any]:
     if state().settings.subject_url is not None:
-        return read()
+        return read(conn)
     details = hx.details()
     # Keyed by the marker without operations' changes; those make a read
     # stale only once it has stood for OPERATION_LAG (_Read.behind).
@@ -242,13 +252,17 @@ def _remember(conn: Connection, now: datetime, read: Callable[[], dict[str, Any]
         if previous is not None and previous is not entry and previous.value is not None:
             previous.superseded = None  # never a chain
             entry.superseded = previous
-        _work_out(store, store.reads, key, entry, read)
+            # Only operations' chunks wrote since it (the one reason a read
+            # of the same key is replaced): this request is shown it too,
+            # and drawn() reads the new one behind it.
+            return {**previous.value, "now": now, MEMO: previous, BEHIND: (entry, key, read)}
+        _work_out(store, store.reads, key, entry, lambda: read(conn))
     elif not entry.ready.is_set() and entry.superseded is not None:
         entry = entry.superseded
     elif not entry.ready.is_set() and before is not None:
         entry = before
     elif not entry.ready.wait(WAIT_FOR_READ) or entry.value is None:
-        return read()
+        return read(conn)
     # Drawn at the request's moment: the relative times are of now.
     return {**entry.value, "now": now, MEMO: entry}
 
@@ -296,32 +310,90 @@ def drawn(context: Mapping[str, Any], blocks: tuple[str, ...], draw: Callable[[M
     def stale(once: _Once) -> bool:
         return once.value is None or not once.value[1] <= at <= once.value[2]
 
-    def work() -> tuple[str, datetime, datetime]:
-        with timefmt.noting_moments() as noted:
-            html = draw({**context, "csrf_field": _placeholder_field, "csrf_token": _placeholder_token})
-        # While the clock is inside every noted moment's window, each reads
-        # the words it was drawn with.
-        since, until = timefmt.ALWAYS
-        for moment in _unique(noted):
-            low, high = timefmt.same_words(moment, now=now)
-            since, until = max(since, low), min(until, high)
-        return html, since, until
-
     store = entry.store
+    if BEHIND in context:
+        read_behind(store, context, key, draw)
     once, mine = _claim(store, entry.drawn, key, _Once, DRAWINGS_KEPT, stale)
     if mine:
-        html = _work_out(store, entry.drawn, key, once, work)[0]
+        html = _work_out(store, entry.drawn, key, once, lambda: _draw(context, draw))[0]
     elif not once.ready.is_set() and (earlier := _drawn_before(store, entry, key, stale)) is not None:
         # The bucket before's drawing, for the same marker, while this one is drawn.
         html = earlier
     elif not once.ready.wait(WAIT_FOR_READ) or stale(once):
         # Drawn for another moment's words (or not at all): this one's own.
-        html = work()[0]
+        html = _draw(context, draw)[0]
     else:
         html = once.value[0]
     if _TOKEN in html:
         html = html.replace(_TOKEN, str(escape(csrf.token())))
     return Markup(html)
+
+
+def _draw(context: Mapping[str, Any], draw: Callable[[Mapping[str, Any]], str]) -> tuple[str, datetime, datetime]:
+    """The HTML *draw* makes of *context* (its CSRF token a placeholder),
+    and the window of the clock in which it reads as drawn."""
+    now = context["now"]
+    with timefmt.noting_moments() as noted:
+        html = draw({**context, "csrf_field": _placeholder_field, "csrf_token": _placeholder_token})
+    # While the clock is inside every noted moment's window, each reads
+    # the words it was drawn with.
+    since, until = timefmt.ALWAYS
+    for moment in _unique(noted):
+        low, high = timefmt.same_words(moment, now=now)
+        since, until = max(since, low), min(until, high)
+    return html, since, until
+
+
+# The reads being made behind a request (read_behind), for settle().
+_behind: set[threading.Thread] = set()
+
+
+def read_behind(store: _Store, context: Mapping[str, Any], key: tuple,
+                draw: Callable[[Mapping[str, Any]], str]) -> None:
+    """Make the read _remember put in *context* (BEHIND), and this
+    request's drawing of it (*key*), on a thread of its own, while the
+    request is answered from the read before. The new read is made ready
+    only once that drawing is in it, so the request that next asks for it
+    draws nothing either. The thread runs in a copy of the request's
+    context variables (Flask's request and app contexts, the language and
+    zone chosen for it), as the request would have, and reads on a
+    connection of its own from where the request reads."""
+    fresh, read_key, read = context[BEHIND]
+    drawing = {name: value for name, value in context.items() if name != BEHIND}
+
+    def work() -> dict[str, Any]:
+        with reading.read() as conn:
+            value = read(conn)
+        made = _Once()
+        made.value = _draw({**drawing, **value, MEMO: fresh}, draw)
+        made.ready.set()
+        with store.lock:
+            fresh.drawn[key] = made
+        return value
+
+    def run() -> None:
+        try:
+            _work_out(store, store.reads, read_key, fresh, work)
+        except Exception:  # the next request reads it itself (_work_out forgot it)
+            log.exception("pgbus-web: reading a page behind its request failed")
+        finally:
+            with _stores_lock:
+                _behind.discard(thread)
+
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(run,), daemon=True,
+                              name="pgbus-web-read-behind")
+    with _stores_lock:
+        _behind.add(thread)
+    thread.start()
+
+
+def settle(timeout: float = WAIT_FOR_READ) -> None:
+    """Wait for the reads being made behind requests (a test, or a
+    benchmark, that then asks for the page they make)."""
+    with _stores_lock:
+        threads = list(_behind)
+    for thread in threads:
+        thread.join(timeout)
 
 
 def _drawn_before(store: _Store, entry: _Read, key: tuple, stale: Callable[[_Once], bool]) -> str | None:

@@ -101,8 +101,8 @@ def workflow(workflow_id: str):
             # kind of viewer (shared.py): any committed write moves the
             # marker, so an operator's own change shows on the next page.
             now = context.utcnow()
-            page = shared.remember_run(conn, now, lambda: context.run_context(
-                conn, state().settings, workflow_id, now, **cursors))
+            page = shared.remember_run(conn, now, lambda on: context.run_context(
+                on, state().settings, workflow_id, now, **cursors))
     except context.NotFound:
         owner = _action_owner(workflow_id)
         if owner is not None:
