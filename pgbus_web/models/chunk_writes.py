@@ -340,3 +340,73 @@ def signal_and_move(
         "name": name, "name_capped": name_capped, "payload": payload, "now": now, "actor": actor,
         "reason": reason, "operation_id": int(operation_id), "from_statuses": list(from_),
     }))
+
+
+_CANCEL_AND_MOVE = """
+WITH m AS (
+    SELECT * FROM unnest(CAST(:workflow_ids AS text[]), CAST(:run_ids AS bigint[]), CAST(:was AS text[]))
+        WITH ORDINALITY AS m(workflow_id, run_id, was, n)
+), closed AS (
+    UPDATE pgbus_workflow_steps s SET status = 'cancelled', finished_at = :now, updated_at = :now
+    WHERE s.workflow_id = ANY(CAST(:workflow_ids AS text[])) AND s.status = ANY(:open)
+    RETURNING s.id
+), moved AS (
+    -- Every part of one statement reads the rows as they were before it:
+    -- the latest row is cancelled here exactly when it was open.
+    UPDATE pgbus_workflows w
+    SET status = 'cancelled', finished_at = :now, updated_at = now(),
+        latest_step_id = l.id, latest_step_name = l.step_name,
+        latest_step_status = CASE WHEN l.status = ANY(:open) THEN 'cancelled' ELSE l.status END,
+        latest_error_class = l.error_class, latest_scheduled_at = l.scheduled_at,
+        latest_waiting_since = l.waiting_since, latest_timeout_at = l.timeout_at
+    FROM m LEFT JOIN LATERAL (
+        SELECT id, step_name, status, error_class, scheduled_at, waiting_since, timeout_at
+        FROM pgbus_workflow_steps WHERE workflow_id = m.workflow_id ORDER BY id DESC LIMIT 1
+    ) l ON TRUE
+    WHERE w.workflow_id = m.workflow_id AND w.id = ANY(CAST(:run_ids AS bigint[]))
+      AND w.status = ANY(:from_statuses)
+    RETURNING w.workflow_id, m.was, m.n
+), trail AS (
+    -- Each run's open rows read by its index (those closed cancels), not
+    -- joined from another CTE (planned as one row: a nested loop of every
+    -- row by every row).
+    INSERT INTO pgbus_workflow_events ({event_columns})
+    SELECT moved.workflow_id, 'cancelled', CAST(:actor AS text), CAST(:reason AS text), o.last_id, o.last_name,
+           o.last_attempt,
+           jsonb_build_object('was', moved.was, 'cancelled_steps', o.ids,
+                              'operation_id', CAST(:operation_id AS bigint)),
+           :now
+    FROM moved CROSS JOIN LATERAL (
+        SELECT COALESCE(jsonb_agg(s.id ORDER BY s.id), '[]'::jsonb) AS ids,
+               (array_agg(s.id ORDER BY s.id DESC))[1] AS last_id,
+               (array_agg(s.step_name ORDER BY s.id DESC))[1] AS last_name,
+               (array_agg(s.attempt ORDER BY s.id DESC))[1] AS last_attempt
+        FROM pgbus_workflow_steps s WHERE s.workflow_id = moved.workflow_id AND s.status = ANY(:open)
+    ) o
+    ORDER BY moved.n
+)
+SELECT (SELECT count(*) FROM moved) AS moved, (SELECT count(*) FROM closed) AS closed,
+       (SELECT count(*) FROM pgbus_workflow_steps s
+        WHERE s.workflow_id = ANY(CAST(:workflow_ids AS text[])) AND s.status = ANY(:open)) AS open
+"""
+
+
+def cancel_and_move(
+    conn: Connection, runs: list[Mapping[str, Any]], *, from_, open_: tuple[str, ...], now: datetime, actor: str,
+    reason: str | None, operation_id: int,
+) -> tuple[int, int, int]:
+    """cancel in one statement: for each run (workflow_id, id, status: as
+    locked), its step rows in a status of *open_* cancelled, the run from
+    a status in *from_* to cancelled with latest_* from its latest row, and
+    a "cancelled" event naming the last row it cancelled and all of them
+    (``{"was", "cancelled_steps"}`` and the operation's id). (runs moved,
+    rows cancelled, rows that were open): the caller checks that every run
+    moved and that the rows the events name are the rows cancelled."""
+    if not runs:
+        return 0, 0, 0
+    row = conn.execute(sa.text(_CANCEL_AND_MOVE.format(event_columns=_EVENT_COLUMNS)), {
+        "workflow_ids": [run["workflow_id"] for run in runs], "run_ids": [int(run["id"]) for run in runs],
+        "was": [run["status"] for run in runs], "open": list(open_), "from_statuses": list(from_), "now": now,
+        "actor": actor, "reason": reason, "operation_id": int(operation_id),
+    }).one()
+    return int(row.moved), int(row.closed), int(row.open)

@@ -1,5 +1,6 @@
 """cancel and pause of a whole chunk in one transaction (verbs._cancel,
-verbs._pause): five statements whatever the chunk's size. Neither needs the
+verbs._pause): cancel in three statements, pause in five, whatever the
+chunk's size. Neither needs the
 definition, so only a run another transaction holds goes back to the
 per-run verb."""
 
@@ -9,7 +10,7 @@ from datetime import datetime
 
 from sqlalchemy.engine import Connection, Engine
 
-from ...models import events, steps, workflow_rows
+from ...models import chunk_writes, events, steps, workflow_rows
 from ...rules import states
 from ..chunk_resume import ChunkResult
 from ..verbs import FROM
@@ -21,26 +22,23 @@ def cancel_chunk(
     then: common.Then | None = None,
 ) -> ChunkResult:
     """Every run -> cancelled, its open step rows cancelled; one "cancelled"
-    event per run naming its last cancelled row and all of them."""
-    reason = common.reason_of(reason)
+    event per run naming its last cancelled row and all of them: the lock,
+    the check, and one statement of writes (chunk_writes.cancel_and_move)."""
+    reason = common.capped_reason(reason)
+    actor = actor or states.APP_ACTOR
 
     def statements(conn: Connection) -> ChunkResult:
         result, runs = common.lock(conn, "cancel", workflow_ids, operation_id)
         if not runs:
             return result
-        ids = [run["workflow_id"] for run in runs]
-        cancelled = steps.cancel_open_many(conn, ids, now=now)
-        moved = workflow_rows.move_many(conn, [{"workflow_id": w, "to": states.CANCELLED, "finished_at": now}
-                                               for w in ids], from_=FROM["cancel"], sync_latest=True)
-        common.moved_all(moved, len(runs))
-        rows = []
-        for run in runs:
-            mine = cancelled.get(run["workflow_id"], [])
-            rows.append(common.event(run, "cancelled", actor=actor, now=now, operation_id=operation_id,
-                                     reason=reason, step=mine[-1] if mine else None,
-                                     details={"was": run["status"], "cancelled_steps": [s["id"] for s in mine]}))
-        events.record_many(conn, rows)
-        result.moved = ids
+        moved, closed, named = chunk_writes.cancel_and_move(
+            conn, runs, from_=FROM["cancel"], open_=states.STEP_OPEN, now=now, actor=actor, reason=reason,
+            operation_id=operation_id)
+        # Under the locks every run moves and the rows the events name are
+        # those cancelled; anything else rolls the chunk back whole.
+        if moved != len(runs) or closed != named:
+            raise RuntimeError(f"{moved} of {len(runs)} runs moved; {closed} step rows cancelled, {named} named")
+        result.moved = [run["workflow_id"] for run in runs]
         return result
 
     return common.in_one(engine, statements, then)
