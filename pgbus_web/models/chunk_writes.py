@@ -410,3 +410,143 @@ def cancel_and_move(
         "actor": actor, "reason": reason, "operation_id": int(operation_id),
     }).one()
     return int(row.moved), int(row.closed), int(row.open)
+
+
+_SKIP_AND_MOVE = """
+WITH m AS (
+    SELECT * FROM unnest(CAST(:workflow_ids AS text[]), CAST(:open_ids AS bigint[]), CAST(:names AS text[]),
+                         CAST(:afters AS text[]), CAST(:dues AS timestamptz[]), CAST(:dues_iso AS text[]))
+        WITH ORDINALITY AS m(workflow_id, open_id, name, after_name, due, due_iso, n)
+), closed AS (
+    UPDATE pgbus_workflow_steps s SET status = 'skipped', finished_at = :now, updated_at = :now
+    FROM m
+    WHERE s.id = m.open_id AND s.workflow_id = ANY(CAST(:workflow_ids AS text[])) AND s.workflow_id = m.workflow_id
+      AND s.status = ANY(:open)
+    RETURNING {step_returning}
+), made AS (
+    -- The next attempt of each step counted from the rows before this
+    -- statement (a run's two new rows are of two different steps).
+    INSERT INTO pgbus_workflow_steps AS s
+        (workflow_id, step_name, status, attempt, scheduled_at, finished_at, created_at, updated_at)
+    SELECT r.workflow_id, r.step_name, r.status,
+           (SELECT COALESCE(max(p.attempt), 0) + 1 FROM pgbus_workflow_steps p
+            WHERE p.workflow_id = r.workflow_id AND p.step_name = r.step_name),
+           r.scheduled_at, r.finished_at, :now, :now
+    FROM (
+        SELECT m.n, 1 AS k, m.workflow_id, m.name AS step_name, 'skipped' AS status,
+               CAST(NULL AS timestamptz) AS scheduled_at, CAST(:now AS timestamptz) AS finished_at
+        FROM m WHERE m.open_id IS NULL
+        UNION ALL
+        SELECT m.n, 2, m.workflow_id, m.after_name, 'scheduled', m.due, NULL
+        FROM m WHERE m.after_name IS NOT NULL
+    ) r
+    ORDER BY r.n, r.k
+    RETURNING {step_returning}
+), consumed AS (
+    -- The signal each skipped step held (signals.held_by_step), used up.
+    UPDATE pgbus_workflow_signals g SET status = 'consumed', consumed_at = :now
+    FROM (
+        SELECT DISTINCT ON (m.workflow_id, m.name) h.id
+        FROM m JOIN pgbus_workflow_signals h ON h.workflow_id = m.workflow_id AND h.status = 'claimed'
+         AND h.claimed_by_step_id IN (
+             SELECT id FROM pgbus_workflow_steps WHERE workflow_id = m.workflow_id AND step_name = m.name)
+        ORDER BY m.workflow_id, m.name, h.id
+    ) held
+    WHERE g.id = held.id AND g.status = 'claimed'
+    RETURNING g.id
+), facts AS (
+    -- Each run's plan and the rows written for it, as one list to group:
+    -- no join of CTEs (planned as one row each, a join of two was a nested
+    -- loop of every row by every row).
+    SELECT m.workflow_id, m.n, m.due_iso, NULL AS role, {no_row} FROM m
+    UNION ALL SELECT s.workflow_id, NULL, NULL, 'k', {row_columns} FROM closed s
+    UNION ALL SELECT s.workflow_id, NULL, NULL, CASE WHEN s.status = 'skipped' THEN 'k' ELSE 'a' END, {row_columns}
+    FROM made s
+), per_run AS (
+    -- k: the run's skipped row; a: the row scheduled after it, if any.
+    SELECT f.workflow_id, max(f.n) AS n, max(f.due_iso) AS due_iso,
+           {per_role}
+    FROM facts f GROUP BY f.workflow_id
+), moved AS (
+    -- After the last step the run completes; otherwise it is ready on the
+    -- step scheduled. latest_* from the newer of the run's rows written.
+    UPDATE pgbus_workflows w
+    SET status = CASE WHEN p.a_id IS NULL THEN 'completed' ELSE 'ready' END,
+        current_step = CASE WHEN p.a_id IS NULL THEN w.current_step ELSE p.a_step_name END,
+        finished_at = CASE WHEN p.a_id IS NULL THEN CAST(:now AS timestamptz) ELSE w.finished_at END,
+        paused_at = NULL, updated_at = now(),
+        {latest_from_roles}
+    FROM per_run p
+    WHERE w.workflow_id = p.workflow_id AND w.id = ANY(CAST(:run_ids AS bigint[]))
+      AND w.status = ANY(:from_statuses)
+    RETURNING p.*
+), trail AS (
+    -- From the one CTE that carries what every event names (no join of
+    -- CTEs planned as one row each).
+    INSERT INTO pgbus_workflow_events ({event_columns})
+    SELECT e.workflow_id, e.event, CAST(:actor AS text), e.reason, e.step_id, e.step_name, e.attempt, e.details,
+           :now
+    FROM (
+        SELECT p.n, 1 AS k, p.workflow_id, 'step_skipped' AS event, CAST(:reason AS text) AS reason,
+               p.k_id AS step_id, p.k_step_name AS step_name, p.k_attempt AS attempt,
+               jsonb_build_object('operation_id', CAST(:operation_id AS bigint)) AS details
+        FROM moved p
+        UNION ALL
+        SELECT p.n, 2, p.workflow_id,
+               CASE WHEN p.a_id IS NULL THEN 'finished' ELSE 'step_scheduled' END, NULL,
+               p.a_id, p.a_step_name, p.a_attempt,
+               CASE WHEN p.a_id IS NULL
+                    THEN jsonb_build_object('status', 'completed', 'operation_id', CAST(:operation_id AS bigint))
+                    ELSE jsonb_build_object('at', p.due_iso) END
+        FROM moved p
+    ) e
+    ORDER BY e.n, e.k
+)
+SELECT (SELECT count(*) FROM moved) AS moved, (SELECT count(*) FROM closed) AS closed,
+       (SELECT count(*) FROM made) AS made
+"""
+
+
+def skip_and_move(
+    conn: Connection, plans: list[Mapping[str, Any]], *, from_, open_: tuple[str, ...], now: datetime, actor: str,
+    reason: str | None, operation_id: int,
+) -> tuple[int, int, int]:
+    """skip in one statement, for each plan (workflow_id, run_id; open_id:
+    its open latest row to skip, or None to write a skipped row of
+    ``name``; after: the step scheduled next, due ``due`` (``due_iso`` as
+    the event says it), or None when the run completes): the rows, the
+    signal each skipped step held used up, the run moved (from a status in
+    *from_*), and its events: "step_skipped" with the operation's id, then
+    "step_scheduled" ``{"at"}`` or "finished" ``{"status": "completed"}``.
+    Plans come in the runs' id order, the events' order. (runs moved, open
+    rows skipped, rows inserted): the caller checks them."""
+    if not plans:
+        return 0, 0, 0
+    row = conn.execute(sa.text(_SKIP_AND_MOVE_STATEMENT), {
+        "workflow_ids": [plan["workflow_id"] for plan in plans], "run_ids": [int(plan["run_id"]) for plan in plans],
+        "open_ids": [plan["open_id"] for plan in plans], "names": [plan["name"] for plan in plans],
+        "afters": [plan["after"] for plan in plans], "dues": [plan["due"] for plan in plans],
+        "dues_iso": [plan["due_iso"] for plan in plans], "open": list(open_), "from_statuses": list(from_),
+        "now": now, "actor": actor, "reason": reason, "operation_id": int(operation_id),
+    }).one()
+    return int(row.moved), int(row.closed), int(row.made)
+
+
+# The step rows' columns skip_and_move carries per role (k, a), and the
+# run's latest_* from the newer of its rows: a when there is one.
+_ROW_COLUMNS = ("id", "step_name", "status", "attempt", "error_class", "scheduled_at", "waiting_since",
+                "timeout_at")
+_ROW_TYPES = {"id": "bigint", "step_name": "text", "status": "text", "attempt": "integer", "error_class": "text",
+              "scheduled_at": "timestamptz", "waiting_since": "timestamptz", "timeout_at": "timestamptz"}
+_LATEST_COLUMNS = {"id": "latest_step_id", "step_name": "latest_step_name", "status": "latest_step_status",
+                   "error_class": "latest_error_class", "scheduled_at": "latest_scheduled_at",
+                   "waiting_since": "latest_waiting_since", "timeout_at": "latest_timeout_at"}
+_SKIP_AND_MOVE_STATEMENT = _SKIP_AND_MOVE.format(
+    step_returning=_STEP_RETURNING, event_columns=_EVENT_COLUMNS,
+    no_row=", ".join(f"CAST(NULL AS {_ROW_TYPES[name]}) AS {name}" for name in _ROW_COLUMNS),
+    row_columns=", ".join(f"s.{name}" for name in _ROW_COLUMNS),
+    per_role=",\n           ".join(f"max(f.{name}) FILTER (WHERE f.role = '{role}') AS {role}_{name}"
+                                   for role in ("k", "a") for name in _ROW_COLUMNS),
+    latest_from_roles=", ".join(f"{column} = CASE WHEN p.a_id IS NULL THEN p.k_{name} ELSE p.a_{name} END"
+                                for name, column in _LATEST_COLUMNS.items()),
+)

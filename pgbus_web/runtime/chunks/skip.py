@@ -1,5 +1,6 @@
-"""skip of a whole chunk in one transaction (verbs._skip): eight statements
-whatever the chunk's size.
+"""skip of a whole chunk in one transaction (verbs._skip): four statements
+whatever the chunk's size (the lock, the check, the latest rows, and the
+writes: models/chunk_writes.skip_and_move).
 
 For each run, as the verb decides it: an open latest step row becomes
 skipped; otherwise a skipped row records the step resume would have run
@@ -20,7 +21,7 @@ from datetime import datetime
 
 from sqlalchemy.engine import Connection, Engine
 
-from ...models import events, signals, steps, workflow_rows
+from ...models import chunk_writes, steps
 from ...rules import states
 from .. import flow
 from ..chunk_resume import ChunkResult
@@ -71,12 +72,13 @@ def skip_chunk(
     registry: Registry | None, now: datetime,
     then: common.Then | None = None,
 ) -> ChunkResult:
-    reason = common.reason_of(reason)
+    reason = common.capped_reason(reason)
+    actor = actor or states.APP_ACTOR
 
     def statements(conn: Connection) -> ChunkResult:
         result, candidates = common.lock(conn, "skip", workflow_ids, operation_id)
         latest = steps.latest_of(conn, [run["workflow_id"] for run in candidates]) if candidates else {}
-        planned = []  # (run, open row or None, name, the step after)
+        plans = []
         for run in candidates:
             definition = registry.get(run["workflow_class"]) if registry is not None else None
             decided = _decide(run, latest.get(run["workflow_id"]), definition) if definition is not None else None
@@ -85,53 +87,25 @@ def skip_chunk(
             elif decided == "skipped":
                 result.skipped.append(run["workflow_id"])
             else:
-                planned.append((run, *decided))
-        if not planned:
+                skip_row, name, after = decided
+                due = _due(after, now) if after is not None else None
+                plans.append({"workflow_id": run["workflow_id"], "run_id": run["id"],
+                              "open_id": skip_row["id"] if skip_row is not None else None, "name": name,
+                              "after": after.name if after is not None else None, "due": due,
+                              "due_iso": flow.scheduled_details(due)["at"] if due is not None else None})
+        if not plans:
             return result
-        pairs = [(run["workflow_id"], name) for run, skip_row, name, _ in planned if skip_row is None]
-        pairs += [(run["workflow_id"], after.name) for run, _, _, after in planned if after is not None]
-        attempts = steps.next_attempts(conn, pairs)
-        ids = iter(steps.reserve_ids(conn, len(pairs)))
-        inserts, skipped_ids, scheduled_ids = [], {}, {}
-        for run, skip_row, name, after in planned:
-            workflow_id = run["workflow_id"]
-            if skip_row is None:
-                skipped_ids[workflow_id] = next(ids)
-                inserts.append({"id": skipped_ids[workflow_id], "workflow_id": workflow_id, "step_name": name,
-                                "status": states.STEP_SKIPPED, "attempt": attempts[(workflow_id, name)],
-                                "finished_at": now})
-            else:
-                skipped_ids[workflow_id] = skip_row["id"]
-            if after is not None:
-                scheduled_ids[workflow_id] = next(ids)
-                inserts.append({"id": scheduled_ids[workflow_id], "workflow_id": workflow_id, "step_name": after.name,
-                                "status": states.STEP_SCHEDULED, "attempt": attempts[(workflow_id, after.name)],
-                                "scheduled_at": _due(after, now)})
-        open_ids = [skip_row["id"] for _, skip_row, _, _ in planned if skip_row is not None]
-        written = steps.skip_and_insert(conn, open_ids, inserts, now=now)
-        if len(written) != len(open_ids) + len(inserts):  # cannot happen under the locks
-            raise RuntimeError(f"{len(written)} of {len(open_ids) + len(inserts)} step rows written")
-        signals.consume_held_many(conn, [(run["workflow_id"], name) for run, _, name, _ in planned], now=now)
-        moves, rows = [], []
-        for run, _, _, after in planned:
-            workflow_id = run["workflow_id"]
-            rows.append(common.event(run, "step_skipped", actor=actor, now=now, operation_id=operation_id,
-                                     reason=reason, step=written[skipped_ids[workflow_id]]))
-            if after is None:
-                moves.append({"workflow_id": workflow_id, "to": states.COMPLETED, "finished_at": now,
-                              "paused_at": None})
-                rows.append(common.event(run, "finished", actor=actor, now=now, operation_id=operation_id,
-                                         details={"status": states.COMPLETED}))
-            else:
-                scheduled = written[scheduled_ids[workflow_id]]
-                moves.append({"workflow_id": workflow_id, "to": states.READY, "current_step": after.name,
-                              "paused_at": None})
-                rows.append(common.event(run, "step_scheduled", actor=actor, now=now, operation_id=None,
-                                         step=scheduled, details=flow.scheduled_details(_due(after, now))))
-        moved = workflow_rows.move_many(conn, moves, from_=FROM["skip"], sync_latest=True)
-        common.moved_all(moved, len(planned))
-        events.record_many(conn, rows)
-        result.moved = [run["workflow_id"] for run, _, _, _ in planned]
+        moved, closed, made = chunk_writes.skip_and_move(
+            conn, plans, from_=FROM["skip"], open_=states.STEP_OPEN, now=now, actor=actor, reason=reason,
+            operation_id=operation_id)
+        opened = sum(plan["open_id"] is not None for plan in plans)
+        inserts = len(plans) - opened + sum(plan["after"] is not None for plan in plans)
+        # Under the locks every run moves and every row is written; anything
+        # else rolls the chunk back whole (the caller then goes run by run).
+        if (moved, closed, made) != (len(plans), opened, inserts):
+            raise RuntimeError(f"{moved} of {len(plans)} runs moved, {closed} of {opened} rows skipped, "
+                               f"{made} of {inserts} rows written")
+        result.moved = [plan["workflow_id"] for plan in plans]
         return result
 
     return common.in_one(engine, statements, then)
