@@ -13,14 +13,15 @@ in two steps, per app:
   request (the path and query, the blocks an htmx request names) and per
   READ_EVERY seconds of the page's clock: what the clock alone decides
   (the overdue and waiting_overdue groups, a run's overdue badge, a
-  "last 24 hours" filter) is therefore up to that late, and the
-  needs-attention block's "as of" says when it was read. The marker is
-  read first, on the connection the page then reads with, so a
-  remembered read is never older than its marker. Requests that arrive
-  while it is being read wait for that read instead of each reading it
-  too; while a new bucket is read (and drawn), those of the same marker
-  are shown the bucket before, so a quiet page never stalls every ten
-  seconds.
+  "last 24 hours" filter) is therefore up to that late (and the time a
+  read takes), and the needs-attention block's "as of" says when it was
+  read. The marker is read first, on the connection the page then reads
+  with, so a remembered read is never older than its marker. Requests
+  that arrive while it is being read wait for that read instead of each
+  reading it too; a new bucket of the same marker is read (and drawn)
+  behind the request that starts it (read_behind), and every request is
+  shown the bucket before until it is ready, so a quiet page never stalls
+  every ten seconds.
 - **Its HTML** (the page's content, or the blocks an htmx request names),
   drawn from one such read, is kept per viewer kind: the language, the time
   zone, the viewer's date in that zone, whether the request may view and
@@ -256,6 +257,10 @@ def _remember(conn: Connection, now: datetime, read: Callable[[Connection], dict
             # of the same key is replaced): this request is shown it too,
             # and drawn() reads the new one behind it.
             return {**previous.value, "now": now, MEMO: previous, BEHIND: (entry, key, read)}
+        if before is not None:
+            # A new bucket of the clock, the same marker: the bucket before
+            # is shown to this request too, and the new one read behind it.
+            return {**before.value, "now": now, MEMO: before, BEHIND: (entry, key, read)}
         _work_out(store, store.reads, key, entry, lambda: read(conn))
     elif not entry.ready.is_set() and entry.superseded is not None:
         entry = entry.superseded
