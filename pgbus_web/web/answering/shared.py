@@ -68,7 +68,7 @@ from collections import OrderedDict
 from datetime import datetime
 from typing import Any, Callable, Mapping
 
-from flask import current_app, request
+from flask import current_app, g, request, request_tearing_down
 from markupsafe import Markup, escape
 from sqlalchemy.engine import Connection
 
@@ -93,6 +93,10 @@ DRAWINGS_KEPT = 8
 # How long a request waits for another's read of the same page before
 # reading it itself (that read is bounded by the statement timeout).
 WAIT_FOR_READ = 30.0
+# How long a read behind a request waits for that request to end (so that
+# its drawing does not take the interpreter from the answer) before it
+# starts anyway.
+WAIT_FOR_ANSWER = 1.0
 # The context name that carries the read a page came from.
 MEMO = "shared_read"
 # The context name that carries the read to be made behind the request
@@ -362,7 +366,8 @@ def read_behind(store: _Store, context: Mapping[str, Any], key: tuple,
     draws nothing either. The thread runs in a copy of the request's
     context variables (Flask's request and app contexts, the language and
     zone chosen for it), as the request would have, and reads on a
-    connection of its own from where the request reads."""
+    connection of its own from where the request reads, once the request
+    has been answered (its teardown)."""
     fresh, read_key, read = context[BEHIND]
     drawing = {name: value for name, value in context.items() if name != BEHIND}
 
@@ -376,7 +381,11 @@ def read_behind(store: _Store, context: Mapping[str, Any], key: tuple,
             fresh.drawn[key] = made
         return value
 
+    answered = threading.Event()
+    g.setdefault(_ANSWERS, []).append(answered)
+
     def run() -> None:
+        answered.wait(WAIT_FOR_ANSWER)
         try:
             _work_out(store, store.reads, read_key, fresh, work)
         except Exception:  # the next request reads it itself (_work_out forgot it)
@@ -390,6 +399,19 @@ def read_behind(store: _Store, context: Mapping[str, Any], key: tuple,
     with _stores_lock:
         _behind.add(thread)
     thread.start()
+
+
+# The name in flask.g of the events that tell this request's reads behind
+# it that it has been answered.
+_ANSWERS = "_pgbus_read_behind_answered"
+
+
+def _answered(sender, **extra) -> None:
+    for answered in g.pop(_ANSWERS, ()):
+        answered.set()
+
+
+request_tearing_down.connect(_answered, weak=False)
 
 
 def settle(timeout: float = WAIT_FOR_READ) -> None:
