@@ -135,6 +135,8 @@ class _Read(_Once):
         # The read this one replaces (operations wrote since it): shown
         # while this one is read.
         self.superseded: _Read | None = None
+        # Whether a thread reads it behind a request (read_behind).
+        self.reading_behind = False
 
     def behind(self, marker: str) -> bool:
         """Whether operations' chunks wrote since this read, and it has
@@ -210,10 +212,10 @@ def _work_out(store: _Store, table: OrderedDict, key: tuple, once: _Once, work: 
 
 def remember_index(conn: Connection, now: datetime, read: Callable[[Connection], dict[str, Any]]) -> dict[str, Any]:
     """The index's context at *now* (core/reads.Remember): the one read for
-    this marker, source, request and clock bucket, or *read*'s. While the
-    read of a new bucket is under way, the others read in the bucket
-    before (for the same marker) are shown the read of that bucket, and
-    its drawings while the new read's are drawn."""
+    this marker, source, request and clock bucket, or *read*'s (given the
+    connection to read on). While the read of a new bucket is under way
+    (behind the request that started it), every request of the same
+    marker is shown the read of the bucket before, and its drawings."""
     return _remember(conn, now, read, "index", READS_KEPT)
 
 
@@ -369,6 +371,10 @@ def read_behind(store: _Store, context: Mapping[str, Any], key: tuple,
     connection of its own from where the request reads, once the request
     has been answered (its teardown)."""
     fresh, read_key, read = context[BEHIND]
+    with store.lock:
+        if fresh.reading_behind:  # one thread per read, however often it is drawn
+            return
+        fresh.reading_behind = True
     drawing = {name: value for name, value in context.items() if name != BEHIND}
 
     def work() -> dict[str, Any]:
