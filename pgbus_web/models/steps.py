@@ -284,85 +284,6 @@ def next_attempt(conn: Connection, workflow_id: str, step_name: str) -> int:
     ).scalar_one()
 
 
-def next_attempts(conn: Connection, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
-    """next_attempt() of many (workflow_id, step_name) pairs in one statement."""
-    if not pairs:
-        return {}
-    rows = conn.execute(
-        sa.text(
-            """
-            SELECT p.workflow_id, p.step_name,
-                   (SELECT COALESCE(max(s.attempt), 0) + 1 FROM pgbus_workflow_steps s
-                    WHERE s.workflow_id = p.workflow_id AND s.step_name = p.step_name) AS attempt
-            FROM unnest(CAST(:workflow_ids AS text[]), CAST(:step_names AS text[])) AS p(workflow_id, step_name)
-            """
-        ),
-        {"workflow_ids": [pair[0] for pair in pairs], "step_names": [pair[1] for pair in pairs]},
-    )
-    return {(row.workflow_id, row.step_name): row.attempt for row in rows}
-
-
-def reserve_ids(conn: Connection, count: int) -> list[int]:
-    """*count* step ids taken from the table's sequence now, ascending, for
-    rows inserted later in this transaction (schedule_many)."""
-    return list(conn.execute(
-        sa.text(
-            "SELECT nextval(pg_get_serial_sequence('pgbus_workflow_steps', 'id')) AS id "
-            "FROM generate_series(1, :count) ORDER BY 1"
-        ),
-        {"count": int(count)},
-    ).scalars())
-
-
-def schedule_many(conn: Connection, rows: list[dict[str, Any]], *, now) -> dict[str, dict[str, Any]]:
-    """Insert one scheduled attempt per run in one statement (rows of id
-    from reserve_ids, workflow_id, step_name, attempt, scheduled_at;
-    created_at = updated_at = *now*): workflow_id -> the inserted row."""
-    if not rows:
-        return {}
-    inserted = conn.execute(
-        sa.text(
-            f"""
-            INSERT INTO pgbus_workflow_steps
-                (id, workflow_id, step_name, status, attempt, scheduled_at, created_at, updated_at)
-            SELECT r.id, r.workflow_id, r.step_name, 'scheduled', r.attempt, r.scheduled_at, :now, :now
-            FROM unnest(CAST(:ids AS bigint[]), CAST(:workflow_ids AS text[]), CAST(:step_names AS text[]),
-                        CAST(:attempts AS integer[]), CAST(:scheduled AS timestamptz[]))
-                 AS r(id, workflow_id, step_name, attempt, scheduled_at)
-            ORDER BY r.id
-            RETURNING {COLUMNS}
-            """
-        ),
-        {"now": now, "ids": [int(row["id"]) for row in rows], "workflow_ids": [row["workflow_id"] for row in rows],
-         "step_names": [row["step_name"] for row in rows], "attempts": [int(row["attempt"]) for row in rows],
-         "scheduled": [row["scheduled_at"] for row in rows]},
-    )
-    return {row["workflow_id"]: row for row in as_dicts(inserted)}
-
-
-def cancel_open_many(conn: Connection, workflow_ids: list[str], *, now) -> dict[str, list[dict[str, Any]]]:
-    """cancel_open() of many runs in one statement: workflow_id -> its
-    rows cancelled now, by id (runs without an open row are left out)."""
-    if not workflow_ids:
-        return {}
-    rows = conn.execute(
-        sa.text(
-            f"""
-            UPDATE pgbus_workflow_steps
-            SET status = 'cancelled', finished_at = :now, updated_at = :now
-            WHERE workflow_id = ANY(:workflow_ids)
-              AND status IN ('scheduled', 'waiting', 'in_progress')
-            RETURNING {COLUMNS}
-            """
-        ),
-        {"workflow_ids": list(workflow_ids), "now": now},
-    )
-    cancelled: dict[str, list[dict[str, Any]]] = {}
-    for row in sorted(as_dicts(rows), key=lambda step: step["id"]):
-        cancelled.setdefault(row["workflow_id"], []).append(row)
-    return cancelled
-
-
 def set_due_many(
     conn: Connection, dues: list[tuple[int, datetime]], *, from_, now, status: str | None = None
 ) -> dict[str, dict[str, Any]]:
@@ -386,48 +307,6 @@ def set_due_many(
          "status": status, "from_statuses": from_statuses},
     )
     return {row["workflow_id"]: row for row in as_dicts(rows)}
-
-
-def skip_and_insert(
-    conn: Connection, skip_ids: list[int], rows: list[dict[str, Any]], *, now
-) -> dict[int, dict[str, Any]]:
-    """One statement: the open rows *skip_ids* -> skipped (finished now),
-    and *rows* inserted (id from reserve_ids, workflow_id, step_name,
-    status, attempt, scheduled_at, finished_at; created_at = updated_at =
-    *now*). step id -> the row as written."""
-    if not skip_ids and not rows:
-        return {}
-    columns = ", ".join(name.strip() for name in COLUMNS.split(","))
-    written = conn.execute(
-        sa.text(
-            f"""
-            WITH skipped AS (
-                UPDATE pgbus_workflow_steps
-                SET status = 'skipped', finished_at = :now, updated_at = :now
-                WHERE id = ANY(:skip_ids) AND status IN ('scheduled', 'waiting', 'in_progress')
-                RETURNING {columns}
-            ), inserted AS (
-                INSERT INTO pgbus_workflow_steps
-                    (id, workflow_id, step_name, status, attempt, scheduled_at, finished_at, created_at, updated_at)
-                SELECT r.id, r.workflow_id, r.step_name, r.status, r.attempt, r.scheduled_at, r.finished_at,
-                       :now, :now
-                FROM unnest(CAST(:ids AS bigint[]), CAST(:workflow_ids AS text[]), CAST(:step_names AS text[]),
-                            CAST(:statuses AS text[]), CAST(:attempts AS integer[]),
-                            CAST(:scheduled AS timestamptz[]), CAST(:finished AS timestamptz[]))
-                     AS r(id, workflow_id, step_name, status, attempt, scheduled_at, finished_at)
-                ORDER BY r.id
-                RETURNING {columns}
-            )
-            SELECT * FROM skipped UNION ALL SELECT * FROM inserted
-            """
-        ),
-        {"now": now, "skip_ids": [int(step_id) for step_id in skip_ids],
-         "ids": [int(row["id"]) for row in rows], "workflow_ids": [row["workflow_id"] for row in rows],
-         "step_names": [row["step_name"] for row in rows], "statuses": [row["status"] for row in rows],
-         "attempts": [int(row["attempt"]) for row in rows],
-         "scheduled": [row.get("scheduled_at") for row in rows], "finished": [row.get("finished_at") for row in rows]},
-    )
-    return {row["id"]: row for row in as_dicts(written)}
 
 
 def failure_streak(conn: Connection, step: dict[str, Any]) -> int:
