@@ -197,3 +197,73 @@ def test_a_status_with_a_time_range_is_counted_from_the_index_alone(thin_slice):
     # count to the table.
     assert "Index Only Scan" not in {scan["Node Type"] for scan in _count_scans(
         engine, {"status": "failed", "step": "capture_payment"})}
+
+
+
+# The stuck index as schema version 14 had it: the id an included
+# column, not a key.
+V14_STUCK = """
+    CREATE INDEX pgbus_workflows_stuck ON pgbus_workflows (workflow_class, status)
+    INCLUDE (id, workflow_id, current_step, paused_at, latest_step_name, latest_step_status,
+             latest_error_class, latest_scheduled_at, latest_waiting_since, latest_timeout_at)
+    WHERE status IN ('paused', 'ready', 'waiting')
+"""
+V14_CLASS_STATUS = "CREATE INDEX pgbus_workflows_class_status ON pgbus_workflows (workflow_class, status)"
+MANY = 20_000
+CHUNK = operations.CHUNK_PATH
+
+
+@pytest.fixture
+def one_class_many_windows(engine):
+    """MANY paused RefundWorkflow runs, every fourth run over sixteen
+    windows of ids, among completed OrderWorkflow runs, written in no
+    order of their ids (so a walk along the primary key visits the table
+    at random, as on a table years of updates have shuffled); vacuumed
+    and analyzed."""
+    with engine.begin() as conn:
+        conn.exec_driver_sql("SET LOCAL statement_timeout = 0")
+        for first in range(1, 4 * MANY + 1, 10_000):
+            conn.execute(sa.text(
+                "INSERT INTO pgbus_workflows (id, workflow_id, workflow_class, status, current_step, paused_at,"
+                " finished_at, created_at, updated_at)"
+                " SELECT g, 'run-' || g, CASE WHEN g % 4 = 0 THEN 'RefundWorkflow' ELSE 'OrderWorkflow' END,"
+                " CASE WHEN g % 4 = 0 THEN 'paused' ELSE 'completed' END, 'refund',"
+                " CASE WHEN g % 4 = 0 THEN now() END, CASE WHEN g % 4 <> 0 THEN now() END, now(), now()"
+                " FROM generate_series(CAST(:first AS int), CAST(:last AS int)) g ORDER BY random()"),
+                {"first": first, "last": min(first + 9_999, 4 * MANY)})
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql("VACUUM ANALYZE pgbus_workflows")
+    return engine
+
+
+def _walk_reads(engine) -> float:
+    """The most entries one statement over the runs read in an operation's
+    first chunk, the operation resuming the paused RefundWorkflow runs
+    (cancelled after it)."""
+    operation = operations.create(engine, filters.parse({"workflow_class": "RefundWorkflow", "status": "paused"}),
+                                  "resume", None, reason="fixed", actor="dashboard:alice", expected=None,
+                                  registry=REGISTRY, thresholds=THRESHOLDS)
+    runner = operations.Runner(engine, REGISTRY, chunk=CHUNK, window=WINDOW, parallel=1)
+    walked = reads(engine, lambda: runner.step(operation["id"]))
+    runner.release()
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE pgbus_web_operations SET status = 'cancelled' WHERE id = :id"),
+                     {"id": operation["id"]})
+    return max(rows for rows, _ in walked)
+
+
+def test_a_class_and_status_walk_reads_its_window_as_an_index_range(one_class_many_windows):
+    engine = one_class_many_windows
+    # A window's statement reads about the chunk's runs, in id order from
+    # the class and status index, however many of the class are paused.
+    assert _walk_reads(engine) <= 2 * CHUNK
+    # Control: with the indexes as they were (their keys ending at the
+    # status), no index held the window in id order: the statement read
+    # the whole window here (along the primary key), and every paused run
+    # of the class for each window at a million runs (docs/operations.md).
+    with engine.begin() as conn:
+        conn.exec_driver_sql("DROP INDEX pgbus_workflows_stuck")
+        conn.exec_driver_sql(V14_STUCK)
+        conn.exec_driver_sql("DROP INDEX pgbus_workflows_class_status")
+        conn.exec_driver_sql(V14_CLASS_STATUS)
+    assert _walk_reads(engine) > 2 * CHUNK

@@ -35,14 +35,21 @@ from . import as_dicts
 LATEST = ("id", "step_name", "status", "attempt", "scheduled_at", "wait_for")
 
 _FACTS = """
-    SELECT m.workflow_id,
-           EXISTS (SELECT 1 FROM pgbus_workflow_events e
-                   WHERE e.details ? 'operation_id' AND e.details ->> 'operation_id' = :operation_id
-                     AND e.workflow_id = m.workflow_id) AS acted,
+    SELECT m.workflow_id, a.acted IS NOT NULL AS acted,
            {latest}
            {taken}
     FROM unnest(CAST(:workflow_ids AS text[]), CAST(:classes AS text[]), CAST(:types AS text[]),
                 CAST(:subjects AS text[])) AS m(workflow_id, workflow_class, subject_type, subject_id)
+    -- One probe of the operation's events index per run. As an EXISTS the
+    -- planner hashed every event of the operation once per chunk instead
+    -- (its statistics, from before the operation, say it has few): a read
+    -- that grew with each chunk, 100,000 entries by the hundredth.
+    LEFT JOIN LATERAL (
+        SELECT TRUE AS acted FROM pgbus_workflow_events e
+        WHERE e.details ? 'operation_id' AND e.details ->> 'operation_id' = :operation_id
+          AND e.workflow_id = m.workflow_id
+        LIMIT 1
+    ) a ON TRUE
     {latest_join}
 """
 _LATEST_SELECT = ", ".join(f"l.{name} AS latest_{name}" for name in LATEST) + ","
