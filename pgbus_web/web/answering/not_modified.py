@@ -1,7 +1,7 @@
 """Answering an unchanged live-refresh poll with ``304 Not Modified``.
 
 A poll's ETag is a digest of what its fragments depend on:
-- the change marker (models/changes.py, read through core.worker_reads.poll_marker), which grows with
+- the change marker (models/changes.py, read once a request through web/answering/markers.py), which grows with
   every committed write to the runs, steps, events, signals and batches,
   and in the same statement which workers are alive and which gone: a
   worker falling silent writes nothing, and the index flags it at once;
@@ -34,10 +34,9 @@ from flask import Response, request
 from sqlalchemy.engine import Connection
 
 from ... import i18n
-from ...core import reads, worker_reads
 from ...plumbing import csrf, hx, reading
-from ...plumbing.state import state
 from ...plumbing.security import may_act, may_view
+from . import markers
 
 # Seconds of one time bucket (docs/performance.md).
 TIME_BUCKET = 60
@@ -53,7 +52,7 @@ def _now() -> float:
 def _tag(conn: Connection) -> str:
     parts = (
         _PROCESS,
-        worker_reads.poll_marker(conn, state().settings),
+        markers.markers(conn)[0],
         str(int(_now() // TIME_BUCKET)),
         request.full_path,
         hx.details().target or "",

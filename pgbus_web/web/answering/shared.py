@@ -7,7 +7,7 @@ them was all of the page's SQL and most of its CPU. So the index is kept
 in two steps, per app:
 
 - **What it shows** (core/reads.index_context) is read once per change
-  marker and worker states (core/worker_reads.poll_marker: any committed
+  marker and worker states (web/answering/markers.py: any committed
   write to the runs, steps, events, signals and batches, or a worker
   falling silent, moves it), per source (the primary or the replica), per
   request (the path and query, the blocks an htmx request names) and per
@@ -73,11 +73,11 @@ from markupsafe import Markup, escape
 from sqlalchemy.engine import Connection
 
 from ... import i18n
-from ...core import worker_reads
 from ...core.words import timefmt
 from ...plumbing import csrf, hx, reading
 from ...plumbing.security import may_act, may_view
 from ...plumbing.state import state
+from . import markers
 
 log = logging.getLogger(__name__)
 
@@ -232,7 +232,7 @@ def _remember(conn: Connection, now: datetime, read: Callable[[Connection], dict
     details = hx.details()
     # Keyed by the marker without operations' changes; those make a read
     # stale only once it has stood for OPERATION_LAG (_Read.behind).
-    marker, settled = worker_reads.poll_markers(conn, state().settings, now)
+    marker, settled = markers.markers(conn, now)
     same = (
         settled,
         reading.route().source,
