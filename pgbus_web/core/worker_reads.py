@@ -87,16 +87,11 @@ def workers_context(conn: Connection, settings: Settings, now: datetime | None =
     }
 
 
-def poll_marker(conn: Connection, settings: Settings, now: datetime | None = None) -> str:
-    """The change marker (core/reads.change_marker) and which workers are
-    alive or gone now, in one statement: a live refresh draws anew when
-    either changes (a worker falling silent writes nothing)."""
-    return poll_markers(conn, settings, now)[0]
-
-
 def poll_markers(conn: Connection, settings: Settings, now: datetime | None = None) -> tuple[str, str]:
-    """poll_marker(), and the same without the changes operations' chunks
-    made (models/changes.by_operation), in one statement."""
+    """The change marker (core/reads.change_marker) and which workers are
+    alive or gone now, in one statement (a live refresh draws anew when
+    either changes: a worker falling silent writes nothing); and the same
+    without the changes operations' chunks made (models/changes.by_operation)."""
     marker, others, states = changes.marker_with(conn, workers.MARKER_SQL,
                                                  {"cutoff": cutoff(settings, now or utcnow())})
     return f"{marker}/{states}", f"{others}/{states}"
