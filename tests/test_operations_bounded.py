@@ -261,9 +261,20 @@ def test_a_class_and_status_walk_reads_its_window_as_an_index_range(one_class_ma
     # status), no index held the window in id order: the statement read
     # the whole window here (along the primary key), and every paused run
     # of the class for each window at a million runs (docs/operations.md).
-    with engine.begin() as conn:
-        conn.exec_driver_sql("DROP INDEX pgbus_workflows_stuck")
-        conn.exec_driver_sql(V14_STUCK)
-        conn.exec_driver_sql("DROP INDEX pgbus_workflows_class_status")
-        conn.exec_driver_sql(V14_CLASS_STATUS)
-    assert _walk_reads(engine) > 2 * CHUNK
+    with engine.connect() as conn:
+        now_defined = dict(conn.execute(sa.text(
+            "SELECT indexname, indexdef FROM pg_indexes"
+            " WHERE indexname IN ('pgbus_workflows_stuck', 'pgbus_workflows_class_status')")).all())
+    assert len(now_defined) == 2
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("DROP INDEX pgbus_workflows_stuck")
+            conn.exec_driver_sql(V14_STUCK)
+            conn.exec_driver_sql("DROP INDEX pgbus_workflows_class_status")
+            conn.exec_driver_sql(V14_CLASS_STATUS)
+        assert _walk_reads(engine) > 2 * CHUNK
+    finally:  # the session's schema, as installed, for the tests after this one
+        with engine.begin() as conn:
+            for name, definition in now_defined.items():
+                conn.exec_driver_sql(f"DROP INDEX IF EXISTS {name}")
+                conn.exec_driver_sql(definition)
