@@ -199,7 +199,6 @@ def test_a_status_with_a_time_range_is_counted_from_the_index_alone(thin_slice):
         engine, {"status": "failed", "step": "capture_payment"})}
 
 
-
 # The stuck index as schema version 14 had it: the id an included
 # column, not a key.
 V14_STUCK = """
