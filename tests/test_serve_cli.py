@@ -345,8 +345,11 @@ def test_a_stopped_serve_gives_its_operation_back_to_the_queue(engine, database_
     from pgbus_web.runtime import operations
 
     seed_paused(engine, 3000)
+    # Paced, so that it lasts ten seconds at least: cancel's chunks do 3,000
+    # runs in about one, and a loaded machine could finish it before the stop.
     operation = operations.create(engine, query(status="paused"), "cancel", None, reason="gateway gone",
-                                  actor="dashboard:alice", expected=None, registry=REGISTRY, thresholds=THRESHOLDS)
+                                  actor="dashboard:alice", expected=None, registry=REGISTRY, thresholds=THRESHOLDS,
+                                  rate=300)
 
     def current():
         with engine.connect() as conn:
