@@ -61,6 +61,9 @@
   //    anchoring kept them still on screen. A frame the table fits in is
   //    no scroll container (pgbus-fits), so the page's own scroll is theirs.
   //    Without JavaScript the frame always scrolls, as no poll comes.
+  //    A frame with a height limit (the insights tables) holds a table
+  //    taller than it: fitting means fitting both ways, or the table
+  //    would spill out of its box over what follows.
   var frames = window.ResizeObserver && new window.ResizeObserver(function (entries) {
     for (var i = 0; i < entries.length; i++) {
       var frame = entries[i].target.closest(".pgbus-table-wrap");
@@ -72,7 +75,8 @@
 
   function fitTableFrame(frame) {
     var table = frame.querySelector("table");
-    frame.classList.toggle("pgbus-fits", !!table && table.offsetWidth <= frame.clientWidth);
+    frame.classList.toggle("pgbus-fits", !!table && table.offsetWidth <= frame.clientWidth
+      && table.offsetHeight <= frame.clientHeight);
   }
 
   function watchTableFrames(root) {

