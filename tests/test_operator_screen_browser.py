@@ -78,3 +78,48 @@ def test_the_insights_tables_scroll_inside_their_boxes(chromium, app, server, ru
     finally:
         context.close()
     assert problems == {}, problems
+
+
+def test_a_verb_has_one_word_from_the_menu_to_the_audit_trail(chromium, app, server, runs, engine):  # noqa: F811
+    from pgbus_web.core import reads
+    from pgbus_web.core.words.verb_words import WORDS
+    from pgbus_web.i18n import force_locale, t
+
+    paused = [paused_on_capture(runs, paused_at=ago(minutes=5 + index)) for index in range(3)]
+    # Runs paused on an error, resumed by an operation on their filter:
+    # the step that failed is tried again.
+    operations.create(
+        engine, operations.filters_of({"filters": {"reason": "paused_error"}}), "resume", None,
+        reason="gateway back", actor="dashboard:alice", expected=None, registry=REGISTRY,
+        thresholds=reads.thresholds(app.extensions["pgbus_web"].settings),
+    )
+    runner = operations.Runner(engine, REGISTRY)
+    while runner.step() is not None:
+        pass
+    still_paused = paused_on_capture(runs, paused_at=ago(minutes=1))
+    context, page = opened(chromium, (1280, 800))
+    said = {}
+    try:
+        for locale in ("en", "de", "ja"):
+            with force_locale(locale):
+                word, resume = t(WORDS["retry"].label), t(WORDS["resume"].label)
+                event, resumed = t(WORDS["retry"].event), t(WORDS["resume"].event)
+            visit(page, f"{server}/workflows?reason=paused_error&locale={locale}")
+            menu = page.locator('#pgbus-operation-verb option[value="resume"]').inner_text().strip()
+            page.locator("#pgbus-operation-verb").select_option("resume")
+            page.locator("form.pgbus-operation-entry button[type=submit]").click()
+            title = page.locator("dialog#pgbus-operation-dialog[open] h2").inner_text()
+            visit(page, f"{server}/workflows/{still_paused}?locale={locale}")
+            button = page.locator('details.pgbus-action[data-verb="resume"] summary').inner_text()
+            visit(page, f"{server}/workflows/{paused[0]}?locale={locale}")
+            audit = page.locator("#pgbus-run-audit ol.pgbus-audit").inner_text()
+            said[locale] = {
+                "menu": menu == word,
+                "dialog": word in title and resume not in title,
+                "run page": word.casefold() in button.casefold(),
+                "audit trail": event in audit and resumed not in audit,
+            }
+    finally:
+        context.close()
+    assert said == {locale: dict.fromkeys(("menu", "dialog", "run page", "audit trail"), True)
+                    for locale in ("en", "de", "ja")}, said

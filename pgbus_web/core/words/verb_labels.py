@@ -88,6 +88,14 @@ def operation_verb(verb: str, filters: Mapping[str, Any] | None = None) -> str:
     return verb
 
 
+def operation_label(verb: str, filters: Mapping[str, Any] | None) -> str:
+    """An operation's verb as every place names it: the index's "Act on
+    all" menu, the dialog it opens, the operation's page. *filters* has
+    no default: the menu once drew its labels without them and said
+    Resume where the dialog said Retry."""
+    return verb_label(operation_verb(verb, filters))
+
+
 def with_step_label(action: str, step: str) -> str:
     return t(PLAN_WITH_STEP[action], step=step)
 

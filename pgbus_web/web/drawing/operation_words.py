@@ -20,9 +20,9 @@ from ...rules import verb_table
 from . import template_helpers
 
 
-def operation_verb(verb: str, filters: Mapping[str, Any] | None = None) -> str:
+def operation_verb(verb: str, filters: Mapping[str, Any] | None) -> str:
     try:
-        return verb_labels.verb_label(verb_labels.operation_verb(verb, filters))
+        return verb_labels.operation_label(verb, filters)
     except KeyError:
         return _humanize(str(verb))
 

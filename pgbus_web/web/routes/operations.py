@@ -329,10 +329,11 @@ def back_to_page(operation_id: int):
     return redirect(url_for("pgbus_web.operation", operation_id=operation_id), 303)
 
 
-def operation_verbs(fitting=None) -> list[dict[str, str]]:
-    """The verbs the index's entry offers, with their labels: those of
-    *fitting* (the verbs the matched runs' statuses allow), all when None."""
-    return [{"name": verb, "label": operation_words.operation_verb(verb)}
+def operation_verbs(fitting=None, filters=None) -> list[dict[str, str]]:
+    """The verbs the index's entry offers, with their labels (named as the
+    dialog names them for those *filters*): those of *fitting* (the verbs
+    the matched runs' statuses allow), all when None."""
+    return [{"name": verb, "label": operation_words.operation_verb(verb, filters)}
             for verb in operations.VERBS if fitting is None or verb in fitting]
 
 
