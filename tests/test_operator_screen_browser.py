@@ -123,3 +123,42 @@ def test_a_verb_has_one_word_from_the_menu_to_the_audit_trail(chromium, app, ser
         context.close()
     assert said == {locale: dict.fromkeys(("menu", "dialog", "run page", "audit trail"), True)
                     for locale in ("en", "de", "ja")}, said
+
+
+# Each stacked cell's label (its ::before, a column 7rem wide) set in a
+# probe with the label's own style: a label wider than its column runs
+# over the value beside it.
+LABELS_OVER_VALUES = """() => {
+  const over = [];
+  for (const cell of document.querySelectorAll('.pgbus-stack td[data-label], .pgbus-stack tbody th[data-label]')) {
+    const label = getComputedStyle(cell, '::before');
+    if (!cell.getClientRects().length || label.content === 'none' || label.float !== 'left') continue;
+    const probe = document.createElement('div');
+    for (const name of ['fontFamily', 'fontSize', 'fontWeight', 'fontStyle', 'textTransform', 'letterSpacing',
+                        'whiteSpace', 'overflowWrap', 'wordBreak', 'hyphens', 'lineHeight', 'width']) {
+      probe.style[name] = label[name];
+    }
+    probe.style.position = 'absolute';
+    probe.textContent = cell.dataset.label;
+    cell.appendChild(probe);
+    if (probe.scrollWidth > probe.clientWidth + 1) over.push(cell.dataset.label + ' ' + probe.scrollWidth + '>' + probe.clientWidth);
+    probe.remove();
+  }
+  return [...new Set(over)];
+}"""
+
+
+def test_stacked_labels_wrap_inside_their_column_on_a_phone(chromium, app, server, runs, engine):  # noqa: F811
+    paths = pages(app, runs, engine)
+    context, page = opened(chromium, (390, 844))
+    over = {}
+    try:
+        for locale in ("de", "fr", "pt", "fi", "ja"):
+            for name in ("workers", "operations", "insights", "index", "locks"):
+                visit(page, f"{server}{paths[name]}?locale={locale}")
+                found = page.evaluate(LABELS_OVER_VALUES)
+                if found:
+                    over[f"{locale} {name}"] = found
+    finally:
+        context.close()
+    assert over == {}, over
