@@ -162,3 +162,59 @@ def test_stacked_labels_wrap_inside_their_column_on_a_phone(chromium, app, serve
     finally:
         context.close()
     assert over == {}, over
+
+
+CHIP_CLOSE_INSIDE = """() => { const r = document.querySelector('.pgbus-chip[data-filter="q"] a').getBoundingClientRect();
+  return r.left >= 0 && r.right <= innerWidth && r.width > 0; }"""
+
+
+@pytest.mark.parametrize("size", SIZES, ids=size_ids)
+def test_a_long_search_keeps_the_page_and_its_chip_on_screen(chromium, server, runs, size):  # noqa: F811
+    runs.make("completed")
+    search = "x" * 200
+    context, page = opened(chromium, size)
+    try:
+        visit(page, f"{server}/workflows?q={search}")
+        widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+        assert widths[0] <= widths[1], widths
+        assert page.evaluate(CHIP_CLOSE_INSIDE)
+        shown = page.locator('.pgbus-chip[data-filter="q"] [data-pgbus-clamp]')
+        # Cut with an ellipsis, the whole search in its title.
+        assert shown.evaluate("(el) => getComputedStyle(el).textOverflow") == "ellipsis"
+        assert search in shown.get_attribute("title")
+    finally:
+        context.close()
+
+
+def test_a_pasted_search_too_long_is_refused_in_words(chromium, server, runs):  # noqa: F811
+    from pgbus_web.i18n import tn
+    from pgbus_web.rules.run_filters import MAX_TEXT
+
+    runs.make("completed")
+    context, page = opened(chromium, (1280, 800))
+    try:
+        visit(page, f"{server}/workflows")
+        page.locator("#pgbus-search-q").fill("y" * 2000)
+        page.locator("#pgbus-search-q").press("Enter")
+        page.wait_for_load_state("load")
+        notice = page.locator(".pgbus-filter-error")
+        assert notice.inner_text().strip() == tn("pgbus.workflows.search.too_long", 2000, limit=MAX_TEXT)
+    finally:
+        context.close()
+
+
+def test_a_too_short_id_fragment_says_how_long_one_must_be(chromium, server, runs):  # noqa: F811
+    from pgbus_web.i18n import t
+    from pgbus_web.models.workflow_index import SEARCH_ID_FRAGMENT_MIN, SEARCH_ID_PREFIX_MIN
+
+    made = runs.make("completed")
+    context, page = opened(chromium, (390, 844))
+    try:
+        visit(page, f"{server}/workflows?q={made[10:15]}")
+        said = page.locator("#pgbus-runs").inner_text()
+        assert t("pgbus.workflows.search.too_short", min=SEARCH_ID_FRAGMENT_MIN, prefix=SEARCH_ID_PREFIX_MIN) in said
+        # A longer search that matches nothing says only that.
+        visit(page, f"{server}/workflows?q=nothing-like-this")
+        assert "6" not in page.locator("#pgbus-runs .pgbus-empty").inner_text()
+    finally:
+        context.close()

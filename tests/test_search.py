@@ -139,7 +139,8 @@ def test_the_search_box_is_on_the_unfiltered_index(client, found):
 @pytest.mark.parametrize(
     "q, key, args",
     [
-        ("x" * 201, "pgbus.workflows.filters.errors.too_long", {"name": "q", "limit": 200}),
+        # The search box's own words, with the length it was given.
+        ("x" * 201, "pgbus.workflows.search.too_long", {"count": 201, "limit": 200}),
         ("Order\x00100615", "pgbus.workflows.filters.errors.nul_character", {"name": "q"}),
     ],
 )

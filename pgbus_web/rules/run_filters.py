@@ -28,7 +28,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
 
 from . import states
-from ..i18n import LOCALE_PARAM, current_timezone, t
+from ..i18n import LOCALE_PARAM, current_timezone, t, tn
 
 # The preset ranges offered on the index and the insights page.
 RANGES = {
@@ -223,6 +223,16 @@ def _text(args: Mapping[str, str], name: str) -> str | None:
     return text(args, name)
 
 
+def _search(args: Mapping[str, str]) -> str | None:
+    """The search box's text. Too long, it is refused in the box's own
+    words with its length: a paste of a whole log line is no id, key or
+    subject, and the box keeps all of it rather than cutting it silently."""
+    raw = (args.get("q") or "").strip()
+    if len(raw) > MAX_TEXT:
+        raise FilterError(tn("pgbus.workflows.search.too_long", len(raw), limit=MAX_TEXT))
+    return _text(args, "q")
+
+
 def _choice(args: Mapping[str, str], name: str, allowed) -> str | None:
     value = _text(args, name)
     if value is not None and value not in allowed:
@@ -330,6 +340,13 @@ def q_argument_documents(q: str) -> tuple[str, ...]:
         return ()
 
 
+def q_argument_path(q: str) -> str | None:
+    """The path of the search box's ``path:value`` form, None when *q* is
+    not one (what a redaction rule is checked against)."""
+    found = _Q_ARGUMENT.fullmatch(q)
+    return found.group(1) if found is not None else None
+
+
 def _json_matches(args: Mapping[str, str]) -> tuple[tuple[JsonMatch, ...], tuple[JsonMatch, ...]]:
     found: dict[str, list[JsonMatch]] = {ARG_PREFIX: [], SIGNAL_PREFIX: []}
     for name in args:
@@ -361,7 +378,7 @@ def parse(args: Mapping[str, str]) -> RunFilters:
         raise FilterError(t("pgbus.workflows.filters.errors.two_cursors"))
     arguments, signals = _json_matches(args)
     return RunFilters(
-        q=_text(args, "q"),
+        q=_search(args),
         workflow_class=_text(args, "workflow_class"),
         status=_choice(args, "status", states.RUN),
         reason=_choice(args, "reason", states.STUCK_REASONS),

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...i18n import t
+from ...models import workflow_index
 from ...rules.run_filters import RunFilters
 
 # Chips: (query parameter, RunFilters attribute, label key, value key prefix).
@@ -48,3 +49,17 @@ def chips(filters: RunFilters) -> list[dict[str, Any]]:
             found.append({"name": match.name, "label": t(key, path=match.path), "value": match.value,
                           "query": filters.query(**{match.name: None})})
     return found
+
+
+def short_search(search: str | None) -> dict[str, int] | None:
+    """For a search too short to be looked for as part of a run id (one
+    word under SEARCH_ID_FRAGMENT_MIN characters), the lengths that are
+    (anywhere in the id, and at its start); None for any other search.
+    "No run matches" alone leaves the operator guessing why."""
+    if not search or len(search.split()) != 1 or len(search) >= workflow_index.SEARCH_ID_FRAGMENT_MIN:
+        return None
+    return {"min": workflow_index.SEARCH_ID_FRAGMENT_MIN, "prefix": workflow_index.SEARCH_ID_PREFIX_MIN}
+
+
+# What the templates call (template_names.py gives them).
+TEMPLATE_NAMES = {"short_search": short_search}

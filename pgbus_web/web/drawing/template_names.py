@@ -17,7 +17,7 @@ from flask import Blueprint
 
 from ... import bidi, i18n
 from ..routes import actions, operations
-from . import activity_chart, cells, frame, kept_rows, template_helpers, timeline
+from . import activity_chart, cells, filter_chips, frame, kept_rows, template_helpers, timeline
 from ...plumbing import csrf, reading
 from ...core.words import presenters, timefmt
 
@@ -43,6 +43,7 @@ def context_names(cookie_path: Callable[[], str]) -> dict[str, Any]:
         "i18n_cookie_path": cookie_path(),
         **frame.TEMPLATE_NAMES,
         **template_helpers.TEMPLATE_NAMES,
+        **filter_chips.TEMPLATE_NAMES,
         **csrf.TEMPLATE_NAMES,
         **reading.TEMPLATE_NAMES,
         **actions.TEMPLATE_NAMES,
