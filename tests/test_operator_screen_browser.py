@@ -218,3 +218,35 @@ def test_a_too_short_id_fragment_says_how_long_one_must_be(chromium, server, run
         assert "6" not in page.locator("#pgbus-runs .pgbus-empty").inner_text()
     finally:
         context.close()
+
+
+def test_a_filtered_list_says_its_count_in_the_heading(chromium, app, server, runs, engine):  # noqa: F811
+    from playwright.sync_api import expect
+
+    from pgbus_web.i18n import force_locale, tn
+
+    pages(app, runs, engine)
+    for index in range(3):
+        paused_on_capture(runs, paused_at=ago(minutes=5 + index))
+    context, page = opened(chromium, (1280, 800))
+    try:
+        visit(page, f"{server}/workflows")
+        everything = page.locator("#pgbus-total").inner_text()
+        total = int("".join(ch for ch in everything if ch.isdigit()))
+        with force_locale("en"):
+            assert everything == tn("pgbus.workflows.index.total_runs", total)
+            paused_error = tn("pgbus.workflows.index.total_matching", 4, total=str(total))
+            manual = tn("pgbus.workflows.index.total_matching", 1, total=str(total))
+        visit(page, f"{server}/workflows?reason=paused_error")
+        assert page.locator("#pgbus-total").inner_text() == paused_error
+        # The filter form's answer (htmx, the runs swapped in place) brings the heading along.
+        page.locator("#pgbus-filter-reason").select_option("paused_manual")
+        page.locator("form.pgbus-filters button[type=submit]").first.click()
+        expect(page.locator("#pgbus-total")).to_have_text(manual, timeout=WAIT_MS)
+        # Japanese says it in its own words, with the same numbers.
+        visit(page, f"{server}/workflows?reason=paused_error&locale=ja")
+        with force_locale("ja"):
+            assert page.locator("#pgbus-total").inner_text() == tn(
+                "pgbus.workflows.index.total_matching", 4, total=str(total))
+    finally:
+        context.close()

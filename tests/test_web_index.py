@@ -238,14 +238,16 @@ def test_filter_form_answer_has_the_runs_and_the_range_links_for_its_filters(cli
     made = every_state(runs)
     form = soup(client.get("/workflows")).select_one("form.pgbus-filters")
     # What the form's request names in HX-Target (static/actions.js) and picks out of the answer.
-    assert form["data-pgbus-targets"] == "pgbus-runs,pgbus-filter-ranges"
-    assert form["hx-select"] == "#pgbus-runs" and form["hx-select-oob"] == "#pgbus-filter-ranges"
+    # The heading's count too: it says how many runs the new filters match.
+    assert form["data-pgbus-targets"] == "pgbus-total,pgbus-runs,pgbus-filter-ranges"
+    assert form["hx-select"] == "#pgbus-runs" and form["hx-select-oob"] == "#pgbus-filter-ranges,#pgbus-total"
     response = client.get(
         "/workflows?reason=stalled", headers={"HX-Request": "true", "HX-Target": form["data-pgbus-targets"]}
     )
     page = soup(response)
     assert page.select_one("html") is None and page.select_one("#pgbus-counts") is None
     assert listed(page) == [made["stalled"]]
+    assert page.select_one("#pgbus-total").get_text(strip=True) == f"1 run of {len(made)} matches the filters"
     links = page.select("#pgbus-filter-ranges a")
     assert len(links) == len(RANGES)
     for link in links:
