@@ -241,13 +241,14 @@ def test_live_refresh_keeps_the_filtered_list(server, page, runs):
     assert polls[0]["target"] == "pgbus-workers-banner,pgbus-total,pgbus-counts,pgbus-runs"
     assert shown_ids(page) == [failed]
     assert page.locator("#pgbus-filter-status").input_value() == "failed"
-    # A run made meanwhile: the head's total follows with the counts, the
-    # filtered list stays as it is (the new run is not failed).
+    # A run made meanwhile: the head's count (the filter's, of the total)
+    # follows with the counts, the filtered list stays as it is (the new
+    # run is not failed).
     total = page.locator("#pgbus-total")
-    assert total.inner_text() == "3 runs in all"
+    assert total.inner_text() == "1 run of 3 matches the filters"
     runs.make(states.COMPLETED, step("send_receipt", "completed", finished_at=ago(minutes=1)),
               finished_at=ago(minutes=1))
-    page.locator("#pgbus-total", has_text="4 runs in all").wait_for()
+    page.locator("#pgbus-total", has_text="1 run of 4 matches the filters").wait_for()
     assert shown_ids(page) == [failed]
     assert page.problems == []
 
