@@ -91,7 +91,7 @@ def test_a_verb_has_one_word_from_the_menu_to_the_audit_trail(chromium, app, ser
     operations.create(
         engine, operations.filters_of({"filters": {"reason": "paused_error"}}), "resume", None,
         reason="gateway back", actor="dashboard:alice", expected=None, registry=REGISTRY,
-        thresholds=reads.thresholds(app.extensions["pgbus_web"].settings),
+        thresholds=reads.thresholds(app.extensions["pgbus_web"].database.primary),
     )
     runner = operations.Runner(engine, REGISTRY)
     while runner.step() is not None:
@@ -250,3 +250,22 @@ def test_a_filtered_list_says_its_count_in_the_heading(chromium, app, server, ru
                 "pgbus.workflows.index.total_matching", 4, total=str(total))
     finally:
         context.close()
+
+
+@pytest.mark.parametrize("size", SIZES, ids=size_ids)
+def test_the_groups_that_need_attention_start_on_the_first_screen(chromium, app, server, runs, engine, size):  # noqa: F811
+    # Every state, a gone worker's banner above the groups, and the counts
+    # of three classes: a busy first screen.
+    pages(app, runs, engine)
+    context, page = opened(chromium, size)
+    late = {}
+    try:
+        for locale in ("en", "de", "ja"):
+            visit(page, f"{server}/workflows?locale={locale}")
+            group = page.locator("tr.pgbus-attention-group").first.bounding_box()
+            counts = page.locator("#pgbus-counts").bounding_box()
+            if not (group["y"] + 24 <= size[1] and group["y"] < counts["y"]):
+                late[locale] = (round(group["y"]), round(counts["y"]))
+    finally:
+        context.close()
+    assert late == {}, late
