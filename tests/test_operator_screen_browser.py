@@ -269,3 +269,28 @@ def test_the_groups_that_need_attention_start_on_the_first_screen(chromium, app,
     finally:
         context.close()
     assert late == {}, late
+
+
+ALL_LOCALES = ("da", "de", "es", "fi", "fr", "it", "ja", "nb", "nl", "pt", "sv")
+
+
+def test_the_backtrace_is_named_in_every_language(chromium, server, runs):  # noqa: F811
+    from web_helpers import step
+
+    from pgbus_web.i18n import force_locale, t
+
+    with force_locale("en"):
+        english = t("pgbus.workflows.show.backtrace")
+    failed = runs.make("paused", step("capture_payment", "failed", error_class="TimeoutError",
+                                      error_backtrace='File "shop.py", line 3, in capture\n  raise TimeoutError'),
+                       paused_at=ago(minutes=1))
+    context, page = opened(chromium, (1280, 800))
+    english_in = []
+    try:
+        for locale in ALL_LOCALES:
+            visit(page, f"{server}/workflows/{failed}?locale={locale}")
+            if page.locator("details.pgbus-backtrace summary").first.inner_text().strip() == english:
+                english_in.append(locale)
+    finally:
+        context.close()
+    assert english_in == []
