@@ -721,7 +721,7 @@ def _csv_line(values: Mapping[str, str]) -> str:
 def export_rows(
     conn: Connection, *, where: str, binds: Mapping[str, Any], ceiling_id: int, now: datetime,
     threshold: timedelta, waiting_threshold: timedelta, as_json: bool = False, as_csv: bool = False,
-    batch: int = 2000, limit: int | None = None,
+    batch: int = 2000, limit: int | None = None, redact: tuple[str, ...] = (),
 ):
     """Every run page_where's *where* matches with an id up to *ceiling_id*
     (the first *limit* of them, when given),
@@ -733,7 +733,9 @@ def export_rows(
     server-side cursor *batch* rows at a time, so memory does not grow with
     the count; the server writes the text, so each row costs Python little.
     A generator: the statement runs when the first row is asked for, and
-    *conn* must stay open until the last."""
+    *conn* must stay open until the last. *redact*: the policy's redaction
+    rules (their text), applied to the arguments by the server
+    (pgbus_web_redact, schema/v16.sql) before any format is made of them."""
     given = stuck.params(now, threshold, waiting_threshold)
     reasons = "\n                 ".join(stuck.reason_sql(stuck.rules_for(given)))
     values = {
@@ -743,9 +745,12 @@ def export_rows(
         "subject_type": "w.subject_type", "subject_id": "w.subject_id", "idempotency_key": "w.idempotency_key",
         "definition_digest": "w.definition_digest", "created_at": "w.created_at", "started_at": "w.started_at",
         "paused_at": "w.paused_at", "finished_at": "w.finished_at", "updated_at": "w.updated_at",
-        "arguments": "w.arguments",
+        "arguments": "shown.arguments" if redact else "w.arguments",
     }
     assert tuple(values) == EXPORT_COLUMNS
+    # Redacted once per row, however many times the line names it.
+    shown = ("CROSS JOIN LATERAL (SELECT pgbus_web_redact(w.arguments, CAST(:export_redact AS text[]))"
+             " AS arguments) shown" if redact else "")
     if as_json:
         pairs = ", ".join(f"'{key}', {value}" for key, value in values.items())
         selected = f"json_build_object({pairs})::text"
@@ -757,7 +762,7 @@ def export_rows(
     statement = sa.text(
         f"""
         SELECT {selected}
-        FROM pgbus_workflows w
+        FROM pgbus_workflows w {shown}
         WHERE w.id <= :export_ceiling AND ({where})
         ORDER BY w.id
         {"LIMIT :export_limit" if limit is not None else ""}
@@ -770,7 +775,8 @@ def export_rows(
         conn.execution_options(isolation_level="READ COMMITTED")
     result = conn.execution_options(stream_results=True, yield_per=int(batch)).execute(
         statement, {**binds, **given, "export_ceiling": int(ceiling_id),
-                    **({"export_limit": int(limit)} if limit is not None else {})})
+                    **({"export_limit": int(limit)} if limit is not None else {}),
+                    **({"export_redact": list(redact)} if redact else {})})
     try:
         # A batch at a time: a row at a time through the result costs more
         # than the server takes to send it.
