@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from pgbus_web import locks  # noqa: E402
 from pgbus_web.rules import states  # noqa: E402
-from pgbus_web.core.words import verb_labels  # noqa: E402
+from pgbus_web.core.words import detail_keys, verb_labels  # noqa: E402
 from pgbus_web.rules.run_filters import RANGES  # noqa: E402
 
 SOURCE_LOCALE = "en"
@@ -70,6 +70,7 @@ DYNAMIC_KEYS = (
     | _family(f"{W}.step_statuses", states.STEP)
     | _family(f"{W}.signal_statuses", states.SIGNAL)
     | _family(f"{W}.events", states.EVENTS)
+    | _family(f"{W}.audit.details", detail_keys.DETAIL_KEYS)
     | _family(f"{W}.attention.reasons", states.STUCK_REASONS)
     | _family(f"{W}.attention.confirm", BULK_VERBS + tuple(f"{v}_error" for v in BULK_VERBS))
     | _family(f"{W}.next", (f"{k}_html" for k in NEXT_KEYS))

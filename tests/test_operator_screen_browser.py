@@ -294,3 +294,32 @@ def test_the_backtrace_is_named_in_every_language(chromium, server, runs):  # no
     finally:
         context.close()
     assert english_in == []
+
+
+def test_the_audit_trail_names_its_details_in_the_operators_language(chromium, server, runs):  # noqa: F811
+    from web_helpers import step
+
+    from pgbus_web.core.words.detail_keys import detail_label
+    from pgbus_web.i18n import force_locale
+
+    shown = {"attempts": 3, "error_class": "TimeoutError", "operation_id": 12}
+    paused = runs.make("paused", step("capture_payment", "failed", error_class="TimeoutError"),
+                       paused_at=ago(minutes=1),
+                       events_=[{"event": "paused", "actor": "system", "details": shown},
+                                {"event": "resumed", "actor": "dashboard:alice", "details": {"odd_key": 1}}])
+    context, page = opened(chromium, (390, 844))
+    said = {}
+    try:
+        for locale in ("en", "de", "ja"):
+            visit(page, f"{server}/workflows/{paused}?locale={locale}")
+            terms = page.locator("#pgbus-run-audit dl.pgbus-audit-details dt")
+            said[locale] = {terms.nth(i).get_attribute("data-key"): terms.nth(i).inner_text().strip()
+                            for i in range(terms.count())}
+            with force_locale(locale):
+                expected = {key: detail_label(key) for key in shown}
+            assert all(expected[key] != key for key in shown), expected
+            # A key this version does not know is shown as stored.
+            said[locale] = (said[locale] == {**expected, "odd_key": "odd_key"}, said[locale])
+    finally:
+        context.close()
+    assert all(ok for ok, _ in said.values()), said

@@ -190,7 +190,9 @@ def test_audit_trail_as_sentences_newest_first(client, runs):
     assert text_of(events[0].select_one(".pgbus-event-sentence")) == "Retried by dashboard:alice: SMTP fixed"
     assert text_of(events[2].select_one(".pgbus-event-sentence")) == "Step failed by system (capture_payment #2)"
     details = events[0].select(".pgbus-audit-details dt, .pgbus-audit-details dd")
-    assert [text_of(node) for node in details] == ["action", "retry"]
+    # The key in the operator's words, the stored key beside it.
+    assert [text_of(node) for node in details] == ["Action", "retry"]
+    assert events[0].select_one(".pgbus-audit-details dt")["data-key"] == "action"
     assert all(e.select_one("time[datetime]") for e in events)
 
 
@@ -204,7 +206,8 @@ def test_event_details_as_a_key_value_list(client, runs):
     page = soup(client.get(f"/workflows/{workflow_id}"))
     details = page.select_one('#pgbus-run-audit li[data-event="fan_out_opened"] dl.pgbus-audit-details')
     pairs = {text_of(row.select_one("dt")): text_of(row.select_one("dd")) for row in details.select("div")}
-    assert pairs == {"batch_id": "b-1", "total_jobs": "12", "flags": '{"fast":true}', "done": "false"}
+    # Known keys in words; one this version does not know, as stored.
+    assert pairs == {"Batch": "b-1", "Jobs in all": "12", "flags": '{"fast":true}', "done": "false"}
 
 
 def test_timeline_is_an_inline_svg(client, runs):

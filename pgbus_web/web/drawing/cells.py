@@ -23,6 +23,7 @@ from ... import bidi
 from ...i18n import current_locale, current_timezone, on_reload, t, t_html, tn
 from . import dom_ids, template_helpers
 from ...core.words import presenters, timefmt
+from ...core.words.detail_keys import detail_label
 from .template_helpers import batch_url, run_state, run_url
 
 
@@ -265,7 +266,8 @@ def audit_items(events: list[Mapping[str, Any]], now: datetime) -> Markup:
         details = event.get("details")
         if details and isinstance(details, abc.Mapping):
             pairs = "".join(
-                f'\n          <div><dt dir="auto">{escape(key)}</dt><dd>{template_helpers.detail_words(key, value, now)}</dd></div>'
+                f'\n          <div><dt dir="auto" data-key="{escape(key)}">{escape(detail_label(key))}</dt>'
+                f'<dd>{template_helpers.detail_words(key, value, now)}</dd></div>'
                 for key, value in details.items()
             )
             shown = f'\n        <dl class="pgbus-audit-details">{pairs}\n        </dl>'
