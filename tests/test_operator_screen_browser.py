@@ -323,3 +323,32 @@ def test_the_audit_trail_names_its_details_in_the_operators_language(chromium, s
     finally:
         context.close()
     assert all(ok for ok, _ in said.values()), said
+
+
+EVERY_LOCALE = ("en",) + ALL_LOCALES
+LOCK_FORM = """() => {
+  const box = (sel) => document.querySelector(sel).getBoundingClientRect();
+  const apply = box('#pgbus-locks form.pgbus-filters button[type=submit]');
+  const clear = box('#pgbus-locks form.pgbus-filters .pgbus-form-actions a');
+  const select = box('#pgbus-locks-queue');
+  return {oneLine: Math.abs(apply.top - clear.top) < 1, besideFields: Math.abs(apply.bottom - select.bottom) < 2,
+          belowFields: apply.top >= select.bottom};
+}"""
+
+
+@pytest.mark.parametrize("size", SIZES, ids=size_ids)
+def test_the_locks_filter_buttons_sit_on_one_line_beside_the_fields(chromium, server, locks, size):  # noqa: F811
+    locks.queue()
+    context, page = opened(chromium, size)
+    off = {}
+    try:
+        for locale in EVERY_LOCALE:
+            visit(page, f"{server}/locks?locale={locale}")
+            placed = page.evaluate(LOCK_FORM)
+            # Apply and Clear on one line, level with the fields' bottom on a
+            # desktop, below them on a phone.
+            if not (placed["oneLine"] and (placed["besideFields"] if size[0] > 600 else placed["belowFields"])):
+                off[locale] = placed
+    finally:
+        context.close()
+    assert off == {}, off
