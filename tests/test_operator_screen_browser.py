@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pytest
 from action_support import ago, paused_on_capture
+from web_helpers import step as step_
 from browser import WAIT_MS, requires_chromium
 from test_locales_browser import app, pages, server  # noqa: F401 (fixtures)
 
@@ -352,3 +353,26 @@ def test_the_locks_filter_buttons_sit_on_one_line_beside_the_fields(chromium, se
     finally:
         context.close()
     assert off == {}, off
+
+
+def test_a_time_too_far_ahead_is_bounded_and_refused_in_the_operators_words(chromium, server, runs):  # noqa: F811
+    paused = runs.make("paused", step_("send_receipt", "scheduled", scheduled_at=ago(hours=1)),
+                       paused_at=ago(minutes=30))
+    context, page = opened(chromium, (1280, 800), locale="de-DE")
+    try:
+        visit(page, f"{server}/workflows/{paused}?locale=de")
+        page.locator('details.pgbus-action[data-verb="resume_at"] summary').click()
+        field = page.locator("#pgbus-action-resume_at-at")
+        # The field offers no time past the furthest one the server takes.
+        latest = field.get_attribute("max")
+        assert latest and latest[:4].isdigit() and latest > field.get_attribute("min")
+        # Sent past it all the same (a script, an old page): refused with
+        # the time as the page writes times, not as the field sent it.
+        field.evaluate("(el) => { el.removeAttribute('max'); el.value = '2100-01-01T10:00'; }")
+        page.locator('form[data-verb="resume_at"] button[type=submit]').click()
+        error = page.locator("#pgbus-action-resume_at-at-error")
+        error.wait_for()
+        said = error.inner_text()
+        assert "2100-01-01T10:00" not in said and "2100" in said, said
+    finally:
+        context.close()

@@ -177,7 +177,17 @@ def test_a_time_further_ahead_than_the_horizon_is_refused(browser, runs, engine,
     before = everything(engine)
     response = browser.post(f"/workflows/{workflow_id}/resume_at", {"at": at}, htmx=htmx)
     assert response.status_code == 422
-    assert message(response).startswith(f"{at} is too far ahead; choose a time before ")
+    # The time as the page writes times (the operator's zone: UTC here),
+    # not as the field sent it; the field keeps what was sent.
+    from datetime import datetime, timezone
+
+    from pgbus_web.core.words import timefmt
+
+    sent = datetime.fromisoformat(at)
+    shown = " ".join(timefmt.absolute(sent if sent.tzinfo else sent.replace(tzinfo=timezone.utc),
+                                      locale="en", tz=timezone.utc).split())
+    assert message(response).startswith(f"{shown} is too far ahead; choose a time before ")
+    assert at not in message(response)
     form = soup(response).select_one("details.pgbus-action[data-verb=resume_at]")
     assert form.has_attr("open") and form.select_one("input[name=at]")["value"] == at
     assert everything(engine) == before

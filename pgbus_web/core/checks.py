@@ -232,7 +232,12 @@ def parse_at(value: str | None, *, tz: tzinfo, now: datetime) -> datetime:
         raise FormError("at", t("pgbus.workflows.forms.errors.time_past", value=text))
     if moment > now + MAX_AHEAD:
         latest = timefmt.absolute(now + MAX_AHEAD, locale=current_locale(), tz=tz)
-        raise FormError("at", t("pgbus.workflows.forms.errors.time_too_far", value=text, latest=latest))
+        try:
+            # Written as the page writes times, not as the field sent it.
+            shown = timefmt.absolute(moment, locale=current_locale(), tz=tz)
+        except OverflowError:
+            shown = text
+        raise FormError("at", t("pgbus.workflows.forms.errors.time_too_far", value=shown, latest=latest))
     return moment
 
 

@@ -62,6 +62,7 @@ class RunAction:
     open: bool = False  # shown unfolded: it was just refused
     step_names: tuple[str, ...] = ()  # rerun's choice
     min_at: str | None = None  # the earliest time a time field takes
+    max_at: str | None = None  # and the latest (checks.MAX_AHEAD from now)
 
 
 # The action plan's other ways of resuming, named on the run page's button.
@@ -139,6 +140,7 @@ def run_actions(
         )
         if "at" in fields:
             action.min_at = forms.local_input(now, tz)
+            action.max_at = forms.local_input(now + forms.MAX_AHEAD, tz)
             due = step.get("scheduled_at") if verb == "reschedule" else None
             # A step due at ±infinity proposes the default: "infinity" is no time to type.
             keep = due and not is_infinite(due) and due > now
