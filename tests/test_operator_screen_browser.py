@@ -376,3 +376,23 @@ def test_a_time_too_far_ahead_is_bounded_and_refused_in_the_operators_words(chro
         assert "2100-01-01T10:00" not in said and "2100" in said, said
     finally:
         context.close()
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_audit_trails_link_to_an_operation_is_not_told_by_colour_alone(chromium, server, runs, scheme):  # noqa: F811
+    from browser import axe_violations
+
+    paused = runs.make("paused", step_("capture_payment", "failed", error_class="TimeoutError"),
+                       paused_at=ago(minutes=1),
+                       events_=[{"event": "paused", "actor": "dashboard:alice", "reason": "gateway down",
+                                 "details": {"operation_id": 12}}])
+    context = chromium.new_context(viewport={"width": 1280, "height": 800}, color_scheme=scheme)
+    page = context.new_page()
+    page.set_default_timeout(WAIT_MS)
+    try:
+        visit(page, f"{server}/workflows/{paused}")
+        assert page.locator("#pgbus-run-audit a.pgbus-event-operation").count() == 1
+        found = [line for line in axe_violations(page) if line.startswith("link-in-text-block")]
+    finally:
+        context.close()
+    assert found == []
