@@ -396,3 +396,27 @@ def test_the_audit_trails_link_to_an_operation_is_not_told_by_colour_alone(chrom
     finally:
         context.close()
     assert found == []
+
+
+def test_the_definitions_option_is_never_split_at_its_dashes(chromium, database, runs):  # noqa: F811
+    from action_support import operator_app
+    from browser import serve
+
+    for index in range(2):
+        paused_on_capture(runs, paused_at=ago(minutes=5 + index))
+    server = serve(operator_app(database, registry=None))
+    base = next(server)
+    context, page = opened(chromium, (390, 844))
+    split = {}
+    try:
+        for locale in EVERY_LOCALE:
+            visit(page, f"{base}/workflows?locale={locale}")
+            lines = page.evaluate("""() => [...document.querySelectorAll('.pgbus-definitions-missing code')]
+                .map(el => [el.textContent, el.getClientRects().length])""")
+            if sorted(text for text, _ in lines) != ["--definitions", "PGBUS_WEB_DEFINITIONS"] \
+                    or any(count != 1 for _, count in lines):
+                split[locale] = lines
+    finally:
+        context.close()
+        server.close()
+    assert split == {}, split
