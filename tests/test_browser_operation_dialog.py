@@ -149,7 +149,8 @@ def test_retry_is_named_retry_on_the_button_the_dialog_and_the_run_page(server, 
         dialog = open_dialog(page)
         assert dialog.locator("h2").inner_text().strip() == f"Retry: {RUNS} matching runs"
         assert dialog.locator("button.pgbus-operation-start").inner_text().strip() == f"Retry {RUNS} runs"
-        assert dialog.locator(".pgbus-operation-fits").inner_text().strip() == f"Retry fits {RUNS} of them."
+        # "applies to", not "fits": the verb is what applies to runs.
+        assert dialog.locator(".pgbus-operation-fits").inner_text().strip() == f"Retry applies to {RUNS} of them."
         page.goto(f"{server}/workflows/{many_paused[0]}")
         summary = page.locator('details.pgbus-action[data-verb="resume"] summary')
         assert summary.inner_text().strip() == "Retry capture_payment"
