@@ -420,3 +420,24 @@ def test_the_definitions_option_is_never_split_at_its_dashes(chromium, database,
         context.close()
         server.close()
     assert split == {}, split
+
+
+def test_japanese_writes_its_parentheses_full_width_on_the_compare_page(chromium, server, runs):  # noqa: F811
+    # The failed refund beside a completed one: an outcome with its error
+    # in parentheses, and the same definition's sentence.
+    failed = runs.make("failed", step_("validate_refund", "completed", started_at=ago(minutes=9),
+                                       finished_at=ago(minutes=8)),
+                       step_("issue_refund", "failed", error_class="Payments::GatewayTimeout",
+                             error_message="the payment gateway did not answer"),
+                       workflow_class="RefundWorkflow", arguments={"customer": {"id": 42}, "amount": 1250})
+    done = runs.make("completed", step_("validate_refund", "completed"), step_("issue_refund", "completed"),
+                     workflow_class="RefundWorkflow", arguments={"customer": {"id": 42}, "amount": 990})
+    context, page = opened(chromium, (1280, 800))
+    try:
+        visit(page, f"{server}/workflows/compare?a={failed}&b={done}&locale=ja")
+        said = page.locator("main").inner_text()
+        assert "（" in said
+        half = [line for line in said.splitlines() if "(" in line or ")" in line]
+    finally:
+        context.close()
+    assert half == []
