@@ -424,12 +424,14 @@ def test_the_definitions_option_is_never_split_at_its_dashes(chromium, database,
 
 def test_japanese_writes_its_parentheses_full_width_on_the_compare_page(chromium, server, runs):  # noqa: F811
     # The failed refund beside a completed one: an outcome with its error
-    # in parentheses, and the same definition's sentence.
+    # in parentheses, the same definition's sentence, and an argument
+    # whose type changed.
     failed = runs.make("failed", step_("validate_refund", "completed", started_at=ago(minutes=9),
                                        finished_at=ago(minutes=8)),
                        step_("issue_refund", "failed", error_class="Payments::GatewayTimeout",
                              error_message="the payment gateway did not answer"),
-                       workflow_class="RefundWorkflow", arguments={"customer": {"id": 42}, "amount": 1250})
+                       workflow_class="RefundWorkflow",
+                       arguments={"customer": {"id": 42}, "amount": {"value": 1250, "currency": "EUR"}})
     done = runs.make("completed", step_("validate_refund", "completed"), step_("issue_refund", "completed"),
                      workflow_class="RefundWorkflow", arguments={"customer": {"id": 42}, "amount": 990})
     context, page = opened(chromium, (1280, 800))
@@ -441,3 +443,37 @@ def test_japanese_writes_its_parentheses_full_width_on_the_compare_page(chromium
     finally:
         context.close()
     assert half == []
+
+
+# Each occurrence of *word* in the page's text that a line break splits.
+SPLIT_WORDS = """(word) => {
+  const found = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  let node;
+  while ((node = walker.nextNode())) {
+    for (let at = node.nodeValue.indexOf(word); at >= 0; at = node.nodeValue.indexOf(word, at + 1)) {
+      const range = document.createRange();
+      range.setStart(node, at);
+      range.setEnd(node, at + word.length);
+      const lines = new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top)));
+      if (lines.size > 1) found.push(node.nodeValue.trim().slice(0, 50));
+    }
+  }
+  return found;
+}"""
+
+
+def test_japanese_prose_breaks_between_phrases_not_inside_words(chromium, app, server, runs, engine):  # noqa: F811
+    paths = pages(app, runs, engine)
+    context, page = opened(chromium, (390, 844))
+    split = {}
+    try:
+        for name in ("index", "run", "insights", "operations", "workers", "locks"):
+            visit(page, f"{server}{paths[name]}?locale=ja")
+            for word in ("エラー", "ステップ", "ワークフロー", "ダッシュボード"):
+                found = page.evaluate(SPLIT_WORDS, word)
+                if found:
+                    split[f"{name} {word}"] = found
+    finally:
+        context.close()
+    assert split == {}, split
