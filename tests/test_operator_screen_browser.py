@@ -477,3 +477,32 @@ def test_japanese_prose_breaks_between_phrases_not_inside_words(chromium, app, s
     finally:
         context.close()
     assert split == {}, split
+
+
+def test_the_insights_charts_have_a_time_axis_and_say_what_they_summarise(chromium, app, server, runs, engine):  # noqa: F811
+    paths = pages(app, runs, engine)
+    context, page = opened(chromium, (390, 844))
+    found = {}
+    try:
+        for locale in ("en", "ja"):
+            visit(page, f"{server}{paths['insights']}?locale={locale}")
+            for bucket in ("hour", "day"):
+                area = page.locator(f'.pgbus-activity-range[data-bucket="{bucket}"]')
+                # The table lists newest first: its last row is the chart's left end.
+                times = area.locator(".pgbus-activity-table tbody th")
+                oldest, newest = times.last.inner_text().strip(), times.first.inner_text().strip()
+                for series in ("started", "completed", "failed", "stuck"):
+                    figure = area.locator(f'figure[data-series="{series}"]')
+                    ends = figure.locator(".pgbus-chart-times span")
+                    axis = [ends.nth(i).inner_text().strip() for i in range(ends.count())]
+                    described = figure.evaluate(
+                        "(el) => (el.getAttribute('aria-describedby') || '').split(' ').filter(Boolean)"
+                        ".map(id => document.getElementById(id).textContent).join(' ')")
+                    found[f"{locale} {bucket} {series}"] = (
+                        axis == [oldest, newest],
+                        oldest in described and newest in described,
+                        figure.get_attribute("aria-hidden") is None,
+                    )
+    finally:
+        context.close()
+    assert all(all(checks) for checks in found.values()), found
