@@ -44,7 +44,7 @@ from flask import Flask
 
 from . import api, i18n
 from .api import metrics as api_metrics
-from .core.settings import SettingError, Settings, check
+from .core.settings import MOVED_TO_POLICY, SettingError, Settings, check, moved_to_policy
 from .db import Database
 from .plumbing.state import EXTENSION_NAME, State, state
 from .runtime.definitions import DefinitionError, load_registry
@@ -70,6 +70,9 @@ def settings_from(values: dict[str, Any]) -> Settings:
     if base is not None and not isinstance(base, Settings):
         raise TypeError("settings= must be a pgbus_web.core.settings.Settings")
     known = {field.name for field in dataclasses.fields(Settings)}
+    for name in MOVED_TO_POLICY:
+        if name in values:
+            raise moved_to_policy(name)
     unknown = sorted(set(values) - known)
     if unknown:
         raise TypeError(
@@ -88,6 +91,8 @@ def config_values(config) -> dict[str, Any]:
         if not key.startswith(CONFIG_PREFIX):
             continue
         name = key[len(CONFIG_PREFIX):].lower()
+        if name in MOVED_TO_POLICY:
+            raise moved_to_policy(name)
         if name not in known:
             raise TypeError(f"unknown pgbus-web setting in the app's config: {key}; known: "
                             + ", ".join(CONFIG_PREFIX + n.upper() for n in sorted(known)))

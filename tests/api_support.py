@@ -24,7 +24,7 @@ BASE = "/api/v1"
 def _template(path: str) -> str:
     pattern = re.escape(path)
     pattern = pattern.replace(re.escape("{workflow_id}"), ".+").replace(re.escape("{verb}"), "[^/]+")
-    pattern = pattern.replace(re.escape("{operation_id}"), "[0-9]+")
+    pattern = pattern.replace(re.escape("{operation_id}"), "[0-9]+").replace(re.escape("{key}"), "[^/]+")
     return f"^{pattern}$"
 
 
@@ -100,6 +100,16 @@ class Api:
 def token_for(engine, name: str, role: str) -> str:
     token, _ = tokens.add(engine, name, role)
     return token
+
+
+def put(api: Api, url: str, body: Any = None, **kwargs):
+    """A PUT through *api*, its answer checked against the document."""
+    data = json.dumps(body) if body is not None else b""
+    response = api.client.put(api.prefix + BASE + url, data=data, content_type="application/json",
+                              headers=api.headers(kwargs.pop("headers", None)), **kwargs)
+    response.json_body = check_answer("PUT", BASE + url, response)
+    api.answers.add((template_of("PUT", BASE + url), "put", response.status_code))
+    return response
 
 
 def patch(api: Api, url: str, body: Any = None, **kwargs):

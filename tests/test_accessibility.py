@@ -22,6 +22,7 @@ from web_helpers import every_state, step
 from pgbus_web.rules import states
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.runtime import operations
+from pgbus_web.core import policy
 from pgbus_web.core import reads as context
 
 pytestmark = requires_chromium
@@ -33,7 +34,9 @@ WIDTHS = [1280, 390]
 @pytest.fixture
 def app(database):
     # A long refresh interval: axe reads a page that stands still.
-    return operator_app(database, actor_name=lambda request: "browser", refresh_interval=600)
+    # An admin: the Policy page shows its forms too.
+    return operator_app(database, actor_name=lambda request: "browser", refresh_interval=600,
+                        role_of=lambda request: "admin")
 
 
 @pytest.fixture
@@ -45,6 +48,8 @@ def seeded(app, runs, engine) -> dict[str, str]:
     """Runs in every state, one with retried then failed attempts and an
     audit trail, locks, and a finished operation; the paths to visit."""
     made = every_state(runs)
+    policy.change(engine, "approval", {"threshold": 1000, "verbs": ["cancel"]}, actor="dashboard:alice",
+                  reason="a second pair of eyes")
     retried = runs.make(
         states.PAUSED,
         step("reserve_stock", "completed", started_at=ago(minutes=20), finished_at=ago(minutes=19)),
@@ -63,7 +68,7 @@ def seeded(app, runs, engine) -> dict[str, str]:
     created = operations.create(
         engine, operations.filters_of({"filters": {"status": "paused"}}), "resume", None,
         reason="gateway back", actor="dashboard:alice", expected=None, registry=REGISTRY,
-        thresholds=context.thresholds(app.extensions["pgbus_web"].settings),
+        thresholds=context.thresholds(app.extensions["pgbus_web"].database.primary),
     )
     # A worker alive, one stopped and one gone holding the running run (the index's banner).
     with engine.begin() as conn:
@@ -98,6 +103,7 @@ def seeded(app, runs, engine) -> dict[str, str]:
         "operations": "/workflows/operations",
         "operation": f"/workflows/operations/{created['id']}",
         "missing run": "/workflows/no-such-run",
+        "policy": "/policy",
     }
 
 
@@ -132,6 +138,14 @@ def test_every_page_has_no_axe_violations(chromium, app, server, runs, engine, s
         check(page, "run paused, resume form open", found)
         page.locator("details.pgbus-lang-menu summary").click()
         check(page, "language menu open", found)
+        # A refused policy change: the sentence beside the field.
+        page.goto(server + paths["policy"])
+        page.locator("#pgbus-policy-stall_threshold details.pgbus-policy-change summary").click()
+        page.fill("#pgbus-policy-stall_threshold-value", "-5")
+        page.fill("#pgbus-policy-stall_threshold-reason", "faster")
+        page.locator("#pgbus-policy-stall_threshold-form button[type=submit]").first.click()
+        page.locator("#pgbus-policy-stall_threshold-value-error").wait_for()
+        check(page, "policy change refused", found)
         # The operation's preview, as a dialog in the index.
         page.goto(server + paths["index"])
         page.locator('#pgbus-attention form[data-verb="resume"] button').first.click()

@@ -20,7 +20,7 @@ from action_support import (
     signals_of,
     waiting_for_shipment,
 )
-from api_support import DOCUMENT, Api, patch, template_of, token_for
+from api_support import DOCUMENT, Api, patch, put, template_of, token_for
 from openapi_spec_validator import validate
 from test_web_bad_input import everything
 from test_operations import THRESHOLDS
@@ -51,9 +51,11 @@ def test_the_document_is_valid_openapi_3_1(client):
     assert set(response.json_body["paths"]) == set(DOCUMENT["paths"])
 
 
-def test_every_documented_operation_answers_as_documented(operator, runs, locks):
+def test_every_documented_operation_answers_as_documented(app, engine, runs, locks):
     """One real answer (checked against the document) from every path and
-    method the document has, each a success."""
+    method the document has, each a success (an admin's token: every
+    power, the policy's and the approver's included)."""
+    operator = Api(app.test_client(), token_for(engine, "deploy-bot", "admin"))
     paused, waiting = paused_on_capture(runs), waiting_for_shipment(runs)
     locks.acquire("k-1")
     operator.get("/openapi.json")
@@ -83,8 +85,13 @@ def test_every_documented_operation_answers_as_documented(operator, runs, locks)
         operator.client.application.extensions["pgbus_web"].database.primary,
         operation_runtime.filters_of({"filters": {"status": "ready"}}), "cancel", None, reason="tour",
         actor="dashboard:alice", expected=None, thresholds=THRESHOLDS, approval=operation_runtime.Approval(0))
-    operator.post(f"/operations/{waiting_approval['id']}/approve")
+    operator.post(f"/operations/{waiting_approval['id']}/approve", {"reason": "checked the filter"})
+    operator.get("/policy")
+    operator.get("/policy/history")
+    put(operator, "/policy/stall_threshold", {"value": 900, "reason": "tour"})
     operator.post(f"/operations/{operation_id}/cancel")
+    # Revealing a run's redacted values (docs/redaction.md).
+    operator.post(f"/runs/{paused}/reveal", {"reason": "tour"})
     documented = {(path, method) for path, item in DOCUMENT["paths"].items() for method in item}
     answered = {(path, method) for path, method, status in operator.answers if status < 300}
     assert answered == documented

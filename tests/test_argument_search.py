@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from test_web_bad_input import everything, page_message
 from web_helpers import make_app, soup, step, text_of
 
+from pgbus_web import defaults
 from pgbus_web import schema
 from pgbus_web.core.settings import Settings
 from pgbus_web.demo import workflows as demo
@@ -26,7 +27,7 @@ from pgbus_web.models import workflow_index
 from pgbus_web.rules import run_filters, states
 from pgbus_web.runtime import operations
 
-THRESHOLDS = {"threshold": Settings().stall_threshold, "waiting_threshold": Settings().waiting_threshold}
+THRESHOLDS = {"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaults.WAITING_THRESHOLD}
 
 
 @pytest.fixture

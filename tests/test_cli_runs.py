@@ -5,7 +5,6 @@ and every refusal leaves every table as it was."""
 
 from __future__ import annotations
 
-import getpass
 import json
 
 import pytest
@@ -115,7 +114,7 @@ def test_runs_show_as_text_and_json(cli, driver):
     assert missing.exit_code == 1 and "no workflow run 'no-such-run'" in missing.output
 
 
-def test_runs_resume_acts_as_the_os_user_with_the_reason(cli, driver, engine):
+def test_runs_resume_without_a_token_acts_as_break_glass_with_the_reason(cli, driver, engine):
     workflow_id = driver.paused_on_capture()
     # Without the definitions, the refusal names the option that fixes it,
     # and the run stays as it was.
@@ -127,7 +126,7 @@ def test_runs_resume_acts_as_the_os_user_with_the_reason(cli, driver, engine):
     assert f"resume: run {workflow_id} is ready now" in result.output
     assert driver.status(workflow_id) == "ready"
     resumed = [event for event in driver.event_rows(workflow_id) if event["event"] == "resumed"]
-    assert [(event["actor"], event["reason"]) for event in resumed] == [(f"cli:{getpass.getuser()}", "gateway is back")]
+    assert [(event["actor"], event["reason"]) for event in resumed] == [("cli:break-glass", "gateway is back")]
 
 
 def test_refused_verbs_exit_1_and_write_nothing(cli, driver, engine):

@@ -18,6 +18,10 @@ from test_latest_step_columns import (
 from pgbus_web.launch import main_group
 
 
+# The last line of a check: every stored policy rule reads (docs/policy.md).
+POLICY_CLEAN = "Every stored policy rule is one the dashboard can read."
+
+
 def db(database_url: str, *args: str):
     return CliRunner().invoke(main_group, ["db", *args, "--database-url", database_url])
 
@@ -112,7 +116,7 @@ def test_check_names_the_runs_repair_fixes_them_then_check_is_clean(engine, data
     clean = db(database_url, "check")
     assert (clean.exit_code, clean.output.splitlines()) == (
         0, ["All 8 runs agree with their latest step.", "The run counts agree with the runs.",
-            "The needs-attention counts agree with the runs."])
+            "The needs-attention counts agree with the runs.", POLICY_CLEAN])
 
     # Again: nothing to fix, and no run row written.
     versions = row_versions(engine)
@@ -137,7 +141,7 @@ def test_a_consistent_database_checks_clean_and_repair_writes_nothing(engine, da
     checked = db(database_url, "check", "--batch-size", "2")
     assert (checked.exit_code, checked.output.splitlines()) == (
         0, ["All 7 runs agree with their latest step.", "The run counts agree with the runs.",
-            "The needs-attention counts agree with the runs."])
+            "The needs-attention counts agree with the runs.", POLICY_CLEAN])
     counts = counts_rows(engine)
     repaired = db(database_url, "repair", "--batch-size", "2")
     assert (repaired.exit_code, repaired.output.splitlines()) == (
@@ -152,7 +156,7 @@ def test_an_empty_database_checks_clean(engine, database_url):
     checked = db(database_url, "check")
     assert (checked.exit_code, checked.output.splitlines()) == (
         0, ["All 0 runs agree with their latest step.", "The run counts agree with the runs.",
-            "The needs-attention counts agree with the runs."])
+            "The needs-attention counts agree with the runs.", POLICY_CLEAN])
 
 
 @pytest.mark.parametrize("command", ["check", "repair"])

@@ -205,12 +205,12 @@ def test_settings_from_app_config_only(database_url, engine):
         "PGBUS_WEB_URL_PREFIX": "/ops",
         "PGBUS_WEB_PAGE_SIZE": 7,
         "PGBUS_WEB_DEFAULT_LOCALE": "ja",
-        "PGBUS_WEB_STALL_THRESHOLD": 120,
+        "PGBUS_WEB_WORKER_GONE_AFTER": 20,
     })
     with app.app_context():
         settings = state().settings
         assert (settings.page_size, settings.default_locale) == (7, "ja")
-        assert settings.stall_threshold.total_seconds() == 120
+        assert settings.worker_gone_after.total_seconds() == 20
     page = soup(app.test_client().get("/ops/workflows"))
     assert text_of(page.select_one("h1")) == TITLES["ja"]
 
@@ -257,7 +257,7 @@ def test_factory_pattern_binds_one_extension_to_several_apps(database):
         ({}, {"page_size": 0}, "page_size"),
         ({"PGBUS_WEB_CAN_VIEW": True}, {}, "can_view"),
         ({"PGBUS_WEB_LOCALE_SELECTOR": "de"}, {}, "locale_selector"),
-        ({"PGBUS_WEB_STALL_THRESHOLD": "10m"}, {}, "stall_threshold"),
+        ({"PGBUS_WEB_WORKER_GONE_AFTER": "10s"}, {}, "worker_gone_after"),
         ({"PGBUS_WEB_RUN_OPERATIONS": "no"}, {}, "run_operations"),
         ({"PGBUS_WEB_URL_PREFIX": "ops"}, {}, "url_prefix"),
     ],
@@ -269,6 +269,18 @@ def test_a_wrong_setting_fails_at_start_naming_it(database, config, keywords, na
         PgbusWeb(app, database=database, **keywords)
     assert "pgbus_web" not in app.extensions
     assert "pgbus_web" not in app.blueprints
+
+
+@pytest.mark.parametrize("name", ["stall_threshold", "waiting_threshold"])
+def test_a_threshold_setting_says_it_is_a_rule_of_the_policy_now(database, name):
+    """The stuck thresholds are the policy's, the same for every process:
+    a host passing one is told where it went, by keyword or config."""
+    for config, keywords in (({f"PGBUS_WEB_{name.upper()}": 120}, {}), ({}, {name: 120})):
+        app = Flask("host")
+        app.config.update(config)
+        with pytest.raises(SettingError, match=f"setting {name} is a rule of the policy now"):
+            PgbusWeb(app, database=database, **keywords)
+        assert "pgbus_web" not in app.extensions
 
 
 def test_an_unknown_config_key_is_refused_by_name(database):

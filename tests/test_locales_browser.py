@@ -15,7 +15,7 @@ from browser import WAIT_MS, requires_chromium, serve
 from lock_support import Locks
 from web_helpers import every_state
 
-from pgbus_web.core import reads
+from pgbus_web.core import policy, reads
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.runtime import operations
 
@@ -26,8 +26,9 @@ LOCALES = ["en", "de", "ja"]
 
 @pytest.fixture
 def app(database):
+    # An admin: the Policy page shows its forms too.
     return operator_app(database, actor_name=lambda request: "browser", refresh_interval=600,
-                        worker_gone_after=300)
+                        worker_gone_after=300, role_of=lambda request: "admin")
 
 
 @pytest.fixture
@@ -37,11 +38,15 @@ def server(app):
 
 def pages(app, runs, engine) -> dict[str, str]:
     made = every_state(runs)
+    # A changed rule with a long value: the Policy page's value and history.
+    policy.change(engine, "grants", [{"to": "group:payments-on-call", "role": "operator",
+                                      "classes": ["OrderWorkflow", "RefundWorkflow"], "verbs": ["resume", "rerun"]}],
+                  actor="dashboard:alice", reason="the payments on-call retries payments and refunds, nothing else")
     Locks(engine).queue()
     created = operations.create(
         engine, operations.filters_of({"filters": {"status": "paused"}}), "resume", None,
         reason="gateway back", actor="dashboard:alice", expected=None, registry=REGISTRY,
-        thresholds=reads.thresholds(app.extensions["pgbus_web"].settings),
+        thresholds=reads.thresholds(app.extensions["pgbus_web"].database.primary),
     )
     with engine.begin() as conn:
         batch_id = conn.execute(sa.text("SELECT batch_id FROM pgbus_batches LIMIT 1")).scalar_one()
@@ -68,6 +73,7 @@ def pages(app, runs, engine) -> dict[str, str]:
         "operation": f"/workflows/operations/{created['id']}",
         "locks": "/locks",
         "workers": "/workers",
+        "policy": "/policy",
     }
 
 

@@ -115,7 +115,7 @@ def test_acting_needs_allow_actions_and_a_reason_and_records_mcp(database_url, d
     assert after["run"]["status"] == "ready"
     assert driver.status(paused) == "ready"
     resumed = [event for event in driver.event_rows(paused) if event["event"] == "resumed"]
-    assert [(event["actor"], event["reason"]) for event in resumed] == [("mcp", "gateway is back")]
+    assert [(event["actor"], event["reason"]) for event in resumed] == [("mcp:break-glass", "gateway is back")]
 
 
 def test_an_operation_is_previewed_then_done_with_the_expected_count(database_url, driver, engine):
@@ -136,7 +136,7 @@ def test_an_operation_is_previewed_then_done_with_the_expected_count(database_ur
     assert "matches 2 runs now, not 5" in stale
     operation = done["operation"]
     assert (operation["status"], operation["moved"], operation["actor"], operation["reason"]) == (
-        "done", 2, "mcp", "drop them")
+        "done", 2, "mcp:break-glass", "drop them")
     assert sorted(status for (status,) in _statuses(engine)) == ["cancelled", "cancelled"]
 
 
@@ -193,4 +193,48 @@ def test_send_signal_records_its_reason_on_the_audit_trail(database_url, driver)
     sent = session(database_url, "--allow-actions", calls=calls)
     assert sent["duplicate"] is False and driver.status(waiting) == "ready"
     received = [event for event in driver.event_rows(waiting) if event["event"] == "signal_received"]
-    assert [(event["actor"], event["reason"]) for event in received] == [("mcp", "the carrier confirmed by mail")]
+    assert [(event["actor"], event["reason"]) for event in received] == [("mcp:break-glass", "the carrier confirmed by mail")]
+
+
+def test_with_a_token_mcp_acts_as_its_principal_under_the_policy(database_url, driver, engine):
+    """The server acts as the principal of the token it is given: its
+    actor, its grants (a refused verb is the pages' 403 sentence, nothing
+    changed), and the policy's approval, which it cannot skip."""
+    from api_support import token_for
+
+    from pgbus_web.core import permissions, policy, problems
+    from pgbus_web.i18n import force_locale
+
+    policy.change(engine, "grants", [{"to": "token:assistant", "role": "operator", "classes": ["OrderWorkflow"],
+                                      "verbs": ["resume", "cancel"]}], actor="test", reason="r")
+    policy.change(engine, "approval", {"threshold": 0, "verbs": ["cancel"]}, actor="test", reason="r")
+    token = token_for(engine, "assistant", "viewer")
+    first, second = driver.paused_on_capture(), driver.paused_on_capture(order_id=8)
+
+    async def skip(client):
+        return refusal(await client.call_tool("act_on_run", {"workflow_id": first, "verb": "skip", "reason": "r"}))
+
+    before = everything(engine)
+    skipped = session(database_url, "--allow-actions", "--token", token, calls=skip)
+    with force_locale("en"):
+        assert skipped.endswith(problems.refusal(permissions.NotPermitted(
+            permissions.token("assistant", "viewer", door="mcp"), "skip", "OrderWorkflow")).message)
+    after = everything(engine)
+    assert {k: v for k, v in after.items() if k != "pgbus_web_api_tokens"} == \
+        {k: v for k, v in before.items() if k != "pgbus_web_api_tokens"}
+
+    async def calls(client):
+        resumed = answer(await client.call_tool("act_on_run", {"workflow_id": first, "verb": "resume",
+                                                               "reason": "gateway back"}))
+        waits = answer(await client.call_tool("start_operation", {
+            "verb": "cancel", "filters": {"status": "paused"}, "reason": "drop", "expected_runs": 1}))
+        return resumed, waits
+
+    resumed, waits = session(database_url, "--allow-actions", "--token", token, calls=calls)
+    assert resumed["run"]["status"] == "ready"
+    assert [(e["actor"], e["reason"]) for e in driver.event_rows(first) if e["event"] == "resumed"] == [
+        ("mcp:assistant", "gateway back")]
+    # Over the policy's threshold (0 runs) the cancel waits, whatever the door.
+    assert waits["operation"]["status"] == "awaiting_approval"
+    assert waits["operation"]["requested_by"] == "token:assistant"
+    assert driver.status(second) == "paused"

@@ -27,7 +27,9 @@ from pgbus_web.runtime import operations
 
 URL = "/workflows/operations"
 PAUSED = urlencode({"status": "paused"})
-PEOPLE = {"otto": ("operator", "otto's password"), "olga": ("operator", "olga's password"),
+# Approving needs the approve power (the approver role or a grant); asking
+# for an operation needs only the verb's.
+PEOPLE = {"otto": ("approver", "otto's password"), "olga": ("approver", "olga's password"),
           "vera": ("viewer", "vera's password")}
 
 
@@ -163,7 +165,7 @@ def test_a_viewer_sees_no_buttons_and_under_the_threshold_nothing_waits(people, 
 def tokens(database, engine):
     app = operator_app(database, approval_threshold=1)
     return {name: Api(app.test_client(), token_for(engine, name, role))
-            for name, role in (("deploy-bot", "operator"), ("on-call", "operator"), ("grafana", "viewer"))}
+            for name, role in (("deploy-bot", "approver"), ("on-call", "approver"), ("grafana", "viewer"))}
 
 
 def test_two_tokens_one_asks_the_other_approves(tokens, runs, engine):
@@ -243,27 +245,38 @@ def test_cancel_works_from_paused_through_the_api(tokens, runs, engine):
 
 def test_the_command_line_asks_waits_and_refuses_its_own_approval(database_url, runs, engine):
     [paused_on_capture(runs) for _ in range(2)]
+    asker = token_for(engine, "deploy-bot", "approver")
 
-    def cli(*args):
-        return CliRunner().invoke(main_group, [*args, "--database-url", database_url], catch_exceptions=False)
+    def cli(*args, token=asker):
+        return CliRunner().invoke(main_group, [*args, "--database-url", database_url],
+                                  env={"PGBUS_WEB_TOKEN": token or "", "LOGNAME": "someoneelse"},
+                                  catch_exceptions=False)
 
     asked = cli("bulk", "resume", "--filter", "status=paused", "--reason", "gateway back", "--yes",
                 "--rate", "4", "--approval-threshold", "1", "--definitions", "pgbus_web.demo.workflows")
     assert asked.exit_code == 1, asked.output
     assert "At most 4 runs per second" in asked.output and "waits for another operator's approval" in asked.output
     created = only_operation(engine)
-    assert (created["status"], created["rate"]) == (states.OPERATION_AWAITING_APPROVAL, 4)
+    assert (created["status"], created["rate"], created["actor"], created["requested_by"]) == (
+        states.OPERATION_AWAITING_APPROVAL, 4, "cli:deploy-bot", "token:deploy-bot")
     before = everything(engine)
+    # The token's principal asked: it cannot approve, whatever login name the shell claims.
     own = cli("operations", "approve", str(created["id"]))
     assert own.exit_code == 1 and own_approval_sentence(created) in own.output
+    # Without a token the command is break-glass, which never approves.
+    glass = cli("operations", "approve", str(created["id"]), token=None)
+    assert glass.exit_code == 1 and "break-glass" in glass.output
+    assert everything(engine) == before
     bad = cli("operations", "set", str(created["id"]), "--rate", "0")
     assert bad.exit_code == 2 and rate_sentence("0") in bad.output
     assert everything(engine) == before
     operations.approve(engine, created["id"], actor="dashboard:olga")
     assert cli("operations", "set", str(created["id"]), "--rate", "", "--max-in-flight", "7").exit_code == 0
     assert (find(engine, created["id"])["rate"], find(engine, created["id"])["max_in_flight"]) == (None, 7)
-    paused = cli("operations", "pause", str(created["id"]))
-    assert paused.exit_code == 0 and find(engine, created["id"])["paused_by"].startswith("cli:")
+    paused = cli("operations", "pause", str(created["id"]), "--reason", "downstream slow")
+    assert paused.exit_code == 0
+    assert (find(engine, created["id"])["paused_by"], find(engine, created["id"])["pause_reason"]) == (
+        "cli:deploy-bot", "downstream slow")
     shown = cli("operations", "show", str(created["id"]))
     assert "paused" in shown.output and "Approved by dashboard:olga" in shown.output
     assert cli("operations", "pause", str(created["id"])).exit_code == 1

@@ -40,7 +40,7 @@ def paths(app, runs, engine):
     for index in range(4):
         paused_on_capture(runs, paused_at=ago(minutes=5 + index))
     settings = app.extensions["pgbus_web"].settings
-    common = dict(registry=REGISTRY, thresholds=context.thresholds(settings), expected=None)
+    common = dict(registry=REGISTRY, thresholds=context.thresholds(engine), expected=None)
     paused_filter = operations.filters_of({"filters": {"status": "paused"}})
     awaiting = operations.create(engine, paused_filter, "resume", None, reason="gateway back after the outage",
                                  actor="dashboard:alice", rate=50, max_in_flight=10,

@@ -13,6 +13,7 @@ from action_support import paused_on_capture, ready_later
 from test_operations import THRESHOLDS, everything
 from web_helpers import soup, text_of
 
+from pgbus_web.core import policy
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import operations as store
 from pgbus_web.runtime import operations
@@ -109,8 +110,7 @@ def test_a_running_operation_polls_itself_and_can_be_cancelled(browser, runs, en
     paused_on_capture(runs)
     created = operations.create(engine, operations.filters_of({"filters": {"status": "paused"}}), "resume", None,
                                 reason="r", actor="a", expected=1, registry=REGISTRY,
-                                thresholds={"threshold": browser.client.application.extensions["pgbus_web"].settings.stall_threshold,
-                                            "waiting_threshold": browser.client.application.extensions["pgbus_web"].settings.waiting_threshold})
+                                thresholds=policy.current(engine).thresholds())
     url = f"{URL}/{created['id']}"
     section = soup(browser.load(url)).select_one("#pgbus-operation")
     assert section["hx-trigger"] == "every 2s" and section["data-status"] == "queued"

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta, timezone
 from action_support import paused_on_capture, waiting_for_shipment
 from test_web_odd_values import set_column
 
+from pgbus_web import defaults
 from pgbus_web.core import representations as rep
 from pgbus_web.rules import states
 from pgbus_web.demo.workflows import REGISTRY
@@ -85,9 +86,9 @@ def test_odd_stored_values_serialize(engine, runs):
     assert back["run"]["latest_step"]["timeout_at"] == "infinity"
     # The pages' stuck rule reads the same row without failing.
     with engine.connect() as conn:
-        [row] = workflow_index.page(conn, limit=5, now=datetime.now(timezone.utc), **context.thresholds(SETTINGS))
-    reason = rep.stuck_reason(row, now=datetime.now(timezone.utc), stall_threshold=SETTINGS.stall_threshold,
-                              waiting_threshold=SETTINGS.waiting_threshold)
+        [row] = workflow_index.page(conn, limit=5, now=datetime.now(timezone.utc), **context.thresholds(engine))
+    reason = rep.stuck_reason(row, now=datetime.now(timezone.utc), stall_threshold=defaults.STALL_THRESHOLD,
+                              waiting_threshold=defaults.WAITING_THRESHOLD)
     json.dumps(rep.run_row(row, stuck=reason))
 
 

@@ -64,7 +64,7 @@ def test_users_add_list_remove(tmp_path):
     [
         (["users", "add", "bad:name", "--role", "viewer"], "a long password\n", "invalid user name"),
         (["users", "add", "carol", "--role", "viewer"], "short\n", "at least 8 characters"),
-        (["users", "add", "carol", "--role", "admin"], "a long password\n", "Invalid value for '--role'"),
+        (["users", "add", "carol", "--role", "root"], "a long password\n", "Invalid value for '--role'"),
         (["users", "remove", "nobody"], None, "no user 'nobody'"),
     ],
 )
@@ -99,8 +99,8 @@ def test_serve_with_an_empty_or_missing_users_file_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("bad_line, says", [
-    ("mallory:admin:$argon2id$x", "line 4: invalid role 'admin'"),
-    ("mallory", "line 4: expected name:role:hash"),
+    ("mallory:root:$argon2id$x", "line 4: invalid role 'root'"),
+    ("mallory", "line 4: expected name:role:hash or name:role:groups:hash"),
     ("bad name:viewer:$argon2id$x", "line 4: invalid user name"),
 ])
 def test_serve_with_a_broken_users_file_names_the_file_and_line(tmp_path, bad_line, says):

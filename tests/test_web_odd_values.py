@@ -26,6 +26,7 @@ from action_support import (
 )
 from web_helpers import soup, step, text_of
 
+from pgbus_web.core import policy
 from pgbus_web.rules import states
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.i18n import force_locale, t
@@ -282,7 +283,7 @@ def test_a_ready_run_due_at_infinity_is_never_overdue_and_minus_infinity_is(brow
     always = runs.make(states.READY, step("reserve_stock", "scheduled", scheduled_at=ago(hours=5)))
     set_column(engine, "pgbus_workflow_steps", "scheduled_at", "infinity", never)
     set_column(engine, "pgbus_workflow_steps", "scheduled_at", "-infinity", always)
-    settings = app.extensions["pgbus_web"].settings
+    settings = policy.current(engine)
     with engine.connect() as conn:
         counts = workflow_attention.stuck_reason_counts(conn, threshold=settings.stall_threshold)
         groups = workflow_attention.attention_groups(conn, threshold=settings.stall_threshold)

@@ -15,7 +15,7 @@ from .. import i18n
 from ..i18n import t
 from ..plumbing import csrf, reading, run_ids, security, unrouted
 from ..plumbing.state import state
-from . import guard, openapi, reads, writes
+from . import guard, openapi, reads, reveal, writes
 from .answers import json_answer
 from .problems import problem
 from ..core.tokens import Caller
@@ -70,6 +70,7 @@ def build_blueprint() -> Blueprint:
         ("/runs/compare", "runs_compare", reads.compare, "GET"),
         (run, "run", reads.run, "GET"),
         (f"{run}/signals", "send_signal", writes.send_signal, "POST"),
+        (f"{run}/reveal", "run_reveal", reveal.reveal, "POST"),
         (f"{run}/<verb>", "run_verb", writes.run_verb, "POST"),
         ("/counts", "counts", reads.counts, "GET"),
         ("/attention", "attention", reads.attention, "GET"),
@@ -82,6 +83,9 @@ def build_blueprint() -> Blueprint:
         ("/operations/<int:operation_id>/pause", "operation_pause", writes.pause_operation, "POST"),
         ("/operations/<int:operation_id>/resume", "operation_resume", writes.resume_operation, "POST"),
         ("/operations/<int:operation_id>/approve", "operation_approve", writes.approve_operation, "POST"),
+        ("/policy", "policy", reads.policy_rules, "GET"),
+        ("/policy/history", "policy_history", reads.policy_history, "GET"),
+        ("/policy/<key>", "policy_rule", writes.set_policy_rule, "PUT"),
         ("/locks", "locks", reads.locks, "GET"),
         ("/workers", "workers", reads.workers, "GET"),
         ("/queues", "queues", reads.queues, "GET"),

@@ -17,6 +17,8 @@ from ..models import values
 
 STRING, OBJECT, INTEGER, BOOLEAN = "string", "object", "integer", "boolean"
 NUMBER = "number"
+# Any JSON value (a policy rule's).
+ANY = "any"
 
 
 class BodyError(Exception):
@@ -28,6 +30,8 @@ class BodyError(Exception):
 
 
 def _is(value: Any, kind: str) -> bool:
+    if kind == ANY:
+        return True
     if kind == STRING:
         return isinstance(value, str)
     if kind == OBJECT:

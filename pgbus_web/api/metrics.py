@@ -15,6 +15,7 @@ import time
 from flask import Blueprint, Flask, Response, current_app, g, request
 
 from .. import i18n, metrics
+from ..core import policy
 from ..plumbing import csrf, security
 from ..plumbing.state import EXTENSION_NAME, state
 from . import guard
@@ -78,8 +79,9 @@ def register(app: Flask, url_prefix: str) -> None:
     settings, database = found.settings, found.database
 
     def load() -> metrics.Reading:
-        return metrics.read(database, threshold=settings.stall_threshold,
-                            waiting_threshold=settings.waiting_threshold,
+        kept = policy.current(database.primary)
+        return metrics.read(database, threshold=kept.stall_threshold,
+                            waiting_threshold=kept.waiting_threshold,
                             gone_after=settings.worker_gone_after)
 
     app.extensions[EXTENSION] = Exposition(metrics.Cache(load, settings.metrics_interval))

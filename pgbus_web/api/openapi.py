@@ -98,6 +98,8 @@ SCHEMAS: dict[str, Any] = {
         "plan": _null(_object({"action": {"type": "string"}, "step": TEXT})),
         "class_loaded": {"type": "boolean"},
         "definition_outdated": {"type": "boolean"},
+        "redacted": {"type": "boolean"},
+        "revealed": {"type": "boolean"},
     }),
     "RunsPage": _object({
         "runs": {"type": "array", "items": _ref("RunRow")},
@@ -151,6 +153,9 @@ SCHEMAS: dict[str, Any] = {
                           "description": "Runs it started whose step is still scheduled or running, at most."},
         "paused_by": TEXT, "paused_at": MOMENT, "resumed_by": TEXT, "resumed_at": MOMENT,
         "approved_by": TEXT, "approved_at": MOMENT,
+        "requested_by": {**TEXT, "description": "The principal who asked for it (user:, token: or break-glass)."},
+        "cancelled_by": TEXT, "cancel_reason": TEXT, "approve_reason": TEXT, "pause_reason": TEXT,
+        "resume_reason": TEXT,
     }, required=["id", "verb", "filters", "params", "reason", "actor", "status", "total", "moved", "skipped",
                  "refused", "ceiling_id", "cursor", "heartbeat_at", "created_at", "started_at", "finished_at",
                  "error"]),
@@ -233,6 +238,28 @@ SCHEMAS: dict[str, Any] = {
         "rate": {"type": ["number", "null"], "description": "Runs per second at most."},
         "max_in_flight": {"type": ["integer", "null"], "description": "Runs in flight at most (verbs that start work)."},
     }, required=["verb"]),
+    "RevealBody": _object({
+        "reason": {"type": ["string", "null"], "maxLength": 1000, "description": "Kept on the audit line."},
+    }, required=[]),
+    "WhyBody": _object({"reason": {"type": ["string", "null"], "maxLength": 1000,
+                                   "description": "Why: kept on the operation with who did it."}}, required=[]),
+    "PolicyRule": _object({
+        "key": {"type": "string"}, "value": ANY_JSON, "default": ANY_JSON, "is_default": {"type": "boolean"},
+        "version": {"type": "integer"}, "changed_by": TEXT, "changed_at": MOMENT, "reason": TEXT,
+    }, required=["key", "value", "default", "is_default", "version"]),
+    "Policy": _object({"rules": {"type": "array", "items": _ref("PolicyRule")}}, required=["rules"]),
+    "PolicyChange": _object({
+        "id": {"type": "integer"}, "key": {"type": "string"}, "old_value": ANY_JSON, "new_value": ANY_JSON,
+        "actor": {"type": "string"}, "reason": {"type": "string"}, "changed_at": MOMENT,
+    }, required=["id", "key", "old_value", "new_value", "actor", "reason", "changed_at"]),
+    "PolicyHistory": _object({"changes": {"type": "array", "items": _ref("PolicyChange")}}, required=["changes"]),
+    "PolicyBody": _object({
+        "value": {**ANY_JSON, "description": "The rule's new value (null: its default)."},
+        "reason": {"type": "string", "maxLength": 1000},
+        "version": {"type": ["integer", "null"], "description": "The version read: refused (409) if it changed since."},
+    }, required=["value", "reason"]),
+    "PolicyAnswer": _object({"message": {"type": "string"}, "change": _ref("PolicyChange")},
+                            required=["message", "change"]),
     "PaceBody": _object({
         "rate": {"type": ["number", "null"], "description": "Runs per second at most; null removes the limit."},
         "max_in_flight": {"type": ["integer", "null"], "description": "null removes the ceiling."},
@@ -293,7 +320,7 @@ def document(base: str = "/api/v1") -> dict[str, Any]:
             "schemas": SCHEMAS,
             "securitySchemes": {
                 "bearer": {"type": "http", "scheme": "bearer",
-                           "description": "pgbus-web tokens add NAME --role viewer|operator"},
+                           "description": "pgbus-web tokens add NAME --role viewer|operator|approver|admin"},
                 "host": {"type": "apiKey", "in": "header", "name": "X-CSRF-Token",
                          "description": "The dashboard's own sign-in (or the host app's), with the CSRF token for a post."},
             },
@@ -328,6 +355,14 @@ def document(base: str = "/api/v1") -> dict[str, Any]:
                 "operationId": "showRun", "summary": "One run with its steps, signals, events and available actions.",
                 "parameters": [RUN_ID],
                 "responses": {"200": _answer("The run.", "RunDetail"), **_problems(*READ, 404)},
+            }},
+            "/runs/{workflow_id}/reveal": {"post": {
+                "operationId": "revealRun",
+                "summary": "One run with the values the policy redacts in clear, for a caller with the reveal "
+                           "power on its class; writes an audit line saying who revealed (docs/redaction.md).",
+                "parameters": [RUN_ID], "requestBody": _body("RevealBody"),
+                "responses": {"200": _answer("The run, its values in clear.", "RunDetail"),
+                              **_problems(*WRITE)},
             }},
             "/runs/{workflow_id}/signals": {"post": {
                 "operationId": "sendSignal", "summary": "Deliver a signal to one run.",
@@ -375,24 +410,41 @@ def document(base: str = "/api/v1") -> dict[str, Any]:
             }},
             "/operations/{operation_id}/pause": {"post": {
                 "operationId": "pauseOperation", "summary": "Hold a queued or running operation.",
-                "parameters": [OPERATION_ID],
+                "parameters": [OPERATION_ID], "requestBody": _body("WhyBody"),
                 "responses": {"200": _answer("Paused.", "OperationAnswer"), **_problems(*WRITE)},
             }},
             "/operations/{operation_id}/resume": {"post": {
                 "operationId": "resumeOperation", "summary": "Let a paused operation go on.",
-                "parameters": [OPERATION_ID],
+                "parameters": [OPERATION_ID], "requestBody": _body("WhyBody"),
                 "responses": {"200": _answer("Queued again.", "OperationAnswer"), **_problems(*WRITE)},
             }},
             "/operations/{operation_id}/approve": {"post": {
                 "operationId": "approveOperation",
                 "summary": "Approve an operation awaiting approval (a caller other than the one who asked for it).",
-                "parameters": [OPERATION_ID],
+                "parameters": [OPERATION_ID], "requestBody": _body("WhyBody"),
                 "responses": {"200": _answer("Approved and queued.", "OperationAnswer"), **_problems(*WRITE)},
             }},
             "/operations/{operation_id}/cancel": {"post": {
                 "operationId": "cancelOperation", "summary": "Stop an operation that has not ended.",
-                "parameters": [OPERATION_ID],
+                "parameters": [OPERATION_ID], "requestBody": _body("WhyBody"),
                 "responses": {"200": _answer("Cancelled.", "OperationAnswer"), **_problems(*WRITE)},
+            }},
+            "/policy": {"get": {
+                "operationId": "showPolicy",
+                "summary": "Every rule of the policy: its value, default, version, and who changed it last and why.",
+                "responses": {"200": _answer("The rules.", "Policy"), **_problems(*READ)},
+            }},
+            "/policy/history": {"get": {
+                "operationId": "policyHistory", "summary": "The policy's changes, newest first.",
+                "parameters": [_query("key", "One rule's changes only.")],
+                "responses": {"200": _answer("The changes.", "PolicyHistory"), **_problems(*READ, 422)},
+            }},
+            "/policy/{key}": {"put": {
+                "operationId": "setPolicyRule",
+                "summary": "Change one rule (the policy power: an admin), with a reason; null puts its default back.",
+                "parameters": [{"name": "key", "in": "path", "required": True, "schema": {"type": "string"}}],
+                "requestBody": _body("PolicyBody"),
+                "responses": {"200": _answer("Changed.", "PolicyAnswer"), **_problems(*WRITE)},
             }},
             "/locks": {"get": {
                 "operationId": "listLocks", "summary": "Uniqueness locks, oldest first, and counts by state.",

@@ -11,13 +11,15 @@ from flask import Response, request, stream_with_context
 
 from ..core import representations as rep
 from ..rules import run_filters
-from ..core import compare as comparing, exports, operation_reads, worker_reads
+from ..core import compare as comparing, exports, operation_reads, policy, policy_changes, worker_reads
 from ..runtime.clock import utcnow
 from ..core import reads as context, problems
 from ..core.lock_reads import locks_context
-from ..plumbing import reading
+from ..plumbing import reading, security
 from ..plumbing.state import state
 from ..core.lock_filters import parse as parse_lock_filters
+from ..core import redacting
+from . import guard
 from .answers import json_answer
 from .problems import from_refusal
 
@@ -27,20 +29,26 @@ RECENT_OPERATIONS = 50
 
 def stuck_of(now: datetime):
     """The run -> stuck reason function for rows read at *now*."""
-    settings = state().settings
+    kept = security.current_policy()
 
     def stuck(run: Mapping[str, Any]) -> str | None:
-        return rep.stuck_reason(run, now=now, stall_threshold=settings.stall_threshold,
-                                waiting_threshold=settings.waiting_threshold)
+        return rep.stuck_reason(run, now=now, stall_threshold=kept.stall_threshold,
+                                waiting_threshold=kept.waiting_threshold)
 
     return stuck
+
+
+def searchable(filters: run_filters.RunFilters) -> run_filters.RunFilters:
+    """*filters*, unless they search by a value the policy redacts and the
+    caller may not reveal it (redacting.SearchRefused, a FilterError)."""
+    return redacting.check_search(filters, guard.principal(), security.current_policy())
 
 
 def runs() -> Response:
     """GET /runs: one page of the index, newest first; ``next_before`` is
     the ``before`` of the next (older) page, null on the last."""
     try:
-        filters = run_filters.parse_query(request.args)
+        filters = searchable(run_filters.parse_query(request.args))
     except run_filters.FilterError as refused:
         return from_refusal(problems.refusal(refused))
     now = utcnow()
@@ -61,7 +69,7 @@ def export() -> Response:
     args = request.args.to_dict()
     fmt = args.pop("format", None)
     try:
-        filters = run_filters.parse_query(args)
+        filters = searchable(run_filters.parse_query(args))
         made = exports.export(state().database.read, state().settings, filters, fmt)
     except run_filters.FilterError as refused:
         return from_refusal(problems.refusal(refused))
@@ -164,3 +172,17 @@ def queues() -> Response:
     with state().database.read() as conn:
         rows = worker_reads.queue_rows(conn)
     return json_answer({"queues": [rep.queue(row) for row in rows]})
+
+
+def policy_rules() -> Response:
+    """GET /policy: every rule with its value, default, version and last change."""
+    return json_answer({"rules": [rep.policy_rule(rule) for rule in policy_changes.rules(state().database.primary)]})
+
+
+def policy_history() -> Response:
+    """GET /policy/history[?key=RULE]: the changes, newest first."""
+    try:
+        changes = policy_changes.history(state().database.primary, request.args.get("key") or None)
+    except policy.PolicyError as refused:
+        return from_refusal(problems.refusal(refused))
+    return json_answer({"changes": [rep.policy_change(change) for change in changes]})

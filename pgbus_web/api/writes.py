@@ -22,6 +22,7 @@ from ..runtime import errors, operations, verbs
 from ..rules import verb_table
 from ..runtime.clock import utcnow
 from ..core import reads as context, checks as forms, checks, problems
+from ..core import acts, operation_acts, permissions, policy, policy_changes
 from ..plumbing.state import state
 from . import body, guard, reads
 from .answers import json_answer
@@ -40,6 +41,8 @@ OPERATION_FIELDS = {
 }
 # PATCH /operations/<id>: the pace (null removes a limit).
 PACE_FIELDS = {"rate": body.NUMBER, "max_in_flight": body.INTEGER}
+# Approving, pausing, resuming or cancelling an operation: why, optionally.
+WHY_FIELDS = {"reason": body.STRING}
 
 
 def _refused(refused: body.BodyError) -> Response:
@@ -81,9 +84,10 @@ def run_verb(workflow_id: str, verb: str) -> Response:
             verb, body.as_form(given), tz=timezone.utc, now=utcnow(),
             step_names=tuple(definition.step_names) if definition is not None else (),
         )
+        acts.permit_class(state().database.primary, guard.principal(), verb, run["workflow_class"])
         after = verbs.perform(state().database.primary, verb, workflow_id, actor=guard.actor(),
                               registry=state().settings.registry, **options.options())
-    except (forms.FormError, errors.WorkflowError) as refused:
+    except (forms.FormError, errors.WorkflowError, permissions.NotPermitted) as refused:
         return from_refusal(problems.refusal(refused, verb=verb, workflow_id=workflow_id))
     return _after(workflow_id, done.verb_done(verb, run, after, options.at), after)
 
@@ -94,13 +98,15 @@ def send_signal(workflow_id: str) -> Response:
         given = body.read(SIGNAL_FIELDS)
     except body.BodyError as refused:
         return _refused(refused)
-    if _find(workflow_id) is None:
+    run = _find(workflow_id)
+    if run is None:
         return from_refusal(problems.run_not_found(workflow_id))
     try:
         signal = forms.parse_signal(body.as_form(given))
+        acts.permit_class(state().database.primary, guard.principal(), verb_table.SIGNAL, run["workflow_class"])
         result = verbs.signal(state().database.primary, workflow_id, signal.name, signal.payload,
                               signal.idempotency_key, actor=guard.actor())
-    except (forms.FormError, errors.WorkflowError) as refused:
+    except (forms.FormError, errors.WorkflowError, permissions.NotPermitted) as refused:
         return from_refusal(problems.refusal(refused, verb=verb_table.SIGNAL, workflow_id=workflow_id))
     message, _ = done.signal_done(result, signal.name, signal.idempotency_key)
     return _after(workflow_id, message, result.run or None, duplicate=result.duplicate,
@@ -135,22 +141,21 @@ def start_operation() -> Response:
         return from_refusal(problems.refusal(refused))
     settings = state().settings
     engine = state().database.primary
-    kwargs = dict(registry=settings.registry, thresholds=context.thresholds(settings), now=now)
+    who = guard.principal()
     stuck = reads.stuck_of(now)
     try:
         if not parsed.confirmed:
-            shown = operations.preview(engine, filters, parsed.verb, parsed.params, **kwargs)
+            shown = operation_acts.preview(engine, settings, who, filters, parsed.verb, parsed.params, now=now)
             # The pace asked for and whether it will wait for approval, as the page's preview says.
             return json_answer({"preview": {
                 **rep.preview(shown, stuck_of=stuck), "rate": parsed.pace.get("rate"),
                 "max_in_flight": parsed.pace.get("max_in_flight"),
-                "needs_approval": context.approval(settings).needed(shown.verb, shown.fits)}})
-        created = operations.create(engine, filters, parsed.verb, parsed.params, reason=parsed.reason,
-                                    actor=guard.actor(), expected=parsed.expected,
-                                    approval=context.approval(settings), **parsed.pace, **kwargs)
+                "needs_approval": operation_acts.approval(engine, settings).needed(shown.verb, shown.fits)}})
+        created = operation_acts.start(engine, settings, who, filters, parsed.verb, parsed.params,
+                                       reason=parsed.reason, expected=parsed.expected, now=now, **parsed.pace)
     except operations.CountChanged as refused:
         return from_refusal(problems.refusal(refused), preview=rep.preview(refused.preview, stuck_of=stuck))
-    except (errors.WorkflowError, operations.OperationError) as refused:
+    except (errors.WorkflowError, operations.OperationError, permissions.NotPermitted) as refused:
         return from_refusal(problems.refusal(refused, verb=parsed.verb))
     location = url_for("pgbus_api.operation", operation_id=created["id"])
     if created["status"] == states.OPERATION_AWAITING_APPROVAL:
@@ -161,21 +166,9 @@ def start_operation() -> Response:
 
 
 def cancel_operation(operation_id: int) -> Response:
-    """POST /operations/<id>/cancel."""
-    try:
-        body.read({})
-    except body.BodyError as refused:
-        return _refused(refused)
-    try:
-        checks.operation_id(operation_id)
-    except operations.OperationNotFound as refused:
-        return from_refusal(problems.refusal(refused))
-    try:
-        cancelled = operations.cancel(state().database.primary, operation_id, now=utcnow())
-    except operations.OperationError as refused:
-        return from_refusal(problems.refusal(refused))
-    return json_answer({"message": t("pgbus.operations.cancelled", operation_id=cancelled["id"]),
-                        "operation": rep.operation(cancelled)})
+    """POST /operations/<id>/cancel, with an optional ``reason``."""
+    return _operation_change(operation_id, WHY_FIELDS, lambda engine, op, given: operation_acts.cancel(
+        engine, guard.principal(), op, reason=given.get("reason")), "pgbus.operations.cancelled")
 
 
 def _operation_change(operation_id: int, fields: Mapping[str, str], change, done_key: str, *, nulls: bool = False):
@@ -192,27 +185,27 @@ def _operation_change(operation_id: int, fields: Mapping[str, str], change, done
         return from_refusal(problems.refusal(refused))
     try:
         changed = change(state().database.primary, operation_id, given)
-    except (operations.OperationError, checks.FormError) as refused:
+    except (operations.OperationError, checks.FormError, permissions.NotPermitted) as refused:
         return from_refusal(problems.refusal(refused))
     return json_answer({"message": t(done_key, operation_id=changed["id"]), "operation": rep.operation(changed)})
 
 
 def pause_operation(operation_id: int) -> Response:
     """POST /operations/<id>/pause."""
-    return _operation_change(operation_id, {}, lambda engine, op, _: operations.pause(
-        engine, op, actor=guard.actor(), now=utcnow()), "pgbus.operations.paused")
+    return _operation_change(operation_id, WHY_FIELDS, lambda engine, op, given: operation_acts.pause(
+        engine, guard.principal(), op, reason=given.get("reason")), "pgbus.operations.paused")
 
 
 def resume_operation(operation_id: int) -> Response:
     """POST /operations/<id>/resume: a paused operation goes on."""
-    return _operation_change(operation_id, {}, lambda engine, op, _: operations.go_on(
-        engine, op, actor=guard.actor(), now=utcnow()), "pgbus.operations.resumed")
+    return _operation_change(operation_id, WHY_FIELDS, lambda engine, op, given: operation_acts.go_on(
+        engine, guard.principal(), op, reason=given.get("reason")), "pgbus.operations.resumed")
 
 
 def approve_operation(operation_id: int) -> Response:
     """POST /operations/<id>/approve: by a caller other than its requester."""
-    return _operation_change(operation_id, {}, lambda engine, op, _: operations.approve(
-        engine, op, actor=guard.actor(), now=utcnow()), "pgbus.operations.approved")
+    return _operation_change(operation_id, WHY_FIELDS, lambda engine, op, given: operation_acts.approve(
+        engine, guard.principal(), op, reason=given.get("reason")), "pgbus.operations.approved")
 
 
 def pace_operation(operation_id: int) -> Response:
@@ -220,5 +213,25 @@ def pace_operation(operation_id: int) -> Response:
     max_in_flight; null removes that limit."""
     def change(engine, op, given):
         form = {name: "" if value is None else str(value) for name, value in given.items()}
-        return operations.set_pace(engine, op, checks.parse_pace(form))
+        return operation_acts.set_pace(engine, guard.principal(), op, checks.parse_pace(form))
     return _operation_change(operation_id, PACE_FIELDS, change, "pgbus.operations.pace_set", nulls=True)
+
+
+POLICY_FIELDS = {"value": body.ANY, "reason": body.STRING, "version": body.INTEGER}
+
+
+def set_policy_rule(key: str) -> Response:
+    """PUT /policy/<key>: one rule's new value, with a reason (and the
+    version read, to be told when it changed since)."""
+    try:
+        given = body.read(POLICY_FIELDS, nulls=True)
+    except body.BodyError as refused:
+        return _refused(refused)
+    if "value" not in given:
+        return problem(422, t("pgbus.policy.errors.value_missing"), field="value")
+    try:
+        made = policy_changes.change(state().database.primary, guard.principal(), key, given["value"],
+                                     reason=given.get("reason"), expected_version=given.get("version"))
+    except (policy.PolicyError, permissions.NotPermitted) as refused:
+        return from_refusal(problems.refusal(refused))
+    return json_answer({"message": t("pgbus.policy.changed", rule=made["key"]), "change": rep.policy_change(made)})

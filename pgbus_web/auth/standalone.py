@@ -46,7 +46,7 @@ from ..plumbing.state import state
 from . import passwords, proxy
 from . import session as sessions
 from .throttle import Throttle
-from .users import OPERATOR, UsersFile, UsersFileError
+from .users import VIEWER, UsersFile, UsersFileError
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,7 @@ class Identity:
     name: str
     role: str
     via: str  # "proxy", "basic" or "session"
+    groups: tuple[str, ...] = ()
 
 
 # A request whose Basic credentials were refused: answered 401, never
@@ -104,7 +105,8 @@ class Auth:
     # --- the blueprint's hooks ------------------------------------------------
 
     def settings_hooks(self) -> dict[str, Any]:
-        return {"can_view": self.can_view, "can_act": self.can_act, "actor_name": self.actor_name}
+        return {"can_view": self.can_view, "can_act": self.can_act, "actor_name": self.actor_name,
+                "role_of": self.role_of, "groups_of": self.groups_of}
 
     def can_view(self, request_) -> bool:
         if self.identity() is None:
@@ -113,7 +115,15 @@ class Auth:
 
     def can_act(self, request_) -> bool:
         found = self.identity()
-        return found is not None and found.role == OPERATOR
+        return found is not None and found.role != VIEWER
+
+    def role_of(self, request_) -> str:
+        found = self.identity()
+        return found.role if found is not None else VIEWER
+
+    def groups_of(self, request_) -> tuple[str, ...]:
+        found = self.identity()
+        return found.groups if found is not None else ()
 
     def actor_name(self, request_) -> str:
         found = self.identity()
@@ -143,7 +153,7 @@ class Auth:
         if self.users is not None:
             user = sessions.user(session, self.users.get, self.lifetime, generation=self.generation)
             if user is not None:
-                return Identity(user.name, user.role, "session")
+                return Identity(user.name, user.role, "session", user.groups)
         return None
 
     def generation(self, name: str) -> int:
@@ -166,7 +176,7 @@ class Auth:
         # Remembered only for the same stored hash: a new password or a
         # removed user takes effect at once.
         if known and remembered and remembered[1] > time.monotonic() and remembered[0] == known.password_hash:
-            return Identity(known.name, known.role, "basic")
+            return Identity(known.name, known.role, "basic", known.groups)
         user = self.check_password(name, password)
         if user is None:
             return _REFUSED
@@ -174,7 +184,7 @@ class Auth:
             now = time.monotonic()
             self._basic_ok = {k: v for k, v in self._basic_ok.items() if v[1] > now}
             self._basic_ok[digest] = (user.password_hash, now + BASIC_MEMORY)
-        return Identity(user.name, user.role, "basic")
+        return Identity(user.name, user.role, "basic", user.groups)
 
     def check_password(self, name: str, password: str):
         """The user when *name* and *password* match; None otherwise."""

@@ -1,5 +1,6 @@
-"""The users file: one ``name:role:hash`` line per user (the hash is
-Argon2id's PHC string, which holds no colon). Lines that start with ``#``
+"""The users file: one ``name:role:hash`` line per user, or
+``name:role:group,group:hash`` for a user in groups that the policy's
+grants name (the hash is Argon2id's PHC string, which holds no colon). Lines that start with ``#``
 and blank lines are ignored. Written whole to a temporary file and renamed,
 readable by its owner only; read again by the server when it changes, so
 ``pgbus-web users add/remove`` takes effect without a restart.
@@ -43,10 +44,16 @@ class User:
     name: str
     role: str
     password_hash: str
+    groups: tuple[str, ...] = ()
 
     @property
     def may_act(self) -> bool:
-        return self.role == OPERATOR
+        return self.role != VIEWER
+
+    @property
+    def line(self) -> str:
+        groups = f"{','.join(self.groups)}:" if self.groups else ""
+        return f"{self.name}:{self.role}:{groups}{self.password_hash}"
 
 
 def check_name(name: str) -> str:
@@ -58,8 +65,17 @@ def check_name(name: str) -> str:
 
 def check_role(role: str) -> str:
     if role not in ROLES:
-        raise UsersFileError(f"invalid role {role!r}: use {' or '.join(ROLES)}")
+        raise UsersFileError(f"invalid role {role!r}: use {', '.join(ROLES)}")
     return role
+
+
+def check_groups(text: str) -> tuple[str, ...]:
+    """The groups of *text* (names joined by commas), each a name."""
+    found = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    for group in found:
+        if not NAME.match(group):
+            raise UsersFileError(f"invalid group name {group!r}: use 1 to 64 letters, digits, '.', '_', '@' or '-'")
+    return found
 
 
 def parse(text: str, source: str = "users file") -> dict[str, User]:
@@ -68,16 +84,17 @@ def parse(text: str, source: str = "users file") -> dict[str, User]:
         line = line.strip()
         if not line or line.startswith("#"):
             continue
-        parts = line.split(":", 2)
-        if len(parts) != 3 or not parts[2]:
-            raise UsersFileError(f"{source}, line {number}: expected name:role:hash", number)
-        name, role, password_hash = parts
+        parts = line.split(":")
+        if len(parts) not in (3, 4) or not parts[-1]:
+            raise UsersFileError(f"{source}, line {number}: expected name:role:hash or name:role:groups:hash", number)
+        name, role, password_hash = parts[0], parts[1], parts[-1]
         try:
             check_name(name)
             check_role(role)
+            groups = check_groups(parts[2]) if len(parts) == 4 else ()
         except UsersFileError as exc:
             raise UsersFileError(f"{source}, line {number}: {exc}", number) from None
-        users[name] = User(name, role, password_hash)
+        users[name] = User(name, role, password_hash, groups)
     return users
 
 
@@ -127,8 +144,8 @@ def write(path: Path, users: dict[str, User]) -> None:
     """Replace *path* (or the file its symlink points to) with *users*,
     atomically, mode 0600."""
     path = _target(path)
-    lines = ["# pgbus-web users: name:role:argon2 hash (pgbus-web users add/remove)"]
-    lines += [f"{u.name}:{u.role}:{u.password_hash}" for u in sorted(users.values(), key=lambda u: u.name)]
+    lines = ["# pgbus-web users: name:role[:groups]:argon2 hash (pgbus-web users add/remove)"]
+    lines += [u.line for u in sorted(users.values(), key=lambda u: u.name)]
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:

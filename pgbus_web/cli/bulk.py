@@ -16,21 +16,21 @@ from typing import Iterable
 
 import click
 
-from .. import db, defaults, progress
+from .. import db, progress
 from ..rules import states
 from ..rules import run_filters as index_filters
 from ..runtime import errors, operations
 from ..runtime.clock import utcnow
-from ..core import acts, checks, operation_reads, operation_runs, settings
+from ..core import acts, checks, operation_acts, operation_reads, operation_runs, permissions, settings
 from ..core.settings import Settings
 from ..core.words import timefmt
 from .operations import outcome_lines
-from .common import actor, database_url_option, engine_from, friendly_errors, input_refused, main_group
+from .common import (database_url_option, engine_from, friendly_errors, input_refused, main_group, principal,
+                     refused, token_option)
 from .worker import DEFINITIONS_ENV, load_registry
 
 # The filters the runs index reads (GET /workflows?NAME=VALUE).
 FILTER_NAMES = index_filters.NAMES
-THRESHOLDS = {"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaults.WAITING_THRESHOLD}
 # Seconds between two looks at an operation another process is doing.
 WATCH_INTERVAL = 0.5
 
@@ -75,16 +75,17 @@ def describe(preview: operations.Preview) -> list[str]:
     return lines
 
 
-def approval_of(threshold, verbs) -> operations.Approval:
-    """The approval rule the options (or PGBUS_WEB_APPROVAL_*) give, checked
-    as the dashboard's settings are."""
+def approval_of(threshold, verbs) -> tuple[int | None, tuple[str, ...] | None]:
+    """The approval rule the options (or PGBUS_WEB_APPROVAL_*) add to the
+    policy's, checked as the dashboard's settings are: they can make an
+    operation wait, never spare it the policy's wait."""
     if threshold is not None and threshold < 0:
         raise click.UsageError("--approval-threshold takes a whole number of runs, 0 or more")
     try:
         named = settings.approval_verbs(verbs) if verbs else None
     except settings.SettingError as problem:
         raise click.UsageError(str(problem)) from None
-    return operations.Approval(threshold, named)
+    return threshold, named
 
 
 def pace_words(pace, runs: int) -> list[str]:
@@ -119,22 +120,24 @@ def _bar_total(operation) -> int:
 @click.option("--rate", help="Runs per second at most (e.g. 50 or 0.5); changeable later (`pgbus-web operations set`).")
 @click.option("--max-in-flight", help="Runs it started whose step is still scheduled or running, at most.")
 @click.option("--approval-threshold", type=int, envvar="PGBUS_WEB_APPROVAL_THRESHOLD", show_envvar=True,
-              help="An operation of --approval-verbs on more runs than this waits for another operator's approval.")
+              help="Also wait for another principal's approval above this many runs of --approval-verbs (the "
+                   "policy's approval rule applies in any case).")
 @click.option("--approval-verbs", envvar="PGBUS_WEB_APPROVAL_VERBS", show_envvar=True, metavar="VERB,...",
               help="The verbs --approval-threshold applies to (default: every verb).")
 @click.option("--dry-run", is_flag=True, help="Print the preview; change nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before starting.")
+@token_option
 @friendly_errors
 def bulk(database_url, verb, filter_pairs, reason, at, from_step, signal_name, payload, definitions,
          statement_timeout, dry_run, yes, rate=None, max_in_flight=None, approval_threshold=None,
-         approval_verbs=None):
+         approval_verbs=None, token=None):
     """Act on every run an index filter matches, as a tracked operation."""
     try:
         # The checks of the pages' operation form, before anything is read.
         run_filters, parsed = acts.operation_input(
             verb, filter_values(filter_pairs), reason=reason, require_reason=True, now=utcnow(),
             at=at, from_step=from_step, name=signal_name, payload=payload, rate=rate, max_in_flight=max_in_flight)
-        approval = approval_of(approval_threshold, approval_verbs)
+        own_threshold, own_verbs = approval_of(approval_threshold, approval_verbs)
     except (index_filters.FilterError, checks.FormError) as problem:
         raise input_refused(problem) from None
     registry = load_registry(definitions) if definitions else None
@@ -142,9 +145,14 @@ def bulk(database_url, verb, filter_pairs, reason, at, from_step, signal_name, p
     # A chunk acts on operations.PARALLEL runs at once, each on its own
     # connection; one more for the look at the operation between chunks.
     engine = engine_for(database_url, statement_timeout)
+    command_settings = Settings(registry=registry)
     try:
+        who = principal(engine, token)
+        approval = operation_acts.approval(engine, threshold=own_threshold, verbs=own_verbs)
         try:
-            shown = operations.preview(engine, run_filters, verb, params, registry=registry, thresholds=THRESHOLDS)
+            shown = operation_acts.preview(engine, command_settings, who, run_filters, verb, params)
+        except permissions.NotPermitted as problem:
+            raise refused(problem) from None
         except (errors.WorkflowError, operations.OperationError) as problem:
             raise click.ClickException(str(problem)) from None
         for line in describe(shown):
@@ -152,8 +160,8 @@ def bulk(database_url, verb, filter_pairs, reason, at, from_step, signal_name, p
         for line in pace_words(parsed.pace, shown.fits):
             click.echo(line)
         if approval.needed(shown.verb, shown.fits):
-            click.echo(f"More than {approval.threshold} runs: it will wait until another operator approves it "
-                       "(`pgbus-web operations approve ID`).")
+            click.echo("It will wait until another principal with the approve power approves it "
+                       "(`pgbus-web operations approve ID --token ...`).")
         if dry_run:
             click.echo("Dry run: nothing changed.")
             return
@@ -163,15 +171,18 @@ def bulk(database_url, verb, filter_pairs, reason, at, from_step, signal_name, p
             click.echo("Nothing changed.")
             raise SystemExit(1)
         try:
-            operation = operations.create(engine, run_filters, verb, params, reason=parsed.reason,
-                                          actor=actor(), expected=shown.total, registry=registry,
-                                          thresholds=THRESHOLDS, approval=approval, **parsed.pace)
+            operation = operation_acts.start(engine, command_settings, who, run_filters, verb, params,
+                                             reason=parsed.reason, expected=shown.total,
+                                             approval_threshold=own_threshold, approval_verbs=own_verbs,
+                                             **parsed.pace)
         except operations.CountChanged as problem:
             raise click.ClickException(
                 f"the filter matches {problem.preview.total} runs now, not {problem.expected}: "
                 "run the command again to see the fresh preview; nothing changed.") from None
         except operations.CeilingNotForVerb as problem:
             raise input_refused(problem) from None
+        except (permissions.NotPermitted, operation_acts.RateAbovePolicy) as problem:
+            raise refused(problem) from None
         except (errors.WorkflowError, operations.OperationError) as problem:
             raise click.ClickException(str(problem)) from None
         if operation["status"] == states.OPERATION_AWAITING_APPROVAL:
@@ -185,7 +196,7 @@ def bulk(database_url, verb, filter_pairs, reason, at, from_step, signal_name, p
         held = held_line(final)
         if held:
             click.echo(held)
-        _, outcome = operation_reads.with_outcome(engine, Settings(registry=registry), final["id"], utcnow())
+        _, outcome = operation_reads.with_outcome(engine, command_settings, final["id"], utcnow())
         for line in outcome_lines(outcome, final["id"]):
             click.echo(line)
     finally:

@@ -4,13 +4,12 @@ turning known failures into one-line errors."""
 from __future__ import annotations
 
 import functools
-import getpass
 
 import click
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from .. import __version__
-from ..core import problems
+from ..core import permissions, problems, tokens
 from ..db import DATABASE_URL_ENV, Bounds, DatabaseUrlError, create_engine
 from ..progress import MissingExtra
 
@@ -29,13 +28,31 @@ database_url_option = click.option(
 )
 
 
-def actor() -> str:
-    """Who acts from the command line, on the audit trail and an
-    operation: ``cli:<os user>``."""
-    try:
-        return f"cli:{getpass.getuser()}"
-    except Exception:  # noqa: BLE001  (no login name in a container)
-        return "cli:unknown"
+TOKEN_ENV = "PGBUS_WEB_TOKEN"
+
+token_option = click.option(
+    "--token", envvar=TOKEN_ENV, show_envvar=True, metavar="TOKEN",
+    help="An API token (`pgbus-web tokens add`): the command acts as its principal, with its role and the "
+         "policy's grants. Without one it is break-glass: written so on every audit line, and never able to approve.",
+)
+
+
+def principal(engine, token: str | None, door: str = permissions.CLI) -> permissions.Principal:
+    """Who a command acts as: the principal of *token*, proven by its hash
+    in the database; break-glass without one. The login name of the shell
+    is never taken for an identity."""
+    if not token:
+        return permissions.break_glass(door)
+    found = tokens.check(engine, token.strip())
+    if found is None:
+        raise click.ClickException("the token is unknown or revoked (pgbus-web tokens list); nothing was changed")
+    return found.principal(door)
+
+
+def refused(problem: Exception) -> click.ClickException:
+    """A refusal of the refusal table that is not of the input (403, 404,
+    409): its sentence, exit code 1."""
+    return click.ClickException(problems.refusal(problem).message)
 
 
 def first_line(exc: BaseException) -> str:

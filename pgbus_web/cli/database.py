@@ -19,6 +19,7 @@ import click
 from sqlalchemy.engine import Engine
 
 from .. import db, progress, schema
+from ..core import policy
 from ..runtime import upkeep
 from ..runtime.upkeep import BATCH_SIZE
 from .common import database_url_option, engine_from, friendly_errors, main_group
@@ -118,7 +119,19 @@ def check(database_url: str | None, batch_size: int, examples: int) -> None:
         )
         for key, (kept, counted) in attention.items():
             click.echo(f"  {' / '.join('-' if part is None else part for part in key)}: {kept} kept, {counted} runs")
-    if wrong or counts or attention:
+    engine = engine_from(database_url)
+    try:
+        broken = policy.stored_problems(engine)
+    finally:
+        engine.dispose()
+    if not broken:
+        click.echo("Every stored policy rule is one the dashboard can read.")
+    else:
+        click.echo(f"{len(broken)} stored policy rules cannot be read; every process uses their default until "
+                   "`pgbus-web policy set` (or reset) replaces them:")
+        for key, problem in broken:
+            click.echo(f"  {key}: {problem}")
+    if wrong or counts or attention or broken:
         sys.exit(1)
 
 

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import click
 
-from ..core import checks, operation_reads, problems
+from ..core import checks, operation_acts, operation_reads, permissions, problems
 from ..core import representations as rep
 from ..core.settings import Settings
 from ..i18n import t
 from ..runtime import operations
 from ..runtime.clock import utcnow
 from . import output
-from .common import actor, database_url_option, engine_from, friendly_errors, input_refused, main_group
+from .common import (database_url_option, engine_from, friendly_errors, input_refused, main_group, principal,
+                     token_option)
 
 # Each outcome group's words (the page's pgbus.operations.outcomes.*).
 KIND_WORDS = {"completed": "completed", "failed": "failed again or cancelled", "stuck": "stuck again",
@@ -66,15 +67,17 @@ def _id(value: str) -> int:
         raise click.ClickException(problems.refusal(problem).message) from None
 
 
-def _change(database_url, operation_id: str, change, done_key: str) -> None:
+def _change(database_url, operation_id: str, change, done_key: str, token: str | None = None) -> None:
+    """*change*(engine, principal, id) as the principal of *token*
+    (break-glass without one)."""
     op_id = _id(operation_id)
     engine = engine_from(database_url)
     try:
         try:
-            changed = change(engine, op_id)
+            changed = change(engine, principal(engine, token), op_id)
         except operations.CeilingNotForVerb as problem:
             raise input_refused(problem) from None
-        except operations.OperationError as problem:
+        except (operations.OperationError, permissions.NotPermitted) as problem:
             raise click.ClickException(problems.refusal(problem).message) from None
     finally:
         engine.dispose()
@@ -117,42 +120,52 @@ def show(operation_id, database_url, as_json) -> None:
 
 @operations_group.command("pause")
 @click.argument("operation_id")
+@click.option("--reason", default=None, help="Why: kept on the operation with who did it.")
 @database_url_option
+@token_option
 @friendly_errors
-def pause(operation_id, database_url) -> None:
+def pause(operation_id, reason, database_url, token) -> None:
     """Hold a queued or running operation: no process claims it until `resume`."""
-    _change(database_url, operation_id, lambda engine, op: operations.pause(engine, op, actor=actor(), now=utcnow()),
-            "pgbus.operations.paused")
+    _change(database_url, operation_id, lambda engine, who, op: operation_acts.pause(engine, who, op, reason=reason),
+            "pgbus.operations.paused", token)
 
 
 @operations_group.command("resume")
 @click.argument("operation_id")
+@click.option("--reason", default=None, help="Why: kept on the operation with who did it.")
 @database_url_option
+@token_option
 @friendly_errors
-def resume(operation_id, database_url) -> None:
+def resume(operation_id, reason, database_url, token) -> None:
     """Let a paused operation go on (any worker or dashboard takes it)."""
-    _change(database_url, operation_id, lambda engine, op: operations.go_on(engine, op, actor=actor(), now=utcnow()),
-            "pgbus.operations.resumed")
+    _change(database_url, operation_id, lambda engine, who, op: operation_acts.go_on(engine, who, op, reason=reason),
+            "pgbus.operations.resumed", token)
 
 
 @operations_group.command("approve")
 @click.argument("operation_id")
+@click.option("--reason", default=None, help="Why: kept on the operation with who did it.")
 @database_url_option
+@token_option
 @friendly_errors
-def approve(operation_id, database_url) -> None:
-    """Approve an operation awaiting approval (not one you asked for)."""
-    _change(database_url, operation_id, lambda engine, op: operations.approve(engine, op, actor=actor(), now=utcnow()),
-            "pgbus.operations.approved")
+def approve(operation_id, reason, database_url, token) -> None:
+    """Approve an operation awaiting approval: with an approver's token
+    (--token), never one that token's principal asked for; a command
+    without a token cannot approve."""
+    _change(database_url, operation_id, lambda engine, who, op: operation_acts.approve(engine, who, op, reason=reason),
+            "pgbus.operations.approved", token)
 
 
 @operations_group.command("cancel")
 @click.argument("operation_id")
+@click.option("--reason", default=None, help="Why: kept on the operation with who did it.")
 @database_url_option
+@token_option
 @friendly_errors
-def cancel(operation_id, database_url) -> None:
+def cancel(operation_id, reason, database_url, token) -> None:
     """Stop an operation that has not ended (the runs it acted on stay)."""
-    _change(database_url, operation_id, lambda engine, op: operations.cancel(engine, op, now=utcnow()),
-            "pgbus.operations.cancelled")
+    _change(database_url, operation_id, lambda engine, who, op: operation_acts.cancel(engine, who, op, reason=reason),
+            "pgbus.operations.cancelled", token)
 
 
 @operations_group.command("set")
@@ -160,8 +173,9 @@ def cancel(operation_id, database_url) -> None:
 @click.option("--rate", help="Runs per second at most; an empty value (--rate '') removes the limit.")
 @click.option("--max-in-flight", help="Runs started and not settled at most; '' removes the limit.")
 @database_url_option
+@token_option
 @friendly_errors
-def set_pace(operation_id, rate, max_in_flight, database_url) -> None:
+def set_pace(operation_id, rate, max_in_flight, database_url, token) -> None:
     """Change the pace of an operation that has not ended."""
     try:
         pace = checks.parse_pace(checks.as_form(rate=rate, max_in_flight=max_in_flight))
@@ -169,5 +183,5 @@ def set_pace(operation_id, rate, max_in_flight, database_url) -> None:
         raise input_refused(problem) from None
     if not pace:
         raise click.UsageError("give --rate or --max-in-flight (or both)")
-    _change(database_url, operation_id, lambda engine, op: operations.set_pace(engine, op, pace),
-            "pgbus.operations.pace_set")
+    _change(database_url, operation_id, lambda engine, who, op: operation_acts.set_pace(engine, who, op, pace),
+            "pgbus.operations.pace_set", token)

@@ -17,7 +17,7 @@ import shlex
 import click
 
 from ..rules import run_filters
-from ..core import acts, checks, exports, problems
+from ..core import acts, checks, exports, permissions, policy, problems, redacting
 from ..rules import states
 from ..runtime import errors
 from ..rules import verb_table
@@ -25,7 +25,8 @@ from ..core.settings import Settings
 from ..core.compare import CompareRefused
 from . import output
 from .bulk import filter_values
-from .common import actor, database_url_option, engine_from, friendly_errors, input_refused, main_group
+from .common import (database_url_option, engine_from, friendly_errors, input_refused, main_group, principal,
+                     token_option)
 from .worker import DEFINITIONS_ENV, load_registry
 
 json_option = click.option("--json", "as_json", is_flag=True, help="JSON Lines for scripts, not a table.")
@@ -43,6 +44,8 @@ def _refused(problem: Exception, **names) -> click.ClickException:
     was wrong, else 1."""
     if isinstance(problem, acts.BAD_INPUT) or problems.is_input(problem):
         return input_refused(problem, **names)
+    if isinstance(problem, permissions.NotPermitted):
+        return click.ClickException(problems.refusal(problem).message)
     if isinstance(problem, errors.ClassNotLoaded):
         # The fix is on this command line: say which option it is.
         return click.ClickException(f"{problem} (load the workflow definitions with --definitions MODULE)")
@@ -78,9 +81,10 @@ def runs_group() -> None:
               help="An index filter by its name, arg.<path>=VALUE and signal.<path>=VALUE too; repeat for more.")
 @json_option
 @definitions_option
+@token_option
 @friendly_errors
 def list_runs(database_url, q, workflow_class, status, reason, step, subject, error_class, no_error_class, since,
-              created_from, created_to, operation, before, limit, filter_pairs, as_json, definitions):
+              created_from, created_to, operation, before, limit, filter_pairs, as_json, definitions, token=None):
     """The runs the index's filters match, newest first."""
     named = {
         "q": q, "workflow_class": workflow_class, "status": status, "reason": reason, "step": step,
@@ -99,7 +103,7 @@ def list_runs(database_url, q, workflow_class, status, reason, step, subject, er
     settings = _settings(definitions, page_size=limit)
     engine = engine_from(database_url, pool_size=1, max_overflow=0)
     try:
-        page = acts.runs(engine, settings, filters)
+        page = acts.runs(engine, settings, _searchable(engine, filters, token))
     finally:
         engine.dispose()
     if as_json:
@@ -115,6 +119,15 @@ def list_runs(database_url, q, workflow_class, status, reason, step, subject, er
         click.echo(f"More: --before {page.next_before}", err=True)
 
 
+def _searchable(engine, filters, token):
+    """*filters*, unless they search by a value the policy redacts and the
+    token's principal may not reveal it: exit 2 with the sentence."""
+    try:
+        return redacting.check_search(filters, principal(engine, token), policy.current(engine))
+    except run_filters.FilterError as problem:
+        raise input_refused(problem) from None
+
+
 # --- runs export ---------------------------------------------------------------
 
 
@@ -126,8 +139,9 @@ def list_runs(database_url, q, workflow_class, status, reason, step, subject, er
               help="An index filter by its name, arg.<path>=VALUE and signal.<path>=VALUE too; repeat for more.")
 @click.option("-o", "--output", "output_path", type=click.Path(dir_okay=False, writable=True),
               help="Write to this file (default: the standard output).")
+@token_option
 @friendly_errors
-def export_runs(database_url, fmt, filter_pairs, output_path):
+def export_runs(database_url, fmt, filter_pairs, output_path, token=None):
     """Every run the filters match, oldest first, up to the highest run id
     when the export starts, streamed in constant memory."""
     try:
@@ -136,6 +150,7 @@ def export_runs(database_url, fmt, filter_pairs, output_path):
         raise input_refused(problem) from None
     engine = engine_from(database_url, pool_size=1, max_overflow=0)
     try:
+        filters = _searchable(engine, filters, token)
         made = exports.export(engine.connect, Settings(), filters, fmt)
         stream = click.open_file(output_path or "-", "wb")
         try:
@@ -162,6 +177,8 @@ def _describe(detail: dict) -> None:
         ("Subject", " ".join(part for part in (run["subject_type"], run["subject_id"]) if part)),
         ("Created", run["created_at"]), ("Updated", run["updated_at"]),
         ("Actions", ", ".join(detail["available_actions"]) or "none"),
+        # As the policy shows them: "[redacted]" values unless --reveal.
+        ("Arguments", _json_text(run["arguments"])),
     ]
     for line in output.table(("", ""), facts)[1:]:
         click.echo(line)
@@ -174,8 +191,9 @@ def _describe(detail: dict) -> None:
             for name, a in attempts))
     if detail["signals"]:
         click.echo("")
-        output.echo_table(("SIGNAL", "STATUS", "RECEIVED"),
-                          ((s["name"], s["status"], s["created_at"]) for s in detail["signals"]))
+        output.echo_table(("SIGNAL", "STATUS", "RECEIVED", "PAYLOAD"),
+                          ((s["name"], s["status"], s["created_at"], _json_text(s["payload"]))
+                           for s in detail["signals"]))
     if detail["events"]:
         click.echo("")
         output.echo_table(("WHEN", "EVENT", "ACTOR", "STEP", "REASON"), (
@@ -187,13 +205,23 @@ def _describe(detail: dict) -> None:
 @click.argument("workflow_id")
 @json_option
 @definitions_option
+@click.option("--reveal", is_flag=True,
+              help="Show the values the policy redacts in clear (the reveal power on the run's class); "
+                   "writes an audit line on the run saying who revealed.")
+@click.option("--reason", help="With --reveal: why, kept on the audit line.")
+@token_option
 @friendly_errors
-def show(database_url, workflow_id, as_json, definitions):
+def show(database_url, workflow_id, as_json, definitions, reveal=False, reason=None, token=None):
     """One run: its steps, signals, audit trail and the verbs it allows now."""
     settings = _settings(definitions)
     engine = engine_from(database_url, pool_size=1, max_overflow=0)
     try:
-        detail = acts.run(engine, settings, workflow_id)
+        if reveal:
+            detail = acts.reveal(engine, settings, workflow_id, principal=principal(engine, token), reason=reason)
+        else:
+            detail = acts.run(engine, settings, workflow_id)
+    except permissions.NotPermitted as problem:
+        raise _refused(problem) from None
     except acts.NotFound:
         raise click.ClickException(f"no workflow run {workflow_id!r}") from None
     finally:
@@ -291,13 +319,13 @@ def _after(detail: dict, verb: str, as_json: bool) -> None:
 
 
 def _verb_command(verb: verb_table.Verb) -> None:
-    def command(database_url, workflow_id, reason, definitions, as_json, at=None, from_step=None):
+    def command(database_url, workflow_id, reason, definitions, as_json, at=None, from_step=None, token=None):
         settings = _settings(definitions)
         engine = engine_from(database_url, pool_size=1, max_overflow=0)
         try:
-            detail = acts.act(engine, settings, verb.name, workflow_id, actor=actor(), reason=reason,
-                              at=at, from_step=from_step)
-        except (checks.FormError, acts.WorkflowError) as problem:
+            detail = acts.act(engine, settings, verb.name, workflow_id, principal=principal(engine, token),
+                              reason=reason, at=at, from_step=from_step)
+        except (checks.FormError, acts.WorkflowError, permissions.NotPermitted) as problem:
             raise _refused(problem, verb=verb.name, workflow_id=workflow_id) from None
         finally:
             engine.dispose()
@@ -310,6 +338,7 @@ def _verb_command(verb: verb_table.Verb) -> None:
     if verb_table.AT in verb.fields:
         command = click.option("--at", required=True, help="When (ISO 8601 with a zone, in the future).")(command)
     command = json_option(command)
+    command = token_option(command)
     command = definitions_option(command)
     command = click.option("--reason", required=True, help="Why: recorded on the run's audit trail.")(command)
     command = click.argument("workflow_id")(command)
@@ -330,15 +359,16 @@ for _verb in verb_table.TABLE:
 @click.option("--idempotency-key", help="Sent again with the same key, the signal is stored once.")
 @json_option
 @definitions_option
+@token_option
 @friendly_errors
-def send_signal(database_url, workflow_id, name, payload, idempotency_key, as_json, definitions):
+def send_signal(database_url, workflow_id, name, payload, idempotency_key, as_json, definitions, token=None):
     """Send signal NAME to one ongoing run."""
     settings = _settings(definitions)
     engine = engine_from(database_url, pool_size=1, max_overflow=0)
     try:
-        result = acts.send_signal(engine, settings, workflow_id, name, payload, actor=actor(),
+        result = acts.send_signal(engine, settings, workflow_id, name, payload, principal=principal(engine, token),
                                   idempotency_key=idempotency_key)
-    except (checks.FormError, acts.WorkflowError) as problem:
+    except (checks.FormError, acts.WorkflowError, permissions.NotPermitted) as problem:
         raise _refused(problem, verb=verb_table.SIGNAL, workflow_id=workflow_id) from None
     finally:
         engine.dispose()

@@ -21,7 +21,9 @@ def tokens_group() -> None:
 @tokens_group.command("add")
 @click.argument("name")
 @click.option("--role", type=click.Choice(ROLES), required=True,
-              help="viewer: reads; operator: also acts on runs and starts operations.")
+              help="viewer: reads; operator: also acts on runs and starts operations; approver: also approves "
+                   "another's operation; admin: also reveals redacted values and changes the policy. The policy's "
+                   "grants (token:NAME) may add powers for some classes.")
 @database_url_option
 @friendly_errors
 def add(name: str, role: str, database_url: str | None) -> None:

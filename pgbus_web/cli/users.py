@@ -52,13 +52,17 @@ def users_group() -> None:
 @users_group.command("add")
 @click.argument("name")
 @click.option("--role", type=click.Choice(users.ROLES), required=True,
-              help="viewer: sees the pages; operator: also acts on runs and locks.")
+              help="viewer: sees the pages; operator: also acts on runs and locks; approver: also approves "
+                   "another's operation; admin: also reveals redacted values and changes the policy.")
+@click.option("--group", "groups", multiple=True,
+              help="A group the policy's grants may name (group:<name>); repeat for several.")
 @users_file_option
-def add(name: str, role: str, users_file: Path) -> None:
+def add(name: str, role: str, groups: tuple[str, ...], users_file: Path) -> None:
     """Add NAME, or change its role and password. The password is asked
     for on a terminal, else read from the first line of stdin."""
     try:
         users.check_name(name)
+        checked_groups = users.check_groups(",".join(groups))
     except users.UsersFileError as exc:
         raise click.ClickException(str(exc)) from None
     _read(users_file)  # an unreadable file fails before the password is asked
@@ -69,7 +73,7 @@ def add(name: str, role: str, users_file: Path) -> None:
         hashed = passwords.hash_password(password)
     except passwords.HashingUnavailable as exc:
         raise click.ClickException(str(exc)) from None
-    user = users.User(name, role, hashed)
+    user = users.User(name, role, hashed, checked_groups)
 
     def put(current: dict[str, users.User]) -> bool:
         known = name in current
@@ -99,4 +103,4 @@ def remove(name: str, users_file: Path) -> None:
 def list_users(users_file: Path) -> None:
     """List the users and their roles."""
     for user in sorted(_read(users_file).values(), key=lambda u: u.name):
-        click.echo(f"{user.name}\t{user.role}")
+        click.echo(f"{user.name}\t{user.role}" + (f"\t{','.join(user.groups)}" if user.groups else ""))

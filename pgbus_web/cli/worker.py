@@ -9,6 +9,7 @@ from datetime import timedelta
 import click
 
 from .. import db, defaults
+from ..core import policy
 from ..db import describe_url
 from ..runtime import definitions as loading
 from ..runtime import operations
@@ -41,9 +42,7 @@ def load_registry(module_name: str) -> Registry:
               help="Seconds to wait after a look that found nothing due.")
 @click.option("--sweep-interval", type=click.FloatRange(min=0.01), default=SWEEP_INTERVAL, show_default=True,
               help="Seconds between two sweeps for timed-out waits and stalled steps.")
-@click.option("--stall-threshold", type=click.IntRange(min=1),
-              default=int(defaults.STALL_THRESHOLD.total_seconds()), show_default=True,
-              help="Seconds a step may stay in progress before the sweep calls it stalled.")
+@click.option("--stall-threshold", hidden=True, help="Gone: the stall threshold is a rule of the policy.")
 @click.option("--statement-timeout", type=click.FloatRange(min=0.1), default=db.WORKER_STATEMENT_TIMEOUT,
               show_default=True, metavar="SECONDS",
               help=f"A statement, cancelled by the server; the client gives up {db.ANSWER_GRACE}s later "
@@ -64,6 +63,9 @@ def worker(database_url, definitions, poll_interval, sweep_interval, stall_thres
     """Run due workflow steps until SIGTERM or Ctrl-C.
 
     Any number of workers may run against one database side by side."""
+    if stall_threshold is not None:
+        raise click.UsageError("the stall threshold is a rule of the policy, the same for every process: "
+                               "pgbus-web policy set stall_threshold SECONDS --reason WHY")
     registry = load_registry(definitions)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -82,7 +84,7 @@ def worker(database_url, definitions, poll_interval, sweep_interval, stall_thres
         registry,
         poll_interval=poll_interval,
         sweep_interval=sweep_interval,
-        stall_threshold=timedelta(seconds=stall_threshold),
+        thresholds=lambda: policy.current(engine).thresholds(),
         simulate_batches=simulate_batches,
         operation_stale_after=timedelta(seconds=operation_stale_after),
         heartbeat=Heartbeat(engine, WORKER_KIND, interval=heartbeat_interval),

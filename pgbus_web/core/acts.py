@@ -26,7 +26,7 @@ from ..runtime.errors import (
 )
 from . import compare as comparing
 from . import reads as context
-from . import checks
+from . import checks, permissions, reveal as revealing
 from .settings import Settings
 
 # Refusals that are the caller's input, not the run's state (exit code 2).
@@ -45,10 +45,12 @@ class Page:
     next_before: int | None
 
 
-def _stuck(settings: Settings, now: datetime):
+def _stuck(engine: Engine, now: datetime):
+    kept = context.policy_of(engine)
+
     def stuck(run: Mapping[str, Any]) -> str | None:
-        return rep.stuck_reason(run, now=now, stall_threshold=settings.stall_threshold,
-                                waiting_threshold=settings.waiting_threshold)
+        return rep.stuck_reason(run, now=now, stall_threshold=kept.stall_threshold,
+                                waiting_threshold=kept.waiting_threshold)
 
     return stuck
 
@@ -65,7 +67,7 @@ def runs(engine: Engine, settings: Settings, filters: run_filters.RunFilters) ->
     now = utcnow()
     with engine.connect() as conn:
         page = context.index_runs(conn, settings, filters, now)
-    stuck = _stuck(settings, now)
+    stuck = _stuck(engine, now)
     return Page([rep.run_row(run, stuck=stuck(run)) for run in page["runs"]], page["pagination"].older)
 
 
@@ -79,7 +81,22 @@ def run(engine: Engine, settings: Settings, workflow_id: str, *, row: dict[str, 
             page = context.run_context(conn, settings, workflow_id, now=now, run=row)
         except context.NotFound:
             raise NotFound(workflow_id) from None
-    return rep.run_detail(page, stuck=_stuck(settings, now)(page["run"]))
+    return rep.run_detail(page, stuck=_stuck(engine, now)(page["run"]))
+
+
+def reveal(engine: Engine, settings: Settings, workflow_id: str, *, principal: permissions.Principal,
+           reason: str | None = None) -> dict[str, Any]:
+    """One run with the values the policy redacts in clear, for a principal
+    who may reveal them on its class, after the audit line is written
+    (core/reveal.py); NotFound, or permissions.NotPermitted (nothing written)."""
+    now = utcnow()
+    if not context.storable(workflow_id):
+        raise NotFound(workflow_id)
+    try:
+        page = revealing.reveal(engine, settings, workflow_id, principal=principal, reason=reason, now=now)
+    except context.NotFound:
+        raise NotFound(workflow_id) from None
+    return rep.run_detail(page, stuck=_stuck(engine, now)(page["run"]))
 
 
 def compare_runs(engine: Engine, settings: Settings, a_id: str, b_id: str) -> dict[str, Any]:
@@ -100,8 +117,26 @@ def attention(engine: Engine, settings: Settings) -> list[dict[str, Any]]:
     ]
 
 
-def act(engine: Engine, settings: Settings, verb: str, workflow_id: str, *, actor: str, reason: str | None,
-        at: str | None = None, from_step: str | None = None) -> dict[str, Any]:
+def permit_class(engine: Engine, principal: permissions.Principal, verb: str, workflow_class: str) -> None:
+    """NotPermitted when *principal* may not use *verb* on runs of
+    *workflow_class* (for a door that has read the run already)."""
+    permissions.require(principal, verb, workflow_class, context.policy_of(engine))
+
+
+def permit_run(engine: Engine, principal: permissions.Principal, verb: str, workflow_id: str) -> None:
+    """NotPermitted when *principal* may not use *verb* on the run's class
+    (a run's class never changes, so it is read before the verb's own
+    transaction). A run that is not there is the verb's to refuse."""
+    if not context.storable(workflow_id):
+        return
+    with engine.connect() as conn:
+        row = context.find_run(conn, workflow_id)
+    if row is not None:
+        permissions.require(principal, verb, row["workflow_class"], context.policy_of(engine))
+
+
+def act(engine: Engine, settings: Settings, verb: str, workflow_id: str, *, principal: permissions.Principal,
+        reason: str | None, at: str | None = None, from_step: str | None = None) -> dict[str, Any]:
     """*verb* on one run, as its page's button does; the run after it.
     The reason is required (these doors have no form to show it was
     forgotten). Raises checks.FormError for the input (the pages' checks)
@@ -112,11 +147,14 @@ def act(engine: Engine, settings: Settings, verb: str, workflow_id: str, *, acto
     form = checks.as_form(reason=reason, at=at, from_step=from_step)
     options = checks.parse_verb(verb, form, tz=timezone.utc, now=utcnow())
     checks.require_reason(form)
-    row = verbs.perform(engine, verb, workflow_id, actor=actor, registry=settings.registry, **options.options())
+    permit_run(engine, principal, verb, workflow_id)
+    row = verbs.perform(engine, verb, workflow_id, actor=principal.actor, registry=settings.registry,
+                        **options.options())
     return run(engine, settings, workflow_id, row=row)
 
 
-def send_signal(engine: Engine, settings: Settings, workflow_id: str, name: str, payload: Any, *, actor: str,
+def send_signal(engine: Engine, settings: Settings, workflow_id: str, name: str, payload: Any, *,
+                principal: permissions.Principal,
                 idempotency_key: str | None = None, reason: str | None = None,
                 require_reason: bool = False) -> dict[str, Any]:
     """Signal *name* to one run; its signal, whether it was a duplicate, and
@@ -126,7 +164,9 @@ def send_signal(engine: Engine, settings: Settings, workflow_id: str, name: str,
     signal = checks.parse_signal(checks.as_form(name=name, payload=payload, idempotency_key=idempotency_key))
     form = checks.as_form(reason=reason)
     checked = checks.require_reason(form) if require_reason else checks.reason(form)
-    result = verbs.signal(engine, workflow_id, signal.name, signal.payload, signal.idempotency_key, actor=actor,
+    permit_run(engine, principal, verb_table.SIGNAL, workflow_id)
+    result = verbs.signal(engine, workflow_id, signal.name, signal.payload, signal.idempotency_key,
+                          actor=principal.actor,
                           reason=checked)
     return {"signal": rep.signal(result.signal), "duplicate": result.duplicate,
             "run": run(engine, settings, workflow_id)}

@@ -20,6 +20,7 @@ from ..models import steps, workflow_rows
 from ..models.values import RawJson, json_kind
 from ..rules.run_filters import PAGE_EXTRAS
 from .reads import definition_of, find_run, runs_by_prefix
+from . import redacting
 from .settings import Settings
 
 # The parameters the comparison takes: the two runs (and the language
@@ -272,6 +273,11 @@ def compare(conn: Connection, settings: Settings, a_id: str, b_id: str) -> Compa
     run_a, run_b = resolve(conn, "a", a_id), resolve(conn, "b", b_id)
     if run_a["workflow_id"] == run_b["workflow_id"]:
         raise CompareRefused(CompareRefused.SAME, "b", run_a["workflow_id"])
+    # Diffed redacted: two hidden values read as equal, so the comparison
+    # cannot tell a viewer whether two runs share a secret.
+    rules = redacting.rules_of(conn)
+    redacting.run_row(run_a, rules)
+    redacting.run_row(run_b, rules)
     named_a = steps.names_for_run(conn, run_a["workflow_id"])
     named_b = steps.names_for_run(conn, run_b["workflow_id"])
     definition = definition_of(settings, run_a["workflow_class"])

@@ -29,6 +29,7 @@ from ..models import workflow_index, workflow_rows
 from ..rules import run_filters
 from ..rules.run_filters import FilterError, RunFilters
 from ..runtime.clock import utcnow
+from . import redacting
 from .reads import thresholds
 from .settings import Settings
 
@@ -93,10 +94,17 @@ def _header(fmt: str) -> str:
 def _batches(conn: Connection, settings: Settings, filters: RunFilters, fmt: str, ceiling_id: int, now: datetime,
              *, batch: int = CHUNK_ROWS, limit: int | None = None):
     binds = filters.page_binds(now)
-    where, where_binds = workflow_index.page_where(now=now, **thresholds(settings), **binds)
+    began = conn.in_transaction()
+    given = thresholds(conn)
+    redact = tuple(redacting.texts(redacting.rules_of(conn)))
+    if conn.in_transaction() and not began:
+        # The policy was read on this connection: that read ends here, so
+        # the export's cursor begins a transaction of its own (export_rows).
+        conn.rollback()
+    where, where_binds = workflow_index.page_where(now=now, **given, **binds)
     return workflow_index.export_rows(conn, where=where, binds=where_binds, ceiling_id=ceiling_id, now=now,
                                       as_json=fmt == "ndjson", as_csv=fmt == "csv", batch=batch, limit=limit,
-                                      **thresholds(settings))
+                                      redact=redact, **given)
 
 
 def _chunks(connect: Callable[[], ContextManager[Connection]], settings: Settings, filters: RunFilters, fmt: str,

@@ -33,7 +33,7 @@ def find(conn: Connection, operation_id: int) -> dict[str, Any] | None:
 def outcomes(conn: Connection, settings: Settings, operation_id: int, now: datetime) -> dict[tuple[str, str | None], int]:
     """{(status, stuck reason or None): runs} of the runs the operation
     acted on, as they are now, by the settings' stuck thresholds."""
-    return operation_outcomes.outcomes(conn, operation_id, now=now, **thresholds(settings))
+    return operation_outcomes.outcomes(conn, operation_id, now=now, **thresholds(conn))
 
 
 # What became of an operation's runs, in the order every door says it:

@@ -21,6 +21,11 @@ from ..runtime import errors, operations
 from .words import verb_labels
 from . import checks
 from .compare import CompareRefused
+from .redacting import SearchRefused
+from .operation_acts import RateAbovePolicy
+from .permissions import NotPermitted
+from .policy import PolicyError
+from ..rules import roles
 
 log = logging.getLogger(__name__)
 
@@ -189,6 +194,34 @@ def _operation(problem: operations.OperationError) -> Refusal:
     return Refusal(400, str(problem))
 
 
+def power_label(power: str) -> str:
+    """A power's name as the pages say it: a verb's label, or approve,
+    reveal, change the policy."""
+    if power in roles.RUN_VERBS:
+        return verb_labels.verb_label(power)
+    return t(f"pgbus.policy.powers.{power}")
+
+
+def _not_permitted(problem: NotPermitted) -> Refusal:
+    forbidden = "pgbus.web.errors.forbidden_title"
+    if problem.principal.break_glass and problem.power == roles.APPROVE:
+        return Refusal(403, t("pgbus.policy.errors.break_glass_approve"), title_key=forbidden)
+    if problem.workflow_class is None:
+        return Refusal(403, t("pgbus.policy.errors.not_permitted_any", actor=problem.actor,
+                              action=power_label(problem.power)), title_key=forbidden)
+    return Refusal(403, t("pgbus.policy.errors.not_permitted", actor=problem.actor, action=power_label(problem.power),
+                          workflow_class=printable(problem.workflow_class)), title_key=forbidden)
+
+
+def _policy(problem: PolicyError) -> Refusal:
+    """A policy change refused: 409 when the rule changed under the
+    caller, 422 for a value the rule cannot take."""
+    status = 409 if problem.kind == "changed_under" else 422
+    values = {name: printable(str(value)) for name, value in problem.values.items()}
+    return Refusal(status, t(f"pgbus.policy.errors.{problem.kind}", **values),
+                   field="reason" if problem.kind == "reason_missing" else "value")
+
+
 def _compare(problem: CompareRefused) -> Refusal:
     """A comparison of two runs refused (core/compare.py)."""
     value = printable(problem.value)
@@ -224,10 +257,21 @@ def refusal(problem: Exception, *, verb: str | None = None, workflow_id: str | N
     written. *verb* and *workflow_id* name what was asked, for the words."""
     if isinstance(problem, errors.WorkflowError):
         return _workflow(problem, verb, workflow_id)
+    if isinstance(problem, NotPermitted):
+        return _not_permitted(problem)
+    if isinstance(problem, PolicyError):
+        return _policy(problem)
+    if isinstance(problem, RateAbovePolicy):
+        return Refusal(422, t("pgbus.policy.errors.rate_above", rate=f"{problem.rate:g}",
+                              highest=f"{problem.highest:g}"), field="rate")
     if isinstance(problem, operations.OperationError):
         return _operation(problem)
     if isinstance(problem, checks.FormError):
         return Refusal(problem.status, problem.message, field=problem.field)
+    if isinstance(problem, SearchRefused):
+        # A refusal of what was asked, not a wrong spelling: 400 and exit
+        # 2 like any filter, in the sentence that names the filter.
+        return Refusal(400, str(problem), title_key="pgbus.web.errors.forbidden_title")
     if isinstance(problem, FilterError):
         return Refusal(400, str(problem))
     if isinstance(problem, lock_actions.LockActionError):

@@ -29,12 +29,15 @@ from ..models import (
 )
 from ..rules.run_filters import RANGES, RunFilters
 from ..runtime.clock import utcnow
-from ..runtime.operations import Approval
+from sqlalchemy.engine import Engine
+
+from ..rules.approval import Approval
 from .words.presenters import batch_progress as presenters_batch_progress
 from .words.presenters import event_operation as presenters_event_operation
 from ..models import operations as operation_rows
 from .settings import Settings
-from . import worker_reads
+from . import policy as policy_rules
+from . import redacting, worker_reads
 
 # The insights page's range when none is asked for.
 DEFAULT_INSIGHTS_RANGE = "7d"
@@ -52,9 +55,17 @@ class NotFound(LookupError):
     """What a page is about does not exist; the message says what is missing."""
 
 
-def thresholds(settings: Settings) -> dict[str, timedelta]:
-    """The stuck-run thresholds, as the models' queries take them."""
-    return {"threshold": settings.stall_threshold, "waiting_threshold": settings.waiting_threshold}
+def policy_of(source: Connection | Engine) -> policy_rules.Policy:
+    """The policy as this process keeps it, for the database *source*
+    (a connection or an engine) belongs to."""
+    if isinstance(source, Connection):
+        return policy_rules.current(source.engine, source)
+    return policy_rules.current(source)
+
+
+def thresholds(source: Connection | Engine) -> dict[str, timedelta]:
+    """The stuck-run thresholds of the policy, as the models' queries take them."""
+    return policy_of(source).thresholds()
 
 
 def with_approvals(conn: Connection, event_rows: list[dict[str, Any]]) -> None:
@@ -69,9 +80,10 @@ def with_approvals(conn: Connection, event_rows: list[dict[str, Any]]) -> None:
             row["approval"] = found
 
 
-def approval(settings: Settings):
-    """Which operations wait for a second operator (operations.Approval)."""
-    return Approval(settings.approval_threshold, settings.approval_verbs)
+def approval(source: Connection | Engine, settings: Settings) -> Approval:
+    """Which operations wait for a second principal: the policy's rule,
+    tightened by this process's own approval settings (never loosened)."""
+    return policy_of(source).approval.tightened(settings.approval_threshold, settings.approval_verbs)
 
 
 def definition_of(settings: Settings, workflow_class: str | None):
@@ -138,7 +150,7 @@ def index_runs(
     """One page of runs for *filters*, and the cursors around it."""
     size = settings.page_size
     rows = workflow_index.page(
-        conn, limit=size + 1, now=now, **thresholds(settings), **filters.page_binds(now)
+        conn, limit=size + 1, now=now, **thresholds(conn), **filters.page_binds(now)
     )
     if filters.after is not None:
         # Fetched upwards from the cursor: the extra row is the newest one.
@@ -165,7 +177,7 @@ def attention_context(conn: Connection, settings: Settings, now: datetime) -> di
     """The index's needs-attention block: the groups at *now*, the failed
     runs' groups, the groups' classes whose definitions are not loaded
     here, and when they were read (``attention_read_at``, the "as of")."""
-    groups = workflow_attention.attention_groups(conn, now=now, **thresholds(settings))
+    groups = workflow_attention.attention_groups(conn, now=now, **thresholds(conn))
     failed = workflow_attention.failed_groups(conn)
     for group in failed:
         # Rerun needs the class's step list (verb_table.CLASS_VERBS).
@@ -278,7 +290,7 @@ def matching_statuses(
          filters.operation)
     ):
         runs = workflow_attention.stuck_count(
-            conn, reason=filters.reason, now=now, **thresholds(settings), workflow_class=filters.workflow_class,
+            conn, reason=filters.reason, now=now, **thresholds(conn), workflow_class=filters.workflow_class,
             step_name=filters.step, error_class=filters.error_class, no_error_class=filters.no_error_class,
         )
         return {stuck.BY_REASON[filters.reason].status: min(int(runs), MATCHING_CAP + 1)} if runs else {}
@@ -286,7 +298,7 @@ def matching_statuses(
     binds.pop("before_id", None)
     binds.pop("after_id", None)
     fragments = workflow_index.searches_fragments(conn, filters.q)
-    where, where_binds = workflow_index.page_where(now=now, fragments=fragments, **thresholds(settings), **binds)
+    where, where_binds = workflow_index.page_where(now=now, fragments=fragments, **thresholds(conn), **binds)
     return workflow_index.status_counts_up_to(conn, where=where, binds=where_binds, cap=MATCHING_CAP, budget=budget)
 
 
@@ -351,13 +363,15 @@ def _window(rows: list[dict[str, Any]], size: int, total: int, before: int | Non
 def run_context(
     conn: Connection, settings: Settings, workflow_id: str, now: datetime | None = None,
     run: dict[str, Any] | None = None, attempts_before: int | None = None,
-    events_before: int | None = None,
+    events_before: int | None = None, reveal: bool = False,
 ) -> dict[str, Any]:
     """One run with its steps, signals, batches and audit trail: its newest
     ATTEMPTS_SHOWN attempts and EVENTS_SHOWN events, or those below
     *attempts_before* / *events_before*. NotFound when no run has this id.
     *run*: its row when the caller has just read it (a verb returns the run
-    as it left it), saving that read."""
+    as it left it), saving that read. The values the policy redacts are
+    redacted (``redacted`` says whether any was) unless *reveal*: only
+    redacting.record_reveal's caller passes it, after writing its audit line."""
     now = now or utcnow()
     if run is None:
         run = find_run(conn, workflow_id)
@@ -385,7 +399,7 @@ def run_context(
     digest = definition.digest if definition is not None else None
     run["step"] = latest
     run["batch"] = batch_map.get(latest["batch_id"]) if latest and latest["batch_id"] else None
-    return {
+    page = {
         "now": now,
         "run": run,
         "steps": step_rows,
@@ -403,6 +417,10 @@ def run_context(
         "last_completed": workflow_rows.newest_completed(
             conn, run["workflow_class"], other_than=run["workflow_id"]),
     }
+    # Here, before any door draws or serialises a value (docs/redaction.md).
+    page["redacted"] = False if reveal else redacting.run_page(page, redacting.rules_of(conn))
+    page["revealed"] = reveal
+    return page
 
 
 # --- per-class insights ----------------------------------------------------
@@ -426,7 +444,7 @@ def insights_context(
         raise NotFound(workflow_class)
     since = now - RANGES[range_name]
     status_counts = workflow_counts.class_status_counts(conn, workflow_class, created_from=since)
-    stuck = workflow_attention.stuck_reason_counts(conn, now=now, workflow_class=workflow_class, **thresholds(settings))
+    stuck = workflow_attention.stuck_reason_counts(conn, now=now, workflow_class=workflow_class, **thresholds(conn))
     sample = steps.duration_percentiles(
         conn, workflow_class, created_from=since, run_limit=DURATION_SAMPLE_RUNS
     )

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Mapping
 from sqlalchemy.engine import Connection, Engine
 
 from ..i18n import t
-from ..models import events, policy_rows, workflow_rows
+from ..models import events, workflow_rows
 from ..rules import redaction, roles, run_filters
 from ..runtime.clock import utcnow
 from . import permissions
@@ -29,17 +29,13 @@ REVEALED = "revealed"
 
 
 def rules_of(source: Connection | Engine) -> tuple[redaction.Rule, ...]:
-    """The policy's redaction rules. On a connection (every read that
-    shows a value), checked against the history's last id first, one
-    tiny read: a page read for many viewers is kept under the change
-    marker (web/answering/shared.py), so a read made with rules a second
-    old could outlive the change that added one."""
+    """The policy's redaction rules. A page's read is kept under the
+    change marker (web/answering/shared.py), which carries the policy's
+    last change (worker_reads.poll_markers) and made the kept policy fresh
+    as of that statement: a read made with older rules is never shown
+    after a change that added one."""
     if isinstance(source, Connection):
-        kept = policy_rules.current(source.engine, source)
-        if policy_rows.marker(source) != kept.marker:
-            policy_rules.forget(source.engine)
-            kept = policy_rules.current(source.engine, source)
-        return kept.redact
+        return policy_rules.current(source.engine, source).redact
     return policy_rules.current(source).redact
 
 

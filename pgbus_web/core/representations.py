@@ -196,6 +196,10 @@ def run_detail(page: Mapping[str, Any], *, stuck: str | None = None) -> dict[str
         "plan": plan(run, run.get("step"), page["definition"]),
         "class_loaded": page["class_loaded"],
         "definition_outdated": bool(page["definition_outdated"]),
+        # Values the policy redacts were shown as "[redacted]"; or, through
+        # a Reveal (an audit line), in clear (docs/redaction.md).
+        "redacted": bool(page.get("redacted")),
+        "revealed": bool(page.get("revealed")),
     }
 
 
@@ -248,6 +252,23 @@ OPERATION_FIELDS = (
 # The pace, pause and approval of an operation (docs/operations.md).
 OPERATION_FIELDS += ("rate", "max_in_flight", "paused_by", "paused_at", "resumed_by", "resumed_at", "approved_by",
                      "approved_at")
+# Who asked (the proven principal), and the why of each change (docs/policy.md).
+OPERATION_FIELDS += ("requested_by", "cancelled_by", "cancel_reason", "approve_reason", "pause_reason",
+                     "resume_reason")
+
+
+def policy_rule(rule: Mapping[str, Any]) -> dict[str, Any]:
+    """One rule of the policy as core/policy_changes.rules shows it."""
+    return {"key": rule["key"], "value": plain(rule["value"]), "default": plain(rule["default"]),
+            "is_default": rule["is_default"], "version": rule["version"], "changed_by": rule["changed_by"],
+            "changed_at": moment(rule["changed_at"]), "reason": rule["reason"]}
+
+
+def policy_change(change: Mapping[str, Any]) -> dict[str, Any]:
+    """One change of the policy's history."""
+    return {"id": change["id"], "key": change["key"], "old_value": plain(change["old_value"]),
+            "new_value": plain(change["new_value"]), "actor": change["actor"], "reason": change["reason"],
+            "changed_at": moment(change["changed_at"])}
 
 
 def operation(row: Mapping[str, Any]) -> dict[str, Any]:

@@ -37,8 +37,6 @@ class Settings:
     # (beyond, and after a browser's own write until the replica has
     # replayed it, pages read the primary: docs/replica.md).
     replica_max_lag: float = db.REPLICA_MAX_LAG
-    stall_threshold: timedelta = defaults.STALL_THRESHOLD
-    waiting_threshold: timedelta = defaults.WAITING_THRESHOLD
     # Unbound locks younger than this are "fresh", not orphans (Locks page, reaper).
     lock_age_floor: timedelta = defaults.LOCK_AGE_FLOOR
     # A worker (or serving process) whose heartbeat is older than this is
@@ -54,6 +52,11 @@ class Settings:
     can_act: Optional[Callable[[Any], bool]] = None
     # actor_name(request) -> the name recorded as "dashboard:<name>".
     actor_name: Callable[[Any], str] = _default_actor
+    # role_of(request) -> viewer, operator, approver or admin; groups_of(request)
+    # -> the groups the policy's grants may name (docs/policy.md). Without
+    # role_of a request that can_act is an operator, else a viewer.
+    role_of: Optional[Callable[[Any], str]] = None
+    groups_of: Optional[Callable[[Any], Any]] = None
     # api_auth(request, token) -> pgbus_web.api.Caller or None: who a JSON
     # API request carrying "Authorization: Bearer <token>" is (None: the
     # token is refused, 401). Unset, a bearer header means nothing and the
@@ -119,8 +122,21 @@ class SettingError(ValueError):
     """A setting with a value the dashboard cannot use; the message names it."""
 
 
-_CALLABLE_OR_NONE = ("subject_url", "can_view", "can_act", "locale_selector", "timezone_selector")
-_DURATIONS = ("stall_threshold", "waiting_threshold", "lock_age_floor", "worker_gone_after")
+# The lowest stall threshold the policy takes (core/policy.STALL_BOUNDS).
+STALL_FLOOR = timedelta(seconds=60)
+
+
+_CALLABLE_OR_NONE = ("subject_url", "can_view", "can_act", "role_of", "groups_of", "locale_selector",
+                     "timezone_selector")
+_DURATIONS = ("lock_age_floor", "worker_gone_after")
+# Settings that became rules of the policy, the same for every process
+# (docs/policy.md): named with where they went rather than as unknown.
+MOVED_TO_POLICY = ("stall_threshold", "waiting_threshold")
+
+
+def moved_to_policy(name: str) -> SettingError:
+    return SettingError(f"pgbus-web setting {name} is a rule of the policy now, the same for every process: "
+                        f"pgbus-web policy set {name} SECONDS --reason WHY (docs/policy.md)")
 _SECONDS = ("connect_timeout", "statement_timeout", "pool_timeout", "health_timeout")
 
 
@@ -163,11 +179,14 @@ def check(settings: Settings, locales: tuple[str, ...]) -> Settings:
         if not isinstance(value, timedelta) or value < timedelta(0):
             raise _refuse(name, "a timedelta (or a number of seconds) of zero or more", value)
     gone_after = changes.get("worker_gone_after", settings.worker_gone_after)
-    stall = changes.get("stall_threshold", settings.stall_threshold)
+    # At most half the default stall threshold, so that a silent worker is
+    # flagged before its runs are stalled (a policy that shortens the stall
+    # threshold is told to keep it above twice this: docs/policy.md).
+    stall = defaults.STALL_THRESHOLD
     if not timedelta(0) < gone_after <= stall / 2:
         raise _refuse("worker_gone_after",
-                      f"above 0 and at most half of stall_threshold ({stall.total_seconds():g} s), so that a "
-                      "silent worker is flagged before its runs are stalled", gone_after)
+                      f"above 0 and at most half of the default stall threshold ({stall.total_seconds():g} s), so "
+                      "that a silent worker is flagged before its runs are stalled", gone_after)
     for name in _CALLABLE_OR_NONE:
         value = getattr(settings, name)
         if value is not None and not callable(value):

@@ -19,7 +19,8 @@ from typing import Any, Callable
 
 from sqlalchemy.engine import Engine
 
-from ..rules.roles import OPERATOR, ROLES, BadName, check_name
+from ..rules.roles import OPERATOR, ROLES, VIEWER, BadName, check_name
+from . import permissions
 from ..models import api_tokens
 from ..runtime.clock import utcnow
 
@@ -50,12 +51,17 @@ class Caller:
     name: str
     may_act: bool
     token_id: int | None = None
+    role: str = OPERATOR
     # The token's digest (check's): its last use is remembered by it.
     digest: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def actor(self) -> str:
         return f"api:{self.name}"
+
+    def principal(self, door: str = permissions.API) -> permissions.Principal:
+        """The token as the principal who acts, at *door*."""
+        return permissions.token(self.name, self.role, door=door)
 
 
 def digest(token: str) -> str:
@@ -122,7 +128,7 @@ def check(engine: Engine, token: str) -> Caller | None:
         with _lock:
             _verified.pop((engine, key), None)
         return None
-    caller = Caller(name=row["name"], may_act=row["role"] == OPERATOR, token_id=row["id"], digest=key)
+    caller = Caller(name=row["name"], may_act=row["role"] != VIEWER, token_id=row["id"], digest=key, role=row["role"])
     with _lock:
         if len(_verified) >= VERIFIED_MAX:
             _verified.clear()

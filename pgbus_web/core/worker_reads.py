@@ -10,8 +10,9 @@ from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 
-from ..models import changes, pgmq_queues, workers
+from ..models import changes, pgmq_queues, policy_rows, workers
 from ..runtime.clock import utcnow
+from . import policy
 from . import representations
 from .settings import Settings
 
@@ -41,7 +42,7 @@ def gone_holding(conn: Connection, settings: Settings, now: datetime | None = No
     stalled), and those that fell silent within the stalled threshold
     even holding none (a worker gone is news until then)."""
     now = now or utcnow()
-    return workers.gone_holding(conn, cutoff=cutoff(settings, now), recent=now - settings.stall_threshold,
+    return workers.gone_holding(conn, cutoff=cutoff(settings, now), recent=now - policy.current(conn.engine).stall_threshold,
                                 run_limit=RUNS_SHOWN)
 
 
@@ -92,8 +93,13 @@ def poll_markers(conn: Connection, settings: Settings, now: datetime | None = No
     alive or gone now, in one statement (a live refresh draws anew when
     either changes: a worker falling silent writes nothing); and the same
     without the changes operations' chunks made (models/changes.by_operation)."""
-    marker, others, states = changes.marker_with(conn, workers.MARKER_SQL,
-                                                 {"cutoff": cutoff(settings, now or utcnow())})
+    marker, others, states = changes.marker_with(
+        conn, f"SELECT ({workers.MARKER_SQL}) || '/p' || ({policy_rows.MARKER_SQL})",
+        {"cutoff": cutoff(settings, now or utcnow())})
+    # The policy's last change rides on the same statement: it keys the
+    # kept reads (a rule's change draws anew) and tells this process's
+    # kept policy whether it is still fresh, at no round trip of its own.
+    policy.seen(conn.engine, int(states.rpartition("/p")[2]))
     return f"{marker}/{states}", f"{others}/{states}"
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import click
 
 from .. import schema
+from ..core import policy
 from ..app import create_app
 from ..cli.common import main_group
 from ..db import UNBOUNDED_STATEMENTS, WORKER_STATEMENT_TIMEOUT, Bounds, Database, create_engine
@@ -134,7 +135,8 @@ def demo(port, host, data_dir, runs, reset, no_auth):
 
     engine = create_engine(url, Bounds(statement=WORKER_STATEMENT_TIMEOUT))
     worker = Worker(engine, demo_workflows.REGISTRY, simulate_batches=True,
-                    heartbeat=Heartbeat(engine, HEARTBEAT_WORKER))
+                    heartbeat=Heartbeat(engine, HEARTBEAT_WORKER),
+                    thresholds=lambda: policy.current(engine).thresholds())
     worker_thread = threading.Thread(target=worker.run, name="pgbus-demo-worker", daemon=True)
     live = LiveDemo(engine, first_number=last_number + 100_000, rng=random.Random())
     database = Database.from_urls(url)

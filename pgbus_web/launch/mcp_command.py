@@ -7,7 +7,8 @@ import click
 
 from ..progress import MissingExtra
 from ..core.settings import Settings
-from ..cli.common import database_url_option, engine_from, friendly_errors, main_group
+from ..cli.common import database_url_option, engine_from, friendly_errors, main_group, principal, token_option
+from ..core import permissions
 from ..cli.worker import DEFINITIONS_ENV, load_registry
 from ..mcp import server as mcp_server
 
@@ -15,11 +16,12 @@ from ..mcp import server as mcp_server
 @main_group.command("mcp")
 @database_url_option
 @click.option("--allow-actions", is_flag=True,
-              help="Offer the tools that act (verbs, signals, operations), as the actor 'mcp' with a reason.")
+              help="Offer the tools that act (verbs, signals, operations), as the principal of --token, with a reason.")
 @click.option("--definitions", metavar="MODULE", envvar=DEFINITIONS_ENV, show_envvar=True,
               help="Module exposing REGISTRY: the workflow definitions (resume, resume_at, skip and rerun need them).")
+@token_option
 @friendly_errors
-def mcp(database_url, allow_actions, definitions):
+def mcp(database_url, allow_actions, definitions, token):
     """Serve the Model Context Protocol on standard input and output."""
     try:
         import mcp as _sdk  # noqa: F401  (the extra's package, checked before the database)
@@ -28,6 +30,7 @@ def mcp(database_url, allow_actions, definitions):
     settings = Settings(registry=load_registry(definitions) if definitions else None)
     engine = engine_from(database_url, pool_size=2, max_overflow=0)
     try:
-        mcp_server.build(engine, settings, allow_actions=allow_actions).run("stdio")
+        who = principal(engine, token, permissions.MCP)
+        mcp_server.build(engine, settings, allow_actions=allow_actions, principal=who).run("stdio")
     finally:
         engine.dispose()

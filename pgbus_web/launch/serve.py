@@ -216,7 +216,7 @@ def _seconds(name: str, default: float, help: str, minimum: float = 0.1):
 @_seconds("metrics-interval", 15.0, "/metrics reads the database at most once per this (docs/metrics.md).")
 @click.option("--approval-threshold", type=click.IntRange(min=0), envvar="PGBUS_WEB_APPROVAL_THRESHOLD",
               show_envvar=True, metavar="RUNS",
-              help="An operation of --approval-verbs on more runs than this waits for another operator's approval.")
+              help="Also wait for another principal's approval above this many runs of --approval-verbs (the policy's approval rule applies in any case; this can only add waits).")
 @click.option("--approval-verbs", envvar="PGBUS_WEB_APPROVAL_VERBS", show_envvar=True, metavar="VERB,...",
               help="The verbs --approval-threshold applies to (default: every verb).")
 @friendly_errors

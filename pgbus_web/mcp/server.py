@@ -7,8 +7,9 @@ run, two runs compared, the export of a filter (bounded: one answer holds
 it), an operation's preview and an operation. With ``allow_actions`` also:
 a verb on one run, a signal, starting an operation (one verb on every run a
 filter matches, done here before the tool answers) and cancelling one.
-Every act is recorded with the actor ``mcp`` and the reason the tool
-requires. Answers are core/representations.py's shapes; a refusal is a tool
+Every act is recorded with the server's principal (``mcp:<token name>``
+for the token it was given, ``mcp:break-glass`` without one) and the
+reason the tool requires, under the policy like every other door. Answers are core/representations.py's shapes; a refusal is a tool
 error (``isError``) whose text says why, and writes nothing. The arguments
 go through the pages' own checks (core/checks.py), and a refused input
 reads as the refusal table's sentence (core/problems.py); an argument a
@@ -27,18 +28,17 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from ..core import representations as rep
-from ..rules import run_filters
+from ..rules import run_filters, states
 from ..core import acts as scripted
 from ..core import operation_runs
 from ..runtime import errors, operations
 from ..runtime.clock import utcnow
 from ..core import reads as context
-from ..core import checks, exports, problems, worker_reads
+from ..core import checks, exports, operation_acts, permissions, problems, redacting, worker_reads
 from ..core.compare import CompareRefused
 from ..core.settings import Settings
 from ..i18n import t
 
-ACTOR = "mcp"
 NAME = "pgbus-web"
 # Runs find_runs lists at most.
 MAX_RUNS = 200
@@ -58,7 +58,7 @@ def _refused(problem: Exception, **names):
     """*problem* as a tool error: a refused input in the refusal table's
     words (the pages' and the API's), anything else as the runtime says it."""
     if isinstance(problem, (checks.FormError, run_filters.FilterError, operations.OperationNotFound,
-                            CompareRefused)) \
+                            CompareRefused, permissions.NotPermitted, operations.OperationError)) \
             or problems.is_input(problem):
         return _tool_error(problems.refusal(problem, **names).message)
     return _tool_error(str(problem))
@@ -96,9 +96,11 @@ def _operation_id(value: Any) -> int:
 class Tools:
     """The tools' bodies, over one engine and the settings (registry, thresholds)."""
 
-    def __init__(self, engine: Engine, settings: Settings) -> None:
+    def __init__(self, engine: Engine, settings: Settings, principal: permissions.Principal | None = None) -> None:
         self.engine = engine
         self.settings = settings
+        # Who the server acts as: its token's principal, else break-glass.
+        self.principal = principal or permissions.break_glass(permissions.MCP)
 
     # --- reads -------------------------------------------------------------
 
@@ -136,7 +138,7 @@ class Tools:
             "before": before,
         }, cursors=True)
         settings = dataclasses.replace(self.settings, page_size=max(1, min(int(limit), MAX_RUNS)))
-        page = scripted.runs(self.engine, settings, filters)
+        page = scripted.runs(self.engine, settings, self._searchable(filters))
         return {"runs": page.runs, "next_before": page.next_before}
 
     def compare_runs(self, a: str, b: str) -> dict[str, Any]:
@@ -166,7 +168,7 @@ class Tools:
         if isinstance(filters, dict):
             filters = {name: _typed(value) if str(name).startswith(run_filters.JSON_PREFIXES) else value
                        for name, value in filters.items()}
-        found = _filters({} if filters is None else filters, cursors=True)
+        found = self._searchable(_filters({} if filters is None else filters, cursors=True))
         try:
             made = exports.excerpt(self.engine.connect, self.settings, found, format, rows=limit)
         except run_filters.FilterError as problem:
@@ -182,13 +184,30 @@ class Tools:
         then each PGMQ queue's depth and the age of its oldest message."""
         return worker_reads.listing(self.engine, self.settings)
 
-    def show_run(self, workflow_id: str) -> dict[str, Any]:
+    def show_run(self, workflow_id: str, reveal: bool = False, reason: str | None = None) -> dict[str, Any]:
         """One run: its steps with every attempt, signals, audit events, the
-        verbs it allows now (`available_actions`) and what resume would do."""
+        verbs it allows now (`available_actions`) and what resume would do.
+        Values the dashboard's policy redacts read "[redacted]" (`redacted`
+        says so); `reveal` true shows them in clear when this server's
+        principal may reveal on the run's class, and writes an audit line on
+        the run saying so (with `reason`)."""
         try:
+            if reveal:
+                return scripted.reveal(self.engine, self.settings, workflow_id, principal=self.principal,
+                                       reason=reason)
             return scripted.run(self.engine, self.settings, workflow_id)
+        except permissions.NotPermitted as problem:
+            raise _refused(problem, workflow_id=workflow_id) from None
         except scripted.NotFound:
             raise _tool_error(f"no workflow run {workflow_id!r}") from None
+
+    def _searchable(self, filters: run_filters.RunFilters) -> run_filters.RunFilters:
+        """*filters*, unless they search by a value the policy redacts and
+        this server's principal may not reveal it: a tool error saying so."""
+        try:
+            return redacting.check_search(filters, self.principal, context.policy_of(self.engine))
+        except run_filters.FilterError as problem:
+            raise _refused(problem) from None
 
     def preview_operation(self, verb: str, filters: dict[str, str], at: str | None = None,
                           from_step: str | None = None, signal_name: str | None = None,
@@ -200,10 +219,9 @@ class Tools:
         found, parsed = self._input(verb, filters, None, False, at=at, from_step=from_step, name=signal_name,
                                     payload=payload)
         try:
-            shown = operations.preview(self.engine, found, parsed.verb, parsed.params,
-                                       registry=self.settings.registry,
-                                       thresholds=context.thresholds(self.settings))
-        except (errors.WorkflowError, operations.OperationError) as problem:
+            shown = operation_acts.preview(self.engine, self.settings, self.principal, found, parsed.verb,
+                                           parsed.params)
+        except (errors.WorkflowError, operations.OperationError, permissions.NotPermitted) as problem:
             raise _refused(problem, verb=verb) from None
         return rep.preview(shown)
 
@@ -228,9 +246,9 @@ class Tools:
         if verb not in scripted.REASONED:
             raise _tool_error(f"unknown verb {verb!r}: one of {', '.join(scripted.REASONED)}")
         try:
-            return scripted.act(self.engine, self.settings, verb, workflow_id, actor=ACTOR, reason=reason, at=at,
-                                from_step=from_step)
-        except (checks.FormError, errors.WorkflowError) as problem:
+            return scripted.act(self.engine, self.settings, verb, workflow_id, principal=self.principal,
+                                reason=reason, at=at, from_step=from_step)
+        except (checks.FormError, errors.WorkflowError, permissions.NotPermitted) as problem:
             raise _refused(problem, verb=verb, workflow_id=workflow_id) from None
 
     def send_signal(self, workflow_id: str, name: str, reason: str, payload: dict[str, Any] | None = None,
@@ -241,9 +259,9 @@ class Tools:
         reason = _require(reason)
         try:
             return scripted.send_signal(self.engine, self.settings, workflow_id, name,
-                                        {} if payload is None else payload, actor=ACTOR,
+                                        {} if payload is None else payload, principal=self.principal,
                                         idempotency_key=idempotency_key, reason=reason, require_reason=True)
-        except (checks.FormError, errors.WorkflowError) as problem:
+        except (checks.FormError, errors.WorkflowError, permissions.NotPermitted) as problem:
             raise _refused(problem, verb="signal", workflow_id=workflow_id) from None
 
     def start_operation(self, verb: str, filters: dict[str, str], reason: str, expected_runs: int,
@@ -255,30 +273,32 @@ class Tools:
         preview_operation showed: if the filter matches another count now,
         nothing starts and the answer says so. `reason` is required.
         `rate` (runs per second) and `max_in_flight` pace it; over the
-        dashboard's approval threshold it waits for an operator's approval
-        and the answer says awaiting_approval."""
+        policy's approval threshold it waits for another principal's
+        approval and the answer says awaiting_approval."""
         found, parsed = self._input(verb, filters, reason, True, at=at, from_step=from_step, name=signal_name,
                                     payload=payload, rate=rate, max_in_flight=max_in_flight)
         try:
-            operation = operations.create(
-                self.engine, found, parsed.verb, parsed.params, reason=parsed.reason, actor=ACTOR,
-                expected=int(expected_runs),
-                registry=self.settings.registry, thresholds=context.thresholds(self.settings),
-                approval=context.approval(self.settings), **parsed.pace)
+            operation = operation_acts.start(
+                self.engine, self.settings, self.principal, found, parsed.verb, parsed.params,
+                reason=parsed.reason, expected=int(expected_runs), **parsed.pace)
         except operations.CountChanged as problem:
             raise _tool_error(f"the filter matches {problem.preview.total} runs now, not {problem.expected}: "
                               "preview again; nothing started") from None
-        except (errors.WorkflowError, operations.OperationError) as problem:
+        except (errors.WorkflowError, operations.OperationError, permissions.NotPermitted) as problem:
             raise _refused(problem, verb=verb) from None
+        if operation["status"] == states.OPERATION_AWAITING_APPROVAL:
+            return {"operation": rep.operation(operation)}
         return {"operation": rep.operation(self._finish(operation["id"]))}
 
     def cancel_operation(self, operation_id: int, reason: str) -> dict[str, Any]:
-        """Stop a queued or running operation: the runs it already acted on stay as they are."""
-        _require(reason)
+        """Stop a queued or running operation: the runs it already acted on
+        stay as they are. `reason` is kept on the operation with who cancelled it."""
+        reason = _require(reason)
         operation_id = _operation_id(operation_id)
         try:
-            return {"operation": rep.operation(operations.cancel(self.engine, operation_id))}
-        except operations.OperationError as problem:
+            return {"operation": rep.operation(operation_acts.cancel(self.engine, self.principal, operation_id,
+                                                                     reason=reason))}
+        except (operations.OperationError, permissions.NotPermitted) as problem:
             raise _refused(problem) from None
 
     # --- helpers -------------------------------------------------------------
@@ -320,7 +340,8 @@ def unknown_argument(tool: str, arguments: dict[str, Any]) -> str | None:
     return None
 
 
-def build(engine: Engine, settings: Settings, *, allow_actions: bool = False):
+def build(engine: Engine, settings: Settings, *, allow_actions: bool = False,
+          principal: permissions.Principal | None = None):
     """The MCPServer with the read tools, and the acting ones when allowed."""
     from mcp.server.mcpserver import MCPServer
     from mcp_types import ToolAnnotations
@@ -332,11 +353,12 @@ def build(engine: Engine, settings: Settings, *, allow_actions: bool = False):
                 raise _tool_error(refused)
             return await super().call_tool(name, arguments, context)
 
-    tools = Tools(engine, settings)
+    tools = Tools(engine, settings, principal)
     server = Server(NAME, instructions=(
         "pgbus workflow runs: needs_attention lists what needs a person; find_runs and show_run read runs; "
         "compare_runs puts two side by side; export_runs gives a filter's runs as CSV or NDJSON. "
-        + ("act_on_run, send_signal and start_operation act, with a required reason, as the actor 'mcp'."
+        + ("act_on_run, send_signal and start_operation act, with a required reason, as this server's principal "
+           f"({tools.principal.actor}), under the dashboard's policy."
            if allow_actions else "Read-only: started without --allow-actions.")))
     for name in READ_TOOLS:
         server.add_tool(getattr(tools, name), name=name,

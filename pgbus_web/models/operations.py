@@ -22,7 +22,7 @@ COLUMNS = (
     "id, verb, filters, ceiling_id, params, reason, actor, status, total, moved, skipped, "
     "refused, cursor, heartbeat_at, created_at, started_at, finished_at, error, "
     "rate, max_in_flight, pace_log, paused_at, paused_by, resumed_at, resumed_by, approved_at, approved_by, "
-    "held_seconds"
+    "held_seconds, requested_by, cancelled_by, cancel_reason, approve_reason, pause_reason, resume_reason"
 )
 # Statuses an operation may still leave for another (cancel stops any of them).
 UNFINISHED = "('awaiting_approval', 'queued', 'running', 'paused')"
@@ -30,8 +30,10 @@ UNFINISHED = "('awaiting_approval', 'queued', 'running', 'paused')"
 _INSERT = sa.text(
     f"""
     INSERT INTO pgbus_web_operations
-        (verb, filters, ceiling_id, params, reason, actor, total, created_at, status, rate, max_in_flight)
-    VALUES (:verb, :filters, :ceiling_id, :params, :reason, :actor, :total, :now, :status, :rate, :max_in_flight)
+        (verb, filters, ceiling_id, params, reason, actor, total, created_at, status, rate, max_in_flight,
+         requested_by)
+    VALUES (:verb, :filters, :ceiling_id, :params, :reason, :actor, :total, :now, :status, :rate, :max_in_flight,
+            :requested_by)
     RETURNING {COLUMNS}
     """
 ).bindparams(sa.bindparam("filters", type_=JSONB), sa.bindparam("params", type_=JSONB))
@@ -40,9 +42,10 @@ _INSERT = sa.text(
 def insert(
     conn: Connection, *, verb: str, filters: Mapping[str, str], ceiling_id: int, params: Mapping[str, Any],
     reason: str, actor: str, total: int, now: datetime, status: str = "queued", rate: float | None = None,
-    max_in_flight: int | None = None,
+    max_in_flight: int | None = None, requested_by: str | None = None,
 ) -> dict[str, Any]:
     return as_dict(conn.execute(_INSERT, {
+        "requested_by": requested_by,
         "verb": verb, "filters": dict(filters), "ceiling_id": int(ceiling_id), "params": dict(params),
         "reason": reason, "actor": actor, "total": int(total), "now": now, "status": status, "rate": rate,
         "max_in_flight": max_in_flight,
@@ -191,18 +194,20 @@ def release(conn: Connection, operation_id: int, *, fence: datetime) -> bool:
     ).rowcount == 1
 
 
-def cancel(conn: Connection, operation_id: int, *, now: datetime) -> dict[str, Any] | None:
+def cancel(conn: Connection, operation_id: int, *, now: datetime, actor: str | None = None,
+           reason: str | None = None) -> dict[str, Any] | None:
     """Any status that has not ended (awaiting approval, queued, running,
-    paused) -> cancelled; None when it had ended."""
+    paused) -> cancelled, saying who and why; None when it had ended."""
     return as_dict(conn.execute(
         sa.text(
             f"""
-            UPDATE pgbus_web_operations SET status = 'cancelled', finished_at = :now
+            UPDATE pgbus_web_operations SET status = 'cancelled', finished_at = :now,
+                   cancelled_by = :actor, cancel_reason = :reason
             WHERE id = :id AND status IN {UNFINISHED}
             RETURNING {COLUMNS}
             """
         ),
-        {"id": int(operation_id), "now": now},
+        {"id": int(operation_id), "now": now, "actor": actor, "reason": reason},
     ).first())
 
 
@@ -217,50 +222,57 @@ def renew(conn: Connection, operation_id: int, *, fence: datetime, now: datetime
         ),
         {"id": int(operation_id), "fence": fence, "now": now},
     ).scalar()
-def pause(conn: Connection, operation_id: int, *, now: datetime, actor: str) -> dict[str, Any] | None:
+def pause(conn: Connection, operation_id: int, *, now: datetime, actor: str,
+          reason: str | None = None) -> dict[str, Any] | None:
     """queued or running -> paused, saying who and when; None when it was
     neither. The heartbeat stays: a holder's next fenced write still lands
     (the counts of the chunk in hand), sees paused and drops it."""
     return as_dict(conn.execute(
         sa.text(
             f"""
-            UPDATE pgbus_web_operations SET status = 'paused', paused_at = :now, paused_by = :actor
+            UPDATE pgbus_web_operations SET status = 'paused', paused_at = :now, paused_by = :actor,
+                   pause_reason = :reason
             WHERE id = :id AND status IN ('queued', 'running')
             RETURNING {COLUMNS}
             """
         ),
-        {"id": int(operation_id), "now": now, "actor": actor},
+        {"id": int(operation_id), "now": now, "actor": actor, "reason": reason},
     ).first())
 
 
-def go_on(conn: Connection, operation_id: int, *, now: datetime, actor: str) -> dict[str, Any] | None:
+def go_on(conn: Connection, operation_id: int, *, now: datetime, actor: str,
+          reason: str | None = None) -> dict[str, Any] | None:
     """paused -> queued (any process claims it), saying who and when, and
     adding the pause's length to held_seconds; None when it was not paused."""
     return as_dict(conn.execute(
         sa.text(
             f"""
             UPDATE pgbus_web_operations SET status = 'queued', resumed_at = :now, resumed_by = :actor,
+                   resume_reason = :reason,
                    held_seconds = held_seconds + GREATEST(EXTRACT(EPOCH FROM (:now - paused_at)), 0)
             WHERE id = :id AND status = 'paused'
             RETURNING {COLUMNS}
             """
         ),
-        {"id": int(operation_id), "now": now, "actor": actor},
+        {"id": int(operation_id), "now": now, "actor": actor, "reason": reason},
     ).first())
 
 
-def approve(conn: Connection, operation_id: int, *, now: datetime, actor: str) -> dict[str, Any] | None:
-    """awaiting_approval -> queued, with the approver and the moment, when
-    *actor* is not the one who asked for it; None otherwise."""
+def approve(conn: Connection, operation_id: int, *, now: datetime, actor: str, key: str | None = None,
+            reason: str | None = None) -> dict[str, Any] | None:
+    """awaiting_approval -> queued, with the approver, the moment and why,
+    when neither *actor* nor the principal *key* asked for it; None otherwise."""
     return as_dict(conn.execute(
         sa.text(
             f"""
-            UPDATE pgbus_web_operations SET status = 'queued', approved_at = :now, approved_by = :actor
+            UPDATE pgbus_web_operations SET status = 'queued', approved_at = :now, approved_by = :actor,
+                   approve_reason = :reason
             WHERE id = :id AND status = 'awaiting_approval' AND actor <> :actor
+              AND COALESCE(requested_by, actor) <> :key
             RETURNING {COLUMNS}
             """
         ),
-        {"id": int(operation_id), "now": now, "actor": actor},
+        {"id": int(operation_id), "now": now, "actor": actor, "key": key or actor, "reason": reason},
     ).first())
 
 

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..rules import stuck
+from ..rules import run_filters, stuck
 from . import as_dicts
 
 def _now() -> datetime:
@@ -71,14 +71,10 @@ _PAGE_FILTERS = {
     ),
 }
 
-# The search box: the shortest run id prefix taken as one (the
-# list shows eight characters); a shorter text matches a whole id only.
-SEARCH_ID_PREFIX_MIN = 4
-# The shortest text found anywhere in a run id (a fragment from the middle
-# or the end): the shortest that, among random uuid ids, is inside no more
-# runs by chance than a prefix of SEARCH_ID_PREFIX_MIN starts (docs/web.md,
-# "Finding a run"). One word: a text with a space in it is no fragment.
-SEARCH_ID_FRAGMENT_MIN = 6
+# The search box's id lengths: their home is the filters' rules, which the
+# pages read too.
+SEARCH_ID_PREFIX_MIN = run_filters.SEARCH_ID_PREFIX_MIN
+SEARCH_ID_FRAGMENT_MIN = run_filters.SEARCH_ID_FRAGMENT_MIN
 # A longer fragment is looked up in the trigram index by its first this
 # many characters and checked whole on the runs found: each trigram more
 # is one more posting list read (a whole uuid's read 819 buffers at a

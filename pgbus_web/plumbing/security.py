@@ -25,6 +25,8 @@ from urllib.parse import urlsplit, urlunsplit
 from flask import Blueprint, Flask, abort, g, request
 from werkzeug.utils import redirect
 
+from ..core import permissions, policy
+from ..rules import roles
 from . import hx
 from .state import state
 from .unrouted import adopted, under
@@ -101,12 +103,62 @@ def may_view() -> bool:
     return g._pgbus_may_view
 
 
-def may_act() -> bool:
-    """True when this request may change runs: can_act, else can_view."""
+def _host_may_act() -> bool:
     hook = state().settings.can_act
     if hook is None:
         return may_view()
     return bool(hook(request))
+
+
+def current_policy() -> policy.Policy:
+    """The policy, as this process keeps it (read once per request)."""
+    if "_pgbus_policy" not in g:
+        g._pgbus_policy = policy.current(state().database.primary)
+    return g._pgbus_policy
+
+
+def principal() -> permissions.Principal:
+    """Who this request is, as the policy knows them: the name the host's
+    actor_name gives, the role its role_of gives (else operator when
+    can_act lets them act, viewer otherwise), the groups of groups_of."""
+    if "_pgbus_principal" not in g:
+        settings = state().settings
+        name = str(settings.actor_name(request) or "").strip()[:ACTOR_LIMIT] or "anonymous"
+        if settings.role_of is not None:
+            role = settings.role_of(request)
+            role = role if role in roles.ROLES else roles.VIEWER
+        else:
+            role = roles.OPERATOR if _host_may_act() else roles.VIEWER
+        groups = tuple(settings.groups_of(request) or ()) if settings.groups_of is not None else ()
+        g._pgbus_principal = permissions.user(name, role, groups=groups)
+    return g._pgbus_principal
+
+
+def may(power: str, workflow_class: str | None = None) -> bool:
+    """May this request use *power* on runs of *workflow_class*?"""
+    return permissions.may(principal(), power, workflow_class, current_policy())
+
+
+def may_act() -> bool:
+    """True when this request may change something: any verb on some
+    class, approving, or the policy (its role or a grant)."""
+    if "_pgbus_may_act" not in g:
+        found, kept = principal(), current_policy()
+        g._pgbus_may_act = permissions.acts_at_all(found, kept) or any(
+            permissions.may_some(found, power, kept) for power in (roles.APPROVE, roles.POLICY, roles.REVEAL))
+    return g._pgbus_may_act
+
+
+def may_release_locks() -> bool:
+    """Uniqueness locks belong to no workflow class: releasing one is for
+    whoever may cancel runs of every class (an operator, or a grant on
+    "*"), not for a grant narrowed to some classes."""
+    return may("cancel", None)
+
+
+def powers_key() -> tuple:
+    """What a drawing for this request depends on, of its powers."""
+    return permissions.fingerprint(principal(), current_policy())
 
 
 def _check_view() -> None:

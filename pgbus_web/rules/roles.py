@@ -1,13 +1,53 @@
-"""Who may do what: the two roles a signed-in user or an API token has, and
-the names they go by (the audit trail records them as ``dashboard:<name>``)."""
+"""Who may do what: the four roles a principal has (a signed-in user, an
+API token, the MCP server or the command line given a token), what each
+role may do, and the names principals go by (the audit trail records them
+as ``dashboard:<name>``, ``api:<name>``, ``cli:<name>``, ``mcp:<name>``).
+
+The powers are the verb table's names (act on a run) plus three more:
+``approve`` (another principal's operation), ``reveal`` (a value the
+policy redacts) and ``policy`` (change the policy). A role holds the
+powers of the roles below it. The policy's grants (core/policy.py) give a
+role's powers narrowed to some classes and verbs; core/permissions.py
+decides."""
 
 from __future__ import annotations
 
 import re
 
+from . import verb_table
+
 VIEWER = "viewer"
 OPERATOR = "operator"
-ROLES = (VIEWER, OPERATOR)
+APPROVER = "approver"
+ADMIN = "admin"
+# Lowest to highest: each holds the powers of those before it.
+ROLES = (VIEWER, OPERATOR, APPROVER, ADMIN)
+
+APPROVE = "approve"
+REVEAL = "reveal"
+POLICY = "policy"
+RUN_VERBS = tuple(verb.name for verb in verb_table.TABLE)
+# Every power a grant may name.
+POWERS = RUN_VERBS + (APPROVE, REVEAL, POLICY)
+
+_OWN = {
+    VIEWER: (),
+    OPERATOR: RUN_VERBS,
+    APPROVER: (APPROVE,),
+    ADMIN: (REVEAL, POLICY),
+}
+
+
+def powers(role: str) -> frozenset[str]:
+    """Every power *role* holds (nothing for a name that is not a role)."""
+    if role not in ROLES:
+        return frozenset()
+    held: set[str] = set()
+    for name in ROLES[: ROLES.index(role) + 1]:
+        held.update(_OWN[name])
+    return frozenset(held)
+
+
 # Names go into the audit trail as dashboard:<name> and into URLs of logs:
 # letters, digits and . _ @ -, at most 64.
 NAME = re.compile(r"^[A-Za-z0-9._@-]{1,64}$")

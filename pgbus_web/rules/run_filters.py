@@ -65,6 +65,14 @@ NAME_SHOWN = 50
 # an array holding what follows. Each is one containment (``@>``) that the
 # GIN jsonb_path_ops index of the column answers; what no containment can
 # say is refused, never run as a scan.
+# The search box: the shortest run id prefix taken as one (the
+# list shows eight characters); a shorter text matches a whole id only.
+SEARCH_ID_PREFIX_MIN = 4
+# The shortest text found anywhere in a run id (a fragment from the middle
+# or the end): the shortest that, among random uuid ids, is inside no more
+# runs by chance than a prefix of SEARCH_ID_PREFIX_MIN starts (docs/web.md,
+# "Finding a run"). One word: a text with a space in it is no fragment.
+SEARCH_ID_FRAGMENT_MIN = 6
 ARG_PREFIX = "arg."
 SIGNAL_PREFIX = "signal."
 JSON_PREFIXES = (ARG_PREFIX, SIGNAL_PREFIX)

@@ -81,6 +81,8 @@ EVENTS = (
     "wait_timed_out",
     "fan_out_opened",
     "fan_out_finished",
+    # Not pgbus's: a principal saw the values the policy redacts (docs/redaction.md).
+    "revealed",
 )
 
 # Actors that are not a person.

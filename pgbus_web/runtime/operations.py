@@ -43,6 +43,7 @@ from ..models import changes, events, workflow_index, workflow_rows
 from ..models import operations as store
 from . import chunks, pace, verbs
 from ..rules import verb_table
+from ..rules.approval import Approval  # noqa: F401  (its old home; doors read it from the policy)
 from .clock import parse_future, utcnow
 from .errors import (
     AlreadyActed,
@@ -192,20 +193,6 @@ class CeilingNotForVerb(OperationError):
         super().__init__(f"{verb} starts no work: a ceiling of runs in flight does not apply to it")
 
 
-@dataclass(frozen=True)
-class Approval:
-    """Which operations wait for a second operator: those of *verbs* (None:
-    every verb) that would act on more than *threshold* runs (None: none)."""
-
-    threshold: int | None = None
-    verbs: tuple[str, ...] | None = None
-
-    def needed(self, verb: str, runs: int) -> bool:
-        if self.threshold is None:
-            return False
-        return (self.verbs is None or verb in self.verbs) and runs > self.threshold
-
-
 # --- the filter, the verb and its fields -------------------------------------
 
 def stored_query(run_filters: index_filters.RunFilters) -> dict[str, str]:
@@ -273,6 +260,9 @@ class Preview:
     # {"why": "class_not_loaded", "workflow_class", "count"}.
     skips: list[dict[str, Any]] = field(default_factory=list)
     sample: list[dict[str, Any]] = field(default_factory=list)
+    # The runs the verb would act on, by class: whoever asks must be
+    # allowed the verb on each (core/permissions.py).
+    classes: dict[str, int] = field(default_factory=dict)
 
     @property
     def skipped(self) -> int:
@@ -316,6 +306,7 @@ def preview(
     }
     fits = 0
     not_loaded: dict[str, int] = {}
+    classes: dict[str, int] = {}
     for (workflow_class, status), runs in sorted(counts.items()):
         if not found.allows(status):
             continue
@@ -323,6 +314,7 @@ def preview(
             not_loaded[workflow_class] = not_loaded.get(workflow_class, 0) + runs
             continue
         fits += runs
+        classes[workflow_class] = classes.get(workflow_class, 0) + runs
     skips = [{"why": "status", "status": status, "count": runs}
              for status, runs in by_status.items() if not found.allows(status)]
     skips += [{"why": "class_not_loaded", "workflow_class": klass, "count": runs}
@@ -330,6 +322,7 @@ def preview(
     return Preview(
         verb=found.name, query=stored_query(run_filters), params=stored, now=now, ceiling_id=ceiling,
         total=sum(by_status.values()), by_status=by_status, fits=fits, skips=skips, sample=sample,
+        classes=classes,
     )
 
 
@@ -338,6 +331,7 @@ def create(
     *, reason: str | None, actor: str, expected: int | None, registry=None,
     thresholds: Mapping[str, timedelta], now: datetime | None = None,
     rate: float | None = None, max_in_flight: int | None = None, approval: Approval | None = None,
+    requested_by: str | None = None, permit=None,
 ) -> dict[str, Any]:
     """Store a queued operation: *verb* on every run *run_filters* matches,
     up to the highest run id now, at *rate* runs per second and
@@ -352,27 +346,32 @@ def create(
     if max_in_flight is not None and found.name not in verb_table.STARTS_WORK:
         raise CeilingNotForVerb(found.name)
     shown = preview(engine, run_filters, verb, params, registry=registry, thresholds=thresholds, now=now)
+    if permit is not None:
+        permit(shown)  # raises when the requester may not act on one of its classes
     if expected is not None and int(expected) != shown.total:
         raise CountChanged(int(expected), shown)
     if shown.fits == 0:
         raise NothingFits(shown)
     stored["thresholds"] = {name: _seconds(value) for name, value in thresholds.items()}
+    # The classes it reaches: an approver must be allowed to approve each.
+    stored["classes"] = sorted(shown.classes)
     with engine.begin() as conn:
         status = states.OPERATION_AWAITING_APPROVAL if approval is not None and approval.needed(
             shown.verb, shown.fits) else states.OPERATION_QUEUED
         return store.insert(
             conn, verb=shown.verb, filters=shown.query, ceiling_id=shown.ceiling_id, params=stored,
             reason=text, actor=actor, total=shown.total, now=now, status=status, rate=rate,
-            max_in_flight=max_in_flight,
+            max_in_flight=max_in_flight, requested_by=requested_by,
         )
 
 
-def cancel(engine: Engine, operation_id: int, *, now: datetime | None = None) -> dict[str, Any]:
+def cancel(engine: Engine, operation_id: int, *, now: datetime | None = None, actor: str | None = None,
+           reason: str | None = None) -> dict[str, Any]:
     """Stop an operation that has not ended (awaiting approval, queued,
-    running or paused) -> cancelled. The process doing it stops after the
-    chunk in hand, whose runs are still counted."""
+    running or paused) -> cancelled, saying who and why. The process doing
+    it stops after the chunk in hand, whose runs are still counted."""
     with engine.begin() as conn:
-        cancelled = store.cancel(conn, operation_id, now=now or utcnow())
+        cancelled = store.cancel(conn, operation_id, now=now or utcnow(), actor=actor, reason=_why(reason))
         if cancelled is not None:
             return cancelled
         current = store.find(conn, operation_id)
@@ -394,28 +393,41 @@ def _changed(engine: Engine, operation_id: int, change, refused) -> dict[str, An
     raise refused(current)
 
 
-def pause(engine: Engine, operation_id: int, *, actor: str, now: datetime | None = None) -> dict[str, Any]:
+def _why(reason: str | None) -> str | None:
+    text = (reason or "").strip()
+    return text[:REASON_LIMIT] or None
+
+
+def pause(engine: Engine, operation_id: int, *, actor: str, now: datetime | None = None,
+          reason: str | None = None) -> dict[str, Any]:
     """queued or running -> paused: no process claims it; the one doing it
     drops it at its next write (the chunk in hand is finished and counted)."""
-    return _changed(engine, operation_id, lambda conn: store.pause(conn, operation_id, now=now or utcnow(), actor=actor),
-                    NotPausable)
+    return _changed(engine, operation_id, lambda conn: store.pause(conn, operation_id, now=now or utcnow(), actor=actor,
+                                                                   reason=_why(reason)), NotPausable)
 
 
-def go_on(engine: Engine, operation_id: int, *, actor: str, now: datetime | None = None) -> dict[str, Any]:
+def go_on(engine: Engine, operation_id: int, *, actor: str, now: datetime | None = None,
+          reason: str | None = None) -> dict[str, Any]:
     """paused -> queued: any process claims it and goes on from its cursor."""
-    return _changed(engine, operation_id, lambda conn: store.go_on(conn, operation_id, now=now or utcnow(), actor=actor),
-                    NotPaused)
+    return _changed(engine, operation_id, lambda conn: store.go_on(conn, operation_id, now=now or utcnow(), actor=actor,
+                                                                   reason=_why(reason)), NotPaused)
 
 
-def approve(engine: Engine, operation_id: int, *, actor: str, now: datetime | None = None) -> dict[str, Any]:
+def approve(engine: Engine, operation_id: int, *, actor: str, now: datetime | None = None,
+            approver: str | None = None, reason: str | None = None) -> dict[str, Any]:
     """awaiting_approval -> queued, approved by *actor*, who must not be
-    the operator who asked for it (OwnApproval)."""
+    the one who asked for it (OwnApproval): neither the same actor nor the
+    same principal (*approver*, its key, against the requester's)."""
+    key = approver or actor
+
     def refused(current: Mapping[str, Any]) -> OperationError:
-        if current["status"] == states.OPERATION_AWAITING_APPROVAL and current["actor"] == actor:
+        if current["status"] == states.OPERATION_AWAITING_APPROVAL and (
+                current["actor"] == actor or (current.get("requested_by") or current["actor"]) == key):
             return OwnApproval(current)
         return NotAwaitingApproval(current)
     return _changed(engine, operation_id,
-                    lambda conn: store.approve(conn, operation_id, now=now or utcnow(), actor=actor), refused)
+                    lambda conn: store.approve(conn, operation_id, now=now or utcnow(), actor=actor, key=key,
+                                               reason=_why(reason)), refused)
 
 
 def set_pace(engine: Engine, operation_id: int, changes: Mapping[str, Any]) -> dict[str, Any]:

@@ -77,12 +77,16 @@ class Worker:
         rng: random.Random | None = None,
         operation_stale_after: timedelta = operations.STALE_AFTER,
         heartbeat: Heartbeat | None = None,
+        thresholds: Callable[[], dict[str, timedelta]] | None = None,
     ) -> None:
         self.engine = engine
+        # The policy's stuck thresholds, asked at each sweep (the command
+        # line gives the policy's reader; a test may give fixed ones).
+        self._thresholds = thresholds
         self.registry = registry
         self.poll_interval = poll_interval
         self.sweep_interval = sweep_interval
-        self.stall_threshold = stall_threshold
+        self._stall_threshold = stall_threshold
         self.steps_per_tick = steps_per_tick
         self.simulate_batches = simulate_batches
         # Run a run's next step right away when it is due at once (one
@@ -141,6 +145,14 @@ class Worker:
             self._steps_in_tick += 1
         return happened
 
+    @property
+    def stall_threshold(self) -> timedelta:
+        return self._thresholds()["threshold"] if self._thresholds is not None else self._stall_threshold
+
+    @property
+    def waiting_threshold(self) -> timedelta | None:
+        return self._thresholds()["waiting_threshold"] if self._thresholds is not None else defaults.WAITING_THRESHOLD
+
     def sweep(self, *, now: datetime | None = None) -> system.SweepResult:
         return system.sweep(self.engine, now=now or self.clock(), stall_threshold=self.stall_threshold)
 
@@ -158,7 +170,7 @@ class Worker:
         try:
             with self.engine.begin() as conn:
                 found = workflow_attention.stuck_reason_counts(
-                    conn, threshold=self.stall_threshold, waiting_threshold=defaults.WAITING_THRESHOLD, now=now)
+                    conn, threshold=self.stall_threshold, waiting_threshold=self.waiting_threshold, now=now)
                 per_class = {name: 0 for name in self.registry.names}
                 for (klass, _), count in found.items():
                     per_class[klass] = per_class.get(klass, 0) + count

@@ -19,7 +19,7 @@ from pgmq.install import get_embedded_install_sql
 from sqlalchemy.engine import Connection, Engine
 
 # The scripts in order: version N is MIGRATIONS[N - 1].
-MIGRATIONS = ("v1.sql", "v2.sql", "v3.sql", "v4.sql", "v5.sql", "v6.sql", "v7.sql", "v8.sql", "v9.sql", "v10.sql", "v11.sql", "v12.sql", "v13.sql", "v14.sql", "v15.sql")
+MIGRATIONS = ("v1.sql", "v2.sql", "v3.sql", "v4.sql", "v5.sql", "v6.sql", "v7.sql", "v8.sql", "v9.sql", "v10.sql", "v11.sql", "v12.sql", "v13.sql", "v14.sql", "v15.sql", "v16.sql")
 SCHEMA_VERSION = len(MIGRATIONS)
 VERSION_TABLE = "pgbus_web_schema"
 
@@ -112,6 +112,8 @@ def install(engine: Engine, *, target: int = SCHEMA_VERSION) -> InstallResult:
 
 # Every table install() creates, children first: what tests truncate.
 TABLES = (
+    "pgbus_web_policy_history",
+    "pgbus_web_policy",
     "pgbus_web_sign_in_throttle",
     "pgbus_web_sign_in_generations",
     "pgbus_web_api_tokens",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from flask import Blueprint, current_app
 
 from .. import i18n
-from .routes import actions, locks, operations, views
+from .routes import actions, locks, operations, policy, reveal, views
 from ..plumbing import csrf, reading, run_ids, security, unrouted
 from .drawing import template_names
 from ..plumbing.state import EXTENSION_NAME, state
@@ -55,6 +55,8 @@ def build_blueprint() -> Blueprint:
     unrouted.init_blueprint(blueprint)
     views.register(blueprint)
     operations.register(blueprint)
+    reveal.register(blueprint)
     actions.register(blueprint)
     locks.register(blueprint)
+    policy.register(blueprint)
     return blueprint

@@ -35,7 +35,7 @@ from sqlalchemy.engine import Connection
 
 from ... import i18n
 from ...plumbing import csrf, hx, reading
-from ...plumbing.security import may_act, may_view
+from ...plumbing.security import may_act, may_view, powers_key
 from . import markers
 
 # Seconds of one time bucket (docs/performance.md).
@@ -60,6 +60,7 @@ def _tag(conn: Connection) -> str:
         str(i18n.current_timezone()),
         str(may_view()),
         str(may_act()),
+        repr(powers_key()),
         csrf._cookie_value(),
         reading.source_marker(),
     )

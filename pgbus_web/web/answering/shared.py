@@ -75,7 +75,7 @@ from sqlalchemy.engine import Connection
 from ... import i18n
 from ...core.words import timefmt
 from ...plumbing import csrf, hx, reading
-from ...plumbing.security import may_act, may_view
+from ...plumbing.security import may_act, may_view, powers_key
 from ...plumbing.state import state
 from . import markers
 
@@ -287,6 +287,7 @@ def _viewer(now: datetime) -> tuple:
         timefmt.in_zone(now, timefmt.zone(zone)).date(),
         may_view(),
         may_act(),
+        powers_key(),
         request.script_root,
     )
 

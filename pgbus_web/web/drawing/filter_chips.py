@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...i18n import t
-from ...models import workflow_index
+from ...rules import run_filters
 from ...rules.run_filters import RunFilters
 
 # Chips: (query parameter, RunFilters attribute, label key, value key prefix).
@@ -56,9 +56,9 @@ def short_search(search: str | None) -> dict[str, int] | None:
     word under SEARCH_ID_FRAGMENT_MIN characters), the lengths that are
     (anywhere in the id, and at its start); None for any other search.
     "No run matches" alone leaves the operator guessing why."""
-    if not search or len(search.split()) != 1 or len(search) >= workflow_index.SEARCH_ID_FRAGMENT_MIN:
+    if not search or len(search.split()) != 1 or len(search) >= run_filters.SEARCH_ID_FRAGMENT_MIN:
         return None
-    return {"min": workflow_index.SEARCH_ID_FRAGMENT_MIN, "prefix": workflow_index.SEARCH_ID_PREFIX_MIN}
+    return {"min": run_filters.SEARCH_ID_FRAGMENT_MIN, "prefix": run_filters.SEARCH_ID_PREFIX_MIN}
 
 
 # What the templates call (template_names.py gives them).

@@ -21,6 +21,7 @@ NAV = (
     ("pgbus_web.operations", "pgbus.web.nav.operations"),
     ("pgbus_web.locks", "pgbus.web.nav.locks"),
     ("pgbus_web.workers", "pgbus.web.nav.workers"),
+    ("pgbus_web.policy", "pgbus.web.nav.policy"),
 )
 # Endpoints that belong to a nav entry, for aria-current.
 NAV_SECTIONS = {

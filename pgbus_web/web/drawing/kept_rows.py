@@ -27,7 +27,7 @@ from markupsafe import Markup
 
 from ... import i18n
 from ...core.words import timefmt
-from ...plumbing.security import may_act
+from ...plumbing.security import may_act, powers_key
 
 # Rows kept per app before starting afresh.
 ROWS_KEPT = 2048
@@ -67,7 +67,7 @@ def kept_row(kind: str, now: datetime, moments: tuple, *values: Any, caller: Cal
     words = tuple(timefmt.relative(moment, now=now) if isinstance(moment, datetime) else moment
                   for moment in moments)
     try:
-        key = (kind, str(i18n.current_locale()), str(zone), timefmt.in_zone(now, zone).date(), may_act(),
+        key = (kind, str(i18n.current_locale()), str(zone), timefmt.in_zone(now, zone).date(), may_act(), powers_key(),
                request.script_root, _plain(moments), words, _plain(values))
         hash(key)
     except TypeError:  # a value that cannot be a key: drawn, not kept

@@ -20,15 +20,16 @@ from . import dom_ids, filter_chips, runtime_words
 from ...core.words import presenters, timefmt, verb_labels
 from ...plumbing import run_ids
 from ...plumbing.state import state
+from ...plumbing.security import current_policy
 
 
 def run_state(run: Mapping[str, Any], now: datetime) -> presenters.RunState:
-    settings = state().settings
+    kept = current_policy()
     return presenters.run_state(
         run,
         now=now,
-        stall_threshold=settings.stall_threshold,
-        waiting_threshold=settings.waiting_threshold,
+        stall_threshold=kept.stall_threshold,
+        waiting_threshold=kept.waiting_threshold,
     )
 
 

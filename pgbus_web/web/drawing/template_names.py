@@ -16,7 +16,7 @@ from typing import Any, Callable
 from flask import Blueprint
 
 from ... import bidi, i18n
-from ..routes import actions, operations
+from ..routes import actions, operations, reveal
 from . import activity_chart, cells, filter_chips, frame, kept_rows, template_helpers, timeline
 from ...plumbing import csrf, reading
 from ...core.words import presenters, timefmt
@@ -48,6 +48,7 @@ def context_names(cookie_path: Callable[[], str]) -> dict[str, Any]:
         **reading.TEMPLATE_NAMES,
         **actions.TEMPLATE_NAMES,
         **operations.TEMPLATE_NAMES,
+        **reveal.TEMPLATE_NAMES,
         **activity_chart.TEMPLATE_NAMES,
         "kept_row": kept_rows.kept_row,
     }

@@ -39,10 +39,11 @@ from ...runtime.clock import utcnow
 from ..answering import answers, pages, render
 from ...core.words import done, verb_labels as buttons
 from ...core import reads as context, checks, problems
+from ...core import acts, permissions
 from ...plumbing import csrf, hx, run_ids
 from . import views
 from ...plumbing.state import state
-from ...plumbing.security import UNSAFE_METHODS, actor
+from ...plumbing.security import UNSAFE_METHODS, actor, may, principal
 
 log = logging.getLogger(__name__)
 
@@ -122,11 +123,12 @@ def run_action(workflow_id: str, verb: str):
     except checks.FormError as problem:
         return workflow_error(workflow_id, verb, problem, names)
     try:
+        acts.permit_class(state().database.primary, principal(), verb, run["workflow_class"])
         after = verbs.perform(
             state().database.primary, verb, workflow_id,
             actor=actor(), registry=state().settings.registry, **options.options(),
         )
-    except errors.WorkflowError as problem:
+    except (errors.WorkflowError, permissions.NotPermitted) as problem:
         return workflow_error(workflow_id, verb, problem, names)
     message = done.verb_done(verb, run, after, options.at)
     return answers.committed(lambda: run_answer(workflow_id, 200, message, "ok", run=after), message, "ok",
@@ -140,17 +142,19 @@ def _run_url(workflow_id: str) -> Callable[[], str]:
 def send_signal(workflow_id: str):
     """POST /workflows/<workflow_id>/signals: deliver a signal to one run."""
     names = checks.SIGNAL_FIELDS
-    if _find(workflow_id) is None:
+    run = _find(workflow_id)
+    if run is None:
         return answers.refused(problems.run_not_found(workflow_id))
     try:
         signal = checks.parse_signal(request.form)
     except checks.FormError as problem:
         return workflow_error(workflow_id, buttons.SIGNAL, problem, names)
     try:
+        acts.permit_class(state().database.primary, principal(), buttons.SIGNAL, run["workflow_class"])
         result = verbs.signal(
             state().database.primary, workflow_id, signal.name, signal.payload, signal.idempotency_key, actor=actor()
         )
-    except errors.WorkflowError as problem:
+    except (errors.WorkflowError, permissions.NotPermitted) as problem:
         return workflow_error(workflow_id, buttons.SIGNAL, problem, names)
     message, category = done.signal_done(result, signal.name, signal.idempotency_key)
     return answers.committed(lambda: run_answer(workflow_id, 200, message, category, run=result.run), message, category,
@@ -183,12 +187,17 @@ def too_large(problem: RequestEntityTooLarge):
 
 
 def _run_actions(run, definition, now, refused=None):
-    return buttons.run_actions(run, definition, now=now, tz=current_timezone(), refused=refused)
+    # Only the buttons the policy lets this person press are drawn.
+    return [action for action in buttons.run_actions(run, definition, now=now, tz=current_timezone(), refused=refused)
+            if may(action.verb, run.get("workflow_class"))]
 
 
 def _group_actions(group):
     loaded = context.definition_of(state().settings, group.get("workflow_class")) is not None
-    return buttons.group_actions(group, loaded)
+    # A group's button may be named for the incident ("retry" is resume):
+    # the policy is asked about the verb it does.
+    return [action for action in buttons.group_actions(group, loaded)
+            if may(buttons.BULK_VERBS.get(action.verb, action.verb), group.get("workflow_class"))]
 
 
 # Live refresh reads these fragments only every REFRESH_SELDOM_EVERY-th

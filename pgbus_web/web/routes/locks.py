@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 
 from flask import (
+    abort,
     Blueprint,
     Response,
     make_response,
@@ -41,7 +42,7 @@ from ...plumbing.state import state
 from ...core.checks import FormError
 from ...core.lock_reads import locks_context
 from ...core.lock_filters import MAX_KEY, MAX_QUEUE, LockFilters, parse, text
-from ...plumbing.security import may_act
+from ...plumbing.security import may_release_locks
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ MAX_MSG_ID = 2**63 - 1
 def _page(view: LockFilters, *, status: int = 200, filter_error: str | None = None) -> Response:
     with reading.read() as conn:
         context = locks_context(conn, state().settings, view)
-    context.update(filter_error=filter_error, can_act=may_act())
+    context.update(filter_error=filter_error, can_act=may_release_locks())
     return render.page(pages.LOCKS.template, context, pages.LOCKS.fragments, status=status)
 
 
@@ -108,7 +109,7 @@ def _answer(view: LockFilters, category: str, message: str, status: int = 200) -
     # After a write, read it back from the primary: a replica may lag.
     with database.write() as conn:
         context = locks_context(conn, state().settings, view)
-    context.update(filter_error=None, can_act=may_act())
+    context.update(filter_error=None, can_act=may_release_locks())
     if hx.details().request:
         body = render.fragments(pages.LOCKS.template, pages.LOCKS.blocks, context, oob=False)
         return render.answer(body + answers.messages(category, message), status)
@@ -171,8 +172,20 @@ def reap():
     return _act(work)
 
 
+def _for_lock_holders(view):
+    """*view* for whoever may release locks (may_release_locks); 403 before
+    anything is read for anyone else."""
+    def guarded(*args, **kwargs):
+        if not may_release_locks():
+            abort(403)
+        return view(*args, **kwargs)
+    guarded.__name__ = view.__name__
+    guarded.__doc__ = view.__doc__
+    return guarded
+
+
 def register(blueprint: Blueprint) -> None:
     blueprint.add_url_rule("/locks", "locks", locks_index)
-    blueprint.add_url_rule("/locks/release", "locks_release", release, methods=["POST"])
-    blueprint.add_url_rule("/locks/discard", "locks_discard", discard, methods=["POST"])
-    blueprint.add_url_rule("/locks/reap", "locks_reap", reap, methods=["POST"])
+    blueprint.add_url_rule("/locks/release", "locks_release", _for_lock_holders(release), methods=["POST"])
+    blueprint.add_url_rule("/locks/discard", "locks_discard", _for_lock_holders(discard), methods=["POST"])
+    blueprint.add_url_rule("/locks/reap", "locks_reap", _for_lock_holders(reap), methods=["POST"])

@@ -42,10 +42,11 @@ from ...runtime.clock import utcnow
 from ..answering import answers, pages, render
 from ...core.words import verb_labels
 from ...core import reads as context, checks, problems
+from ...core import operation_acts, permissions
+from ...plumbing.security import current_policy, principal
 from ..drawing import filter_chips, operation_words
 from ...plumbing import hx
 from . import views
-from .actions import actor
 from ...plumbing import reading
 from ...plumbing.state import state
 
@@ -62,10 +63,6 @@ def _filters() -> filters.RunFilters:
     return filters.parse_query(MultiDict(parse_qsl(request.form.get(checks.QUERY_FIELD, ""), keep_blank_values=True)))
 
 
-def _limits() -> dict[str, Any]:
-    return context.thresholds(state().settings)
-
-
 def preview_answer(preview: operations.Preview, form: dict[str, Any], *, status: int = 200,
                    message: str | None = None, errors_by_field: dict[str, str] | None = None) -> Response:
     """The preview: a page, or with htmx the dialog alone (with the message
@@ -79,7 +76,8 @@ def preview_answer(preview: operations.Preview, form: dict[str, Any], *, status:
         "statuses": states.RUN,
         "tz_name": str(current_timezone()),
         **operation_words.operation_preview(preview),
-        **operation_words.pace_preview(preview, form, context.approval(state().settings)),
+        **operation_words.pace_preview(preview, form, operation_acts.approval(state().database.primary,
+                                                                              state().settings)),
     }
     page.update(views.common())
     if hx.details().request:
@@ -128,26 +126,25 @@ def answer(run_filters: filters.RunFilters, parsed: checks.OperationForm, *, now
     with its group's filter)."""
     settings = state().settings
     engine = state().database.primary
-    kwargs = dict(registry=settings.registry, thresholds=_limits(), now=now)
+    who = principal()
     if not parsed.confirmed:
         try:
-            shown = operations.preview(engine, run_filters, parsed.verb, parsed.params, **kwargs)
-        except (errors.WorkflowError, operations.OperationError) as problem:
+            shown = operation_acts.preview(engine, settings, who, run_filters, parsed.verb, parsed.params, now=now)
+        except (errors.WorkflowError, operations.OperationError, permissions.NotPermitted) as problem:
             return _refused(problems.refusal(problem, verb=parsed.verb))
         return preview_answer(shown, _shown(parsed, run_filters))
     try:
-        created = operations.create(engine, run_filters, parsed.verb, parsed.params, reason=parsed.reason,
-                                    actor=actor(), expected=parsed.expected, approval=context.approval(settings),
-                                    **parsed.pace, **kwargs)
+        created = operation_acts.start(engine, settings, who, run_filters, parsed.verb, parsed.params,
+                                       reason=parsed.reason, expected=parsed.expected, now=now, **parsed.pace)
     except operations.CountChanged as problem:
         refusal = problems.refusal(problem)
         return preview_answer(problem.preview, _shown(parsed, run_filters), status=refusal.status, message=refusal.message)
     except operations.ReasonMissing as problem:
         refusal = problems.refusal(problem)
-        shown = operations.preview(engine, run_filters, parsed.verb, parsed.params, **kwargs)
+        shown = operation_acts.preview(engine, settings, who, run_filters, parsed.verb, parsed.params, now=now)
         return preview_answer(shown, _shown(parsed, run_filters), status=refusal.status, message=refusal.message,
                               errors_by_field={"reason": refusal.message})
-    except (errors.WorkflowError, operations.OperationError) as problem:
+    except (errors.WorkflowError, operations.OperationError, permissions.NotPermitted) as problem:
         return _refused(problems.refusal(problem, verb=parsed.verb))
     location = url_for("pgbus_web.operation", operation_id=created["id"])
     message = operation_words.created_message(created)
@@ -201,7 +198,8 @@ def _page(operation: dict[str, Any]) -> dict[str, Any]:
     # runs it acted on still move (their outcome counts change).
     page["pace_lines"] = operation_words.pace_lines(operation.get("rate"), operation.get("max_in_flight"))
     page["starts_work"] = operation["verb"] in verb_table.STARTS_WORK
-    page["can_approve"] = operation["status"] == states.OPERATION_AWAITING_APPROVAL and operation["actor"] != actor()
+    page["can_approve"] = operation_acts.may_approve(state().database.primary, principal(), operation)
+    page["can_steer"] = operation_acts.may_steer(state().database.primary, principal(), operation)
     page["polling"] = page["open"] or page["held"] or any(group["total"] for group in page["outcomes"] if group["kind"] == "moving")
     page["chips"] = filter_chips.chips(operations.filters_of(operation)) if operation_words.filters_readable(operation) else []
     page.update(views.common())
@@ -245,8 +243,9 @@ def cancel(operation_id: int):
     except operations.OperationNotFound as problem:
         return answers.refused(problems.refusal(problem))
     try:
-        cancelled = operations.cancel(state().database.primary, operation_id, now=utcnow())
-    except operations.OperationError as problem:
+        cancelled = operation_acts.cancel(state().database.primary, principal(), operation_id,
+                                          reason=request.form.get("reason"))
+    except (operations.OperationError, permissions.NotPermitted) as problem:
         refusal = problems.refusal(problem)
         if refusal.status == 404:
             return answers.refused(refusal)
@@ -265,7 +264,7 @@ def _change(operation_id: int, change, done_key: str):
         return answers.refused(problems.refusal(problem))
     try:
         changed = change(state().database.primary, operation_id)
-    except (operations.OperationError, checks.FormError) as problem:
+    except (operations.OperationError, checks.FormError, permissions.NotPermitted) as problem:
         refusal = problems.refusal(problem)
         if refusal.status == 404:
             return answers.refused(refusal)
@@ -277,27 +276,27 @@ def _change(operation_id: int, change, done_key: str):
 
 def pause(operation_id: int):
     """POST /workflows/operations/<id>/pause."""
-    return _change(operation_id, lambda engine, op: operations.pause(engine, op, actor=actor(), now=utcnow()),
-                   "pgbus.operations.paused")
+    return _change(operation_id, lambda engine, op: operation_acts.pause(
+        engine, principal(), op, reason=request.form.get("reason")), "pgbus.operations.paused")
 
 
 def go_on(operation_id: int):
     """POST /workflows/operations/<id>/resume."""
-    return _change(operation_id, lambda engine, op: operations.go_on(engine, op, actor=actor(), now=utcnow()),
-                   "pgbus.operations.resumed")
+    return _change(operation_id, lambda engine, op: operation_acts.go_on(
+        engine, principal(), op, reason=request.form.get("reason")), "pgbus.operations.resumed")
 
 
 def approve(operation_id: int):
     """POST /workflows/operations/<id>/approve."""
-    return _change(operation_id, lambda engine, op: operations.approve(engine, op, actor=actor(), now=utcnow()),
-                   "pgbus.operations.approved")
+    return _change(operation_id, lambda engine, op: operation_acts.approve(
+        engine, principal(), op, reason=request.form.get("reason")), "pgbus.operations.approved")
 
 
 def set_pace(operation_id: int):
     """POST /workflows/operations/<id>/pace: rate and max_in_flight (a
     field sent empty clears it)."""
-    return _change(operation_id, lambda engine, op: operations.set_pace(engine, op, checks.parse_pace(request.form)),
-                   "pgbus.operations.pace_set")
+    return _change(operation_id, lambda engine, op: operation_acts.set_pace(
+        engine, principal(), op, checks.parse_pace(request.form)), "pgbus.operations.pace_set")
 
 
 def _operation_answer(operation_id: int, status: int, message: str, category: str) -> Response:
@@ -332,9 +331,13 @@ def back_to_page(operation_id: int):
 def operation_verbs(fitting=None, filters=None) -> list[dict[str, str]]:
     """The verbs the index's entry offers, with their labels (named as the
     dialog names them for those *filters*): those of *fitting* (the verbs
-    the matched runs' statuses allow), all when None."""
+    the matched runs' statuses allow), all when None; of those, the ones
+    the policy lets this person use on some class (the preview then names
+    a class they may not act on)."""
+    who, kept = principal(), current_policy()
     return [{"name": verb, "label": operation_words.operation_verb(verb, filters)}
-            for verb in operations.VERBS if fitting is None or verb in fitting]
+            for verb in operations.VERBS if (fitting is None or verb in fitting)
+            and permissions.may_some(who, verb, kept)]
 
 
 # What the templates call (template_names.py gives them).

@@ -17,13 +17,20 @@ from ...i18n import t
 from ...runtime import verbs
 from ...runtime.clock import utcnow
 from ..answering import answers, not_modified, pages, render, shared
-from ...core import compare as comparing, exports, reads as context, problems, worker_reads
+from ...core import compare as comparing, exports, reads as context, problems, redacting, worker_reads
 from ...plumbing import run_ids
 from ...plumbing import reading
 from ...plumbing.state import state
+from ...plumbing import security
 from ...plumbing.security import may_act
 
 log = logging.getLogger(__name__)
+
+def searchable(run_filters: filters.RunFilters) -> filters.RunFilters:
+    """*run_filters*, unless they search by a value the policy redacts and
+    this request may not reveal it (redacting.SearchRefused, a FilterError)."""
+    return redacting.check_search(run_filters, security.principal(), security.current_policy())
+
 
 def common() -> dict:
     """What every page's template reads besides its own context."""
@@ -33,7 +40,7 @@ def common() -> dict:
 def index():
     """GET /workflows: the runs index."""
     try:
-        run_filters = filters.parse_query(request.args)
+        run_filters = searchable(filters.parse_query(request.args))
         error = None
     except filters.FilterError as problem:
         run_filters, error = None, str(problem)
@@ -54,7 +61,7 @@ def export(fmt: str):
     match (the cursors aside), streamed as the rows are read; a refused
     filter is refused as the index refuses it (400 and its sentence)."""
     try:
-        run_filters = filters.parse_query(request.args)
+        run_filters = searchable(filters.parse_query(request.args))
         made = exports.export(state().database.read, state().settings, run_filters, fmt)
     except filters.FilterError as problem:
         return answers.error_page_for(problems.refusal(problem))
@@ -118,7 +125,7 @@ def workflow(workflow_id: str):
 
 
 # The last segments of a run's action URLs (POST routes of actions.py).
-ACTION_SEGMENTS = frozenset(verbs.VERBS) | {"signals"}
+ACTION_SEGMENTS = frozenset(verbs.VERBS) | {"signals", "reveal"}
 
 
 def _action_owner(path: str) -> str | None:
