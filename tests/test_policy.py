@@ -105,6 +105,8 @@ BAD = [
     ("grants", [{"to": "group:payments", "role": "operator", "classes": ["Payment(.*"]}], "bad_pattern"),
     ("grants", [{"to": "everyone", "role": "operator"}], "bad_grant"),
     ("grants", [{"to": "user:a", "role": "operator", "verbs": ["obliterate"]}], "unknown_verb"),
+    ("grants", [{"to": "user:a", "role": "operator", "verbs": ["approve"]}], "unknown_verb"),
+    ("grants", [{"to": "user:a", "role": "viewer", "verbs": ["resume"]}], "bad_verbs"),
     ("grants", [{"to": f"user:u{n}", "role": "viewer"} for n in range(600)], "bad_grants"),
     ("thresholds", 5, "unknown_rule"),
 ]

@@ -114,6 +114,13 @@ def _steer(engine: Engine, principal: Principal, operation_id: int) -> None:
     _require_on(principal, operation["verb"], operation, policy.current(engine))
 
 
+def _asked_by(operation: Mapping[str, Any], principal: Principal) -> bool:
+    """Did *principal* ask for *operation*: the same actor, or the same
+    proven principal through another door (its key; an operation stored
+    before keys were kept has its actor)."""
+    return operation["actor"] == principal.actor or (operation.get("requested_by") or operation["actor"]) == principal.key
+
+
 def _allowed(principal: Principal, power: str, operation: Mapping[str, Any], kept: policy.Policy) -> bool:
     try:
         _require_on(principal, power, operation, kept)
@@ -125,8 +132,7 @@ def _allowed(principal: Principal, power: str, operation: Mapping[str, Any], kep
 def may_approve(engine: Engine, principal: Principal, operation: Mapping[str, Any]) -> bool:
     """Would approve() take *principal*'s approval of *operation* now?"""
     return (operation["status"] == states.OPERATION_AWAITING_APPROVAL and not principal.break_glass
-            and operation["actor"] != principal.actor
-            and (operation.get("requested_by") or operation["actor"]) != principal.key
+            and not _asked_by(operation, principal)
             and _allowed(principal, roles.APPROVE, operation, policy.current(engine)))
 
 
@@ -143,8 +149,7 @@ def approve(engine: Engine, principal: Principal, operation_id: int, *, reason: 
     kept = policy.current(engine)
     if principal.break_glass:
         raise permissions.NotPermitted(principal, roles.APPROVE)
-    if operation["status"] == states.OPERATION_AWAITING_APPROVAL and (
-            operation["actor"] == principal.actor or (operation.get("requested_by") or operation["actor"]) == principal.key):
+    if operation["status"] == states.OPERATION_AWAITING_APPROVAL and _asked_by(operation, principal):
         raise operations.OwnApproval(operation)
     _require_on(principal, roles.APPROVE, operation, kept)
     return operations.approve(engine, operation_id, actor=principal.actor, approver=principal.key, reason=reason,

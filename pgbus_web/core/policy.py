@@ -30,7 +30,7 @@ from sqlalchemy.engine import Connection, Engine
 from .. import defaults
 from .settings import STALL_FLOOR
 from ..models import changes, policy_rows
-from ..rules import redaction, roles, verb_table
+from ..rules import redaction, roles
 from ..rules.approval import Approval
 from ..runtime.clock import utcnow
 
@@ -100,11 +100,6 @@ class Grant:
             return "*" in self.classes
         return any(fnmatch.fnmatchcase(workflow_class, pattern) for pattern in self.classes)
 
-    def as_json(self) -> dict[str, Any]:
-        found: dict[str, Any] = {"to": self.to, "role": self.role, "classes": list(self.classes)}
-        if self.verbs is not None:
-            found["verbs"] = list(self.verbs)
-        return found
 
 
 @dataclass(frozen=True)
@@ -222,8 +217,10 @@ def _grant(value: Any) -> Grant:
             raise PolicyError("bad_pattern", f"{str(pattern)[:80]!r} is not a class name or pattern",
                               value=str(pattern)[:80])
     verbs = value.get("verbs")
+    # A grant's verbs are some of its role's powers: one beyond them would grant nothing.
+    held = tuple(power for power in roles.POWERS if power in roles.powers(role))
     return Grant(value["to"], role, tuple(dict.fromkeys(classes)),
-                 None if verbs is None else _verbs(GRANTS, verbs, roles.POWERS))
+                 None if verbs is None else _verbs(GRANTS, verbs, held))
 
 
 def _grants(value: Any) -> tuple[Grant, ...]:
@@ -366,9 +363,7 @@ def change(engine: Engine, key: str, value: Any, *, actor: str, reason: str | No
     if not text:
         raise ReasonMissing()
     reset = value is None and DEFAULTS.get(key, 0) is not None
-    if not reset:
-        check(key, value)
-    elif key not in _PARSERS:
+    if not reset or key not in _PARSERS:
         check(key, value)
     now = now or utcnow()
     with engine.begin() as conn:
@@ -409,7 +404,3 @@ def stored_problems(engine: Engine) -> list[tuple[str, str]]:
 def history(engine: Engine, *, key: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
     with engine.connect() as conn:
         return policy_rows.history(conn, key=key, limit=limit)
-
-
-def verb_names() -> tuple[str, ...]:
-    return tuple(verb.name for verb in verb_table.TABLE)
