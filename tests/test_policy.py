@@ -181,6 +181,16 @@ def test_only_an_admin_changes_the_policy_at_every_door(people, engine, database
     assert text_of(shown.select_one("#pgbus-policy-stall_threshold-value-error")) == sentence(
         policy.PolicyError("bad_seconds", "", rule="stall_threshold", low=60, high=604800))
     assert policy.read(engine).rows == {}
+    # The same bad value at the API and the command line: the same sentence, nothing stored.
+    said = sentence(policy.PolicyError("bad_seconds", "", rule="stall_threshold", low=60, high=604800))
+    app = ada.client.application
+    by_api = put(Api(app.test_client(), admin_token), "/policy/stall_threshold", {"value": -5, "reason": "r"})
+    assert (by_api.status_code, by_api.json_body["detail"]) == (422, said)
+    by_cli = cli(database_url, "policy", "set", "stall_threshold", "1e12", "--reason", "r", token=admin_token)
+    assert by_cli.exit_code == 2 and said in by_cli.output
+    not_json = cli(database_url, "policy", "set", "stall_threshold", "ten", "--reason", "r", token=admin_token)
+    assert not_json.exit_code == 2
+    assert policy.read(engine).rows == {}
     # The admin: page, API, CLI, each kept with who and why.
     assert ada.post("/policy/stall_threshold", {"value": "300", "reason": "page", "version": "0"}).status_code == 303
     admin = Api(app.test_client(), admin_token)
