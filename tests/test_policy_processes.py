@@ -22,18 +22,21 @@ import pytest
 import sqlalchemy as sa
 from action_support import ago
 from api_support import token_for
-from auth_support import write_users
+from auth_support import CHEAP
 from click.testing import CliRunner
 from operation_support import seed_paused
 from test_mcp import answer, session
-from test_several_instances import _free_port, eventually, process, up
+from test_several_instances import Client, _free_port, csrf_token, eventually, process, sign_in, up
 from web_helpers import step
 
+from pgbus_web.auth import User, passwords, users
 from pgbus_web.launch import main_group
+from pgbus_web.plumbing import csrf
 from pgbus_web.rules import states
 
 DEFINITIONS = "pgbus_web.demo.workflows"
 RUNS = 1_500
+ADMIN = ("ada", "ada's password")
 THRESHOLD = 1_000
 
 
@@ -62,8 +65,9 @@ def cli(database_url, *args, env=None):
 @pytest.fixture
 def deployment(engine, database_url, tmp_path):
     """(port of A, port of B): two serve processes and a worker, signed in
-    through a users file (every caller here is a token)."""
-    users_file = write_users(tmp_path / "users")
+    through a users file with an admin."""
+    users_file = tmp_path / "users"
+    users.write(users_file, {ADMIN[0]: User(ADMIN[0], "admin", passwords.hash_password(ADMIN[1], CHEAP))})
     env = {**os.environ, "PGBUS_DATABASE_URL": database_url, "PGBUS_WEB_SECRET_KEY": "one key"}
     env.pop("PGBUS_WEB_APPROVAL_THRESHOLD", None)
     ports = [_free_port(), _free_port()]
@@ -149,7 +153,7 @@ def test_the_approval_holds_at_every_door_of_a_deployment(deployment, engine, da
 def test_one_set_of_thresholds_for_both_processes_the_command_line_mcp_and_the_worker(deployment, engine,
                                                                                       database_url, runs):
     a, b = deployment
-    admin, viewer = token_for(engine, "root", "admin"), token_for(engine, "grafana", "viewer")
+    viewer = token_for(engine, "grafana", "viewer")
     # A run waiting five minutes on a wait without a deadline (the worker
     # leaves it alone), and a step in progress for five minutes: neither
     # needs a person at the default thresholds (a day, ten minutes).
@@ -175,10 +179,15 @@ def test_one_set_of_thresholds_for_both_processes_the_command_line_mcp_and_the_w
     assert (waiting_groups(a), waiting_groups(b), cli_matches()) == (0, 0, "0")
     assert session(database_url, calls=mcp_preview)["total"] == 0
 
-    # Changed through A, with the API: everything else follows within seconds.
+    # Changed on A's Policy page by a signed-in admin: everything else follows within seconds.
+    ada = Client()
+    assert sign_in(ada, a, *ADMIN) == 303
     for key in ("waiting_threshold", "stall_threshold"):
-        status, body = call(a, "PUT", f"/policy/{key}", admin, {"value": 120, "reason": "flag them sooner"})
-        assert status == 200, body
+        status, _, text = ada.get(a, "/policy")
+        assert status == 200
+        status, _, text = ada.post(a, f"/policy/{key}", {csrf.FIELD_NAME: csrf_token(text), "value": "120",
+                                                         "reason": "flag them sooner", "version": "0"})
+        assert status == 303, text
     eventually(lambda: waiting_groups(a) == 1 and waiting_groups(b) == 1, "both processes group the waiting run")
     assert cli_matches() == "1"
     assert session(database_url, calls=mcp_preview)["total"] == 1
