@@ -44,8 +44,8 @@ def _refused(problem: Exception, **names) -> click.ClickException:
     was wrong, else 1."""
     if isinstance(problem, acts.BAD_INPUT) or problems.is_input(problem):
         return input_refused(problem, **names)
-    if isinstance(problem, permissions.NotPermitted):
-        return click.ClickException(problems.refusal(problem).message)
+    if isinstance(problem, (permissions.NotPermitted, errors.AttemptsUsedUp)):
+        return click.ClickException(problems.refusal(problem, **names).message)
     if isinstance(problem, errors.ClassNotLoaded):
         # The fix is on this command line: say which option it is.
         return click.ClickException(f"{problem} (load the workflow definitions with --definitions MODULE)")

@@ -129,6 +129,8 @@ def _workflow(problem: errors.WorkflowError, verb: str | None, workflow_id: str 
     if isinstance(problem, errors.ClassNotLoaded):
         return Refusal(409, t("pgbus.workflows.forms.errors.class_not_loaded", action=label,
                               workflow_class=problem.workflow_class))
+    if isinstance(problem, errors.AttemptsUsedUp):
+        return Refusal(409, t("pgbus.workflows.forms.errors.attempts_used_up", step=problem.step, action=label))
     if isinstance(problem, errors.SubjectBusy):
         return Refusal(409, t("pgbus.workflows.forms.errors.subject_busy", workflow_class=problem.workflow_class,
                               subject=f"{problem.subject_type} {problem.subject_id}"))

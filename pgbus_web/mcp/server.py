@@ -58,7 +58,8 @@ def _refused(problem: Exception, **names):
     """*problem* as a tool error: a refused input in the refusal table's
     words (the pages' and the API's), anything else as the runtime says it."""
     if isinstance(problem, (checks.FormError, run_filters.FilterError, operations.OperationNotFound,
-                            CompareRefused, permissions.NotPermitted, operations.OperationError)) \
+                            CompareRefused, permissions.NotPermitted, operations.OperationError,
+                            errors.AttemptsUsedUp)) \
             or problems.is_input(problem):
         return _tool_error(problems.refusal(problem, **names).message)
     return _tool_error(str(problem))

@@ -8,6 +8,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from ..rules.limits import ATTEMPT_MAX
 from . import as_dict, as_dicts
 from .workers import CURRENT_WORKER_SQL, WORKER_SETTING
 
@@ -178,6 +179,19 @@ _NEXT_ATTEMPT_SQL = (
     "(SELECT COALESCE(max(attempt), 0) + 1 FROM pgbus_workflow_steps "
     "WHERE workflow_id = :workflow_id AND step_name = :step_name)"
 )
+# PostgreSQL's numeric_value_out_of_range.
+_OUT_OF_RANGE = "22003"
+
+
+class AttemptOverflow(Exception):
+    """A new attempt of a step whose counter is at the column's end
+    (ATTEMPT_MAX): its row cannot be written. The statement failed, so
+    the caller's transaction must roll back."""
+
+    def __init__(self, workflow_id: str, step_name: str) -> None:
+        self.workflow_id = workflow_id
+        self.step_name = step_name
+        super().__init__(f"step {step_name} of run {workflow_id} is at attempt {ATTEMPT_MAX}, the column's end")
 
 
 def _held(attrs) -> bool:
@@ -204,9 +218,16 @@ def insert_step(conn: Connection, *, workflow_id: str, step_name: str, now, **at
         sa.text(f"INSERT INTO pgbus_workflow_steps ({columns}) VALUES ({values}) RETURNING {COLUMNS}"),
         names,
     )
-    row = conn.execute(
-        statement, {"workflow_id": workflow_id, "step_name": step_name, "now": now, **attrs}
-    ).first()
+    try:
+        row = conn.execute(
+            statement, {"workflow_id": workflow_id, "step_name": step_name, "now": now, **attrs}
+        ).first()
+    except sa.exc.DataError as problem:
+        # The one integer this INSERT counts is the attempt (NEXT_ATTEMPT):
+        # out of range means the step's counter is at the column's end.
+        if "attempt" in names and getattr(problem.orig, "sqlstate", None) == _OUT_OF_RANGE:
+            raise AttemptOverflow(workflow_id, step_name) from None
+        raise
     return as_dict(row)
 
 
@@ -274,14 +295,20 @@ def cancel_open(conn: Connection, workflow_id: str, *, now) -> list[dict[str, An
 
 def next_attempt(conn: Connection, workflow_id: str, step_name: str) -> int:
     """The attempt number a new row of *step_name* gets: one counter per
-    step per run, so "capture_payment #4" names one row in the trail."""
-    return conn.execute(
+    step per run, so "capture_payment #4" names one row in the trail.
+    AttemptOverflow when the counter is at the column's end."""
+    # Counted as bigint, so that the end of the integer column is refused
+    # here, not by the database's "integer out of range".
+    attempt = conn.execute(
         sa.text(
-            "SELECT COALESCE(max(attempt), 0) + 1 FROM pgbus_workflow_steps "
+            "SELECT COALESCE(max(attempt), 0)::bigint + 1 FROM pgbus_workflow_steps "
             "WHERE workflow_id = :workflow_id AND step_name = :step_name"
         ),
         {"workflow_id": workflow_id, "step_name": step_name},
     ).scalar_one()
+    if attempt > ATTEMPT_MAX:
+        raise AttemptOverflow(workflow_id, step_name)
+    return attempt
 
 
 def set_due_many(

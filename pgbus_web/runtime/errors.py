@@ -166,6 +166,21 @@ class SubjectBusy(WorkflowError):
         )
 
 
+class AttemptsUsedUp(WorkflowError):
+    """The verb would add an attempt of a step whose stored attempt number
+    is the highest the column holds (rules.limits.ATTEMPT_MAX)."""
+
+    code = "attempts_used_up"
+
+    def __init__(self, workflow_id: str, verb: str, step: str) -> None:
+        self.verb = verb
+        self.step = step
+        super().__init__(
+            f"cannot {verb} run {workflow_id}: step {step} is at its highest attempt number; nothing was changed",
+            workflow_id=workflow_id,
+        )
+
+
 class AlreadyActed(WorkflowError):
     """An operation's verb on a run that operation already acted on (its
     chunk is being done again after a crash or a takeover)."""

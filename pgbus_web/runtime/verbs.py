@@ -37,6 +37,7 @@ from .clock import parse_future, utcnow
 from .definitions import Registry, Workflow
 from .errors import (
     AlreadyActed,
+    AttemptsUsedUp,
     ClassNotLoaded,
     InvalidPayload,
     InvalidSignalName,
@@ -120,7 +121,11 @@ def _run_verb(
             if verb == "signal":
                 raise RunFinished(workflow_id, verb, run["status"])
             raise WrongStatus(workflow_id, verb, run["status"], FROM[verb])
-        body(_Verb(conn, run, verb, actor or states.APP_ACTOR, now, operation_id))
+        try:
+            body(_Verb(conn, run, verb, actor or states.APP_ACTOR, now, operation_id))
+        except steps.AttemptOverflow as problem:
+            # Raised out of the transaction: everything the verb wrote rolls back.
+            raise AttemptsUsedUp(workflow_id, verb, problem.step_name) from None
         return workflow_rows.find(conn, workflow_id)
 
 
