@@ -506,3 +506,50 @@ def test_the_insights_charts_have_a_time_axis_and_say_what_they_summarise(chromi
     finally:
         context.close()
     assert all(all(checks) for checks in found.values()), found
+
+
+def test_keys_for_an_incident(chromium, app, server, runs, engine):  # noqa: F811
+    from browser import axe_violations
+
+    from pgbus_web.i18n import force_locale, t
+
+    pages(app, runs, engine)
+    context, page = opened(chromium, (1280, 800))
+    active = "() => document.activeElement.id || document.activeElement.closest('tr')?.dataset.workflowId || document.activeElement.tagName"
+    try:
+        visit(page, f"{server}/workflows?locale=de")
+        rows = page.locator("#pgbus-runs tr.pgbus-run-row")
+        first, second = rows.nth(0).get_attribute("data-workflow-id"), rows.nth(1).get_attribute("data-workflow-id")
+        # "/" to the search box; typed there, the keys are letters.
+        page.keyboard.press("/")
+        assert page.evaluate(active) == "pgbus-search-q"
+        page.keyboard.type("jg?a")
+        assert page.locator("#pgbus-search-q").input_value() == "jg?a"
+        assert page.locator("#pgbus-keys").evaluate("(el) => el.open") is False
+        page.locator("#pgbus-search-q").fill("")
+        page.evaluate("() => document.activeElement.blur()")
+        # "g" then "a": the groups.
+        page.keyboard.press("g")
+        page.keyboard.press("a")
+        assert page.evaluate(active) == "pgbus-attention"
+        # "j" and "k" through the runs; Enter opens the one in focus.
+        page.keyboard.press("j")
+        assert page.evaluate(active) == first
+        page.keyboard.press("j")
+        assert page.evaluate(active) == second
+        page.keyboard.press("k")
+        assert page.evaluate(active) == first
+        # "?" lists the keys, in the page's language; Escape closes it.
+        page.keyboard.press("?")
+        keys = page.locator("dialog#pgbus-keys")
+        assert keys.evaluate("(el) => el.open && el.matches(':modal')")
+        with force_locale("de"):
+            assert t("pgbus.web.keys.attention") in keys.inner_text()
+        assert axe_violations(page) == []
+        page.keyboard.press("Escape")
+        assert keys.evaluate("(el) => el.open") is False
+        page.keyboard.press("j")
+        page.keyboard.press("Enter")
+        page.wait_for_url(f"**/workflows/{second}*")
+    finally:
+        context.close()

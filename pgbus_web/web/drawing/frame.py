@@ -12,7 +12,7 @@ from ...i18n import t
 # Assets every page links after pgbus.css and htmx, from the blueprint's static folder.
 STYLESHEETS = ("timeline.css", "actions.css")
 # idiomorph before focus.js, which merges swapped fragments with it.
-SCRIPTS = ("timezone.js", "vendor/idiomorph-ext.min.js", "actions.js", "focus.js")
+SCRIPTS = ("timezone.js", "vendor/idiomorph-ext.min.js", "actions.js", "focus.js", "keys.js")
 
 # The top navigation: (endpoint, message key). An entry whose endpoint is
 # not registered (the Locks page in a build without it) is left out.
