@@ -28,7 +28,7 @@ def test_add_list_use_and_revoke(database_url, engine, app):
     again = run(database_url, "add", "deploy-bot", "--role", "viewer")
     assert again.exit_code == 1 and "exists" in again.output
     assert run(database_url, "add", "no spaces", "--role", "viewer").exit_code == 1
-    assert run(database_url, "add", "x", "--role", "admin").exit_code == 2
+    assert run(database_url, "add", "x", "--role", "root").exit_code == 2  # not a role
 
     listed = run(database_url, "list").output.splitlines()
     assert listed[1].split("\t")[:2] == ["deploy-bot", "operator"] and listed[1].split("\t")[3] == "-"

@@ -131,8 +131,31 @@ def test_a_version_2_database_gets_the_api_tokens_table(scratch):
     result = schema.install(engine, target=3)
     assert (result.version, result.upgraded_from) == (3, 2)
     assert _has_table(engine, "pgbus_web_api_tokens")
+    schema.install(engine)  # the code of this release reads the columns later versions add
     token, row = tokens.add(engine, "ci", "viewer")
     assert tokens.check(engine, token).name == "ci" and row["role"] == "viewer"
+
+
+def test_a_version_16_database_keeps_its_tokens_and_gets_sessions_and_the_access_log(scratch):
+    import hashlib
+
+    import sqlalchemy as sa
+
+    from pgbus_web.core import tokens
+
+    _, engine = scratch
+    schema.install(engine, target=16)
+    assert not _has_table(engine, "pgbus_web_sessions") and not _has_table(engine, "pgbus_web_access_log")
+    token = tokens.PREFIX + "made-by-version-16"
+    with engine.begin() as conn:
+        conn.execute(sa.text("INSERT INTO pgbus_web_api_tokens (name, role, token_sha256) VALUES ('old', 'admin', :d)"),
+                     {"d": hashlib.sha256(token.encode()).hexdigest()})
+    result = schema.install(engine, target=17)
+    assert (result.version, result.upgraded_from) == (17, 16)
+    assert _has_table(engine, "pgbus_web_sessions") and _has_table(engine, "pgbus_web_access_log")
+    # A token made before expiries and scopes never expires and keeps its role's powers.
+    found = tokens.check(engine, token)
+    assert (found.name, found.role, found.read_only, found.expires_at) == ("old", "admin", False, None)
 
 
 def test_a_version_3_database_gets_the_sign_in_generations_table(scratch):

@@ -21,7 +21,7 @@ from ..i18n import t
 from ..plumbing.security import actor as dashboard_actor
 from ..plumbing import csrf, security, unrouted
 from ..plumbing.state import state
-from ..core import permissions, tokens
+from ..core import permissions, problems, tokens
 from ..rules import roles
 from .problems import problem
 
@@ -49,8 +49,9 @@ def _bearer() -> str | None:
     return token.strip() if scheme.lower() == "bearer" else None
 
 
-def _refused_token() -> Response:
-    return problem(401, t("pgbus.api.errors.bad_token"),
+def _refused_token(token: str) -> Response:
+    refusal = problems.token_refused(tokens.refused(state().database.primary, token) if token else tokens.UNKNOWN)
+    return problem(401, refusal.message,
                    headers={"WWW-Authenticate": 'Bearer realm="pgbus-web", error="invalid_token"'})
 
 
@@ -78,7 +79,7 @@ def check() -> Response | None:
     if token is not None and hook is not None:
         found = hook(request, token) if token else None
         if found is None:
-            return _refused_token()
+            return _refused_token(token)
         g.setdefault(_CALLER, found)
         if unsafe and not _token_acts(found):
             return _forbidden()
@@ -112,5 +113,5 @@ def record_use(response: Response) -> Response:
     """A token's last use: written when it was answered, not refused."""
     found = caller()
     if found is not None and found.token_id is not None and response.status_code < 400:
-        tokens.used(state().database.primary, found)
+        tokens.used(state().database.primary, found, request.remote_addr)
     return response

@@ -45,7 +45,7 @@ def principal(engine, token: str | None, door: str = permissions.CLI) -> permiss
         return permissions.break_glass(door)
     found = tokens.check(engine, token.strip())
     if found is None:
-        raise click.ClickException("the token is unknown or revoked (pgbus-web tokens list); nothing was changed")
+        raise click.ClickException(problems.token_refused(tokens.refused(engine, token.strip())).message)
     return found.principal(door)
 
 

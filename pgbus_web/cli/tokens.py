@@ -5,8 +5,12 @@ from __future__ import annotations
 import click
 
 from ..auth.users import ROLES
-from ..core import tokens
+from ..core import permissions, tokens
 from .common import database_url_option, engine_from, friendly_errors, main_group
+from .prune import Duration
+
+# Who makes and revokes tokens here: whoever holds the database URL.
+ACTOR = permissions.break_glass(permissions.CLI).actor
 
 
 def _when(moment) -> str:
@@ -24,16 +28,23 @@ def tokens_group() -> None:
               help="viewer: reads; operator: also acts on runs and starts operations; approver: also approves "
                    "another's operation; admin: also reveals redacted values and changes the policy. The policy's "
                    "grants (token:NAME) may add powers for some classes.")
+@click.option("--expires-in", type=Duration(), default=None, metavar="DURATION",
+              help="Refused at every door this long after now (e.g. 30d, 12h, 2w). Default: never expires.")
+@click.option("--read-only", is_flag=True,
+              help="The token reads and never acts, whatever its role or the policy's grants.")
 @database_url_option
 @friendly_errors
-def add(name: str, role: str, database_url: str | None) -> None:
+def add(name: str, role: str, expires_in, read_only: bool, database_url: str | None) -> None:
     """Make a token for NAME (its actor is api:NAME). The token is printed
     once, on stdout alone; only its SHA-256 is kept."""
     try:
-        token, _ = tokens.add(engine_from(database_url), name, role)
+        token, row = tokens.add(engine_from(database_url), name, role, expires_in=expires_in, read_only=read_only,
+                                actor=ACTOR)
     except tokens.TokenError as problem:
         raise click.ClickException(f"{problem}; nothing was changed") from None
-    click.echo(f"Added the {role} token {name}. It is shown this once: keep it now.", err=True)
+    scope = "read-only " if read_only else ""
+    until = f", expiring {_when(row['expires_at'])}" if row["expires_at"] is not None else ""
+    click.echo(f"Added the {scope}{role} token {name}{until}. It is shown this once: keep it now.", err=True)
     click.echo(token)
 
 
@@ -41,12 +52,14 @@ def add(name: str, role: str, database_url: str | None) -> None:
 @database_url_option
 @friendly_errors
 def list_tokens(database_url: str | None) -> None:
-    """Every token: name, role, created, last used, revoked."""
+    """Every token: name, role, created, last used, revoked, expires,
+    scope (read-only or the role with the policy's grants), last used from."""
     rows = tokens.listing(engine_from(database_url))
-    click.echo("NAME\tROLE\tCREATED\tLAST USED\tREVOKED")
+    click.echo("NAME\tROLE\tCREATED\tLAST USED\tREVOKED\tEXPIRES\tSCOPE\tFROM")
     for row in rows:
         click.echo("\t".join((row["name"], row["role"], _when(row["created_at"]), _when(row["last_used_at"]),
-                              _when(row["revoked_at"]))))
+                              _when(row["revoked_at"]), _when(row["expires_at"]),
+                              "read-only" if row["read_only"] else "grants", row["last_used_from"] or "-")))
 
 
 @tokens_group.command("revoke")
@@ -55,6 +68,6 @@ def list_tokens(database_url: str | None) -> None:
 @friendly_errors
 def revoke(name: str, database_url: str | None) -> None:
     """Revoke NAME's token: refused from its next request on."""
-    if not tokens.revoke(engine_from(database_url), name):
+    if not tokens.revoke(engine_from(database_url), name, actor=ACTOR):
         raise click.ClickException(f"no live token named {name!r}")
     click.echo(f"Revoked the token {name}.")

@@ -32,6 +32,8 @@ class Principal:
     role: str
     door: str
     groups: tuple[str, ...] = ()
+    # A read-only token: it may do nothing, whatever its role or a grant.
+    read_only: bool = False
 
     @property
     def key(self) -> str:
@@ -52,8 +54,8 @@ def user(name: str, role: str, *, groups: Iterable[str] = (), door: str = DASHBO
     return Principal(USER, name, role, door, tuple(groups))
 
 
-def token(name: str, role: str, *, door: str) -> Principal:
-    return Principal(TOKEN, name, role, door)
+def token(name: str, role: str, *, door: str, read_only: bool = False) -> Principal:
+    return Principal(TOKEN, name, role, door, read_only=read_only)
 
 
 def break_glass(door: str) -> Principal:
@@ -71,6 +73,8 @@ def may(principal: Principal, power: str, workflow_class: str | None, policy: Po
     """May *principal* use *power* (a verb's name, approve, reveal or
     policy) on runs of *workflow_class* (None: a power of no class, or
     "of every class")? Its role, then the policy's grants naming it."""
+    if principal.read_only:
+        return False
     if principal.break_glass:
         return power != roles.APPROVE
     if power in roles.powers(principal.role):
@@ -84,6 +88,8 @@ def may_some(principal: Principal, power: str, policy: Policy) -> bool:
     menu worth drawing)?"""
     if may(principal, power, None, policy):
         return True
+    if principal.read_only:
+        return False
     return any(_names(grant, principal) and power in grant.powers() for grant in policy.grants)
 
 
@@ -96,7 +102,7 @@ def fingerprint(principal: Principal, policy: Policy) -> tuple:
     """What a drawing for *principal* depends on: equal for two principals
     who may do the same (kept rows are shared between them)."""
     mine = tuple(grant for grant in policy.grants if _names(grant, principal))
-    return (principal.role, principal.break_glass, mine, policy.marker if mine else 0)
+    return (principal.role, principal.break_glass, principal.read_only, mine, policy.marker if mine else 0)
 
 
 class NotPermitted(Exception):

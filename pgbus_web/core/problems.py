@@ -215,6 +215,14 @@ def _not_permitted(problem: NotPermitted) -> Refusal:
                           workflow_class=printable(problem.workflow_class)), title_key=forbidden)
 
 
+def token_refused(reason: str) -> Refusal:
+    """A bearer token (the API's, or a command's --token) refused: 401,
+    saying whether it expired (core/tokens.refused)."""
+    if reason == "expired":
+        return Refusal(401, t("pgbus.api.errors.expired_token"))
+    return Refusal(401, t("pgbus.api.errors.bad_token"))
+
+
 def _policy(problem: PolicyError) -> Refusal:
     """A policy change refused: 409 when the rule changed under the
     caller, 422 for a value the rule cannot take."""

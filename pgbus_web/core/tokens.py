@@ -1,10 +1,16 @@
 """The JSON API's bearer tokens: made here (shown once), kept as their
 SHA-256 (a token is 32 random bytes: a fast hash cannot be searched back,
-unlike a password), checked on each API request of the standalone app.
+unlike a password), checked on each request that carries one: the API of
+the standalone app, and the command line's and MCP server's ``--token``.
+
+A token may expire (refused from that moment at every door) and may be
+read-only (it never acts, whatever its role or the policy's grants). Each
+check reads its row, so a token revoked anywhere is refused on its next
+request at every process.
 
 ``checker(engine)`` is an ``api_auth`` hook (core/settings.py): given a
 token, the caller it names (``Caller``), or None for a token that is
-unknown or revoked.
+unknown, expired or revoked (``refused`` says which).
 """
 
 from __future__ import annotations
@@ -14,13 +20,13 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Callable
 
 from sqlalchemy.engine import Engine
 
 from ..rules.roles import OPERATOR, ROLES, VIEWER, BadName, check_name
-from . import permissions
+from . import access_log, permissions
 from ..models import api_tokens
 from ..runtime.clock import utcnow
 
@@ -28,16 +34,15 @@ from ..runtime.clock import utcnow
 PREFIX = "pgbw_"
 # The longest Authorization value looked up: a token is far shorter.
 MAX_TOKEN = 200
-# A token's last use is written at most this often.
+# A token's last use is written at most this often (from one address).
 TOUCH_EVERY = timedelta(minutes=1)
-# A token found live is taken without asking the database again for this
-# many seconds, in the process that checked it (docs/api.md, Tokens): a
-# token revoked by another process is refused within this time, by this
-# one at once.
-VERIFIED_FOR = 10.0
-# Entries the verified tokens' memo holds at most (a flood of distinct
+# Entries the memo of written uses holds at most (a flood of distinct
 # live tokens cannot grow it).
 VERIFIED_MAX = 1000
+# The longest expiry a token may be given.
+MAX_EXPIRY = timedelta(days=3650)
+# Why a token was refused (refused()).
+UNKNOWN, EXPIRED, REVOKED = "unknown", "expired", "revoked"
 
 
 class TokenError(ValueError):
@@ -54,6 +59,8 @@ class Caller:
     role: str = OPERATOR
     # The token's digest (check's): its last use is remembered by it.
     digest: str | None = field(default=None, compare=False, repr=False)
+    read_only: bool = False
+    expires_at: datetime | None = None
 
     @property
     def actor(self) -> str:
@@ -61,27 +68,39 @@ class Caller:
 
     def principal(self, door: str = permissions.API) -> permissions.Principal:
         """The token as the principal who acts, at *door*."""
-        return permissions.token(self.name, self.role, door=door)
+        return permissions.token(self.name, self.role, door=door, read_only=self.read_only)
 
 
 def digest(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def add(engine: Engine, name: str, role: str) -> tuple[str, dict[str, Any]]:
-    """A new token for *name* with *role*: (the token, its row). The token
-    is not kept: this is the only time it is seen."""
+def add(engine: Engine, name: str, role: str, *, expires_in: timedelta | None = None, read_only: bool = False,
+        actor: str | None = None) -> tuple[str, dict[str, Any]]:
+    """A new token for *name* with *role*, expiring *expires_in* from now
+    (None: never), read-only or not: (the token, its row). The token is
+    not kept: this is the only time it is seen."""
     try:
         check_name(name)
     except BadName as problem:
         raise TokenError(str(problem)) from None
     if role not in ROLES:
         raise TokenError(f"the role must be one of {', '.join(ROLES)}")
+    if expires_in is not None and not timedelta(0) < expires_in <= MAX_EXPIRY:
+        raise TokenError(f"a token expires in more than no time and at most {MAX_EXPIRY.days} days")
     token = PREFIX + secrets.token_urlsafe(32)
+    now = utcnow()
     with engine.begin() as conn:
-        if api_tokens.live_by_name(conn, name) is not None:
-            raise TokenError(f"a token named {name!r} exists; revoke it first")
-        row = api_tokens.insert(conn, name=name, role=role, token_sha256=digest(token), now=utcnow())
+        existing = api_tokens.live_by_name(conn, name)
+        if existing is not None:
+            if existing["expires_at"] is None or existing["expires_at"] > now:
+                raise TokenError(f"a token named {name!r} exists; revoke it first")
+            # An expired token gives its name back: revoked on its behalf.
+            api_tokens.revoke(conn, name, now=now, by="expired")
+        row = api_tokens.insert(conn, name=name, role=role, token_sha256=digest(token), now=now,
+                                expires_at=None if expires_in is None else now + expires_in, read_only=read_only)
+        access_log.write(conn, access_log.TOKEN_ADDED, name, actor=actor, at=now,
+                         detail=f"{role}{' read-only' if read_only else ''}")
     return token, row
 
 
@@ -90,69 +109,80 @@ def listing(engine: Engine) -> list[dict[str, Any]]:
         return api_tokens.all_tokens(conn)
 
 
-def revoke(engine: Engine, name: str) -> bool:
-    """Revoke *name*'s live token; False when it has none. This process
-    forgets every token it verified, so it refuses this one at once."""
+def live(engine: Engine) -> list[dict[str, Any]]:
+    """The tokens that still answer: neither revoked nor expired."""
+    with engine.connect() as conn:
+        return api_tokens.live_tokens(conn, now=utcnow())
+
+
+def revoke(engine: Engine, name: str, *, actor: str | None = None) -> bool:
+    """Revoke *name*'s live token; False when it has none."""
+    now = utcnow()
     with engine.begin() as conn:
-        revoked = api_tokens.revoke(conn, name, now=utcnow()) > 0
-    _forget()
+        revoked = api_tokens.revoke(conn, name, now=now, by=actor) > 0
+        if revoked:
+            access_log.write(conn, access_log.TOKEN_REVOKED, name, actor=actor, at=now)
     return revoked
 
 
-# The tokens this process found live lately: (engine, digest) -> (caller,
-# until when, on the monotonic clock); and when this process last wrote
-# each token's use, by its digest. Only a live token is kept: an unknown or revoked one is asked
-# each time (a refusal is rare and must never be stale).
-_verified: dict[tuple[Engine, str], tuple[Caller, float]] = {}
-_touched: dict[str, float] = {}
+# When this process last wrote each token's use, by (digest, address).
+_touched: dict[tuple[str, str | None], float] = {}
 _lock = threading.Lock()
 
 
-def _forget() -> None:
-    with _lock:
-        _verified.clear()
+def _well_formed(token: str) -> bool:
+    return token.startswith(PREFIX) and len(token) <= MAX_TOKEN and token.isascii()
 
 
 def check(engine: Engine, token: str) -> Caller | None:
-    """The caller *token* names, or None (unknown, revoked, malformed)."""
-    if not token.startswith(PREFIX) or len(token) > MAX_TOKEN or not token.isascii():
+    """The caller *token* names, or None (unknown, expired, revoked, malformed)."""
+    if not _well_formed(token):
         return None
     key = digest(token)
-    now = time.monotonic()
-    found = _verified.get((engine, key))
-    if found is not None and found[1] > now:
-        return found[0]
     with engine.connect() as conn:
         row = api_tokens.by_digest(conn, key)
     if row is None or row["revoked_at"] is not None:
-        with _lock:
-            _verified.pop((engine, key), None)
         return None
-    caller = Caller(name=row["name"], may_act=row["role"] != VIEWER, token_id=row["id"], digest=key, role=row["role"])
-    with _lock:
-        if len(_verified) >= VERIFIED_MAX:
-            _verified.clear()
-        _verified[(engine, key)] = (caller, now + VERIFIED_FOR)
-    return caller
+    if row["expires_at"] is not None and row["expires_at"] <= utcnow():
+        return None
+    return Caller(name=row["name"], may_act=row["role"] != VIEWER and not row["read_only"], token_id=row["id"],
+                  digest=key, role=row["role"], read_only=bool(row["read_only"]), expires_at=row["expires_at"])
 
 
-def used(engine: Engine, caller: Caller) -> None:
-    """Record that *caller*'s token answered a request."""
+def refused(engine: Engine, token: str) -> str:
+    """Why *token* is refused: UNKNOWN, EXPIRED or REVOKED (asked only
+    after a refusal, to say which)."""
+    if not _well_formed(token):
+        return UNKNOWN
+    with engine.connect() as conn:
+        row = api_tokens.by_digest(conn, digest(token))
+    if row is None:
+        return UNKNOWN
+    if row["revoked_at"] is not None:
+        return REVOKED
+    return EXPIRED if row["expires_at"] is not None and row["expires_at"] <= utcnow() else UNKNOWN
+
+
+def used(engine: Engine, caller: Caller, address: str | None = None) -> None:
+    """Record that *caller*'s token answered a request from *address*; a
+    first use from an address goes to the access log."""
     if caller.token_id is None:
         return
-    # Written by this process at most once per TOUCH_EVERY (the row's own
-    # condition keeps several processes to about that too).
+    # Written by this process at most once per TOUCH_EVERY and address
+    # (the row's own condition keeps several processes to about that too).
     now = time.monotonic()
-    last = _touched.get(caller.digest) if caller.digest is not None else None
+    memo = (caller.digest or "", address)
+    last = _touched.get(memo)
     if last is not None and now - last < TOUCH_EVERY.total_seconds():
         return
     with engine.begin() as conn:
-        api_tokens.touch(conn, caller.token_id, now=utcnow(), every=TOUCH_EVERY)
+        api_tokens.touch(conn, caller.token_id, now=utcnow(), every=TOUCH_EVERY, address=address)
+    if address:
+        access_log.new_address(engine, caller.name, address)
     with _lock:
         if len(_touched) >= VERIFIED_MAX:
             _touched.clear()
-        if caller.digest is not None:
-            _touched[caller.digest] = now
+        _touched[memo] = now
 
 
 def checker(engine_of: Callable[[], Engine]) -> Callable[[Any, str], Caller | None]:

@@ -26,15 +26,17 @@ ROLES = (VIEWER, OPERATOR, APPROVER, ADMIN)
 APPROVE = "approve"
 REVEAL = "reveal"
 POLICY = "policy"
+# See every signed-in session and API token, end them, read the access log.
+SESSIONS = "sessions"
 RUN_VERBS = tuple(verb.name for verb in verb_table.TABLE)
 # Every power a grant may name.
-POWERS = RUN_VERBS + (APPROVE, REVEAL, POLICY)
+POWERS = RUN_VERBS + (APPROVE, REVEAL, POLICY, SESSIONS)
 
 _OWN = {
     VIEWER: (),
     OPERATOR: RUN_VERBS,
     APPROVER: (APPROVE,),
-    ADMIN: (REVEAL, POLICY),
+    ADMIN: (REVEAL, POLICY, SESSIONS),
 }
 
 

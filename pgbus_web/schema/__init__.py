@@ -19,7 +19,7 @@ from pgmq.install import get_embedded_install_sql
 from sqlalchemy.engine import Connection, Engine
 
 # The scripts in order: version N is MIGRATIONS[N - 1].
-MIGRATIONS = ("v1.sql", "v2.sql", "v3.sql", "v4.sql", "v5.sql", "v6.sql", "v7.sql", "v8.sql", "v9.sql", "v10.sql", "v11.sql", "v12.sql", "v13.sql", "v14.sql", "v15.sql", "v16.sql")
+MIGRATIONS = ("v1.sql", "v2.sql", "v3.sql", "v4.sql", "v5.sql", "v6.sql", "v7.sql", "v8.sql", "v9.sql", "v10.sql", "v11.sql", "v12.sql", "v13.sql", "v14.sql", "v15.sql", "v16.sql", "v17.sql")
 SCHEMA_VERSION = len(MIGRATIONS)
 VERSION_TABLE = "pgbus_web_schema"
 
@@ -134,8 +134,11 @@ TABLES = (
 # the same reason: each running process rewrites its own row every few
 # seconds (its heartbeat), whatever a request did; and the runs' activity
 # per hour (a schema version's rollup, kept by triggers like the counts),
-# and the needs-attention counts (kept the same way).
-DERIVED_TABLES = ("pgbus_workflow_count_deltas", "pgbus_workflow_counts", "pgbus_web_workers",
+# and the needs-attention counts (kept the same way). The sessions and the
+# access log are with them too: a reading request writes them (a session's
+# last sight, a token's first use from an address), whatever it did.
+DERIVED_TABLES = ("pgbus_web_access_log", "pgbus_web_sessions",
+                  "pgbus_workflow_count_deltas", "pgbus_workflow_counts", "pgbus_web_workers",
                   "pgbus_workflow_activity_deltas", "pgbus_workflow_activity",
                   "pgbus_workflow_attention_deltas", "pgbus_workflow_attention_counts",
                   "pgbus_workflow_step_duration_deltas", "pgbus_workflow_step_durations",
