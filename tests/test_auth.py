@@ -52,7 +52,7 @@ def basic(name: str, password: str) -> dict[str, str]:
 def dashboard_requests(app, run_id):
     """(method, url) for every route of the blueprint but the open ones."""
     values = {"workflow_id": run_id, "verb": "cancel", "workflow_class": "OrderWorkflow", "operation_id": 1,
-              "batch_id": "batch-1"}
+              "batch_id": "batch-1", "key": "stall_threshold", "session_id": "A" * 32, "name": "ada"}
     found = []
     for rule in app.url_map.iter_rules():
         if not rule.endpoint.startswith("pgbus_web.") or rule.endpoint in ("pgbus_web.static", "pgbus_web.health"):
@@ -381,7 +381,7 @@ def test_a_users_file_broken_while_serving_is_503_with_its_line_never_500(app, u
     sign_in(client, *OPERATOR)
     assert client.get("/workflows").status_code == 200
     good = users_file.read_text()
-    users_file.write_text(good + "mallory:admin:$argon2id$x\n")
+    users_file.write_text(good + "mallory:root:$argon2id$x\n")
     line = len(good.splitlines()) + 1
     with force_locale("de"):
         german = t("pgbus.web.auth.users_file_broken", line=line)
@@ -404,7 +404,7 @@ def test_a_users_file_broken_while_serving_is_503_with_its_line_never_500(app, u
     # Logged once, with the file and what is wrong; the page leaves the path out.
     logged = [record.getMessage() for record in caplog.records if "users file" in record.getMessage()]
     assert len(logged) == 1, logged
-    assert f"{users_file}, line {line}: invalid role 'admin'" in logged[0]
+    assert f"{users_file}, line {line}: invalid role 'root'" in logged[0]
     assert str(users_file) not in sentence
     # Fixed, the same session goes on.
     users_file.write_text(good)
