@@ -79,6 +79,11 @@ PING_IDLE = 1.0
 POOL_TIMEOUT = 5
 # Seconds /health may take in all (its own connection, never the pool's).
 HEALTH_TIMEOUT = 2
+# Seconds a page's request may wait on the server in all, its connects,
+# pings and answers together (bounded.waiting): on a frozen server a page
+# answers 503 after one such wait, not one per read. libpq's whole seconds
+# may add up to 2 to a connect begun with less than that left.
+PAGE_WAIT = 7
 # TCP keepalives (seconds): probe after a minute idle, every 10 s, give up
 # after 3 unanswered; and drop a connection whose sent data stays
 # unacknowledged this long (milliseconds). Both only for TCP connections.

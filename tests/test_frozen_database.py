@@ -229,6 +229,41 @@ def test_a_page_on_an_open_connection_answers_503_within_the_bound(own_server):
     assert get(app, "/health").status_code == 200
 
 
+# Every page that reads the database (an export streams, and has its own
+# bound per read; /health has its own).
+PAGES = ("/workflows", "/workflows/{run}", "/workflows/compare?a={run}&b={run}", "/workflows/insights/OrderWorkflow",
+         "/batches/b-1", "/workers", "/workflows/operations", "/workflows/operations/1", "/locks", "/policy")
+
+
+def test_every_page_answers_503_after_one_wait_whatever_it_reads(own_server):
+    # The default bounds: a statement's answer may take 12 s, a connect 5 s.
+    # The first page reads on the connection the warm-up left in the pool,
+    # returned too recently to be pinged: its first statement is the one
+    # that hangs. The others open connections of their own.
+    app = app_on(own_server.get_uri(), connect_timeout=db.CONNECT_TIMEOUT, statement_timeout=db.STATEMENT_TIMEOUT)
+    run = "r-frozen-1"
+    pages = [page.format(run=run) for page in PAGES]
+    # The bound asserted is shorter than one statement's own wait: a page
+    # that waited once per read, or a statement's whole bound, fails it.
+    limit = db.PAGE_WAIT + SLACK
+    assert limit < db.STATEMENT_TIMEOUT + db.ANSWER_GRACE
+    try:
+        for page in pages:
+            assert get(app, page).status_code < 500, page
+        with frozen(own_server):
+            calls = {page: Call(get, app, page) for page in pages}
+            for page, call in calls.items():
+                call.wait(limit)
+                assert not call.running, f"{page} waited more than {limit}s"
+                assert call.seconds < limit, page
+                assert_unavailable_page(call.result)
+        # The control: the same pages answer once the server runs again.
+        for page in pages:
+            assert get(app, page).status_code < 500, page
+    finally:
+        app.extensions["pgbus_web"].database.dispose()
+
+
 def test_health_answers_while_hung_requests_hold_the_whole_pool(own_server):
     # Two connections in the pool, both idle and open when the server
     # freezes; six requests: two stuck on those connections, four waiting

@@ -6,9 +6,9 @@ the JSON API."""
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app
+from flask import Blueprint, current_app, g, request
 
-from .. import i18n
+from .. import bounded, db, i18n
 from .routes import actions, locks, operations, policy, reveal, views
 from ..plumbing import csrf, reading, run_ids, security, unrouted
 from .drawing import template_names
@@ -29,6 +29,25 @@ def _selectors() -> tuple:
     return settings.locale_selector or host_locale, settings.timezone_selector or host_zone
 
 
+# The pages that stream their answer after the view returns (an export of
+# every run): their reads go on past the request's teardown, each read
+# with its own bound.
+_STREAMED = frozenset({"export_csv", "export_ndjson"})
+_BUDGET = "_pgbus_wait_budget"
+
+
+def _start_waiting() -> None:
+    """A page's reads share one wait on the database (db.PAGE_WAIT)."""
+    if request.method in ("GET", "HEAD") and (request.endpoint or "").rpartition(".")[2] not in _STREAMED:
+        setattr(g, _BUDGET, bounded.start_waiting(db.PAGE_WAIT))
+
+
+def _end_waiting(_problem=None) -> None:
+    token = g.pop(_BUDGET, None)
+    if token is not None:
+        bounded.end_waiting(token)
+
+
 def build_blueprint() -> Blueprint:
     """A fresh blueprint with every route module's routes on it."""
     blueprint = Blueprint(
@@ -38,6 +57,9 @@ def build_blueprint() -> Blueprint:
         static_folder="static",
         static_url_path=STATIC_URL_PATH,
     )
+    # First, so that every read of the request (the policy's, the sign-in's) shares it.
+    blueprint.before_request(_start_waiting)
+    blueprint.teardown_request(_end_waiting)
     # The language and time-zone cookies keep to the dashboard's prefix,
     # like the CSRF cookie.
     cookie_path = i18n.init_locale(

@@ -72,7 +72,7 @@ from flask import current_app, g, request, request_tearing_down
 from markupsafe import Markup, escape
 from sqlalchemy.engine import Connection
 
-from ... import i18n
+from ... import bounded, i18n
 from ...core.words import timefmt
 from ...plumbing import csrf, hx, reading
 from ...plumbing.security import may_act, may_view, powers_key
@@ -394,7 +394,10 @@ def read_behind(store: _Store, context: Mapping[str, Any], key: tuple,
     def run() -> None:
         answered.wait(WAIT_FOR_ANSWER)
         try:
-            _work_out(store, store.reads, read_key, fresh, work)
+            # Not the request's wait on the database (copied with its
+            # context): nobody waits on this read, each statement has its bound.
+            with bounded.waiting(None):
+                _work_out(store, store.reads, read_key, fresh, work)
         except Exception:  # the next request reads it itself (_work_out forgot it)
             log.exception("pgbus-web: reading a page behind its request failed")
         finally:
