@@ -38,7 +38,6 @@ from .runtime.clock import utcnow
 
 # Seconds a scrape's reading is reused (Settings.metrics_interval).
 INTERVAL = 15.0
-OUTCOMES = ("moved", "skipped", "refused")
 
 
 def require_client():

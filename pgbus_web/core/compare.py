@@ -94,19 +94,6 @@ def json_type(value: Any) -> str:
     if isinstance(value, RawJson) or not readable:
         return "raw"
     return json_kind(value)
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, Mapping):
-        return "object"
-    if isinstance(value, (list, tuple)):
-        return "array"
-    return "raw"
 
 
 def same(a: Any, b: Any) -> bool:

@@ -35,9 +35,6 @@ from .settings import Settings
 
 FORMATS = {"csv": "text/csv; charset=utf-8", "ndjson": "application/x-ndjson; charset=utf-8"}
 COLUMNS = workflow_index.EXPORT_COLUMNS
-# What a cell may not start with in a CSV (the server escapes it: models.
-# workflow_index._csv_line).
-FORMULA_STARTS = workflow_index.CSV_FORMULA_STARTS
 # Rows read from the server per fetch, each fetch one chunk sent on.
 CHUNK_ROWS = 1000
 # The most runs, and characters, an excerpt holds (``excerpt``: an export

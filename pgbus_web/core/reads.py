@@ -302,12 +302,6 @@ def matching_statuses(
     return workflow_index.status_counts_up_to(conn, where=where, binds=where_binds, cap=MATCHING_CAP, budget=budget)
 
 
-def matching_count(conn: Connection, settings: Settings, filters: RunFilters, now: datetime) -> int:
-    """What the operation's preview would count for *filters* now (its
-    total), up to MATCHING_CAP + 1."""
-    return sum(matching_statuses(conn, settings, filters, now).values())
-
-
 # --- one run ---------------------------------------------------------------
 
 

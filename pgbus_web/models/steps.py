@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection
 
 from ..rules.limits import ATTEMPT_MAX
@@ -114,8 +115,6 @@ def find_many(conn: Connection, workflow_id: str, ids) -> dict[int, dict[str, An
 
 
 # --- Written by the runtime (verbs, worker, sweep) ---------------------------
-
-from sqlalchemy.dialects.postgresql import JSONB  # noqa: E402
 
 # Columns the runtime may set on a step row; other names are refused rather
 # than spliced into SQL.
@@ -309,31 +308,6 @@ def next_attempt(conn: Connection, workflow_id: str, step_name: str) -> int:
     if attempt > ATTEMPT_MAX:
         raise AttemptOverflow(workflow_id, step_name)
     return attempt
-
-
-def set_due_many(
-    conn: Connection, dues: list[tuple[int, datetime]], *, from_, now, status: str | None = None
-) -> dict[str, dict[str, Any]]:
-    """Many rows whose status is in *from_* given a new scheduled_at (and
-    *status* when given) in one statement: dues are (step id, moment);
-    workflow_id -> the updated row."""
-    if not dues:
-        return {}
-    from_statuses = [from_] if isinstance(from_, str) else list(from_)
-    rows = conn.execute(
-        sa.text(
-            f"""
-            UPDATE pgbus_workflow_steps s
-            SET scheduled_at = d.due, updated_at = :now, status = COALESCE(CAST(:status AS text), s.status)
-            FROM unnest(CAST(:ids AS bigint[]), CAST(:dues AS timestamptz[])) AS d(id, due)
-            WHERE s.id = d.id AND s.id = ANY(CAST(:ids AS bigint[])) AND s.status = ANY(:from_statuses)
-            RETURNING {", ".join("s." + name.strip() for name in COLUMNS.split(","))}
-            """
-        ),
-        {"ids": [int(step_id) for step_id, _ in dues], "dues": [due for _, due in dues], "now": now,
-         "status": status, "from_statuses": from_statuses},
-    )
-    return {row["workflow_id"]: row for row in as_dicts(rows)}
 
 
 def failure_streak(conn: Connection, step: dict[str, Any]) -> int:

@@ -15,7 +15,6 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from ..rules import states
 from . import as_dict, as_dicts
 from .workers import WORKER_SETTING
 
@@ -280,35 +279,6 @@ def move_many(conn: Connection, moves: list[dict[str, Any]], *, from_: Iterable[
         " AND w.status = ANY(:from_statuses) RETURNING w.workflow_id"
     )
     return list(conn.execute(statement, binds).scalars())
-
-
-def subject_taken(conn: Connection, runs: list[Mapping[str, Any]]) -> set[str]:
-    """Those of *runs* (finished ones about to go on) whose class and subject
-    another ongoing run holds: moving them would break the one-ongoing-run
-    rule (SUBJECT_INDEX). One probe of the subject's index per run (the
-    LATERAL with its LIMIT is not flattened into a join): as a semi-join
-    the planner hashed every ongoing run of the table for each chunk."""
-    runs = [run for run in runs if run.get("subject_type") is not None and run.get("subject_id") is not None]
-    if not runs:
-        return set()
-    return set(conn.execute(
-        sa.text(
-            """
-            SELECT m.workflow_id
-            FROM unnest(CAST(:workflow_ids AS text[]), CAST(:classes AS text[]), CAST(:types AS text[]),
-                        CAST(:subjects AS text[])) AS m(workflow_id, workflow_class, subject_type, subject_id)
-            CROSS JOIN LATERAL (
-                SELECT 1 FROM pgbus_workflows w
-                WHERE w.workflow_class = m.workflow_class AND w.subject_type = m.subject_type
-                  AND w.subject_id = m.subject_id AND w.workflow_id <> m.workflow_id
-                  AND w.status = ANY(:ongoing)
-                LIMIT 1
-            ) other
-            """
-        ),
-        {"ongoing": list(states.ONGOING), "workflow_ids": [run["workflow_id"] for run in runs],
-         "classes": [run["workflow_class"] for run in runs], "types": [run["subject_type"] for run in runs], "subjects": [run["subject_id"] for run in runs]},
-    ).scalars())
 
 
 def insert_run(conn: Connection, attrs: Mapping[str, Any]) -> bool:

@@ -22,10 +22,6 @@ from ...core.problems import Refusal
 
 log = logging.getLogger(__name__)
 
-# Message categories the messages area styles; anything else shows as ok.
-CATEGORIES = ("ok", "warn", "error")
-
-
 def error_page(status: int, title: str, message: str) -> Response:
     return render.page(
         pages.ERROR.template,
