@@ -25,6 +25,7 @@ def _template(path: str) -> str:
     pattern = re.escape(path)
     pattern = pattern.replace(re.escape("{workflow_id}"), ".+").replace(re.escape("{verb}"), "[^/]+")
     pattern = pattern.replace(re.escape("{operation_id}"), "[0-9]+").replace(re.escape("{key}"), "[^/]+")
+    pattern = pattern.replace(re.escape("{session_id}"), "[^/]+").replace(re.escape("{name}"), "[^/]+")
     return f"^{pattern}$"
 
 

@@ -27,7 +27,7 @@ from test_operations import THRESHOLDS
 from test_web_odd_values import set_column
 
 from pgbus_web.rules import states
-from pgbus_web.core import tokens
+from pgbus_web.core import sessions, tokens
 from pgbus_web.i18n import force_locale, t
 from pgbus_web.models import operations as operation_store
 from pgbus_web.runtime import operations as operation_runtime
@@ -92,6 +92,14 @@ def test_every_documented_operation_answers_as_documented(app, engine, runs, loc
     operator.post(f"/operations/{operation_id}/cancel")
     # Revealing a run's redacted values (docs/redaction.md).
     operator.post(f"/runs/{paused}/reveal", {"reason": "tour"})
+    # Sessions and tokens an admin sees and ends (docs/standalone.md).
+    session_id = sessions.start(engine, "ada", address="127.0.0.1", lifetime=timedelta(hours=1))
+    token_for(engine, "old-bot", "viewer")
+    operator.get("/sessions")
+    operator.post(f"/sessions/{session_id}/end")
+    operator.post("/sessions/end-all", {"name": "ada"})
+    operator.post("/tokens/old-bot/revoke")
+    operator.get("/access-log")
     documented = {(path, method) for path, item in DOCUMENT["paths"].items() for method in item}
     answered = {(path, method) for path, method, status in operator.answers if status < 300}
     assert answered == documented

@@ -235,18 +235,24 @@ def test_a_forged_session_is_anonymous(app):
     assert client.get("/workflows").status_code == 401
 
 
-def test_an_expired_session_is_anonymous(app, users_file):
+def test_an_expired_session_is_anonymous(app, users_file, engine):
     from pgbus_web.auth import UsersFile
+    from pgbus_web.core import sessions as live_sessions
 
     user = UsersFile(users_file).get(OPERATOR[0])
+    row = live_sessions.start(engine, user.name, address="127.0.0.1", lifetime=sessions.LIFETIME)
     client = app.test_client()
     with client.session_transaction() as session:
-        sessions.start(session, user, now=time.time() - sessions.LIFETIME.total_seconds() - 5)
+        sessions.start(session, user, now=time.time() - sessions.LIFETIME.total_seconds() - 5, session_id=row)
     assert client.get("/workflows").status_code == 401
     # Control: the same session started now is good.
     with client.session_transaction() as session:
-        sessions.start(session, user)
+        sessions.start(session, user, session_id=row)
     assert client.get("/workflows").status_code == 200
+    # A cookie without a session row (made before there were rows) is not.
+    with client.session_transaction() as session:
+        sessions.start(session, user)
+    assert client.get("/workflows").status_code == 401
 
 
 def test_removing_a_user_ends_their_session(app, users_file):

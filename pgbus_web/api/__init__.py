@@ -15,7 +15,7 @@ from .. import i18n
 from ..i18n import t
 from ..plumbing import csrf, reading, run_ids, security, unrouted
 from ..plumbing.state import state
-from . import guard, openapi, reads, reveal, writes
+from . import guard, openapi, reads, reveal, sessions, writes
 from .answers import json_answer
 from .problems import problem
 from ..core.tokens import Caller
@@ -86,6 +86,11 @@ def build_blueprint() -> Blueprint:
         ("/policy", "policy", reads.policy_rules, "GET"),
         ("/policy/history", "policy_history", reads.policy_history, "GET"),
         ("/policy/<key>", "policy_rule", writes.set_policy_rule, "PUT"),
+        ("/sessions", "sessions", sessions.listing, "GET"),
+        ("/sessions/end-all", "sessions_end_all", sessions.end_all, "POST"),
+        ("/sessions/<session_id>/end", "session_end", sessions.end, "POST"),
+        ("/tokens/<name>/revoke", "token_revoke", sessions.revoke_token, "POST"),
+        ("/access-log", "access_log", sessions.log, "GET"),
         ("/locks", "locks", reads.locks, "GET"),
         ("/workers", "workers", reads.workers, "GET"),
         ("/queues", "queues", reads.queues, "GET"),

@@ -64,7 +64,7 @@ def _token_acts(found: tokens.Caller) -> bool:
     act then asks the core for its class and verb."""
     who, kept = found.principal(permissions.API), security.current_policy()
     return permissions.acts_at_all(who, kept) or any(
-        permissions.may_some(who, power, kept) for power in (roles.APPROVE, roles.POLICY, roles.REVEAL))
+        permissions.may_some(who, power, kept) for power in roles.BEYOND_VERBS)
 
 
 def check() -> Response | None:

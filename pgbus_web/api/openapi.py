@@ -260,6 +260,27 @@ SCHEMAS: dict[str, Any] = {
     }, required=["value", "reason"]),
     "PolicyAnswer": _object({"message": {"type": "string"}, "change": _ref("PolicyChange")},
                             required=["message", "change"]),
+    "Session": _object({
+        "id": {"type": "string"}, "name": {"type": "string"}, "provider": {"type": "string"},
+        "address": TEXT, "started_at": MOMENT, "last_seen_at": MOMENT, "expires_at": MOMENT,
+    }, required=["id", "name", "provider", "address", "started_at", "last_seen_at", "expires_at"]),
+    "Token": _object({
+        "name": {"type": "string"}, "role": {"type": "string"},
+        "scope": {"type": "string", "enum": ["read-only", "grants"]},
+        "created_at": MOMENT, "expires_at": MOMENT, "last_used_at": MOMENT, "last_used_from": TEXT,
+    }, required=["name", "role", "scope", "created_at", "expires_at", "last_used_at", "last_used_from"]),
+    "Sessions": _object({"sessions": {"type": "array", "items": _ref("Session")},
+                         "tokens": {"type": "array", "items": _ref("Token")}}, required=["sessions", "tokens"]),
+    "AccessLine": _object({
+        "id": {"type": "integer"}, "at": MOMENT,
+        "kind": {"type": "string", "enum": ["sign_in", "sign_in_failed", "sign_out", "session_ended",
+                                            "sessions_ended", "token_added", "token_revoked", "token_new_address"]},
+        "subject": {"type": "string"}, "actor": TEXT, "address": TEXT, "detail": TEXT,
+    }, required=["id", "at", "kind", "subject", "actor", "address", "detail"]),
+    "AccessLog": _object({"lines": {"type": "array", "items": _ref("AccessLine")}}, required=["lines"]),
+    "NameBody": _object({"name": {"type": "string", "description": "A user's name."}}, required=["name"]),
+    "EmptyBody": _object({}, required=[]),
+    "Ended": _object({"message": {"type": "string"}, "ended": {"type": "integer"}}, required=["message", "ended"]),
     "PaceBody": _object({
         "rate": {"type": ["number", "null"], "description": "Runs per second at most; null removes the limit."},
         "max_in_flight": {"type": ["integer", "null"], "description": "null removes the ceiling."},
@@ -445,6 +466,35 @@ def document(base: str = "/api/v1") -> dict[str, Any]:
                 "parameters": [{"name": "key", "in": "path", "required": True, "schema": {"type": "string"}}],
                 "requestBody": _body("PolicyBody"),
                 "responses": {"200": _answer("Changed.", "PolicyAnswer"), **_problems(*WRITE)},
+            }},
+            "/sessions": {"get": {
+                "operationId": "listSessions",
+                "summary": "The live signed-in sessions and API tokens (the sessions power: an admin).",
+                "responses": {"200": _answer("Sessions and tokens.", "Sessions"), **_problems(*READ)},
+            }},
+            "/sessions/end-all": {"post": {
+                "operationId": "endSessionsOf",
+                "summary": "End every session of a person: refused on its next request at every process.",
+                "requestBody": _body("NameBody"),
+                "responses": {"200": _answer("Ended (how many were live).", "Ended"), **_problems(*WRITE)},
+            }},
+            "/sessions/{session_id}/end": {"post": {
+                "operationId": "endSession", "summary": "End one session: refused on its next request.",
+                "parameters": [{"name": "session_id", "in": "path", "required": True, "schema": {"type": "string"}}],
+                "requestBody": _body("EmptyBody"),
+                "responses": {"200": _answer("Ended.", "Ended"), **_problems(*WRITE)},
+            }},
+            "/tokens/{name}/revoke": {"post": {
+                "operationId": "revokeToken", "summary": "Revoke a live API token: refused on its next request.",
+                "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
+                "requestBody": _body("EmptyBody"),
+                "responses": {"200": _answer("Revoked.", "Ended"), **_problems(*WRITE)},
+            }},
+            "/access-log": {"get": {
+                "operationId": "accessLog",
+                "summary": "Sign-ins, failed sign-ins, sign-outs, sessions ended, tokens made, revoked and first "
+                           "used from a new address; newest first (the sessions power).",
+                "responses": {"200": _answer("The newest lines.", "AccessLog"), **_problems(*READ)},
             }},
             "/locks": {"get": {
                 "operationId": "listLocks", "summary": "Uniqueness locks, oldest first, and counts by state.",

@@ -6,8 +6,10 @@ passed since sign-in, whatever the browser keeps: removing a user or
 changing their password ends their sessions, and an old cookie replayed
 after its lifetime is refused. It also holds the user's generation at
 sign-in (kept in the database, models/sign_ins.py): sign-out raises it,
-so a copy of the cookie taken before sign-out is refused too. Forging one
-needs the secret key.
+so a copy of the cookie taken before sign-out is refused too. And it
+holds the id of the session's row (core/sessions.py), read on every
+request: a session an admin ends is refused on its next request. Forging
+one needs the secret key.
 """
 
 from __future__ import annotations
@@ -31,9 +33,10 @@ def fingerprint(user: User) -> str:
     return hashlib.sha256(user.password_hash.encode()).hexdigest()[:32]
 
 
-def start(session: MutableMapping, user: User, generation: int = 0, now: float | None = None) -> None:
-    """Sign *user* in at their current *generation*: a fresh session
-    (nothing carried over from before)."""
+def start(session: MutableMapping, user: User, generation: int = 0, now: float | None = None,
+          session_id: str | None = None) -> None:
+    """Sign *user* in at their current *generation*, as the session row
+    *session_id*: a fresh session (nothing carried over from before)."""
     session.clear()
     session.permanent = True  # type: ignore[attr-defined]
     session[KEY] = {
@@ -43,6 +46,7 @@ def start(session: MutableMapping, user: User, generation: int = 0, now: float |
         "g": int(generation),
         # Sign-out's token: a cross-site post cannot sign anyone out.
         "c": secrets.token_urlsafe(24),
+        "s": session_id,
     }
 
 
@@ -51,10 +55,12 @@ def end(session: MutableMapping) -> None:
 
 
 def user(session: Mapping, lookup: Callable[[str], User | None], lifetime: timedelta = LIFETIME,
-         now: float | None = None, generation: Callable[[str], int] | None = None) -> User | None:
+         now: float | None = None, generation: Callable[[str], int] | None = None,
+         live: Callable[[object, str], bool] | None = None) -> User | None:
     """The signed-in user, or None (no session, expired, user gone,
     password changed, or signed out since: *generation* gives the user's
-    current one, asked last, as it costs a database read)."""
+    current one, asked last, as it costs a database read; or its row
+    ended: *live* answers for the session id and the name)."""
     data = session.get(KEY)
     if not isinstance(data, dict):
         return None
@@ -71,7 +77,15 @@ def user(session: Mapping, lookup: Callable[[str], User | None], lifetime: timed
         made = data.get("g")
         if not isinstance(made, int) or made != generation(found.name):
             return None
+    if live is not None and not live(data.get("s"), found.name):
+        return None
     return found
+
+
+def session_id(session: Mapping) -> str | None:
+    data = session.get(KEY)
+    found = data.get("s") if isinstance(data, dict) else None
+    return found if isinstance(found, str) else None
 
 
 def name(session: Mapping) -> str | None:

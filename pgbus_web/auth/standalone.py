@@ -39,6 +39,7 @@ from flask import (
 )
 
 from .. import i18n
+from ..core import sessions as live_sessions
 from ..plumbing import hx
 from ..models import sign_ins
 from ..plumbing.security import same_origin
@@ -151,7 +152,8 @@ class Auth:
         if self.users is not None and request.authorization and request.authorization.type == "basic":
             return self._basic()
         if self.users is not None:
-            user = sessions.user(session, self.users.get, self.lifetime, generation=self.generation)
+            user = sessions.user(session, self.users.get, self.lifetime, generation=self.generation,
+                                 live=self.session_live)
             if user is not None:
                 return Identity(user.name, user.role, "session", user.groups)
         return None
@@ -161,10 +163,14 @@ class Auth:
         with state().database.primary.connect() as conn:
             return sign_ins.generation(conn, name)
 
-    def end_sessions(self, name: str) -> int:
+    def session_live(self, session_id, name: str) -> bool:
+        """Is the cookie's session row still live (not ended by an admin)?"""
+        return live_sessions.alive(state().database.primary, session_id, name)
+
+    def end_sessions(self, name: str) -> None:
         """End every session of *name* made so far (sign-out)."""
-        with state().database.primary.begin() as conn:
-            return sign_ins.bump(conn, name)
+        live_sessions.sign_out(state().database.primary, sessions.session_id(session), name,
+                               address=request.remote_addr)
 
     def _basic(self) -> Identity:
         name = request.authorization.username or ""
@@ -210,6 +216,7 @@ class Auth:
             self.throttle.succeeded(reservation)
             return user, False
         log.warning("pgbus-web: failed sign-in for %r from %s", shown, address)
+        live_sessions.failed(state().database.primary, shown, address=address)
         return None, False
 
     def _challenge(self) -> Response:
@@ -307,7 +314,9 @@ def build_blueprint(auth: Auth) -> Blueprint:
             return page(429, i18n.t("pgbus.web.auth.throttled"))
         if user is None:
             return page(401, i18n.t("pgbus.web.auth.failed"))
-        sessions.start(session, user, auth.generation(user.name))
+        started = live_sessions.start(state().database.primary, user.name, address=request.remote_addr,
+                                      lifetime=auth.lifetime)
+        sessions.start(session, user, auth.generation(user.name), session_id=started)
         return redirect(_safe_next(request.form.get("next")), 303)
 
     @blueprint.post("/sign-out")

@@ -7,4 +7,4 @@ commands that start a server.
 
 from __future__ import annotations
 
-from . import bulk, database, locks, operations, policy, prune, runs, seed, tokens, users, worker, workers  # noqa: F401  (register their commands)
+from . import bulk, database, locks, operations, policy, prune, runs, seed, sessions, tokens, users, worker, workers  # noqa: F401  (register their commands)

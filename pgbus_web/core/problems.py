@@ -22,6 +22,7 @@ from .words import verb_labels
 from . import checks
 from .compare import CompareRefused
 from .redacting import SearchRefused
+from .sessions import SessionNotFound, TokenNotFound
 from .operation_acts import RateAbovePolicy
 from .permissions import NotPermitted
 from .policy import PolicyError
@@ -288,4 +289,10 @@ def refusal(problem: Exception, *, verb: str | None = None, workflow_id: str | N
         return _lock(problem)
     if isinstance(problem, CompareRefused):
         return _compare(problem)
+    if isinstance(problem, SessionNotFound):
+        return Refusal(404, t("pgbus.sessions.errors.no_session", session_id=printable(problem.session_id)),
+                       title_key="pgbus.web.errors.not_found_title")
+    if isinstance(problem, TokenNotFound):
+        return Refusal(404, t("pgbus.sessions.errors.no_token", name=printable(problem.name)),
+                       title_key="pgbus.web.errors.not_found_title")
     raise TypeError(f"not a refusal: {problem!r}")

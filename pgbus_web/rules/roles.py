@@ -30,7 +30,9 @@ POLICY = "policy"
 SESSIONS = "sessions"
 RUN_VERBS = tuple(verb.name for verb in verb_table.TABLE)
 # Every power a grant may name.
-POWERS = RUN_VERBS + (APPROVE, REVEAL, POLICY, SESSIONS)
+# The powers that are not a verb on runs.
+BEYOND_VERBS = (APPROVE, REVEAL, POLICY, SESSIONS)
+POWERS = RUN_VERBS + BEYOND_VERBS
 
 _OWN = {
     VIEWER: (),
