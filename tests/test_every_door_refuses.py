@@ -10,6 +10,7 @@ so one door's accepted control leaves the next door's run as it was.
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from datetime import datetime, timedelta, timezone
@@ -22,6 +23,7 @@ from test_web_bad_input import everything, page_message
 
 from pgbus_web.core.settings import Settings
 from pgbus_web.demo import workflows as demo
+from pgbus_web.i18n import t
 from pgbus_web.launch import main_group
 from pgbus_web.mcp.server import Tools
 from pgbus_web.models.events import REASON_LIMIT
@@ -219,3 +221,71 @@ def test_prune_refuses_a_period_too_long_with_exit_2_and_takes_a_long_one(databa
                                                "--older-than", "36500d", "--dry-run"])
     assert accepted.exit_code == 0, accepted.output
     assert everything(engine) == before
+
+
+class _AnswersYesAfter(io.RawIOBase):
+    """A terminal's input that answers the command line's "cancel N runs?"
+    with yes, after *change* (another writer) has run: the count changes
+    between the command's preview and its start."""
+
+    def __init__(self, change: Callable[[], None]) -> None:
+        super().__init__()
+        self.change = change
+        self.left = b"y\n"
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if not buffer:
+            return 0
+        if self.change is not None:
+            self.change()
+            self.change = None
+        size = min(len(buffer), len(self.left))
+        buffer[:size], self.left = self.left[:size], self.left[size:]
+        return size
+
+
+def test_a_count_that_changed_is_refused_with_the_same_sentence_at_every_door(browser, app, engine, driver,
+                                                                                 database_url):
+    from api_support import Api, token_for
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    api = Api(app.test_client(), token_for(engine, "deploy-bot", "operator"))
+    filters = {"workflow_class": demo.ORDER, "reason": "paused_error"}
+    driver.paused_on_capture(order_id=400)
+    driver.paused_on_capture(order_id=401)
+    # The command line previews 2 runs; a third is paused before it starts.
+    snapshot = {}
+
+    def third():
+        driver.paused_on_capture(order_id=402)
+        snapshot["before"] = everything(engine)
+
+    args = ["bulk", "--database-url", database_url, "cancel", "--reason", "x", *DEFINITIONS]
+    for name, value in filters.items():
+        args += ["--filter", f"{name}={value}"]
+    cli = CliRunner().invoke(main_group, args, input=_AnswersYesAfter(third))
+    assert cli.exit_code == 1, cli.output  # a refusal of the state, not of the input
+    before = snapshot["before"]
+    # The other doors are sent the count the command line was shown.
+    page = browser.post("/workflows/operations", {"verb": "cancel", "query": urlencode(filters), "reason": "x",
+                                                  "confirmed": "1", "tz": "UTC", "expected": "2"})
+    answer = api.client.post("/api/v1/operations", content_type="application/json", headers=api.headers(),
+                             data=json.dumps({"verb": "cancel", "filters": filters, "reason": "x",
+                                              "confirmed": True, "expected": 2}))
+    with pytest.raises(ToolError) as mcp:
+        Tools(engine, Settings(registry=demo.REGISTRY)).start_operation("cancel", filters, "x", 2)
+    assert page.status_code == answer.status_code == 409
+    sentence = t("pgbus.operations.errors.count_changed", expected=2, total=3)
+    assert answer.get_json()["detail"] == sentence
+    assert sentence in page_message(page)
+    assert f"Error: {sentence}" in cli.output
+    assert str(mcp.value) == sentence
+    assert everything(engine) == before
+    # The control: the count each door is shown now is taken.
+    taken = api.client.post("/api/v1/operations", content_type="application/json", headers=api.headers(),
+                            data=json.dumps({"verb": "cancel", "filters": filters, "reason": "x",
+                                             "confirmed": True, "expected": 3}))
+    assert taken.status_code == 201, taken.get_json()

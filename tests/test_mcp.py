@@ -15,6 +15,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from test_web_bad_input import everything
 
+from pgbus_web.i18n import t
 from pgbus_web.mcp.server import ACT_TOOLS, READ_TOOLS
 
 DEFINITIONS = ["--definitions", "pgbus_web.demo.workflows"]
@@ -78,7 +79,7 @@ def test_a_read_only_session_lists_groups_finds_and_shows_runs(database_url, dri
     assert [run["workflow_id"] for run in completed["runs"]] == [done]
     assert shown["run"]["workflow_id"] == first
     assert "resume" in shown["available_actions"]
-    assert "no-such-run" in missing
+    assert t("pgbus.workflows.show.not_found", workflow_id="no-such-run") in missing  # the pages' sentence
     assert "sleeping" in bad_filter or "status" in bad_filter
     assert act_refused
     assert everything(engine) == before
@@ -104,7 +105,8 @@ def test_acting_needs_allow_actions_and_a_reason_and_records_mcp(database_url, d
     assert names == sorted(READ_TOOLS + ACT_TOOLS)
     assert "Give a reason" in no_reason  # the refusal table's sentence, as the pages say it
     assert "completed" in finished and "paused" in wrong_status
-    assert "explode" in unknown and "no workflow run" in missing
+    assert t("pgbus.workflows.forms.errors.unknown_verb", verb="explode") in unknown
+    assert "no workflow run" in missing
     assert everything(engine) == before
 
     async def resume(client):
@@ -133,7 +135,8 @@ def test_an_operation_is_previewed_then_done_with_the_expected_count(database_ur
 
     shown, stale, done = session(database_url, "--allow-actions", calls=calls)
     assert (shown["total"], shown["fits"]) == (2, 2)
-    assert "matches 2 runs now, not 5" in stale
+    # The refusal table's sentence, as the pages, the API and the command line say it.
+    assert t("pgbus.operations.errors.count_changed", expected=5, total=2) in stale
     operation = done["operation"]
     assert (operation["status"], operation["moved"], operation["actor"], operation["reason"]) == (
         "done", 2, "mcp:break-glass", "drop them")

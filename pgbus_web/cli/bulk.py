@@ -175,13 +175,9 @@ def bulk(database_url, verb, filter_pairs, reason, at, from_step, signal_name, p
                                              reason=parsed.reason, expected=shown.total,
                                              approval_threshold=own_threshold, approval_verbs=own_verbs,
                                              **parsed.pace)
-        except operations.CountChanged as problem:
-            raise click.ClickException(
-                f"the filter matches {problem.preview.total} runs now, not {problem.expected}: "
-                "run the command again to see the fresh preview; nothing changed.") from None
         except operations.CeilingNotForVerb as problem:
             raise input_refused(problem) from None
-        except (permissions.NotPermitted, operation_acts.RateAbovePolicy) as problem:
+        except (operations.CountChanged, permissions.NotPermitted, operation_acts.RateAbovePolicy) as problem:
             raise refused(problem) from None
         except (errors.WorkflowError, operations.OperationError) as problem:
             raise click.ClickException(str(problem)) from None

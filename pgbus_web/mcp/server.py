@@ -200,7 +200,7 @@ class Tools:
         except permissions.NotPermitted as problem:
             raise _refused(problem, workflow_id=workflow_id) from None
         except scripted.NotFound:
-            raise _tool_error(f"no workflow run {workflow_id!r}") from None
+            raise _tool_error(problems.run_not_found(workflow_id).message) from None
 
     def _searchable(self, filters: run_filters.RunFilters) -> run_filters.RunFilters:
         """*filters*, unless they search by a value the policy redacts and
@@ -245,7 +245,7 @@ class Tools:
         `reason` is required. Answers the run as it is after."""
         reason = _require(reason)
         if verb not in scripted.REASONED:
-            raise _tool_error(f"unknown verb {verb!r}: one of {', '.join(scripted.REASONED)}")
+            raise _refused(errors.UnknownVerb(verb)) from None
         try:
             return scripted.act(self.engine, self.settings, verb, workflow_id, principal=self.principal,
                                 reason=reason, at=at, from_step=from_step)
@@ -282,9 +282,6 @@ class Tools:
             operation = operation_acts.start(
                 self.engine, self.settings, self.principal, found, parsed.verb, parsed.params,
                 reason=parsed.reason, expected=int(expected_runs), **parsed.pace)
-        except operations.CountChanged as problem:
-            raise _tool_error(f"the filter matches {problem.preview.total} runs now, not {problem.expected}: "
-                              "preview again; nothing started") from None
         except (errors.WorkflowError, operations.OperationError, permissions.NotPermitted) as problem:
             raise _refused(problem, verb=verb) from None
         if operation["status"] == states.OPERATION_AWAITING_APPROVAL:
