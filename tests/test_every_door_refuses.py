@@ -26,7 +26,7 @@ from pgbus_web.demo import workflows as demo
 from pgbus_web.i18n import t
 from pgbus_web.launch import main_group
 from pgbus_web.mcp.server import Tools
-from pgbus_web.models.events import REASON_LIMIT
+from pgbus_web.rules.limits import REASON_LIMIT
 from pgbus_web.runtime import operations
 
 DOORS = ("page", "api", "cli", "mcp")

@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from pgbus_web.rules import states
 from pgbus_web.models import events, workflow_rows
 from pgbus_web.models.text import ELLIPSIS
+from pgbus_web.rules.limits import REASON_LIMIT
 
 
 @pytest.fixture
@@ -56,7 +57,7 @@ def test_a_long_reason_is_capped_at_1000_characters(engine, run_id):
     with engine.begin() as conn:
         events.record(conn, workflow_id=run_id, event="paused", actor="dashboard:bob", reason="x" * 5000)
         (event,) = events.for_run(conn, run_id)
-    assert len(event["reason"]) == events.REASON_LIMIT == 1000
+    assert len(event["reason"]) == REASON_LIMIT == 1000
     assert event["reason"] == "x" * 999 + ELLIPSIS
 
 

@@ -448,3 +448,17 @@ def test_operation_stale_after_is_a_setting_in_seconds_or_a_timedelta_above_zero
     # The serving process's thread takes over after it.
     background = operations.Background(None, stale_after=timedelta(seconds=3))
     assert background.runner.stale_after == timedelta(seconds=3)
+
+
+def test_a_reason_past_the_limit_is_cut_with_an_ellipsis_as_the_audit_trail_cuts_it(engine, runs):
+    # The doors refuse a longer reason; a runtime caller's is cut, one way
+    # for the operation and its runs' events (rules.limits.REASON_LIMIT).
+    from pgbus_web.models.text import ELLIPSIS
+    from pgbus_web.rules.limits import REASON_LIMIT
+
+    paused_on_capture(runs)
+    cut = create(engine, verb="cancel", reason="x" * (REASON_LIMIT + 1), status="paused")
+    assert cut["reason"] == "x" * (REASON_LIMIT - 1) + ELLIPSIS
+    # The control: a reason of the limit's length is kept whole.
+    whole = create(engine, verb="cancel", reason="y" * REASON_LIMIT, status="paused")
+    assert whole["reason"] == "y" * REASON_LIMIT

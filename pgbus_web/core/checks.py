@@ -20,9 +20,8 @@ from typing import Any, Mapping
 from ..rules import states
 from ..i18n import current_locale, parse_timezone, t
 from ..models import values
-from ..models.events import REASON_LIMIT
 from ..rules import verb_table
-from ..rules.run_filters import MAX_ID
+from ..rules.limits import ID_MAX, REASON_LIMIT
 from ..runtime import errors, operations
 from .words import timefmt
 
@@ -184,7 +183,7 @@ def operation_id(value: Any) -> int:
     number above 0) it names no operation; PostgreSQL would refuse the
     query rather than answer none."""
     text = str(value).strip()
-    if not (text.isascii() and text.isdigit()) or not 0 < int(text) <= MAX_ID:
+    if not (text.isascii() and text.isdigit()) or not 0 < int(text) <= ID_MAX:
         raise operations.OperationNotFound(text[:50])
     return int(text)
 

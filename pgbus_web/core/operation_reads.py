@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection, Engine
 from ..models import operation_outcomes
 from ..models import operations as store
 from ..rules import states
-from ..rules.run_filters import MAX_ID
+from ..rules.limits import ID_MAX
 from .reads import thresholds
 from .settings import Settings
 
@@ -25,7 +25,7 @@ def recent(conn: Connection, limit: int) -> list[dict[str, Any]]:
 
 def find(conn: Connection, operation_id: int) -> dict[str, Any] | None:
     """Operation *operation_id*, or None."""
-    if not 0 < operation_id <= MAX_ID:
+    if not 0 < operation_id <= ID_MAX:
         return None
     return store.find(conn, operation_id)
 

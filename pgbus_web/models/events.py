@@ -17,11 +17,12 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection
 
 from ..rules import states
+from ..rules.limits import ID_MAX, REASON_LIMIT
 from . import as_dicts
 from .text import truncate
 
-# Caps so that one long reason or error message cannot bloat the trail.
-REASON_LIMIT = 1_000
+# A cap so that one long detail cannot bloat the trail (a reason's is
+# rules.limits.REASON_LIMIT).
 DETAIL_LIMIT = 1_000
 
 _INSERT = sa.text(
@@ -169,7 +170,7 @@ def newest_for_run(
     page of them is found, which is every run page but an empty window."""
     rows = as_dicts(conn.execute(
         _NEWEST_FOR_RUN,
-        {"workflow_id": workflow_id, "before_id": before_id if before_id is not None else 2**63 - 1,
+        {"workflow_id": workflow_id, "before_id": before_id if before_id is not None else ID_MAX,
          "limit": limit},
     ))
     if rows:

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection
 
-from ..rules.limits import ATTEMPT_MAX
+from ..rules.limits import ATTEMPT_MAX, ID_MAX
 from . import as_dict, as_dicts
 from .workers import CURRENT_WORKER_SQL, WORKER_SETTING
 
@@ -69,7 +69,7 @@ def for_run(
             f"SELECT {COLUMNS} FROM pgbus_workflow_steps WHERE workflow_id = :workflow_id "
             "AND id < :before_id ORDER BY id DESC LIMIT :limit"
         ),
-        {"workflow_id": workflow_id, "before_id": before_id if before_id is not None else 2**63 - 1,
+        {"workflow_id": workflow_id, "before_id": before_id if before_id is not None else ID_MAX,
          "limit": limit},
     ))
     rows.reverse()

@@ -6,3 +6,12 @@ from __future__ import annotations
 # pgbus_workflow_steps.attempt is an integer: a step whose counter is here
 # cannot be attempted again (a new row would overflow the column).
 ATTEMPT_MAX = 2**31 - 1
+# The highest id a bigserial gives (runs' and steps' ids, events', operations',
+# a PGMQ message's): a larger number names nothing, and PostgreSQL would
+# refuse the query rather than answer none.
+ID_MAX = 2**63 - 1
+# Characters of a reason (the audit trail's, an operation's and its
+# changes', the policy's history): the columns' CHECK (char_length <= 1000).
+# The doors refuse a longer one (core/checks.py); a runtime caller's is
+# cut to it with an ellipsis (models/text.truncate), never refused.
+REASON_LIMIT = 1_000

@@ -28,6 +28,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
 
 from . import states
+from .limits import ID_MAX
 from ..i18n import LOCALE_PARAM, current_timezone, t, tn
 
 # The preset ranges offered on the index and the insights page.
@@ -39,8 +40,6 @@ RANGES = {
 }
 # Longest text filter accepted: longer is certainly not a class, step or subject.
 MAX_TEXT = 200
-# The keyset cursors are ids, a bigserial.
-MAX_ID = 2**63 - 1
 # The one value of no_error_class (a separate parameter rather than a
 # special error_class: any text can be a stored error class).
 NO_ERROR_CLASS = "1"
@@ -255,7 +254,7 @@ def _cursor(args: Mapping[str, str], name: str) -> int | None:
     if value is None:
         return None
     # isascii: "²" is a digit to str.isdigit, and not to int().
-    if not (value.isascii() and value.isdigit()) or not 0 < int(value) <= MAX_ID:
+    if not (value.isascii() and value.isdigit()) or not 0 < int(value) <= ID_MAX:
         raise FilterError(t("pgbus.workflows.filters.errors.cursor", name=name, value=value))
     return int(value)
 

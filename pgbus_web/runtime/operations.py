@@ -43,6 +43,8 @@ from ..models import changes, events, workflow_index, workflow_rows
 from ..models import operations as store
 from . import chunks, pace, verbs
 from ..rules import verb_table
+from ..rules.limits import REASON_LIMIT
+from ..models.text import truncate
 from ..rules.approval import Approval  # noqa: F401  (its old home; doors read it from the policy)
 from .clock import parse_future, utcnow
 from .errors import (
@@ -78,7 +80,6 @@ SAMPLE_SIZE = 10
 # reads at most before it commits where it got to: a thin slice of a big
 # table is crossed in bounded steps, its heartbeat renewed between them.
 WINDOWS_PER_CHUNK = 10
-REASON_LIMIT = 1_000
 # The verbs an operation may apply: every outside verb of the table.
 VERBS = tuple(verb.name for verb in verb_table.TABLE)
 
@@ -241,7 +242,7 @@ def check(verb: str, params: Mapping[str, Any] | None, reason: str | None, *, no
             raise InvalidSignalName(name)
         stored["name"] = name.strip()
         stored["payload"] = verbs.parse_payload(params.get("payload"), None)
-    return found, stored, text[:REASON_LIMIT]
+    return found, stored, truncate(text, REASON_LIMIT)
 
 
 # --- preview ------------------------------------------------------------------
@@ -395,7 +396,7 @@ def _changed(engine: Engine, operation_id: int, change, refused) -> dict[str, An
 
 def _why(reason: str | None) -> str | None:
     text = (reason or "").strip()
-    return text[:REASON_LIMIT] or None
+    return truncate(text, REASON_LIMIT) or None
 
 
 def pause(engine: Engine, operation_id: int, *, actor: str, now: datetime | None = None,

@@ -11,6 +11,7 @@ from sqlalchemy.engine import Connection
 from ...models import chunk_writes, events, workflow_rows
 from ...models.text import truncate
 from ...rules import states, verb_table
+from ...rules.limits import REASON_LIMIT
 from ..chunk_resume import ChunkResult, Then, in_one  # noqa: F401  (the verbs' modules use them through here)
 
 
@@ -84,7 +85,7 @@ def capped_reason(reason: str | None) -> str | None:
     """The reason as the verbs store it on an event (reason_of, then
     models/events' cap)."""
     reason = reason_of(reason)
-    return truncate(str(reason), events.REASON_LIMIT) if reason else None
+    return truncate(str(reason), REASON_LIMIT) if reason else None
 
 
 def event(

@@ -33,6 +33,7 @@ from flask import (
 
 from ...i18n import t, tn
 from ...locks import actions
+from ...rules.limits import ID_MAX
 from ...rules.run_filters import FilterError
 from ..answering import answers, pages, render
 from ...plumbing import hx
@@ -45,10 +46,6 @@ from ...core.lock_filters import MAX_KEY, MAX_QUEUE, LockFilters, parse, text
 from ...plumbing.security import may_release_locks
 
 log = logging.getLogger(__name__)
-
-
-# The largest message id PGMQ can hand out (a bigint identity).
-MAX_MSG_ID = 2**63 - 1
 
 
 def _page(view: LockFilters, *, status: int = 200, filter_error: str | None = None) -> Response:
@@ -93,7 +90,7 @@ def _field(name: str, limit: int) -> str:
 def _msg_id() -> int:
     value = _field("msg_id", 20).strip()
     # isascii: "²" is a digit to str.isdigit, and not to int().
-    if not (value.isascii() and value.isdigit()) or not 0 < int(value) <= MAX_MSG_ID:
+    if not (value.isascii() and value.isdigit()) or not 0 < int(value) <= ID_MAX:
         raise FormError("msg_id", t("pgbus.locks.errors.bad_message_id", value=value), status=400)
     return int(value)
 

@@ -11,6 +11,7 @@ from sqlalchemy import exc as sa_exc
 from werkzeug.exceptions import HTTPException, InternalServerError
 
 from ...rules import run_filters as filters
+from ...rules.limits import ID_MAX
 from ... import db
 from ...db import SchemaProblem
 from ...i18n import t
@@ -84,7 +85,7 @@ def _window_cursors() -> dict[str, int]:
         value = request.args.get(name)
         if value is None:
             continue
-        if not (value.isascii() and value.isdigit() and 0 < len(value) <= 19 and 0 < int(value) < 2**63):
+        if not (value.isascii() and value.isdigit() and 0 < len(value) <= 19 and 0 < int(value) <= ID_MAX):
             raise filters.FilterError(t(
                 "pgbus.workflows.show.window.bad_cursor", name=name, value=problems.printable(value)))
         cursors[name] = int(value)
