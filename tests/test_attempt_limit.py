@@ -99,3 +99,32 @@ def test_an_attempt_at_the_columns_end_is_refused_with_a_sentence_and_nothing_ch
                                       "WHERE workflow_id = :id AND step_name = 'capture_payment'"),
                               {"id": room}).scalar_one()
     assert newest == ATTEMPT_MAX
+
+
+def test_an_operation_refuses_the_run_at_the_columns_end_and_moves_the_others(runs, engine):
+    # A chunk writes its runs in one statement: the overflow rolls it back
+    # whole, and each run is then done on its own, with its own answer.
+    from pgbus_web import defaults
+    from pgbus_web.rules import run_filters
+    from pgbus_web.runtime import operations
+
+    full = at_attempt(runs, engine, ATTEMPT_MAX)
+    others = [at_attempt(runs, engine, 3) for _ in range(2)]
+    operation = operations.create(
+        engine, run_filters.parse({"workflow_class": demo.ORDER}), "resume", None, reason="gateway back",
+        actor="dashboard:alice", expected=None, registry=demo.REGISTRY,
+        thresholds={"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaults.WAITING_THRESHOLD})
+    runner = operations.Runner(engine, demo.REGISTRY)
+    for _ in range(1000):
+        if runner.step() is None:
+            break
+    with engine.connect() as conn:
+        done = conn.execute(sa.text("SELECT status, moved, refused FROM pgbus_web_operations WHERE id = :id"),
+                            {"id": operation["id"]}).one()
+        status = dict(conn.execute(sa.text("SELECT workflow_id, status FROM pgbus_workflows")).all())
+        newest = conn.execute(sa.text("SELECT max(attempt) FROM pgbus_workflow_steps WHERE workflow_id = :id"),
+                              {"id": full}).scalar_one()
+    assert tuple(done) == ("done", 2, 1)
+    assert status[full] == "paused" and newest == ATTEMPT_MAX
+    # The control: the others were resumed by the same operation.
+    assert [status[other] for other in others] == ["ready", "ready"]
