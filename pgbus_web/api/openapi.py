@@ -9,6 +9,7 @@ from typing import Any
 from .. import __version__
 from ..rules import states
 from ..rules import verb_table
+from ..rules.limits import REASON_LIMIT
 from ..runtime.operations import VERBS as OPERATION_VERBS
 from ..runtime.verbs import VERBS
 
@@ -219,7 +220,7 @@ SCHEMAS: dict[str, Any] = {
     "PreviewAnswer": _object({"preview": _ref("Preview")}),
     "Operations": _object({"operations": {"type": "array", "items": _ref("Operation")}}),
     "VerbBody": _object({
-        "reason": {"type": ["string", "null"], "maxLength": 1000},
+        "reason": {"type": ["string", "null"], "maxLength": REASON_LIMIT},
         "at": {"type": ["string", "null"], "description": "ISO 8601; without an offset, UTC. resume_at, reschedule."},
         "from_step": {"type": ["string", "null"], "description": "rerun only."},
     }, required=[]),
@@ -239,9 +240,9 @@ SCHEMAS: dict[str, Any] = {
         "max_in_flight": {"type": ["integer", "null"], "description": "Runs in flight at most (verbs that start work)."},
     }, required=["verb"]),
     "RevealBody": _object({
-        "reason": {"type": ["string", "null"], "maxLength": 1000, "description": "Kept on the audit line."},
+        "reason": {"type": ["string", "null"], "maxLength": REASON_LIMIT, "description": "Kept on the audit line."},
     }, required=[]),
-    "WhyBody": _object({"reason": {"type": ["string", "null"], "maxLength": 1000,
+    "WhyBody": _object({"reason": {"type": ["string", "null"], "maxLength": REASON_LIMIT,
                                    "description": "Why: kept on the operation with who did it."}}, required=[]),
     "PolicyRule": _object({
         "key": {"type": "string"}, "value": ANY_JSON, "default": ANY_JSON, "is_default": {"type": "boolean"},
@@ -255,7 +256,7 @@ SCHEMAS: dict[str, Any] = {
     "PolicyHistory": _object({"changes": {"type": "array", "items": _ref("PolicyChange")}}, required=["changes"]),
     "PolicyBody": _object({
         "value": {**ANY_JSON, "description": "The rule's new value (null: its default)."},
-        "reason": {"type": "string", "maxLength": 1000},
+        "reason": {"type": "string", "maxLength": REASON_LIMIT},
         "version": {"type": ["integer", "null"], "description": "The version read: refused (409) if it changed since."},
     }, required=["value", "reason"]),
     "PolicyAnswer": _object({"message": {"type": "string"}, "change": _ref("PolicyChange")},
