@@ -32,6 +32,8 @@ from .settings import STALL_FLOOR
 from ..models import changes, policy_rows
 from ..rules import redaction, roles
 from ..rules.approval import Approval
+from ..rules.limits import REASON_LIMIT
+from ..models.text import truncate
 from ..runtime.clock import utcnow
 
 # How often a process asks whether the policy changed (one tiny read).
@@ -39,7 +41,6 @@ CHECK_EVERY = 1.0
 # The largest value a rule may hold, as JSON text.
 MAX_VALUE_BYTES = 64 * 1024
 MAX_GRANTS = 500
-REASON_LIMIT = 1000
 
 STALL_THRESHOLD = "stall_threshold"
 WAITING_THRESHOLD = "waiting_threshold"
@@ -362,6 +363,8 @@ def change(engine: Engine, key: str, value: Any, *, actor: str, reason: str | No
     text = (reason or "").strip()
     if not text:
         raise ReasonMissing()
+    # Cut as the audit trail cuts a reason (the column's CHECK).
+    why = truncate(text, REASON_LIMIT)
     reset = value is None and DEFAULTS.get(key, 0) is not None
     if not reset or key not in _PARSERS:
         check(key, value)
@@ -374,15 +377,15 @@ def change(engine: Engine, key: str, value: Any, *, actor: str, reason: str | No
             raise ChangedUnderYou(key, found)
         old = found["value"] if found else None
         new = None if reset else value
-        stamp = policy_rows.record(conn, key=key, old=old, new=new, actor=actor, reason=text[:REASON_LIMIT], now=now)
+        stamp = policy_rows.record(conn, key=key, old=old, new=new, actor=actor, reason=why, now=now)
         if reset:
             policy_rows.delete(conn, key)
         else:
-            policy_rows.put(conn, key=key, value=value, version=stamp, actor=actor, reason=text[:REASON_LIMIT],
+            policy_rows.put(conn, key=key, value=value, version=stamp, actor=actor, reason=why,
                             now=now)
         changes.mark(conn)
     forget(engine)
-    return {"id": stamp, "key": key, "old_value": old, "new_value": new, "actor": actor, "reason": text,
+    return {"id": stamp, "key": key, "old_value": old, "new_value": new, "actor": actor, "reason": why,
             "changed_at": now}
 
 
