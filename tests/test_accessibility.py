@@ -17,6 +17,7 @@ from action_support import ago, operator_app
 from auth_support import signed_in_app, write_users
 from browser import WAIT_MS, axe_violations, requires_chromium, serve
 from lock_support import Locks
+from session_support import seed_sessions
 from web_helpers import every_state, step
 
 from pgbus_web.rules import states
@@ -79,6 +80,7 @@ def seeded(app, runs, engine) -> dict[str, str]:
             " ('worker', 'w2', 11, now() - interval '5 minutes', 9, NULL) RETURNING id")).scalars().all()[-1]
         conn.execute(sa.text("UPDATE pgbus_workflow_steps SET worker_id = :w WHERE workflow_id = :id"
                              " AND status = 'in_progress'"), {"w": gone, "id": made["running"]})
+    seed_sessions(engine)
     return {
         "index": "/workflows",
         "workers": "/workers",
@@ -104,6 +106,7 @@ def seeded(app, runs, engine) -> dict[str, str]:
         "operation": f"/workflows/operations/{created['id']}",
         "missing run": "/workflows/no-such-run",
         "policy": "/policy",
+        "sessions": "/sessions",
     }
 
 

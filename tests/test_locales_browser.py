@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from action_support import operator_app
 from browser import WAIT_MS, requires_chromium, serve
 from lock_support import Locks
+from session_support import seed_sessions
 from web_helpers import every_state
 
 from pgbus_web.core import policy, reads
@@ -43,6 +44,7 @@ def pages(app, runs, engine) -> dict[str, str]:
                                       "classes": ["OrderWorkflow", "RefundWorkflow"], "verbs": ["resume", "rerun"]}],
                   actor="dashboard:alice", reason="the payments on-call retries payments and refunds, nothing else")
     Locks(engine).queue()
+    seed_sessions(engine)
     created = operations.create(
         engine, operations.filters_of({"filters": {"status": "paused"}}), "resume", None,
         reason="gateway back", actor="dashboard:alice", expected=None, registry=REGISTRY,
@@ -74,6 +76,7 @@ def pages(app, runs, engine) -> dict[str, str]:
         "locks": "/locks",
         "workers": "/workers",
         "policy": "/policy",
+        "sessions": "/sessions",
     }
 
 

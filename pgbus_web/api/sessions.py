@@ -59,7 +59,7 @@ def end_all() -> Response:
         return problem(refused.status, refused.message, field=refused.field)
     name = given.get("name")
     if not name:
-        return problem(422, t("pgbus.sessions.errors.name_missing"), field="name")
+        return from_refusal(problems.session_name_missing())
     try:
         ended = sessions.end_all(_engine(), guard.principal(), security.current_policy(), name)
     except permissions.NotPermitted as refused:

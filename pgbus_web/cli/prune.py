@@ -9,10 +9,13 @@ from datetime import datetime, timedelta, timezone
 import click
 
 from .. import db, progress
-from ..core import checks
+from ..core import checks, sessions
 from ..runtime import retention
 from .common import database_url_option, engine_from, friendly_errors, main_group
 
+# The access log is kept a year unless told otherwise: long enough to look
+# back on a whole audit period, short enough not to grow without end.
+ACCESS_LOG_RETENTION = "365d"
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 _DURATION = re.compile(r"^\s*(\d{1,7})\s*([smhdw])\s*$")
 
@@ -42,26 +45,36 @@ class Duration(click.ParamType):
 @database_url_option
 @click.option("--older-than", type=Duration(), required=True,
               help="Delete finished runs last updated longer ago than this (e.g. 90d, 12h, 2w).")
+@click.option("--access-log-older-than", type=Duration(), default=ACCESS_LOG_RETENTION, show_default=True,
+              help="Also delete access log lines, and ended or expired sessions, older than this.")
 @click.option("--dry-run", is_flag=True, help="Count what would go; delete nothing.")
 @click.option("--batch", type=click.IntRange(min=1), default=retention.BATCH, show_default=True,
               help="Runs deleted per transaction.")
 @friendly_errors
-def prune(database_url, older_than, dry_run, batch):
+def prune(database_url, older_than, access_log_older_than, dry_run, batch):
     """Delete finished runs (completed, failed, cancelled) last updated
     before the cutoff, with their steps, events and signals. Never an
     ongoing run."""
-    before = datetime.now(timezone.utc) - older_than
+    now = datetime.now(timezone.utc)
+    before = now - older_than
     cutoff = before.strftime("%Y-%m-%d %H:%M:%S UTC")
+    log_before = now - access_log_older_than
+    log_cutoff = log_before.strftime("%Y-%m-%d %H:%M:%S UTC")
     engine = engine_from(database_url, db.UNBOUNDED_STATEMENTS)
     try:
         if dry_run:
             result = retention.prune(engine, before=before, dry_run=True)
+            lines, old_sessions = sessions.prune(engine, before=log_before, dry_run=True)
             click.echo(f"Dry run: would delete {result.found} finished run(s) last updated before {cutoff}.")
+            click.echo(f"Dry run: would delete {lines} access log line(s) and {old_sessions} ended session(s) "
+                       f"from before {log_cutoff}.")
             return
         # A progress bar only on a terminal: in a log it is noise.
         with progress.bar(unit="run", desc="Pruning", disable=not sys.stderr.isatty()) as bar:
             result = retention.prune(engine, before=before, batch=batch, progress=bar.update)
+        lines, old_sessions = sessions.prune(engine, before=log_before, batch=batch)
     finally:
         engine.dispose()
     click.echo(f"Deleted {result.deleted} finished run(s) last updated before {cutoff}, "
                "with their steps, events and signals.")
+    click.echo(f"Deleted {lines} access log line(s) and {old_sessions} ended session(s) from before {log_cutoff}.")

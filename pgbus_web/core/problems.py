@@ -224,6 +224,11 @@ def token_refused(reason: str) -> Refusal:
     return Refusal(401, t("pgbus.api.errors.bad_token"))
 
 
+def session_name_missing() -> Refusal:
+    """Ending every session of a person, with no person named."""
+    return Refusal(422, t("pgbus.sessions.errors.name_missing"), field="name")
+
+
 def _policy(problem: PolicyError) -> Refusal:
     """A policy change refused: 409 when the rule changed under the
     caller, 422 for a value the rule cannot take."""

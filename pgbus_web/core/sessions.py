@@ -13,7 +13,7 @@ from __future__ import annotations
 import secrets
 import threading
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.engine import Engine
@@ -157,15 +157,22 @@ def revoke_token(engine: Engine, principal: permissions.Principal, policy: Polic
         raise TokenNotFound(name[:80])
 
 
-def prune(engine: Engine, *, before, batch: int = access_log.BATCH) -> int:
-    """Delete sessions that ended or expired before *before*."""
+def prune(engine: Engine, *, before: datetime, dry_run: bool = False, batch: int = access_log.BATCH
+          ) -> tuple[int, int]:
+    """The access log's retention: its lines older than *before*, and the
+    sessions that ended or expired before it, *batch* per transaction;
+    (lines, sessions) deleted, or that would be on a dry run."""
+    lines = access_log.prune(engine, before=before, dry_run=dry_run, batch=batch)
+    if dry_run:
+        with engine.connect() as conn:
+            return lines, rows.count_before(conn, before)
     deleted = 0
     while True:
         with engine.begin() as conn:
             gone = rows.delete_before(conn, before, batch=batch)
         deleted += gone
         if gone < batch:
-            return deleted
+            return lines, deleted
 
 
 def session_shown(row: dict[str, Any]) -> dict[str, Any]:

@@ -70,3 +70,9 @@ def delete_before(conn: Connection, before: datetime, *, batch: int) -> int:
                 " WHERE coalesce(ended_at, expires_at) < :before LIMIT :batch)"),
         {"before": before, "batch": int(batch)},
     ).rowcount
+
+
+def count_before(conn: Connection, before: datetime) -> int:
+    return int(conn.execute(sa.text("SELECT count(*) FROM pgbus_web_sessions"
+                                    " WHERE coalesce(ended_at, expires_at) < :before"),
+                            {"before": before}).scalar_one())

@@ -9,7 +9,7 @@ from __future__ import annotations
 from flask import Blueprint, current_app, g, request
 
 from .. import bounded, db, i18n
-from .routes import actions, locks, operations, policy, reveal, views
+from .routes import actions, locks, operations, policy, reveal, sessions, views
 from ..plumbing import csrf, reading, run_ids, security, unrouted
 from .drawing import template_names
 from ..plumbing.state import EXTENSION_NAME, state
@@ -81,4 +81,5 @@ def build_blueprint() -> Blueprint:
     actions.register(blueprint)
     locks.register(blueprint)
     policy.register(blueprint)
+    sessions.register(blueprint)
     return blueprint

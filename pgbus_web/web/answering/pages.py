@@ -55,6 +55,7 @@ COMPARE = Page("pgbus_web/compare.html", {"pgbus-compare": "compare"})
 BATCH = Page("pgbus_web/batch.html", {"pgbus-batch": "batch"})
 WORKERS = Page("pgbus_web/workers.html", {"pgbus-workers": "workers"})
 POLICY = Page("pgbus_web/policy.html", {"pgbus-policy": "policy"})
+SESSIONS = Page("pgbus_web/sessions.html", {"pgbus-sessions": "sessions"})
 LOCKS = Page("pgbus_web/locks/index.html", {"pgbus-locks": "locks"})
 ERROR = Page("pgbus_web/error.html")
 # Operations (web/routes/operations.py): the preview as a page, and alone (the

@@ -6,8 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from flask import current_app, request, url_for
+from sqlalchemy.exc import SQLAlchemyError
+from werkzeug.exceptions import HTTPException
 
 from ...i18n import t
+from ...plumbing import security
+from ...rules import roles
 
 # Assets every page links after pgbus.css and htmx, from the blueprint's static folder.
 STYLESHEETS = ("timeline.css", "actions.css")
@@ -22,7 +26,11 @@ NAV = (
     ("pgbus_web.locks", "pgbus.web.nav.locks"),
     ("pgbus_web.workers", "pgbus.web.nav.workers"),
     ("pgbus_web.policy", "pgbus.web.nav.policy"),
+    ("pgbus_web.sessions", "pgbus.web.nav.sessions"),
 )
+# Entries drawn only for who holds a power: a link that answers 403 to
+# everyone else is noise in their bar.
+NAV_POWERS = {"pgbus_web.sessions": roles.SESSIONS}
 # Endpoints that belong to a nav entry, for aria-current.
 NAV_SECTIONS = {
     "pgbus_web.workflows": ("pgbus_web.workflows", "pgbus_web.workflow", "pgbus_web.insights"),
@@ -34,10 +42,22 @@ def has_endpoint(endpoint: str) -> bool:
     return endpoint in current_app.view_functions
 
 
+def _may(power: str) -> bool:
+    """May this request use *power*? No when that cannot be told: an error
+    page drawn because the database or the sign-in failed must not fail
+    again over a link."""
+    try:
+        return security.may(power)
+    except (SQLAlchemyError, HTTPException):
+        return False
+
+
 def nav() -> list[dict[str, Any]]:
     items = []
     for endpoint, key in NAV:
         if not has_endpoint(endpoint):
+            continue
+        if endpoint in NAV_POWERS and not _may(NAV_POWERS[endpoint]):
             continue
         section = NAV_SECTIONS.get(endpoint, (endpoint,))
         items.append(
