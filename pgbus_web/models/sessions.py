@@ -55,10 +55,10 @@ def end(conn: Connection, session_id: str, *, now: datetime, by: str | None, rea
 
 
 def end_all(conn: Connection, name: str, *, now: datetime, by: str | None, reason: str) -> int:
-    """End every live session of *name*; how many."""
+    """End every live session of *name* (an expired one needs no end); how many."""
     return conn.execute(
         sa.text("UPDATE pgbus_web_sessions SET ended_at = :now, ended_by = :by, end_reason = :reason"
-                " WHERE name = :name AND ended_at IS NULL"),
+                " WHERE name = :name AND ended_at IS NULL AND expires_at > :now"),
         {"name": name, "now": now, "by": by, "reason": reason},
     ).rowcount
 
