@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from action_support import paused_on_capture
 from api_support import Api, put
 from click.testing import CliRunner
+from test_mcp import answer, refusal, session  # first: the MCP client binds stderr when imported
 from test_operations import everything
 from test_policy import cli, set_rule
 
@@ -116,3 +117,31 @@ def test_a_read_only_token_never_acts_whatever_its_role_or_grants(database_url, 
     # Control: the same role without --read-only acts.
     assert control.post(f"/runs/{order}/cancel", {"reason": "r"}).status_code == 200
     assert status_of(engine, order) == states.CANCELLED
+
+
+def test_a_running_mcp_server_refuses_its_token_once_revoked_or_expired(database_url, engine, runs):
+    order = paused_on_capture(runs)
+    revoked = added(database_url, "mcp-bot", "--role", "operator")
+    expiring = added(database_url, "mcp-later", "--role", "operator", "--expires-in", "1d")
+
+    def calls_then(change):
+        async def calls(client):
+            # Control: the token answers while it is live.
+            found = answer(await client.call_tool("find_runs", {"status": "paused"}))
+            change()
+            return (found, refusal(await client.call_tool("find_runs", {"status": "paused"})),
+                    refusal(await client.call_tool("act_on_run", {"workflow_id": order, "verb": "cancel",
+                                                                  "reason": "r"})))
+        return calls
+
+    before = everything(engine)
+    found, read, act = session(database_url, "--allow-actions", "--token", revoked,
+                               calls=calls_then(lambda: tokens.revoke(engine, "mcp-bot")))
+    assert [run["workflow_id"] for run in found["runs"]] == [order]
+    assert "unknown or revoked" in read and "unknown or revoked" in act
+    _, read, act = session(database_url, "--allow-actions", "--token", expiring,
+                           calls=calls_then(lambda: expire(engine, "mcp-later")))
+    assert "expired" in read and "expired" in act
+    assert status_of(engine, order) == states.PAUSED
+    assert {table: rows for table, rows in everything(engine).items() if table != "pgbus_web_api_tokens"} == {
+        table: rows for table, rows in before.items() if table != "pgbus_web_api_tokens"}

@@ -31,6 +31,7 @@ def mcp(database_url, allow_actions, definitions, token):
     engine = engine_from(database_url, pool_size=2, max_overflow=0)
     try:
         who = principal(engine, token, permissions.MCP)
-        mcp_server.build(engine, settings, allow_actions=allow_actions, principal=who).run("stdio")
+        mcp_server.build(engine, settings, allow_actions=allow_actions, principal=who,
+                         token=token.strip() if token else None).run("stdio")
     finally:
         engine.dispose()

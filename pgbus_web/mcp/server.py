@@ -34,7 +34,7 @@ from ..core import operation_runs
 from ..runtime import errors, operations
 from ..runtime.clock import utcnow
 from ..core import reads as context
-from ..core import checks, exports, operation_acts, permissions, problems, redacting, worker_reads
+from ..core import checks, exports, operation_acts, permissions, problems, redacting, tokens, worker_reads
 from ..core.compare import CompareRefused
 from ..core.settings import Settings
 from ..i18n import t
@@ -338,15 +338,27 @@ def unknown_argument(tool: str, arguments: dict[str, Any]) -> str | None:
     return None
 
 
+def token_refused(engine: Engine, token: str) -> str | None:
+    """Why the server's token no longer answers (revoked or expired since
+    the server started), or None: a server runs for hours, and a token
+    an admin revoked must not act on through it."""
+    if tokens.check(engine, token) is not None:
+        return None
+    return problems.token_refused(tokens.refused(engine, token)).message
+
+
 def build(engine: Engine, settings: Settings, *, allow_actions: bool = False,
-          principal: permissions.Principal | None = None):
-    """The MCPServer with the read tools, and the acting ones when allowed."""
+          principal: permissions.Principal | None = None, token: str | None = None):
+    """The MCPServer with the read tools, and the acting ones when allowed.
+    *token*: the one *principal* was proven by, asked again at every call."""
     from mcp.server.mcpserver import MCPServer
     from mcp_types import ToolAnnotations
 
     class Server(MCPServer):
         async def call_tool(self, name, arguments, context=None):
             refused = unknown_argument(name, arguments or {})
+            if refused is None and token is not None:
+                refused = token_refused(engine, token)
             if refused is not None:
                 raise _tool_error(refused)
             return await super().call_tool(name, arguments, context)
