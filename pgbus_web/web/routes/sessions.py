@@ -37,20 +37,20 @@ def show() -> Response:
     return render.page(pages.SESSIONS.template, page, pages.SESSIONS.fragments)
 
 
-def _done(act, message: str) -> Response:
+def _done(act, message) -> Response:
+    """*act*(), then back to the page with *message*(what act returned)."""
     try:
-        act()
+        done = act()
     except (permissions.NotPermitted, sessions.SessionNotFound, sessions.TokenNotFound) as refused:
         return answers.refused(problems.refusal(refused))
-    answers.flash_message("ok", message)
+    answers.flash_message("ok", message(done))
     return redirect(url_for("pgbus_web.sessions"), 303)
 
 
 def end(session_id: str) -> Response:
     """POST /sessions/<id>/end."""
-    name = request.form.get("name", "")
     return _done(lambda: sessions.end(_engine(), principal(), current_policy(), session_id),
-                 t("pgbus.sessions.ended", name=name))
+                 lambda row: t("pgbus.sessions.ended", name=row["name"]))
 
 
 def end_all() -> Response:
@@ -59,13 +59,13 @@ def end_all() -> Response:
     if not name:
         return answers.refused(problems.session_name_missing())
     return _done(lambda: sessions.end_all(_engine(), principal(), current_policy(), name),
-                 t("pgbus.sessions.ended_all", name=name))
+                 lambda _: t("pgbus.sessions.ended_all", name=name))
 
 
 def revoke_token(name: str) -> Response:
     """POST /tokens/<name>/revoke."""
     return _done(lambda: sessions.revoke_token(_engine(), principal(), current_policy(), name),
-                 t("pgbus.sessions.token_revoked", name=name))
+                 lambda _: t("pgbus.sessions.token_revoked", name=name))
 
 
 def register(blueprint: Blueprint) -> None:
