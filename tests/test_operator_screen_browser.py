@@ -553,3 +553,60 @@ def test_keys_for_an_incident(chromium, app, server, runs, engine):  # noqa: F81
         page.wait_for_url(f"**/workflows/{second}*")
     finally:
         context.close()
+
+
+def test_the_focused_run_stays_in_place_while_new_runs_wait_above_it(chromium, database, runs):
+    from action_support import operator_app
+    from browser import serve
+
+    from pgbus_web.rules import states
+
+    # Five runs on a page of five: the focused last one would go to page 2.
+    made = [paused_on_capture(runs, created_at=ago(hours=2, minutes=index)) for index in range(5)]
+    server = serve(operator_app(database, actor_name=lambda request: "browser", refresh_interval=1, page_size=5))
+    base = next(server)
+    context, page = opened(chromium, (1280, 800))
+    try:
+        visit(page, f"{base}/workflows")
+        link = page.locator("#pgbus-runs tr.pgbus-run-row a.pgbus-class").last
+        link.focus()
+        focused = page.evaluate("document.activeElement.closest('tr').dataset.workflowId")
+        assert focused in made
+        page.evaluate("document.activeElement.pgbusMark = 'kept'")
+        top = page.evaluate("document.activeElement.getBoundingClientRect().top")
+        # Layout shifts as the browser reports them, and those of anything
+        # in the runs list (the operator's place).
+        page.evaluate(
+            "window.pgbusShift = 0; window.pgbusRunsShifted = []; new PerformanceObserver((list) => {"
+            " for (const entry of list.getEntries()) { if (entry.hadRecentInput) continue; window.pgbusShift += entry.value;"
+            "  for (const source of entry.sources) { const runs = document.getElementById('pgbus-runs');"
+            "   if (source.node && runs && runs.contains(source.node)) window.pgbusRunsShifted.push(entry.value); } } })"
+            ".observe({type: 'layout-shift', buffered: false})")
+        polls = []
+        page.on("response", lambda response: polls.append(response.status)
+                if response.request.headers.get("hx-trigger") == "pgbus-refresh" else None)
+        newer = [runs.make(states.READY, step_("reserve_stock", "scheduled", scheduled_at=ago(minutes=1)))]
+        bar = page.locator("#pgbus-new-runs")
+        bar.wait_for(state="visible")
+        # More arrive, more polls come: the list the operator is on waits.
+        newer.append(runs.make(states.READY, step_("reserve_stock", "scheduled", scheduled_at=ago(minutes=1))))
+        answered = len(polls)
+        while len(polls) < answered + 5:
+            page.wait_for_event("response")
+        assert page.evaluate("document.activeElement.pgbusMark") == "kept"
+        assert page.evaluate("document.activeElement.getBoundingClientRect().top") == top
+        assert page.evaluate("window.pgbusRunsShifted") == []
+        # The rest of the page: a new status's badge in the counts moves the
+        # text after it sideways by a fraction of a pixel (4e-6 measured).
+        assert page.evaluate("window.pgbusShift") < 0.001
+        assert page.locator(f'#pgbus-runs tr[data-workflow-id="{newer[0]}"]').count() == 0
+        # Opened, the new runs come in; the focused one went to page 2, so
+        # focus goes to the list's first run, not to the page's body.
+        bar.locator("button").click()
+        page.locator(f'#pgbus-runs tr[data-workflow-id="{newer[1]}"]').wait_for()
+        assert page.locator(f'#pgbus-runs tr[data-workflow-id="{focused}"]').count() == 0
+        assert page.evaluate("document.activeElement.closest('tr')?.dataset.workflowId") == newer[1]
+        assert not bar.is_visible()
+    finally:
+        context.close()
+        server.close()

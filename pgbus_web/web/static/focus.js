@@ -25,6 +25,12 @@
 //    page reached from its start) opens with focus there, not on the body.
 // 6. A table's frame scrolls sideways only when its table is wider than it
 //    (below).
+// 7. The operator's place: while focus (or the pointer) is on a run of the
+//    list, a refresh that would put runs above it or take it off the page
+//    waits. The list stays as it is and a bar over its head says new runs
+//    are waiting; the operator opens them with its button, as in a mail
+//    client. A refresh that leaves the rows above that run as they are is
+//    merged at once (its own row's changes included).
 (function () {
   "use strict";
 
@@ -111,6 +117,19 @@
       return;
     }
     detail.shouldSwap = false;
+    if (target.id === RUNS && wouldMove(target, incoming)) {
+      held = incoming;
+      heldFor = operatorsRun(target);
+      showWaiting(target, incoming);
+      return;
+    }
+    if (target.id === RUNS) {
+      held = null;
+    }
+    merge(target, incoming);
+  });
+
+  function merge(target, incoming) {
     dropRowWhitespace(target);
     dropRowWhitespace(incoming);
     window.Idiomorph.morph(target, incoming, { morphStyle: "outerHTML", restoreFocus: true });
@@ -119,6 +138,77 @@
     watchTableFrames(target);
     if (window.htmx) {
       window.htmx.process(target);
+    }
+  }
+
+  // 7. The run the operator is on, and what a refresh would do to it.
+  var RUNS = "pgbus-runs";
+  var held = null;
+  var heldFor = null;
+
+  function runIds(block) {
+    return Array.prototype.map.call(block.querySelectorAll("tr.pgbus-run-row"), function (row) {
+      return row.getAttribute("data-workflow-id");
+    });
+  }
+
+  function operatorsRun(block) {
+    var active = document.activeElement;
+    var row = active && active !== document.body && block.contains(active) && active.closest
+      ? active.closest("tr.pgbus-run-row") : null;
+    if (!row) {
+      var hovered = block.querySelectorAll("tr.pgbus-run-row:hover");
+      row = hovered.length ? hovered[hovered.length - 1] : null;
+    }
+    return row ? row.getAttribute("data-workflow-id") : null;
+  }
+
+  function wouldMove(target, incoming) {
+    var id = operatorsRun(target);
+    if (!id) {
+      return false;
+    }
+    var before = runIds(target);
+    var after = runIds(incoming);
+    var at = after.indexOf(id);
+    return at < 0 || after.slice(0, at).join(" ") !== before.slice(0, before.indexOf(id)).join(" ");
+  }
+
+  function showWaiting(target, incoming) {
+    var bar = target.querySelector("#pgbus-new-runs");
+    if (!bar) {
+      return;
+    }
+    var shown = runIds(target);
+    var fresh = runIds(incoming).filter(function (id) { return shown.indexOf(id) < 0; });
+    var count = bar.querySelector(".pgbus-new-runs-count");
+    if (count) {
+      count.textContent = fresh.length ? String(fresh.length) : "";
+    }
+    bar.hidden = false;
+  }
+
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest("#pgbus-new-runs button");
+    var target = document.getElementById(RUNS);
+    if (!button || !target || !held) {
+      return;
+    }
+    var incoming = held;
+    held = null;
+    merge(target, incoming);
+    // Focus on the run the operator was on, or, when it is on another page
+    // now, on the list's first run: never left on the hidden button.
+    var rows = target.querySelectorAll("tr.pgbus-run-row");
+    var row = null;
+    for (var i = 0; i < rows.length; i++) {
+      if (rows[i].getAttribute("data-workflow-id") === heldFor) {
+        row = rows[i];
+      }
+    }
+    var link = (row || rows[0] || target).querySelector("a");
+    if (link) {
+      link.focus();
     }
   });
 
