@@ -27,7 +27,9 @@ LOCALES = ["en", "de", "ja"]
 
 @pytest.fixture
 def app(database):
-    return operator_app(database, actor_name=lambda request: "browser", refresh_interval=600, approval_threshold=2)
+    # An approver: the page that waits for approval shows its Approve.
+    return operator_app(database, actor_name=lambda request: "browser", refresh_interval=600, approval_threshold=2,
+                        role_of=lambda request: "approver")
 
 
 @pytest.fixture
@@ -44,7 +46,7 @@ def paths(app, runs, engine):
     paused_filter = operations.filters_of({"filters": {"status": "paused"}})
     awaiting = operations.create(engine, paused_filter, "resume", None, reason="gateway back after the outage",
                                  actor="dashboard:alice", rate=50, max_in_flight=10,
-                                 approval=context.approval(settings), **common)
+                                 approval=context.approval(engine, settings), **common)
     held = operations.create(engine, paused_filter, "resume", None, reason="slowly, the gateway is fragile",
                              actor="dashboard:alice", rate=0.5, **common)
     operations.pause(engine, held["id"], actor="dashboard:bob")
