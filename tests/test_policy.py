@@ -7,6 +7,7 @@ its sentence and for changing nothing; each rule has its control."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from action_support import Browser, paused_on_capture
@@ -23,6 +24,7 @@ from pgbus_web.demo.workflows import ORDER, REFUND, REGISTRY
 from pgbus_web.i18n import force_locale
 from pgbus_web.launch import main_group
 from pgbus_web.models import operations as store
+from pgbus_web.models import policy_rows
 from pgbus_web.rules import run_filters, states
 from pgbus_web.runtime import operations
 
@@ -139,14 +141,32 @@ def test_two_admins_changing_one_rule_the_second_is_told(engine):
 
 def test_a_change_reaches_another_process_kept_policy_within_its_check(engine, monkeypatch):
     """Each process keeps the policy; another process's change (the
-    history moves) is read at the next check, CHECK_EVERY seconds at most."""
-    kept = policy.current(engine)
-    assert kept.stall_threshold.total_seconds() == 600
+    history moves) is read at the next check, CHECK_EVERY seconds at most:
+    on the caller's connection when it has one, else behind the answer
+    (the kept policy answers meanwhile), and at once after a statement of
+    the caller's saw the history move (seen())."""
+    assert policy.current(engine).stall_threshold.total_seconds() == 600
     # Another process's change: written without this process's forget().
     monkeypatch.setattr(policy, "forget", lambda engine=None: None)
     set_rule(engine, "stall_threshold", 120)
-    policy._kept(engine).checked = 0.0  # the check is due (as CHECK_EVERY later)
-    assert policy.current(engine).stall_threshold.total_seconds() == 120
+    # Not due yet: the kept policy answers, as it will for up to CHECK_EVERY.
+    assert policy.current(engine).stall_threshold.total_seconds() == 600
+    # Due, without a connection: answered at once, checked behind.
+    policy._kept(engine).checked = 0.0
+    deadline = time.monotonic() + 60
+    while policy.current(engine).stall_threshold.total_seconds() != 120:
+        assert time.monotonic() < deadline, "the check behind never read the change"
+        time.sleep(0.05)
+    # Due, on the caller's connection: read before answering.
+    set_rule(engine, "stall_threshold", 180)
+    policy._kept(engine).checked = 0.0
+    with engine.connect() as conn:
+        assert policy.current(engine, conn).stall_threshold.total_seconds() == 180
+    # A statement that saw the history move: read before answering, even when not due.
+    set_rule(engine, "stall_threshold", 240)
+    with engine.connect() as conn:
+        policy.seen(engine, policy_rows.marker(conn))
+    assert policy.current(engine).stall_threshold.total_seconds() == 240
 
 
 # --- the Policy page, the API and the command line: an admin only ----------------------

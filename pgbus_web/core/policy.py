@@ -16,6 +16,7 @@ no option loosens one.
 from __future__ import annotations
 
 import fnmatch
+import logging
 import json
 import re
 import threading
@@ -35,6 +36,8 @@ from ..rules.approval import Approval
 from ..rules.limits import REASON_LIMIT
 from ..models.text import truncate
 from ..runtime.clock import utcnow
+
+log = logging.getLogger(__name__)
 
 # How often a process asks whether the policy changed (one tiny read).
 CHECK_EVERY = 1.0
@@ -278,6 +281,11 @@ class _Kept:
         self.lock = threading.Lock()
         self.policy: Policy | None = None
         self.checked = 0.0
+        # A statement of the caller's saw the history move (seen()): the
+        # next current() reads before it answers.
+        self.stale = False
+        # A check is out in the background (current() without a connection).
+        self.checking = False
 
 
 _KEPT: dict[str, _Kept] = {}
@@ -300,40 +308,72 @@ def read(engine: Engine) -> Policy:
     return _build(marker, rows)
 
 
+def _check(kept: _Kept, on: Connection) -> Policy:
+    """Ask on *on* whether the history moved; read the rules when it did.
+    The caller holds kept.lock."""
+    if kept.policy is None or kept.stale or policy_rows.marker(on) != kept.policy.marker:
+        marker, rows = policy_rows.read_all(on)
+        kept.policy = _build(marker, rows)
+        kept.stale = False
+    kept.checked = time.monotonic()
+    return kept.policy
+
+
+def _check_behind(engine: Engine, kept: _Kept, known: Policy) -> None:
+    """The check current() did not wait for, on a connection of its own,
+    holding no lock while it waits on the database. It never clears
+    `stale`: a caller that saw the history move reads for itself."""
+    try:
+        with engine.connect() as conn:
+            marker = policy_rows.marker(conn)
+            fresh = known if marker == known.marker else _build(*policy_rows.read_all(conn))
+        with kept.lock:
+            if kept.policy is known and not kept.stale:
+                kept.policy = fresh
+                kept.checked = time.monotonic()
+    except Exception:  # noqa: BLE001 - the kept policy stands; the next call asks again
+        log.warning("pgbus-web: could not check the policy; the kept one stands", exc_info=True)
+    finally:
+        kept.checking = False
+
+
 def current(engine: Engine, conn: Connection | None = None) -> Policy:
-    """The policy, as this process keeps it: read anew when the history
-    moved, asked at most every CHECK_EVERY seconds. *conn*: a connection
-    of *engine* the caller holds, asked on rather than taking a second
-    one (a command's pool has one)."""
+    """The policy, as this process keeps it. Checked against the history
+    at most every CHECK_EVERY seconds: on *conn* when the caller holds one
+    (no second connection; a command's pool has one), else in a thread
+    while the kept policy answers, so a request never waits on a second
+    connection for it (a frozen database costs a page one wait, not two).
+    Read before answering when none is kept yet, or when a statement of
+    the caller's saw the history move (seen())."""
     kept = _kept(engine)
-    now = time.monotonic()
     policy = kept.policy
-    if policy is not None and now - kept.checked < CHECK_EVERY:
-        return policy
+    if policy is not None and not kept.stale:
+        if kept.checking or time.monotonic() - kept.checked < CHECK_EVERY:
+            return policy
+        if conn is None:
+            kept.checking = True
+            threading.Thread(target=_check_behind, args=(engine, kept, policy), name="pgbus-policy-check",
+                             daemon=True).start()
+            return policy
     with kept.lock:
-        if kept.policy is not None and time.monotonic() - kept.checked < CHECK_EVERY:
+        if kept.policy is not None and not kept.stale and time.monotonic() - kept.checked < CHECK_EVERY:
             return kept.policy
         with (nullcontext(conn) if conn is not None else engine.connect()) as on:
-            if kept.policy is not None and policy_rows.marker(on) == kept.policy.marker:
-                kept.checked = time.monotonic()
-                return kept.policy
-            marker, rows = policy_rows.read_all(on)
-        kept.policy = _build(marker, rows)
-        kept.checked = time.monotonic()
-        return kept.policy
+            return _check(kept, on)
 
 
 def seen(engine: Engine, marker: int) -> None:
     """The history's last id, as a statement of the caller's read it: the
     kept policy is fresh when it was read at that id (no read of its own
     until CHECK_EVERY passes again), stale otherwise (read at the next
-    current())."""
+    current() before it answers). Takes no lock: a check out in the
+    background never holds up the request that calls this."""
     kept = _kept(engine)
-    with kept.lock:
-        if kept.policy is not None and kept.policy.marker == marker:
-            kept.checked = time.monotonic()
-        else:
-            kept.checked = 0.0
+    policy = kept.policy
+    if policy is not None and policy.marker == marker:
+        kept.checked = time.monotonic()
+    else:
+        kept.stale = True
 
 
 def forget(engine: Engine | None = None) -> None:
