@@ -19,7 +19,6 @@ from ...i18n import current_locale, current_timezone
 from . import dom_ids, filter_chips, runtime_words
 from ...core.words import presenters, timefmt, verb_labels
 from ...plumbing import run_ids
-from ...plumbing.state import state
 from ...plumbing.security import current_policy
 
 
