@@ -9,7 +9,7 @@ import click
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from .. import __version__
-from ..core import permissions, problems, tokens
+from ..core import permissions, policy, problems, tokens
 from ..db import DATABASE_URL_ENV, Bounds, DatabaseUrlError, create_engine
 from ..progress import MissingExtra
 
@@ -41,6 +41,9 @@ def principal(engine, token: str | None, door: str = permissions.CLI) -> permiss
     """Who a command acts as: the principal of *token*, proven by its hash
     in the database; break-glass without one. The login name of the shell
     is never taken for an identity."""
+    # A command reads the policy as it is now, never one its process kept
+    # from an earlier command (a server's engine is not made here).
+    policy.forget(engine)
     if not token:
         return permissions.break_glass(door)
     found = tokens.check(engine, token.strip())

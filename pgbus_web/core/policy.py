@@ -27,8 +27,9 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping
 
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.pool import NullPool
 
-from .. import defaults
+from .. import db, defaults
 from .settings import STALL_FLOOR
 from ..models import changes, policy_rows
 from ..rules import redaction, roles
@@ -286,8 +287,12 @@ class _Kept:
         self.stale = False
         # A check is out in the background (current() without a connection).
         self.checking = False
+        # Its own engine, unpooled: a check behind never takes a connection
+        # from the pages' pool (on a frozen server it would hold one).
+        self.checker: Engine | None = None
 
 
+# By database address: every engine of one database in a process shares it.
 _KEPT: dict[str, _Kept] = {}
 _KEPT_LOCK = threading.Lock()
 
@@ -324,7 +329,9 @@ def _check_behind(engine: Engine, kept: _Kept, known: Policy) -> None:
     holding no lock while it waits on the database. It never clears
     `stale`: a caller that saw the history move reads for itself."""
     try:
-        with engine.connect() as conn:
+        if kept.checker is None:
+            kept.checker = db.create_engine(engine.url.render_as_string(hide_password=False), poolclass=NullPool)
+        with kept.checker.connect() as conn:
             marker = policy_rows.marker(conn)
             fresh = known if marker == known.marker else _build(*policy_rows.read_all(conn))
         with kept.lock:
@@ -343,8 +350,10 @@ def current(engine: Engine, conn: Connection | None = None) -> Policy:
     (no second connection; a command's pool has one), else in a thread
     while the kept policy answers, so a request never waits on a second
     connection for it (a frozen database costs a page one wait, not two).
-    Read before answering when none is kept yet, or when a statement of
-    the caller's saw the history move (seen())."""
+    Read before answering when none is kept yet (a command's first call:
+    cli/common.engine_from forgets what the process kept; an MCP tool call
+    likewise), or when a statement of the caller's saw the history move
+    (seen())."""
     kept = _kept(engine)
     policy = kept.policy
     if policy is not None and not kept.stale:

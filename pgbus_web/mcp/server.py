@@ -34,7 +34,7 @@ from ..core import operation_runs
 from ..runtime import errors, operations
 from ..runtime.clock import utcnow
 from ..core import reads as context
-from ..core import checks, exports, operation_acts, permissions, problems, redacting, tokens, worker_reads
+from ..core import checks, exports, operation_acts, permissions, policy, problems, redacting, tokens, worker_reads
 from ..core.compare import CompareRefused
 from ..core.settings import Settings
 from ..i18n import t
@@ -361,6 +361,9 @@ def build(engine: Engine, settings: Settings, *, allow_actions: bool = False,
                 refused = token_refused(engine, token)
             if refused is not None:
                 raise _tool_error(refused)
+            # A tool call is rare and slow beside a page: it reads the policy
+            # as it is now, not as this process last kept it.
+            policy.forget(engine)
             return await super().call_tool(name, arguments, context)
 
     tools = Tools(engine, settings, principal)
