@@ -103,21 +103,19 @@ def token_for(engine, name: str, role: str) -> str:
     return token
 
 
-def put(api: Api, url: str, body: Any = None, **kwargs):
-    """A PUT through *api*, its answer checked against the document."""
+def _send(method: str, api: Api, url: str, body: Any = None, **kwargs):
+    """A *method* request with a JSON body through *api*, its answer checked against the document."""
     data = json.dumps(body) if body is not None else b""
-    response = api.client.put(api.prefix + BASE + url, data=data, content_type="application/json",
-                              headers=api.headers(kwargs.pop("headers", None)), **kwargs)
-    response.json_body = check_answer("PUT", BASE + url, response)
-    api.answers.add((template_of("PUT", BASE + url), "put", response.status_code))
+    response = api.client.open(api.prefix + BASE + url, method=method, data=data, content_type="application/json",
+                               headers=api.headers(kwargs.pop("headers", None)), **kwargs)
+    response.json_body = check_answer(method, BASE + url, response)
+    api.answers.add((template_of(method, BASE + url), method.lower(), response.status_code))
     return response
+
+
+def put(api: Api, url: str, body: Any = None, **kwargs):
+    return _send("PUT", api, url, body, **kwargs)
 
 
 def patch(api: Api, url: str, body: Any = None, **kwargs):
-    """A PATCH through *api*, its answer checked against the document."""
-    data = json.dumps(body) if body is not None else b""
-    response = api.client.patch(api.prefix + BASE + url, data=data, content_type="application/json",
-                                headers=api.headers(kwargs.pop("headers", None)), **kwargs)
-    response.json_body = check_answer("PATCH", BASE + url, response)
-    api.answers.add((template_of("PATCH", BASE + url), "patch", response.status_code))
-    return response
+    return _send("PATCH", api, url, body, **kwargs)
