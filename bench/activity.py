@@ -16,7 +16,7 @@ import os
 import statistics
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -58,8 +58,10 @@ def insert(url: str, first: int, last: int, total: int) -> None:
     try:
         for start in range(first, last + 1, BATCH):
             with engine.begin() as conn:
-                conn.execute(sa.text(RUNS_WITH_STEPS), {"classes": CLASSES, "first": start,
-                                             "last": min(start + BATCH - 1, last), "total": total})
+                conn.execute(
+                    sa.text(RUNS_WITH_STEPS),
+                    {"classes": CLASSES, "first": start, "last": min(start + BATCH - 1, last), "total": total},
+                )
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.execute(sa.text("VACUUM ANALYZE"))
     finally:
@@ -78,30 +80,34 @@ def median_ms(engine, work, repeat: int) -> float:
 
 
 def every_bucket(conn, now: datetime) -> list[tuple[float | None, float | None]]:
-    since = now.astimezone(timezone.utc).date() - timedelta(days=step_durations.DAYS - 1)
-    return [(step_durations.percentile(histogram, 0.5), step_durations.percentile(histogram, 0.95))
-            for histogram in step_durations.histograms(conn, CLASS, since=since).values()]
+    since = now.astimezone(UTC).date() - timedelta(days=step_durations.DAYS - 1)
+    return [
+        (step_durations.percentile(histogram, 0.5), step_durations.percentile(histogram, 0.95))
+        for histogram in step_durations.histograms(conn, CLASS, since=since).values()
+    ]
 
 
 def measure(url: str, repeat: int) -> dict[str, float]:
     engine = db.create_engine(url, db.UNBOUNDED_STATEMENTS, pool_size=1, max_overflow=0)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     with engine.connect() as conn:
         runs = conn.execute(sa.text("SELECT count(*) FROM pgbus_workflows")).scalar()
         kept_steps = conn.execute(sa.text("SELECT to_regclass('pgbus_workflow_step_durations') IS NOT NULL")).scalar()
     try:
         return {
             "floor": median_ms(engine, lambda conn: conn.execute(sa.text("SELECT 1")).scalar(), repeat),
-            "hour": median_ms(engine, lambda conn: workflow_activity.series(conn, CLASS, bucket="hour", now=now),
-                              repeat),
-            "day": median_ms(engine, lambda conn: workflow_activity.series(conn, CLASS, bucket="day", now=now),
-                             repeat),
+            "hour": median_ms(
+                engine, lambda conn: workflow_activity.series(conn, CLASS, bucket="hour", now=now), repeat
+            ),
+            "day": median_ms(engine, lambda conn: workflow_activity.series(conn, CLASS, bucket="day", now=now), repeat),
             "steps": median_ms(engine, lambda conn: step_durations.per_day(conn, CLASS, now=now), repeat)
-            if kept_steps else float("nan"),
+            if kept_steps
+            else float("nan"),
             # The read before the server picked the buckets: every bucket
             # row of 30 days fetched, the percentiles taken in Python.
             "step_rows": median_ms(engine, lambda conn: every_bucket(conn, now), repeat)
-            if kept_steps else float("nan"),
+            if kept_steps
+            else float("nan"),
             "runs": runs,
         }
     finally:
@@ -112,8 +118,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--database-url", default=os.environ.get(db.DATABASE_URL_ENV))
     parser.add_argument("--repeat", type=int, default=25)
-    parser.add_argument("--existing", action="append", default=[], metavar="URL",
-                        help="measure these seeded databases as they are (read only; repeatable) instead")
+    parser.add_argument(
+        "--existing",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="measure these seeded databases as they are (read only; repeatable) instead",
+    )
     options = parser.parse_args()
     if options.existing:
         print_rows([measure(url, options.repeat) for url in options.existing])
@@ -131,17 +142,23 @@ def main() -> None:
 
 
 def print_rows(rows: list[dict[str, float]]) -> None:
-    print(f"{'runs':>10} {'floor ms':>9} {'24 h ms':>8} {'30 d ms':>8} {'steps ms':>9} {'bucket rows ms':>14}"
-          f" {'24 h/floor':>10} {'30 d/floor':>10} {'steps/floor':>11}")
+    print(
+        f"{'runs':>10} {'floor ms':>9} {'24 h ms':>8} {'30 d ms':>8} {'steps ms':>9} {'bucket rows ms':>14}"
+        f" {'24 h/floor':>10} {'30 d/floor':>10} {'steps/floor':>11}"
+    )
     for row in rows:
-        print(f"{row['runs']:>10,} {row['floor']:9.3f} {row['hour']:8.3f} {row['day']:8.3f} {row['steps']:9.3f}"
-              f" {row['step_rows']:14.3f} {row['hour'] / row['floor']:10.1f} {row['day'] / row['floor']:10.1f}"
-              f" {row['steps'] / row['floor']:11.1f}")
+        print(
+            f"{row['runs']:>10,} {row['floor']:9.3f} {row['hour']:8.3f} {row['day']:8.3f} {row['steps']:9.3f}"
+            f" {row['step_rows']:14.3f} {row['hour'] / row['floor']:10.1f} {row['day'] / row['floor']:10.1f}"
+            f" {row['steps'] / row['floor']:11.1f}"
+        )
     if len(rows) == 2:
         small, large = sorted(rows, key=lambda row: row["runs"])
-        print(f"{large['runs']:,} / {small['runs']:,} runs: 24 h {large['hour'] / small['hour']:.2f}x,"
-              f" 30 d {large['day'] / small['day']:.2f}x,"
-              f" step p50/p95 per day {large['steps'] / small['steps']:.2f}x")
+        print(
+            f"{large['runs']:,} / {small['runs']:,} runs: 24 h {large['hour'] / small['hour']:.2f}x,"
+            f" 30 d {large['day'] / small['day']:.2f}x,"
+            f" step p50/p95 per day {large['steps'] / small['steps']:.2f}x"
+        )
 
 
 if __name__ == "__main__":

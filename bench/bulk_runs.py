@@ -37,8 +37,18 @@ class Shape:
 MIXED = Shape(
     classes=("OrderWorkflow", "RefundWorkflow", "OnboardingWorkflow"),
     subject_types=("Order", "Refund", "User"),
-    statuses=("completed", "completed", "completed", "completed", "failed", "cancelled",
-              "paused", "ready", "waiting", "running"),
+    statuses=(
+        "completed",
+        "completed",
+        "completed",
+        "completed",
+        "failed",
+        "cancelled",
+        "paused",
+        "ready",
+        "waiting",
+        "running",
+    ),
     steps=tuple(f"step_{n}" for n in range(7)),
 )
 # The arguments of a shape that has them (bench/search.py, bench/export.py):
@@ -46,9 +56,9 @@ MIXED = Shape(
 # the run, an array of tags ("vip" on one run in a hundred).
 CUSTOMER_RUNS = 50
 ARGUMENTS = (
-    "jsonb_build_object('customer_id', g / {customer_runs}, 'order', jsonb_build_object('id', g, 'total', g % 997),"
+    f"jsonb_build_object('customer_id', g / {CUSTOMER_RUNS}, 'order', jsonb_build_object('id', g, 'total', g % 997),"
     " 'tags', CASE WHEN g % 100 = 0 THEN jsonb_build_array('vip', 'eu') ELSE jsonb_build_array('eu') END)"
-).format(customer_runs=CUSTOMER_RUNS)
+)
 MIXED_WITH_ARGUMENTS = Shape(MIXED.classes, MIXED.subject_types, MIXED.statuses, MIXED.steps, arguments=True)
 # OrderWorkflow runs paused after capture_payment failed: what a resume
 # operation acts on.
@@ -106,11 +116,18 @@ def insert(url: str, count: int, shape: Shape = MIXED, *, batch: int = BATCH) ->
             size, count = min(count, batch), count - batch
             with engine.begin() as conn:
                 above = conn.execute(sa.text("SELECT COALESCE(max(id), 0) FROM pgbus_workflows")).scalar_one()
-                conn.execute(sa.text(RUNS.format(arguments=ARGUMENTS if shape.arguments else "'{}'::jsonb")), {
-                    "classes": list(shape.classes), "digests": digests,
-                    "subject_types": list(shape.subject_types), "statuses": list(shape.statuses),
-                    "steps": list(shape.steps), "first": above + 1, "last": above + size,
-                })
+                conn.execute(
+                    sa.text(RUNS.format(arguments=ARGUMENTS if shape.arguments else "'{}'::jsonb")),
+                    {
+                        "classes": list(shape.classes),
+                        "digests": digests,
+                        "subject_types": list(shape.subject_types),
+                        "statuses": list(shape.statuses),
+                        "steps": list(shape.steps),
+                        "first": above + 1,
+                        "last": above + size,
+                    },
+                )
                 if shape.failed_attempts:
                     conn.execute(sa.text(FAILED_ATTEMPTS), {"above": above})
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:

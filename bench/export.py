@@ -84,8 +84,9 @@ def child(url: str, door: str, fmt: str, query_json: str = "", read_only: str = 
     elif door == "cli":
         # The command as a shell runs it, in this process: main_group's own code path.
         try:
-            main_group.main(["runs", "export", "--database-url", url, "--format", fmt, "-o", os.devnull],
-                            standalone_mode=False)
+            main_group.main(
+                ["runs", "export", "--database-url", url, "--format", fmt, "-o", os.devnull], standalone_mode=False
+            )
         except SystemExit:
             pass
         # Count the rows once more is not the export: ask the database.
@@ -110,8 +111,21 @@ def child(url: str, door: str, fmt: str, query_json: str = "", read_only: str = 
 
 
 def measure(url: str, door: str, fmt: str, query: dict | None = None, read_only: bool = False) -> dict:
-    answer = subprocess.run([sys.executable, __file__, "--child", url, door, fmt, json.dumps(query or {}),
-                             "read-only" if read_only else ""], capture_output=True, text=True, check=False)
+    answer = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            url,
+            door,
+            fmt,
+            json.dumps(query or {}),
+            "read-only" if read_only else "",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if answer.returncode != 0:
         raise SystemExit(f"{door} {fmt} failed:\n{answer.stdout}\n{answer.stderr}")
     return json.loads(answer.stdout.strip().splitlines()[-1])
@@ -135,14 +149,19 @@ def bench(url: str, sizes: list[int]) -> None:
             rate = found["rows"] / found["seconds"]
             growth = found["peak_kib"] - found["baseline_kib"]
             results.append((size, door, fmt, found["rows"], rate, found["baseline_kib"], found["peak_kib"], growth))
-            print(f"  {door} {fmt}: {found['rows']:,} rows in {found['seconds']:.1f}s = {rate:,.0f} rows/s; "
-                  f"RSS {found['baseline_kib'] / 1024:.1f} MiB before, peak {found['peak_kib'] / 1024:.1f} MiB "
-                  f"(+{growth / 1024:.1f} MiB)", flush=True)
+            print(
+                f"  {door} {fmt}: {found['rows']:,} rows in {found['seconds']:.1f}s = {rate:,.0f} rows/s; "
+                f"RSS {found['baseline_kib'] / 1024:.1f} MiB before, peak {found['peak_kib'] / 1024:.1f} MiB "
+                f"(+{growth / 1024:.1f} MiB)",
+                flush=True,
+            )
     print()
     print(f"{'runs':>10}  {'door':<10} {'rows/s':>9}  {'RSS before':>10}  {'peak':>8}  {'growth':>8}")
     for size, door, fmt, rows, rate, baseline, peak, growth in results:
-        print(f"{size:>10,}  {door + ' ' + fmt:<10} {rate:>9,.0f}  {baseline / 1024:>8.1f}MB  {peak / 1024:>6.1f}MB"
-              f"  {growth / 1024:>6.1f}MB")
+        print(
+            f"{size:>10,}  {door + ' ' + fmt:<10} {rate:>9,.0f}  {baseline / 1024:>8.1f}MB  {peak / 1024:>6.1f}MB"
+            f"  {growth / 1024:>6.1f}MB"
+        )
     by_door: dict[tuple[str, str], list[tuple[int, int]]] = {}
     for size, door, fmt, rows, rate, baseline, peak, growth in results:
         by_door.setdefault((door, fmt), []).append((size, growth))
@@ -150,8 +169,10 @@ def bench(url: str, sizes: list[int]) -> None:
     for (door, fmt), grown in by_door.items():
         if len(grown) > 1:
             (small, small_growth), (large, large_growth) = grown[0], grown[-1]
-            print(f"{door} {fmt}: memory growth at {large:,} runs / at {small:,} runs = "
-                  f"{(large_growth + 1) / (small_growth + 1):.2f} for {large / small:.0f}x the rows")
+            print(
+                f"{door} {fmt}: memory growth at {large:,} runs / at {small:,} runs = "
+                f"{(large_growth + 1) / (small_growth + 1):.2f} for {large / small:.0f}x the rows"
+            )
     slowest = min(result[4] for result in results)
     print(f"slowest door: {slowest:,.0f} rows/s (target at least {TARGET_ROWS_PER_SECOND:,})")
 
@@ -180,8 +201,9 @@ def python_csv_floor(url: str, query: dict) -> float:
         for batch in exports._batches(conn, Settings(), filters, "cells", ceiling, now):
             buffer.seek(0)
             buffer.truncate()
-            writer.writerows([("'" + cell) if cell and cell.startswith(starts) else cell for cell in row]
-                             for row in batch)
+            writer.writerows(
+                [("'" + cell) if cell and cell.startswith(starts) else cell for cell in row] for row in batch
+            )
             buffer.getvalue().encode("utf-8")
             rows += len(batch)
     engine.dispose()
@@ -198,17 +220,24 @@ def read_only_bench(url: str) -> None:
             rate = found["rows"] / found["seconds"]
             growth = found["peak_kib"] - found["baseline_kib"]
             results.append((label, door, fmt, found["rows"], rate, growth, floor))
-            print(f"  {door} {fmt}: {found['rows']:,} rows in {found['seconds']:.1f}s = {rate:,.0f} rows/s"
-                  f" ({rate / floor:.1f}x Python's csv writer); peak RSS +{growth / 1024:.1f} MiB", flush=True)
+            print(
+                f"  {door} {fmt}: {found['rows']:,} rows in {found['seconds']:.1f}s = {rate:,.0f} rows/s"
+                f" ({rate / floor:.1f}x Python's csv writer); peak RSS +{growth / 1024:.1f} MiB",
+                flush=True,
+            )
     print()
     print(f"{'runs':<16} {'door':<12} {'rows':>9} {'rows/s':>8}  {'/ csv writer':>12}  {'growth':>8}")
     for label, door, fmt, rows, rate, growth, floor in results:
-        print(f"{label:<16} {door + ' ' + fmt:<12} {rows:>9,} {rate:>8,.0f}  {rate / floor:>11.1f}x"
-              f"  {growth / 1024:>6.1f}MB")
+        print(
+            f"{label:<16} {door + ' ' + fmt:<12} {rows:>9,} {rate:>8,.0f}  {rate / floor:>11.1f}x"
+            f"  {growth / 1024:>6.1f}MB"
+        )
     for door, fmt in (("core", "csv"), ("web", "csv"), ("web", "ndjson")):
         small, large = [r for r in results if r[1:3] == (door, fmt)]
-        print(f"{door} {fmt}: memory growth for {large[3]:,} rows / for {small[3]:,} rows = "
-              f"{(large[5] + 1) / (small[5] + 1):.2f} ({large[3] / small[3]:.1f}x the rows)")
+        print(
+            f"{door} {fmt}: memory growth for {large[3]:,} rows / for {small[3]:,} rows = "
+            f"{(large[5] + 1) / (small[5] + 1):.2f} ({large[3] / small[3]:.1f}x the rows)"
+        )
     print(f"slowest door: {min(r[4] for r in results):,.0f} rows/s (target at least {TARGET_ROWS_PER_SECOND:,})")
 
 
@@ -219,8 +248,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--database-url")
     parser.add_argument("--sizes", default="100000,1000000", help="table sizes, comma-separated, ascending")
-    parser.add_argument("--read-only-url", help="export from a database `pgbus-web seed` filled instead, only"
-                        " reading it: one class's runs, then every run")
+    parser.add_argument(
+        "--read-only-url",
+        help="export from a database `pgbus-web seed` filled instead, only"
+        " reading it: one class's runs, then every run",
+    )
     args = parser.parse_args()
     if args.read_only_url:
         read_only_bench(args.read_only_url)

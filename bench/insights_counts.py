@@ -19,7 +19,7 @@ import json
 import statistics
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -47,15 +47,18 @@ FROM generate_series(CAST(:first AS bigint), CAST(:last AS bigint)) AS g,
 """
 
 # The read as it was: every run of the class created in the range.
-BEFORE = ("SELECT status, count(*) FROM pgbus_workflows WHERE workflow_class = :c AND created_at >= :since "
-          "GROUP BY status")
+BEFORE = (
+    "SELECT status, count(*) FROM pgbus_workflows WHERE workflow_class = :c AND created_at >= :since GROUP BY status"
+)
 
 
 def insert(engine, first: int, last: int, total: int, now: datetime) -> None:
     for start in range(first, last + 1, BATCH):
         with engine.begin() as conn:
-            conn.execute(sa.text(RUNS), {"classes": CLASSES, "first": start, "last": min(last, start + BATCH - 1),
-                                         "total": total, "now": now})
+            conn.execute(
+                sa.text(RUNS),
+                {"classes": CLASSES, "first": start, "last": min(last, start + BATCH - 1), "total": total, "now": now},
+            )
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.exec_driver_sql("VACUUM ANALYZE pgbus_workflows")
         if conn.execute(sa.text("SELECT to_regclass('pgbus_workflow_hour_counts') IS NOT NULL")).scalar_one():
@@ -84,17 +87,19 @@ def measure(engine, now: datetime, repeat: int) -> dict[str, float]:
     binds = {"c": CLASS, "since": since}
     with engine.connect() as conn:
         first_full = since.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
-        new_buffers = (
-            buffers(conn, workflow_counts._COUNTED_PART, {"workflow_class": CLASS, "start": since, "end": first_full})
-            + buffers(conn, workflow_counts._KEPT_HOURS, {"workflow_class": CLASS, "start": first_full, "end": None}))
+        new_buffers = buffers(
+            conn, workflow_counts._COUNTED_PART, {"workflow_class": CLASS, "start": since, "end": first_full}
+        ) + buffers(conn, workflow_counts._KEPT_HOURS, {"workflow_class": CLASS, "start": first_full, "end": None})
         old_buffers = buffers(conn, BEFORE, binds)
         assert workflow_counts.class_status_counts(conn, CLASS, created_from=since) == dict(
-            conn.execute(sa.text(BEFORE), binds).all())
+            conn.execute(sa.text(BEFORE), binds).all()
+        )
     return {
         "floor": median_ms(engine, lambda conn: conn.execute(sa.text("SELECT 1")).scalar(), repeat),
         "before": median_ms(engine, lambda conn: conn.execute(sa.text(BEFORE), binds).all(), repeat),
-        "now": median_ms(engine, lambda conn: workflow_counts.class_status_counts(conn, CLASS, created_from=since),
-                         repeat),
+        "now": median_ms(
+            engine, lambda conn: workflow_counts.class_status_counts(conn, CLASS, created_from=since), repeat
+        ),
         "before_buffers": old_buffers,
         "now_buffers": new_buffers,
     }
@@ -106,14 +111,20 @@ def trigger_ms(engine, runs: int, repeat: int) -> tuple[float, float]:
     trigger, total = [], []
     with engine.connect() as conn:
         for number in range(repeat):
-            plan = conn.execute(sa.text(
-                "EXPLAIN (ANALYZE, FORMAT JSON) UPDATE pgbus_workflows SET status = "
-                "CASE status WHEN 'failed' THEN 'completed' ELSE 'failed' END WHERE workflow_id = :w"),
-                {"w": f"r{1 + (number * 7919) % runs}"}).scalar_one()
+            plan = conn.execute(
+                sa.text(
+                    "EXPLAIN (ANALYZE, FORMAT JSON) UPDATE pgbus_workflows SET status = "
+                    "CASE status WHEN 'failed' THEN 'completed' ELSE 'failed' END WHERE workflow_id = :w"
+                ),
+                {"w": f"r{1 + (number * 7919) % runs}"},
+            ).scalar_one()
             conn.rollback()
             (top,) = plan if isinstance(plan, list) else json.loads(plan)
-            trigger.append(sum(t["Time"] for t in top.get("Triggers", [])
-                               if t["Trigger Name"] == "pgbus_workflows_count_on_update"))
+            trigger.append(
+                sum(
+                    t["Time"] for t in top.get("Triggers", []) if t["Trigger Name"] == "pgbus_workflows_count_on_update"
+                )
+            )
             total.append(top["Execution Time"])
     return statistics.median(trigger), statistics.median(total)
 
@@ -125,7 +136,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=30)
     options = parser.parse_args()
     sizes = [int(size) for size in options.sizes.split(",")]
-    now = datetime.now(timezone.utc).replace(minute=37, second=11)
+    now = datetime.now(UTC).replace(minute=37, second=11)
     with scratch.server(options.database_url) as server:
         with scratch.scratch_database(server) as url:
             engine = db.create_engine(url, db.UNBOUNDED_STATEMENTS, pool_size=1, max_overflow=0)
@@ -152,12 +163,16 @@ def main() -> None:
                 written = size
                 rows.append({"runs": written, **measure(engine, now, options.repeat)})
             engine.dispose()
-    print(f"{'runs':>10} {'floor ms':>9} {'before ms':>9} {'now ms':>7} {'before/floor':>12} {'now/floor':>9}"
-          f" {'before buffers':>14} {'now buffers':>11}")
+    print(
+        f"{'runs':>10} {'floor ms':>9} {'before ms':>9} {'now ms':>7} {'before/floor':>12} {'now/floor':>9}"
+        f" {'before buffers':>14} {'now buffers':>11}"
+    )
     for row in rows:
-        print(f"{row['runs']:>10,} {row['floor']:9.3f} {row['before']:9.3f} {row['now']:7.3f}"
-              f" {row['before'] / row['floor']:12.1f} {row['now'] / row['floor']:9.1f}"
-              f" {row['before_buffers']:>14,} {row['now_buffers']:>11,}")
+        print(
+            f"{row['runs']:>10,} {row['floor']:9.3f} {row['before']:9.3f} {row['now']:7.3f}"
+            f" {row['before'] / row['floor']:12.1f} {row['now'] / row['floor']:9.1f}"
+            f" {row['before_buffers']:>14,} {row['now_buffers']:>11,}"
+        )
 
 
 if __name__ == "__main__":

@@ -76,8 +76,10 @@ def main() -> None:
     for version in engines:
         write = statistics.median(times[version, "writes"])
         prune = statistics.median(times[version, "prune"])
-        print(f"schema v{version}: writes {write:.2f} s ({write / step_writes * 1e6:.0f} µs a step: "
-              f"insert + 2 updates), prune {prune:.2f} s")
+        print(
+            f"schema v{version}: writes {write:.2f} s ({write / step_writes * 1e6:.0f} µs a step: "
+            f"insert + 2 updates), prune {prune:.2f} s"
+        )
 
 
 if __name__ == "__main__":

@@ -41,16 +41,15 @@ import os
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 import sqlalchemy as sa
 
@@ -86,8 +85,19 @@ def wait_until_up(port: int, timeout: float = 60.0) -> None:
 
 def serve_command(url: str, port: int, threads: int) -> list[str]:
     executable = shutil.which("pgbus-web", path=str(Path(sys.executable).parent)) or "pgbus-web"
-    return [executable, "serve", "--database-url", url, "--host", "127.0.0.1", "--port", str(port),
-            "--threads", str(threads), "--no-access-log"]
+    return [
+        executable,
+        "serve",
+        "--database-url",
+        url,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--threads",
+        str(threads),
+        "--no-access-log",
+    ]
 
 
 NGINX = """
@@ -120,8 +130,12 @@ http {{
 def servers(url: str, processes: int, threads: int) -> Iterator[tuple[int, list[subprocess.Popen]]]:
     """The port to send requests to, and the serve processes behind it."""
     ports = [free_port() for _ in range(processes)]
-    started = [subprocess.Popen(serve_command(url, port, threads), stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True) for port in ports]
+    started = [
+        subprocess.Popen(
+            serve_command(url, port, threads), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
+        for port in ports
+    ]
     nginx = None
     root = None
     try:
@@ -136,10 +150,13 @@ def servers(url: str, processes: int, threads: int) -> Iterator[tuple[int, list[
             binary = shutil.which("nginx") or "/usr/sbin/nginx"
             root = Path(tempfile.mkdtemp(prefix="pgbus-web-load-"))
             front = free_port()
-            (root / "nginx.conf").write_text(NGINX.format(
-                root=root, port=front, servers=" ".join(f"server 127.0.0.1:{p};" for p in ports)))
-            nginx = subprocess.Popen([binary, "-p", str(root), "-c", str(root / "nginx.conf"),
-                                      "-g", "daemon off;"], stderr=subprocess.DEVNULL)
+            (root / "nginx.conf").write_text(
+                NGINX.format(root=root, port=front, servers=" ".join(f"server 127.0.0.1:{p};" for p in ports))
+            )
+            nginx = subprocess.Popen(
+                [binary, "-p", str(root), "-c", str(root / "nginx.conf"), "-g", "daemon off;"],
+                stderr=subprocess.DEVNULL,
+            )
             wait_until_up(front)
         yield front, started
     finally:
@@ -256,16 +273,17 @@ def targets(url: str) -> dict[str, str]:
     engine = db.create_engine(url)
     try:
         with engine.connect() as conn:
-            run = conn.execute(sa.text(
-                "SELECT workflow_id FROM pgbus_workflows WHERE status = 'paused' ORDER BY id DESC LIMIT 1"
-            )).scalar() or conn.execute(sa.text("SELECT workflow_id FROM pgbus_workflows ORDER BY id DESC LIMIT 1")
-                                        ).scalar()
+            run = (
+                conn.execute(
+                    sa.text("SELECT workflow_id FROM pgbus_workflows WHERE status = 'paused' ORDER BY id DESC LIMIT 1")
+                ).scalar()
+                or conn.execute(sa.text("SELECT workflow_id FROM pgbus_workflows ORDER BY id DESC LIMIT 1")).scalar()
+            )
     finally:
         engine.dispose()
     if run is None:
         raise SystemExit("the database has no runs: seed it first (pgbus-web seed --runs N)")
-    return {"first page": "/workflows", "filtered page": "/workflows?reason=stalled",
-            "run page": f"/workflows/{run}"}
+    return {"first page": "/workflows", "filtered page": "/workflows?reason=stalled", "run page": f"/workflows/{run}"}
 
 
 @contextmanager
@@ -284,14 +302,20 @@ def writer(url: str, per_second: float) -> Iterator[list[int]]:
             # One status, so the (status, id) index answers: with a long
             # history written after the ongoing runs, a walk of the ids
             # for several statuses read millions of finished runs first.
-            ids = [row[0] for row in conn.execute(sa.text(
-                "SELECT id FROM pgbus_workflows WHERE status = 'ready' ORDER BY id DESC LIMIT 100"))]
+            ids = [
+                row[0]
+                for row in conn.execute(
+                    sa.text("SELECT id FROM pgbus_workflows WHERE status = 'ready' ORDER BY id DESC LIMIT 100")
+                )
+            ]
         if not ids:
             return
         while not stop.wait(1.0 / per_second):
             with engine.begin() as conn:
-                conn.execute(sa.text("UPDATE pgbus_workflows SET updated_at = updated_at WHERE id = :id"),
-                             {"id": ids[made[0] % len(ids)]})
+                conn.execute(
+                    sa.text("UPDATE pgbus_workflows SET updated_at = updated_at WHERE id = :id"),
+                    {"id": ids[made[0] % len(ids)]},
+                )
             made[0] += 1
 
     thread = threading.Thread(target=write, daemon=True)
@@ -312,17 +336,20 @@ def load_average() -> str:
 
 
 def print_table(results: list[Result], processes: int, threads: int) -> None:
-    print(f"{processes} serve process(es), {threads} threads each"
-          + (", behind nginx" if processes > 1 else ""))
-    header = (f"{'page':<14} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
-              f"{'errors':>6} {'RSS MB':>7} {'CPU s':>6} {'CPU ms/req':>10}")
+    print(f"{processes} serve process(es), {threads} threads each" + (", behind nginx" if processes > 1 else ""))
+    header = (
+        f"{'page':<14} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
+        f"{'errors':>6} {'RSS MB':>7} {'CPU s':>6} {'CPU ms/req':>10}"
+    )
     print(header)
     print("-" * len(header))
     for r in results:
         rate = len(r.latencies) / r.seconds
-        print(f"{r.page:<14} {r.clients:>7} {rate:>8.1f} {r.percentile(0.5):>8.1f} {r.percentile(0.95):>8.1f} "
-              f"{r.percentile(0.99):>8.1f} {r.errors:>6} {r.rss_kb / 1024:>7.0f} {r.cpu:>6.1f} "
-              f"{r.cpu * 1000 / max(len(r.latencies), 1):>10.1f}")
+        print(
+            f"{r.page:<14} {r.clients:>7} {rate:>8.1f} {r.percentile(0.5):>8.1f} {r.percentile(0.95):>8.1f} "
+            f"{r.percentile(0.99):>8.1f} {r.errors:>6} {r.rss_kb / 1024:>7.0f} {r.cpu:>6.1f} "
+            f"{r.cpu * 1000 / max(len(r.latencies), 1):>10.1f}"
+        )
     # Each page's median and CPU per request against the floor's at the same clients.
     floors = {r.clients: r for r in results if r.page == FLOOR and r.latencies}
     ratios = [(r, floors[r.clients]) for r in results if r.page != FLOOR and r.clients in floors and r.latencies]
@@ -331,9 +358,11 @@ def print_table(results: list[Result], processes: int, threads: int) -> None:
         print(f"{'page':<14} {'clients':>7} {'req/s':>8} {'p50':>8} {'p95':>8} {'CPU/req':>8}")
         for r, floor in ratios:
             cpu = (r.cpu / len(r.latencies)) / max(floor.cpu / len(floor.latencies), 1e-9)
-            print(f"{r.page:<14} {r.clients:>7} {len(r.latencies) / len(floor.latencies):>8.2f} "
-                  f"{r.percentile(0.5) / floor.percentile(0.5):>8.1f} "
-                  f"{r.percentile(0.95) / floor.percentile(0.95):>8.1f} {cpu:>8.1f}")
+            print(
+                f"{r.page:<14} {r.clients:>7} {len(r.latencies) / len(floor.latencies):>8.2f} "
+                f"{r.percentile(0.5) / floor.percentile(0.5):>8.1f} "
+                f"{r.percentile(0.95) / floor.percentile(0.95):>8.1f} {cpu:>8.1f}"
+            )
 
 
 def main() -> None:
@@ -345,8 +374,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=19, help="each serve process's threads")
     parser.add_argument("--pages", default=",".join(PAGES), help=f"comma-separated, of: {', '.join(PAGES)}")
     parser.add_argument("--no-floor", action="store_true", help="leave out the floor's rows")
-    parser.add_argument("--writes-per-second", type=float, default=0.0,
-                        help="move the change marker this often while the clients run (a database of its own!)")
+    parser.add_argument(
+        "--writes-per-second",
+        type=float,
+        default=0.0,
+        help="move the change marker this often while the clients run (a database of its own!)",
+    )
     options = parser.parse_args()
     if not options.database_url:
         parser.error("--database-url (or PGBUS_DATABASE_URL) names the seeded database")
@@ -360,8 +393,10 @@ def main() -> None:
         pages.append(FLOOR)
     results = []
     began = load_average()
-    with servers(options.database_url, options.processes, options.threads) as (port, started), \
-            writer(options.database_url, options.writes_per_second) as writes:
+    with (
+        servers(options.database_url, options.processes, options.threads) as (port, started),
+        writer(options.database_url, options.writes_per_second) as writes,
+    ):
         pids = [process.pid for process in started]
         for page in pages:
             # A few requests first, so each process has drawn the page once
@@ -369,9 +404,11 @@ def main() -> None:
             warm(port, paths[page], 3 * options.processes)
             for n in clients:
                 results.append(hammer(port, paths[page], n, options.seconds, pids, page))
-    print(f"{len(results)} rows: {', '.join(pages)} x {', '.join(map(str, clients))} clients, "
-          f"{options.seconds:g} s each; load average {began} at the start, {load_average()} at the end"
-          + (f"; {writes[0]} writes moved the change marker" if options.writes_per_second > 0 else ""))
+    print(
+        f"{len(results)} rows: {', '.join(pages)} x {', '.join(map(str, clients))} clients, "
+        f"{options.seconds:g} s each; load average {began} at the start, {load_average()} at the end"
+        + (f"; {writes[0]} writes moved the change marker" if options.writes_per_second > 0 else "")
+    )
     print_table(results, options.processes, options.threads)
 
 

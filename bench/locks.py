@@ -24,9 +24,8 @@ import argparse
 import statistics
 import time
 
-import sqlalchemy as sa
-
 import scratch  # bench/scratch.py, beside this script
+import sqlalchemy as sa
 
 from pgbus_web import db, defaults, schema
 from pgbus_web.locks import STATES, actions
@@ -53,6 +52,7 @@ def timed(label: str, work, repeat: int, results: list) -> None:
 def bench_queries(engine, repeat: int, results: list) -> None:
     print("Page queries (one page of 50, oldest first):")
     with engine.connect() as conn:
+
         def page(**kwargs):
             return lambda: queries.list_locks(conn, age_floor=FLOOR, limit=PAGE_SIZE, **kwargs)
 
@@ -127,8 +127,10 @@ def bench(url: str, locks: int, repeat: int) -> None:
         made = seed_locks(engine, locks, seed=42)
         with engine.begin() as conn:
             conn.exec_driver_sql("ANALYZE")
-        print(f"Seeded {sum(made.values())} locks in {time.perf_counter() - started:.1f} s: "
-              + ", ".join(f"{state} {count}" for state, count in made.items()))
+        print(
+            f"Seeded {sum(made.values())} locks in {time.perf_counter() - started:.1f} s: "
+            + ", ".join(f"{state} {count}" for state, count in made.items())
+        )
         with engine.connect() as conn:
             version = conn.exec_driver_sql("SHOW server_version").scalar_one()
         print(f"PostgreSQL {version}; median of {repeat} runs after a warm-up")
@@ -147,8 +149,10 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help=f"keep the {BENCH_DATABASE} database")
     args = parser.parse_args()
 
-    with scratch.server(args.database_url) as server_url, \
-            scratch.scratch_database(server_url, BENCH_DATABASE, keep=args.keep) as url:
+    with (
+        scratch.server(args.database_url) as server_url,
+        scratch.scratch_database(server_url, BENCH_DATABASE, keep=args.keep) as url,
+    ):
         bench(url, args.locks, args.repeat)
 
 

@@ -45,7 +45,7 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -56,10 +56,10 @@ import scratch  # noqa: E402
 
 from pgbus_web import db, defaults, schema  # noqa: E402
 from pgbus_web.demo.workflows import ORDER_WORKFLOW, REGISTRY  # noqa: E402
-from pgbus_web.runtime.definitions import Registry, Workflow  # noqa: E402
 from pgbus_web.models import workflow_rows  # noqa: E402
-from pgbus_web.runtime import operations  # noqa: E402
 from pgbus_web.rules import run_filters as filters  # noqa: E402
+from pgbus_web.runtime import operations  # noqa: E402
+from pgbus_web.runtime.definitions import Registry, Workflow  # noqa: E402
 
 BENCH_DATABASE = "pgbus_bench_operations"
 # During an operation the fragment is asked for five times a second: a few
@@ -133,7 +133,7 @@ class VerbCase:
 
 
 def _later(**delta) -> str:
-    return (datetime.now(timezone.utc) + timedelta(**delta)).isoformat()
+    return (datetime.now(UTC) + timedelta(**delta)).isoformat()
 
 
 CASES = (
@@ -142,12 +142,21 @@ CASES = (
     VerbCase("cancel", "ready", "reserve_stock", "scheduled", "cancelled", "cancelled", whole_floor=True),
     VerbCase("pause", "ready", "reserve_stock", "scheduled", "paused", "paused"),
     VerbCase("run_now", "ready", "reserve_stock", "scheduled", "ready", "run_now", whole_floor=True),
-    VerbCase("reschedule", "ready", "reserve_stock", "scheduled", "ready", "rescheduled", {"at": "+1d"},
-             whole_floor=True),
+    VerbCase(
+        "reschedule", "ready", "reserve_stock", "scheduled", "ready", "rescheduled", {"at": "+1d"}, whole_floor=True
+    ),
     VerbCase("skip", "paused", "capture_payment", "failed", "ready", "step_skipped", whole_floor=True),
     VerbCase("rerun", "failed", "capture_payment", "failed", "ready", "rerun"),
-    VerbCase("signal", "waiting", "await_shipment", "waiting", "ready", "signal_received",
-             {"name": "shipment_confirmed", "payload": {"carrier": "bench"}}, whole_floor=True),
+    VerbCase(
+        "signal",
+        "waiting",
+        "await_shipment",
+        "waiting",
+        "ready",
+        "signal_received",
+        {"name": "shipment_confirmed", "payload": {"carrier": "bench"}},
+        whole_floor=True,
+    ),
 )
 
 SEED_RUNS = """
@@ -286,16 +295,26 @@ WITH reopened AS (
 )
 UPDATE pgbus_workflows SET finished_at = NULL, latest_step_status = 'scheduled' WHERE workflow_class = :workflow_class
 """
-WHOLE_FLOORS = {"run_now": (FLOOR_STEPS, UNDO_FLOOR_STEPS), "reschedule": (FLOOR_STEPS, UNDO_FLOOR_STEPS),
-                "signal": (FLOOR_SIGNAL, UNDO_FLOOR_SIGNAL), "skip": (FLOOR_SKIP, UNDO_FLOOR_SKIP),
-                "cancel": (FLOOR_CANCEL, UNDO_FLOOR_CANCEL)}
+WHOLE_FLOORS = {
+    "run_now": (FLOOR_STEPS, UNDO_FLOOR_STEPS),
+    "reschedule": (FLOOR_STEPS, UNDO_FLOOR_STEPS),
+    "signal": (FLOOR_SIGNAL, UNDO_FLOOR_SIGNAL),
+    "skip": (FLOOR_SKIP, UNDO_FLOOR_SKIP),
+    "cancel": (FLOOR_CANCEL, UNDO_FLOOR_CANCEL),
+}
 
 
 def seed_case(bench_url: str, case: VerbCase, count: int) -> None:
     engine = db.create_engine(bench_url, db.UNBOUNDED_STATEMENTS, pool_size=1, max_overflow=0)
     try:
-        binds = {"workflow_class": case.workflow_class, "digest": REGISTRY.get("OrderWorkflow").digest,
-                 "status": case.status, "step": case.step, "step_status": case.step_status, "count": count}
+        binds = {
+            "workflow_class": case.workflow_class,
+            "digest": REGISTRY.get("OrderWorkflow").digest,
+            "status": case.status,
+            "step": case.step,
+            "step_status": case.step_status,
+            "count": count,
+        }
         with engine.begin() as conn:
             conn.execute(sa.text(SEED_RUNS), binds)
             conn.execute(sa.text(SEED_STEPS), binds)
@@ -317,8 +336,14 @@ def floor(engine, case: VerbCase, *, whole: bool = False) -> tuple[int, float]:
     part of the cost), then undone untimed: (runs, seconds). *whole*: the
     floor that also writes the other rows the verb must write
     (WHOLE_FLOORS)."""
-    binds = {"to": case.to, "event": case.event, "status": case.status, "workflow_class": case.workflow_class,
-             "step": case.step, "next_step": REGISTRY.get("OrderWorkflow").next_step(case.step).name}
+    binds = {
+        "to": case.to,
+        "event": case.event,
+        "status": case.status,
+        "workflow_class": case.workflow_class,
+        "step": case.step,
+        "next_step": REGISTRY.get("OrderWorkflow").next_step(case.step).name,
+    }
     statement, undo = WHOLE_FLOORS[case.verb] if whole else (FLOOR, None)
     started = time.perf_counter()
     with engine.begin() as conn:
@@ -351,8 +376,10 @@ def bench(bench_url: str, matching: int, total: int, verbs: list[str], preview_r
             bulk_runs.insert(bench_url, background, BACKGROUND)
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.exec_driver_sql("VACUUM ANALYZE")
-        print(f"seeded {matching} runs for each of {len(cases)} verbs and {background} others "
-              f"({matching * len(cases) + background} runs) in {time.monotonic() - started:.0f}s")
+        print(
+            f"seeded {matching} runs for each of {len(cases)} verbs and {background} others "
+            f"({matching * len(cases) + background} runs) in {time.monotonic() - started:.0f}s"
+        )
         registry = Registry([*REGISTRY, *(Workflow(case.workflow_class, ORDER_WORKFLOW.steps) for case in cases)])
 
         from pgbus_web.app import create_app
@@ -372,40 +399,72 @@ def bench(bench_url: str, matching: int, total: int, verbs: list[str], preview_r
             if case.whole_floor:
                 steps_written, steps_seconds = floor(engine, case, whole=True)
                 steps_rate = steps_written / steps_seconds
-            operation = operations.create(engine, run_filters, case.verb, params, reason="bench", actor="bench",
-                                          expected=None, registry=registry, thresholds=THRESHOLDS)
+            operation = operations.create(
+                engine,
+                run_filters,
+                case.verb,
+                params,
+                reason="bench",
+                actor="bench",
+                expected=None,
+                registry=registry,
+                thresholds=THRESHOLDS,
+            )
             runner = subprocess.Popen(
-                [sys.executable, "-c", RUNNER, bench_url, str(operation["id"]),
-                 ",".join(c.workflow_class for c in cases), str(chunk)], stdout=subprocess.PIPE, text=True)
+                [
+                    sys.executable,
+                    "-c",
+                    RUNNER,
+                    bench_url,
+                    str(operation["id"]),
+                    ",".join(c.workflow_class for c in cases),
+                    str(chunk),
+                ],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
             during = fragment_times(client, 100_000, stop=lambda: runner.poll() is not None, every=FRAGMENT_EVERY)
             elapsed = float(runner.communicate()[0].strip())
             done = operations.find(engine, operation["id"])
             rate, floor_rate = done["moved"] / elapsed, written / floor_seconds
             rows.append((case.verb, done, rate, floor_rate, p95(during) / p95(before), p95(during), steps_rate))
-            with_steps = (f"; floor with the verb's other rows {steps_rate:.0f} runs/s: {rate / steps_rate:.2f}x"
-                          if steps_rate else "")
-            print(f"{case.verb}: {done['status']}, moved {done['moved']} skipped {done['skipped']} refused "
-                  f"{done['refused']} of {done['total']}: {rate:.0f} runs/s; floor {floor_rate:.0f} runs/s "
-                  f"({written} runs in {floor_seconds:.2f}s): {rate / floor_rate:.2f}x{with_steps}; runs fragment p95 "
-                  f"{p95(during) * 1000:.0f} ms during ({len(during)} requests; p50 "
-                  f"{statistics.median(during) * 1000:.1f} ms, slowest {max(during) * 1000:.0f} ms), "
-                  f"{p95(during) / p95(before):.2f}x idle just before ({p95(before) * 1000:.0f} ms; p50 "
-                  f"{statistics.median(before) * 1000:.1f} ms)",
-                  flush=True)
-        print(f"\n{matching} matching runs of {matching * len(cases) + background}, chunks of "
-              f"{chunk or operations.CHUNK_PATH}; "
-              f"fragment idle p95 {p95(idle) * 1000:.0f} ms")
-        print(f"{'verb':<11} {'runs/s':>7} {'floor':>7} {'ratio':>6} {'whole':>7} {'ratio':>6} {'p95 x':>6}"
-              "  targets (>= 0.5x, <= 2x; against the whole floor where there is one)")
+            with_steps = (
+                f"; floor with the verb's other rows {steps_rate:.0f} runs/s: {rate / steps_rate:.2f}x"
+                if steps_rate
+                else ""
+            )
+            print(
+                f"{case.verb}: {done['status']}, moved {done['moved']} skipped {done['skipped']} refused "
+                f"{done['refused']} of {done['total']}: {rate:.0f} runs/s; floor {floor_rate:.0f} runs/s "
+                f"({written} runs in {floor_seconds:.2f}s): {rate / floor_rate:.2f}x{with_steps}; runs fragment p95 "
+                f"{p95(during) * 1000:.0f} ms during ({len(during)} requests; p50 "
+                f"{statistics.median(during) * 1000:.1f} ms, slowest {max(during) * 1000:.0f} ms), "
+                f"{p95(during) / p95(before):.2f}x idle just before ({p95(before) * 1000:.0f} ms; p50 "
+                f"{statistics.median(before) * 1000:.1f} ms)",
+                flush=True,
+            )
+        print(
+            f"\n{matching} matching runs of {matching * len(cases) + background}, chunks of "
+            f"{chunk or operations.CHUNK_PATH}; "
+            f"fragment idle p95 {p95(idle) * 1000:.0f} ms"
+        )
+        print(
+            f"{'verb':<11} {'runs/s':>7} {'floor':>7} {'ratio':>6} {'whole':>7} {'ratio':>6} {'p95 x':>6}"
+            "  targets (>= 0.5x, <= 2x; against the whole floor where there is one)"
+        )
         for verb, done, rate, floor_rate, slowdown, _, steps_rate in rows:
             fair = rate / (steps_rate or floor_rate)
             met = "met" if fair >= 0.5 and slowdown <= 2 else "NOT met"
             steps = f"{steps_rate:>7.0f} {rate / steps_rate:>5.2f}x" if steps_rate else f"{'':>7} {'':>6}"
-            print(f"{verb:<11} {rate:>7.0f} {floor_rate:>7.0f} {rate / floor_rate:>5.2f}x {steps} {slowdown:>5.2f}x  {met}")
+            print(
+                f"{verb:<11} {rate:>7.0f} {floor_rate:>7.0f} {rate / floor_rate:>5.2f}x {steps} {slowdown:>5.2f}x  {met}"
+            )
 
         if preview_runs:
             with engine.connect() as conn:
-                paused = conn.execute(sa.text("SELECT count(*) FROM pgbus_workflows WHERE status = 'paused'")).scalar_one()
+                paused = conn.execute(
+                    sa.text("SELECT count(*) FROM pgbus_workflows WHERE status = 'paused'")
+                ).scalar_one()
             if preview_runs > paused:
                 started = time.monotonic()
                 bulk_runs.insert(bench_url, preview_runs - paused, bulk_runs.PAUSED_AFTER_FAILURE)
@@ -417,17 +476,21 @@ def bench(bench_url: str, matching: int, total: int, verbs: list[str], preview_r
                 started = time.perf_counter()
                 shown = operations.preview(engine, run_filters, "resume", registry=REGISTRY, thresholds=THRESHOLDS)
                 times.append(time.perf_counter() - started)
-            print(f"preview of status=paused over {shown.total} runs: median {statistics.median(times) * 1000:.0f} ms,"
-                  f" slowest {max(times) * 1000:.0f} ms (target < 1 s "
-                  f"{'met' if max(times) < 1 else 'NOT met'})")
+            print(
+                f"preview of status=paused over {shown.total} runs: median {statistics.median(times) * 1000:.0f} ms,"
+                f" slowest {max(times) * 1000:.0f} ms (target < 1 s "
+                f"{'met' if max(times) < 1 else 'NOT met'})"
+            )
     finally:
         engine.dispose()
 
 
 # The runs besides the verbs' own: every status, of the classes the verbs' filters leave out.
 BACKGROUND = bulk_runs.Shape(
-    classes=("RefundWorkflow", "OnboardingWorkflow"), subject_types=("Refund", "User"),
-    statuses=bulk_runs.MIXED.statuses, steps=bulk_runs.MIXED.steps,
+    classes=("RefundWorkflow", "OnboardingWorkflow"),
+    subject_types=("Refund", "User"),
+    statuses=bulk_runs.MIXED.statuses,
+    steps=bulk_runs.MIXED.steps,
 )
 
 
@@ -438,16 +501,22 @@ def main() -> None:
     parser.add_argument("--total", type=int, default=1_000_000, help="runs in the database")
     parser.add_argument("--verbs", default=",".join(case.verb for case in CASES))
     parser.add_argument("--preview-runs", type=int, default=0, help="also time the preview over this many")
-    parser.add_argument("--chunk", type=int, default=0,
-                        help="runs per chunk (the Runner's; 0: its default, CHUNK_PATH for a verb with a chunk path)")
+    parser.add_argument(
+        "--chunk",
+        type=int,
+        default=0,
+        help="runs per chunk (the Runner's; 0: its default, CHUNK_PATH for a verb with a chunk path)",
+    )
     args = parser.parse_args()
     verbs = [verb.strip() for verb in args.verbs.split(",") if verb.strip()]
     unknown = sorted(set(verbs) - {case.verb for case in CASES})
     if unknown:
         parser.error(f"unknown verbs: {', '.join(unknown)}")
 
-    with scratch.server(args.database_url) as url, scratch.scratch_database(
-            url, f"{BENCH_DATABASE}_{uuid.uuid4().hex[:8]}") as bench_url:
+    with (
+        scratch.server(args.database_url) as url,
+        scratch.scratch_database(url, f"{BENCH_DATABASE}_{uuid.uuid4().hex[:8]}") as bench_url,
+    ):
         bench(bench_url, args.matching, args.total, verbs, args.preview_runs, args.chunk)
 
 

@@ -27,7 +27,6 @@ from pgbus_web.app import create_app
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import workflow_counts
 
-
 # The comparison page answers within this at a million runs (docs/compare.md).
 COMPARE_TARGET_MS = 60
 
@@ -107,38 +106,56 @@ def pick_targets(engine) -> list[tuple[str, str, dict]]:
     targets = [
         ("index, first page", "/workflows", {}),
         (f"index, deep page (before={deep})", f"/workflows?before={deep}", {}),
-        (f"index runs fragment, deep page (before={deep})", f"/workflows?before={deep}",
-         {**hx, "HX-Target": "pgbus-runs"}),
+        (
+            f"index runs fragment, deep page (before={deep})",
+            f"/workflows?before={deep}",
+            {**hx, "HX-Target": "pgbus-runs"},
+        ),
         ("index runs fragment, status=completed", "/workflows?status=completed", {**hx, "HX-Target": "pgbus-runs"}),
-        ("index runs fragment, reason=paused_error", "/workflows?reason=paused_error",
-         {**hx, "HX-Target": "pgbus-runs"}),
+        (
+            "index runs fragment, reason=paused_error",
+            "/workflows?reason=paused_error",
+            {**hx, "HX-Target": "pgbus-runs"},
+        ),
         ("index runs fragment, reason=stalled", "/workflows?reason=stalled", {**hx, "HX-Target": "pgbus-runs"}),
-        ("index runs fragment, reason=waiting_overdue", "/workflows?reason=waiting_overdue",
-         {**hx, "HX-Target": "pgbus-runs"}),
+        (
+            "index runs fragment, reason=waiting_overdue",
+            "/workflows?reason=waiting_overdue",
+            {**hx, "HX-Target": "pgbus-runs"},
+        ),
         ("attention groups fragment", "/workflows", {**hx, "HX-Target": "pgbus-attention"}),
         ("counts fragment", "/workflows", {**hx, "HX-Target": "pgbus-counts"}),
     ]
     # Two runs compared: the newest failed run and the newest completed one of its class.
     with engine.connect() as conn:
-        pair = conn.execute(sa.text(
-            "SELECT f.workflow_id, (SELECT c.workflow_id FROM pgbus_workflows c WHERE c.workflow_class = f.workflow_class"
-            " AND c.status = 'completed' ORDER BY c.id DESC LIMIT 1)"
-            " FROM pgbus_workflows f WHERE f.status = 'failed' ORDER BY f.id DESC LIMIT 1")).first()
+        pair = conn.execute(
+            sa.text(
+                "SELECT f.workflow_id, (SELECT c.workflow_id FROM pgbus_workflows c WHERE c.workflow_class = f.workflow_class"
+                " AND c.status = 'completed' ORDER BY c.id DESC LIMIT 1)"
+                " FROM pgbus_workflows f WHERE f.status = 'failed' ORDER BY f.id DESC LIMIT 1"
+            )
+        ).first()
     if pair is not None and pair[1] is not None:
-        targets.append(("compare, a failed run with the last completed", f"/workflows/compare?a={pair[0]}&b={pair[1]}", {}))
+        targets.append(
+            ("compare, a failed run with the last completed", f"/workflows/compare?a={pair[0]}&b={pair[1]}", {})
+        )
     if group is not None:
         klass, step_name = group
         targets.append(
-            (f"index runs fragment, group {klass}/{step_name}",
-             f"/workflows?workflow_class={klass}&step={step_name}&reason=paused_error",
-             {**hx, "HX-Target": "pgbus-runs"})
+            (
+                f"index runs fragment, group {klass}/{step_name}",
+                f"/workflows?workflow_class={klass}&step={step_name}&reason=paused_error",
+                {**hx, "HX-Target": "pgbus-runs"},
+            )
         )
     if failed_on is not None:
         klass, step_name, error_class = failed_on
         targets.append(
-            (f"index runs fragment, group {klass}/{step_name}/{error_class}",
-             f"/workflows?workflow_class={klass}&step={step_name}&reason=paused_error&error_class={error_class}",
-             {**hx, "HX-Target": "pgbus-runs"})
+            (
+                f"index runs fragment, group {klass}/{step_name}/{error_class}",
+                f"/workflows?workflow_class={klass}&step={step_name}&reason=paused_error&error_class={error_class}",
+                {**hx, "HX-Target": "pgbus-runs"},
+            )
         )
     for workflow_id, label in ((run, "run page (paused)"), (busiest, "run page (most attempts)")):
         if workflow_id:
@@ -153,8 +170,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--database-url", default=os.environ.get(db.DATABASE_URL_ENV))
     parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--read-only", action="store_true",
-                        help="only read the database: every transaction read only, no operations run")
+    parser.add_argument(
+        "--read-only",
+        action="store_true",
+        help="only read the database: every transaction read only, no operations run",
+    )
     parser.add_argument("--only", help="time only the pages whose label holds this text (e.g. compare)")
     options = parser.parse_args()
 
@@ -169,8 +189,9 @@ def main() -> None:
     else:
         database = db.Database.from_urls(options.database_url)
     timer = SqlTimer(database.primary)
-    app = create_app({"database": database, "registry": REGISTRY,
-                      **({"run_operations": False} if options.read_only else {})})
+    app = create_app(
+        {"database": database, "registry": REGISTRY, **({"run_operations": False} if options.read_only else {})}
+    )
     client = app.test_client()
 
     print(f"{'page':<58} {'request ms':>16} {'SQL ms':>16} {'stmts':>5}")
@@ -193,8 +214,12 @@ def main() -> None:
         print(
             f"{label:<58} {statistics.median(requests):7.1f} {max(requests):7.1f}"
             f"  {statistics.median(sqls):7.1f} {max(sqls):7.1f} {statements:5d}"
-            + (f"  fastest {min(requests):.1f} ms, {min(requests) / COMPARE_TARGET_MS:.2f} of the"
-               f" {COMPARE_TARGET_MS} ms target" if label.startswith("compare") else "")
+            + (
+                f"  fastest {min(requests):.1f} ms, {min(requests) / COMPARE_TARGET_MS:.2f} of the"
+                f" {COMPARE_TARGET_MS} ms target"
+                if label.startswith("compare")
+                else ""
+            )
         )
     database.dispose()
 

@@ -20,8 +20,9 @@ import argparse
 import json
 import statistics
 import time
-from datetime import datetime, timezone
-from typing import Any, Callable
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -44,9 +45,12 @@ def capture(engine, call: Callable[[Any], Any]) -> tuple[Any, str, Any]:
         sa.event.remove(engine, "before_cursor_execute", before)
     # Not the pool's ping, nor the savepoint and statement timeout round a
     # statement given a budget (models/workflow_index._within).
-    statements = [(s, p) for s, p in seen
-                  if not s.lstrip().upper().startswith(("SELECT 1", "ROLLBACK", "SAVEPOINT", "RELEASE"))
-                  and "set_config('statement_timeout'" not in s]
+    statements = [
+        (s, p)
+        for s, p in seen
+        if not s.lstrip().upper().startswith(("SELECT 1", "ROLLBACK", "SAVEPOINT", "RELEASE"))
+        and "set_config('statement_timeout'" not in s
+    ]
     statement, parameters = statements[-1]
     return result, statement, parameters
 
@@ -98,17 +102,19 @@ def main() -> None:
     args = parser.parse_args()
 
     engine = db.create_engine(args.database_url)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     stuck = {"threshold": defaults.STALL_THRESHOLD, "now": now, "waiting_threshold": defaults.WAITING_THRESHOLD}
 
     with engine.connect() as conn:
-        runs, steps = conn.execute(sa.text(
-            "SELECT (SELECT count(*) FROM pgbus_workflows), (SELECT count(*) FROM pgbus_workflow_steps)"
-        )).one()
+        runs, steps = conn.execute(
+            sa.text("SELECT (SELECT count(*) FROM pgbus_workflows), (SELECT count(*) FROM pgbus_workflow_steps)")
+        ).one()
     if not runs:
         raise SystemExit("the database has no runs: seed it first (pgbus-web seed --runs N)")
-    print(f"{runs:,} runs, {steps:,} step rows; thresholds: stall {defaults.STALL_THRESHOLD}, "
-          f"waiting {defaults.WAITING_THRESHOLD}; {args.repeat} timed calls each\n")
+    print(
+        f"{runs:,} runs, {steps:,} step rows; thresholds: stall {defaults.STALL_THRESHOLD}, "
+        f"waiting {defaults.WAITING_THRESHOLD}; {args.repeat} timed calls each\n"
+    )
 
     groups, _, _ = capture(engine, lambda conn: workflow_attention.attention_groups(conn, **stuck))
     biggest = groups[0] if groups else None
@@ -118,8 +124,10 @@ def main() -> None:
         ("attention_groups", lambda conn: workflow_attention.attention_groups(conn, **stuck)),
     ]
     if biggest is not None:
-        label = (f"attention_ids ({biggest['workflow_class']} {biggest['step_name']} {biggest['reason']} "
-                 f"{biggest['error_class'] or '-'}: {biggest['count']:,} runs)")
+        label = (
+            f"attention_ids ({biggest['workflow_class']} {biggest['step_name']} {biggest['reason']} "
+            f"{biggest['error_class'] or '-'}: {biggest['count']:,} runs)"
+        )
         queries.append((label, lambda conn: workflow_attention.attention_ids(conn, biggest, **stuck)))
 
     for label, call in queries:
@@ -129,8 +137,10 @@ def main() -> None:
         hit, read = buffers(plan["Plan"])
         size = len(result) if hasattr(result, "__len__") else result
         print(f"== {label}")
-        print(f"   median {statistics.median(times) * 1000:.1f} ms, slowest {max(times) * 1000:.1f} ms "
-              f"(EXPLAIN ANALYZE: execution {plan['Execution Time']:.1f} ms, planning {plan['Planning Time']:.1f} ms)")
+        print(
+            f"   median {statistics.median(times) * 1000:.1f} ms, slowest {max(times) * 1000:.1f} ms "
+            f"(EXPLAIN ANALYZE: execution {plan['Execution Time']:.1f} ms, planning {plan['Planning Time']:.1f} ms)"
+        )
         print(f"   buffers: {hit:,} hit, {read:,} read; {size:,} result rows")
         for line in scans(plan["Plan"], []):
             print(f"   - {line}")

@@ -24,9 +24,8 @@ import argparse
 import statistics
 import time
 
-import sqlalchemy as sa
-
 import scratch  # bench/scratch.py, beside this script
+import sqlalchemy as sa
 from pages import SqlTimer  # bench/pages.py
 
 from pgbus_web import db, schema
@@ -105,18 +104,23 @@ def bench(database_url: str, repeat: int) -> None:
         # Every row drawn as if its run had changed since the last poll.
         ("runs fragment, rows afresh", "/workflows", fragment, cells._drawn_rows.clear),
     )
-    print(f"{'page':<30} {'viewer':<18} {'request ms':>10} {'SQL ms':>7} {'stmts':>5} {'ratio':>6}"
-          f" {'CPU ms':>7} {'min CPU':>7}")
+    print(
+        f"{'page':<30} {'viewer':<18} {'request ms':>10} {'SQL ms':>7} {'stmts':>5} {'ratio':>6}"
+        f" {'CPU ms':>7} {'min CPU':>7}"
+    )
     worst = 0.0
     for label, path, headers, before in pages:
         for viewer, cookies in VIEWERS:
             request_ms, sql_ms, statements, cpu_ms, least = measure(
-                client, timer, path, headers, cookies, repeat, before)
+                client, timer, path, headers, cookies, repeat, before
+            )
             ratio = request_ms / sql_ms if sql_ms else float("inf")
             if "(floor)" not in label and "afresh" not in label:
                 worst = max(worst, ratio)
-            print(f"{label:<30} {viewer:<18} {request_ms:10.1f} {sql_ms:7.1f} {statements:5d} {ratio:5.1f}x"
-                  f" {cpu_ms:7.1f} {least:7.1f}")
+            print(
+                f"{label:<30} {viewer:<18} {request_ms:10.1f} {sql_ms:7.1f} {statements:5d} {ratio:5.1f}x"
+                f" {cpu_ms:7.1f} {least:7.1f}"
+            )
     verdict = "within" if worst <= TARGET_RATIO else "over"
     print(f"worst ratio {worst:.1f}x: {verdict} the target of {TARGET_RATIO:.0f}x its SQL")
     database.dispose()

@@ -163,23 +163,43 @@ def request(client, timer, path, headers, repeat, before=None):
             response = client.get(path, headers=headers)
             requests.append((time.perf_counter() - started) * 1000)
             sqls.append(timer.total * 1000)
-    return (statistics.median(requests), statistics.median(sqls), response.status_code, len(response.data),
-            timer.statements)
+    return (
+        statistics.median(requests),
+        statistics.median(sqls),
+        response.status_code,
+        len(response.data),
+        timer.statements,
+    )
 
 
 def write_long_run(engine) -> None:
     with engine.begin() as conn:
         conn.execute(sa.text("DELETE FROM pgbus_workflows WHERE workflow_id = :w"), {"w": LONG_RUN})
-        workflow_rows.insert_run(conn, {"workflow_id": LONG_RUN, "workflow_class": "OrderWorkflow",
-                                    "status": "paused", "current_step": "capture_payment"})
-        conn.execute(sa.text(
-            "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, attempt, error_class, "
-            "error_message, started_at, finished_at) SELECT :w, 'capture_payment', 'failed', g, "
-            "'GatewayError', 'card declined', now(), now() FROM generate_series(1, 200) g"), {"w": LONG_RUN})
-        conn.execute(sa.text(
-            "INSERT INTO pgbus_workflow_events (workflow_id, event, actor, step_name, attempt) "
-            "SELECT :w, (ARRAY['step_scheduled', 'step_started', 'step_failed'])[1 + g % 3], 'system', "
-            "'capture_payment', 1 + g / 3 FROM generate_series(0, 599) g"), {"w": LONG_RUN})
+        workflow_rows.insert_run(
+            conn,
+            {
+                "workflow_id": LONG_RUN,
+                "workflow_class": "OrderWorkflow",
+                "status": "paused",
+                "current_step": "capture_payment",
+            },
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, attempt, error_class, "
+                "error_message, started_at, finished_at) SELECT :w, 'capture_payment', 'failed', g, "
+                "'GatewayError', 'card declined', now(), now() FROM generate_series(1, 200) g"
+            ),
+            {"w": LONG_RUN},
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO pgbus_workflow_events (workflow_id, event, actor, step_name, attempt) "
+                "SELECT :w, (ARRAY['step_scheduled', 'step_started', 'step_failed'])[1 + g % 3], 'system', "
+                "'capture_payment', 1 + g / 3 FROM generate_series(0, 599) g"
+            ),
+            {"w": LONG_RUN},
+        )
 
 
 def against_sql(row: Row, measured: tuple, limit_ratio: float | None = None, limit_ms: float | None = None) -> None:
@@ -205,18 +225,24 @@ def page_rows(url: str, repeat: int, rows: dict[str, Row]) -> int:
     with engine.connect() as conn:
         total = workflow_counts.count_runs(conn)
         some_id = conn.execute(sa.text("SELECT max(id) FROM pgbus_workflows")).scalar_one()
-        eight = conn.execute(sa.text(
-            # The newest steps by the primary key first: grouped directly, the
-            # planner may walk the whole (workflow_id, ...) index instead.
-            "SELECT workflow_id FROM (SELECT workflow_id FROM pgbus_workflow_steps ORDER BY id DESC "
-            "LIMIT 200000) recent GROUP BY workflow_id HAVING count(*) = 8 LIMIT 1")).scalar()
+        eight = conn.execute(
+            sa.text(
+                # The newest steps by the primary key first: grouped directly, the
+                # planner may walk the whole (workflow_id, ...) index instead.
+                "SELECT workflow_id FROM (SELECT workflow_id FROM pgbus_workflow_steps ORDER BY id DESC "
+                "LIMIT 200000) recent GROUP BY workflow_id HAVING count(*) = 8 LIMIT 1"
+            )
+        ).scalar()
         if eight is None:
             # The newest steps are a history's (`seed --history` after the
             # runs: one attempt a step): a sample of all runs instead.
-            eight = conn.execute(sa.text(
-                "SELECT w.workflow_id FROM pgbus_workflows w TABLESAMPLE SYSTEM (0.5) REPEATABLE (1) "
-                "WHERE (SELECT count(*) FROM pgbus_workflow_steps s WHERE s.workflow_id = w.workflow_id) = 8 "
-                "LIMIT 1")).scalar()
+            eight = conn.execute(
+                sa.text(
+                    "SELECT w.workflow_id FROM pgbus_workflows w TABLESAMPLE SYSTEM (0.5) REPEATABLE (1) "
+                    "WHERE (SELECT count(*) FROM pgbus_workflow_steps s WHERE s.workflow_id = w.workflow_id) = 8 "
+                    "LIMIT 1"
+                )
+            ).scalar()
 
     def counts():
         with engine.connect() as conn:
@@ -235,8 +261,10 @@ def page_rows(url: str, repeat: int, rows: dict[str, Row]) -> int:
     row.measured, row.floor = f"{counts_ms:.2f} ms", f"{floor_ms:.2f} ms one PK read"
     row.ratio = f"{counts_ms / floor_ms:.1f}x"
     row.verdict = verdict(counts_ms < 5 and not wrong) + f" at {total:,} runs"
-    row.notes.append(f"whole call through the pool; the server's execution time (EXPLAIN ANALYZE) "
-                     f"{server_ms:.2f} ms; exact: {'yes, equal to count(*)' if not wrong else f'NO, {wrong}'}")
+    row.notes.append(
+        f"whole call through the pool; the server's execution time (EXPLAIN ANALYZE) "
+        f"{server_ms:.2f} ms; exact: {'yes, equal to count(*)' if not wrong else f'NO, {wrong}'}"
+    )
 
     hx = {"HX-Request": "true"}
     fragment = {**hx, "HX-Target": "pgbus-runs"}
@@ -244,13 +272,17 @@ def page_rows(url: str, repeat: int, rows: dict[str, Row]) -> int:
     # The rows are remembered between requests (cells.run_rows): the figure
     # above is a refresh of an unchanged page; this one redraws every row.
     afresh_ms, afresh_sql_ms = request(client, timer, "/workflows", fragment, repeat, cells._drawn_rows.clear)[:2]
-    rows["fragment"].notes.append(f"every row drawn afresh (as if all 50 runs had changed): {afresh_ms:.1f} ms, "
-                                  f"{afresh_ms / afresh_sql_ms:.1f}x its SQL ({afresh_sql_ms:.1f} ms)")
+    rows["fragment"].notes.append(
+        f"every row drawn afresh (as if all 50 runs had changed): {afresh_ms:.1f} ms, "
+        f"{afresh_ms / afresh_sql_ms:.1f}x its SQL ({afresh_sql_ms:.1f} ms)"
+    )
     # The same request with no row to draw: what it costs beside its SQL
     # before any run is drawn (Flask, the pool, the marker, the empty table).
     empty_ms, empty_sql_ms = request(client, timer, f"/workflows?q={EMPTY_SEARCH}", fragment, repeat)[:2]
-    rows["fragment"].notes.append(f"a search that matches nothing (no row to draw): {empty_ms:.1f} ms, "
-                                  f"{empty_ms / empty_sql_ms:.1f}x its SQL ({empty_sql_ms:.1f} ms)")
+    rows["fragment"].notes.append(
+        f"a search that matches nothing (no row to draw): {empty_ms:.1f} ms, "
+        f"{empty_ms / empty_sql_ms:.1f}x its SQL ({empty_sql_ms:.1f} ms)"
+    )
     if eight:
         against_sql(rows["page"], request(client, timer, f"/workflows/{eight}", {}, repeat), limit_ratio=3)
     else:
@@ -279,8 +311,10 @@ def page_rows(url: str, repeat: int, rows: dict[str, Row]) -> int:
     row.measured, row.floor = f"{poll_sql_ms:.3f} ms of SQL", f"{marker_ms:.3f} ms marker read"
     row.ratio = f"{poll_sql_ms / marker_ms:.1f}x" if marker_ms else ""
     row.verdict = verdict(poll_sql_ms < 1 and status == 304 and size == 0)
-    row.notes.append(f"HTTP {status}, {size} bytes, {statements} statement(s); SQL timed through the client, "
-                     f"the marker's server execution time (EXPLAIN ANALYZE) {server_ms:.3f} ms")
+    row.notes.append(
+        f"HTTP {status}, {size} bytes, {statements} statement(s); SQL timed through the client, "
+        f"the marker's server execution time (EXPLAIN ANALYZE) {server_ms:.3f} ms"
+    )
     row.notes.append(f"the whole request {poll_ms:.1f} ms, a full poll {full_ms:.1f} ms")
     database.dispose()
     return total
@@ -316,9 +350,13 @@ def screen_rows(url: str, repeat: int, *, explain_missed: bool = False) -> list[
             if held:
                 checks.append(ratio <= SCREEN_RATIO)
             said = verdict(all(checks)) if status == 200 else f"HTTP {status}"
-            said += f" (< {limit:.0f} ms" + (f", <= {SCREEN_RATIO:g}x its SQL)" if held
-                                              else "; its SQL is index reads)" if statements > 1
-                                              else "; its SQL is the change marker alone)")
+            said += f" (< {limit:.0f} ms" + (
+                f", <= {SCREEN_RATIO:g}x its SQL)"
+                if held
+                else "; its SQL is index reads)"
+                if statements > 1
+                else "; its SQL is the change marker alone)"
+            )
             measured.append((label, request_ms, sql_ms, statements, said))
             if explain_missed and not all(checks):
                 print(f"\n{label}: {request_ms:.1f} ms, SQL {sql_ms:.1f} ms: {said}")
@@ -359,7 +397,7 @@ def explain_statements(engine, client, path: str, headers: dict, shown: int = 3)
 
 
 def print_screen(measured) -> None:
-    print(f"\nEvery page of the performance table, medians (ms)")
+    print("\nEvery page of the performance table, medians (ms)")
     print(f"{'page':<62} {'request':>8} {'SQL':>7} {'ratio':>6} {'stmts':>5}  verdict")
     for label, request_ms, sql_ms, statements, said in measured:
         ratio = f"{request_ms / sql_ms:.1f}x" if sql_ms else "-"
@@ -375,11 +413,15 @@ def worker_row(server_url: str, runs: int, steps: int, rounds: int, row: Row) ->
     row.floor = f"{median(result.bare):.0f} steps/s bare loop"
     row.ratio = f"{share:.0%}"
     row.verdict = verdict(share >= 0.5)
-    row.notes.append(f"{runs} runs x {steps} steps, median of {rounds} rounds (worker/bare per round: "
-                     f"{', '.join(f'{r:.0%}' for r in result.to_bare)})")
-    row.notes.append(f"minimal loop {median(result.minimal):.0f} steps/s (worker/minimal "
-                     f"{median(result.to_minimal):.0%}); per step the worker sends "
-                     f"{result.worker['statements']:.1f} statements, {result.worker['commits']:.2f} commits")
+    row.notes.append(
+        f"{runs} runs x {steps} steps, median of {rounds} rounds (worker/bare per round: "
+        f"{', '.join(f'{r:.0%}' for r in result.to_bare)})"
+    )
+    row.notes.append(
+        f"minimal loop {median(result.minimal):.0f} steps/s (worker/minimal "
+        f"{median(result.to_minimal):.0%}); per step the worker sends "
+        f"{result.worker['statements']:.1f} statements, {result.worker['commits']:.2f} commits"
+    )
 
 
 def timed_seed(url: str, runs: int, row: Row) -> None:
@@ -396,8 +438,7 @@ def timed_seed(url: str, runs: int, row: Row) -> None:
     if runs != MILLION:
         row.ratio = ""
         row.verdict += " (extrapolated)"
-        row.notes.append(f"EXTRAPOLATED, not measured: {per_million:.0f} s per 1M runs, linearly from "
-                         f"{runs:,} runs")
+        row.notes.append(f"EXTRAPOLATED, not measured: {per_million:.0f} s per 1M runs, linearly from {runs:,} runs")
     row.notes.append(f"{result.steps:,} steps, {result.events:,} events, {result.signals:,} signals written")
 
 
@@ -450,8 +491,9 @@ def writers(engine, seconds: float, workers: int = 4) -> float:
                     run = f"w{n}-{flip % 50}"
                     workflow_rows.lock_for(conn, run)
                     now_ready = flip // 50 % 2 == 0
-                    workflow_rows.transition(conn, run, from_="ready" if now_ready else "running",
-                                         to="running" if now_ready else "ready")
+                    workflow_rows.transition(
+                        conn, run, from_="ready" if now_ready else "running", to="running" if now_ready else "ready"
+                    )
             except sa.exc.OperationalError:
                 failed[n] += 1  # a deadlock: the transaction is lost, tried again
                 continue
@@ -472,16 +514,21 @@ def contention(url: str, seconds: float) -> None:
         try:
             schema.install(engine)
             with engine.begin() as conn:
-                conn.execute(sa.text(
-                    "INSERT INTO pgbus_workflows (workflow_id, workflow_class, status) "
-                    "SELECT 'w' || t || '-' || g, 'OrderWorkflow', 'ready' "
-                    "FROM generate_series(0, 3) t, generate_series(0, 49) g"))
+                conn.execute(
+                    sa.text(
+                        "INSERT INTO pgbus_workflows (workflow_id, workflow_class, status) "
+                        "SELECT 'w' || t || '-' || g, 'OrderWorkflow', 'ready' "
+                        "FROM generate_series(0, 3) t, generate_series(0, 49) g"
+                    )
+                )
             print(f"\n4 writers, {seconds:.0f} s each (transactions/s: lock the run, change its status, commit)")
             results = {}
             for label, setup in (
                 ("count triggers off", "ALTER TABLE pgbus_workflows DISABLE TRIGGER pgbus_workflows_count_on_update"),
-                ("appended deltas (this schema)",
-                 "ALTER TABLE pgbus_workflows ENABLE TRIGGER pgbus_workflows_count_on_update"),
+                (
+                    "appended deltas (this schema)",
+                    "ALTER TABLE pgbus_workflows ENABLE TRIGGER pgbus_workflows_count_on_update",
+                ),
                 ("one counter row per class and status", HOT_ROW),
             ):
                 with engine.begin() as conn:
@@ -503,23 +550,32 @@ def load_average() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--database-url", default=os.environ.get(db.DATABASE_URL_ENV),
-                        help="a seeded database (default: an embedded server, seeded here)")
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get(db.DATABASE_URL_ENV),
+        help="a seeded database (default: an embedded server, seeded here)",
+    )
     parser.add_argument("--repeat", type=int, default=15, help="timed requests per page row")
-    parser.add_argument("--worker", action="store_true",
-                        help="with a URL: also the worker row (always on without one)")
+    parser.add_argument("--worker", action="store_true", help="with a URL: also the worker row (always on without one)")
     parser.add_argument("--worker-runs", type=int, default=200)
     parser.add_argument("--worker-steps", type=int, default=5)
     parser.add_argument("--worker-rounds", type=int, default=3)
-    parser.add_argument("--seed-runs", type=int, default=None,
-                        help=f"runs the seed row writes (default without a URL: {EMBEDDED_SEED_RUNS:,}, "
-                             "which the page rows then read)")
+    parser.add_argument(
+        "--seed-runs",
+        type=int,
+        default=None,
+        help=f"runs the seed row writes (default without a URL: {EMBEDDED_SEED_RUNS:,}, which the page rows then read)",
+    )
     parser.add_argument("--contention", action="store_true", help="also time 4 writers (scratch database)")
     parser.add_argument("--seconds", type=float, default=10.0, help="per contention round")
-    parser.add_argument("--pages", action="store_true",
-                        help="with a URL: only every page of the performance table, with its target")
-    parser.add_argument("--explain", action="store_true",
-                        help="under each page that misses its target, its slowest statements explained")
+    parser.add_argument(
+        "--pages", action="store_true", help="with a URL: only every page of the performance table, with its target"
+    )
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="under each page that misses its target, its slowest statements explained",
+    )
     options = parser.parse_args()
 
     if options.database_url and options.pages:
@@ -563,6 +619,7 @@ def report(url: str, options, *, seeded_here: bool) -> None:
     print(f"load average {load_average()}")
     if options.contention:
         contention(url, options.seconds)
+
 
 if __name__ == "__main__":
     main()

@@ -10,9 +10,9 @@ import shutil
 import tempfile
 import uuid
 import warnings
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from pgbus_web import db
 from pgbus_web.demo import database as demo_database
@@ -43,8 +43,7 @@ def _on_server(url: str, statement: str) -> None:
     # No statement timeout: on a busy server a DROP waits for its
     # checkpoint longer than a page's bound, and must not leave the
     # database behind.
-    engine = db.create_engine(url, db.UNBOUNDED_STATEMENTS, isolation_level="AUTOCOMMIT", pool_size=1,
-                              max_overflow=0)
+    engine = db.create_engine(url, db.UNBOUNDED_STATEMENTS, isolation_level="AUTOCOMMIT", pool_size=1, max_overflow=0)
     try:
         with engine.connect() as conn:
             conn.exec_driver_sql(statement)
@@ -63,8 +62,7 @@ def create_database(url: str, name: str) -> str:
     drop_database(url, name)
     # Made as the demo makes its own (the builtin C.UTF-8 collation where
     # the server has it), so a seed timed here is the demo's.
-    engine = db.create_engine(url, db.UNBOUNDED_STATEMENTS, isolation_level="AUTOCOMMIT", pool_size=1,
-                              max_overflow=0)
+    engine = db.create_engine(url, db.UNBOUNDED_STATEMENTS, isolation_level="AUTOCOMMIT", pool_size=1, max_overflow=0)
     try:
         with engine.connect() as conn:
             demo_database.create(conn, name)

@@ -49,16 +49,19 @@ import scratch  # noqa: E402
 from queries import capture, timed  # noqa: E402  (bench/queries.py)
 
 from pgbus_web import db, defaults, schema  # noqa: E402
-from pgbus_web.models import workflow_attention, workflow_index  # noqa: E402
 from pgbus_web.core import tokens  # noqa: E402
+from pgbus_web.models import workflow_attention, workflow_index  # noqa: E402
 from pgbus_web.rules import run_filters  # noqa: E402
 
 BENCH_DATABASE = "pgbus_bench_search"
 THRESHOLDS = {"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaults.WAITING_THRESHOLD}
 PAGE_SIZE = 50
 # The forms that find a run by a fragment from the middle or the end of its id.
-FRAGMENT_FORMS = ("run id, 8 characters from the middle", "run id, its last 12 characters",
-                  "run id, 6 characters from the middle")
+FRAGMENT_FORMS = (
+    "run id, 8 characters from the middle",
+    "run id, its last 12 characters",
+    "run id, 6 characters from the middle",
+)
 
 
 def explain_text(engine, statement: str, parameters) -> str:
@@ -80,10 +83,17 @@ def search(bench_url: str, runs: int, repeat: int) -> None:
         print(f"seeded {runs:,} runs in {time.monotonic() - started:.1f}s (with VACUUM ANALYZE)\n")
 
         with engine.connect() as conn:
-            target = conn.execute(sa.text(
-                "SELECT workflow_id, subject_type, subject_id, idempotency_key FROM pgbus_workflows "
-                "WHERE idempotency_key IS NOT NULL AND id >= :middle ORDER BY id LIMIT 1"
-            ), {"middle": runs // 2}).mappings().one()
+            target = (
+                conn.execute(
+                    sa.text(
+                        "SELECT workflow_id, subject_type, subject_id, idempotency_key FROM pgbus_workflows "
+                        "WHERE idempotency_key IS NOT NULL AND id >= :middle ORDER BY id LIMIT 1"
+                    ),
+                    {"middle": runs // 2},
+                )
+                .mappings()
+                .one()
+            )
         forms = [
             ("run id, whole", target["workflow_id"]),
             ("run id, upper case", target["workflow_id"].upper()),
@@ -100,6 +110,7 @@ def search(bench_url: str, runs: int, repeat: int) -> None:
         ]
         summary = []
         for label, text in forms:
+
             def call(conn, text=text):
                 return workflow_index.page(conn, limit=PAGE_SIZE + 1, search=text, **THRESHOLDS)
 
@@ -108,8 +119,10 @@ def search(bench_url: str, runs: int, repeat: int) -> None:
             times = timed(engine, call, repeat)
             found = target["workflow_id"] in {row["workflow_id"] for row in rows}
             summary.append((label, text, len(rows), found, statistics.median(times), max(times)))
-            print(f"== {label}: q={text!r}: {len(rows)} runs, target {'found' if found else 'NOT found'}; "
-                  f"median {statistics.median(times) * 1000:.2f} ms, slowest {max(times) * 1000:.2f} ms")
+            print(
+                f"== {label}: q={text!r}: {len(rows)} runs, target {'found' if found else 'NOT found'}; "
+                f"median {statistics.median(times) * 1000:.2f} ms, slowest {max(times) * 1000:.2f} ms"
+            )
             print(plan)
             print()
         floor = summary[0][4]
@@ -120,7 +133,9 @@ def search(bench_url: str, runs: int, repeat: int) -> None:
             if label not in FRAGMENT_FORMS:
                 continue
             pattern = {"pattern": "%" + workflow_index.like_literal(workflow_index.ascii_lower(text)) + "%"}
-            statement = sa.text('SELECT count(*) FROM pgbus_workflows WHERE lower(workflow_id COLLATE "C") LIKE :pattern')
+            statement = sa.text(
+                'SELECT count(*) FROM pgbus_workflows WHERE lower(workflow_id COLLATE "C") LIKE :pattern'
+            )
 
             def indexed(conn, pattern=pattern):
                 return conn.execute(statement, pattern).scalar_one()
@@ -137,18 +152,24 @@ def search(bench_url: str, runs: int, repeat: int) -> None:
         # seed makes a tenth of the runs failed).
         groups, statement, parameters = capture(engine, lambda conn: workflow_attention.failed_groups(conn))
         times = timed(engine, lambda conn: workflow_attention.failed_groups(conn), repeat)
-        print(f"== failed runs' groups: {len(groups)} groups of {sum(g['count'] for g in groups):,} runs; "
-              f"median {statistics.median(times) * 1000:.2f} ms, slowest {max(times) * 1000:.2f} ms")
+        print(
+            f"== failed runs' groups: {len(groups)} groups of {sum(g['count'] for g in groups):,} runs; "
+            f"median {statistics.median(times) * 1000:.2f} ms, slowest {max(times) * 1000:.2f} ms"
+        )
         print(explain_text(engine, statement, parameters))
         print()
         print("summary (median / slowest of", repeat, "calls; the median as a ratio to the whole run id's):")
         for label, text, count, found, median, slowest in summary:
-            print(f"  {label:<42} {count:>3} runs  {'found' if found else '-':<5}  "
-                  f"{median * 1000:7.2f} ms / {slowest * 1000:7.2f} ms  {median / floor:5.1f}x")
+            print(
+                f"  {label:<42} {count:>3} runs  {'found' if found else '-':<5}  "
+                f"{median * 1000:7.2f} ms / {slowest * 1000:7.2f} ms  {median / floor:5.1f}x"
+            )
         print("a fragment's LIKE alone (median), with the trigram index and without index scans:")
         for label, with_index, without in alone:
-            print(f"  {label:<42} {with_index * 1000:7.2f} ms  {without * 1000:8.2f} ms  "
-                  f"without the index {without / with_index:6.1f}x")
+            print(
+                f"  {label:<42} {with_index * 1000:7.2f} ms  {without * 1000:8.2f} ms  "
+                f"without the index {without / with_index:6.1f}x"
+            )
         missed = [label for label, _, _, found, _, _ in summary if not found and label != "nothing matches"]
         json_searches(engine, bench_url, target["workflow_id"], repeat)
         if missed:
@@ -196,10 +217,18 @@ def sql_alone(engine, statement: str, parameters, repeat: int) -> list[float]:
 
 def json_searches(engine, bench_url: str, workflow_id: str, repeat: int) -> None:
     with engine.connect() as conn:
-        target = conn.execute(sa.text("SELECT id, arguments, (SELECT payload FROM pgbus_workflow_signals s"
-                                      " WHERE s.workflow_id = w.workflow_id LIMIT 1) AS payload"
-                                      " FROM pgbus_workflows w WHERE id >= (SELECT max(id) / 2 FROM pgbus_workflows)"
-                                      " AND id % 10 = 0 ORDER BY id LIMIT 1")).mappings().one()
+        target = (
+            conn.execute(
+                sa.text(
+                    "SELECT id, arguments, (SELECT payload FROM pgbus_workflow_signals s"
+                    " WHERE s.workflow_id = w.workflow_id LIMIT 1) AS payload"
+                    " FROM pgbus_workflows w WHERE id >= (SELECT max(id) / 2 FROM pgbus_workflows)"
+                    " AND id % 10 = 0 ORDER BY id LIMIT 1"
+                )
+            )
+            .mappings()
+            .one()
+        )
     customer, order = target["arguments"]["customer_id"], target["arguments"]["order"]["id"]
     searches = [
         (f"customer (arg.customer_id, {bulk_runs.CUSTOMER_RUNS} runs)", {"arg.customer_id": str(customer)}),
@@ -223,15 +252,23 @@ def seeded_searches(engine) -> list[tuple[str, dict[str, str]]]:
     others (their ids may be higher): the refund is a recent one, by the
     class's creation order."""
     with engine.connect() as conn:
-        refund = conn.execute(sa.text(
-            "SELECT arguments FROM pgbus_workflows WHERE workflow_class = 'RefundWorkflow'"
-            " AND arguments ? 'customer_id' AND arguments ? 'refund_id'"
-            " ORDER BY created_at DESC OFFSET 500 LIMIT 1")).scalar_one()
-        payload = conn.execute(sa.text(
-            "SELECT payload FROM pgbus_workflow_signals WHERE id >= (SELECT max(id) / 2 FROM pgbus_workflow_signals)"
-            " AND payload ? 'tracking' ORDER BY id LIMIT 1")).scalar_one()
-        customer_runs = conn.execute(sa.text("SELECT count(*) FROM pgbus_workflows WHERE arguments @> :value"),
-                                     {"value": json.dumps({"customer_id": refund["customer_id"]})}).scalar_one()
+        refund = conn.execute(
+            sa.text(
+                "SELECT arguments FROM pgbus_workflows WHERE workflow_class = 'RefundWorkflow'"
+                " AND arguments ? 'customer_id' AND arguments ? 'refund_id'"
+                " ORDER BY created_at DESC OFFSET 500 LIMIT 1"
+            )
+        ).scalar_one()
+        payload = conn.execute(
+            sa.text(
+                "SELECT payload FROM pgbus_workflow_signals WHERE id >= (SELECT max(id) / 2 FROM pgbus_workflow_signals)"
+                " AND payload ? 'tracking' ORDER BY id LIMIT 1"
+            )
+        ).scalar_one()
+        customer_runs = conn.execute(
+            sa.text("SELECT count(*) FROM pgbus_workflows WHERE arguments @> :value"),
+            {"value": json.dumps({"customer_id": refund["customer_id"]})},
+        ).scalar_one()
     customer = str(refund["customer_id"])
     return [
         (f"customer (arg.customer_id, {customer_runs} runs)", {"arg.customer_id": customer}),
@@ -278,7 +315,9 @@ def through_api(engine, tokens_url: str, searches, repeat: int) -> None:
         filters = run_filters.parse_query(query)
 
         def call(conn, filters=filters):
-            return workflow_index.page(conn, limit=PAGE_SIZE + 1, **THRESHOLDS, **filters.page_binds(workflow_index._now()))
+            return workflow_index.page(
+                conn, limit=PAGE_SIZE + 1, **THRESHOLDS, **filters.page_binds(workflow_index._now())
+            )
 
         rows, statement, parameters = capture(engine, call)
         plan = explain_text(engine, statement, parameters)
@@ -297,10 +336,11 @@ def through_api(engine, tokens_url: str, searches, repeat: int) -> None:
         uses = [name for name in ("pgbus_workflows_arguments", "pgbus_workflow_signals_payload") if name in plan]
         sql_ms, api_ms = statistics.median(sql_times) * 1000, statistics.median(api_times) * 1000
         model_ms = statistics.median(model_times) * 1000
-        rows_out.append((label, listed, sql_ms, model_ms, api_ms, uses, min(sql_times) * 1000,
-                         min(api_times) * 1000))
-        print(f"== {label}: {query}: {listed} runs listed; SQL {sql_ms:.2f} ms, page() {model_ms:.2f} ms, "
-              f"API {api_ms:.2f} ms; index: {', '.join(uses) or 'NONE'}")
+        rows_out.append((label, listed, sql_ms, model_ms, api_ms, uses, min(sql_times) * 1000, min(api_times) * 1000))
+        print(
+            f"== {label}: {query}: {listed} runs listed; SQL {sql_ms:.2f} ms, page() {model_ms:.2f} ms, "
+            f"API {api_ms:.2f} ms; index: {', '.join(uses) or 'NONE'}"
+        )
         print(plan)
         print()
     # The door's own cost, the same for any filter: an API answer of no run
@@ -312,17 +352,27 @@ def through_api(engine, tokens_url: str, searches, repeat: int) -> None:
         empty_times.append(time.perf_counter() - started)
     empty_ms = statistics.median(empty_times[1:]) * 1000
     token_engine.dispose()
-    print("searches inside JSON (median of", repeat, "calls): SQL = the statement alone, page() = the model's"
-          " call (query and rows), API = GET /api/v1/runs (request, token, query, JSON)")
+    print(
+        "searches inside JSON (median of",
+        repeat,
+        "calls): SQL = the statement alone, page() = the model's"
+        " call (query and rows), API = GET /api/v1/runs (request, token, query, JSON)",
+    )
     print(f"  the API's own cost, an answer of no run: {empty_ms:.2f} ms")
-    print("  (fastest: the fastest of the calls, SQL's and the API's, and their ratio: the least disturbed by"
-          " other work on the machine)")
-    print(f"  {'search':<50} {'runs':>4}  {'SQL ms':>7}  {'page()':>7}  {'API ms':>7}  page/SQL  API/SQL"
-          f"  {'fastest SQL':>11}  {'API':>6}  API/SQL  index")
+    print(
+        "  (fastest: the fastest of the calls, SQL's and the API's, and their ratio: the least disturbed by"
+        " other work on the machine)"
+    )
+    print(
+        f"  {'search':<50} {'runs':>4}  {'SQL ms':>7}  {'page()':>7}  {'API ms':>7}  page/SQL  API/SQL"
+        f"  {'fastest SQL':>11}  {'API':>6}  API/SQL  index"
+    )
     for label, listed, sql_ms, model_ms, api_ms, uses, sql_min, api_min in rows_out:
-        print(f"  {label:<50} {listed:>4}  {sql_ms:7.2f}  {model_ms:7.2f}  {api_ms:7.2f}  {model_ms / sql_ms:7.1f}x"
-              f"  {api_ms / sql_ms:6.1f}x  {sql_min:11.2f}  {api_min:6.2f}  {api_min / sql_min:6.1f}x"
-              f"  {', '.join(uses) or '-'}")
+        print(
+            f"  {label:<50} {listed:>4}  {sql_ms:7.2f}  {model_ms:7.2f}  {api_ms:7.2f}  {model_ms / sql_ms:7.1f}x"
+            f"  {api_ms / sql_ms:6.1f}x  {sql_min:11.2f}  {api_min:6.2f}  {api_min / sql_min:6.1f}x"
+            f"  {', '.join(uses) or '-'}"
+        )
 
 
 def main() -> None:
@@ -330,8 +380,11 @@ def main() -> None:
     parser.add_argument("--database-url")
     parser.add_argument("--runs", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=7, help="timed calls per search (after one warm-up)")
-    parser.add_argument("--read-only-url", help="search a database `pgbus-web seed` filled instead, only reading it"
-                        " (every transaction read only); the API's token lives in a scratch database on its server")
+    parser.add_argument(
+        "--read-only-url",
+        help="search a database `pgbus-web seed` filled instead, only reading it"
+        " (every transaction read only); the API's token lives in a scratch database on its server",
+    )
     args = parser.parse_args()
     if args.read_only_url:
         engine = scratch.read_only_engine(args.read_only_url)

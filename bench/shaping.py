@@ -37,15 +37,28 @@ def main() -> None:
     now = utcnow()
 
     def shaped():
-        return [rep.run_row(run, stuck=rep.stuck_reason(run, now=now, stall_threshold=THRESHOLDS["threshold"],
-                                                         waiting_threshold=THRESHOLDS["waiting_threshold"]))
-                for run in rows]
+        return [
+            rep.run_row(
+                run,
+                stuck=rep.stuck_reason(
+                    run,
+                    now=now,
+                    stall_threshold=THRESHOLDS["threshold"],
+                    waiting_threshold=THRESHOLDS["waiting_threshold"],
+                ),
+            )
+            for run in rows
+        ]
 
     def bare():
-        return [{"run": {name: run.get(name) for name in rep.RUN_FIELDS},
-                 "step": {name: run["step"].get(name) for name in rep.STEP_FIELDS} if run.get("step") else None,
-                 "batch": {name: run["batch"].get(name) for name in rep.BATCH_FIELDS} if run.get("batch") else None}
-                for run in rows]
+        return [
+            {
+                "run": {name: run.get(name) for name in rep.RUN_FIELDS},
+                "step": {name: run["step"].get(name) for name in rep.STEP_FIELDS} if run.get("step") else None,
+                "batch": {name: run["batch"].get(name) for name in rep.BATCH_FIELDS} if run.get("batch") else None,
+            }
+            for run in rows
+        ]
 
     shaping, copying = [], []
     for _ in range(args.repeat):  # interleaved: a busy spell weighs on both
@@ -56,8 +69,10 @@ def main() -> None:
         bare()
         copying.append(time.perf_counter() - started)
     shape_ms, copy_ms = statistics.median(shaping) * 1000, statistics.median(copying) * 1000
-    print(f"{len(rows)} runs: shaped {shape_ms:.3f} ms, bare copy {copy_ms:.3f} ms (median of {args.repeat}):"
-          f" {shape_ms / copy_ms:.1f}x")
+    print(
+        f"{len(rows)} runs: shaped {shape_ms:.3f} ms, bare copy {copy_ms:.3f} ms (median of {args.repeat}):"
+        f" {shape_ms / copy_ms:.1f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -131,17 +131,31 @@ def explained(url: str, runs: int) -> tuple[float, dict[str, float], dict[str, i
     with psycopg.connect(worker_bench.libpq_url(url)) as conn, conn.cursor() as cur:
         for r in range(runs):
             run = f"explained-{r}"
-            cur.execute("INSERT INTO pgbus_workflows (workflow_id, workflow_class, status)"
-                        " VALUES (%s, 'Bench', 'running')", (run,))
+            cur.execute(
+                "INSERT INTO pgbus_workflows (workflow_id, workflow_class, status) VALUES (%s, 'Bench', 'running')",
+                (run,),
+            )
             for s in range(STEPS):
-                explain(cur, "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, scheduled_at)"
-                             " VALUES (%s, %s, 'scheduled', now())", (run, f"step_{s}"))
+                explain(
+                    cur,
+                    "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, scheduled_at)"
+                    " VALUES (%s, %s, 'scheduled', now())",
+                    (run, f"step_{s}"),
+                )
                 cur.execute("SELECT max(id) FROM pgbus_workflow_steps WHERE workflow_id = %s", (run,))
                 step = cur.fetchone()[0]
-                explain(cur, "UPDATE pgbus_workflow_steps SET status = 'in_progress', started_at = clock_timestamp()"
-                             " WHERE id = %s", (step,))
-                explain(cur, "UPDATE pgbus_workflow_steps SET status = 'completed', finished_at = clock_timestamp(),"
-                             " result = '{}' WHERE id = %s", (step,))
+                explain(
+                    cur,
+                    "UPDATE pgbus_workflow_steps SET status = 'in_progress', started_at = clock_timestamp()"
+                    " WHERE id = %s",
+                    (step,),
+                )
+                explain(
+                    cur,
+                    "UPDATE pgbus_workflow_steps SET status = 'completed', finished_at = clock_timestamp(),"
+                    " result = '{}' WHERE id = %s",
+                    (step,),
+                )
             conn.commit()
         cur.execute(PRUNE)
         conn.commit()
@@ -169,10 +183,12 @@ def main() -> None:
     # On an embedded server of its own the databases go with the server
     # (dropping three on a busy machine can outlast the statement timeout).
     keep = options.database_url is None
-    with (scratch.server(options.database_url) as server,
-          scratch.scratch_database(server, keep=keep) as row_url,
-          scratch.scratch_database(server, keep=keep) as statement_url,
-          scratch.scratch_database(server, keep=keep) as none_url):
+    with (
+        scratch.server(options.database_url) as server,
+        scratch.scratch_database(server, keep=keep) as row_url,
+        scratch.scratch_database(server, keep=keep) as statement_url,
+        scratch.scratch_database(server, keep=keep) as none_url,
+    ):
         urls = {"row": row_url, "statement": statement_url, "none": none_url}
         for url in urls.values():
             engine = db.create_engine(url, db.UNBOUNDED_STATEMENTS, pool_pre_ping=False)
@@ -201,27 +217,37 @@ def main() -> None:
 def report(options, times, shares) -> None:
     median = statistics.median
     print(f"schema version {schema.SCHEMA_VERSION}; medians over rounds of one block in each database")
-    print(f"  step writes, {options.pairs} rounds of {options.runs} runs x {STEPS} steps"
-          f" (insert + 2 updates, server-side):")
+    print(
+        f"  step writes, {options.pairs} rounds of {options.runs} runs x {STEPS} steps"
+        f" (insert + 2 updates, server-side):"
+    )
     none = times["none", "writes"]
     for name in DATABASES:
         ratios = [a / b for a, b in zip(times[name, "writes"], none)]
-        print(f"    {name:10} {median(times[name, 'writes']) * 1e6:8.1f} µs a step   / none {median(ratios):6.3f}"
-              f"  (rounds {min(ratios):.3f} to {max(ratios):.3f})")
+        print(
+            f"    {name:10} {median(times[name, 'writes']) * 1e6:8.1f} µs a step   / none {median(ratios):6.3f}"
+            f"  (rounds {min(ratios):.3f} to {max(ratios):.3f})"
+        )
     steps = options.explained * STEPS
     for name, (total, spent, calls) in shares.items():
-        print(f"  explained ({name}), {options.explained} runs x {STEPS} steps:"
-              f" {total / steps * 1000:.1f} µs of execution a step; its triggers:")
+        print(
+            f"  explained ({name}), {options.explained} runs x {STEPS} steps:"
+            f" {total / steps * 1000:.1f} µs of execution a step; its triggers:"
+        )
         for trigger in sorted(spent, key=spent.get, reverse=True):
-            print(f"    {trigger:46} {spent[trigger] / total:6.1%}  {calls[trigger] / steps:4.1f} calls a step"
-                  f"  {spent[trigger] / max(calls[trigger], 1) * 1000:6.1f} µs a call")
+            print(
+                f"    {trigger:46} {spent[trigger] / total:6.1%}  {calls[trigger] / steps:4.1f} calls a step"
+                f"  {spent[trigger] / max(calls[trigger], 1) * 1000:6.1f} µs a call"
+            )
     if options.worker_pairs:
         none = times["none", "worker"]
         print(f"  worker, {options.worker_pairs} rounds of {options.worker_runs} runs x {STEPS} no-op steps:")
         for name in DATABASES:
             ratios = [a / b for a, b in zip(times[name, "worker"], none)]
-            print(f"    {name:10} {median(times[name, 'worker']):8.0f} steps/s   / none {median(ratios):6.3f}"
-                  f"  (rounds {min(ratios):.3f} to {max(ratios):.3f})")
+            print(
+                f"    {name:10} {median(times[name, 'worker']):8.0f} steps/s   / none {median(ratios):6.3f}"
+                f"  (rounds {min(ratios):.3f} to {max(ratios):.3f})"
+            )
 
 
 if __name__ == "__main__":

@@ -45,19 +45,35 @@ FILTERS = (
     {"step_name": "refund"},
 )
 # Wider than any table: one window, the walks before they were bounded.
-WHOLE = 10 ** 15
+WHOLE = 10**15
 
 
 def seed(url: str, runs: int) -> None:
     early, late = runs // 100, runs // 25
-    bulk_runs.insert(url, early, bulk_runs.Shape(
-        classes=("RefundWorkflow",), subject_types=("LegacyRefund",), statuses=("paused",), steps=("refund",)))
-    bulk_runs.insert(url, runs - early - late, bulk_runs.Shape(
-        classes=("OrderWorkflow", "RefundWorkflow", "OnboardingWorkflow"), subject_types=("Order", "Refund", "User"),
-        statuses=("completed",) * 6 + ("cancelled", "ready", "waiting", "running"),
-        steps=tuple(f"step_{n}" for n in range(7))))
-    bulk_runs.insert(url, late, bulk_runs.Shape(
-        classes=("OrderWorkflow",), subject_types=("Order",), statuses=("failed",), steps=("capture_payment",)))
+    bulk_runs.insert(
+        url,
+        early,
+        bulk_runs.Shape(
+            classes=("RefundWorkflow",), subject_types=("LegacyRefund",), statuses=("paused",), steps=("refund",)
+        ),
+    )
+    bulk_runs.insert(
+        url,
+        runs - early - late,
+        bulk_runs.Shape(
+            classes=("OrderWorkflow", "RefundWorkflow", "OnboardingWorkflow"),
+            subject_types=("Order", "Refund", "User"),
+            statuses=("completed",) * 6 + ("cancelled", "ready", "waiting", "running"),
+            steps=tuple(f"step_{n}" for n in range(7)),
+        ),
+    )
+    bulk_runs.insert(
+        url,
+        late,
+        bulk_runs.Shape(
+            classes=("OrderWorkflow",), subject_types=("Order",), statuses=("failed",), steps=("capture_payment",)
+        ),
+    )
 
 
 def explained(engine, call) -> list[dict]:
@@ -81,8 +97,9 @@ def explained(engine, call) -> list[dict]:
         for statement, parameters in sent:
             cursor.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + statement, parameters)
             plan = cursor.fetchone()[0][0]
-            found.append({"ms": plan["Execution Time"], "buffers": _buffers(plan["Plan"]),
-                          "read": rows_read(plan["Plan"])})
+            found.append(
+                {"ms": plan["Execution Time"], "buffers": _buffers(plan["Plan"]), "read": rows_read(plan["Plan"])}
+            )
     return found
 
 
@@ -95,8 +112,11 @@ def rows_read(node: dict) -> int:
     and the rows its filter removed, times its loops."""
     here = 0
     if "Scan" in node["Node Type"]:
-        here = (node.get("Actual Rows", 0) + node.get("Rows Removed by Filter", 0)
-                + node.get("Rows Removed by Index Recheck", 0)) * node.get("Actual Loops", 1)
+        here = (
+            node.get("Actual Rows", 0)
+            + node.get("Rows Removed by Filter", 0)
+            + node.get("Rows Removed by Index Recheck", 0)
+        ) * node.get("Actual Loops", 1)
     return here + sum(rows_read(child) for child in node.get("Plans", []))
 
 
@@ -107,12 +127,19 @@ def statements(conn, values: dict, window: int) -> None:
     binds = operations._binds(parsed, now)
     ceiling = workflow_rows.highest_id(conn)
     where, where_binds = workflow_index.page_where(now=now, ceiling_id=ceiling, **THRESHOLDS, **binds)
-    _, holding = workflow_index.count_by_window(conn, where=where, binds=where_binds, ceiling_id=ceiling,
-                                                window=window)
+    _, holding = workflow_index.count_by_window(conn, where=where, binds=where_binds, ceiling_id=ceiling, window=window)
     workflow_index.sample_in(conn, holding, limit=operations.SAMPLE_SIZE, now=now, **THRESHOLDS, **binds)
     where, binds = workflow_index.page_where(now=now, **THRESHOLDS, **binds)
-    workflow_index.walk(conn, where=where, binds=binds, after_id=0, ceiling_id=ceiling, limit=operations.CHUNK,
-                        window=window, windows=operations.WINDOWS_PER_CHUNK if window < WHOLE else 1)
+    workflow_index.walk(
+        conn,
+        where=where,
+        binds=binds,
+        after_id=0,
+        ceiling_id=ceiling,
+        limit=operations.CHUNK,
+        window=window,
+        windows=operations.WINDOWS_PER_CHUNK if window < WHOLE else 1,
+    )
 
 
 def restarter(pg_ctl: str | None, data: str | None):
@@ -142,9 +169,11 @@ def report(url: str, restart_server) -> None:
                 restart_server()
             found = explained(engine, lambda conn: statements(conn, values, window))
             worst = max(found, key=lambda item: item["ms"])
-            print(f"{json.dumps(values):90} {label:18} statements {len(found):4}  slowest {worst['ms']:8.1f} ms"
-                  f"  {worst['buffers']:7} buffers  {int(worst['read']):9,} rows read  (all: {sum(i['ms'] for i in found):8.1f} ms,"
-                  f" most rows read by one {int(max(i['read'] for i in found)):,})")
+            print(
+                f"{json.dumps(values):90} {label:18} statements {len(found):4}  slowest {worst['ms']:8.1f} ms"
+                f"  {worst['buffers']:7} buffers  {int(worst['read']):9,} rows read  (all: {sum(i['ms'] for i in found):8.1f} ms,"
+                f" most rows read by one {int(max(i['read'] for i in found)):,})"
+            )
     engine.dispose()
 
 

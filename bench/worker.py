@@ -38,7 +38,7 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
@@ -71,13 +71,16 @@ def libpq_url(url: str) -> str:
 def reset(engine) -> None:
     with engine.begin() as conn:
         # Only the tables the installed version has (--schema-version).
-        tables = [table for table in schema.TABLES
-                  if conn.execute(sa.text("SELECT to_regclass(:t) IS NOT NULL"), {"t": table}).scalar_one()]
+        tables = [
+            table
+            for table in schema.TABLES
+            if conn.execute(sa.text("SELECT to_regclass(:t) IS NOT NULL"), {"t": table}).scalar_one()
+        ]
         conn.execute(sa.text(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE"))
 
 
 def start_runs(engine, registry: Registry, runs: int) -> datetime:
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     for n in range(runs):
         system.start(engine, "Bench", {"n": n}, registry=registry, now=now)
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
@@ -108,6 +111,7 @@ def delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
 
 
 # --- the worker ----------------------------------------------------------------
+
 
 def run_worker(url: str, registry: Registry, runs: int, steps: int) -> dict[str, float]:
     setup = db.create_engine(url, pool_pre_ping=False)
@@ -182,8 +186,8 @@ def _start(cur, step_id: int, workflow_id: str, step_name: str, now) -> None:
         (now, now, step_id, ["scheduled"]),
     )
     cur.execute(
-        "UPDATE pgbus_workflows SET status = 'running', updated_at = now() "
-        "WHERE workflow_id = %s AND status = ANY(%s)", (workflow_id, ["ready"]),
+        "UPDATE pgbus_workflows SET status = 'running', updated_at = now() WHERE workflow_id = %s AND status = ANY(%s)",
+        (workflow_id, ["ready"]),
     )
     cur.execute(EVENT, (workflow_id, "step_started", step_id, step_name, now))
 
@@ -217,7 +221,8 @@ def run_bare(url: str, steps: int, now) -> int:
                 if number == steps:
                     cur.execute(
                         "UPDATE pgbus_workflows SET status = 'completed', finished_at = %s, updated_at = now() "
-                        "WHERE workflow_id = %s AND status = ANY(%s)", (now, workflow_id, ["running"]),
+                        "WHERE workflow_id = %s AND status = ANY(%s)",
+                        (now, workflow_id, ["running"]),
                     )
                     cur.execute(EVENT, (workflow_id, "finished", None, None, now))
                     conn.commit()
@@ -225,7 +230,8 @@ def run_bare(url: str, steps: int, now) -> int:
                 step_name = f"step_{number}"
                 cur.execute(
                     "SELECT COALESCE(max(attempt), 0) + 1 FROM pgbus_workflow_steps "
-                    "WHERE workflow_id = %s AND step_name = %s", (workflow_id, step_name),
+                    "WHERE workflow_id = %s AND step_name = %s",
+                    (workflow_id, step_name),
                 )
                 cur.execute(
                     "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, created_at, updated_at, status, "
@@ -236,7 +242,8 @@ def run_bare(url: str, steps: int, now) -> int:
                 cur.execute(EVENT, (workflow_id, "step_scheduled", step_id, step_name, now))
                 cur.execute(
                     "UPDATE pgbus_workflows SET status = 'ready', current_step = %s, updated_at = now() "
-                    "WHERE workflow_id = %s AND status = ANY(%s)", (step_name, workflow_id, ["running"]),
+                    "WHERE workflow_id = %s AND status = ANY(%s)",
+                    (step_name, workflow_id, ["running"]),
                 )
                 _start(cur, step_id, workflow_id, step_name, now)
                 conn.commit()
@@ -257,7 +264,8 @@ def run_minimal(url: str, steps: int, now) -> int:
             if number < steps:
                 cur.execute(
                     "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, scheduled_at) "
-                    "VALUES (%s, %s, 'scheduled', %s)", (workflow_id, f"step_{number}", now),
+                    "VALUES (%s, %s, 'scheduled', %s)",
+                    (workflow_id, f"step_{number}", now),
                 )
             conn.commit()
             done += 1
@@ -308,8 +316,9 @@ class Comparison:
         return [worker["steps_per_s"] / minimal for worker, _, minimal in self.rounds]
 
 
-def compare(server_url: str, *, runs: int = 500, steps: int = 5, rounds: int = 3,
-            schema_version: int = schema.SCHEMA_VERSION) -> Comparison:
+def compare(
+    server_url: str, *, runs: int = 500, steps: int = 5, rounds: int = 3, schema_version: int = schema.SCHEMA_VERSION
+) -> Comparison:
     """The three loops, *rounds* times, in a scratch database on *server_url*."""
     registry = registry_of(steps)
     done = []
@@ -329,26 +338,35 @@ def compare(server_url: str, *, runs: int = 500, steps: int = 5, rounds: int = 3
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--database-url", default=os.environ.get(db.DATABASE_URL_ENV),
-                        help="a server to make the scratch database on (default: an embedded one)")
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get(db.DATABASE_URL_ENV),
+        help="a server to make the scratch database on (default: an embedded one)",
+    )
     parser.add_argument("--runs", type=int, default=500)
     parser.add_argument("--steps", type=int, default=5, help="no-op steps per run")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of the three loops; medians are printed")
-    parser.add_argument("--schema-version", type=int, default=schema.SCHEMA_VERSION,
-                        help="install this (older) schema version")
+    parser.add_argument(
+        "--schema-version", type=int, default=schema.SCHEMA_VERSION, help="install this (older) schema version"
+    )
     options = parser.parse_args()
 
     with scratch.server(options.database_url) as url:
-        result = compare(url, runs=options.runs, steps=options.steps, rounds=options.rounds,
-                         schema_version=options.schema_version)
+        result = compare(
+            url, runs=options.runs, steps=options.steps, rounds=options.rounds, schema_version=options.schema_version
+        )
     worker = result.worker
     median = statistics.median
-    print(f"{options.runs} runs x {options.steps} no-op steps, one process, median of {options.rounds} rounds, "
-          f"schema version {options.schema_version}")
+    print(
+        f"{options.runs} runs x {options.steps} no-op steps, one process, median of {options.rounds} rounds, "
+        f"schema version {options.schema_version}"
+    )
     print(f"  worker   {median(result.speeds):7.0f} steps/s  (rounds {', '.join(f'{s:.0f}' for s in result.speeds)})")
-    print(f"  bare     {median(result.bare):7.0f} steps/s  "
-          f"(worker/bare {median(result.to_bare):.0%}, rounds {', '.join(f'{r:.0%}' for r in result.to_bare)}; "
-          f"target >= 50%)")
+    print(
+        f"  bare     {median(result.bare):7.0f} steps/s  "
+        f"(worker/bare {median(result.to_bare):.0%}, rounds {', '.join(f'{r:.0%}' for r in result.to_bare)}; "
+        f"target >= 50%)"
+    )
     print(f"  minimal  {median(result.minimal):7.0f} steps/s  (worker/minimal {median(result.to_minimal):.0%})")
     print("  per step, the worker:")
     print(f"    statements sent      {worker['statements']:.1f}")
@@ -357,6 +375,7 @@ def main() -> None:
     print(f"    latest_* trigger calls {worker['latest_calls']:.1f}")
     print(f"    run row versions     {worker['run_versions']:.1f} (HOT {worker['run_hot']:.0%})")
     print(f"    step row versions    {worker['step_versions']:.1f} (HOT {worker['step_hot']:.0%})")
+
 
 if __name__ == "__main__":
     main()

@@ -26,19 +26,20 @@ cookie, which carries the flashed messages, is also ``SameSite=Lax``.
 from __future__ import annotations
 
 import secrets
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from flask import Flask, has_request_context, redirect, request, url_for
 from flask.sessions import SecureCookieSessionInterface
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from .auth import Auth, with_hooks
-from .extension import PgbusWeb
-from .plumbing import forwarded, security
-from .plumbing.state import state
 from .core.settings import Settings
 from .core.tokens import checker
+from .extension import PgbusWeb
 from .metrics import available
+from .plumbing import forwarded, security
+from .plumbing.state import state
 
 
 class SessionInterface(SecureCookieSessionInterface):

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Iterator
 
 import psycopg
 from psycopg.errors import _WaitTimeout  # what psycopg's wait raises on its timeout
@@ -86,8 +86,11 @@ def end_waiting(token) -> None:
 
 
 def _spent(bound: float | None) -> AnswerTimeout:
-    return AnswerTimeout(f"the database server sent no answer within {bound:.3g} seconds; connection closed"
-                         if bound is not None else "no time was left to wait for the database server")
+    return AnswerTimeout(
+        f"the database server sent no answer within {bound:.3g} seconds; connection closed"
+        if bound is not None
+        else "no time was left to wait for the database server"
+    )
 
 
 class BoundedConnection(psycopg.Connection):

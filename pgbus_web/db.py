@@ -34,9 +34,9 @@ import os
 import threading
 import time
 import weakref
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -118,7 +118,7 @@ class Bounds:
         return None if self.statement is None else self.statement + self.grace
 
     @classmethod
-    def health(cls, seconds: float) -> "Bounds":
+    def health(cls, seconds: float) -> Bounds:
         """One connection, one SELECT 1, all within *seconds* (the connect
         step within max(2, seconds): libpq's floor)."""
         return cls(connect=seconds, statement=seconds, ping=seconds, pool=seconds, grace=0)
@@ -161,12 +161,10 @@ def normalize_url(url: str | None) -> str:
     """
     url = (url or os.environ.get(DATABASE_URL_ENV) or "").strip()
     if not url:
-        raise DatabaseUrlError(
-            f"no database URL: pass --database-url or set {DATABASE_URL_ENV}"
-        )
+        raise DatabaseUrlError(f"no database URL: pass --database-url or set {DATABASE_URL_ENV}")
     for prefix in ("postgres://", "postgresql://"):
         if url.startswith(prefix):
-            url = "postgresql+psycopg://" + url[len(prefix):]
+            url = "postgresql+psycopg://" + url[len(prefix) :]
             break
     try:
         parsed = make_url(url)
@@ -245,7 +243,7 @@ _RETURNED = "pgbus_returned_at"
 # Database's replica, so that a replica gone is found when its connection
 # is taken and the page reads the primary instead (Database.read), never
 # a 503 for a stopped replica.
-_PINGED_ALWAYS: "weakref.WeakSet[Engine]" = weakref.WeakSet()
+_PINGED_ALWAYS: weakref.WeakSet[Engine] = weakref.WeakSet()
 
 
 def describe_url(engine: Engine) -> str:
@@ -347,13 +345,21 @@ class ReplicaWatch:
     FIRST_LOOK_TRIES = 5
     FIRST_LOOK_PAUSE = 0.02
 
-    def __init__(self, primary: Engine, replica: Engine, *, max_lag: float = REPLICA_MAX_LAG,
-                 interval: float = REPLICA_CHECK_INTERVAL, timeout: float = REPLICA_CHECK_TIMEOUT) -> None:
+    def __init__(
+        self,
+        primary: Engine,
+        replica: Engine,
+        *,
+        max_lag: float = REPLICA_MAX_LAG,
+        interval: float = REPLICA_CHECK_INTERVAL,
+        timeout: float = REPLICA_CHECK_TIMEOUT,
+    ) -> None:
         self.max_lag = max_lag
         self.interval = interval
         self._probes = tuple(
-            create_engine(engine.url.render_as_string(hide_password=False), Bounds.health(timeout),
-                          pool_size=1, max_overflow=1)
+            create_engine(
+                engine.url.render_as_string(hide_password=False), Bounds.health(timeout), pool_size=1, max_overflow=1
+            )
             for engine in (primary, replica)
         )
         self._view: ReplicaView | None = None
@@ -458,9 +464,7 @@ class Database:
     _watch: ReplicaWatch | None = field(default=None, init=False, repr=False, compare=False)
     # One engine per health bound, made on first use (see check).
     _health: dict[float, Engine] = field(default_factory=dict, init=False, repr=False, compare=False)
-    _health_lock: threading.Lock = field(
-        default_factory=threading.Lock, init=False, repr=False, compare=False
-    )
+    _health_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # A host's own engines too: a page must not fail on a stored value.
@@ -473,9 +477,12 @@ class Database:
 
     @classmethod
     def from_urls(
-        cls, url: str | None, replica_url: str | None = None, bounds: Bounds | None = None,
+        cls,
+        url: str | None,
+        replica_url: str | None = None,
+        bounds: Bounds | None = None,
         replica_max_lag: float = REPLICA_MAX_LAG,
-    ) -> "Database":
+    ) -> Database:
         primary = create_engine(url, bounds)
         replica = create_engine(replica_url, bounds) if replica_url else None
         return cls(primary, replica, replica_max_lag)

@@ -75,9 +75,7 @@ def settings_from(values: dict[str, Any]) -> Settings:
             raise moved_to_policy(name)
     unknown = sorted(set(values) - known)
     if unknown:
-        raise TypeError(
-            f"unknown pgbus-web setting(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}"
-        )
+        raise TypeError(f"unknown pgbus-web setting(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
     return dataclasses.replace(base, **values) if base is not None else Settings(**values)
 
 
@@ -90,12 +88,14 @@ def config_values(config) -> dict[str, Any]:
     for key, value in config.items():
         if not key.startswith(CONFIG_PREFIX):
             continue
-        name = key[len(CONFIG_PREFIX):].lower()
+        name = key[len(CONFIG_PREFIX) :].lower()
         if name in MOVED_TO_POLICY:
             raise moved_to_policy(name)
         if name not in known:
-            raise TypeError(f"unknown pgbus-web setting in the app's config: {key}; known: "
-                            + ", ".join(CONFIG_PREFIX + n.upper() for n in sorted(known)))
+            raise TypeError(
+                f"unknown pgbus-web setting in the app's config: {key}; known: "
+                + ", ".join(CONFIG_PREFIX + n.upper() for n in sorted(known))
+            )
         values[name] = value
     return values
 
@@ -165,6 +165,7 @@ class PgbusWeb:
         if settings.metrics:
             api_metrics.register(app, prefix)
         if settings.run_operations:
-            self.operations = ServingOperations(database.primary, settings.registry,
-                                                stale_after=settings.operation_stale_after).start()
+            self.operations = ServingOperations(
+                database.primary, settings.registry, stale_after=settings.operation_stale_after
+            ).start()
             app.extensions[EXTENSION_NAME].operations = self.operations

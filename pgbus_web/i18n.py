@@ -30,10 +30,11 @@ import contextlib
 import contextvars
 import io
 import logging
+from collections.abc import Callable, Iterator
 from datetime import timedelta, tzinfo
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Union
+from typing import Any
 from urllib.parse import urlencode
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -66,12 +67,10 @@ _G_TOKEN = "pgbus_web_choice_token"
 # The (locale, zone) of the dashboard request being handled: set by its
 # before_request, reset by its teardown. Read by every t() and moment, so
 # a context variable rather than flask.g behind two proxies.
-_request_choice: contextvars.ContextVar[Optional[tuple]] = contextvars.ContextVar(
+_request_choice: contextvars.ContextVar[tuple | None] = contextvars.ContextVar(
     "pgbus_web_request_choice", default=None
 )
-_forced_locale: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar(
-    "pgbus_web_forced_locale", default=None
-)
+_forced_locale: contextvars.ContextVar[str | None] = contextvars.ContextVar("pgbus_web_forced_locale", default=None)
 
 
 def translations_dir() -> Path:
@@ -93,7 +92,7 @@ def available_locales() -> tuple[str, ...]:
     return tuple(found)
 
 
-def _compiled(locale: str) -> Optional[bytes]:
+def _compiled(locale: str) -> bytes | None:
     """*locale*'s compiled catalog: from its ``.po`` when there is one (a
     checkout: the source is the only truth), else the wheel's ``.mo``."""
     root = translations_dir()
@@ -106,8 +105,8 @@ def _compiled(locale: str) -> Optional[bytes]:
     return None
 
 
-@lru_cache(maxsize=None)
-def catalog(locale: str) -> Optional[support.Translations]:
+@cache
+def catalog(locale: str) -> support.Translations | None:
     """*locale*'s own messages, without a fallback (None: no catalog)."""
     data = _compiled(locale)
     if data is None:
@@ -115,7 +114,7 @@ def catalog(locale: str) -> Optional[support.Translations]:
     return support.Translations(io.BytesIO(data), domain=catalog_files.DOMAIN)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _with_fallback(locale: str) -> support.NullTranslations:
     # What DOMAIN hands Flask-Babel's gettext: the locale, then English.
     data = _compiled(locale)
@@ -171,7 +170,7 @@ DOMAIN = DashboardDomain()
 # --- the locale in effect ------------------------------------------------
 
 
-def match_locale(tag: Optional[str]) -> Optional[str]:
+def match_locale(tag: str | None) -> str | None:
     """The catalog a language tag asks for: ``de-AT`` gives ``de``; None when
     there is none."""
     if not tag:
@@ -208,14 +207,14 @@ def force_locale(locale: str) -> Iterator[str]:
         _forced_locale.reset(token)
 
 
-def host_selectors(app) -> tuple[Optional[Callable], Optional[Callable]]:
+def host_selectors(app) -> tuple[Callable | None, Callable | None]:
     """The host app's Flask-Babel ``locale_selector`` and
     ``timezone_selector``, when the host set Flask-Babel up with them."""
     config = app.extensions.get("babel")
     return getattr(config, "locale_selector", None), getattr(config, "timezone_selector", None)
 
 
-def select_locale(request, default: str = FALLBACK_LOCALE, host: Optional[Callable[[], Any]] = None) -> str:
+def select_locale(request, default: str = FALLBACK_LOCALE, host: Callable[[], Any] | None = None) -> str:
     """``?locale=``, then the cookie, then the host's choice (*host*: a
     selector returning a code, a Babel Locale or None), then
     Accept-Language (best quality first, region falling back to the
@@ -235,7 +234,7 @@ def select_locale(request, default: str = FALLBACK_LOCALE, host: Optional[Callab
     return match_locale(default) or FALLBACK_LOCALE
 
 
-def _tag(value) -> Optional[str]:
+def _tag(value) -> str | None:
     # A selector may answer "de_AT", Locale("de", "AT") or None.
     if isinstance(value, Locale):
         return str(value)
@@ -260,7 +259,7 @@ def locale_query(locale: str) -> str:
 # --- time zone --------------------------------------------------------------
 
 
-def parse_timezone(name: Optional[str]) -> Optional[ZoneInfo]:
+def parse_timezone(name: str | None) -> ZoneInfo | None:
     if not name or len(name) > 64:
         return None
     try:
@@ -269,7 +268,7 @@ def parse_timezone(name: Optional[str]) -> Optional[ZoneInfo]:
         return None
 
 
-def as_zone(value) -> Optional[ZoneInfo]:
+def as_zone(value) -> ZoneInfo | None:
     """A host selector's answer as a ZoneInfo: a zone name, a ZoneInfo, or a
     pytz zone (Flask-Babel's kind); None for anything else."""
     if isinstance(value, ZoneInfo):
@@ -281,7 +280,7 @@ def as_zone(value) -> Optional[ZoneInfo]:
     return None
 
 
-def select_timezone(request, host: Optional[Callable[[], Any]] = None) -> ZoneInfo:
+def select_timezone(request, host: Callable[[], Any] | None = None) -> ZoneInfo:
     """The browser's zone (cookie ``pgbus_tz``, written by timezone.js),
     else the host's choice (*host*: a selector), else UTC."""
     chosen = parse_timezone(request.cookies.get(TIMEZONE_COOKIE))
@@ -312,7 +311,7 @@ def _whole(count) -> int:
         return 1
 
 
-def _lookup(found: support.Translations, key: str, count) -> Optional[str]:
+def _lookup(found: support.Translations, key: str, count) -> str | None:
     """*key*'s text in *found* (the form for *count* of a plural), or None."""
     # gettext gives a plural entry's singular; a count picks its form.
     if count is None:
@@ -342,7 +341,7 @@ _rendered: dict = {}
 _RENDERED_MAX = 20_000
 
 
-def _render(key: str, count: Optional[int], kwargs: dict, fmt: Callable[[str, dict], object]):
+def _render(key: str, count: int | None, kwargs: dict, fmt: Callable[[str, dict], object]):
     """_render_fresh, remembered when its arguments can be a dict key."""
     locale = current_locale()
     try:
@@ -358,7 +357,7 @@ def _render(key: str, count: Optional[int], kwargs: dict, fmt: Callable[[str, di
     return text
 
 
-def _render_fresh(locale: str, key: str, count: Optional[int], kwargs: dict, fmt: Callable[[str, dict], object]):
+def _render_fresh(locale: str, key: str, count: int | None, kwargs: dict, fmt: Callable[[str, dict], object]):
     """Look ``key`` up in *locale* then English, and format it. A
     translation that fails to format (a placeholder it should not have)
     falls back to English as well."""
@@ -432,9 +431,9 @@ Selectors = Callable[[], tuple]
 
 def init_locale(
     target,
-    default_locale: Union[str, Callable[[], str]] = FALLBACK_LOCALE,
-    cookie_path: Union[str, Callable[[], str]] = "/",
-    selectors: Optional[Selectors] = None,
+    default_locale: str | Callable[[], str] = FALLBACK_LOCALE,
+    cookie_path: str | Callable[[], str] = "/",
+    selectors: Selectors | None = None,
 ) -> Callable[[], str]:
     """Pick the locale and the time zone for each request of *target* (a
     Blueprint or a whole Flask app), once, and remember ``?locale=`` in a
@@ -488,9 +487,9 @@ def init_locale(
 
 def init_app(
     target,
-    default_locale: Union[str, Callable[[], str]] = FALLBACK_LOCALE,
-    cookie_path: Union[str, Callable[[], str]] = "/",
-    selectors: Optional[Selectors] = None,
+    default_locale: str | Callable[[], str] = FALLBACK_LOCALE,
+    cookie_path: str | Callable[[], str] = "/",
+    selectors: Selectors | None = None,
 ) -> None:
     """init_locale, and give *target*'s templates ``t``, ``t_html``,
     ``tn``, ``tn_html``, ``current_locale`` and friends (per request: a

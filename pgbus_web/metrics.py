@@ -25,15 +25,16 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 
-from .rules import states
 from .db import Database
-from .models import operations, pgmq_queues, workers as worker_rows, workflow_attention, workflow_counts
+from .models import operations, pgmq_queues, workflow_attention, workflow_counts
+from .models import workers as worker_rows
 from .models.values import Infinite
 from .progress import MissingExtra
+from .rules import states
 from .runtime.clock import utcnow
 
 # Seconds a scrape's reading is reused (Settings.metrics_interval).
@@ -81,12 +82,18 @@ class Reading:
         if since is None or not isinstance(since, datetime) or isinstance(since, Infinite):
             return 0.0  # an infinite or missing moment: no age to tell
         if since.tzinfo is None:
-            since = since.replace(tzinfo=timezone.utc)
+            since = since.replace(tzinfo=UTC)
         return max((self.at - since).total_seconds(), 0.0)
 
 
-def read(database: Database, *, threshold: timedelta, waiting_threshold: timedelta | None,
-         now: datetime | None = None, gone_after: timedelta | None = None) -> Reading:
+def read(
+    database: Database,
+    *,
+    threshold: timedelta,
+    waiting_threshold: timedelta | None,
+    now: datetime | None = None,
+    gone_after: timedelta | None = None,
+) -> Reading:
     """Every number the metrics give, on one connection; the workers' only
     with *gone_after* (Settings.worker_gone_after)."""
     now = now or utcnow()
@@ -99,7 +106,8 @@ def read(database: Database, *, threshold: timedelta, waiting_threshold: timedel
         return Reading(
             runs=workflow_counts.status_counts(conn),
             stuck=workflow_attention.stuck_reason_summary(
-                conn, threshold=threshold, waiting_threshold=waiting_threshold, now=now),
+                conn, threshold=threshold, waiting_threshold=waiting_threshold, now=now
+            ),
             outcomes=operations.outcome_totals(conn),
             operations=operations.status_counts(conn),
             workers=workers,
@@ -111,8 +119,9 @@ def read(database: Database, *, threshold: timedelta, waiting_threshold: timedel
 class Cache:
     """One Reading shared by every scrape for *interval* seconds."""
 
-    def __init__(self, load: Callable[[], Reading], interval: float = INTERVAL,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, load: Callable[[], Reading], interval: float = INTERVAL, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.load = load
         self.interval = float(interval)
         self.clock = clock
@@ -143,14 +152,19 @@ class Collector:
 
         reading = self.cache.get()
         classes = reading.classes()
-        runs = GaugeMetricFamily("pgbus_workflow_runs", "Workflow runs by class and status.",
-                                 labels=("workflow_class", "status"))
-        stuck = GaugeMetricFamily("pgbus_workflow_stuck_runs",
-                                  "Ongoing runs that need a person, by class and stuck reason.",
-                                  labels=("workflow_class", "reason"))
-        oldest = GaugeMetricFamily("pgbus_workflow_oldest_stuck_seconds",
-                                   "Seconds since the oldest stuck run of a class and reason got stuck (0: none).",
-                                   labels=("workflow_class", "reason"))
+        runs = GaugeMetricFamily(
+            "pgbus_workflow_runs", "Workflow runs by class and status.", labels=("workflow_class", "status")
+        )
+        stuck = GaugeMetricFamily(
+            "pgbus_workflow_stuck_runs",
+            "Ongoing runs that need a person, by class and stuck reason.",
+            labels=("workflow_class", "reason"),
+        )
+        oldest = GaugeMetricFamily(
+            "pgbus_workflow_oldest_stuck_seconds",
+            "Seconds since the oldest stuck run of a class and reason got stuck (0: none).",
+            labels=("workflow_class", "reason"),
+        )
         # Every class with every status and reason, zeros included: a
         # pair that empties falls to 0 rather than vanishing.
         for klass in classes:
@@ -159,26 +173,31 @@ class Collector:
             for reason in states.STUCK_REASONS:
                 stuck.add_metric((klass, reason), reading.stuck.get((klass, reason), (0, None))[0])
                 oldest.add_metric((klass, reason), reading.oldest_seconds((klass, reason)))
-        outcomes = CounterMetricFamily("pgbus_web_operation_runs",
-                                       "Runs operations acted on, by verb and outcome.",
-                                       labels=("verb", "outcome"))
+        outcomes = CounterMetricFamily(
+            "pgbus_web_operation_runs", "Runs operations acted on, by verb and outcome.", labels=("verb", "outcome")
+        )
         for (verb, outcome), count in sorted(reading.outcomes.items()):
             outcomes.add_metric((verb, outcome), count)
         ops = GaugeMetricFamily("pgbus_web_operations", "Operations by verb and status.", labels=("verb", "status"))
         for verb in sorted({verb for verb, _ in reading.operations}):
             for status in states.OPERATION:
                 ops.add_metric((verb, status), reading.operations.get((verb, status), 0))
-        workers = GaugeMetricFamily("pgbus_web_workers",
-                                    "Workers and serving processes by kind and state (alive, gone, stopped).",
-                                    labels=("kind", "state"))
+        workers = GaugeMetricFamily(
+            "pgbus_web_workers",
+            "Workers and serving processes by kind and state (alive, gone, stopped).",
+            labels=("kind", "state"),
+        )
         for (kind, state), count in sorted(reading.workers.items()):
             workers.add_metric((kind, state), count)
         depth = GaugeMetricFamily("pgbus_pgmq_queue_depth", "Messages in a PGMQ queue.", labels=("queue",))
-        visible = GaugeMetricFamily("pgbus_pgmq_queue_visible", "Messages of a PGMQ queue visible now.",
-                                    labels=("queue",))
-        age = GaugeMetricFamily("pgbus_pgmq_oldest_message_age_seconds",
-                                "Seconds since a PGMQ queue's oldest message was enqueued (0: empty).",
-                                labels=("queue",))
+        visible = GaugeMetricFamily(
+            "pgbus_pgmq_queue_visible", "Messages of a PGMQ queue visible now.", labels=("queue",)
+        )
+        age = GaugeMetricFamily(
+            "pgbus_pgmq_oldest_message_age_seconds",
+            "Seconds since a PGMQ queue's oldest message was enqueued (0: empty).",
+            labels=("queue",),
+        )
         for queue in reading.queues:
             depth.add_metric((queue["queue_name"],), queue["depth"])
             visible.add_metric((queue["queue_name"],), queue["visible"])

@@ -13,8 +13,10 @@ class MissingExtra(RuntimeError):
     """A command needs a package its extra brings."""
 
     def __init__(self, package: str, extra: str) -> None:
-        super().__init__(f"this command needs {package}: install the {extra} extra "
-                         f"(pip install -e '.[{extra}]' in the pgbus-web checkout)")
+        super().__init__(
+            f"this command needs {package}: install the {extra} extra "
+            f"(pip install -e '.[{extra}]' in the pgbus-web checkout)"
+        )
 
 
 def bar(**options: Any):

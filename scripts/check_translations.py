@@ -33,8 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pgbus_web import locks  # noqa: E402
-from pgbus_web.rules import states  # noqa: E402
 from pgbus_web.core.words import detail_keys, verb_labels  # noqa: E402
+from pgbus_web.rules import states  # noqa: E402
 from pgbus_web.rules.run_filters import RANGES  # noqa: E402
 
 SOURCE_LOCALE = "en"
@@ -56,11 +56,27 @@ W = "pgbus.workflows"
 TIME_UNITS = ("seconds", "minutes", "hours", "days", "months", "years")
 BULK_VERBS = ("resume", "retry", "skip", "cancel", "run_now", "pause")
 NEXT_KEYS = (
-    "ready", "due", "queued", "overdue", "running", "running_stalled", "stalled",
-    "waiting", "waiting_timeout", "waiting_signal", "waiting_signal_timeout",
-    "waiting_batch", "waiting_batch_timeout", "waiting_batch_unknown",
-    "paused", "paused_error", "paused_timed_out",
-    "completed", "failed", "failed_plain", "cancelled",
+    "ready",
+    "due",
+    "queued",
+    "overdue",
+    "running",
+    "running_stalled",
+    "stalled",
+    "waiting",
+    "waiting_timeout",
+    "waiting_signal",
+    "waiting_signal_timeout",
+    "waiting_batch",
+    "waiting_batch_timeout",
+    "waiting_batch_unknown",
+    "paused",
+    "paused_error",
+    "paused_timed_out",
+    "completed",
+    "failed",
+    "failed_plain",
+    "cancelled",
 )
 
 # Keys the code builds at run time ("pgbus.workflows.statuses." + status),
@@ -75,7 +91,12 @@ DYNAMIC_KEYS = (
     | _family(f"{W}.attention.confirm", BULK_VERBS + tuple(f"{v}_error" for v in BULK_VERBS))
     | _family(f"{W}.next", (f"{k}_html" for k in NEXT_KEYS))
     # Every verb's words, from their one table.
-    | {key for words in verb_labels.WORDS.values() for key in (words.label, words.bulk, words.with_step, words.event) if key}
+    | {
+        key
+        for words in verb_labels.WORDS.values()
+        for key in (words.label, words.bulk, words.with_step, words.event)
+        if key
+    }
     | set(verb_labels.PLAN_WITH_STEP.values())
     | _family(
         f"{W}.timeline.series",
@@ -86,14 +107,23 @@ DYNAMIC_KEYS = (
     | _family("pgbus.time.units", ("days", "hours", "minutes", "seconds", "milliseconds"))
     | _family(f"{W}.ranges", RANGES)
     | _family("pgbus.web.nav", ("workflows", "locks"))
-    | _family("pgbus.web.errors", (f"{name}{suffix}" for name in ("forbidden", "method", "not_found") for suffix in ("", "_title")))
+    | _family(
+        "pgbus.web.errors",
+        (f"{name}{suffix}" for name in ("forbidden", "method", "not_found") for suffix in ("", "_title")),
+    )
     | _family("pgbus.locks.states", locks.STATES)
     | _family("pgbus.operations.statuses", states.OPERATION)
     # Picked by a conditional expression, which extraction skips.
     | _family(
         "pgbus.locks",
-        ("actions.release_confirm", "actions.release_live_confirm", "empty", "empty_filtered",
-         "results.discarded", "results.discarded_kept"),
+        (
+            "actions.release_confirm",
+            "actions.release_live_confirm",
+            "empty",
+            "empty_filtered",
+            "results.discarded",
+            "results.discarded_kept",
+        ),
     )
 )
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from web_helpers import Runs, make_app, soup, step, text_of, utcnow
 
-from pgbus_web.rules import states
 from pgbus_web.plumbing import csrf
+from pgbus_web.rules import states
 
 ALICE = "alice"
 
@@ -34,8 +34,16 @@ class Browser:
             self.token = json.loads(headers)[csrf.HEADER_NAME]
         return response
 
-    def post(self, url: str, data: dict[str, Any] | None = None, *, htmx: bool = False,
-             token: str | None = None, current_url: str | None = None, **kwargs):
+    def post(
+        self,
+        url: str,
+        data: dict[str, Any] | None = None,
+        *,
+        htmx: bool = False,
+        token: str | None = None,
+        current_url: str | None = None,
+        **kwargs,
+    ):
         if not self.token:
             self.load()
         data = dict(data or {})
@@ -72,8 +80,13 @@ def paused_on_capture(runs: Runs, **columns) -> str:
     return runs.make(
         states.PAUSED,
         step("reserve_stock", "completed", finished_at=ago(minutes=20)),
-        step("capture_payment", "failed", error_class="TimeoutError",
-             error_message="payment gateway did not answer within 5s", finished_at=ago(minutes=5)),
+        step(
+            "capture_payment",
+            "failed",
+            error_class="TimeoutError",
+            error_message="payment gateway did not answer within 5s",
+            finished_at=ago(minutes=5),
+        ),
         paused_at=columns.pop("paused_at", ago(minutes=5)),
         **columns,
     )
@@ -93,8 +106,13 @@ def waiting_for_shipment(runs: Runs) -> str:
         step("reserve_stock", "completed", finished_at=ago(hours=4)),
         step("capture_payment", "completed", finished_at=ago(hours=4)),
         step("notify_vendors", "completed", finished_at=ago(hours=3)),
-        step("await_shipment", "waiting", wait_for="shipment_confirmed", waiting_since=ago(hours=3),
-             timeout_at=later(days=2)),
+        step(
+            "await_shipment",
+            "waiting",
+            wait_for="shipment_confirmed",
+            waiting_since=ago(hours=3),
+            timeout_at=later(days=2),
+        ),
     )
 
 

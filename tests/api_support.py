@@ -15,9 +15,12 @@ from pgbus_web.api import openapi
 from pgbus_web.core import tokens
 
 DOCUMENT = openapi.document()
-_REGISTRY = Registry().with_resource("urn:pgbus-api", Resource.from_contents(
-    {"$schema": "https://json-schema.org/draft/2020-12/schema", "components": DOCUMENT["components"]}
-))
+_REGISTRY = Registry().with_resource(
+    "urn:pgbus-api",
+    Resource.from_contents(
+        {"$schema": "https://json-schema.org/draft/2020-12/schema", "components": DOCUMENT["components"]}
+    ),
+)
 BASE = "/api/v1"
 
 
@@ -34,9 +37,10 @@ def template_of(method: str, url: str) -> str:
     template: a run's signals route before its verbs)."""
     path = url.split("?", 1)[0]
     assert path.startswith(BASE), path
-    path = path[len(BASE):]
+    path = path[len(BASE) :]
     candidates = [
-        template for template, item in DOCUMENT["paths"].items()
+        template
+        for template, item in DOCUMENT["paths"].items()
         if method.lower() in item and re.match(_template(template), path)
     ]
     assert candidates, f"{method} {path} is not in the OpenAPI document"
@@ -61,8 +65,11 @@ def check_answer(method: str, url: str, response) -> Any:
     [(media, body)] = described.items()
     assert response.mimetype == media, (response.mimetype, media)
     value = json.loads(response.get_data(as_text=True))
-    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$ref": "urn:pgbus-api" + body["schema"]["$ref"]} \
-        if "$ref" in body["schema"] else body["schema"]
+    schema = (
+        {"$schema": "https://json-schema.org/draft/2020-12/schema", "$ref": "urn:pgbus-api" + body["schema"]["$ref"]}
+        if "$ref" in body["schema"]
+        else body["schema"]
+    )
     jsonschema.Draft202012Validator(schema, registry=_REGISTRY).validate(value)
     return value
 
@@ -83,16 +90,24 @@ class Api:
         return {**headers, **(extra or {})}
 
     def get(self, url: str, **kwargs):
-        response = self.client.get(self.prefix + BASE + url, headers=self.headers(kwargs.pop("headers", None)), **kwargs)
+        response = self.client.get(
+            self.prefix + BASE + url, headers=self.headers(kwargs.pop("headers", None)), **kwargs
+        )
         response.json_body = check_answer("GET", BASE + url, response)
         self.answers.add((template_of("GET", BASE + url), "get", response.status_code))
         return response
 
-    def post(self, url: str, body: Any = None, *, raw: bytes | None = None, content_type: str = "application/json",
-             **kwargs):
+    def post(
+        self, url: str, body: Any = None, *, raw: bytes | None = None, content_type: str = "application/json", **kwargs
+    ):
         data = raw if raw is not None else (json.dumps(body) if body is not None else b"")
-        response = self.client.post(self.prefix + BASE + url, data=data, content_type=content_type,
-                                    headers=self.headers(kwargs.pop("headers", None)), **kwargs)
+        response = self.client.post(
+            self.prefix + BASE + url,
+            data=data,
+            content_type=content_type,
+            headers=self.headers(kwargs.pop("headers", None)),
+            **kwargs,
+        )
         response.json_body = check_answer("POST", BASE + url, response)
         self.answers.add((template_of("POST", BASE + url), "post", response.status_code))
         return response
@@ -106,8 +121,14 @@ def token_for(engine, name: str, role: str) -> str:
 def _send(method: str, api: Api, url: str, body: Any = None, **kwargs):
     """A *method* request with a JSON body through *api*, its answer checked against the document."""
     data = json.dumps(body) if body is not None else b""
-    response = api.client.open(api.prefix + BASE + url, method=method, data=data, content_type="application/json",
-                               headers=api.headers(kwargs.pop("headers", None)), **kwargs)
+    response = api.client.open(
+        api.prefix + BASE + url,
+        method=method,
+        data=data,
+        content_type="application/json",
+        headers=api.headers(kwargs.pop("headers", None)),
+        **kwargs,
+    )
     response.json_body = check_answer(method, BASE + url, response)
     api.answers.add((template_of(method, BASE + url), method.lower(), response.status_code))
     return response

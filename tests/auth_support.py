@@ -18,10 +18,13 @@ CHEAP = PasswordHasher.from_parameters(profiles.CHEAPEST)
 
 
 def write_users(path: Path) -> Path:
-    users.write(path, {
-        VIEWER[0]: User(VIEWER[0], users.VIEWER, passwords.hash_password(VIEWER[1], CHEAP)),
-        OPERATOR[0]: User(OPERATOR[0], users.OPERATOR, passwords.hash_password(OPERATOR[1], CHEAP)),
-    })
+    users.write(
+        path,
+        {
+            VIEWER[0]: User(VIEWER[0], users.VIEWER, passwords.hash_password(VIEWER[1], CHEAP)),
+            OPERATOR[0]: User(OPERATOR[0], users.OPERATOR, passwords.hash_password(OPERATOR[1], CHEAP)),
+        },
+    )
     return path
 
 

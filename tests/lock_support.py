@@ -48,7 +48,9 @@ class Locks:
 
     def delete(self, queue: str, msg_id: int) -> None:
         with self.engine.begin() as conn:
-            conn.execute(sa.text("SELECT pgmq.delete(:queue, CAST(:msg_id AS bigint))"), {"queue": queue, "msg_id": msg_id})
+            conn.execute(
+                sa.text("SELECT pgmq.delete(:queue, CAST(:msg_id AS bigint))"), {"queue": queue, "msg_id": msg_id}
+            )
 
     def acquire(self, key: str, *, age: timedelta | None = None):
         """An unbound lock; *age* back-dates it."""
@@ -115,7 +117,9 @@ class Locks:
                 messages += [
                     (table.name, *row)
                     for row in conn.execute(
-                        sa.text(f"SELECT msg_id, read_ct FROM {pgmq_queues.qualified_table(conn, table)} ORDER BY msg_id")
+                        sa.text(
+                            f"SELECT msg_id, read_ct FROM {pgmq_queues.qualified_table(conn, table)} ORDER BY msg_id"
+                        )
                     )
                 ]
             return locks, parked, messages

@@ -58,8 +58,10 @@ def wait_for_the_dead(engine, operation_id: int, seconds: float = 60) -> None:
     while True:
         try:
             with engine.begin() as conn:
-                conn.execute(sa.text("SELECT id FROM pgbus_web_operations WHERE id = :id FOR UPDATE NOWAIT"),
-                             {"id": int(operation_id)})
+                conn.execute(
+                    sa.text("SELECT id FROM pgbus_web_operations WHERE id = :id FOR UPDATE NOWAIT"),
+                    {"id": int(operation_id)},
+                )
             return
         except sa.exc.OperationalError:
             if time.monotonic() > deadline:

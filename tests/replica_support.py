@@ -104,16 +104,30 @@ class StreamingReplica:
         self.start()
 
     def _run(self, tool: str, *args: str) -> None:
-        subprocess.run([str(binaries() / tool), *args], check=True, timeout=PATIENCE,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **self._as)
+        subprocess.run(
+            [str(binaries() / tool), *args],
+            check=True,
+            timeout=PATIENCE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            **self._as,
+        )
 
     def _ctl(self, *args: str) -> None:
         self._run("pg_ctl", "-D", str(self.data), *args)
 
     def start(self) -> None:
         # Its own socket directory, so the port may be the primary's.
-        self._ctl("-w", "-t", str(int(PATIENCE)), "-l", str(self.log),
-                  "-o", f'-h "" -k {self.sockets} -p {self.port}', "start")
+        self._ctl(
+            "-w",
+            "-t",
+            str(int(PATIENCE)),
+            "-l",
+            str(self.log),
+            "-o",
+            f'-h "" -k {self.sockets} -p {self.port}',
+            "start",
+        )
         wait_for(self.is_streaming, "the replica to stream from the primary")
 
     def stop(self) -> None:
@@ -132,9 +146,15 @@ class StreamingReplica:
             conn.execution_options(isolation_level="AUTOCOMMIT")
             conn.execute(sa.text(f"ALTER SYSTEM SET recovery_min_apply_delay = '{int(seconds)}s'"))
             conn.execute(sa.text("SELECT pg_reload_conf()"))
-            wait_for(lambda: conn.execute(sa.text(
-                "SELECT setting::bigint FROM pg_settings WHERE name = 'recovery_min_apply_delay'")).scalar()
-                == int(seconds) * 1000, f"the apply delay of {seconds}s to hold")
+            wait_for(
+                lambda: (
+                    conn.execute(
+                        sa.text("SELECT setting::bigint FROM pg_settings WHERE name = 'recovery_min_apply_delay'")
+                    ).scalar()
+                    == int(seconds) * 1000
+                ),
+                f"the apply delay of {seconds}s to hold",
+            )
 
     def primary_position(self) -> str:
         with self.primary.connect() as conn:
@@ -142,8 +162,10 @@ class StreamingReplica:
 
     def replayed_past(self, position: str) -> bool:
         with self.engine.connect() as conn:
-            return conn.execute(sa.text("SELECT pg_last_wal_replay_lsn() >= CAST(:p AS pg_lsn)"),
-                                {"p": position}).scalar() is True
+            return (
+                conn.execute(sa.text("SELECT pg_last_wal_replay_lsn() >= CAST(:p AS pg_lsn)"), {"p": position}).scalar()
+                is True
+            )
 
     def catch_up(self) -> None:
         """No delay, and everything the primary has written replayed."""

@@ -7,7 +7,7 @@ wait timeouts and stalls happen without sleeping.
 from __future__ import annotations
 
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -17,7 +17,7 @@ from pgbus_web.models import events, signals, steps, workflow_rows
 from pgbus_web.runtime import system
 from pgbus_web.runtime.worker import Worker
 
-T0 = datetime(2026, 3, 10, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 
 # Every table a verb or the worker writes, with the order its rows compare in.
 WORKFLOW_TABLES = {
@@ -47,12 +47,12 @@ class Driver:
         self.engine = engine
         self.registry = registry
         self.now = now
-        self.worker = Worker(engine, registry, simulate_batches=True, rng=random.Random(7),
-                             clock=lambda: self.now)
+        self.worker = Worker(engine, registry, simulate_batches=True, rng=random.Random(7), clock=lambda: self.now)
 
     def start(self, workflow_class: str, arguments: dict[str, Any] | None = None, **options) -> str:
-        run = system.start(self.engine, workflow_class, arguments or {}, registry=self.registry,
-                           now=self.now, **options)
+        run = system.start(
+            self.engine, workflow_class, arguments or {}, registry=self.registry, now=self.now, **options
+        )
         return run["workflow_id"]
 
     def later(self, **delta) -> datetime:

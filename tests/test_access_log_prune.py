@@ -15,14 +15,17 @@ from pgbus_web.launch import main_group
 
 
 def prune(database_url, *args):
-    return CliRunner().invoke(main_group, ["prune", "--older-than", "90d", *args, "--database-url", database_url],
-                              catch_exceptions=False)
+    return CliRunner().invoke(
+        main_group, ["prune", "--older-than", "90d", *args, "--database-url", database_url], catch_exceptions=False
+    )
 
 
 def counts(engine):
     with engine.connect() as conn:
-        return (conn.execute(sa.text("SELECT count(*) FROM pgbus_web_access_log")).scalar_one(),
-                conn.execute(sa.text("SELECT count(*) FROM pgbus_web_sessions")).scalar_one())
+        return (
+            conn.execute(sa.text("SELECT count(*) FROM pgbus_web_access_log")).scalar_one(),
+            conn.execute(sa.text("SELECT count(*) FROM pgbus_web_sessions")).scalar_one(),
+        )
 
 
 def test_prune_deletes_the_access_log_and_sessions_past_their_retention(database_url, engine):
@@ -31,11 +34,17 @@ def test_prune_deletes_the_access_log_and_sessions_past_their_retention(database
     live = sessions.start(engine, "pat", address="192.0.2.2", lifetime=timedelta(hours=8))
     with engine.begin() as conn:
         # Forty days ago: the first sign-in, its session and the failure.
-        conn.execute(sa.text("UPDATE pgbus_web_access_log SET at = at - interval '40 days'"
-                             " WHERE subject IN ('ada', 'mallory')"))
-        conn.execute(sa.text("UPDATE pgbus_web_sessions SET started_at = started_at - interval '40 days',"
-                             " last_seen_at = last_seen_at - interval '40 days',"
-                             " expires_at = expires_at - interval '40 days' WHERE id = :id"), {"id": old_session})
+        conn.execute(
+            sa.text("UPDATE pgbus_web_access_log SET at = at - interval '40 days' WHERE subject IN ('ada', 'mallory')")
+        )
+        conn.execute(
+            sa.text(
+                "UPDATE pgbus_web_sessions SET started_at = started_at - interval '40 days',"
+                " last_seen_at = last_seen_at - interval '40 days',"
+                " expires_at = expires_at - interval '40 days' WHERE id = :id"
+            ),
+            {"id": old_session},
+        )
     assert counts(engine) == (3, 2)
 
     # The default retention (a year) keeps all of it.

@@ -20,11 +20,11 @@ from lock_support import Locks
 from session_support import seed_sessions
 from web_helpers import every_state, step
 
-from pgbus_web.rules import states
-from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.runtime import operations
 from pgbus_web.core import policy
 from pgbus_web.core import reads as context
+from pgbus_web.demo.workflows import REGISTRY
+from pgbus_web.rules import states
+from pgbus_web.runtime import operations
 
 pytestmark = requires_chromium
 
@@ -36,8 +36,9 @@ WIDTHS = [1280, 390]
 def app(database):
     # A long refresh interval: axe reads a page that stands still.
     # An admin: the Policy page shows its forms too.
-    return operator_app(database, actor_name=lambda request: "browser", refresh_interval=600,
-                        role_of=lambda request: "admin")
+    return operator_app(
+        database, actor_name=lambda request: "browser", refresh_interval=600, role_of=lambda request: "admin"
+    )
 
 
 @pytest.fixture
@@ -49,37 +50,74 @@ def seeded(app, runs, engine) -> dict[str, str]:
     """Runs in every state, one with retried then failed attempts and an
     audit trail, locks, and a finished operation; the paths to visit."""
     made = every_state(runs)
-    policy.change(engine, "approval", {"threshold": 1000, "verbs": ["cancel"]}, actor="dashboard:alice",
-                  reason="a second pair of eyes")
+    policy.change(
+        engine,
+        "approval",
+        {"threshold": 1000, "verbs": ["cancel"]},
+        actor="dashboard:alice",
+        reason="a second pair of eyes",
+    )
     retried = runs.make(
         states.PAUSED,
         step("reserve_stock", "completed", started_at=ago(minutes=20), finished_at=ago(minutes=19)),
-        step("capture_payment", "failed", attempt=1, started_at=ago(minutes=18), finished_at=ago(minutes=17),
-             error_class="TimeoutError", error_message="gateway"),
-        step("capture_payment", "failed", attempt=2, started_at=ago(minutes=12), finished_at=ago(minutes=11),
-             error_class="TimeoutError", error_message="gateway"),
+        step(
+            "capture_payment",
+            "failed",
+            attempt=1,
+            started_at=ago(minutes=18),
+            finished_at=ago(minutes=17),
+            error_class="TimeoutError",
+            error_message="gateway",
+        ),
+        step(
+            "capture_payment",
+            "failed",
+            attempt=2,
+            started_at=ago(minutes=12),
+            finished_at=ago(minutes=11),
+            error_class="TimeoutError",
+            error_message="gateway",
+        ),
         paused_at=ago(minutes=11),
         events_=[{"event": "paused", "actor": "dashboard:alice", "step": 1, "reason": "gateway down"}],
     )
     made["completed_other"] = runs.make(
-        states.COMPLETED, step("send_receipt", "completed", started_at=ago(minutes=7), finished_at=ago(minutes=6)))
+        states.COMPLETED, step("send_receipt", "completed", started_at=ago(minutes=7), finished_at=ago(minutes=6))
+    )
     locks = Locks(engine)
     locks.queue()
     locks.acquire("pgbus:unique:RebuildSearchIndexJob:42", age=timedelta(minutes=20))
     created = operations.create(
-        engine, operations.filters_of({"filters": {"status": "paused"}}), "resume", None,
-        reason="gateway back", actor="dashboard:alice", expected=None, registry=REGISTRY,
+        engine,
+        operations.filters_of({"filters": {"status": "paused"}}),
+        "resume",
+        None,
+        reason="gateway back",
+        actor="dashboard:alice",
+        expected=None,
+        registry=REGISTRY,
         thresholds=context.thresholds(app.extensions["pgbus_web"].database.primary),
     )
     # A worker alive, one stopped and one gone holding the running run (the index's banner).
     with engine.begin() as conn:
-        gone = conn.execute(sa.text(
-            "INSERT INTO pgbus_web_workers (kind, host, pid, heartbeat_at, steps_done, stopped_at) VALUES"
-            " ('worker', 'w1', 10, now() + interval '1 hour', 3, NULL),"
-            " ('serve', NULL, 0, now() - interval '1 hour', -1, now() - interval '1 hour'),"
-            " ('worker', 'w2', 11, now() - interval '5 minutes', 9, NULL) RETURNING id")).scalars().all()[-1]
-        conn.execute(sa.text("UPDATE pgbus_workflow_steps SET worker_id = :w WHERE workflow_id = :id"
-                             " AND status = 'in_progress'"), {"w": gone, "id": made["running"]})
+        gone = (
+            conn.execute(
+                sa.text(
+                    "INSERT INTO pgbus_web_workers (kind, host, pid, heartbeat_at, steps_done, stopped_at) VALUES"
+                    " ('worker', 'w1', 10, now() + interval '1 hour', 3, NULL),"
+                    " ('serve', NULL, 0, now() - interval '1 hour', -1, now() - interval '1 hour'),"
+                    " ('worker', 'w2', 11, now() - interval '5 minutes', 9, NULL) RETURNING id"
+                )
+            )
+            .scalars()
+            .all()[-1]
+        )
+        conn.execute(
+            sa.text(
+                "UPDATE pgbus_workflow_steps SET worker_id = :w WHERE workflow_id = :id AND status = 'in_progress'"
+            ),
+            {"w": gone, "id": made["running"]},
+        )
     seed_sessions(engine)
     return {
         "index": "/workflows",
@@ -111,8 +149,9 @@ def seeded(app, runs, engine) -> dict[str, str]:
 
 
 def open_page(chromium, scheme: str, width: int, **options):
-    context_ = chromium.new_context(color_scheme=scheme, viewport={"width": width, "height": 900},
-                                    timezone_id="Europe/Oslo", **options)
+    context_ = chromium.new_context(
+        color_scheme=scheme, viewport={"width": width, "height": 900}, timezone_id="Europe/Oslo", **options
+    )
     page = context_.new_page()
     page.set_default_timeout(WAIT_MS)
     return context_, page

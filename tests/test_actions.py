@@ -8,7 +8,7 @@ with its status, its message, and the database exactly as before."""
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from action_support import (
@@ -29,8 +29,8 @@ from action_support import (
 from runtime_support import snapshot
 from web_helpers import soup, step, text_of
 
-from pgbus_web.rules import states
 from pgbus_web.core import checks as forms
+from pgbus_web.rules import states
 
 RUN_FRAGMENT_IDS = ("pgbus-run-header", "pgbus-run-steps", "pgbus-run-signals", "pgbus-run-timeline", "pgbus-run-audit")
 
@@ -80,12 +80,13 @@ def test_resume_retries_the_failed_step_and_rerenders_the_run(browser, runs, eng
 def test_resume_at_reads_the_time_in_the_operators_zone(browser, runs, engine):
     workflow_id = paused_on_capture(runs)
     browser.client.set_cookie("pgbus_tz", "Europe/Oslo")
-    response = browser.post(url(workflow_id, "resume_at"), {"at": "2030-01-31T14:05", "reason": "after the fix"},
-                            htmx=True)
+    response = browser.post(
+        url(workflow_id, "resume_at"), {"at": "2030-01-31T14:05", "reason": "after the fix"}, htmx=True
+    )
     assert response.status_code == 200, message(response)
     retry = steps_of(engine, workflow_id)[-1]
     # 14:05 in Oslo in winter is 13:05 UTC.
-    assert retry["scheduled_at"] == datetime(2030, 1, 31, 13, 5, tzinfo=timezone.utc)
+    assert retry["scheduled_at"] == datetime(2030, 1, 31, 13, 5, tzinfo=UTC)
     event = last_event(engine, workflow_id)
     assert event["event"] == "step_scheduled" or event["event"] == "resumed"
     resumed = next(e for e in events_of(engine, workflow_id) if e["event"] == "resumed")
@@ -105,12 +106,12 @@ def test_resume_at_message_writes_the_time_in_the_operators_language(browser, ru
 
 def test_run_now_makes_the_step_due_now(browser, runs, engine):
     workflow_id = ready_later(runs)
-    before = datetime.now(timezone.utc)
+    before = datetime.now(UTC)
     response = browser.post(url(workflow_id, "run_now"), {"reason": "customer waiting"}, htmx=True)
     assert response.status_code == 200
     assert message(response) == "reserve_stock is due now."
     due = steps_of(engine, workflow_id)[-1]["scheduled_at"]
-    assert before - timedelta(seconds=1) <= due <= datetime.now(timezone.utc)
+    assert before - timedelta(seconds=1) <= due <= datetime.now(UTC)
     event = last_event(engine, workflow_id)
     assert (event["event"], event["actor"], event["reason"]) == ("run_now", "dashboard:alice", "customer waiting")
 
@@ -122,18 +123,22 @@ def test_skip_a_waiting_step_goes_on_with_the_next(browser, runs, engine):
     assert message(response) == "Skipped await_shipment; next is send_receipt."
     rows = steps_of(engine, workflow_id)
     assert [(row["step_name"], row["status"]) for row in rows[-2:]] == [
-        ("await_shipment", "skipped"), ("send_receipt", "scheduled")
+        ("await_shipment", "skipped"),
+        ("send_receipt", "scheduled"),
     ]
     skipped = next(e for e in events_of(engine, workflow_id) if e["event"] == "step_skipped")
     assert (skipped["actor"], skipped["reason"], skipped["step_name"]) == (
-        "dashboard:alice", "shipped by hand", "await_shipment"
+        "dashboard:alice",
+        "shipped by hand",
+        "await_shipment",
     )
 
 
 def test_rerun_from_a_chosen_step(browser, runs, engine):
     workflow_id = completed(runs)
-    response = browser.post(url(workflow_id, "rerun"), {"from_step": "capture_payment", "reason": "refund reversed"},
-                            htmx=True)
+    response = browser.post(
+        url(workflow_id, "rerun"), {"from_step": "capture_payment", "reason": "refund reversed"}, htmx=True
+    )
     assert response.status_code == 200
     assert message(response) == "Running again from capture_payment."
     run = run_row(engine, workflow_id)
@@ -168,7 +173,7 @@ def test_reschedule_moves_the_due_time(browser, runs, engine):
     workflow_id = ready_later(runs)
     response = browser.post(url(workflow_id, "reschedule"), {"at": "2031-06-01T08:30:00+02:00"}, htmx=True)
     assert response.status_code == 200, message(response)
-    assert steps_of(engine, workflow_id)[-1]["scheduled_at"] == datetime(2031, 6, 1, 6, 30, tzinfo=timezone.utc)
+    assert steps_of(engine, workflow_id)[-1]["scheduled_at"] == datetime(2031, 6, 1, 6, 30, tzinfo=UTC)
     event = last_event(engine, workflow_id)
     assert (event["event"], event["actor"], event["reason"]) == ("rescheduled", "dashboard:alice", None)
 
@@ -184,7 +189,7 @@ def test_a_plain_form_post_redirects_to_the_run_with_a_flashed_message(browser, 
     assert run_row(engine, workflow_id)["status"] == "ready"
     page = browser.client.get(response.headers["Location"])
     assert message(page) == "Resumed: capture_payment goes on."
-    assert soup(page).select_one('#pgbus-messages .pgbus-notice-ok') is not None
+    assert soup(page).select_one("#pgbus-messages .pgbus-notice-ok") is not None
     # Shown once.
     assert message(browser.client.get(response.headers["Location"])) == ""
 
@@ -246,12 +251,15 @@ def test_a_paused_run_offers_its_verbs_with_the_resume_labelled_by_the_plan(brow
     assert offered["signal"]["fields"] == ["csrf_token", "name", "payload", "idempotency_key"]
 
 
-@pytest.mark.parametrize("make, verbs", [
-    (ready_later, ["run_now", "reschedule", "skip", "pause", "cancel", "signal"]),
-    (running, ["pause", "cancel", "signal"]),
-    (waiting_for_shipment, ["skip", "pause", "cancel", "signal"]),
-    (completed, ["rerun"]),
-])
+@pytest.mark.parametrize(
+    "make, verbs",
+    [
+        (ready_later, ["run_now", "reschedule", "skip", "pause", "cancel", "signal"]),
+        (running, ["pause", "cancel", "signal"]),
+        (waiting_for_shipment, ["skip", "pause", "cancel", "signal"]),
+        (completed, ["rerun"]),
+    ],
+)
 def test_each_status_offers_what_the_runtime_allows(browser, runs, make, verbs):
     assert list(forms_on(browser.load(f"/workflows/{make(runs)}"))) == verbs
 
@@ -267,8 +275,12 @@ def test_the_waiting_signal_is_proposed_and_rerun_offers_the_steps(browser, runs
 
 
 def test_without_the_definition_only_the_verbs_that_need_no_step_list(browser, runs):
-    workflow_id = runs.make(states.PAUSED, step("mystery", "failed", error_class="KeyError"),
-                            workflow_class="RetiredWorkflow", paused_at=ago(minutes=1))
+    workflow_id = runs.make(
+        states.PAUSED,
+        step("mystery", "failed", error_class="KeyError"),
+        workflow_class="RetiredWorkflow",
+        paused_at=ago(minutes=1),
+    )
     assert list(forms_on(browser.load(f"/workflows/{workflow_id}"))) == ["cancel", "signal"]
 
 
@@ -296,7 +308,10 @@ def test_send_signal_wakes_the_waiting_step(browser, runs, engine):
     assert run_row(engine, workflow_id)["status"] == "ready"
     [signal] = signals_of(engine, workflow_id)
     assert (signal["name"], signal["payload"], signal["idempotency_key"], signal["status"]) == (
-        "shipment_confirmed", {"tracking": "1Z999"}, "ship-1", "claimed"
+        "shipment_confirmed",
+        {"tracking": "1Z999"},
+        "ship-1",
+        "claimed",
     )
     received = next(e for e in events_of(engine, workflow_id) if e["event"] == "signal_received")
     assert received["actor"] == "dashboard:alice"
@@ -323,20 +338,22 @@ def test_a_signal_for_no_waiting_step_stays_pending(browser, runs, engine):
     assert run_row(engine, workflow_id)["status"] == "ready"
 
 
-@pytest.mark.parametrize("payload, expected", [
-    ('{"tracking": ', "The payload is not valid JSON: Expecting value (line 1, column 14)."),
-    ("[1, 2]", 'The payload must be a JSON object, like {"tracking": "1Z999"}.'),
-    ('{"x": NaN}', "The payload holds a number that cannot be stored as written: NaN."),
-    ('{"x": "a\\u0000b"}', "This contains a NUL character, which cannot be stored."),
-])
+@pytest.mark.parametrize(
+    "payload, expected",
+    [
+        ('{"tracking": ', "The payload is not valid JSON: Expecting value (line 1, column 14)."),
+        ("[1, 2]", 'The payload must be a JSON object, like {"tracking": "1Z999"}.'),
+        ('{"x": NaN}', "The payload holds a number that cannot be stored as written: NaN."),
+        ('{"x": "a\\u0000b"}', "This contains a NUL character, which cannot be stored."),
+    ],
+)
 @pytest.mark.parametrize("htmx", [True, False], ids=["htmx", "plain"])
-def test_a_bad_payload_is_shown_back_with_the_error_and_nothing_stored(
-    browser, runs, engine, payload, expected, htmx
-):
+def test_a_bad_payload_is_shown_back_with_the_error_and_nothing_stored(browser, runs, engine, payload, expected, htmx):
     workflow_id = waiting_for_shipment(runs)
     before = snapshot(engine)
-    response = browser.post(f"/workflows/{workflow_id}/signals",
-                            {"name": "shipment_confirmed", "payload": payload}, htmx=htmx)
+    response = browser.post(
+        f"/workflows/{workflow_id}/signals", {"name": "shipment_confirmed", "payload": payload}, htmx=htmx
+    )
     assert response.status_code == 422
     assert snapshot(engine) == before
     assert message(response).startswith(expected)
@@ -363,8 +380,9 @@ def test_a_payload_too_large_is_413_and_nothing_stored(browser, runs, engine):
     workflow_id = waiting_for_shipment(runs)
     before = snapshot(engine)
     payload = '{"blob": "' + "x" * forms.PAYLOAD_LIMIT + '"}'
-    response = browser.post(f"/workflows/{workflow_id}/signals", {"name": "shipment_confirmed", "payload": payload},
-                            htmx=True)
+    response = browser.post(
+        f"/workflows/{workflow_id}/signals", {"name": "shipment_confirmed", "payload": payload}, htmx=True
+    )
     assert response.status_code == 413
     assert message(response) == "The payload is too large: at most 64 KiB."
     assert snapshot(engine) == before
@@ -467,11 +485,14 @@ def test_two_operators_posting_at_the_same_moment_exactly_one_wins(app, runs, en
     assert len(cancelled) == 1
 
 
-@pytest.mark.parametrize("value, expected", [
-    ("2001-01-01T10:00", "2001-01-01T10:00 is not in the future; choose a later time."),
-    ("next tuesday", "next tuesday is not a date and time"),
-    ("", "Choose a date and a time."),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("2001-01-01T10:00", "2001-01-01T10:00 is not in the future; choose a later time."),
+        ("next tuesday", "next tuesday is not a date and time"),
+        ("", "Choose a date and a time."),
+    ],
+)
 @pytest.mark.parametrize("htmx", [True, False], ids=["htmx", "plain"])
 def test_a_past_or_malformed_time_is_422_with_the_form_shown_back(browser, runs, engine, value, expected, htmx):
     workflow_id = paused_on_capture(runs)
@@ -522,8 +543,12 @@ def test_a_nul_character_is_refused_not_sent_to_postgres(browser, runs, engine):
 
 
 def test_resume_of_a_run_whose_class_is_not_loaded_is_409(browser, runs, engine):
-    workflow_id = runs.make(states.PAUSED, step("mystery", "failed", error_class="KeyError"),
-                            workflow_class="RetiredWorkflow", paused_at=ago(minutes=1))
+    workflow_id = runs.make(
+        states.PAUSED,
+        step("mystery", "failed", error_class="KeyError"),
+        workflow_class="RetiredWorkflow",
+        paused_at=ago(minutes=1),
+    )
     before = snapshot(engine)
     response = browser.post(url(workflow_id, "resume"), htmx=True)
     assert response.status_code == 409
@@ -532,8 +557,12 @@ def test_resume_of_a_run_whose_class_is_not_loaded_is_409(browser, runs, engine)
 
 
 def test_rerun_that_would_make_a_second_ongoing_run_for_the_subject_is_409(browser, runs, engine):
-    done = runs.make(states.COMPLETED, step("send_receipt", "completed", finished_at=ago(minutes=5)),
-                     subject=("Order", "77"), finished_at=ago(minutes=5))
+    done = runs.make(
+        states.COMPLETED,
+        step("send_receipt", "completed", finished_at=ago(minutes=5)),
+        subject=("Order", "77"),
+        finished_at=ago(minutes=5),
+    )
     runs.make(states.READY, step("reserve_stock", "scheduled", scheduled_at=later(hours=1)), subject=("Order", "77"))
     before = snapshot(engine)
     response = browser.post(url(done, "rerun"), htmx=True)
@@ -543,9 +572,7 @@ def test_rerun_that_would_make_a_second_ongoing_run_for_the_subject_is_409(brows
 
 
 @pytest.mark.parametrize("path, data", [("resume", {}), ("signals", {"name": "any", "payload": "{}"})])
-def test_an_htmx_action_draws_the_run_the_verb_returned_without_reading_it_again(
-    browser, runs, engine, path, data
-):
+def test_an_htmx_action_draws_the_run_the_verb_returned_without_reading_it_again(browser, runs, engine, path, data):
     """The route reads the run once (its class, for the form), the verb
     locks it and returns it as it left it, and the answer draws that row."""
     import sqlalchemy as sa

@@ -13,9 +13,9 @@ from operation_support import seed_paused
 from runtime_support import snapshot
 from web_helpers import soup, step, text_of
 
-from pgbus_web.rules import states
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import operations as store
+from pgbus_web.rules import states
 from pgbus_web.runtime import operations
 
 CAPTURE_GROUP = {
@@ -33,8 +33,11 @@ def paused_group(runs, count: int) -> list[str]:
 
 def manual_group(runs, count: int) -> list[str]:
     return [
-        runs.make(states.PAUSED, step("send_receipt", "scheduled", scheduled_at=ago(hours=1)),
-                  paused_at=ago(minutes=30 - index))
+        runs.make(
+            states.PAUSED,
+            step("send_receipt", "scheduled", scheduled_at=ago(hours=1)),
+            paused_at=ago(minutes=30 - index),
+        )
         for index in range(count)
     ]
 
@@ -104,8 +107,12 @@ def test_each_group_offers_the_verbs_that_fit_its_reason(browser, runs):
 
 
 def test_a_group_whose_class_is_not_loaded_offers_only_cancel(browser, runs):
-    runs.make(states.PAUSED, step("mystery", "failed", error_class="KeyError"), workflow_class="RetiredWorkflow",
-              paused_at=ago(minutes=3))
+    runs.make(
+        states.PAUSED,
+        step("mystery", "failed", error_class="KeyError"),
+        workflow_class="RetiredWorkflow",
+        paused_at=ago(minutes=3),
+    )
     rows = group_rows(browser.load())
     assert list(rows[("RetiredWorkflow", "mystery", "paused_error", "KeyError")]) == ["cancel"]
 
@@ -121,24 +128,33 @@ def test_bulk_retry_is_an_operation_on_every_run_of_the_group(browser, runs, eng
     assert {li["data-workflow-id"] for li in dialog.select(".pgbus-operation-sample li")} == set(ids)
     [operation] = recent(engine)
     assert done.status_code == 200 and done.headers["HX-Redirect"] == f"/workflows/operations/{operation['id']}"
-    assert operation["filters"] == {"workflow_class": "OrderWorkflow", "step": "capture_payment",
-                                    "reason": "paused_error", "error_class": "TimeoutError"}
+    assert operation["filters"] == {
+        "workflow_class": "OrderWorkflow",
+        "step": "capture_payment",
+        "reason": "paused_error",
+        "error_class": "TimeoutError",
+    }
     assert (operation["status"], operation["moved"]) == ("done", 3)
     for workflow_id in ids:
         run = run_row(engine, workflow_id)
         assert (run["status"], run["current_step"]) == ("ready", "capture_payment")
         resumed = [e for e in events_of(engine, workflow_id) if e["event"] == "resumed"]
         assert [(e["actor"], e["reason"], e["details"]["operation_id"]) for e in resumed] == [
-            ("dashboard:alice", "gateway fixed", operation["id"])]
+            ("dashboard:alice", "gateway fixed", operation["id"])
+        ]
     assert run_row(engine, other[0])["status"] == "paused"
 
 
 BULK_CASES = [
     # bulk verb, the group's runs, the group, the event each run gets, its status after
     ("retry", lambda runs: paused_group(runs, 2), CAPTURE_GROUP, "resumed", "ready"),
-    ("resume", lambda runs: manual_group(runs, 2),
-     {"workflow_class": "OrderWorkflow", "step_name": "send_receipt", "reason": "paused_manual", "error_class": ""},
-     "resumed", "ready"),
+    (
+        "resume",
+        lambda runs: manual_group(runs, 2),
+        {"workflow_class": "OrderWorkflow", "step_name": "send_receipt", "reason": "paused_manual", "error_class": ""},
+        "resumed",
+        "ready",
+    ),
     ("skip", lambda runs: paused_group(runs, 2), CAPTURE_GROUP, "step_skipped", "ready"),
     ("cancel", lambda runs: paused_group(runs, 2), CAPTURE_GROUP, "cancelled", "cancelled"),
 ]
@@ -235,10 +251,13 @@ def test_a_verb_that_does_not_fit_the_group_is_422(browser, runs, engine):
     assert snapshot(engine) == before
 
 
-@pytest.mark.parametrize("form, expected", [
-    ({"step_name": "capture_payment", "reason": "paused_error"}, "workflow_class is missing"),
-    ({**CAPTURE_GROUP, "reason": "bored"}, "bored is not a reason a run needs attention"),
-])
+@pytest.mark.parametrize(
+    "form, expected",
+    [
+        ({"step_name": "capture_payment", "reason": "paused_error"}, "workflow_class is missing"),
+        ({**CAPTURE_GROUP, "reason": "bored"}, "bored is not a reason a run needs attention"),
+    ],
+)
 def test_an_incomplete_or_wrong_group_is_422(browser, runs, engine, form, expected):
     paused_group(runs, 1)
     before = snapshot(engine)
@@ -255,10 +274,16 @@ def test_bulk_is_post_only(browser):
     assert response.headers["Location"].endswith("/workflows")
 
 
-@pytest.mark.parametrize("locale, words", [("en", ("Retry", "Resume", "Run again", "PGBUS_WEB_DEFINITIONS", "OrderWorkflow")),
-                                           ("de", ("Wiederholen", "PGBUS_WEB_DEFINITIONS", "OrderWorkflow"))])
+@pytest.mark.parametrize(
+    "locale, words",
+    [
+        ("en", ("Retry", "Resume", "Run again", "PGBUS_WEB_DEFINITIONS", "OrderWorkflow")),
+        ("de", ("Wiederholen", "PGBUS_WEB_DEFINITIONS", "OrderWorkflow")),
+    ],
+)
 def test_without_the_definitions_the_index_says_which_verbs_are_hidden_and_how_to_load_them(
-        database, runs, locale, words):
+    database, runs, locale, words
+):
     from action_support import Browser, operator_app
 
     paused_group(runs, 2)

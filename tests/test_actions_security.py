@@ -26,8 +26,13 @@ from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.extension import PgbusWeb
 from pgbus_web.plumbing import csrf, security
 
-GROUP = {"workflow_class": "OrderWorkflow", "step_name": "capture_payment", "reason": "paused_error",
-         "error_class": "TimeoutError", "confirmed": "1"}
+GROUP = {
+    "workflow_class": "OrderWorkflow",
+    "step_name": "capture_payment",
+    "reason": "paused_error",
+    "error_class": "TimeoutError",
+    "confirmed": "1",
+}
 
 
 def posts(workflow_id: str) -> list[tuple[str, dict]]:
@@ -58,7 +63,9 @@ def test_a_post_without_a_token_is_400_and_changes_nothing(browser, runs, engine
 def test_a_forged_token_is_400(browser, runs, engine):
     workflow_id = paused_on_capture(runs)
     browser.load()
-    forged = URLSafeTimedSerializer("not the key", salt=csrf.SALT).dumps(browser.client.get_cookie(csrf.COOKIE_NAME).value)
+    forged = URLSafeTimedSerializer("not the key", salt=csrf.SALT).dumps(
+        browser.client.get_cookie(csrf.COOKIE_NAME).value
+    )
     before = snapshot(engine)
     assert browser.post(f"/workflows/{workflow_id}/resume", token=forged, htmx=True).status_code == 400
     assert browser.post(f"/workflows/{workflow_id}/resume", token="garbage", htmx=True).status_code == 400
@@ -98,8 +105,9 @@ def test_an_expired_token_is_400(browser, runs, engine, monkeypatch):
 def test_the_token_in_the_htmx_header_is_enough(browser, runs, engine):
     workflow_id = paused_on_capture(runs)
     browser.load()
-    response = browser.post(f"/workflows/{workflow_id}/resume", token="", htmx=True,
-                            headers={csrf.HEADER_NAME: browser.token})
+    response = browser.post(
+        f"/workflows/{workflow_id}/resume", token="", htmx=True, headers={csrf.HEADER_NAME: browser.token}
+    )
     assert response.status_code == 200
     assert run_row(engine, workflow_id)["status"] == "ready"
 
@@ -284,8 +292,9 @@ def test_error_pages_do_not_poll(browser):
 
 def test_the_poll_gets_the_page_with_every_fragment(browser, runs):
     workflow_id = paused_on_capture(runs)
-    response = browser.client.get(f"/workflows/{workflow_id}", headers={"HX-Request": "true",
-                                                                         "HX-Target": "pgbus-refresh"})
+    response = browser.client.get(
+        f"/workflows/{workflow_id}", headers={"HX-Request": "true", "HX-Target": "pgbus-refresh"}
+    )
     page = soup(response)
     for fragment in ("pgbus-run-header", "pgbus-run-steps", "pgbus-run-audit"):
         assert page.select_one(f"#{fragment}") is not None

@@ -67,5 +67,3 @@ def test_a_plain_bulk_action_leads_to_the_preview_then_the_operation_page(browse
     while runner.step() is not None:
         pass
     assert {run_row(engine, workflow_id)["status"] for workflow_id in ids} == {"ready"}
-
-

@@ -5,7 +5,7 @@ same numbers in its table."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 from web_helpers import Runs, make_app, soup, text_of
@@ -15,48 +15,62 @@ from pgbus_web.models import workflow_activity
 from pgbus_web.runtime import system
 from pgbus_web.runtime.worker import Worker
 
-LONG_AGO = datetime(2000, 1, 1, tzinfo=timezone.utc)
+LONG_AGO = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 def _hour(moment: datetime) -> datetime:
-    return moment.astimezone(timezone.utc).replace(minute=0, second=0, microsecond=0)
+    return moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
 def _history(engine):
     """Runs started and ended over the last days, written directly (another
     writer, an import), then live runs done by a worker (two complete, one
     fails)."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     runs = Runs(engine)
     for hours in (1, 1, 5, 30, 200):
-        runs.make("completed", workflow_class=demo.REFUND, created_at=now - timedelta(hours=hours, minutes=10),
-                  updated_at=now - timedelta(hours=hours - 1))
-    runs.make("failed", workflow_class=demo.REFUND, created_at=now - timedelta(hours=3),
-              updated_at=now - timedelta(hours=2))
+        runs.make(
+            "completed",
+            workflow_class=demo.REFUND,
+            created_at=now - timedelta(hours=hours, minutes=10),
+            updated_at=now - timedelta(hours=hours - 1),
+        )
+    runs.make(
+        "failed", workflow_class=demo.REFUND, created_at=now - timedelta(hours=3), updated_at=now - timedelta(hours=2)
+    )
     runs.make("running", workflow_class=demo.REFUND, created_at=now - timedelta(hours=2))
     runs.make("completed", workflow_class=demo.ORDER, created_at=now - timedelta(hours=1))
     for number, fails in ((1, False), (2, False), (3, True)):
-        system.start(engine, demo.REFUND, {"refund_id": number, "fail_refund": fails} if fails
-                     else {"refund_id": number}, registry=demo.REGISTRY)
+        system.start(
+            engine,
+            demo.REFUND,
+            {"refund_id": number, "fail_refund": fails} if fails else {"refund_id": number},
+            registry=demo.REGISTRY,
+        )
     worker = Worker(engine, demo.REGISTRY)
     worker.drain()
     # Past the failing refund's backoff: its second attempt fails the run.
-    worker.drain(now=datetime.now(timezone.utc) + timedelta(minutes=1))
+    worker.drain(now=datetime.now(UTC) + timedelta(minutes=1))
 
 
 def _kept_and_recounted(engine, workflow_class):
     with engine.connect() as conn:
-        return (workflow_activity.kept(conn, workflow_class, since=LONG_AGO),
-                workflow_activity.recount(conn, workflow_class, since=LONG_AGO))
+        return (
+            workflow_activity.kept(conn, workflow_class, since=LONG_AGO),
+            workflow_activity.recount(conn, workflow_class, since=LONG_AGO),
+        )
 
 
 def test_the_rollup_equals_a_full_recount_before_and_after_folding(engine):
     _history(engine)
     kept, recounted = _kept_and_recounted(engine, demo.REFUND)
     with engine.connect() as conn:
-        statuses = dict(conn.execute(sa.text(
-            "SELECT status, count(*) FROM pgbus_workflows WHERE workflow_class = :c GROUP BY 1"), {"c": demo.REFUND}
-        ).all())
+        statuses = dict(
+            conn.execute(
+                sa.text("SELECT status, count(*) FROM pgbus_workflows WHERE workflow_class = :c GROUP BY 1"),
+                {"c": demo.REFUND},
+            ).all()
+        )
     # The control: the history has starts, completions and a failure in several hours.
     assert statuses == {"completed": 7, "failed": 2, "running": 1}
     assert sum(started for started, _, _ in recounted.values()) == 10
@@ -76,8 +90,10 @@ def test_pruning_runs_leaves_the_history(engine):
     _history(engine)
     before, _ = _kept_and_recounted(engine, demo.REFUND)
     with engine.begin() as conn:
-        conn.execute(sa.text("DELETE FROM pgbus_workflows WHERE workflow_class = :c AND status = 'completed'"),
-                     {"c": demo.REFUND})
+        conn.execute(
+            sa.text("DELETE FROM pgbus_workflows WHERE workflow_class = :c AND status = 'completed'"),
+            {"c": demo.REFUND},
+        )
     after, recounted = _kept_and_recounted(engine, demo.REFUND)
     assert after == before
     assert recounted != before  # the control: the runs themselves are gone
@@ -85,7 +101,7 @@ def test_pruning_runs_leaves_the_history(engine):
 
 def test_a_series_has_every_bucket_with_zeros_and_sums_the_hours_of_a_day(engine):
     _history(engine)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     with engine.connect() as conn:
         hours = workflow_activity.series(conn, demo.REFUND, bucket="hour", now=now)
         days = workflow_activity.series(conn, demo.REFUND, bucket="day", now=now)
@@ -103,14 +119,17 @@ def test_a_series_has_every_bucket_with_zeros_and_sums_the_hours_of_a_day(engine
 def test_the_worker_records_the_stuck_runs_once_an_hour(engine):
     runs = Runs(engine)
     for _ in range(3):
-        runs.make("paused", workflow_class=demo.ORDER, paused_at=datetime.now(timezone.utc) - timedelta(hours=1))
+        runs.make("paused", workflow_class=demo.ORDER, paused_at=datetime.now(UTC) - timedelta(hours=1))
     worker = Worker(engine, demo.REGISTRY)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     assert worker.record_stuck(now=now) is True
     assert worker.record_stuck(now=now) is False
     with engine.connect() as conn:
-        stuck = dict(conn.execute(sa.text(
-            "SELECT workflow_class, stuck FROM pgbus_workflow_activity WHERE hour = :h"), {"h": _hour(now)}).all())
+        stuck = dict(
+            conn.execute(
+                sa.text("SELECT workflow_class, stuck FROM pgbus_workflow_activity WHERE hour = :h"), {"h": _hour(now)}
+            ).all()
+        )
     assert stuck == {demo.ORDER: 3, demo.ONBOARDING: 0, demo.REFUND: 0}
 
 

@@ -22,16 +22,16 @@ from action_support import (
 )
 from api_support import DOCUMENT, Api, patch, put, template_of, token_for
 from openapi_spec_validator import validate
-from test_web_bad_input import everything
 from test_operations import THRESHOLDS
+from test_web_bad_input import everything
 from test_web_odd_values import set_column
 
-from pgbus_web.rules import states
 from pgbus_web.core import sessions, tokens
 from pgbus_web.i18n import force_locale, t
 from pgbus_web.models import operations as operation_store
-from pgbus_web.runtime import operations as operation_runtime
 from pgbus_web.plumbing import csrf
+from pgbus_web.rules import states
+from pgbus_web.runtime import operations as operation_runtime
 
 
 @pytest.fixture
@@ -71,8 +71,9 @@ def test_every_documented_operation_answers_as_documented(app, engine, runs, loc
     operator.post(f"/runs/{waiting}/signals", {"name": "shipment_confirmed"})
     operator.post(f"/runs/{paused}/resume", {"reason": "tour"})
     operator.post("/operations", {"verb": "cancel", "filters": {"status": "ready"}})
-    created = operator.post("/operations", {"verb": "cancel", "filters": {"status": "ready"}, "reason": "tour",
-                                            "confirmed": True})
+    created = operator.post(
+        "/operations", {"verb": "cancel", "filters": {"status": "ready"}, "reason": "tour", "confirmed": True}
+    )
     operation_id = created.json_body["operation"]["id"]
     operator.get("/operations")
     operator.get(f"/operations/{operation_id}")
@@ -83,8 +84,15 @@ def test_every_documented_operation_answers_as_documented(app, engine, runs, loc
     # One another operator asked for, waiting for approval.
     waiting_approval = operation_runtime.create(
         operator.client.application.extensions["pgbus_web"].database.primary,
-        operation_runtime.filters_of({"filters": {"status": "ready"}}), "cancel", None, reason="tour",
-        actor="dashboard:alice", expected=None, thresholds=THRESHOLDS, approval=operation_runtime.Approval(0))
+        operation_runtime.filters_of({"filters": {"status": "ready"}}),
+        "cancel",
+        None,
+        reason="tour",
+        actor="dashboard:alice",
+        expected=None,
+        thresholds=THRESHOLDS,
+        approval=operation_runtime.Approval(0),
+    )
     operator.post(f"/operations/{waiting_approval['id']}/approve", {"reason": "checked the filter"})
     operator.get("/policy")
     operator.get("/policy/history")
@@ -114,8 +122,11 @@ def test_the_answer_check_catches_an_answer_that_differs():
 
     good = Response('{"classes": [], "totals": {}, "total": 0}', 200, mimetype="application/json")
     check_answer("GET", "/api/v1/counts", good)
-    for body in ('{"classes": [], "totals": {}}', '{"classes": [], "totals": {}, "total": "0"}',
-                 '{"classes": [], "totals": {}, "total": 0, "extra": 1}'):
+    for body in (
+        '{"classes": [], "totals": {}}',
+        '{"classes": [], "totals": {}, "total": "0"}',
+        '{"classes": [], "totals": {}, "total": 0, "extra": 1}',
+    ):
         with pytest.raises(jsonschema.ValidationError):
             check_answer("GET", "/api/v1/counts", Response(body, 200, mimetype="application/json"))
     with pytest.raises(AssertionError):
@@ -238,15 +249,18 @@ def test_a_lost_race_is_409_and_writes_once(operator, runs, engine):
     answers = []
     with engine.connect() as holder:
         with holder.begin():
-            holder.execute(sa.text("SELECT 1 FROM pgbus_workflows WHERE workflow_id = :w FOR UPDATE"),
-                           {"w": workflow_id})
-            request = threading.Thread(target=lambda: answers.append(
-                operator.post(f"/runs/{workflow_id}/resume", {"reason": "racing"})))
+            holder.execute(
+                sa.text("SELECT 1 FROM pgbus_workflows WHERE workflow_id = :w FOR UPDATE"), {"w": workflow_id}
+            )
+            request = threading.Thread(
+                target=lambda: answers.append(operator.post(f"/runs/{workflow_id}/resume", {"reason": "racing"}))
+            )
             request.start()
             request.join(1.0)
             assert not answers  # waiting on the row lock
-            holder.execute(sa.text("UPDATE pgbus_workflows SET status = 'cancelled' WHERE workflow_id = :w"),
-                           {"w": workflow_id})
+            holder.execute(
+                sa.text("UPDATE pgbus_workflows SET status = 'cancelled' WHERE workflow_id = :w"), {"w": workflow_id}
+            )
         request.join(10)
     [refused] = answers
     assert refused.status_code == 409 and refused.json_body["detail"] == t("pgbus.workflows.forms.already.cancelled")
@@ -268,8 +282,10 @@ def test_reschedule_reads_at_with_its_offset_and_refuses_the_past(operator, runs
 
 def test_a_signal(operator, runs, engine):
     workflow_id = waiting_for_shipment(runs)
-    sent = operator.post(f"/runs/{workflow_id}/signals",
-                         {"name": "shipment_confirmed", "payload": {"carrier": "DHL"}, "idempotency_key": "k1"})
+    sent = operator.post(
+        f"/runs/{workflow_id}/signals",
+        {"name": "shipment_confirmed", "payload": {"carrier": "DHL"}, "idempotency_key": "k1"},
+    )
     assert sent.status_code == 200 and sent.json_body["duplicate"] is False
     again = operator.post(f"/runs/{workflow_id}/signals", {"name": "shipment_confirmed", "idempotency_key": "k1"})
     assert again.json_body["duplicate"] is True
@@ -315,9 +331,11 @@ def test_a_viewer_token_reads_but_may_not_post(viewer, runs, engine):
     workflow_id = paused_on_capture(runs)
     assert viewer.get(f"/runs/{workflow_id}").status_code == 200
     before = everything(engine)
-    for url, body in ((f"/runs/{workflow_id}/resume", {"reason": "x"}),
-                      (f"/runs/{workflow_id}/signals", {"name": "go"}),
-                      ("/operations", {"verb": "cancel", "filters": {}, "reason": "x", "confirmed": True})):
+    for url, body in (
+        (f"/runs/{workflow_id}/resume", {"reason": "x"}),
+        (f"/runs/{workflow_id}/signals", {"name": "go"}),
+        ("/operations", {"verb": "cancel", "filters": {}, "reason": "x", "confirmed": True}),
+    ):
         refused = viewer.post(url, body)
         assert refused.status_code == 403, url
         assert refused.json_body["detail"] == t("pgbus.workflows.forms.errors.forbidden")
@@ -351,8 +369,11 @@ def test_a_cookie_post_needs_its_csrf_token(app, runs, engine):
     refused = api.post(f"/runs/{workflow_id}/pause", {"reason": "x"}, headers={"X-User": "alice"})
     assert refused.status_code == 400 and refused.json_body["detail"] == t("pgbus.api.errors.csrf")
     assert everything(engine) == before
-    done = api.post(f"/runs/{workflow_id}/cancel", {"reason": "by hand"},
-                    headers={"X-User": "alice", csrf.HEADER_NAME: browser.token})
+    done = api.post(
+        f"/runs/{workflow_id}/cancel",
+        {"reason": "by hand"},
+        headers={"X-User": "alice", csrf.HEADER_NAME: browser.token},
+    )
     assert done.status_code == 200
     assert events_of(engine, workflow_id)[-1]["actor"] == "dashboard:alice"
 
@@ -377,8 +398,11 @@ def test_a_cookie_post_that_is_not_json_is_415_and_changes_nothing(app, runs, en
     assert refused.json["detail"] == t("pgbus.api.errors.not_json_type")
     assert everything(engine) == before
     # Control: the same caller's JSON body cancels it, with its reason.
-    done = Api(browser.client).post(f"/runs/{workflow_id}/cancel", {"reason": "by hand"},
-                                    headers={"X-User": "alice", csrf.HEADER_NAME: browser.token})
+    done = Api(browser.client).post(
+        f"/runs/{workflow_id}/cancel",
+        {"reason": "by hand"},
+        headers={"X-User": "alice", csrf.HEADER_NAME: browser.token},
+    )
     assert done.status_code == 200
     assert events_of(engine, workflow_id)[-1]["reason"] == "by hand"
 
@@ -407,9 +431,15 @@ def test_a_mounted_app_uses_its_hooks_and_its_api_auth(database, runs, engine):
 
     host = Flask(__name__)
     host.config["SECRET_KEY"] = "host"
-    PgbusWeb(host, url_prefix="/ops", database=database, registry=REGISTRY, run_operations=False,
-             can_view=lambda request: request.headers.get("X-Staff") == "1",
-             api_auth=lambda request, token: Caller("ci", may_act=True) if token == "host-secret" else None)
+    PgbusWeb(
+        host,
+        url_prefix="/ops",
+        database=database,
+        registry=REGISTRY,
+        run_operations=False,
+        can_view=lambda request: request.headers.get("X-Staff") == "1",
+        api_auth=lambda request, token: Caller("ci", may_act=True) if token == "host-secret" else None,
+    )
     workflow_id = paused_on_capture(runs)
     assert Api(host.test_client(), prefix="/ops").get("/runs").status_code == 403
     document = Api(host.test_client(), prefix="/ops").get("/openapi.json", headers={"X-Staff": "1"}).json_body

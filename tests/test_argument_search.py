@@ -16,8 +16,7 @@ from click.testing import CliRunner
 from test_web_bad_input import everything, page_message
 from web_helpers import make_app, soup, step, text_of
 
-from pgbus_web import defaults
-from pgbus_web import schema
+from pgbus_web import defaults, schema
 from pgbus_web.core.settings import Settings
 from pgbus_web.demo import workflows as demo
 from pgbus_web.i18n import force_locale, t
@@ -40,8 +39,10 @@ def found(runs):
         "nested": runs.make(states.COMPLETED, arguments={"customer": {"id": 42, "tier": "gold"}}),
         "tags": runs.make(states.COMPLETED, arguments={"tags": ["vip", "eu"], "flag": True}),
         "items": runs.make(states.COMPLETED, arguments={"items": [{"sku": "A-1", "qty": 2}, {"sku": "B-2"}]}),
-        "signalled": runs.make(states.WAITING, signals_=[{"name": "shipment_confirmed",
-                                                           "payload": {"carrier": "dhl", "parcel": {"kg": 3}}}]),
+        "signalled": runs.make(
+            states.WAITING,
+            signals_=[{"name": "shipment_confirmed", "payload": {"carrier": "dhl", "parcel": {"kg": 3}}}],
+        ),
         "plain": runs.make(states.COMPLETED),
     }
 
@@ -57,31 +58,34 @@ def listed(client, query: dict) -> set[str]:
     return {row["data-workflow-id"] for row in soup(response).select("tr.pgbus-run-row")}
 
 
-@pytest.mark.parametrize("query, expected", [
-    # A number matches the number and the same text; quoted, the text only.
-    ({"arg.customer_id": "42"}, {"number", "text"}),
-    ({"arg.customer_id": '"42"'}, {"text"}),
-    ({"arg.customer_id": "420"}, {"longer"}),
-    ({"arg.customer_id": "4"}, set()),
-    # Nested keys, and two searches together (both must hold).
-    ({"arg.customer.id": "42"}, {"nested"}),
-    ({"arg.customer.id": "42", "arg.customer.tier": "gold"}, {"nested"}),
-    ({"arg.customer.id": "42", "arg.customer.tier": "silver"}, set()),
-    # An array holding the value: "[]" after its key; without, no match.
-    ({"arg.tags[]": "vip"}, {"tags"}),
-    ({"arg.tags": "vip"}, set()),
-    ({"arg.items[].sku": "B-2"}, {"items"}),
-    ({"arg.flag": "true"}, {"tags"}),
-    # Signals' payloads.
-    ({"signal.carrier": "dhl"}, {"signalled"}),
-    ({"signal.parcel.kg": "3"}, {"signalled"}),
-    ({"signal.carrier": "ups"}, set()),
-    # With the other filters.
-    ({"arg.customer_id": "42", "status": "paused"}, {"number"}),
-    # The search box's form, OR-ed with its other searches.
-    ({"q": "customer_id:42"}, {"number", "text"}),
-    ({"q": "customer.id:42"}, {"nested"}),
-])
+@pytest.mark.parametrize(
+    "query, expected",
+    [
+        # A number matches the number and the same text; quoted, the text only.
+        ({"arg.customer_id": "42"}, {"number", "text"}),
+        ({"arg.customer_id": '"42"'}, {"text"}),
+        ({"arg.customer_id": "420"}, {"longer"}),
+        ({"arg.customer_id": "4"}, set()),
+        # Nested keys, and two searches together (both must hold).
+        ({"arg.customer.id": "42"}, {"nested"}),
+        ({"arg.customer.id": "42", "arg.customer.tier": "gold"}, {"nested"}),
+        ({"arg.customer.id": "42", "arg.customer.tier": "silver"}, set()),
+        # An array holding the value: "[]" after its key; without, no match.
+        ({"arg.tags[]": "vip"}, {"tags"}),
+        ({"arg.tags": "vip"}, set()),
+        ({"arg.items[].sku": "B-2"}, {"items"}),
+        ({"arg.flag": "true"}, {"tags"}),
+        # Signals' payloads.
+        ({"signal.carrier": "dhl"}, {"signalled"}),
+        ({"signal.parcel.kg": "3"}, {"signalled"}),
+        ({"signal.carrier": "ups"}, set()),
+        # With the other filters.
+        ({"arg.customer_id": "42", "status": "paused"}, {"number"}),
+        # The search box's form, OR-ed with its other searches.
+        ({"q": "customer_id:42"}, {"number", "text"}),
+        ({"q": "customer.id:42"}, {"nested"}),
+    ],
+)
 def test_each_form_finds_exactly_its_runs(client, found, query, expected):
     assert listed(client, query) == {found[name] for name in expected}
 
@@ -112,21 +116,26 @@ def test_the_api_the_cli_and_mcp_take_the_same_filter(app, engine, database_url,
     api = Api(app.test_client(), token_for(engine, "reader", "viewer"))
     answer = api.get("/runs?arg.customer_id=42")
     assert {run["workflow_id"] for run in answer.json_body["runs"]} == {found["number"], found["text"]}
-    result = CliRunner().invoke(main_group, ["runs", "list", "--database-url", database_url, "--json",
-                                             "--filter", "arg.customer_id=42"])
+    result = CliRunner().invoke(
+        main_group, ["runs", "list", "--database-url", database_url, "--json", "--filter", "arg.customer_id=42"]
+    )
     assert result.exit_code == 0, result.output
     assert {json.loads(line)["workflow_id"] for line in result.output.splitlines()} == {found["number"], found["text"]}
     tools = Tools(engine, Settings(registry=demo.REGISTRY))
     assert {run["workflow_id"] for run in tools.find_runs(arguments={"customer_id": 42})["runs"]} == {
-        found["number"], found["text"]}
+        found["number"],
+        found["text"],
+    }
     assert {run["workflow_id"] for run in tools.find_runs(signal_payload={"carrier": "dhl"})["runs"]} == {
-        found["signalled"]}
+        found["signalled"]
+    }
 
 
 def test_an_operation_keeps_the_argument_filter_and_acts_on_its_runs_only(client, engine, found):
     filters = run_filters.parse_query({"arg.customer_id": "42"})
-    created = operations.create(engine, filters, "cancel", None, reason="r", actor="test", expected=2,
-                                thresholds=THRESHOLDS)
+    created = operations.create(
+        engine, filters, "cancel", None, reason="r", actor="test", expected=2, thresholds=THRESHOLDS
+    )
     assert created["filters"] == {"arg.customer_id": "42"}
     assert operations.filters_of(created) == filters
     preview = operations.preview(engine, filters, "cancel", None, thresholds=THRESHOLDS)
@@ -157,8 +166,14 @@ FIXED = {"arg.customer_id": "42"}
 def _sentence(key: str, query: dict) -> str:
     name = next(iter(query))
     with force_locale("en"):
-        return t(key, name=name[:50], depth=run_filters.MAX_PATH_DEPTH, length=run_filters.PATH_KEY_MAX,
-                 limit=run_filters.MAX_JSON_VALUE, max=run_filters.MAX_JSON_FILTERS)
+        return t(
+            key,
+            name=name[:50],
+            depth=run_filters.MAX_PATH_DEPTH,
+            length=run_filters.PATH_KEY_MAX,
+            limit=run_filters.MAX_JSON_VALUE,
+            max=run_filters.MAX_JSON_FILTERS,
+        )
 
 
 def _doors(app, engine, database_url):
@@ -182,8 +197,9 @@ def _doors(app, engine, database_url):
         return response.status_code, (response.get_json() or {}).get("detail", "")
 
     def api_export(query):
-        response = api.client.get("/api/v1/runs/export", query_string={"format": "ndjson", **query},
-                                  headers=api.headers())
+        response = api.client.get(
+            "/api/v1/runs/export", query_string={"format": "ndjson", **query}, headers=api.headers()
+        )
         return response.status_code, (response.get_json(silent=True) or {}).get("detail", "")
 
     def cli(command):
@@ -192,6 +208,7 @@ def _doors(app, engine, database_url):
             extra = ["--format", "csv"] if command == "export" else []
             result = CliRunner().invoke(main_group, ["runs", command, "--database-url", database_url, *extra, *pairs])
             return {0: 200, 2: 400}.get(result.exit_code, result.exit_code), result.output if result.exit_code else ""
+
         return run
 
     def mcp(query):
@@ -210,13 +227,22 @@ def _doors(app, engine, database_url):
             return 400, str(problem)
         return 200, ""
 
-    return {"page": page, "export_page": export_page, "api": api_list, "api_export": api_export,
-            "cli": cli("list"), "cli_export": cli("export"), "mcp": mcp, "mcp_export": mcp_export}
+    return {
+        "page": page,
+        "export_page": export_page,
+        "api": api_list,
+        "api_export": api_export,
+        "cli": cli("list"),
+        "cli_export": cli("export"),
+        "mcp": mcp,
+        "mcp_export": mcp_export,
+    }
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
-def test_a_search_no_index_can_answer_is_refused_at_every_door_with_one_sentence(case, app, engine, database_url,
-                                                                               found):
+def test_a_search_no_index_can_answer_is_refused_at_every_door_with_one_sentence(
+    case, app, engine, database_url, found
+):
     query, key = BAD[case]
     sentence = " ".join(_sentence(key, query).split())
     doors = _doors(app, engine, database_url)
@@ -239,6 +265,7 @@ def _tables(engine):
 
 # --- the plan: the GIN indexes answer ------------------------------------------
 
+
 def _plan(engine, query: dict) -> str:
     filters = run_filters.parse_query(query)
     where, binds = workflow_index.page_where(**THRESHOLDS, **filters.page_binds(workflow_index._now()))
@@ -248,17 +275,21 @@ def _plan(engine, query: dict) -> str:
         # the plan shows which index the condition can use.
         conn.execute(sa.text("SET LOCAL enable_seqscan = off"))
         conn.execute(sa.text("SET LOCAL enable_indexscan = off"))
-        rows = conn.execute(sa.text(f"EXPLAIN SELECT w.id FROM pgbus_workflows w WHERE {where} ORDER BY w.id DESC"
-                                    " LIMIT 51"), binds)
+        rows = conn.execute(
+            sa.text(f"EXPLAIN SELECT w.id FROM pgbus_workflows w WHERE {where} ORDER BY w.id DESC LIMIT 51"), binds
+        )
         return "\n".join(row[0] for row in rows)
 
 
 def test_the_plans_use_the_gin_indexes(engine, found):
     with engine.begin() as conn:
-        conn.execute(sa.text(
-            "INSERT INTO pgbus_workflows (workflow_id, workflow_class, status, arguments)"
-            " SELECT gen_random_uuid()::text, 'OrderWorkflow', 'completed', jsonb_build_object('customer_id', g % 500)"
-            " FROM generate_series(1, 3000) AS g"))
+        conn.execute(
+            sa.text(
+                "INSERT INTO pgbus_workflows (workflow_id, workflow_class, status, arguments)"
+                " SELECT gen_random_uuid()::text, 'OrderWorkflow', 'completed', jsonb_build_object('customer_id', g % 500)"
+                " FROM generate_series(1, 3000) AS g"
+            )
+        )
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.execute(sa.text("ANALYZE pgbus_workflows"))
         conn.execute(sa.text("ANALYZE pgbus_workflow_signals"))
@@ -272,9 +303,14 @@ def test_the_plans_use_the_gin_indexes(engine, found):
 
 def test_the_schema_version_that_adds_them_creates_both_indexes(engine):
     with engine.connect() as conn:
-        found = dict(conn.execute(sa.text(
-            "SELECT indexname, indexdef FROM pg_indexes WHERE indexname IN"
-            " ('pgbus_workflows_arguments', 'pgbus_workflow_signals_payload')")).all())
+        found = dict(
+            conn.execute(
+                sa.text(
+                    "SELECT indexname, indexdef FROM pg_indexes WHERE indexname IN"
+                    " ('pgbus_workflows_arguments', 'pgbus_workflow_signals_payload')"
+                )
+            ).all()
+        )
         version = schema.installed_version(conn)
     assert version == schema.SCHEMA_VERSION
     assert set(found) == {"pgbus_workflows_arguments", "pgbus_workflow_signals_payload"}
@@ -282,6 +318,7 @@ def test_the_schema_version_that_adds_them_creates_both_indexes(engine):
 
 
 # --- a signal's match past the walk's budget -----------------------------------
+
 
 def _signal_page(engine, query: dict) -> list[str]:
     filters = run_filters.parse_query(query)
@@ -293,13 +330,18 @@ def _signal_page(engine, query: dict) -> list[str]:
 def test_a_signal_search_whose_walk_runs_past_its_budget_reads_the_matches_runs(engine, runs, monkeypatch):
     # Older runs with the signal, newer ones without: the shape where the
     # walk from the newest id reads every newer run before a match.
-    old = [runs.make(states.WAITING, signals_=[{"name": "shipment_confirmed", "payload": {"carrier": "oldco"}}])
-           for _ in range(3)]
+    old = [
+        runs.make(states.WAITING, signals_=[{"name": "shipment_confirmed", "payload": {"carrier": "oldco"}}])
+        for _ in range(3)
+    ]
     runs.make(states.WAITING, signals_=[{"name": "shipment_confirmed", "payload": {"carrier": "newco"}}])
     with engine.begin() as conn:
-        conn.execute(sa.text(
-            "INSERT INTO pgbus_workflows (workflow_id, workflow_class, status)"
-            " SELECT gen_random_uuid()::text, 'OrderWorkflow', 'completed' FROM generate_series(1, 2000)"))
+        conn.execute(
+            sa.text(
+                "INSERT INTO pgbus_workflows (workflow_id, workflow_class, status)"
+                " SELECT gen_random_uuid()::text, 'OrderWorkflow', 'completed' FROM generate_series(1, 2000)"
+            )
+        )
     statements: list[str] = []
     sent: dict[str, dict] = {}
 
@@ -344,4 +386,3 @@ def test_a_signal_search_whose_walk_runs_past_its_budget_reads_the_matches_runs(
             assert conn.execute(sa.text("SHOW statement_timeout")).scalar_one() != "100ms"
     finally:
         sa.event.remove(engine, "before_cursor_execute", seen)
-

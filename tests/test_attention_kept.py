@@ -18,16 +18,24 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 from test_stuck_reference import (
-    CLASSES, MINUTE, STEP_NAMES, T0, THRESHOLD, WAITING_THRESHOLD, assert_same_groups, build_history,
-    insert_step, moments, random_step,
+    CLASSES,
+    MINUTE,
+    STEP_NAMES,
+    T0,
+    THRESHOLD,
+    WAITING_THRESHOLD,
+    assert_same_groups,
+    build_history,
+    insert_step,
+    moments,
+    random_step,
 )
 
-from pgbus_web.core import policy
-from pgbus_web.launch import main_group
+from pgbus_web.core import policy, reads
+from pgbus_web.core.settings import Settings
 from pgbus_web.demo import history
 from pgbus_web.demo import seed as seeding
-from pgbus_web.core import reads
-from pgbus_web.core.settings import Settings
+from pgbus_web.launch import main_group
 from pgbus_web.models import attention_counts, workflow_attention, workflow_index, workflow_rows
 from pgbus_web.rules import run_filters, states
 
@@ -51,55 +59,91 @@ def shake(engine, rng: random.Random, rounds: int = 120) -> None:
     for n in range(rounds):
         with engine.begin() as conn:
             ids = run_ids(conn)
-            action = rng.choice(("status", "status", "status", "class", "step", "delete", "insert",
-                                 "rolled_back", "insert", "status", "many"))
+            action = rng.choice(
+                (
+                    "status",
+                    "status",
+                    "status",
+                    "class",
+                    "step",
+                    "delete",
+                    "insert",
+                    "rolled_back",
+                    "insert",
+                    "status",
+                    "many",
+                )
+            )
             target = rng.choice(ids) if ids else None
             if action == "insert" or target is None:
                 workflow_id = f"extra-{rng.random():.12f}"
                 status = rng.choice(STATUSES)
-                workflow_rows.insert_run(conn, {
-                    "workflow_id": workflow_id, "workflow_class": rng.choice(CLASSES), "status": status,
-                    "current_step": rng.choice(STEP_NAMES + (None,)),
-                    "paused_at": maybe_moment(rng) if status == "paused" else None,
-                    "finished_at": maybe_moment(rng) if status == "failed" else None,
-                })
+                workflow_rows.insert_run(
+                    conn,
+                    {
+                        "workflow_id": workflow_id,
+                        "workflow_class": rng.choice(CLASSES),
+                        "status": status,
+                        "current_step": rng.choice(STEP_NAMES + (None,)),
+                        "paused_at": maybe_moment(rng) if status == "paused" else None,
+                        "finished_at": maybe_moment(rng) if status == "failed" else None,
+                    },
+                )
                 for _ in range(rng.randint(0, 2)):
                     insert_step(conn, workflow_id, random_step(rng))
             elif action == "status":
                 status = rng.choice(STATUSES)
-                conn.execute(sa.text(
-                    "UPDATE pgbus_workflows SET status = :s, paused_at = :p, finished_at = :f WHERE workflow_id = :w"),
-                    {"s": status, "p": maybe_moment(rng) if status == "paused" else None,
-                     "f": maybe_moment(rng) if status == "failed" else None, "w": target})
+                conn.execute(
+                    sa.text(
+                        "UPDATE pgbus_workflows SET status = :s, paused_at = :p, finished_at = :f WHERE workflow_id = :w"
+                    ),
+                    {
+                        "s": status,
+                        "p": maybe_moment(rng) if status == "paused" else None,
+                        "f": maybe_moment(rng) if status == "failed" else None,
+                        "w": target,
+                    },
+                )
             elif action == "class":
-                conn.execute(sa.text("UPDATE pgbus_workflows SET workflow_class = :c WHERE workflow_id = :w"),
-                             {"c": rng.choice(CLASSES + ("Moved",)), "w": target})
+                conn.execute(
+                    sa.text("UPDATE pgbus_workflows SET workflow_class = :c WHERE workflow_id = :w"),
+                    {"c": rng.choice(CLASSES + ("Moved",)), "w": target},
+                )
             elif action == "step":
                 # current_step is the group's step while the run has no step row.
-                conn.execute(sa.text("UPDATE pgbus_workflows SET current_step = :s WHERE workflow_id = :w"),
-                             {"s": rng.choice(STEP_NAMES + (None,)), "w": target})
+                conn.execute(
+                    sa.text("UPDATE pgbus_workflows SET current_step = :s WHERE workflow_id = :w"),
+                    {"s": rng.choice(STEP_NAMES + (None,)), "w": target},
+                )
             elif action == "delete":
                 conn.execute(sa.text("DELETE FROM pgbus_workflows WHERE workflow_id = :w"), {"w": target})
             elif action == "rolled_back":
                 savepoint = conn.begin_nested()
-                conn.execute(sa.text("UPDATE pgbus_workflows SET status = 'failed', finished_at = :f"),
-                             {"f": T0})
+                conn.execute(sa.text("UPDATE pgbus_workflows SET status = 'failed', finished_at = :f"), {"f": T0})
                 conn.execute(sa.text("DELETE FROM pgbus_workflows WHERE workflow_id = :w"), {"w": target})
                 savepoint.rollback()
             else:
                 # One statement over many runs: a bulk resume, a prune.
                 if rng.random() < 0.5:
-                    conn.execute(sa.text(
-                        "UPDATE pgbus_workflows SET status = 'ready', paused_at = NULL WHERE status = 'paused' "
-                        "AND id % 3 = :r"), {"r": rng.randint(0, 2)})
+                    conn.execute(
+                        sa.text(
+                            "UPDATE pgbus_workflows SET status = 'ready', paused_at = NULL WHERE status = 'paused' "
+                            "AND id % 3 = :r"
+                        ),
+                        {"r": rng.randint(0, 2)},
+                    )
                 else:
-                    conn.execute(sa.text("DELETE FROM pgbus_workflows WHERE status = 'failed' AND id % 4 = :r"),
-                                 {"r": rng.randint(0, 3)})
+                    conn.execute(
+                        sa.text("DELETE FROM pgbus_workflows WHERE status = 'failed' AND id % 4 = :r"),
+                        {"r": rng.randint(0, 3)},
+                    )
     # Runs paused last, each on its own, so that paused groups are left to compare.
     for _ in range(8):
         with engine.begin() as conn:
-            conn.execute(sa.text("UPDATE pgbus_workflows SET status = 'paused', paused_at = :p WHERE workflow_id = :w"),
-                         {"p": maybe_moment(rng), "w": rng.choice(run_ids(conn))})
+            conn.execute(
+                sa.text("UPDATE pgbus_workflows SET status = 'paused', paused_at = :p WHERE workflow_id = :w"),
+                {"p": maybe_moment(rng), "w": rng.choice(run_ids(conn))},
+            )
 
 
 def assert_kept_equals_counted(engine) -> tuple[int, set[str]]:
@@ -110,12 +154,14 @@ def assert_kept_equals_counted(engine) -> tuple[int, set[str]]:
         assert attention_counts.kept(conn) == attention_counts.counted(conn)
         assert workflow_attention.failed_groups(conn) == workflow_attention.counted_failed_groups(conn)
         assert workflow_attention.failed_groups(conn, limit=2) == workflow_attention.counted_failed_groups(
-            conn, limit=2)
+            conn, limit=2
+        )
         for now in moments(engine) + [T0 + 90 * MINUTE]:
             for waiting in (None, WAITING_THRESHOLD):
                 kwargs = {"threshold": THRESHOLD, "now": now, "waiting_threshold": waiting}
-                assert workflow_attention.stuck_reason_summary(conn, **kwargs) == \
-                    workflow_attention.counted_stuck_reason_summary(conn, **kwargs)
+                assert workflow_attention.stuck_reason_summary(
+                    conn, **kwargs
+                ) == workflow_attention.counted_stuck_reason_summary(conn, **kwargs)
                 groups = workflow_attention.counted_attention_groups(conn, **kwargs)
                 assert_same_groups(workflow_attention.attention_groups(conn, **kwargs), groups)
                 compared += len(groups)
@@ -123,9 +169,11 @@ def assert_kept_equals_counted(engine) -> tuple[int, set[str]]:
                 for klass in CLASSES:
                     assert_same_groups(
                         workflow_attention.attention_groups(conn, workflow_class=klass, **kwargs),
-                        workflow_attention.counted_attention_groups(conn, workflow_class=klass, **kwargs))
-                    assert workflow_attention.stuck_reason_summary(conn, workflow_class=klass, **kwargs) == \
-                        workflow_attention.counted_stuck_reason_summary(conn, workflow_class=klass, **kwargs)
+                        workflow_attention.counted_attention_groups(conn, workflow_class=klass, **kwargs),
+                    )
+                    assert workflow_attention.stuck_reason_summary(
+                        conn, workflow_class=klass, **kwargs
+                    ) == workflow_attention.counted_stuck_reason_summary(conn, workflow_class=klass, **kwargs)
     return compared, reasons
 
 
@@ -136,25 +184,34 @@ def assert_filter_counts_equal_the_runs_listed(engine) -> int:
     filters were compared with at least one run."""
     # The index reads the policy's thresholds: these, as the reference counts.
     policy.change(engine, "stall_threshold", THRESHOLD.total_seconds(), actor="test", reason="the reference's")
-    policy.change(engine, "waiting_threshold", WAITING_THRESHOLD.total_seconds(), actor="test",
-                  reason="the reference's")
+    policy.change(
+        engine, "waiting_threshold", WAITING_THRESHOLD.total_seconds(), actor="test", reason="the reference's"
+    )
     settings = Settings()
     nonempty = 0
     with engine.connect() as conn:
         for now in moments(engine):
             groups = workflow_attention.counted_attention_groups(
-                conn, threshold=THRESHOLD, now=now, waiting_threshold=WAITING_THRESHOLD)
+                conn, threshold=THRESHOLD, now=now, waiting_threshold=WAITING_THRESHOLD
+            )
             views = [run_filters.RunFilters(reason=reason) for reason in states.STUCK_REASONS]
-            views += [run_filters.RunFilters(reason=reason, workflow_class=klass)
-                      for reason in states.STUCK_REASONS for klass in CLASSES]
+            views += [
+                run_filters.RunFilters(reason=reason, workflow_class=klass)
+                for reason in states.STUCK_REASONS
+                for klass in CLASSES
+            ]
             views += [run_filters.parse(run_filters.group_query(group)) for group in groups]
             for view in views:
                 where, binds = workflow_index.page_where(
-                    threshold=THRESHOLD, waiting_threshold=WAITING_THRESHOLD, now=now,
-                    **{k: v for k, v in view.page_binds(now).items() if k not in ("before_id", "after_id")})
+                    threshold=THRESHOLD,
+                    waiting_threshold=WAITING_THRESHOLD,
+                    now=now,
+                    **{k: v for k, v in view.page_binds(now).items() if k not in ("before_id", "after_id")},
+                )
                 listed = {}
                 for (_, status), runs in workflow_index.count_by_window(
-                        conn, where=where, binds=binds, ceiling_id=2**62)[0].items():
+                    conn, where=where, binds=binds, ceiling_id=2**62
+                )[0].items():
                     listed[status] = listed.get(status, 0) + runs
                 assert reads.matching_statuses(conn, settings, view, now) == listed, view
                 nonempty += bool(listed)
@@ -181,10 +238,13 @@ def test_writes_with_the_triggers_off_are_found_by_check_and_refilled_by_repair(
     with engine.begin() as conn:
         # As a restore with its triggers off: nothing kept hears of these.
         conn.execute(sa.text("SET LOCAL session_replication_role = replica"))
-        conn.execute(sa.text("UPDATE pgbus_workflows SET status = 'failed', finished_at = :f WHERE id % 3 = 0"),
-                     {"f": T0})
-        conn.execute(sa.text("UPDATE pgbus_workflows SET status = 'paused', paused_at = :p WHERE id % 3 = 1"),
-                     {"p": T0 - 5 * MINUTE})
+        conn.execute(
+            sa.text("UPDATE pgbus_workflows SET status = 'failed', finished_at = :f WHERE id % 3 = 0"), {"f": T0}
+        )
+        conn.execute(
+            sa.text("UPDATE pgbus_workflows SET status = 'paused', paused_at = :p WHERE id % 3 = 1"),
+            {"p": T0 - 5 * MINUTE},
+        )
         conn.execute(sa.text("DELETE FROM pgbus_workflows WHERE id % 7 = 0"))
     with engine.connect() as conn:
         before = attention_counts.kept(conn)
@@ -251,12 +311,12 @@ def test_each_part_reads_its_index(engine):
     build_history(engine, 41, runs=20)
     captured = []
     listener = lambda conn, cursor, statement, parameters, context, many: captured.append(  # noqa: E731
-        (statement, parameters))
+        (statement, parameters)
+    )
     sa.event.listen(engine, "before_cursor_execute", listener)
     try:
         with engine.connect() as conn:
-            workflow_attention.attention_groups(conn, threshold=THRESHOLD, now=T0,
-                                                waiting_threshold=WAITING_THRESHOLD)
+            workflow_attention.attention_groups(conn, threshold=THRESHOLD, now=T0, waiting_threshold=WAITING_THRESHOLD)
             workflow_attention.failed_groups(conn)
     finally:
         sa.event.remove(engine, "before_cursor_execute", listener)
@@ -297,8 +357,11 @@ def test_the_upgrade_counts_the_runs_already_there(_installed_engine, database_u
 
         # The version before the one that adds the kept groups (found by its
         # script, whatever number it is given).
-        adds = next(number for number, name in enumerate(schema.MIGRATIONS, start=1)
-                    if "TABLE IF NOT EXISTS pgbus_workflow_attention_counts" in schema._sql(name))
+        adds = next(
+            number
+            for number, name in enumerate(schema.MIGRATIONS, start=1)
+            if "TABLE IF NOT EXISTS pgbus_workflow_attention_counts" in schema._sql(name)
+        )
         schema.install(scratch, target=adds - 1)
         build_history(scratch, 51, runs=30)
         shake(scratch, random.Random(51), rounds=40)

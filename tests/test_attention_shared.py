@@ -8,11 +8,10 @@ or token."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
-
 from action_support import paused_on_capture
 from web_helpers import make_app, soup, text_of
 
@@ -22,7 +21,7 @@ from pgbus_web.plumbing import csrf
 from pgbus_web.web.answering import shared
 
 # A multiple of shared.READ_EVERY seconds: T0 and T0 + 7 s are one bucket.
-T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 assert T0.timestamp() % shared.READ_EVERY == 0 and shared.READ_EVERY > 7
 
 
@@ -70,8 +69,9 @@ def without_tokens(node) -> str:
 def groups_table(response) -> str:
     """The groups and the failed groups, without the "as of" (when they were read)."""
     found = block(response)
-    return without_tokens(found.select_one("table.pgbus-attention") or found.select_one(".pgbus-empty")) \
-        + without_tokens(found.select_one(".pgbus-failed"))
+    return without_tokens(
+        found.select_one("table.pgbus-attention") or found.select_one(".pgbus-empty")
+    ) + without_tokens(found.select_one(".pgbus-failed"))
 
 
 def as_of(response) -> datetime:
@@ -127,8 +127,10 @@ def test_a_status_change_shows_at_once_in_every_locale(database, engine, runs, c
 
     # The clock does not move: only the change marker says the groups changed.
     with engine.begin() as conn:
-        conn.execute(sa.text("UPDATE pgbus_workflows SET status = 'cancelled', finished_at = :at"
-                             " WHERE workflow_id = :id"), {"at": T0 - timedelta(seconds=30), "id": first})
+        conn.execute(
+            sa.text("UPDATE pgbus_workflows SET status = 'cancelled', finished_at = :at WHERE workflow_id = :id"),
+            {"at": T0 - timedelta(seconds=30), "id": first},
+        )
     for locale in ("en", "de"):
         shown = page(client, locale)
         with force_locale(locale):
@@ -139,8 +141,13 @@ def test_a_status_change_shows_at_once_in_every_locale(database, engine, runs, c
 
     # A paused run that fails leaves the group and makes a failed group.
     with engine.begin() as conn:
-        conn.execute(sa.text("UPDATE pgbus_workflows SET status = 'failed', finished_at = :at, paused_at = NULL"
-                             " WHERE status = 'paused'"), {"at": T0 - timedelta(seconds=20)})
+        conn.execute(
+            sa.text(
+                "UPDATE pgbus_workflows SET status = 'failed', finished_at = :at, paused_at = NULL"
+                " WHERE status = 'paused'"
+            ),
+            {"at": T0 - timedelta(seconds=20)},
+        )
     for locale in ("en", "de"):
         shown = page(client, locale)
         assert block(shown).select("tr.pgbus-attention-group") == []
@@ -175,8 +182,9 @@ def test_viewers_of_other_roles_locales_and_zones_never_share_html(database, run
             if role == "operator":
                 assert forms, viewer
                 # Every form carries this browser's token of this request.
-                assert {form.select_one(f"input[name={csrf.FIELD_NAME}]")["value"] for form in forms} \
-                    == {body_token(shown)}
+                assert {form.select_one(f"input[name={csrf.FIELD_NAME}]")["value"] for form in forms} == {
+                    body_token(shown)
+                }
                 tokens.setdefault(viewer, set()).add(body_token(shown))
             else:
                 assert forms == [], viewer
@@ -189,8 +197,10 @@ def test_viewers_of_other_roles_locales_and_zones_never_share_html(database, run
     everyone = [token for kept in tokens.values() for token in kept]
     assert len(everyone) == len(set(everyone)) == 2 * sum(1 for viewer in VIEWERS if viewer[2] == "operator")
     # Control: the viewers' drawings do differ where they should.
-    en, de = (groups_table(page(app.test_client(), locale, tz, "operator")) for locale, tz in
-              (("en", "UTC"), ("de", "Europe/Berlin")))
+    en, de = (
+        groups_table(page(app.test_client(), locale, tz, "operator"))
+        for locale, tz in (("en", "UTC"), ("de", "Europe/Berlin"))
+    )
     tokyo = groups_table(page(app.test_client(), "en", "Asia/Tokyo", "operator"))
     viewer = groups_table(page(app.test_client(), "en", "UTC", "viewer"))
     assert len({en, de, tokyo, viewer}) == 4
@@ -213,8 +223,26 @@ def test_a_moments_window_holds_its_words_and_ends_where_they_change():
     from pgbus_web.core.words import timefmt
 
     chooser = random.Random(28)
-    spans = [0, 3, 9.9995, 10, 10.5, 59, 60, 61, 3599, 3600, 86399, 86400, 29 * 86400, 30 * 86400,
-             364 * 86400, 365 * 86400, 400 * 86400, 800 * 86400]
+    spans = [
+        0,
+        3,
+        9.9995,
+        10,
+        10.5,
+        59,
+        60,
+        61,
+        3599,
+        3600,
+        86399,
+        86400,
+        29 * 86400,
+        30 * 86400,
+        364 * 86400,
+        365 * 86400,
+        400 * 86400,
+        800 * 86400,
+    ]
     spans += [chooser.uniform(0, 900 * 86400) for _ in range(200)]
     tested = 0
     with force_locale("en"):

@@ -51,8 +51,16 @@ def basic(name: str, password: str) -> dict[str, str]:
 
 def dashboard_requests(app, run_id):
     """(method, url) for every route of the blueprint but the open ones."""
-    values = {"workflow_id": run_id, "verb": "cancel", "workflow_class": "OrderWorkflow", "operation_id": 1,
-              "batch_id": "batch-1", "key": "stall_threshold", "session_id": "A" * 32, "name": "ada"}
+    values = {
+        "workflow_id": run_id,
+        "verb": "cancel",
+        "workflow_class": "OrderWorkflow",
+        "operation_id": 1,
+        "batch_id": "batch-1",
+        "key": "stall_threshold",
+        "session_id": "A" * 32,
+        "name": "ada",
+    }
     found = []
     for rule in app.url_map.iter_rules():
         if not rule.endpoint.startswith("pgbus_web.") or rule.endpoint in ("pgbus_web.static", "pgbus_web.health"):
@@ -129,8 +137,11 @@ def test_the_session_cookie_is_secure_over_https(app):
     client = app.test_client()
     page = client.get("/sign-in", base_url="https://localhost")
     token = soup(page).select_one("input[name=token]")["value"]
-    response = client.post("/sign-in", base_url="https://localhost",
-                           data={"token": token, "name": VIEWER[0], "password": VIEWER[1], "next": "/workflows"})
+    response = client.post(
+        "/sign-in",
+        base_url="https://localhost",
+        data={"token": token, "name": VIEWER[0], "password": VIEWER[1], "next": "/workflows"},
+    )
     assert response.status_code == 303
     assert "Secure" in response.headers["Set-Cookie"]
 
@@ -226,8 +237,10 @@ def test_sign_out_is_seen_by_every_process(database, users_file):
 def test_a_forged_session_is_anonymous(app):
     other = Flask("forger")
     other.secret_key = "not the secret"
-    forged = SecureCookieSessionInterface().get_signing_serializer(other).dumps(
-        {sessions.KEY: {"u": OPERATOR[0], "t": int(time.time()), "h": "0" * 32, "c": "x"}}
+    forged = (
+        SecureCookieSessionInterface()
+        .get_signing_serializer(other)
+        .dumps({sessions.KEY: {"u": OPERATOR[0], "t": int(time.time()), "h": "0" * 32, "c": "x"}})
     )
     client = app.test_client()
     client.set_cookie("session", forged)
@@ -314,8 +327,9 @@ def proxied(database):
 
     from pgbus_web.auth import Auth
 
-    auth = Auth(None, trusted_header="X-Forwarded-User", trusted_role_header="X-Forwarded-Role",
-                trusted_proxies=["10.0.0.0/8"])
+    auth = Auth(
+        None, trusted_header="X-Forwarded-User", trusted_role_header="X-Forwarded-Role", trusted_proxies=["10.0.0.0/8"]
+    )
     return make_app(database, auth=auth, SECRET_KEY="test secret", trusted_proxies=1)
 
 

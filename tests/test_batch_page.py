@@ -11,8 +11,8 @@ import pytest
 from test_web_bad_input import everything
 from web_helpers import Runs, make_app, soup, step, text_of, utcnow
 
-from pgbus_web.rules import states
 from pgbus_web.i18n import force_locale, t
+from pgbus_web.rules import states
 
 
 @pytest.fixture
@@ -29,8 +29,13 @@ def waiting_on(runs, batch_id, **batch):
     return runs.make(
         states.WAITING,
         step("notify_vendors", "waiting", waiting_since=utcnow()),
-        batch={"batch_id": batch_id, "description": "OrderWorkflow#notify_vendors", "total_jobs": 12,
-               "completed_jobs": 7, **batch},
+        batch={
+            "batch_id": batch_id,
+            "description": "OrderWorkflow#notify_vendors",
+            "total_jobs": 12,
+            "completed_jobs": 7,
+            **batch,
+        },
     )
 
 
@@ -46,8 +51,10 @@ def test_the_batch_page_shows_its_jobs_and_the_run_that_waits(client, runs):
     page = soup(response)
     assert "OrderWorkflow#notify_vendors" in text_of(page.h1)
     assert text_of(page.select_one(".pgbus-batch-progress")) == "7 of 12 jobs done"
-    jobs = {node["data-jobs"]: text_of(node.select_one(".pgbus-stat-value"))
-            for node in page.select(".pgbus-batch-jobs [data-jobs]")}
+    jobs = {
+        node["data-jobs"]: text_of(node.select_one(".pgbus-stat-value"))
+        for node in page.select(".pgbus-batch-jobs [data-jobs]")
+    }
     assert jobs == {"completed": "7", "failed": "0", "discarded": "0", "pending": "5"}
     rows = page.select("tr.pgbus-batch-waiter")
     assert [row["data-workflow-id"] for row in rows] == [waiter]  # not the other batch's run
@@ -72,8 +79,9 @@ def test_the_run_page_and_the_index_link_the_batch(client, runs):
 
 
 def test_a_run_not_waiting_on_a_batch_has_no_batch_link(client, runs):
-    run = runs.make(states.WAITING, step("await_shipment", "waiting", wait_for="shipment_confirmed",
-                                         waiting_since=utcnow()))
+    run = runs.make(
+        states.WAITING, step("await_shipment", "waiting", wait_for="shipment_confirmed", waiting_since=utcnow())
+    )
     page = soup(client.get(f"/workflows/{run}"))
     assert not [a for a in page.select("a") if a["href"].startswith("/batches/")]
 

@@ -18,9 +18,9 @@ from action_support import ago, events_of, operator_app, paused_on_capture, run_
 from browser import WAIT_MS, requires_chromium, serve
 from web_helpers import step
 
-from pgbus_web.rules import states
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import operations as store
+from pgbus_web.rules import states
 from pgbus_web.runtime import operations, verbs
 
 # The run page's badge. Waits go through locators: the page's CSP (rightly)
@@ -104,8 +104,11 @@ def test_a_groups_button_opens_the_operation_dialog_and_its_page_reaches_done(se
     # browser confirm()), asks the reason, and leads to the operation's
     # page, which refreshes itself until the operation is done.
     ids = [
-        runs.make(states.PAUSED, step("send_receipt", "scheduled", scheduled_at=ago(hours=1)),
-                  paused_at=ago(minutes=30 - index))
+        runs.make(
+            states.PAUSED,
+            step("send_receipt", "scheduled", scheduled_at=ago(hours=1)),
+            paused_at=ago(minutes=30 - index),
+        )
         for index in range(2)
     ]
     page.goto(f"{server}/workflows")
@@ -165,15 +168,14 @@ def test_a_lost_race_shows_why_and_the_fresh_state(server, page, runs, engine):
     )
     page.locator(BADGE_READY).wait_for()
     assert marker(page) == "still here"
-    assert [e["actor"] for e in events_of(engine, workflow_id) if e["event"] == "resumed"] == [
-        "dashboard:someone-else"
-    ]
+    assert [e["actor"] for e in events_of(engine, workflow_id) if e["event"] == "resumed"] == ["dashboard:someone-else"]
     assert page.problems == []
 
 
 def test_a_dismissed_dialog_moves_nothing(server, page, runs, engine):
-    workflow_id = runs.make(states.PAUSED, step("send_receipt", "scheduled", scheduled_at=ago(hours=1)),
-                            paused_at=ago(minutes=5))
+    workflow_id = runs.make(
+        states.PAUSED, step("send_receipt", "scheduled", scheduled_at=ago(hours=1)), paused_at=ago(minutes=5)
+    )
     page.goto(f"{server}/workflows")
     page.on("dialog", lambda dialog: dialog.dismiss())
     page.locator('tr.pgbus-attention-group form[data-verb="cancel"] button').click()
@@ -223,11 +225,13 @@ def shown_ids(page) -> list[str]:
 
 
 def test_live_refresh_keeps_the_filtered_list(server, page, runs):
-    failed = runs.make(states.FAILED, step("issue_refund", "failed", finished_at=ago(minutes=3)),
-                       finished_at=ago(minutes=3))
+    failed = runs.make(
+        states.FAILED, step("issue_refund", "failed", finished_at=ago(minutes=3)), finished_at=ago(minutes=3)
+    )
     paused_on_capture(runs)
-    runs.make(states.COMPLETED, step("send_receipt", "completed", finished_at=ago(minutes=8)),
-              finished_at=ago(minutes=8))
+    runs.make(
+        states.COMPLETED, step("send_receipt", "completed", finished_at=ago(minutes=8)), finished_at=ago(minutes=8)
+    )
     page.goto(f"{server}/workflows")
     assert len(shown_ids(page)) == 3
     page.select_option("#pgbus-filter-status", "failed")
@@ -246,8 +250,9 @@ def test_live_refresh_keeps_the_filtered_list(server, page, runs):
     # run is not failed).
     total = page.locator("#pgbus-total")
     assert total.inner_text() == "1 run of 3 matches the filters"
-    runs.make(states.COMPLETED, step("send_receipt", "completed", finished_at=ago(minutes=1)),
-              finished_at=ago(minutes=1))
+    runs.make(
+        states.COMPLETED, step("send_receipt", "completed", finished_at=ago(minutes=1)), finished_at=ago(minutes=1)
+    )
     page.locator("#pgbus-total", has_text="1 run of 4 matches the filters").wait_for()
     assert shown_ids(page) == [failed]
     assert page.problems == []

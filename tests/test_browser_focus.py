@@ -47,8 +47,12 @@ def page(chromium):
 
 def polls_seen(page) -> list[str]:
     polls: list[str] = []
-    page.on("request", lambda req: polls.append(req.headers.get("hx-target", ""))
-            if req.headers.get("hx-trigger") == "pgbus-refresh" else None)
+    page.on(
+        "request",
+        lambda req: (
+            polls.append(req.headers.get("hx-target", "")) if req.headers.get("hx-trigger") == "pgbus-refresh" else None
+        ),
+    )
     return polls
 
 
@@ -232,7 +236,7 @@ def test_the_timeline_key_stays_on_a_phone_screen_in_japanese(server, page, runs
     assert len(boxes) >= 2
     assert all(0 <= left and right <= 390 for left, _, right, _ in boxes), boxes
     for index, a in enumerate(boxes):
-        for b in boxes[index + 1:]:
+        for b in boxes[index + 1 :]:
             assert a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1], (a, b)
 
 
@@ -311,7 +315,7 @@ def test_a_groups_button_is_a_few_tabs_from_the_top(server, page, runs):
     for index in range(3):
         paused_on_capture(runs, paused_at=ago(minutes=5 + index))
     page.goto(f"{server}/workflows")
-    first = '#pgbus-attention tr.pgbus-attention-group form[data-verb] button'
+    first = "#pgbus-attention tr.pgbus-attention-group form[data-verb] button"
     page.keyboard.press("Tab")
     assert page.evaluate("document.activeElement.getAttribute('href')") == "#pgbus-attention"
     page.keyboard.press("Enter")

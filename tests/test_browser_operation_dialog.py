@@ -35,13 +35,20 @@ def many_paused(runs):
 
 def open_page(chromium, size, scheme="light", locale="en-US"):
     width, height = size
-    context = chromium.new_context(locale=locale, timezone_id="Europe/Oslo", color_scheme=scheme,
-                                   viewport={"width": width, "height": height})
+    context = chromium.new_context(
+        locale=locale, timezone_id="Europe/Oslo", color_scheme=scheme, viewport={"width": width, "height": height}
+    )
     page = context.new_page()
     page.set_default_timeout(WAIT_MS)
     problems: list[str] = []
-    page.on("console", lambda msg: problems.append(msg.text)
-            if msg.type == "error" and not msg.text.startswith("Failed to load resource") else None)
+    page.on(
+        "console",
+        lambda msg: (
+            problems.append(msg.text)
+            if msg.type == "error" and not msg.text.startswith("Failed to load resource")
+            else None
+        ),
+    )
     page.on("pageerror", lambda error: problems.append(str(error)))
     page.problems = problems
     return context, page
@@ -87,7 +94,9 @@ def test_the_group_button_opens_a_modal_dialog_on_screen(server, chromium, many_
         assert inside_viewport(page, f"{DIALOG} button.pgbus-operation-start")
         assert page.evaluate("(sel) => document.querySelector(sel).contains(document.activeElement)", DIALOG)
         # A backdrop over the page, and the dashboard's own surface.
-        backdrop = page.evaluate(f"() => getComputedStyle(document.querySelector({DIALOG!r}), '::backdrop').backgroundColor")
+        backdrop = page.evaluate(
+            f"() => getComputedStyle(document.querySelector({DIALOG!r}), '::backdrop').backgroundColor"
+        )
         assert backdrop not in ("rgba(0, 0, 0, 0)", "transparent")
         surface = page.evaluate(
             f"() => [getComputedStyle(document.querySelector({DIALOG!r})).backgroundColor,"
@@ -135,7 +144,6 @@ def test_the_back_button_closes_the_dialog_on_the_same_list(server, chromium, ma
         assert page.problems == []
     finally:
         context.close()
-
 
 
 def test_retry_is_named_retry_on_the_button_the_dialog_and_the_run_page(server, chromium, many_paused):

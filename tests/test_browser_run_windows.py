@@ -62,8 +62,13 @@ def test_older_events_swap_in_place_and_the_polls_keep_them(chromium, server, ru
         assert (304, True) in ANSWERED
         # A change made elsewhere shows at the next poll.
         with engine.begin() as conn:
-            conn.execute(sa.text("INSERT INTO pgbus_workflow_events (workflow_id, event, actor) "
-                                 "VALUES (:w, 'resumed', 'dashboard:someone')"), {"w": run})
+            conn.execute(
+                sa.text(
+                    "INSERT INTO pgbus_workflow_events (workflow_id, event, actor) "
+                    "VALUES (:w, 'resumed', 'dashboard:someone')"
+                ),
+                {"w": run},
+            )
         page.locator("#pgbus-run-audit .pgbus-card-head", has_text="121 events").wait_for()
         assert page.locator("#pgbus-run-audit a.pgbus-window-newest").count() == 1
         assert problems == []

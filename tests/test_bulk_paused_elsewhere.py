@@ -33,9 +33,23 @@ def test_bulk_paused_from_elsewhere_says_who_and_how_it_goes_on(database_url, en
     pauser = threading.Thread(target=_pause_once_started, args=(engine, stop), daemon=True)
     pauser.start()
     try:
-        result = CliRunner().invoke(main_group, [
-            "bulk", "cancel", "--filter", "status=paused", "--reason", "incident", "--yes", "--rate", "8",
-            "--database-url", database_url], catch_exceptions=False)
+        result = CliRunner().invoke(
+            main_group,
+            [
+                "bulk",
+                "cancel",
+                "--filter",
+                "status=paused",
+                "--reason",
+                "incident",
+                "--yes",
+                "--rate",
+                "8",
+                "--database-url",
+                database_url,
+            ],
+            catch_exceptions=False,
+        )
     finally:
         stop.set()
         pauser.join(timeout=10)
@@ -43,6 +57,7 @@ def test_bulk_paused_from_elsewhere_says_who_and_how_it_goes_on(database_url, en
         [operation] = store.recent(conn)
     assert operation["status"] == states.OPERATION_PAUSED and 0 < operation["moved"] < 40, result.output
     assert result.exit_code == 1, result.output
-    assert (f"Paused by dashboard:olga: `pgbus-web operations resume {operation['id']}` lets it go on"
-            in result.output), result.output
+    assert (
+        f"Paused by dashboard:olga: `pgbus-web operations resume {operation['id']}` lets it go on" in result.output
+    ), result.output
     assert "any `pgbus-web worker` or serving dashboard finishes it then" in result.output

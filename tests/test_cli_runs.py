@@ -21,8 +21,9 @@ def cli(database_url, engine):
     def invoke(*args, columns: int = 200):
         # --database-url after the command's name: runs VERB ..., attention ...
         head = 2 if args[0] == "runs" else 1
-        return CliRunner().invoke(main_group, [*args[:head], "--database-url", database_url, *args[head:]],
-                                  env={"COLUMNS": str(columns)})
+        return CliRunner().invoke(
+            main_group, [*args[:head], "--database-url", database_url, *args[head:]], env={"COLUMNS": str(columns)}
+        )
 
     return invoke
 
@@ -49,11 +50,16 @@ def test_runs_list_as_a_table_and_as_json_lines_with_the_index_filters(cli, driv
     assert found[0]["latest_step"]["step_name"] == "capture_payment"
     # A control: the other filter finds the other run, not this one.
     assert [run["workflow_id"] for run in json_lines(cli("runs", "list", "--status", "completed", "--json"))] == [done]
-    assert json_lines(cli("runs", "list", "--reason", "paused_error", "--class", "OrderWorkflow", "--json"))[0][
-        "workflow_id"] == paused
+    assert (
+        json_lines(cli("runs", "list", "--reason", "paused_error", "--class", "OrderWorkflow", "--json"))[0][
+            "workflow_id"
+        ]
+        == paused
+    )
     # The search box's q: a run by the prefix the table shows, in any case.
     assert [run["workflow_id"] for run in json_lines(cli("runs", "list", "--q", paused[:8].upper(), "--json"))] == [
-        paused]
+        paused
+    ]
     assert [run["workflow_id"] for run in json_lines(cli("runs", "list", "--q", done[:8], "--json"))] == [done]
 
 
@@ -88,8 +94,12 @@ def test_a_table_is_cut_to_the_terminal_width(cli, runs, engine):
 def test_bad_filters_and_usage_exit_2_and_change_nothing(cli, driver, engine):
     driver.paused_on_capture()
     before = everything(engine)
-    for args in (("runs", "list", "--status", "sleeping"), ("runs", "list", "--since", "3y"),
-                 ("runs", "list", "--from", "yesterday"), ("runs", "list", "--limit", "0")):
+    for args in (
+        ("runs", "list", "--status", "sleeping"),
+        ("runs", "list", "--since", "3y"),
+        ("runs", "list", "--from", "yesterday"),
+        ("runs", "list", "--limit", "0"),
+    ):
         result = cli(*args)
         assert result.exit_code == 2, (args, result.output)
         assert "Error" in result.output
@@ -207,10 +217,11 @@ def test_odd_stored_values_never_break_a_table_or_json(cli, driver, engine):
     with engine.begin() as conn:
         conn.exec_driver_sql(
             "UPDATE pgbus_workflow_steps SET error_message = E'line one\\nline two\\x07' WHERE workflow_id = %s",
-            (workflow_id,))
+            (workflow_id,),
+        )
         conn.exec_driver_sql(
-            "UPDATE pgbus_workflows SET arguments = '{\"n\": 1e-400}'::jsonb WHERE workflow_id = %s",
-            (workflow_id,))
+            "UPDATE pgbus_workflows SET arguments = '{\"n\": 1e-400}'::jsonb WHERE workflow_id = %s", (workflow_id,)
+        )
     listed = cli("runs", "list")
     assert listed.exit_code == 0, listed.output
     assert "infinity" in listed.output

@@ -31,8 +31,7 @@ def test_equal_values_are_one_equal_row():
 def test_nested_keys_are_named_by_their_path():
     a = {"customer": {"id": 42, "tier": "gold"}, "amount": 10}
     b = {"customer": {"id": 43, "tier": "gold", "vip": True}, "amount": 10}
-    assert kinds(a, b) == {
-        "customer.id": CHANGED, "customer.tier": EQUAL, "customer.vip": ADDED, "amount": EQUAL}
+    assert kinds(a, b) == {"customer.id": CHANGED, "customer.tier": EQUAL, "customer.vip": ADDED, "amount": EQUAL}
 
 
 def test_removed_and_added_keys():
@@ -44,7 +43,10 @@ def test_removed_and_added_keys():
 
 def test_arrays_compare_index_by_index():
     assert kinds({"items": [1, 2, 3]}, {"items": [1, 5]}) == {
-        "items[0]": EQUAL, "items[1]": CHANGED, "items[2]": REMOVED}
+        "items[0]": EQUAL,
+        "items[1]": CHANGED,
+        "items[2]": REMOVED,
+    }
     assert kinds([{"sku": "a"}], [{"sku": "a"}, {"sku": "b"}]) == {"[0]": EQUAL, "[1]": ADDED}
 
 
@@ -121,17 +123,30 @@ def make_pair(runs, **b_overrides):
     failed = runs.make(
         states.FAILED,
         step("validate_refund", "completed", started_at=ago, finished_at=ago + timedelta(seconds=2)),
-        step("issue_refund", "failed", attempt=1, error_class="GatewayTimeout",
-             error_message="gateway did not answer\nat line 3"),
-        step("issue_refund", "failed", attempt=2, error_class="GatewayTimeout",
-             error_message="gateway did not answer\nat line 3"),
-        workflow_class="RefundWorkflow", arguments={"customer_id": 42, "amount": 100, "items": ["a"]},
+        step(
+            "issue_refund",
+            "failed",
+            attempt=1,
+            error_class="GatewayTimeout",
+            error_message="gateway did not answer\nat line 3",
+        ),
+        step(
+            "issue_refund",
+            "failed",
+            attempt=2,
+            error_class="GatewayTimeout",
+            error_message="gateway did not answer\nat line 3",
+        ),
+        workflow_class="RefundWorkflow",
+        arguments={"customer_id": 42, "amount": 100, "items": ["a"]},
     )
     done = runs.make(
         states.COMPLETED,
-        step("validate_refund", "completed"), step("issue_refund", "completed"),
+        step("validate_refund", "completed"),
+        step("issue_refund", "completed"),
         step("notify_customer", "completed"),
-        workflow_class="RefundWorkflow", arguments={"customer_id": 42, "amount": 250, "items": ["a", "b"]},
+        workflow_class="RefundWorkflow",
+        arguments={"customer_id": 42, "amount": 250, "items": ["a", "b"]},
         **b_overrides,
     )
     return failed, done
@@ -143,7 +158,10 @@ def test_two_runs_part_at_the_first_step_that_ended_differently(engine, app, run
         found = compare.compare(conn, app.extensions["pgbus_web"].settings, failed, done)
     assert found.divergence.name == "issue_refund"
     assert (found.divergence.a.status, found.divergence.a.error_class, found.divergence.a.attempts) == (
-        "failed", "GatewayTimeout", 2)
+        "failed",
+        "GatewayTimeout",
+        2,
+    )
     assert found.divergence.a.error_line == "gateway did not answer"
     assert found.divergence.b.status == "completed"
     assert [row.name for row in found.steps] == ["validate_refund", "issue_refund", "notify_customer"]
@@ -151,10 +169,20 @@ def test_two_runs_part_at_the_first_step_that_ended_differently(engine, app, run
 
 
 def test_two_runs_that_ended_alike_do_not_diverge(engine, app, runs):
-    a = runs.make(states.COMPLETED, step("validate_refund", "completed"), step("issue_refund", "completed"),
-                  workflow_class="RefundWorkflow", arguments={"customer_id": 1})
-    b = runs.make(states.COMPLETED, step("validate_refund", "completed"), step("issue_refund", "completed"),
-                  workflow_class="RefundWorkflow", arguments={"customer_id": 1})
+    a = runs.make(
+        states.COMPLETED,
+        step("validate_refund", "completed"),
+        step("issue_refund", "completed"),
+        workflow_class="RefundWorkflow",
+        arguments={"customer_id": 1},
+    )
+    b = runs.make(
+        states.COMPLETED,
+        step("validate_refund", "completed"),
+        step("issue_refund", "completed"),
+        workflow_class="RefundWorkflow",
+        arguments={"customer_id": 1},
+    )
     with engine.connect() as conn:
         found = compare.compare(conn, app.extensions["pgbus_web"].settings, a, b)
     assert found.divergence is None and not found.diverges
@@ -223,14 +251,27 @@ def test_the_page_in_german(client, runs):
 
 
 def test_odd_stored_values_do_not_break_the_page(engine, client, runs):
-    a = runs.make(states.FAILED, step("validate_refund", "failed", error_class=None, error_message=None),
-                  workflow_class="RefundWorkflow", arguments={"x": 1})
-    b = runs.make(states.COMPLETED, step("validate_refund", "completed"), workflow_class="NoSuchClass",
-                  arguments={"x": "y" * 200_000, "nested": {"deep": [None, {"k": [1, 2, 3]}]}})
+    a = runs.make(
+        states.FAILED,
+        step("validate_refund", "failed", error_class=None, error_message=None),
+        workflow_class="RefundWorkflow",
+        arguments={"x": 1},
+    )
+    b = runs.make(
+        states.COMPLETED,
+        step("validate_refund", "completed"),
+        workflow_class="NoSuchClass",
+        arguments={"x": "y" * 200_000, "nested": {"deep": [None, {"k": [1, 2, 3]}]}},
+    )
     c = runs.make(states.COMPLETED, workflow_class="RefundWorkflow")
     with engine.begin() as conn:
-        conn.execute(sa.text("UPDATE pgbus_workflows SET arguments = CAST(:odd AS jsonb), definition_digest = NULL,"
-                             " finished_at = 'infinity' WHERE workflow_id = :id"), {"odd": "[1e999, null]", "id": a})
+        conn.execute(
+            sa.text(
+                "UPDATE pgbus_workflows SET arguments = CAST(:odd AS jsonb), definition_digest = NULL,"
+                " finished_at = 'infinity' WHERE workflow_id = :id"
+            ),
+            {"odd": "[1e999, null]", "id": a},
+        )
         conn.execute(sa.text("UPDATE pgbus_workflows SET arguments = 'null' WHERE workflow_id = :id"), {"id": c})
     for x, y in ((a, b), (b, a), (a, c), (c, b)):
         response = client.get(f"/workflows/compare?a={x}&b={y}")
@@ -275,8 +316,10 @@ def test_the_last_completed_read_walks_the_class_index(engine, runs):
     # This table's statistics, not those an earlier test's big table left.
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.exec_driver_sql("ANALYZE pgbus_workflows")
-    statement = ("SELECT workflow_id FROM pgbus_workflows WHERE workflow_class = 'RefundWorkflow'"
-                 " AND status = 'completed' AND workflow_id <> 'x' ORDER BY id DESC LIMIT 1")
+    statement = (
+        "SELECT workflow_id FROM pgbus_workflows WHERE workflow_class = 'RefundWorkflow'"
+        " AND status = 'completed' AND workflow_id <> 'x' ORDER BY id DESC LIMIT 1"
+    )
 
     def plan(*dropped: str) -> str:
         # On a table this small the planner may take any index and sort one
@@ -307,8 +350,10 @@ def test_the_last_completed_read_walks_the_class_index(engine, runs):
 
 def tables(engine) -> dict[str, list]:
     with engine.connect() as conn:
-        return {name: [tuple(row) for row in conn.execute(sa.text(f"SELECT * FROM {name} ORDER BY 1"))]
-                for name in ("pgbus_workflows", "pgbus_workflow_steps", "pgbus_workflow_events")}
+        return {
+            name: [tuple(row) for row in conn.execute(sa.text(f"SELECT * FROM {name} ORDER BY 1"))]
+            for name in ("pgbus_workflows", "pgbus_workflow_steps", "pgbus_workflow_events")
+        }
 
 
 def test_every_bad_query_is_a_clear_refusal_that_changes_nothing(engine, client, runs):
@@ -344,8 +389,13 @@ def test_every_bad_query_is_a_clear_refusal_that_changes_nothing(engine, client,
 def test_refusals_come_from_the_refusal_table():
     from pgbus_web.core import problems
 
-    for reason, status in ((CompareRefused.MISSING, 400), (CompareRefused.UNKNOWN, 400),
-                           (CompareRefused.REPEATED, 400), (CompareRefused.MALFORMED, 400),
-                           (CompareRefused.AMBIGUOUS, 400), (CompareRefused.SAME, 422),
-                           (CompareRefused.NOT_FOUND, 404)):
+    for reason, status in (
+        (CompareRefused.MISSING, 400),
+        (CompareRefused.UNKNOWN, 400),
+        (CompareRefused.REPEATED, 400),
+        (CompareRefused.MALFORMED, 400),
+        (CompareRefused.AMBIGUOUS, 400),
+        (CompareRefused.SAME, 422),
+        (CompareRefused.NOT_FOUND, 404),
+    ):
         assert problems.refusal(CompareRefused(reason, "a", "x")).status == status

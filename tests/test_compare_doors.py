@@ -23,8 +23,9 @@ def viewer(app, engine):
 
 
 def cli(database_url, *args):
-    return CliRunner().invoke(main_group, ["runs", "compare", "--database-url", database_url, *args],
-                              env={"COLUMNS": "200"})
+    return CliRunner().invoke(
+        main_group, ["runs", "compare", "--database-url", database_url, *args], env={"COLUMNS": "200"}
+    )
 
 
 def test_the_api_answers_where_they_part(viewer, runs):
@@ -37,7 +38,9 @@ def test_the_api_answers_where_they_part(viewer, runs):
     assert body["divergence"]["a"]["error_class"] == "GatewayTimeout"
     assert body["divergence"]["b"]["status"] == "completed"
     assert {row["path"]: row["kind"] for row in body["arguments"]["changes"]} == {
-        "amount": "changed", "items[1]": "added"}
+        "amount": "changed",
+        "items[1]": "added",
+    }
     assert [row["step_name"] for row in body["steps"] if row["diverges"]] == ["issue_refund"]
     assert body["definition_changed"] is False
 
@@ -45,8 +48,13 @@ def test_the_api_answers_where_they_part(viewer, runs):
 def test_the_api_refuses_as_the_page_does(viewer, client, engine, runs):
     failed, done = make_pair(runs)
     before = everything(engine)
-    for query, status in ((f"a={failed}&b={failed}", 422), (f"a={failed}&b=nope-nope-nope", 404),
-                          (f"a={failed}", 400), (f"a={failed}&b={done}&x=1", 400), (f"a={failed}&b=%00", 400)):
+    for query, status in (
+        (f"a={failed}&b={failed}", 422),
+        (f"a={failed}&b=nope-nope-nope", 404),
+        (f"a={failed}", 400),
+        (f"a={failed}&b={done}&x=1", 400),
+        (f"a={failed}&b=%00", 400),
+    ):
         answer = viewer.get(f"/runs/compare?{query}")
         page = client.get(f"/workflows/compare?{query}")
         assert answer.status_code == page.status_code == status, query

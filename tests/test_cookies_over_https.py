@@ -15,8 +15,8 @@ from flask import Flask
 from web_helpers import Runs, make_app
 
 from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.i18n import LOCALE_COOKIE
 from pgbus_web.extension import PgbusWeb
+from pgbus_web.i18n import LOCALE_COOKIE
 from pgbus_web.plumbing import csrf
 
 SESSION_COOKIE = "session"

@@ -17,7 +17,6 @@ from test_latest_step_columns import (
 
 from pgbus_web.launch import main_group
 
-
 # The last line of a check: every stored policy rule reads (docs/policy.md).
 POLICY_CLEAN = "Every stored policy rule is one the dashboard can read."
 
@@ -35,11 +34,17 @@ def counts_rows(engine) -> list[tuple]:
     """The kept counts' rows (totals, deltas, hours) with their row versions:
     unchanged means unwritten."""
     with engine.connect() as conn:
-        return [tuple(row) for row in conn.execute(sa.text(
-            "SELECT 'total', ctid, workflow_class, status, NULL::timestamptz, runs FROM pgbus_workflow_counts "
-            "UNION ALL SELECT 'delta', ctid, workflow_class, status, hour, runs FROM pgbus_workflow_count_deltas "
-            "UNION ALL SELECT 'hour', ctid, workflow_class, status, hour, runs FROM pgbus_workflow_hour_counts "
-            "ORDER BY 1, 2"))]
+        return [
+            tuple(row)
+            for row in conn.execute(
+                sa.text(
+                    "SELECT 'total', ctid, workflow_class, status, NULL::timestamptz, runs FROM pgbus_workflow_counts "
+                    "UNION ALL SELECT 'delta', ctid, workflow_class, status, hour, runs FROM pgbus_workflow_count_deltas "
+                    "UNION ALL SELECT 'hour', ctid, workflow_class, status, hour, runs FROM pgbus_workflow_hour_counts "
+                    "ORDER BY 1, 2"
+                )
+            )
+        ]
 
 
 @pytest.fixture
@@ -65,19 +70,24 @@ def write_without_triggers(engine, runs: list[str]) -> list[str]:
             return conn.execute(sa.text(statement), binds)
 
         latest = lambda run: run_sql(  # noqa: E731
-            "SELECT max(id) FROM pgbus_workflow_steps WHERE workflow_id = :w", w=run).scalar_one()
+            "SELECT max(id) FROM pgbus_workflow_steps WHERE workflow_id = :w", w=run
+        ).scalar_one()
         # runs[1] loses its only step, runs[2] its latest of two.
         run_sql("DELETE FROM pgbus_workflow_steps WHERE id = :id", id=latest(runs[1]))
         run_sql("DELETE FROM pgbus_workflow_steps WHERE id = :id", id=latest(runs[2]))
         # runs[3]'s latest step moves to runs[0], which had none.
         run_sql("UPDATE pgbus_workflow_steps SET workflow_id = :to WHERE id = :id", to=runs[0], id=latest(runs[3]))
         # runs[4] gets a step; runs[5]'s own columns are written by hand.
-        run_sql("INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status) VALUES (:w, 'more', 'scheduled')",
-                w=runs[4])
+        run_sql(
+            "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status) VALUES (:w, 'more', 'scheduled')",
+            w=runs[4],
+        )
         run_sql("UPDATE pgbus_workflows SET latest_error_class = 'Wrong' WHERE workflow_id = :w", w=runs[5])
         # A run restored with the columns of a step that is not there.
-        run_sql("INSERT INTO pgbus_workflows (workflow_id, workflow_class, status, latest_step_id, latest_step_status) "
-                "VALUES ('restored', 'Hand', 'paused', 424242, 'failed')")
+        run_sql(
+            "INSERT INTO pgbus_workflows (workflow_id, workflow_class, status, latest_step_id, latest_step_status) "
+            "VALUES ('restored', 'Hand', 'paused', 424242, 'failed')"
+        )
     return [*runs[:6], "restored"]
 
 
@@ -115,15 +125,23 @@ def test_check_names_the_runs_repair_fixes_them_then_check_is_clean(engine, data
 
     clean = db(database_url, "check")
     assert (clean.exit_code, clean.output.splitlines()) == (
-        0, ["All 8 runs agree with their latest step.", "The run counts agree with the runs.",
-            "The needs-attention counts agree with the runs.", POLICY_CLEAN])
+        0,
+        [
+            "All 8 runs agree with their latest step.",
+            "The run counts agree with the runs.",
+            "The needs-attention counts agree with the runs.",
+            POLICY_CLEAN,
+        ],
+    )
 
     # Again: nothing to fix, and no run row written.
     versions = row_versions(engine)
     again = db(database_url, "repair")
     assert (again.exit_code, again.output.splitlines()[0]) == (0, "Repaired the latest-step columns of 0 of 8 runs.")
-    assert again.output.splitlines()[1:] == ["Refilled 0 run counts by class and status.",
-                                             "Refilled 0 needs-attention counts by group."]
+    assert again.output.splitlines()[1:] == [
+        "Refilled 0 run counts by class and status.",
+        "Refilled 0 needs-attention counts by group.",
+    ]
     assert row_versions(engine) == versions
 
 
@@ -140,13 +158,24 @@ def test_a_consistent_database_checks_clean_and_repair_writes_nothing(engine, da
     before, versions = table_rows(engine), row_versions(engine)
     checked = db(database_url, "check", "--batch-size", "2")
     assert (checked.exit_code, checked.output.splitlines()) == (
-        0, ["All 7 runs agree with their latest step.", "The run counts agree with the runs.",
-            "The needs-attention counts agree with the runs.", POLICY_CLEAN])
+        0,
+        [
+            "All 7 runs agree with their latest step.",
+            "The run counts agree with the runs.",
+            "The needs-attention counts agree with the runs.",
+            POLICY_CLEAN,
+        ],
+    )
     counts = counts_rows(engine)
     repaired = db(database_url, "repair", "--batch-size", "2")
     assert (repaired.exit_code, repaired.output.splitlines()) == (
-        0, ["Repaired the latest-step columns of 0 of 7 runs.", "Refilled 0 run counts by class and status.",
-            "Refilled 0 needs-attention counts by group."])
+        0,
+        [
+            "Repaired the latest-step columns of 0 of 7 runs.",
+            "Refilled 0 run counts by class and status.",
+            "Refilled 0 needs-attention counts by group.",
+        ],
+    )
     assert counts_rows(engine) == counts
     assert table_rows(engine) == before
     assert row_versions(engine) == versions
@@ -155,8 +184,14 @@ def test_a_consistent_database_checks_clean_and_repair_writes_nothing(engine, da
 def test_an_empty_database_checks_clean(engine, database_url):
     checked = db(database_url, "check")
     assert (checked.exit_code, checked.output.splitlines()) == (
-        0, ["All 0 runs agree with their latest step.", "The run counts agree with the runs.",
-            "The needs-attention counts agree with the runs.", POLICY_CLEAN])
+        0,
+        [
+            "All 0 runs agree with their latest step.",
+            "The run counts agree with the runs.",
+            "The needs-attention counts agree with the runs.",
+            POLICY_CLEAN,
+        ],
+    )
 
 
 @pytest.mark.parametrize("command", ["check", "repair"])

@@ -17,18 +17,22 @@ NOT_DEFINITIONS = "pgbus_web.rules.states"
 NOWHERE = "postgresql://nobody@127.0.0.1:1/none"
 
 
-@pytest.mark.parametrize("command", [
-    ["serve"],
-    ["worker"],
-    ["mcp"],
-    ["runs", "show", "some-run"],
-    ["runs", "resume", "some-run", "--reason", "r"],
-    ["attention"],
-    ["bulk", "cancel", "--filter", "status=paused", "--reason", "r", "--dry-run"],
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["serve"],
+        ["worker"],
+        ["mcp"],
+        ["runs", "show", "some-run"],
+        ["runs", "resume", "some-run", "--reason", "r"],
+        ["attention"],
+        ["bulk", "cancel", "--filter", "status=paused", "--reason", "r", "--dry-run"],
+    ],
+)
 def test_every_command_taking_definitions_reads_them_from_the_environment(command):
-    result = CliRunner().invoke(main_group, [*command, "--database-url", NOWHERE],
-                                env={"PGBUS_WEB_DEFINITIONS": NOT_DEFINITIONS})
+    result = CliRunner().invoke(
+        main_group, [*command, "--database-url", NOWHERE], env={"PGBUS_WEB_DEFINITIONS": NOT_DEFINITIONS}
+    )
     assert result.exit_code == 1, result.output
     assert f"{NOT_DEFINITIONS} has no REGISTRY" in result.output
 
@@ -43,12 +47,18 @@ def test_runs_show_offers_the_verbs_the_definitions_from_the_environment_allow(d
     workflow_id = driver.paused_on_capture()
 
     def actions(env):
-        result = CliRunner().invoke(main_group, ["runs", "show", "--database-url", database_url, workflow_id,
-                                                 "--json"], env=env)
+        result = CliRunner().invoke(
+            main_group, ["runs", "show", "--database-url", database_url, workflow_id, "--json"], env=env
+        )
         assert result.exit_code == 0, result.output
         return json.loads(result.output.splitlines()[0])["available_actions"]
 
     assert actions({"PGBUS_WEB_DEFINITIONS": "pgbus_web.demo.workflows"}) == [
-        "resume", "resume_at", "skip", "cancel", "signal"]
+        "resume",
+        "resume_at",
+        "skip",
+        "cancel",
+        "signal",
+    ]
     # A control: without it, only the verbs that need no step list.
     assert actions({}) == ["cancel", "signal"]

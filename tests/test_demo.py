@@ -14,10 +14,10 @@ import urllib.request
 import pytest
 import sqlalchemy as sa
 
-from pgbus_web.rules import states
 from pgbus_web.db import create_engine
 from pgbus_web.defaults import STALL_THRESHOLD, WAITING_THRESHOLD
 from pgbus_web.models import workflow_attention, workflow_counts
+from pgbus_web.rules import states
 
 # Generous: the demo initialises a server and seeds it, which on a loaded
 # two-core machine has taken over two minutes.
@@ -38,7 +38,7 @@ def _read_lines_until(process, prefix_set, deadline):
         line = process.stdout.readline().strip()
         for prefix in prefix_set:
             if line.startswith(prefix):
-                found[prefix] = line[len(prefix):].strip()
+                found[prefix] = line[len(prefix) :].strip()
     return found
 
 
@@ -46,14 +46,25 @@ def _read_lines_until(process, prefix_set, deadline):
 def demo(tmp_path):
     port = _free_port()
     process = subprocess.Popen(
-        [sys.executable, "-c", "from pgbus_web.launch import main; main()", "demo",
-         "--port", str(port), "--data-dir", str(tmp_path / "demo"), "--runs", "300"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-c",
+            "from pgbus_web.launch import main; main()",
+            "demo",
+            "--port",
+            str(port),
+            "--data-dir",
+            str(tmp_path / "demo"),
+            "--runs",
+            "300",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     try:
-        lines = _read_lines_until(process, {"Dashboard:", "Database:", "Worker:"},
-                                  time.monotonic() + STARTUP_SECONDS)
+        lines = _read_lines_until(process, {"Dashboard:", "Database:", "Worker:"}, time.monotonic() + STARTUP_SECONDS)
         yield process, lines
     finally:
         if process.poll() is None:
@@ -89,9 +100,12 @@ def test_demo_serves_every_status_and_stuck_reason_and_stops_cleanly(demo):
             }
             locks = conn.execute(sa.text("SELECT count(*) FROM pgbus_uniqueness_keys")).scalar_one()
             # Its own database, collated as demo/database.py makes it.
-            name, provider, version = conn.execute(sa.text(
-                "SELECT datname, datlocprovider, current_setting('server_version_num')::int"
-                " FROM pg_database WHERE datname = current_database()")).one()
+            name, provider, version = conn.execute(
+                sa.text(
+                    "SELECT datname, datlocprovider, current_setting('server_version_num')::int"
+                    " FROM pg_database WHERE datname = current_database()"
+                )
+            ).one()
     finally:
         engine.dispose()
     # running may be brief in a live demo; every other status stays on screen.
@@ -108,14 +122,26 @@ def test_demo_serves_every_status_and_stuck_reason_and_stops_cleanly(demo):
     assert "Traceback" not in rest
 
 
-
 def _run_demo_until_up(data_dir, *extra) -> str:
     """Start the demo, wait for its dashboard, stop it with SIGTERM; all it printed."""
     port = _free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "pgbus_web", "demo", "--port", str(port), "--data-dir", str(data_dir),
-         "--runs", "40", *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pgbus_web",
+            "demo",
+            "--port",
+            str(port),
+            "--data-dir",
+            str(data_dir),
+            "--runs",
+            "40",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     lines = []
@@ -147,13 +173,27 @@ def test_a_second_demo_says_it_reuses_the_data_and_reset_starts_afresh(tmp_path)
 
 def test_the_demo_refuses_a_public_host(tmp_path):
     process = subprocess.run(
-        [sys.executable, "-m", "pgbus_web", "demo", "--port", str(_free_port()),
-         "--data-dir", str(tmp_path / "demo"), "--host", "0.0.0.0"],
-        capture_output=True, text=True, timeout=30,
+        [
+            sys.executable,
+            "-m",
+            "pgbus_web",
+            "demo",
+            "--port",
+            str(_free_port()),
+            "--data-dir",
+            str(tmp_path / "demo"),
+            "--host",
+            "0.0.0.0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     assert process.returncode == 1
-    assert process.stderr.strip() == "Error: refusing to serve the demo on 0.0.0.0: it has no sign-in; " \
+    assert (
+        process.stderr.strip() == "Error: refusing to serve the demo on 0.0.0.0: it has no sign-in; "
         "use a loopback --host, or --no-auth"
+    )
     assert not (tmp_path / "demo").exists()
 
 
@@ -173,9 +213,16 @@ def test_kill_usr1_stops_the_demos_worker_as_a_crash_would_and_the_dashboard_fla
 
     def demo_worker():
         with engine.connect() as conn:
-            return conn.execute(sa.text(
-                "SELECT id, heartbeat_at, stopped_at FROM pgbus_web_workers WHERE kind = 'worker'"
-                " ORDER BY id DESC LIMIT 1")).mappings().one()
+            return (
+                conn.execute(
+                    sa.text(
+                        "SELECT id, heartbeat_at, stopped_at FROM pgbus_web_workers WHERE kind = 'worker'"
+                        " ORDER BY id DESC LIMIT 1"
+                    )
+                )
+                .mappings()
+                .one()
+            )
 
     try:
         assert demo_worker()["stopped_at"] is None

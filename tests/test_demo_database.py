@@ -23,8 +23,9 @@ WORDS = ["b", "B", "a", "Z", "é", "e", "10", "9", "_x", "注文", "Ö", "o"]
 def server_admin(database_url):
     # Without the pages' statement timeout: creating and dropping a database
     # waits on a checkpoint, which on a busy machine has taken over 10 s.
-    engine = db.create_engine(database_url, db.UNBOUNDED_STATEMENTS, isolation_level="AUTOCOMMIT", pool_size=1,
-                              max_overflow=0)
+    engine = db.create_engine(
+        database_url, db.UNBOUNDED_STATEMENTS, isolation_level="AUTOCOMMIT", pool_size=1, max_overflow=0
+    )
     made = []
     yield engine, made
     with engine.connect() as conn:
@@ -53,8 +54,10 @@ def test_ensure_makes_the_database_once_with_the_builtin_collation(database_url,
     name = _name(made)
     url = demo_database.ensure(database_url, name)
     [(provider, locale, version)] = _one(
-        url, "SELECT datlocprovider, datlocale, current_setting('server_version_num')::int"
-             " FROM pg_database WHERE datname = current_database()")
+        url,
+        "SELECT datlocprovider, datlocale, current_setting('server_version_num')::int"
+        " FROM pg_database WHERE datname = current_database()",
+    )
     if version >= demo_database.BUILTIN_SINCE:
         assert (provider, locale) == ("b", "C.UTF-8")
     else:
@@ -75,12 +78,14 @@ def test_the_demo_database_sorts_by_code_point_and_folds_case_beyond_ascii(datab
     [(version,)] = _one(url, "SELECT current_setting('server_version_num')::int")
     if version < demo_database.BUILTIN_SINCE:
         # Before PostgreSQL 17 the demo takes the server's default, whatever it sorts like.
-        [(mine, default)] = _one(url, "SELECT (SELECT datcollate FROM pg_database WHERE datname = current_database()),"
-                                      " (SELECT datcollate FROM pg_database WHERE datname = 'template1')")
+        [(mine, default)] = _one(
+            url,
+            "SELECT (SELECT datcollate FROM pg_database WHERE datname = current_database()),"
+            " (SELECT datcollate FROM pg_database WHERE datname = 'template1')",
+        )
         assert mine == default
         return
-    ordered = [word for (word,) in _one(url, "SELECT w FROM unnest(CAST(:words AS text[])) w ORDER BY w",
-                                        words=WORDS)]
+    ordered = [word for (word,) in _one(url, "SELECT w FROM unnest(CAST(:words AS text[])) w ORDER BY w", words=WORDS)]
     assert ordered == sorted(WORDS)
     # The controls: the words come unsorted, and an order that ignores case
     # (as a linguistic collation would, first) is another order.

@@ -54,8 +54,10 @@ def test_the_empty_index_names_host_and_database_and_never_the_password(with_pas
         assert text_of(found) == f"This dashboard reads the database {name} on {host}."
         assert (found["data-host"], found["data-database"]) == (host, name)
         german = client.get("/workflows", headers={"Accept-Language": "de"})
-        assert text_of(soup(german).select_one(".pgbus-database-place")) == \
-            f"Das Dashboard liest die Datenbank {name} auf {host}."
+        assert (
+            text_of(soup(german).select_one(".pgbus-database-place"))
+            == f"Das Dashboard liest die Datenbank {name} auf {host}."
+        )
         assert password not in german.get_data(as_text=True)
         # Control: once there is a run, the page does not say it.
         runs.make("completed")

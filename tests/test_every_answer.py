@@ -36,8 +36,7 @@ def host_app(database) -> Flask:
     def home():
         return "host home"
 
-    PgbusWeb(host, url_prefix="/ops", database=database, registry=REGISTRY,
-             actor_name=lambda request: "alice")
+    PgbusWeb(host, url_prefix="/ops", database=database, registry=REGISTRY, actor_name=lambda request: "alice")
     return host
 
 
@@ -98,8 +97,9 @@ def test_a_post_without_token_and_a_body_too_big_carry_the_headers(mounted, runs
     refused = browser.post(f"{prefix}/workflows/{workflow_id}/cancel", {"confirmed": "1"}, token="")
     assert refused.status_code == 400
     assert_dashboard_headers(refused)
-    too_big = browser.post(f"{prefix}/workflows/{workflow_id}/cancel",
-                           {"confirmed": "1", "padding": "x" * (csrf.MAX_BODY + 1)})
+    too_big = browser.post(
+        f"{prefix}/workflows/{workflow_id}/cancel", {"confirmed": "1", "padding": "x" * (csrf.MAX_BODY + 1)}
+    )
     assert too_big.status_code == 413
     assert_dashboard_headers(too_big)
     assert everything(engine) == before
@@ -168,8 +168,10 @@ def test_a_doubled_slash_stays_on_this_site(database, prefix, path, status, targ
 def test_the_mounted_doubled_slash_redirect_of_the_issue(database):
     # GET /ops//workflows with Host: evil.example answered
     # Location: http://evil.example/ops/workflows.
-    response = host_app(database).test_client().get(
-        "/", environ_overrides={"PATH_INFO": "/ops//workflows"}, headers={"Host": HOSTILE}
+    response = (
+        host_app(database)
+        .test_client()
+        .get("/", environ_overrides={"PATH_INFO": "/ops//workflows"}, headers={"Host": HOSTILE})
     )
     assert response.status_code == 308
     assert response.headers["Location"] == "/ops/workflows"

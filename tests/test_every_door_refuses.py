@@ -13,8 +13,9 @@ from __future__ import annotations
 import io
 import json
 import re
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
 from urllib.parse import urlencode
 
 import pytest
@@ -35,7 +36,7 @@ BIG_ID = 2**63
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _base(workflow_id: str) -> dict[str, Any]:
@@ -48,28 +49,56 @@ def _base(workflow_id: str) -> dict[str, Any]:
 CASES: dict[str, tuple[Callable[[dict], dict], Callable[[dict], dict], tuple[str, ...]]] = {
     "misspelled_filter": (
         lambda r: {**r, "filters": {**r["filters"], "workflw_class": demo.ORDER}},
-        lambda r: {**r, "filters": {**r["filters"], "workflow_class": demo.ORDER}}, DOORS),
+        lambda r: {**r, "filters": {**r["filters"], "workflow_class": demo.ORDER}},
+        DOORS,
+    ),
     "empty_filter": (
         lambda r: {**r, "filters": {**r["filters"], "workflow_class": ""}},
-        lambda r: {**r, "filters": {**r["filters"], "workflow_class": demo.ORDER}}, ("api", "cli", "mcp")),
-    "long_reason": (lambda r: {**r, "reason": "r" * (REASON_LIMIT + 1)},
-                    lambda r: {**r, "reason": "r" * REASON_LIMIT}, DOORS),
+        lambda r: {**r, "filters": {**r["filters"], "workflow_class": demo.ORDER}},
+        ("api", "cli", "mcp"),
+    ),
+    "long_reason": (
+        lambda r: {**r, "reason": "r" * (REASON_LIMIT + 1)},
+        lambda r: {**r, "reason": "r" * REASON_LIMIT},
+        DOORS,
+    ),
     "nul_reason": (lambda r: {**r, "reason": "a\x00b"}, lambda r: {**r, "reason": "ab"}, DOORS),
-    "far_at": (lambda r: {**r, "verb": "resume_at", "at": (_now() + timedelta(days=6 * 365)).isoformat()},
-               lambda r: {**r, "verb": "resume_at", "at": (_now() + timedelta(days=365)).isoformat()}, DOORS),
-    "past_at": (lambda r: {**r, "verb": "resume_at", "at": (_now() - timedelta(hours=1)).isoformat()},
-                lambda r: {**r, "verb": "resume_at", "at": (_now() + timedelta(hours=1)).isoformat()}, DOORS),
-    "payload_not_object": (lambda r: {**r, "verb": "signal", "name": "poke", "payload": [1, 2]},
-                           lambda r: {**r, "verb": "signal", "name": "poke", "payload": {"a": 1}}, DOORS),
-    "long_signal_name": (lambda r: {**r, "verb": "signal", "name": "n" * 201, "payload": {}},
-                         lambda r: {**r, "verb": "signal", "name": "n" * 200, "payload": {}}, DOORS),
+    "far_at": (
+        lambda r: {**r, "verb": "resume_at", "at": (_now() + timedelta(days=6 * 365)).isoformat()},
+        lambda r: {**r, "verb": "resume_at", "at": (_now() + timedelta(days=365)).isoformat()},
+        DOORS,
+    ),
+    "past_at": (
+        lambda r: {**r, "verb": "resume_at", "at": (_now() - timedelta(hours=1)).isoformat()},
+        lambda r: {**r, "verb": "resume_at", "at": (_now() + timedelta(hours=1)).isoformat()},
+        DOORS,
+    ),
+    "payload_not_object": (
+        lambda r: {**r, "verb": "signal", "name": "poke", "payload": [1, 2]},
+        lambda r: {**r, "verb": "signal", "name": "poke", "payload": {"a": 1}},
+        DOORS,
+    ),
+    "long_signal_name": (
+        lambda r: {**r, "verb": "signal", "name": "n" * 201, "payload": {}},
+        lambda r: {**r, "verb": "signal", "name": "n" * 200, "payload": {}},
+        DOORS,
+    ),
     # Searches inside JSON that no index could answer (docs/search.md).
-    "argument_path_malformed": (lambda r: {**r, "filters": {**r["filters"], "arg.vendors..n": "2"}},
-                                lambda r: {**r, "filters": {**r["filters"], "arg.vendors": "2"}}, DOORS),
-    "argument_comparison": (lambda r: {**r, "filters": {**r["filters"], "arg.vendors": ">1"}},
-                            lambda r: {**r, "filters": {**r["filters"], "arg.vendors": "2"}}, DOORS),
-    "signal_path_too_deep": (lambda r: {**r, "filters": {**r["filters"], "signal.a.b.c.d.e.f.g": "1"}},
-                             lambda r: {**r, "filters": {**r["filters"], "arg.fail_capture": "true"}}, DOORS),
+    "argument_path_malformed": (
+        lambda r: {**r, "filters": {**r["filters"], "arg.vendors..n": "2"}},
+        lambda r: {**r, "filters": {**r["filters"], "arg.vendors": "2"}},
+        DOORS,
+    ),
+    "argument_comparison": (
+        lambda r: {**r, "filters": {**r["filters"], "arg.vendors": ">1"}},
+        lambda r: {**r, "filters": {**r["filters"], "arg.vendors": "2"}},
+        DOORS,
+    ),
+    "signal_path_too_deep": (
+        lambda r: {**r, "filters": {**r["filters"], "signal.a.b.c.d.e.f.g": "1"}},
+        lambda r: {**r, "filters": {**r["filters"], "arg.fail_capture": "true"}},
+        DOORS,
+    ),
     "zero_rate": (lambda r: {**r, "rate": 0}, lambda r: {**r, "rate": 50}, DOORS),
     "ceiling_on_cancel": (lambda r: {**r, "max_in_flight": 3}, lambda r: r, DOORS),
 }
@@ -85,9 +114,15 @@ BODY_LEVEL = ("nul_reason", "payload_not_object")
 
 # --- the doors: each answers (refused?, the sentence or "") -------------------
 
+
 def by_page(browser, request: dict) -> tuple[bool, str]:
-    form = {"verb": request["verb"], "query": urlencode(request["filters"]), "reason": request["reason"],
-            "confirmed": "1", "tz": "UTC"}
+    form = {
+        "verb": request["verb"],
+        "query": urlencode(request["filters"]),
+        "reason": request["reason"],
+        "confirmed": "1",
+        "tz": "UTC",
+    }
     if "at" in request:
         form["at"] = request["at"]
     if "name" in request:
@@ -105,8 +140,9 @@ def by_api(api, request: dict) -> tuple[bool, str]:
     for name in ("at", "name", "payload", *PACE):
         if name in request:
             body[name] = request[name]
-    response = api.client.post("/api/v1/operations", data=json.dumps(body), content_type="application/json",
-                               headers=api.headers())
+    response = api.client.post(
+        "/api/v1/operations", data=json.dumps(body), content_type="application/json", headers=api.headers()
+    )
     if response.status_code < 400:
         return False, ""
     assert 400 <= response.status_code < 500, response.status_code
@@ -114,8 +150,16 @@ def by_api(api, request: dict) -> tuple[bool, str]:
 
 
 def by_cli(database_url: str, request: dict) -> tuple[bool, str]:
-    args = ["bulk", "--database-url", database_url, request["verb"], "--reason", request["reason"], "--yes",
-            *DEFINITIONS]
+    args = [
+        "bulk",
+        "--database-url",
+        database_url,
+        request["verb"],
+        "--reason",
+        request["reason"],
+        "--yes",
+        *DEFINITIONS,
+    ]
     for name, value in request["filters"].items():
         args += ["--filter", f"{name}={value}"]
     if "at" in request:
@@ -139,9 +183,17 @@ def by_mcp(tools: Tools, request: dict) -> tuple[bool, str]:
     from mcp.server.mcpserver.exceptions import ToolError
 
     try:
-        tools.start_operation(request["verb"], request["filters"], request["reason"], 1, at=request.get("at"),
-                              signal_name=request.get("name"), payload=request.get("payload"),
-                              rate=request.get("rate"), max_in_flight=request.get("max_in_flight"))
+        tools.start_operation(
+            request["verb"],
+            request["filters"],
+            request["reason"],
+            1,
+            at=request.get("at"),
+            signal_name=request.get("name"),
+            payload=request.get("payload"),
+            rate=request.get("rate"),
+            max_in_flight=request.get("max_in_flight"),
+        )
     except ToolError as problem:
         return True, str(problem)
     return False, ""
@@ -159,8 +211,12 @@ def doors(browser, app, engine, database_url):
 
     api = Api(app.test_client(), token_for(engine, "deploy-bot", "operator"))
     tools = Tools(engine, Settings(registry=demo.REGISTRY))
-    return {"page": lambda r: by_page(browser, r), "api": lambda r: by_api(api, r),
-            "cli": lambda r: by_cli(database_url, r), "mcp": lambda r: by_mcp(tools, r)}
+    return {
+        "page": lambda r: by_page(browser, r),
+        "api": lambda r: by_api(api, r),
+        "cli": lambda r: by_cli(database_url, r),
+        "mcp": lambda r: by_mcp(tools, r),
+    }
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -204,21 +260,30 @@ def test_an_operation_id_past_bigint_is_no_operation_at_every_door_that_takes_on
     assert everything(engine) == before
     # The control: an id that names an operation is read at the same doors.
     workflow_id = driver.paused_on_capture(order_id=300)
-    created = operations.create(engine, operations.index_filters.parse({"q": workflow_id}), "cancel", None,
-                                reason="r", actor="test", expected=1,
-                                thresholds={"threshold": timedelta(minutes=5), "waiting_threshold": timedelta(hours=1)})
+    created = operations.create(
+        engine,
+        operations.index_filters.parse({"q": workflow_id}),
+        "cancel",
+        None,
+        reason="r",
+        actor="test",
+        expected=1,
+        thresholds={"threshold": timedelta(minutes=5), "waiting_threshold": timedelta(hours=1)},
+    )
     assert api.client.get(f"/api/v1/operations/{created['id']}", headers=api.headers()).status_code == 200
     assert tools.show_operation(created["id"])["operation"]["id"] == created["id"]
 
 
 def test_prune_refuses_a_period_too_long_with_exit_2_and_takes_a_long_one(database_url, engine):
     before = everything(engine)
-    refused = CliRunner().invoke(main_group, ["prune", "--database-url", database_url,
-                                              "--older-than", "9999999w", "--dry-run"])
+    refused = CliRunner().invoke(
+        main_group, ["prune", "--database-url", database_url, "--older-than", "9999999w", "--dry-run"]
+    )
     assert refused.exit_code == 2, refused.output
     assert "at most 36500 days" in refused.output and "Traceback" not in refused.output
-    accepted = CliRunner().invoke(main_group, ["prune", "--database-url", database_url,
-                                               "--older-than", "36500d", "--dry-run"])
+    accepted = CliRunner().invoke(
+        main_group, ["prune", "--database-url", database_url, "--older-than", "36500d", "--dry-run"]
+    )
     assert accepted.exit_code == 0, accepted.output
     assert everything(engine) == before
 
@@ -247,8 +312,9 @@ class _AnswersYesAfter(io.RawIOBase):
         return size
 
 
-def test_a_count_that_changed_is_refused_with_the_same_sentence_at_every_door(browser, app, engine, driver,
-                                                                                 database_url):
+def test_a_count_that_changed_is_refused_with_the_same_sentence_at_every_door(
+    browser, app, engine, driver, database_url
+):
     from api_support import Api, token_for
     from mcp.server.mcpserver.exceptions import ToolError
 
@@ -270,11 +336,16 @@ def test_a_count_that_changed_is_refused_with_the_same_sentence_at_every_door(br
     assert cli.exit_code == 1, cli.output  # a refusal of the state, not of the input
     before = snapshot["before"]
     # The other doors are sent the count the command line was shown.
-    page = browser.post("/workflows/operations", {"verb": "cancel", "query": urlencode(filters), "reason": "x",
-                                                  "confirmed": "1", "tz": "UTC", "expected": "2"})
-    answer = api.client.post("/api/v1/operations", content_type="application/json", headers=api.headers(),
-                             data=json.dumps({"verb": "cancel", "filters": filters, "reason": "x",
-                                              "confirmed": True, "expected": 2}))
+    page = browser.post(
+        "/workflows/operations",
+        {"verb": "cancel", "query": urlencode(filters), "reason": "x", "confirmed": "1", "tz": "UTC", "expected": "2"},
+    )
+    answer = api.client.post(
+        "/api/v1/operations",
+        content_type="application/json",
+        headers=api.headers(),
+        data=json.dumps({"verb": "cancel", "filters": filters, "reason": "x", "confirmed": True, "expected": 2}),
+    )
     with pytest.raises(ToolError) as mcp:
         Tools(engine, Settings(registry=demo.REGISTRY)).start_operation("cancel", filters, "x", 2)
     assert page.status_code == answer.status_code == 409
@@ -285,7 +356,10 @@ def test_a_count_that_changed_is_refused_with_the_same_sentence_at_every_door(br
     assert str(mcp.value) == sentence
     assert everything(engine) == before
     # The control: the count each door is shown now is taken.
-    taken = api.client.post("/api/v1/operations", content_type="application/json", headers=api.headers(),
-                            data=json.dumps({"verb": "cancel", "filters": filters, "reason": "x",
-                                             "confirmed": True, "expected": 3}))
+    taken = api.client.post(
+        "/api/v1/operations",
+        content_type="application/json",
+        headers=api.headers(),
+        data=json.dumps({"verb": "cancel", "filters": filters, "reason": "x", "confirmed": True, "expected": 3}),
+    )
     assert taken.status_code == 201, taken.get_json()

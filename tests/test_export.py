@@ -27,15 +27,20 @@ from pgbus_web.launch import main_group
 from pgbus_web.models import workflow_index
 from pgbus_web.rules import run_filters, states
 
-FILENAME = re.compile(r'attachment; filename="pgbus-runs_(?P<filter>[A-Za-z0-9._-]+)_(?P<moment>\d{8}T\d{6}Z)\.(csv|ndjson)"')
+FILENAME = re.compile(
+    r'attachment; filename="pgbus-runs_(?P<filter>[A-Za-z0-9._-]+)_(?P<moment>\d{8}T\d{6}Z)\.(csv|ndjson)"'
+)
 
 
 @pytest.fixture
 def made(runs):
     return {
-        "paused": runs.make(states.PAUSED, step("capture_payment", "failed", error_class="TimeoutError"),
-                            arguments={"customer_id": 42, "lines": [{"sku": "A-1"}], "note": "ünïcødé"},
-                            idempotency_key="Checkout-1"),
+        "paused": runs.make(
+            states.PAUSED,
+            step("capture_payment", "failed", error_class="TimeoutError"),
+            arguments={"customer_id": 42, "lines": [{"sku": "A-1"}], "note": "ünïcødé"},
+            idempotency_key="Checkout-1",
+        ),
         "completed": runs.make(states.COMPLETED, arguments={"customer_id": "42"}, finished_at=None),
         "other": runs.make(states.FAILED, arguments={"customer_id": 7}),
     }
@@ -48,10 +53,18 @@ def client(database):
 
 def stored(engine, ids) -> dict[str, dict]:
     with engine.connect() as conn:
-        rows = conn.execute(sa.text(
-            "SELECT id, workflow_id, workflow_class, status, subject_type, subject_id, idempotency_key,"
-            " latest_step_name, latest_error_class, created_at, arguments FROM pgbus_workflows"
-            " WHERE workflow_id = ANY(:ids)"), {"ids": list(ids)}).mappings().all()
+        rows = (
+            conn.execute(
+                sa.text(
+                    "SELECT id, workflow_id, workflow_class, status, subject_type, subject_id, idempotency_key,"
+                    " latest_step_name, latest_error_class, created_at, arguments FROM pgbus_workflows"
+                    " WHERE workflow_id = ANY(:ids)"
+                ),
+                {"ids": list(ids)},
+            )
+            .mappings()
+            .all()
+        )
     return {row["workflow_id"]: dict(row) for row in rows}
 
 
@@ -119,14 +132,23 @@ def test_a_run_created_while_the_export_streams_is_not_in_it(engine, runs, made)
     assert late in {row["workflow_id"] for row in rows}
 
 
-FORMULAS = {"subject_id": "=1+1", "idempotency_key": "+SUM(A1)", "current_step": "-2+3", "workflow_class": "@cmd",
-            "subject_type": "\tOrder"}
+FORMULAS = {
+    "subject_id": "=1+1",
+    "idempotency_key": "+SUM(A1)",
+    "current_step": "-2+3",
+    "workflow_class": "@cmd",
+    "subject_type": "\tOrder",
+}
 
 
 def test_a_cell_a_spreadsheet_would_read_as_a_formula_starts_with_an_apostrophe(client, runs):
-    risky = runs.make(states.COMPLETED, subject=(FORMULAS["subject_type"], FORMULAS["subject_id"]),
-                      workflow_class=FORMULAS["workflow_class"], idempotency_key=FORMULAS["idempotency_key"],
-                      current_step=FORMULAS["current_step"])
+    risky = runs.make(
+        states.COMPLETED,
+        subject=(FORMULAS["subject_type"], FORMULAS["subject_id"]),
+        workflow_class=FORMULAS["workflow_class"],
+        idempotency_key=FORMULAS["idempotency_key"],
+        current_step=FORMULAS["current_step"],
+    )
     plain = runs.make(states.COMPLETED, subject=("Order", "a=b"), idempotency_key="key+1", current_step="step-2")
     _, rows = csv_rows(client.get("/workflows/export.csv").get_data(as_text=True))
     by_id = {row["workflow_id"]: row for row in rows}
@@ -142,10 +164,14 @@ def test_a_cell_a_spreadsheet_would_read_as_a_formula_starts_with_an_apostrophe(
 
 def test_the_answer_streams_chunk_by_chunk(client, engine):
     with engine.begin() as conn:
-        conn.execute(sa.text(
-            "INSERT INTO pgbus_workflows (workflow_id, workflow_class, status, arguments)"
-            " SELECT gen_random_uuid()::text, 'OrderWorkflow', 'completed', jsonb_build_object('n', g)"
-            " FROM generate_series(1, 3 * :chunk) AS g"), {"chunk": exports.CHUNK_ROWS})
+        conn.execute(
+            sa.text(
+                "INSERT INTO pgbus_workflows (workflow_id, workflow_class, status, arguments)"
+                " SELECT gen_random_uuid()::text, 'OrderWorkflow', 'completed', jsonb_build_object('n', g)"
+                " FROM generate_series(1, 3 * :chunk) AS g"
+            ),
+            {"chunk": exports.CHUNK_ROWS},
+        )
     response = client.get("/workflows/export.csv", buffered=False)
     assert response.is_streamed
     chunks = iter(response.response)
@@ -162,20 +188,39 @@ def test_the_api_and_the_command_line_export_the_same_rows(app, engine, database
     from api_support import Api, token_for
 
     api = Api(app.test_client(), token_for(engine, "reader", "viewer"))  # a viewer may export
-    answer = api.client.get("/api/v1/runs/export", query_string={"format": "csv", "arg.customer_id": "42"},
-                            headers=api.headers())
+    answer = api.client.get(
+        "/api/v1/runs/export", query_string={"format": "csv", "arg.customer_id": "42"}, headers=api.headers()
+    )
     assert answer.status_code == 200, answer.get_data(as_text=True)
     assert FILENAME.fullmatch(answer.headers["Content-Disposition"])
     _, by_api = csv_rows(answer.get_data(as_text=True))
     target = tmp_path / "runs.csv"
-    result = CliRunner().invoke(main_group, ["runs", "export", "--database-url", database_url, "--format", "csv",
-                                             "--filter", "arg.customer_id=42", "-o", str(target)])
+    result = CliRunner().invoke(
+        main_group,
+        [
+            "runs",
+            "export",
+            "--database-url",
+            database_url,
+            "--format",
+            "csv",
+            "--filter",
+            "arg.customer_id=42",
+            "-o",
+            str(target),
+        ],
+    )
     assert result.exit_code == 0, result.output
     _, by_cli = csv_rows(target.read_text(encoding="utf-8"))
-    assert [row["workflow_id"] for row in by_api] == [row["workflow_id"] for row in by_cli] == [
-        made["paused"], made["completed"]]
-    ndjson = CliRunner().invoke(main_group, ["runs", "export", "--database-url", database_url, "--format", "ndjson",
-                                             "--filter", "status=failed"])
+    assert (
+        [row["workflow_id"] for row in by_api]
+        == [row["workflow_id"] for row in by_cli]
+        == [made["paused"], made["completed"]]
+    )
+    ndjson = CliRunner().invoke(
+        main_group,
+        ["runs", "export", "--database-url", database_url, "--format", "ndjson", "--filter", "status=failed"],
+    )
     assert ndjson.exit_code == 0, ndjson.output
     assert [json.loads(line)["workflow_id"] for line in ndjson.output.splitlines()] == [made["other"]]
 
@@ -185,13 +230,17 @@ def test_a_refused_filter_or_format_is_a_400_with_its_sentence(app, client, engi
 
     api = Api(app.test_client(), token_for(engine, "reader", "viewer"))
     with force_locale("en"):
-        unknown = t("pgbus.workflows.filters.errors.unknown_name", name="workflw_class",
-                    known=", ".join(run_filters.NAMES + ("arg.<path>", "signal.<path>")))
+        unknown = t(
+            "pgbus.workflows.filters.errors.unknown_name",
+            name="workflw_class",
+            known=", ".join(run_filters.NAMES + ("arg.<path>", "signal.<path>")),
+        )
         bad_format = t("pgbus.workflows.filters.errors.choice", name="format", value="xlsx", allowed="csv, ndjson")
     page = client.get("/workflows/export.csv", query_string={"workflw_class": "X"})
     assert page.status_code == 400 and unknown in page_message(page)
-    answer = api.client.get("/api/v1/runs/export", query_string={"format": "csv", "workflw_class": "X"},
-                            headers=api.headers())
+    answer = api.client.get(
+        "/api/v1/runs/export", query_string={"format": "csv", "workflw_class": "X"}, headers=api.headers()
+    )
     assert answer.status_code == 400 and answer.get_json()["detail"] == unknown
     answer = api.client.get("/api/v1/runs/export", query_string={"format": "xlsx"}, headers=api.headers())
     assert answer.status_code == 400 and answer.get_json()["detail"] == bad_format

@@ -16,8 +16,25 @@ from web_helpers import make_app
 from pgbus_web.models import workflow_index
 from pgbus_web.rules import states
 
-TRICKY = ["plain", "a,b", 'say "hi"', "two\nlines", "cr\rhere", "=1+1", "+SUM(A1)", "-2", "@cmd", "\tOrder",
-          "\rstart", '=HYPERLINK("x","y")', "", "ünï,cødé", "'quoted'", "a=b", "tail-"]
+TRICKY = [
+    "plain",
+    "a,b",
+    'say "hi"',
+    "two\nlines",
+    "cr\rhere",
+    "=1+1",
+    "+SUM(A1)",
+    "-2",
+    "@cmd",
+    "\tOrder",
+    "\rstart",
+    '=HYPERLINK("x","y")',
+    "",
+    "ünï,cødé",
+    "'quoted'",
+    "a=b",
+    "tail-",
+]
 ARGUMENTS = [{"customer_id": 42, "note": 'a "b", c\nd'}, -5, -0.5, 7, "=text", [1, "x"], True, {}]
 
 
@@ -36,8 +53,15 @@ def _expected(value: str | None) -> str:
 def test_every_cell_reads_back_as_its_stored_text_with_the_formula_rule(client, runs):
     made = {}
     for number, text in enumerate(TRICKY):
-        made[runs.make(states.COMPLETED, subject=("Order", text), idempotency_key=text or None,
-                       current_step=text or None, arguments={"n": number})] = text
+        made[
+            runs.make(
+                states.COMPLETED,
+                subject=("Order", text),
+                idempotency_key=text or None,
+                current_step=text or None,
+                arguments={"n": number},
+            )
+        ] = text
     for number, value in enumerate(ARGUMENTS):
         made[runs.make(states.FAILED, arguments=value, subject=("Arg", str(number)))] = value
     response = client.get("/workflows/export.csv")

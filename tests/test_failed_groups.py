@@ -12,9 +12,9 @@ import sqlalchemy as sa
 from action_support import Browser, operator_app
 from web_helpers import Runs, soup, step, text_of, utcnow
 
-from pgbus_web.rules import states
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import operations as store
+from pgbus_web.rules import states
 from pgbus_web.runtime import operations
 
 URL = "/workflows/operations"
@@ -31,18 +31,34 @@ def failed(runs, workflow_class, *attempts):
 
 @pytest.fixture
 def made(runs):
-    refund_value = [failed(runs, "RefundWorkflow", step("issue_refund", "failed", error_class="ValueError"))
-                    for _ in range(3)]
+    refund_value = [
+        failed(runs, "RefundWorkflow", step("issue_refund", "failed", error_class="ValueError")) for _ in range(3)
+    ]
     refund_key = [failed(runs, "RefundWorkflow", step("issue_refund", "failed", error_class="KeyError"))]
     # Failed on its last attempt without an error class; an earlier attempt had one.
-    no_error = [failed(runs, "OrderWorkflow", step("capture_payment", "failed", error_class="ValueError"),
-                       step("capture_payment", "failed", attempt=2)) for _ in range(2)]
+    no_error = [
+        failed(
+            runs,
+            "OrderWorkflow",
+            step("capture_payment", "failed", error_class="ValueError"),
+            step("capture_payment", "failed", attempt=2),
+        )
+        for _ in range(2)
+    ]
     # Near misses: the same class, step and error, but paused (a needs-attention
     # group's) or failed earlier on another step and last on this one.
-    runs.make(states.PAUSED, step("issue_refund", "failed", error_class="ValueError"),
-              workflow_class="RefundWorkflow", paused_at=utcnow())
-    moved_on = failed(runs, "RefundWorkflow", step("issue_refund", "failed", error_class="ValueError"),
-                      step("notify_customer", "failed", error_class="ValueError"))
+    runs.make(
+        states.PAUSED,
+        step("issue_refund", "failed", error_class="ValueError"),
+        workflow_class="RefundWorkflow",
+        paused_at=utcnow(),
+    )
+    moved_on = failed(
+        runs,
+        "RefundWorkflow",
+        step("issue_refund", "failed", error_class="ValueError"),
+        step("notify_customer", "failed", error_class="ValueError"),
+    )
     return {"refund_value": refund_value, "refund_key": refund_key, "no_error": no_error, "moved_on": [moved_on]}
 
 
@@ -50,15 +66,20 @@ def truth(engine, workflow_class, step_name, error_class) -> set[str]:
     """The group's runs as the database says, from the steps themselves
     (not the runs' latest_* columns the page reads)."""
     with engine.connect() as conn:
-        return set(conn.execute(sa.text(
-            """
+        return set(
+            conn.execute(
+                sa.text(
+                    """
             SELECT w.workflow_id FROM pgbus_workflows w
             JOIN LATERAL (SELECT step_name, error_class FROM pgbus_workflow_steps
                           WHERE workflow_id = w.workflow_id ORDER BY id DESC LIMIT 1) s ON TRUE
             WHERE w.status = 'failed' AND w.workflow_class = :c AND s.step_name = :s
               AND s.error_class IS NOT DISTINCT FROM CAST(:e AS text)
             """
-        ), {"c": workflow_class, "s": step_name, "e": error_class}).scalars())
+                ),
+                {"c": workflow_class, "s": step_name, "e": error_class},
+            ).scalars()
+        )
 
 
 def groups_of(page):

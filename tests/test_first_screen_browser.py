@@ -31,8 +31,7 @@ def made(engine):
     made = every_state(runs)
     now = utcnow()
     for number in range(12):
-        runs.make(states.PAUSED, step(f"step_{number:02}", "failed", error_class=f"Error{number:02}"),
-                  paused_at=now)
+        runs.make(states.PAUSED, step(f"step_{number:02}", "failed", error_class=f"Error{number:02}"), paused_at=now)
     return made
 
 
@@ -109,8 +108,14 @@ RUN_ID = "6ced4f1b-9a3e-4c55-8d1e-0a2b3c4d5e6f"
     [RUN_ID, RUN_ID[:8].upper(), "checkout-77a", "order 100615", "Order 100615", "100615"],
 )
 def test_the_search_box_finds_the_run_by_each_form(chromium, server, made, engine, typed):
-    Runs(engine).make(states.PAUSED, step("capture_payment", "failed", error_class="Timeout"), paused_at=utcnow(),
-                      workflow_id=RUN_ID, subject=("Order", "100615"), idempotency_key="Checkout-77A")
+    Runs(engine).make(
+        states.PAUSED,
+        step("capture_payment", "failed", error_class="Timeout"),
+        paused_at=utcnow(),
+        workflow_id=RUN_ID,
+        subject=("Order", "100615"),
+        idempotency_key="Checkout-77A",
+    )
     context, page = opened(chromium, server + "/workflows")
     try:
         page.get_by_label(page.locator('label[for="pgbus-search-q"]').inner_text()).fill(typed)
@@ -124,8 +129,13 @@ def test_the_search_box_finds_the_run_by_each_form(chromium, server, made, engin
 
 
 def test_a_near_miss_in_the_search_box_finds_nothing(chromium, server, made, engine):
-    Runs(engine).make(states.PAUSED, step("capture_payment", "failed", error_class="Timeout"), paused_at=utcnow(),
-                      workflow_id=RUN_ID, subject=("Order", "100615"))
+    Runs(engine).make(
+        states.PAUSED,
+        step("capture_payment", "failed", error_class="Timeout"),
+        paused_at=utcnow(),
+        workflow_id=RUN_ID,
+        subject=("Order", "100615"),
+    )
     context, page = opened(chromium, server + "/workflows")
     try:
         page.locator("#pgbus-search-q").fill("order 100616")

@@ -31,8 +31,13 @@ def serve(database, tmp_path):
     servers = []
 
     def start(proxies):
-        app = make_app(database, auth=Auth(users_file), SECRET_KEY="test secret", trusted_proxies=1,
-                       trusted_proxy_addresses=proxies)
+        app = make_app(
+            database,
+            auth=Auth(users_file),
+            SECRET_KEY="test secret",
+            trusted_proxies=1,
+            trusted_proxy_addresses=proxies,
+        )
         context = running(create_server(app, "127.0.0.1", 0, threads=4))
         servers.append(context)
         return context.__enter__()
@@ -89,10 +94,21 @@ def test_a_trusted_proxys_plain_prefix_is_believed(serve):
     assert form_action(body) == "/ops/sign-in"
 
 
-@pytest.mark.parametrize("prefix", [
-    "//evil.example", "/ok//evil.example", "/\\evil.example", "\\\\evil.example", "https://evil.example",
-    "evil.example", "/a\tb", "/a b", "/x?y", "/x#y",
-])
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "//evil.example",
+        "/ok//evil.example",
+        "/\\evil.example",
+        "\\\\evil.example",
+        "https://evil.example",
+        "evil.example",
+        "/a\tb",
+        "/a b",
+        "/x?y",
+        "/x#y",
+    ],
+)
 @pytest.mark.parametrize("proxies", [TRUSTED, ELSEWHERE])
 def test_a_hostile_prefix_never_reaches_a_forms_action(serve, prefix, proxies):
     port = serve(proxies)

@@ -13,8 +13,8 @@ from action_support import ago, operator_app
 from test_live_refresh import statements
 from web_helpers import soup, step
 
-from pgbus_web.rules import states
 from pgbus_web.models import changes
+from pgbus_web.rules import states
 from pgbus_web.web.answering import not_modified as fresh
 
 RUNS = "pgbus-counts,pgbus-runs"
@@ -135,8 +135,10 @@ def test_the_marker_grows_once_per_committed_transaction(engine, runs):
         before = changes.marker(conn)
     with engine.begin() as conn:
         for n in range(3):
-            conn.execute(sa.text("INSERT INTO pgbus_workflows (workflow_id, workflow_class, status) "
-                                 "VALUES (:w, 'C', 'ready')"), {"w": f"m{n}"})
+            conn.execute(
+                sa.text("INSERT INTO pgbus_workflows (workflow_id, workflow_class, status) VALUES (:w, 'C', 'ready')"),
+                {"w": f"m{n}"},
+            )
     with engine.connect() as conn:
         assert changes.marker(conn) == before + 1
         conn.execute(sa.text("SELECT pgbus_web_change_fold()"))

@@ -28,8 +28,8 @@ from web_helpers import soup, text_of
 
 from pgbus_web import bounded, db, schema
 from pgbus_web.app import create_app
-from pgbus_web.launch import serve
 from pgbus_web.demo.workflows import REGISTRY
+from pgbus_web.launch import serve
 
 # The pages' bounds in these tests (seconds), small so the tests are quick;
 # the connect bound is the longest so that a request stuck on a frozen
@@ -111,15 +111,19 @@ class Call:
     def running(self) -> bool:
         return self._thread.is_alive()
 
-    def wait(self, seconds: float) -> "Call":
+    def wait(self, seconds: float) -> Call:
         self._thread.join(timeout=seconds)
         return self
 
 
 def app_on(url: str, **settings):
     values = {
-        "database_url": url, "registry": REGISTRY, "TESTING": True,
-        "connect_timeout": CONNECT, "statement_timeout": STATEMENT, "health_timeout": HEALTH,
+        "database_url": url,
+        "registry": REGISTRY,
+        "TESTING": True,
+        "connect_timeout": CONNECT,
+        "statement_timeout": STATEMENT,
+        "health_timeout": HEALTH,
         # The pool is the pages' alone here: no operations thread takes a connection.
         "run_operations": False,
     }
@@ -170,8 +174,11 @@ def test_each_kind_of_process_gets_its_statement_timeout(database_url):
         with app.extensions["pgbus_web"].database.read() as conn:
             assert conn.exec_driver_sql("SHOW statement_timeout").scalar_one() == "3s"
     app.extensions["pgbus_web"].database.dispose()
-    for bounds, shown in ((db.Bounds(), "10s"), (db.Bounds(statement=db.WORKER_STATEMENT_TIMEOUT), "1min"),
-                          (db.UNBOUNDED_STATEMENTS, "0")):
+    for bounds, shown in (
+        (db.Bounds(), "10s"),
+        (db.Bounds(statement=db.WORKER_STATEMENT_TIMEOUT), "1min"),
+        (db.UNBOUNDED_STATEMENTS, "0"),
+    ):
         engine = db.create_engine(database_url, bounds)
         try:
             with engine.connect() as conn:
@@ -231,8 +238,18 @@ def test_a_page_on_an_open_connection_answers_503_within_the_bound(own_server):
 
 # Every page that reads the database (an export streams, and has its own
 # bound per read; /health has its own).
-PAGES = ("/workflows", "/workflows/{run}", "/workflows/compare?a={run}&b={run}", "/workflows/insights/OrderWorkflow",
-         "/batches/b-1", "/workers", "/workflows/operations", "/workflows/operations/1", "/locks", "/policy")
+PAGES = (
+    "/workflows",
+    "/workflows/{run}",
+    "/workflows/compare?a={run}&b={run}",
+    "/workflows/insights/OrderWorkflow",
+    "/batches/b-1",
+    "/workers",
+    "/workflows/operations",
+    "/workflows/operations/1",
+    "/locks",
+    "/policy",
+)
 
 
 def test_every_page_answers_503_after_one_wait_whatever_it_reads(own_server):
@@ -268,12 +285,17 @@ def test_health_answers_while_hung_requests_hold_the_whole_pool(own_server):
     # Two connections in the pool, both idle and open when the server
     # freezes; six requests: two stuck on those connections, four waiting
     # for one of them.
-    database = db.Database(db.create_engine(
-        own_server.get_uri(), db.Bounds(connect=CONNECT, statement=STATEMENT, pool=2 * CONNECT),
-        pool_size=2, max_overflow=0,
-    ))
-    app = create_app({"database": database, "registry": REGISTRY, "TESTING": True, "health_timeout": HEALTH,
-                      "run_operations": False})
+    database = db.Database(
+        db.create_engine(
+            own_server.get_uri(),
+            db.Bounds(connect=CONNECT, statement=STATEMENT, pool=2 * CONNECT),
+            pool_size=2,
+            max_overflow=0,
+        )
+    )
+    app = create_app(
+        {"database": database, "registry": REGISTRY, "TESTING": True, "health_timeout": HEALTH, "run_operations": False}
+    )
     try:
         with database.primary.connect() as one, database.primary.connect() as two:
             one.exec_driver_sql("SELECT 1")
@@ -318,8 +340,9 @@ def test_waitress_keeps_a_thread_for_health_while_every_connection_is_stuck(own_
     pool has connections, all stuck on the frozen server, and /health still
     finds a thread and answers within its bound."""
     assert serve.THREADS > db.POOL_SIZE + db.MAX_OVERFLOW
-    app = serve.build_app(own_server.get_uri(), connect_timeout=CONNECT, statement_timeout=STATEMENT,
-                          health_timeout=HEALTH)
+    app = serve.build_app(
+        own_server.get_uri(), connect_timeout=CONNECT, statement_timeout=STATEMENT, health_timeout=HEALTH
+    )
     try:
         with running(serve.create_server(app, "127.0.0.1", 0)) as port:
             with frozen(own_server):

@@ -149,7 +149,10 @@ def test_a_host_without_flask_babel_is_left_as_it_was(database):
 def test_settings_selectors_serve_a_host_without_flask_babel(database):
     host = Flask("host")
     PgbusWeb(
-        host, url_prefix="/ops", database=database, run_operations=False,
+        host,
+        url_prefix="/ops",
+        database=database,
+        run_operations=False,
         locale_selector=lambda: USERS.get(request.headers.get("X-User", ""), (None,))[0],
         timezone_selector=lambda: "Europe/Oslo",
     )
@@ -200,13 +203,15 @@ def _bound(config=None, **keywords) -> Flask:
 
 
 def test_settings_from_app_config_only(database_url, engine):
-    app = _bound({
-        "PGBUS_WEB_DATABASE_URL": database_url,
-        "PGBUS_WEB_URL_PREFIX": "/ops",
-        "PGBUS_WEB_PAGE_SIZE": 7,
-        "PGBUS_WEB_DEFAULT_LOCALE": "ja",
-        "PGBUS_WEB_WORKER_GONE_AFTER": 20,
-    })
+    app = _bound(
+        {
+            "PGBUS_WEB_DATABASE_URL": database_url,
+            "PGBUS_WEB_URL_PREFIX": "/ops",
+            "PGBUS_WEB_PAGE_SIZE": 7,
+            "PGBUS_WEB_DEFAULT_LOCALE": "ja",
+            "PGBUS_WEB_WORKER_GONE_AFTER": 20,
+        }
+    )
     with app.app_context():
         settings = state().settings
         assert (settings.page_size, settings.default_locale) == (7, "ja")
@@ -225,7 +230,9 @@ def test_settings_from_keywords_only(database):
 def test_keywords_win_over_app_config(database):
     app = _bound(
         {"PGBUS_WEB_PAGE_SIZE": 7, "PGBUS_WEB_DEFAULT_LOCALE": "ja", "PGBUS_WEB_URL_PREFIX": "/cfg"},
-        url_prefix="/ops", database=database, page_size=9,
+        url_prefix="/ops",
+        database=database,
+        page_size=9,
     )
     with app.app_context():
         assert (state().settings.page_size, state().settings.default_locale) == (9, "ja")
@@ -306,11 +313,14 @@ def test_definitions_from_app_config_load_the_registry(database):
         assert state().settings.registry is own
 
 
-@pytest.mark.parametrize("module, says", [
-    ("pgbus_web.rules.states", "pgbus_web.rules.states has no REGISTRY"),
-    ("no_such_module_here", "cannot import definitions module 'no_such_module_here'"),
-    (7, "must be a module name"),
-])
+@pytest.mark.parametrize(
+    "module, says",
+    [
+        ("pgbus_web.rules.states", "pgbus_web.rules.states has no REGISTRY"),
+        ("no_such_module_here", "cannot import definitions module 'no_such_module_here'"),
+        (7, "must be a module name"),
+    ],
+)
 def test_wrong_definitions_in_app_config_fail_at_start_naming_them(database, module, says):
     app = Flask("host")
     app.config["PGBUS_WEB_DEFINITIONS"] = module

@@ -8,7 +8,7 @@ do not, on a range that starts mid-hour (the control)."""
 from __future__ import annotations
 
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
@@ -23,7 +23,7 @@ from pgbus_web.launch import main_group
 from pgbus_web.models import workflow_counts
 from pgbus_web.rules import states
 
-T0 = datetime(2026, 3, 10, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 
 
 def insert_spread(conn, rng, prefix: str, n: int) -> None:
@@ -36,8 +36,14 @@ def insert_spread(conn, rng, prefix: str, n: int) -> None:
             "CAST(:t0 AS timestamptz) - ((g * 7919 + :salt) % 172800) * interval '1 second' "
             "FROM generate_series(1, :n) g"
         ),
-        {"prefix": prefix, "classes": list(CLASSES), "statuses": list(states.RUN), "n": n,
-         "salt": rng.randrange(100000), "t0": T0},
+        {
+            "prefix": prefix,
+            "classes": list(CLASSES),
+            "statuses": list(states.RUN),
+            "n": n,
+            "salt": rng.randrange(100000),
+            "t0": T0,
+        },
     )
 
 
@@ -47,10 +53,13 @@ def step(conn, rng, name: str) -> None:
         insert_spread(conn, rng, f"h{name}", rng.randrange(1, 40))
     elif action == 1:
         # A run moved to another hour (a hand-written fix of created_at).
-        conn.execute(sa.text(
-            "UPDATE pgbus_workflows SET created_at = created_at - :shift * interval '1 minute' "
-            "WHERE id IN (SELECT id FROM pgbus_workflows ORDER BY random() LIMIT 3)"),
-            {"shift": rng.randrange(1, 600)})
+        conn.execute(
+            sa.text(
+                "UPDATE pgbus_workflows SET created_at = created_at - :shift * interval '1 minute' "
+                "WHERE id IN (SELECT id FROM pgbus_workflows ORDER BY random() LIMIT 3)"
+            ),
+            {"shift": rng.randrange(1, 600)},
+        )
     else:
         # Inserts at now(), status changes, class moves, deletes, prunes and
         # a rolled-back write, as for the counts by status.
@@ -62,11 +71,13 @@ def ranges(rng, engine):
     at its end, and one on whole hours."""
     with engine.connect() as conn:
         low, high = conn.execute(sa.text("SELECT min(created_at), max(created_at) FROM pgbus_workflows")).one()
-    found = [(low + timedelta(minutes=17, seconds=3), high - timedelta(minutes=11)),
-             (T0 - timedelta(hours=30, minutes=41), T0 - timedelta(hours=2, minutes=9)),
-             (T0 - timedelta(hours=5, minutes=50), T0 - timedelta(hours=5, minutes=10)),
-             (T0 - timedelta(hours=20, minutes=30), None),
-             (T0 - timedelta(hours=24), T0 - timedelta(hours=3))]
+    found = [
+        (low + timedelta(minutes=17, seconds=3), high - timedelta(minutes=11)),
+        (T0 - timedelta(hours=30, minutes=41), T0 - timedelta(hours=2, minutes=9)),
+        (T0 - timedelta(hours=5, minutes=50), T0 - timedelta(hours=5, minutes=10)),
+        (T0 - timedelta(hours=20, minutes=30), None),
+        (T0 - timedelta(hours=24), T0 - timedelta(hours=3)),
+    ]
     for _ in range(4):
         start = low + (high - low) * rng.random()
         found.append((start, start + (high - start) * rng.random()))
@@ -74,10 +85,13 @@ def ranges(rng, engine):
 
 
 def recounted(conn, workflow_class, start, end) -> dict[str, int]:
-    rows = conn.execute(sa.text(
-        "SELECT status, count(*) FROM pgbus_workflows WHERE workflow_class = :c AND created_at >= :a "
-        "AND (CAST(:b AS timestamptz) IS NULL OR created_at < :b) GROUP BY status"),
-        {"c": workflow_class, "a": start, "b": end})
+    rows = conn.execute(
+        sa.text(
+            "SELECT status, count(*) FROM pgbus_workflows WHERE workflow_class = :c AND created_at >= :a "
+            "AND (CAST(:b AS timestamptz) IS NULL OR created_at < :b) GROUP BY status"
+        ),
+        {"c": workflow_class, "a": start, "b": end},
+    )
     return dict(rows.all())
 
 
@@ -90,8 +104,10 @@ def assert_exact(engine, rng, classes=CLASSES + ("Moved",)) -> int:
         for start, end in ranges(rng, engine):
             for workflow_class in classes:
                 truth = recounted(conn, workflow_class, start, end)
-                assert workflow_counts.class_status_counts(
-                    conn, workflow_class, created_from=start, created_to=end) == truth, (workflow_class, start, end)
+                assert (
+                    workflow_counts.class_status_counts(conn, workflow_class, created_from=start, created_to=end)
+                    == truth
+                ), (workflow_class, start, end)
                 seen += sum(truth.values())
     return seen
 
@@ -126,9 +142,11 @@ def test_the_kept_hours_alone_miss_a_range_that_starts_mid_hour(engine):
         truth = recounted(conn, "Order", start, end)
         exact = workflow_counts.class_status_counts(conn, "Order", created_from=start, created_to=end)
         whole_hours = workflow_counts.kept_hours_status_counts(
-            conn, "Order", start=start.replace(minute=0), end=end.replace(minute=0) + timedelta(hours=1))
+            conn, "Order", start=start.replace(minute=0), end=end.replace(minute=0) + timedelta(hours=1)
+        )
         full_only = workflow_counts.kept_hours_status_counts(
-            conn, "Order", start=start.replace(minute=0) + timedelta(hours=1), end=end.replace(minute=0))
+            conn, "Order", start=start.replace(minute=0) + timedelta(hours=1), end=end.replace(minute=0)
+        )
     assert exact == truth and sum(truth.values()) > 100
     assert whole_hours != truth and full_only != truth
     assert sum(full_only.values()) < sum(truth.values()) < sum(whole_hours.values())
@@ -158,8 +176,9 @@ def test_db_check_finds_wrong_hours_and_repair_refills_them(engine, database_url
         # Moved to another hour with the triggers off: the totals by status
         # still agree, the hours do not.
         conn.execute(sa.text("SET LOCAL session_replication_role = replica"))
-        conn.execute(sa.text("UPDATE pgbus_workflows SET created_at = created_at - interval '3 hours' "
-                             "WHERE id % 4 = 0"))
+        conn.execute(
+            sa.text("UPDATE pgbus_workflows SET created_at = created_at - interval '3 hours' WHERE id % 4 = 0")
+        )
     with engine.connect() as conn:
         assert workflow_counts.status_counts(conn) == workflow_counts.counted_status_counts(conn)
         before = workflow_counts.hour_counts(conn)
@@ -185,8 +204,11 @@ def test_the_upgrade_fills_the_hours_from_a_recount(scratch):  # noqa: F811
     already there (written by the earlier version's triggers, whose deltas
     carry no hour), and its triggers keep them from then on."""
     url, engine = scratch
-    adds = next(version for version, name in enumerate(schema.MIGRATIONS, 1)
-                if "CREATE TABLE IF NOT EXISTS pgbus_workflow_hour_counts" in schema._sql(name))
+    adds = next(
+        version
+        for version, name in enumerate(schema.MIGRATIONS, 1)
+        if "CREATE TABLE IF NOT EXISTS pgbus_workflow_hour_counts" in schema._sql(name)
+    )
     schema.install(engine, target=adds - 1)
     rng = random.Random(21)
     with engine.begin() as conn:

@@ -150,9 +150,15 @@ def test_check_passes_complete_catalogs(tmp_path):
 @pytest.mark.parametrize(
     "german, problem",
     [
-        (GOOD_GERMAN.replace('msgid "pgbus.test.hello"\nmsgstr "Hallo %(name)s"\n', ""), "de: pgbus.test.hello missing"),
+        (
+            GOOD_GERMAN.replace('msgid "pgbus.test.hello"\nmsgstr "Hallo %(name)s"\n', ""),
+            "de: pgbus.test.hello missing",
+        ),
         (GOOD_GERMAN.replace('"Hallo %(name)s"', '""'), "de: pgbus.test.hello: empty"),
-        (GOOD_GERMAN.replace('msgid "pgbus.test.hello"', '#, fuzzy\nmsgid "pgbus.test.hello"'), "de: pgbus.test.hello: fuzzy"),
+        (
+            GOOD_GERMAN.replace('msgid "pgbus.test.hello"', '#, fuzzy\nmsgid "pgbus.test.hello"'),
+            "de: pgbus.test.hello: fuzzy",
+        ),
         (GOOD_GERMAN.replace("%(name)s", "%(nom)s"), "de: pgbus.test.hello: placeholders English lacks: nom"),
         (GOOD_GERMAN.replace("Hallo %(name)s", "Hallo"), "de: pgbus.test.hello: placeholders missing: name"),
         (GOOD_GERMAN.replace("Hallo %(name)s", "Hallo %(name)s zu 100%"), "de: pgbus.test.hello: a % that is not"),
@@ -173,7 +179,7 @@ def test_check_reports_a_used_key_english_lacks(tmp_path):
 def test_extraction_finds_keys_in_python_and_templates(tmp_path):
     (tmp_path / "pkg" / "templates").mkdir(parents=True)
     (tmp_path / "pkg" / "views.py").write_text(
-        'from pgbus_web.i18n import t, tn\n'
+        "from pgbus_web.i18n import t, tn\n"
         'title = t("pgbus.test.from_python")\n'
         'count = tn("pgbus.test.plural", 3)\n'
         'dynamic = t("pgbus.test." + name)\n'

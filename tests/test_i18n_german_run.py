@@ -54,7 +54,9 @@ def test_the_runs_own_words_say_lauf():
 
 
 def test_the_check_finds_the_other_word_and_not_the_verb():
-    sample = read_po(io.BytesIO('''
+    sample = read_po(
+        io.BytesIO(
+            """
 msgid "pgbus.test.paused"
 msgstr "Die Ausführung ist pausiert."
 
@@ -71,5 +73,8 @@ msgstr "Jetzt ausführen"
 
 msgid "pgbus.test.run"
 msgstr "Lauf"
-'''.encode()), locale="de")
+""".encode()
+        ),
+        locale="de",
+    )
     assert saying_the_other_word(sample) == ["pgbus.test.paused", "pgbus.test.all", "pgbus.test.number"]

@@ -4,7 +4,7 @@ while the ``<code>``, ``<time>`` and links the presenters build pass."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from babel.messages.pofile import read_po
@@ -12,21 +12,18 @@ from jinja2 import Environment
 from markupsafe import Markup
 
 from pgbus_web import catalog_files, i18n
-from pgbus_web.rules import states
 from pgbus_web.core.words import presenters, verb_labels
+from pgbus_web.rules import states
 
 LOCALES = i18n.available_locales()
 HOSTILE = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
-NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
-
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 
 def _english() -> dict:
     with open(catalog_files.po_path(i18n.translations_dir(), "en"), "rb") as fp:
-        return {
-            (m.id[0] if isinstance(m.id, tuple) else m.id): m.string for m in read_po(fp) if m.id
-        }
+        return {(m.id[0] if isinstance(m.id, tuple) else m.id): m.string for m in read_po(fp) if m.id}
 
 
 ENGLISH = _english()
@@ -66,7 +63,12 @@ def test_markup_arguments_pass_through(locale):
 
 
 def _run(run_status, **step):
-    return {"status": run_status, "current_step": step.get("step_name"), "updated_at": NOW - timedelta(hours=1), "step": step}
+    return {
+        "status": run_status,
+        "current_step": step.get("step_name"),
+        "updated_at": NOW - timedelta(hours=1),
+        "step": step,
+    }
 
 
 HOSTILE_RUNS = {

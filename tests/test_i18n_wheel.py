@@ -28,7 +28,8 @@ def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", str(out), str(ROOT)],
-        check=True, timeout=600,
+        check=True,
+        timeout=600,
     )
     (built,) = out.glob("pgbus_web-*.whl")
     return built
@@ -45,7 +46,9 @@ def test_the_wheel_carries_every_catalog_compiled_and_agreeing_with_its_po(wheel
             member = f"pgbus_web/translations/{locale}/LC_MESSAGES/{catalog_files.DOMAIN}.mo"
             assert member in names, member
             shipped = GNUTranslations(io.BytesIO(archive.read(member)))
-            source = GNUTranslations(io.BytesIO(catalog_files.compile_po(catalog_files.po_path(i18n.translations_dir(), locale), locale)))
+            source = GNUTranslations(
+                io.BytesIO(catalog_files.compile_po(catalog_files.po_path(i18n.translations_dir(), locale), locale))
+            )
             assert _entries(shipped) == _entries(source), locale
             assert len(_entries(shipped)) > 100
     # The sources stay out: the installed dashboard reads the .mo.
@@ -74,9 +77,7 @@ def test_the_installed_wheel_in_a_fresh_venv_serves_japanese(wheel, tmp_path, da
         print(page.get_data(as_text=True))
         """
     )
-    result = subprocess.run(
-        [str(python), "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path
-    )
+    result = subprocess.run([str(python), "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     status, _, html = result.stdout.partition("\n")
     assert status == "200"

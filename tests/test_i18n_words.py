@@ -25,8 +25,12 @@ SAME_FAMILY = {"ran_ok", "ran_failed", "ran_cancelled"}
 
 def confusable_pairs(words: dict[str, str]) -> list[tuple[str, str]]:
     names = sorted(words)
-    return [(x, y) for i, x in enumerate(names) for y in names[i + 1:]
-            if not {x, y} <= SAME_FAMILY and confusable(words[x], words[y])]
+    return [
+        (x, y)
+        for i, x in enumerate(names)
+        for y in names[i + 1 :]
+        if not {x, y} <= SAME_FAMILY and confusable(words[x], words[y])
+    ]
 
 
 def test_the_check_catches_the_old_finnish_words():

@@ -6,7 +6,7 @@ hours from the kept hourly counts."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 from test_live_refresh import statements
@@ -15,13 +15,17 @@ from pgbus_web.models import workflow_counts
 
 
 def test_the_range_counts_are_an_index_only_scan(engine):
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     with engine.begin() as conn:
-        conn.execute(sa.text(
-            "INSERT INTO pgbus_workflows (workflow_id, workflow_class, status, created_at) "
-            "SELECT 'r' || g, (ARRAY['Order', 'Refund'])[1 + g % 2], "
-            "(ARRAY['completed', 'failed', 'paused'])[1 + g % 3], :now - g * interval '1 minute' "
-            "FROM generate_series(1, 5000) g"), {"now": now})
+        conn.execute(
+            sa.text(
+                "INSERT INTO pgbus_workflows (workflow_id, workflow_class, status, created_at) "
+                "SELECT 'r' || g, (ARRAY['Order', 'Refund'])[1 + g % 2], "
+                "(ARRAY['completed', 'failed', 'paused'])[1 + g % 3], :now - g * interval '1 minute' "
+                "FROM generate_series(1, 5000) g"
+            ),
+            {"now": now},
+        )
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.execute(sa.text("VACUUM ANALYZE pgbus_workflows"))
     since = now - timedelta(days=1)
@@ -45,9 +49,11 @@ def test_the_range_counts_are_an_index_only_scan(engine):
         conn.execute(sa.text("SET enable_bitmapscan = off"))
         conn.execute(sa.text("SET max_parallel_workers_per_gather = 0"))
         plan = conn.exec_driver_sql(
-            "EXPLAIN (ANALYZE, FORMAT JSON) " + statement.replace("%(workflow_class)s", "'Order'")
+            "EXPLAIN (ANALYZE, FORMAT JSON) "
+            + statement.replace("%(workflow_class)s", "'Order'")
             .replace("%(start)s", f"'{since.isoformat()}'")
-            .replace("%(end)s", f"'{first_full.isoformat()}'")).scalar_one()
+            .replace("%(end)s", f"'{first_full.isoformat()}'")
+        ).scalar_one()
     plan = json.dumps(plan)
     assert '"Node Type": "Index Only Scan"' in plan
     assert '"Index Name": "pgbus_workflows_class_created"' in plan

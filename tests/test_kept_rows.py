@@ -5,11 +5,10 @@ whoever looks and whenever."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
-
 from action_support import paused_on_capture
 from test_attention_shared import block, role_app, without_tokens
 from web_helpers import soup, step
@@ -20,7 +19,7 @@ from pgbus_web.plumbing import csrf
 from pgbus_web.rules import states
 from pgbus_web.web.drawing import kept_rows
 
-T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -66,9 +65,17 @@ def two_groups(runs) -> tuple[str, str]:
     """Two paused_error groups: capture_payment's and reserve_stock's
     (another step, another error class); the first group's run id."""
     first = paused_on_capture(runs, paused_at=T0 - timedelta(minutes=7))
-    runs.make(states.PAUSED, step("reserve_stock", "failed", error_class="StockError",
-                                  error_message="no stock", finished_at=T0 - timedelta(minutes=9)),
-              paused_at=T0 - timedelta(minutes=9))
+    runs.make(
+        states.PAUSED,
+        step(
+            "reserve_stock",
+            "failed",
+            error_class="StockError",
+            error_message="no stock",
+            finished_at=T0 - timedelta(minutes=9),
+        ),
+        paused_at=T0 - timedelta(minutes=9),
+    )
     return first, "reserve_stock"
 
 
@@ -81,8 +88,10 @@ def test_a_change_redraws_only_the_rows_it_changed(database, engine, runs, clock
     # A write moves the change marker: the page is read and drawn again,
     # and only the row whose group changed is drawn.
     with engine.begin() as conn:
-        conn.execute(sa.text("UPDATE pgbus_workflows SET status = 'cancelled', finished_at = :at"
-                             " WHERE workflow_id = :id"), {"at": T0 - timedelta(seconds=30), "id": first})
+        conn.execute(
+            sa.text("UPDATE pgbus_workflows SET status = 'cancelled', finished_at = :at WHERE workflow_id = :id"),
+            {"at": T0 - timedelta(seconds=30), "id": first},
+        )
     drawn.clear()
     after = rows(get(client))
     assert len(drawn) == 1
@@ -97,8 +106,12 @@ def test_a_change_redraws_only_the_rows_it_changed(database, engine, runs, clock
 def test_rows_follow_the_clock_and_the_viewer(database, runs, clock, drawn):
     two_groups(runs)
     app = role_app(database)
-    kinds = [("en", "UTC", "operator"), ("en", "UTC", "viewer"), ("de", "UTC", "operator"),
-             ("en", "Asia/Tokyo", "operator")]
+    kinds = [
+        ("en", "UTC", "operator"),
+        ("en", "UTC", "viewer"),
+        ("de", "UTC", "operator"),
+        ("en", "Asia/Tokyo", "operator"),
+    ]
     shown = {}
     for moment in (T0, T0 + timedelta(seconds=30), T0 + timedelta(minutes=2)):
         clock.now = moment

@@ -25,9 +25,11 @@ MOST_PRESSES = 15
 RETRY = '#pgbus-attention tr.pgbus-attention-group[data-reason="paused_error"] form[data-verb="retry"] button'
 COMPLETED = '.pgbus-operation-outcomes a[data-outcome-value="completed"]'
 # What holds focus, in words a failure message can show.
-ACTIVE = ("() => { const a = document.activeElement;"
-          " if (!a || a === document.body) return 'body';"
-          " return a.tagName.toLowerCase() + (a.id ? '#' + a.id : '') + ' ' + (a.textContent || a.value || '').trim().slice(0, 40); }")
+ACTIVE = (
+    "() => { const a = document.activeElement;"
+    " if (!a || a === document.body) return 'body';"
+    " return a.tagName.toLowerCase() + (a.id ? '#' + a.id : '') + ' ' + (a.textContent || a.value || '').trim().slice(0, 40); }"
+)
 
 
 @pytest.fixture
@@ -111,8 +113,12 @@ def test_an_operator_retries_a_group_by_keyboard(chromium, server, engine, pause
         finish(engine)
         # A worker finishes the retried runs.
         with engine.begin() as conn:
-            conn.execute(sa.text("UPDATE pgbus_workflows SET status = 'completed', finished_at = now()"
-                                 " WHERE workflow_id = ANY(:ids)"), {"ids": paused})
+            conn.execute(
+                sa.text(
+                    "UPDATE pgbus_workflows SET status = 'completed', finished_at = now() WHERE workflow_id = ANY(:ids)"
+                ),
+                {"ids": paused},
+            )
         completed = page.locator(COMPLETED)
         expect(completed).to_have_text(f"Completed {RUNS}" if locale == "en" else f"完了 {RUNS}")
         keys.tab_until(COMPLETED)

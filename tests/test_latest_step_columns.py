@@ -11,9 +11,9 @@ import sqlalchemy as sa
 from runtime_support import T0, Driver
 
 from pgbus_web import defaults
-from pgbus_web.rules import states
 from pgbus_web.demo import workflows as demo
 from pgbus_web.models import workflow_attention, workflow_index, workflow_rows
+from pgbus_web.rules import states
 from pgbus_web.runtime import verbs
 
 LATEST = ("step_id", "step_name", "step_status", "error_class", "scheduled_at", "waiting_since", "timeout_at")
@@ -22,10 +22,12 @@ LATEST = ("step_id", "step_name", "step_status", "error_class", "scheduled_at", 
 def run_columns(engine) -> dict[str, tuple]:
     """{workflow_id: the run's latest_* columns}."""
     with engine.connect() as conn:
-        rows = conn.execute(sa.text(
-            "SELECT workflow_id, latest_step_id, latest_step_name, latest_step_status, latest_error_class, "
-            "latest_scheduled_at, latest_waiting_since, latest_timeout_at FROM pgbus_workflows"
-        ))
+        rows = conn.execute(
+            sa.text(
+                "SELECT workflow_id, latest_step_id, latest_step_name, latest_step_status, latest_error_class, "
+                "latest_scheduled_at, latest_waiting_since, latest_timeout_at FROM pgbus_workflows"
+            )
+        )
         return {row[0]: tuple(row[1:]) for row in rows}
 
 
@@ -33,8 +35,9 @@ def latest_step_rows(engine) -> dict[str, tuple]:
     """{workflow_id: the same facts read from the run's highest-id step row}
     (all None for a run without steps)."""
     with engine.connect() as conn:
-        rows = conn.execute(sa.text(
-            """
+        rows = conn.execute(
+            sa.text(
+                """
             SELECT w.workflow_id, s.id, s.step_name, s.status, s.error_class,
                    s.scheduled_at, s.waiting_since, s.timeout_at
             FROM pgbus_workflows w
@@ -43,7 +46,8 @@ def latest_step_rows(engine) -> dict[str, tuple]:
                 ORDER BY id DESC LIMIT 1
             ) s ON TRUE
             """
-        ))
+            )
+        )
         return {row[0]: tuple(row[1:]) for row in rows}
 
 
@@ -66,7 +70,10 @@ def test_the_runtime_transitions_keep_them_equal_to_the_latest_step(engine, driv
     assert driver.status(paused) == states.PAUSED
     latest = assert_columns_match(engine)[paused]
     assert (latest["step_name"], latest["step_status"], latest["error_class"]) == (
-        "capture_payment", states.STEP_FAILED, "TimeoutError")
+        "capture_payment",
+        states.STEP_FAILED,
+        "TimeoutError",
+    )
 
     # a signal wait, then a pause, a signal and a resume
     waiting = driver.waiting_for_shipment()
@@ -111,29 +118,39 @@ def test_a_step_written_by_hand_keeps_them_right(engine, new_id):
     assert run_columns(engine)[workflow_id] == (None,) * 7
 
     with engine.begin() as conn:
-        first = conn.execute(sa.text(
-            "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, scheduled_at) "
-            "VALUES (:w, 'one', 'scheduled', now()) RETURNING id"
-        ), {"w": workflow_id}).scalar_one()
-        second = conn.execute(sa.text(
-            "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, waiting_since, timeout_at) "
-            "VALUES (:w, 'two', 'waiting', now(), now() + interval '1 hour') RETURNING id"
-        ), {"w": workflow_id}).scalar_one()
+        first = conn.execute(
+            sa.text(
+                "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, scheduled_at) "
+                "VALUES (:w, 'one', 'scheduled', now()) RETURNING id"
+            ),
+            {"w": workflow_id},
+        ).scalar_one()
+        second = conn.execute(
+            sa.text(
+                "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, waiting_since, timeout_at) "
+                "VALUES (:w, 'two', 'waiting', now(), now() + interval '1 hour') RETURNING id"
+            ),
+            {"w": workflow_id},
+        ).scalar_one()
     columns = assert_columns_match(engine)
     assert (columns[workflow_id]["step_id"], columns[workflow_id]["step_name"]) == (second, "two")
     assert columns[other]["step_id"] is None
 
     # An older attempt changing leaves the run alone; the latest one changing shows.
     with engine.begin() as conn:
-        conn.execute(sa.text(
-            "UPDATE pgbus_workflow_steps SET status = 'failed', error_class = 'Old' WHERE id = :id"
-        ), {"id": first})
+        conn.execute(
+            sa.text("UPDATE pgbus_workflow_steps SET status = 'failed', error_class = 'Old' WHERE id = :id"),
+            {"id": first},
+        )
     assert run_columns(engine)[workflow_id][:4] == (second, "two", "waiting", None)
     with engine.begin() as conn:
-        conn.execute(sa.text(
-            "UPDATE pgbus_workflow_steps SET status = 'failed', error_class = 'Boom', timeout_at = NULL "
-            "WHERE id = :id"
-        ), {"id": second})
+        conn.execute(
+            sa.text(
+                "UPDATE pgbus_workflow_steps SET status = 'failed', error_class = 'Boom', timeout_at = NULL "
+                "WHERE id = :id"
+            ),
+            {"id": second},
+        )
     columns = assert_columns_match(engine)
     assert columns[workflow_id]["step_status"] == "failed"
     assert columns[workflow_id]["error_class"] == "Boom"
@@ -141,10 +158,13 @@ def test_a_step_written_by_hand_keeps_them_right(engine, new_id):
 
     # A row inserted with a lower id than the latest is not the latest.
     with engine.begin() as conn:
-        conn.execute(sa.text(
-            "INSERT INTO pgbus_workflow_steps (id, workflow_id, step_name, status) "
-            "VALUES (:id, :w, 'zero', 'completed')"
-        ), {"id": first - 1000, "w": workflow_id})
+        conn.execute(
+            sa.text(
+                "INSERT INTO pgbus_workflow_steps (id, workflow_id, step_name, status) "
+                "VALUES (:id, :w, 'zero', 'completed')"
+            ),
+            {"id": first - 1000, "w": workflow_id},
+        )
     assert assert_columns_match(engine)[workflow_id]["step_id"] == second
 
 
@@ -188,12 +208,17 @@ def test_a_groups_message_is_its_newest_runs_ties_to_the_higher_id_and_no_since_
     def paused_run(workflow_class, at, message):
         workflow_id = new_id()
         with engine.begin() as conn:
-            workflow_rows.insert_run(conn, {"workflow_id": workflow_id, "workflow_class": workflow_class,
-                                        "status": "paused", "paused_at": at})
-            conn.execute(sa.text(
-                "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, error_class, error_message) "
-                "VALUES (:w, 'charge', 'failed', 'Boom', :m)"
-            ), {"w": workflow_id, "m": message})
+            workflow_rows.insert_run(
+                conn,
+                {"workflow_id": workflow_id, "workflow_class": workflow_class, "status": "paused", "paused_at": at},
+            )
+            conn.execute(
+                sa.text(
+                    "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, error_class, error_message) "
+                    "VALUES (:w, 'charge', 'failed', 'Boom', :m)"
+                ),
+                {"w": workflow_id, "m": message},
+            )
 
     paused_run("Tie", paused_at, "first")
     paused_run("Tie", paused_at, "second, same moment")
@@ -212,18 +237,29 @@ STUCK = {"threshold": timedelta(minutes=10), "now": T0}
 
 def add_run(engine, workflow_id: str, status: str = "paused", **attrs) -> str:
     with engine.begin() as conn:
-        workflow_rows.insert_run(conn, {"workflow_id": workflow_id, "workflow_class": "Hand", "status": status,
-                                    "paused_at": T0 - timedelta(hours=1), **attrs})
+        workflow_rows.insert_run(
+            conn,
+            {
+                "workflow_id": workflow_id,
+                "workflow_class": "Hand",
+                "status": status,
+                "paused_at": T0 - timedelta(hours=1),
+                **attrs,
+            },
+        )
     return workflow_id
 
 
 def add_step(engine, workflow_id: str, name: str, status: str, **columns) -> int:
     names = ["workflow_id", "step_name", "status", *columns]
     with engine.begin() as conn:
-        return conn.execute(sa.text(
-            f"INSERT INTO pgbus_workflow_steps ({', '.join(names)}) "
-            f"VALUES ({', '.join(':' + n for n in names)}) RETURNING id"
-        ), {"workflow_id": workflow_id, "step_name": name, "status": status, **columns}).scalar_one()
+        return conn.execute(
+            sa.text(
+                f"INSERT INTO pgbus_workflow_steps ({', '.join(names)}) "
+                f"VALUES ({', '.join(':' + n for n in names)}) RETURNING id"
+            ),
+            {"workflow_id": workflow_id, "step_name": name, "status": status, **columns},
+        ).scalar_one()
 
 
 def sql(engine, statement: str, **binds) -> None:
@@ -298,8 +334,12 @@ def test_moving_a_latest_step_to_another_run_where_it_is_or_is_not_the_latest(en
     assert columns[ahead]["step_id"] == again
 
     # Every step of behind to source in one statement: behind has none left.
-    sql(engine, "UPDATE pgbus_workflow_steps SET workflow_id = :w WHERE workflow_id = :from",
-        w=source, **{"from": behind})
+    sql(
+        engine,
+        "UPDATE pgbus_workflow_steps SET workflow_id = :w WHERE workflow_id = :from",
+        w=source,
+        **{"from": behind},
+    )
     columns = assert_columns_match(engine)
     assert columns[behind] == dict.fromkeys(LATEST)
     assert columns[source]["step_id"] == moved
@@ -322,11 +362,14 @@ def test_a_many_row_delete_and_a_run_delete(engine, new_id):
         for attempt in range(n + 1):
             add_step(engine, run, f"step{attempt}", "failed", error_class=f"E{attempt}")
     # The two highest ids of every run, in one statement.
-    sql(engine, """
+    sql(
+        engine,
+        """
         DELETE FROM pgbus_workflow_steps WHERE id IN (
             SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY workflow_id ORDER BY id DESC) AS n
                             FROM pgbus_workflow_steps) ranked WHERE n <= 2)
-    """)
+    """,
+    )
     columns = assert_columns_match(engine)
     assert [columns[run]["step_name"] for run in runs] == [None, None, "step0", "step1"]
     sql(engine, "DELETE FROM pgbus_workflows WHERE workflow_id = :w", w=runs[3])
@@ -347,15 +390,21 @@ def test_a_run_row_inserted_with_latest_values_of_its_own_gets_its_true_ones(eng
     add_step(engine, run, "charge", "failed", error_class=states.STEP_STALLED_ERROR)
     # Put back from a copy: the copy carries the old latest_* values, the steps went with the run.
     with engine.begin() as conn:
-        conn.execute(sa.text("CREATE TEMPORARY TABLE saved ON COMMIT DROP AS "
-                             "SELECT * FROM pgbus_workflows WHERE workflow_id = :w"),
-                     {"w": run})
+        conn.execute(
+            sa.text(
+                "CREATE TEMPORARY TABLE saved ON COMMIT DROP AS SELECT * FROM pgbus_workflows WHERE workflow_id = :w"
+            ),
+            {"w": run},
+        )
         conn.execute(sa.text("DELETE FROM pgbus_workflows WHERE workflow_id = :w"), {"w": run})
         conn.execute(sa.text("INSERT INTO pgbus_workflows SELECT * FROM saved"))
-        conn.execute(sa.text(
-            "INSERT INTO pgbus_workflows (workflow_id, workflow_class, status, latest_step_id, "
-            "latest_step_status, latest_error_class) VALUES (:w, 'Hand', 'paused', 99, 'failed', 'Boom')"
-        ), {"w": new_id()})
+        conn.execute(
+            sa.text(
+                "INSERT INTO pgbus_workflows (workflow_id, workflow_class, status, latest_step_id, "
+                "latest_step_status, latest_error_class) VALUES (:w, 'Hand', 'paused', 99, 'failed', 'Boom')"
+            ),
+            {"w": new_id()},
+        )
     columns = assert_columns_match(engine)
     assert list(columns.values()) == [dict.fromkeys(LATEST)] * 2
     assert reasons(engine) == {("Hand", states.PAUSED_MANUAL): 2}
@@ -365,8 +414,11 @@ def test_an_update_that_changes_no_fact_the_run_carries_leaves_the_run_row_unwri
     run = add_run(engine, new_id(), status="running", paused_at=None)
     step = add_step(engine, run, "charge", "in_progress")
     before = row_versions(engine)
-    sql(engine, "UPDATE pgbus_workflow_steps SET started_at = now(), result = '{}', status = 'in_progress' "
-                "WHERE id = :id", id=step)
+    sql(
+        engine,
+        "UPDATE pgbus_workflow_steps SET started_at = now(), result = '{}', status = 'in_progress' WHERE id = :id",
+        id=step,
+    )
     assert row_versions(engine) == before
     # control: a changed fact does write it
     sql(engine, "UPDATE pgbus_workflow_steps SET status = 'completed' WHERE id = :id", id=step)
@@ -390,13 +442,20 @@ def test_a_page_looks_up_the_latest_step_of_the_runs_it_shows_only(engine):
     limit = 21
     now = T0
     with engine.begin() as conn:
-        conn.execute(sa.text(
-            "INSERT INTO pgbus_workflows (workflow_id, workflow_class, status) "
-            "SELECT 'page-' || n, 'Hand', 'waiting' FROM generate_series(1, 300) n"))
-        conn.execute(sa.text(
-            "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, waiting_since) "
-            "SELECT 'page-' || n, 'wait', 'waiting', CAST(:since AS timestamptz) - n * interval '1 minute' "
-            "FROM generate_series(1, 300) n"), {"since": now - timedelta(days=3)})
+        conn.execute(
+            sa.text(
+                "INSERT INTO pgbus_workflows (workflow_id, workflow_class, status) "
+                "SELECT 'page-' || n, 'Hand', 'waiting' FROM generate_series(1, 300) n"
+            )
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, waiting_since) "
+                "SELECT 'page-' || n, 'wait', 'waiting', CAST(:since AS timestamptz) - n * interval '1 minute' "
+                "FROM generate_series(1, 300) n"
+            ),
+            {"since": now - timedelta(days=3)},
+        )
     seen: list[tuple[str, dict]] = []
 
     def before(conn, cursor, statement, parameters, context, executemany):
@@ -412,7 +471,7 @@ def test_a_page_looks_up_the_latest_step_of_the_runs_it_shows_only(engine):
     assert len(rows) == limit
     assert [row["id"] for row in rows] == sorted((row["id"] for row in rows), reverse=True)
     assert all(row["step"]["step_name"] == "wait" and row["step"]["status"] == "waiting" for row in rows)
-    (statement, parameters), = [(s, p) for s, p in seen if "FROM pgbus_workflows" in s]
+    ((statement, parameters),) = [(s, p) for s, p in seen if "FROM pgbus_workflows" in s]
     for forced in ((), ("enable_indexscan", "enable_indexonlyscan")):
         with engine.begin() as conn:
             for setting in forced:

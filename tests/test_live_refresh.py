@@ -14,8 +14,8 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from web_helpers import soup, step
 
-from pgbus_web.rules import states
 from pgbus_web.models import workflow_attention, workflow_counts
+from pgbus_web.rules import states
 from pgbus_web.web.routes import actions
 
 
@@ -54,11 +54,13 @@ def poll(client, url: str, targets: str):
 
 def some_runs(runs) -> dict[str, str]:
     return {
-        "failed": runs.make(states.FAILED, step("issue_refund", "failed", finished_at=ago(minutes=3)),
-                            finished_at=ago(minutes=3)),
+        "failed": runs.make(
+            states.FAILED, step("issue_refund", "failed", finished_at=ago(minutes=3)), finished_at=ago(minutes=3)
+        ),
         "paused": paused_on_capture(runs),
-        "completed": runs.make(states.COMPLETED, step("send_receipt", "completed", finished_at=ago(minutes=8)),
-                               finished_at=ago(minutes=8)),
+        "completed": runs.make(
+            states.COMPLETED, step("send_receipt", "completed", finished_at=ago(minutes=8)), finished_at=ago(minutes=8)
+        ),
     }
 
 

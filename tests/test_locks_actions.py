@@ -4,7 +4,7 @@ re-acquired the key, every form a message's enqueued_at arrives in."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from lock_support import FLOOR, QUEUE
@@ -50,8 +50,12 @@ def test_discard_leaves_a_lock_handed_to_the_retry(engine, locks):
     attempt = locks.live("k")
     with engine.begin() as conn:
         stamp = uniqueness_keys.unbind(
-            conn, "k", from_queue_name=QUEUE, from_msg_id=attempt["msg_id"],
-            from_enqueued_at=attempt["enqueued_at"], queue_name=QUEUE,
+            conn,
+            "k",
+            from_queue_name=QUEUE,
+            from_msg_id=attempt["msg_id"],
+            from_enqueued_at=attempt["enqueued_at"],
+            queue_name=QUEUE,
         )
     assert stamp is not None
     with engine.begin() as conn:
@@ -103,17 +107,24 @@ def test_retry_hand_over_keeps_the_lock_for_the_retry(engine, locks):
     attempt = locks.live("k")
     with engine.begin() as conn:
         stamp = uniqueness_keys.unbind(
-            conn, "k", from_queue_name=QUEUE, from_msg_id=attempt["msg_id"],
-            from_enqueued_at=attempt["enqueued_at"], queue_name=QUEUE,
+            conn,
+            "k",
+            from_queue_name=QUEUE,
+            from_msg_id=attempt["msg_id"],
+            from_enqueued_at=attempt["enqueued_at"],
+            queue_name=QUEUE,
         )
     assert locks.states() == {"k": FRESH}
     retry = locks.send()
     with engine.begin() as conn:
         assert uniqueness_keys.bind(conn, "k", queue_name=QUEUE, msg_id=retry["msg_id"], acquired_at=stamp) == 1
         # The attempt finishes after its retry was bound: its release leaves the retry's row.
-        assert uniqueness_keys.release_held_by(
-            conn, "k", queue_name=QUEUE, msg_id=attempt["msg_id"], enqueued_at=attempt["enqueued_at"]
-        ) == 0
+        assert (
+            uniqueness_keys.release_held_by(
+                conn, "k", queue_name=QUEUE, msg_id=attempt["msg_id"], enqueued_at=attempt["enqueued_at"]
+            )
+            == 0
+        )
     assert locks.row("k")["msg_id"] == retry["msg_id"]
     assert locks.states() == {"k": LIVE}
 
@@ -122,12 +133,19 @@ def test_attempt_release_before_the_retry_binds_leaves_the_unbound_row(engine, l
     attempt = locks.live("k")
     with engine.begin() as conn:
         stamp = uniqueness_keys.unbind(
-            conn, "k", from_queue_name=QUEUE, from_msg_id=attempt["msg_id"],
-            from_enqueued_at=attempt["enqueued_at"], queue_name=QUEUE,
+            conn,
+            "k",
+            from_queue_name=QUEUE,
+            from_msg_id=attempt["msg_id"],
+            from_enqueued_at=attempt["enqueued_at"],
+            queue_name=QUEUE,
         )
-        assert uniqueness_keys.release_held_by(
-            conn, "k", queue_name=QUEUE, msg_id=attempt["msg_id"], enqueued_at=attempt["enqueued_at"]
-        ) == 0
+        assert (
+            uniqueness_keys.release_held_by(
+                conn, "k", queue_name=QUEUE, msg_id=attempt["msg_id"], enqueued_at=attempt["enqueued_at"]
+            )
+            == 0
+        )
     retry = locks.send()
     with engine.begin() as conn:
         assert uniqueness_keys.bind(conn, "k", queue_name=QUEUE, msg_id=retry["msg_id"], acquired_at=stamp) == 1
@@ -136,14 +154,20 @@ def test_attempt_release_before_the_retry_binds_leaves_the_unbound_row(engine, l
 def test_a_finished_jobs_late_release_leaves_its_successor(engine, locks):
     first = locks.live("k")
     with engine.begin() as conn:
-        assert uniqueness_keys.release_held_by(
-            conn, "k", queue_name=QUEUE, msg_id=first["msg_id"], enqueued_at=first["enqueued_at"]
-        ) == 1
+        assert (
+            uniqueness_keys.release_held_by(
+                conn, "k", queue_name=QUEUE, msg_id=first["msg_id"], enqueued_at=first["enqueued_at"]
+            )
+            == 1
+        )
     locks.acquire("k")  # the successor, unbound, acquired after the first was sent
     with engine.begin() as conn:
-        assert uniqueness_keys.release_held_by(
-            conn, "k", queue_name=QUEUE, msg_id=first["msg_id"], enqueued_at=first["enqueued_at"]
-        ) == 0
+        assert (
+            uniqueness_keys.release_held_by(
+                conn, "k", queue_name=QUEUE, msg_id=first["msg_id"], enqueued_at=first["enqueued_at"]
+            )
+            == 0
+        )
     assert locks.row("k") is not None
 
 
@@ -152,7 +176,7 @@ def _forms(enqueued_at: datetime):
     return {
         "string with offset": enqueued_at.astimezone(plus_two).isoformat(),
         "aware datetime": enqueued_at,
-        "naive UTC datetime": enqueued_at.astimezone(timezone.utc).replace(tzinfo=None),
+        "naive UTC datetime": enqueued_at.astimezone(UTC).replace(tzinfo=None),
         "epoch seconds": enqueued_at.timestamp(),
     }
 
@@ -187,12 +211,16 @@ def test_release_held_by_without_a_send_time_takes_only_the_bound_row(engine, lo
     bound = locks.live("bound")
     message = locks.send()
     with engine.begin() as conn:
-        assert uniqueness_keys.release_held_by(
-            conn, "unbound", queue_name=QUEUE, msg_id=message["msg_id"], enqueued_at=None
-        ) == 0
-        assert uniqueness_keys.release_held_by(
-            conn, "bound", queue_name=QUEUE, msg_id=bound["msg_id"], enqueued_at=None
-        ) == 1
+        assert (
+            uniqueness_keys.release_held_by(
+                conn, "unbound", queue_name=QUEUE, msg_id=message["msg_id"], enqueued_at=None
+            )
+            == 0
+        )
+        assert (
+            uniqueness_keys.release_held_by(conn, "bound", queue_name=QUEUE, msg_id=bound["msg_id"], enqueued_at=None)
+            == 1
+        )
     assert locks.row("unbound") is not None and locks.row("bound") is None
 
 

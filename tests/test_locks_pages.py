@@ -68,10 +68,22 @@ def test_nav_links_to_the_locks_page(client):
 @pytest.mark.parametrize(
     "key, state, detail",
     [
-        ("a-live", LIVE, re.compile(r"^Message enqueued (just now|.+ ago) \((?:[A-Z][a-z]{2} \d{1,2}, )?\S+\s?[AP]M\) ?, read 1 time$")),
+        (
+            "a-live",
+            LIVE,
+            re.compile(
+                r"^Message enqueued (just now|.+ ago) \((?:[A-Z][a-z]{2} \d{1,2}, )?\S+\s?[AP]M\) ?, read 1 time$"
+            ),
+        ),
         ("b-gone", GONE, re.compile(r"^Message #\d+ is no longer in its queue$")),
         ("c-parked", PARKED, re.compile(r"^Its job is parked behind concurrency key Sync/tenant-3$")),
-        ("d-fresh", FRESH, re.compile(r"^Unbound; an orphan in \d+ minutes \((?:[A-Z][a-z]{2} \d{1,2}, )?\S+\s?[AP]M\) if nothing binds it$")),
+        (
+            "d-fresh",
+            FRESH,
+            re.compile(
+                r"^Unbound; an orphan in \d+ minutes \((?:[A-Z][a-z]{2} \d{1,2}, )?\S+\s?[AP]M\) if nothing binds it$"
+            ),
+        ),
         ("e-orphan", ORPHAN, re.compile(r"^Unbound past the age floor, and no parked job carries it$")),
     ],
 )
@@ -102,7 +114,9 @@ def test_gone_row_says_when_its_queue_does_not_exist(client, locks, engine):
     import sqlalchemy as sa
 
     with engine.begin() as conn:
-        conn.execute(sa.text("INSERT INTO pgbus_uniqueness_keys (lock_key, queue_name, msg_id) VALUES ('k', 'retired', 4)"))
+        conn.execute(
+            sa.text("INSERT INTO pgbus_uniqueness_keys (lock_key, queue_name, msg_id) VALUES ('k', 'retired', 4)")
+        )
     row = _rows(client.get("/locks"))["k"]
     assert text_of(row.select_one(".pgbus-lock-detail")) == "There is no queue named retired"
 
@@ -260,7 +274,9 @@ def test_htmx_action_answers_with_the_block_and_its_message(client, locks):
     locks.acquire("k", age=OLD)
     locks.acquire("other", age=OLD)
     response = _post(
-        client, "/locks/release?state=orphan", {"lock_key": "k"},
+        client,
+        "/locks/release?state=orphan",
+        {"lock_key": "k"},
         headers={"HX-Request": "true", "HX-Target": "pgbus-locks"},
     )
     assert response.status_code == 200

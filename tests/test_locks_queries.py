@@ -3,7 +3,7 @@ state, counts, filters, keyset paging."""
 
 from __future__ import annotations
 
-from datetime import timedelta, timezone
+from datetime import UTC, timedelta
 
 import pytest
 import sqlalchemy as sa
@@ -18,7 +18,9 @@ OLD = FLOOR + timedelta(minutes=5)
 
 def _list(engine, **kwargs):
     with engine.connect() as conn:
-        return queries.list_locks(conn, age_floor=kwargs.pop("age_floor", FLOOR), limit=kwargs.pop("limit", 100), **kwargs)
+        return queries.list_locks(
+            conn, age_floor=kwargs.pop("age_floor", FLOOR), limit=kwargs.pop("limit", 100), **kwargs
+        )
 
 
 def _counts(engine, **kwargs):
@@ -114,7 +116,7 @@ def test_the_floor_is_a_parameter(locks):
 def test_age_and_acquired_time_are_reported_in_utc(engine, locks):
     locks.acquire("k", age=timedelta(hours=3))
     [row] = _list(engine).rows
-    assert row["created_at"].tzinfo == timezone.utc
+    assert row["created_at"].tzinfo == UTC
     assert abs(row["age_seconds"] - 3 * 3600) < 60
 
 
@@ -166,7 +168,11 @@ def test_keyset_pages_walk_every_lock_once_oldest_first(engine, locks):
         locks.acquire(f"k{index}", age=timedelta(minutes=70 - index))
     # Two locks with the same stamp: the key breaks the tie.
     with engine.begin() as conn:
-        conn.execute(sa.text("UPDATE pgbus_uniqueness_keys SET created_at = (SELECT created_at FROM pgbus_uniqueness_keys WHERE lock_key = 'k3') WHERE lock_key = 'k4'"))
+        conn.execute(
+            sa.text(
+                "UPDATE pgbus_uniqueness_keys SET created_at = (SELECT created_at FROM pgbus_uniqueness_keys WHERE lock_key = 'k3') WHERE lock_key = 'k4'"
+            )
+        )
     seen, cursor = [], None
     for _ in range(10):
         page = _list(engine, limit=3, after=cursor)

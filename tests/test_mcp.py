@@ -100,8 +100,9 @@ def test_acting_needs_allow_actions_and_a_reason_and_records_mcp(database_url, d
             refusal(await client.call_tool("act_on_run", {"workflow_id": "gone", "verb": "cancel", "reason": "r"})),
         )
 
-    names, no_reason, finished, wrong_status, unknown, missing = session(database_url, "--allow-actions",
-                                                                         calls=refusals)
+    names, no_reason, finished, wrong_status, unknown, missing = session(
+        database_url, "--allow-actions", calls=refusals
+    )
     assert names == sorted(READ_TOOLS + ACT_TOOLS)
     assert "Give a reason" in no_reason  # the refusal table's sentence, as the pages say it
     assert "completed" in finished and "paused" in wrong_status
@@ -110,8 +111,9 @@ def test_acting_needs_allow_actions_and_a_reason_and_records_mcp(database_url, d
     assert everything(engine) == before
 
     async def resume(client):
-        return answer(await client.call_tool("act_on_run", {"workflow_id": paused, "verb": "resume",
-                                                            "reason": "gateway is back"}))
+        return answer(
+            await client.call_tool("act_on_run", {"workflow_id": paused, "verb": "resume", "reason": "gateway is back"})
+        )
 
     after = session(database_url, "--allow-actions", calls=resume)
     assert after["run"]["status"] == "ready"
@@ -127,10 +129,18 @@ def test_an_operation_is_previewed_then_done_with_the_expected_count(database_ur
 
     async def calls(client):
         shown = answer(await client.call_tool("preview_operation", {"verb": "cancel", "filters": group_filters}))
-        stale = refusal(await client.call_tool("start_operation", {
-            "verb": "cancel", "filters": group_filters, "reason": "drop them", "expected_runs": 5}))
-        done = answer(await client.call_tool("start_operation", {
-            "verb": "cancel", "filters": group_filters, "reason": "drop them", "expected_runs": shown["total"]}))
+        stale = refusal(
+            await client.call_tool(
+                "start_operation",
+                {"verb": "cancel", "filters": group_filters, "reason": "drop them", "expected_runs": 5},
+            )
+        )
+        done = answer(
+            await client.call_tool(
+                "start_operation",
+                {"verb": "cancel", "filters": group_filters, "reason": "drop them", "expected_runs": shown["total"]},
+            )
+        )
         return shown, stale, done
 
     shown, stale, done = session(database_url, "--allow-actions", calls=calls)
@@ -139,7 +149,11 @@ def test_an_operation_is_previewed_then_done_with_the_expected_count(database_ur
     assert t("pgbus.operations.errors.count_changed", expected=5, total=2) in stale
     operation = done["operation"]
     assert (operation["status"], operation["moved"], operation["actor"], operation["reason"]) == (
-        "done", 2, "mcp:break-glass", "drop them")
+        "done",
+        2,
+        "mcp:break-glass",
+        "drop them",
+    )
     assert sorted(status for (status,) in _statuses(engine)) == ["cancelled", "cancelled"]
 
 
@@ -156,8 +170,11 @@ def test_the_command_needs_a_database(option):
 
     from pgbus_web.launch import main_group
 
-    result = CliRunner().invoke(main_group, ["mcp", "--database-url", "mysql://nope/x", *([option] if option else [])],
-                                env={"PGBUS_DATABASE_URL": ""})
+    result = CliRunner().invoke(
+        main_group,
+        ["mcp", "--database-url", "mysql://nope/x", *([option] if option else [])],
+        env={"PGBUS_DATABASE_URL": ""},
+    )
     assert result.exit_code == 1
     assert "Error" in result.output
 
@@ -169,11 +186,24 @@ def test_a_signal_operation_reaches_every_waiting_run(database_url, driver):
 
     async def calls(client):
         nameless = refusal(await client.call_tool("preview_operation", {"verb": "signal", "filters": filters}))
-        shown = answer(await client.call_tool("preview_operation", {
-            "verb": "signal", "filters": filters, "signal_name": "shipment_confirmed"}))
-        done = answer(await client.call_tool("start_operation", {
-            "verb": "signal", "filters": filters, "signal_name": "shipment_confirmed", "payload": {"carrier": "x"},
-            "reason": "the carrier confirmed by mail", "expected_runs": shown["total"]}))
+        shown = answer(
+            await client.call_tool(
+                "preview_operation", {"verb": "signal", "filters": filters, "signal_name": "shipment_confirmed"}
+            )
+        )
+        done = answer(
+            await client.call_tool(
+                "start_operation",
+                {
+                    "verb": "signal",
+                    "filters": filters,
+                    "signal_name": "shipment_confirmed",
+                    "payload": {"carrier": "x"},
+                    "reason": "the carrier confirmed by mail",
+                    "expected_runs": shown["total"],
+                },
+            )
+        )
         return nameless, shown, done
 
     nameless, shown, done = session(database_url, "--allow-actions", calls=calls)
@@ -189,14 +219,24 @@ def test_send_signal_records_its_reason_on_the_audit_trail(database_url, driver)
     waiting = driver.waiting_for_shipment()
 
     async def calls(client):
-        return answer(await client.call_tool("send_signal", {
-            "workflow_id": waiting, "name": "shipment_confirmed", "payload": {"carrier": "x"},
-            "reason": "the carrier confirmed by mail"}))
+        return answer(
+            await client.call_tool(
+                "send_signal",
+                {
+                    "workflow_id": waiting,
+                    "name": "shipment_confirmed",
+                    "payload": {"carrier": "x"},
+                    "reason": "the carrier confirmed by mail",
+                },
+            )
+        )
 
     sent = session(database_url, "--allow-actions", calls=calls)
     assert sent["duplicate"] is False and driver.status(waiting) == "ready"
     received = [event for event in driver.event_rows(waiting) if event["event"] == "signal_received"]
-    assert [(event["actor"], event["reason"]) for event in received] == [("mcp:break-glass", "the carrier confirmed by mail")]
+    assert [(event["actor"], event["reason"]) for event in received] == [
+        ("mcp:break-glass", "the carrier confirmed by mail")
+    ]
 
 
 def test_with_a_token_mcp_acts_as_its_principal_under_the_policy(database_url, driver, engine):
@@ -208,8 +248,13 @@ def test_with_a_token_mcp_acts_as_its_principal_under_the_policy(database_url, d
     from pgbus_web.core import permissions, policy, problems
     from pgbus_web.i18n import force_locale
 
-    policy.change(engine, "grants", [{"to": "token:assistant", "role": "operator", "classes": ["OrderWorkflow"],
-                                      "verbs": ["resume", "cancel"]}], actor="test", reason="r")
+    policy.change(
+        engine,
+        "grants",
+        [{"to": "token:assistant", "role": "operator", "classes": ["OrderWorkflow"], "verbs": ["resume", "cancel"]}],
+        actor="test",
+        reason="r",
+    )
     policy.change(engine, "approval", {"threshold": 0, "verbs": ["cancel"]}, actor="test", reason="r")
     token = token_for(engine, "assistant", "viewer")
     first, second = driver.paused_on_capture(), driver.paused_on_capture(order_id=8)
@@ -220,23 +265,33 @@ def test_with_a_token_mcp_acts_as_its_principal_under_the_policy(database_url, d
     before = everything(engine)
     skipped = session(database_url, "--allow-actions", "--token", token, calls=skip)
     with force_locale("en"):
-        assert skipped.endswith(problems.refusal(permissions.NotPermitted(
-            permissions.token("assistant", "viewer", door="mcp"), "skip", "OrderWorkflow")).message)
+        assert skipped.endswith(
+            problems.refusal(
+                permissions.NotPermitted(permissions.token("assistant", "viewer", door="mcp"), "skip", "OrderWorkflow")
+            ).message
+        )
     after = everything(engine)
-    assert {k: v for k, v in after.items() if k != "pgbus_web_api_tokens"} == \
-        {k: v for k, v in before.items() if k != "pgbus_web_api_tokens"}
+    assert {k: v for k, v in after.items() if k != "pgbus_web_api_tokens"} == {
+        k: v for k, v in before.items() if k != "pgbus_web_api_tokens"
+    }
 
     async def calls(client):
-        resumed = answer(await client.call_tool("act_on_run", {"workflow_id": first, "verb": "resume",
-                                                               "reason": "gateway back"}))
-        waits = answer(await client.call_tool("start_operation", {
-            "verb": "cancel", "filters": {"status": "paused"}, "reason": "drop", "expected_runs": 1}))
+        resumed = answer(
+            await client.call_tool("act_on_run", {"workflow_id": first, "verb": "resume", "reason": "gateway back"})
+        )
+        waits = answer(
+            await client.call_tool(
+                "start_operation",
+                {"verb": "cancel", "filters": {"status": "paused"}, "reason": "drop", "expected_runs": 1},
+            )
+        )
         return resumed, waits
 
     resumed, waits = session(database_url, "--allow-actions", "--token", token, calls=calls)
     assert resumed["run"]["status"] == "ready"
     assert [(e["actor"], e["reason"]) for e in driver.event_rows(first) if e["event"] == "resumed"] == [
-        ("mcp:assistant", "gateway back")]
+        ("mcp:assistant", "gateway back")
+    ]
     # Over the policy's threshold (0 runs) the cancel waits, whatever the door.
     assert waits["operation"]["status"] == "awaiting_approval"
     assert waits["operation"]["requested_by"] == "token:assistant"

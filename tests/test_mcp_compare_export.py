@@ -38,15 +38,19 @@ def test_compare_runs_answers_what_the_api_answers(database_url, runs, viewer):
     failed, done = make_pair(runs)
 
     async def calls(client):
-        return (answer(await client.call_tool("compare_runs", {"a": failed[:8], "b": done})),
-                answer(await client.call_tool("compare_runs", {"a": done, "b": failed})))
+        return (
+            answer(await client.call_tool("compare_runs", {"a": failed[:8], "b": done})),
+            answer(await client.call_tool("compare_runs", {"a": done, "b": failed})),
+        )
 
     found, reversed_ = session(database_url, calls=calls)
     assert found["a"]["workflow_id"] == failed and found["b"]["workflow_id"] == done
     assert found["divergence"]["step_name"] == "issue_refund"
     assert found["divergence"]["a"]["error_class"] == "GatewayTimeout"
     assert {row["path"]: row["kind"] for row in found["arguments"]["changes"]} == {
-        "amount": "changed", "items[1]": "added"}
+        "amount": "changed",
+        "items[1]": "added",
+    }
     # The API's answer for the same two runs, whole.
     by_api = _api(viewer, "/runs/compare", {"a": failed[:8], "b": done})
     assert by_api.status_code == 200
@@ -89,8 +93,9 @@ def test_compare_runs_refuses_as_the_api_does_and_writes_nothing(database_url, e
 @pytest.fixture
 def made(runs):
     return {
-        "paused": runs.make(states.PAUSED, arguments={"customer_id": 42, "note": "=HYPERLINK(\"x\")"},
-                            subject=("Order", "=1+1")),
+        "paused": runs.make(
+            states.PAUSED, arguments={"customer_id": 42, "note": '=HYPERLINK("x")'}, subject=("Order", "=1+1")
+        ),
         "completed": runs.make(states.COMPLETED, arguments={"customer_id": 42}),
         "other": runs.make(states.FAILED, arguments={"customer_id": 7}),
     }
@@ -101,8 +106,9 @@ def test_export_runs_gives_the_apis_rows_and_says_when_it_was_cut(database_url, 
         return (
             answer(await client.call_tool("export_runs", {"format": "csv", "filters": {"arg.customer_id": 42}})),
             answer(await client.call_tool("export_runs", {"format": "ndjson", "filters": {"arg.customer_id": "42"}})),
-            answer(await client.call_tool("export_runs", {"format": "csv", "filters": {"arg.customer_id": 42},
-                                                          "limit": 1})),
+            answer(
+                await client.call_tool("export_runs", {"format": "csv", "filters": {"arg.customer_id": 42}, "limit": 1})
+            ),
             answer(await client.call_tool("export_runs", {"format": "ndjson"})),
         )
 
@@ -120,7 +126,7 @@ def test_export_runs_gives_the_apis_rows_and_says_when_it_was_cut(database_url, 
     assert list(rows[0]) == list(workflow_index.EXPORT_COLUMNS)
     lines = [json.loads(line) for line in as_ndjson["content"].splitlines()]
     assert [line["workflow_id"] for line in lines] == [made["paused"], made["completed"]]
-    assert lines[0]["subject_id"] == "=1+1" and lines[0]["arguments"]["note"] == "=HYPERLINK(\"x\")"
+    assert lines[0]["subject_id"] == "=1+1" and lines[0]["arguments"]["note"] == '=HYPERLINK("x")'
     # Cut at the limit: the first run only, and the answer says it is not the whole set.
     assert (cut["runs"], cut["complete"]) == (1, False)
     assert [row["workflow_id"] for row in csv.DictReader(io.StringIO(cut["content"]))] == [made["paused"]]
@@ -148,11 +154,14 @@ def test_export_runs_refuses_as_the_api_does_and_writes_nothing(database_url, en
     before = _without_tokens(engine)
 
     async def calls(client):
-        said = {case: refusal(await client.call_tool("export_runs", {"format": fmt, "filters": filters}))
-                for case, (fmt, filters) in asked.items()}
+        said = {
+            case: refusal(await client.call_tool("export_runs", {"format": fmt, "filters": filters}))
+            for case, (fmt, filters) in asked.items()
+        }
         said["unknown_argument"] = refusal(await client.call_tool("export_runs", {"format": "csv", "status": "failed"}))
-        said["control"] = answer(await client.call_tool("export_runs", {"format": "csv",
-                                                                        "filters": {"status": "failed"}}))
+        said["control"] = answer(
+            await client.call_tool("export_runs", {"format": "csv", "filters": {"status": "failed"}})
+        )
         return said
 
     said = session(database_url, calls=calls)
@@ -175,10 +184,12 @@ def test_an_excerpt_stops_before_the_run_that_would_pass_its_characters(database
     assert (whole.rows, whole.complete) == (3, True)
     header, first, second, third = whole.text.splitlines(keepends=True)
     # Room for the header and two runs, not the third: cut before it, whole lines only.
-    cut = exports.excerpt(database.read, Settings(), filters, "csv",
-                          max_chars=len(header) + len(first) + len(second) + len(third) - 1)
+    cut = exports.excerpt(
+        database.read, Settings(), filters, "csv", max_chars=len(header) + len(first) + len(second) + len(third) - 1
+    )
     assert (cut.rows, cut.complete, cut.text) == (2, False, header + first + second)
     # Control: exactly enough room takes all three.
-    enough = exports.excerpt(database.read, Settings(), filters, "csv",
-                             max_chars=len(header) + len(first) + len(second) + len(third))
+    enough = exports.excerpt(
+        database.read, Settings(), filters, "csv", max_chars=len(header) + len(first) + len(second) + len(third)
+    )
     assert (enough.rows, enough.complete) == (3, True)

@@ -40,8 +40,9 @@ def runs_of(found, klass, status) -> float:
     return found[("pgbus_workflow_runs", (("status", status), ("workflow_class", klass)))]
 
 
-def test_a_scrape_counts_runs_and_the_stuck_gauge_falls_after_a_resume_and_the_interval(database, database_url,
-                                                                                       driver, engine):
+def test_a_scrape_counts_runs_and_the_stuck_gauge_falls_after_a_resume_and_the_interval(
+    database, database_url, driver, engine
+):
     app = make_app(database, metrics_interval=60)
     # The cache's clock by hand: "within the interval" must not depend on
     # how long the command line below takes on a busy machine.
@@ -56,7 +57,9 @@ def test_a_scrape_counts_runs_and_the_stuck_gauge_falls_after_a_resume_and_the_i
     assert stuck(before, "RefundWorkflow", "paused_error") == 0
     assert runs_of(before, "OrderWorkflow", "paused") == 2
     assert runs_of(before, "RefundWorkflow", "completed") == 1
-    oldest = before[("pgbus_workflow_oldest_stuck_seconds", (("reason", "paused_error"), ("workflow_class", "OrderWorkflow")))]
+    oldest = before[
+        ("pgbus_workflow_oldest_stuck_seconds", (("reason", "paused_error"), ("workflow_class", "OrderWorkflow")))
+    ]
     assert oldest > 0
 
     # As an operator would: the stuck group from the command line, one run resumed there.
@@ -66,8 +69,20 @@ def test_a_scrape_counts_runs_and_the_stuck_gauge_falls_after_a_resume_and_the_i
 
     listed = CliRunner().invoke(main_group, ["attention", "--database-url", database_url])
     assert listed.output.splitlines()[1].split()[:4] == ["2", "OrderWorkflow", "capture_payment", "paused_error"]
-    resumed = CliRunner().invoke(main_group, ["runs", "resume", first, "--database-url", database_url,
-                                              "--reason", "gateway back", "--definitions", "pgbus_web.demo.workflows"])
+    resumed = CliRunner().invoke(
+        main_group,
+        [
+            "runs",
+            "resume",
+            first,
+            "--database-url",
+            database_url,
+            "--reason",
+            "gateway back",
+            "--definitions",
+            "pgbus_web.demo.workflows",
+        ],
+    )
     assert resumed.exit_code == 0, resumed.output
     # Within the interval: the same reading, the database not asked again.
     assert stuck(samples(client.get("/metrics")), "OrderWorkflow", "paused_error") == 2
@@ -76,8 +91,10 @@ def test_a_scrape_counts_runs_and_the_stuck_gauge_falls_after_a_resume_and_the_i
     assert stuck(after, "OrderWorkflow", "paused_error") == 1
     assert runs_of(after, "OrderWorkflow", "paused") == 1
     # Request durations by route, this route's scrapes among them.
-    assert after[("pgbus_web_request_duration_seconds_count",
-                  (("method", "GET"), ("route", "pgbus_metrics.metrics")))] >= 2
+    assert (
+        after[("pgbus_web_request_duration_seconds_count", (("method", "GET"), ("route", "pgbus_metrics.metrics")))]
+        >= 2
+    )
     assert second
 
 
@@ -118,11 +135,14 @@ def test_concurrent_scrapes_read_the_database_once_per_interval(database, driver
 
 def test_operation_outcomes_come_from_the_operations_table(database, engine):
     with engine.begin() as conn:
-        conn.execute(sa.text(
-            "INSERT INTO pgbus_web_operations (verb, filters, ceiling_id, params, reason, actor, status, total, "
-            "moved, skipped, refused, created_at) VALUES "
-            "('resume', '{}', 1, '{}', 'r', 'cli:x', 'done', 7, 4, 2, 1, now()), "
-            "('resume', '{}', 1, '{}', 'r', 'cli:x', 'failed', 3, 1, 0, 0, now())"))
+        conn.execute(
+            sa.text(
+                "INSERT INTO pgbus_web_operations (verb, filters, ceiling_id, params, reason, actor, status, total, "
+                "moved, skipped, refused, created_at) VALUES "
+                "('resume', '{}', 1, '{}', 'r', 'cli:x', 'done', 7, 4, 2, 1, now()), "
+                "('resume', '{}', 1, '{}', 'r', 'cli:x', 'failed', 3, 1, 0, 0, now())"
+            )
+        )
     found = samples(make_app(database).test_client().get("/metrics"))
     assert found[("pgbus_web_operation_runs_total", (("outcome", "moved"), ("verb", "resume")))] == 5
     assert found[("pgbus_web_operation_runs_total", (("outcome", "refused"), ("verb", "resume")))] == 1
@@ -160,12 +180,21 @@ def test_a_mounted_app_serves_metrics_only_when_it_opts_in(database):
     assert plain.test_client().get("/ops/metrics").status_code == 404
 
     opted = Flask("host")
-    PgbusWeb(opted, url_prefix="/ops", database=database, run_operations=False, metrics=True,
-             can_view=lambda request: request.headers.get("X-Staff") == "yes")
+    PgbusWeb(
+        opted,
+        url_prefix="/ops",
+        database=database,
+        run_operations=False,
+        metrics=True,
+        can_view=lambda request: request.headers.get("X-Staff") == "yes",
+    )
     assert opted.test_client().get("/ops/metrics").status_code == 403
     found = samples(opted.test_client().get("/ops/metrics", headers={"X-Staff": "yes"}))
     assert stuck_pairs(found) == []  # no runs: no series of classes
-    assert ("pgbus_web_request_duration_seconds_count", (("method", "GET"), ("route", "pgbus_metrics.metrics"))) in found
+    assert (
+        "pgbus_web_request_duration_seconds_count",
+        (("method", "GET"), ("route", "pgbus_metrics.metrics")),
+    ) in found
 
 
 def stuck_pairs(found):
@@ -175,16 +204,20 @@ def stuck_pairs(found):
 PROMTOOL = shutil.which("promtool")
 
 
-@pytest.mark.skipif(PROMTOOL is None and not __import__("os").environ.get("CI"),
-                    reason="promtool (Debian's prometheus package) is not installed; .ci/run installs it")
+@pytest.mark.skipif(
+    PROMTOOL is None and not __import__("os").environ.get("CI"),
+    reason="promtool (Debian's prometheus package) is not installed; .ci/run installs it",
+)
 def test_the_example_alerting_rules_pass_promtool():
-    checked = subprocess.run([PROMTOOL or "promtool", "check", "rules", str(ROOT / "docs/alerts.yml")],
-                             capture_output=True, text=True)
+    checked = subprocess.run(
+        [PROMTOOL or "promtool", "check", "rules", str(ROOT / "docs/alerts.yml")], capture_output=True, text=True
+    )
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "SUCCESS: 6 rules found" in checked.stdout
     # The rules fire on the metrics' series and stay quiet on the controls.
-    tested = subprocess.run([PROMTOOL or "promtool", "test", "rules", str(ROOT / "tests/alerts_test.yml")],
-                            capture_output=True, text=True)
+    tested = subprocess.run(
+        [PROMTOOL or "promtool", "test", "rules", str(ROOT / "tests/alerts_test.yml")], capture_output=True, text=True
+    )
     assert tested.returncode == 0, tested.stdout + tested.stderr
 
 

@@ -3,14 +3,14 @@ names, and its append-only rule."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 import sqlalchemy as sa
 
-from pgbus_web.rules import states
 from pgbus_web.models import events, workflow_rows
 from pgbus_web.models.text import ELLIPSIS
+from pgbus_web.rules import states
 from pgbus_web.rules.limits import REASON_LIMIT
 
 
@@ -18,7 +18,9 @@ from pgbus_web.rules.limits import REASON_LIMIT
 def run_id(engine, new_id):
     workflow_id = new_id()
     with engine.begin() as conn:
-        workflow_rows.insert_run(conn, {"workflow_id": workflow_id, "workflow_class": "OrderWorkflow", "status": "paused"})
+        workflow_rows.insert_run(
+            conn, {"workflow_id": workflow_id, "workflow_class": "OrderWorkflow", "status": "paused"}
+        )
     return workflow_id
 
 
@@ -29,17 +31,30 @@ def count_events(engine):
 
 def test_record_stores_who_what_why_and_the_step(engine, run_id):
     step = {"id": 41, "step_name": "capture_payment", "attempt": 3}
-    at = datetime(2026, 3, 1, 9, 30, tzinfo=timezone.utc)
+    at = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
     with engine.begin() as conn:
         event_id = events.record(
-            conn, workflow_id=run_id, event="resumed", actor="dashboard:alice", reason="gateway is back",
-            step=step, details={"action": "retry", "attempts": 3}, created_at=at,
+            conn,
+            workflow_id=run_id,
+            event="resumed",
+            actor="dashboard:alice",
+            reason="gateway is back",
+            step=step,
+            details={"action": "retry", "attempts": 3},
+            created_at=at,
         )
         (event,) = events.for_run(conn, run_id)
     assert event == {
-        "id": event_id, "workflow_id": run_id, "event": "resumed", "actor": "dashboard:alice",
-        "reason": "gateway is back", "step_id": 41, "step_name": "capture_payment", "attempt": 3,
-        "details": {"action": "retry", "attempts": 3}, "created_at": at,
+        "id": event_id,
+        "workflow_id": run_id,
+        "event": "resumed",
+        "actor": "dashboard:alice",
+        "reason": "gateway is back",
+        "step_id": 41,
+        "step_name": "capture_payment",
+        "attempt": 3,
+        "details": {"action": "retry", "attempts": 3},
+        "created_at": at,
     }
 
 
@@ -48,7 +63,11 @@ def test_record_without_step_reason_or_details(engine, run_id):
         events.record(conn, workflow_id=run_id, event="started", actor=states.SYSTEM_ACTOR)
         (event,) = events.for_run(conn, run_id)
     assert (event["reason"], event["step_id"], event["step_name"], event["attempt"], event["details"]) == (
-        None, None, None, None, {}
+        None,
+        None,
+        None,
+        None,
+        {},
     )
     assert event["created_at"] is not None
 
@@ -151,8 +170,9 @@ def test_newest_for_run_gives_a_window_and_the_runs_whole_count(engine, run_id, 
     names = list(states.EVENTS)[:7]
     with engine.begin() as conn:
         for workflow_id in (other, empty):
-            workflow_rows.insert_run(conn, {"workflow_id": workflow_id, "workflow_class": "OrderWorkflow",
-                                        "status": "ready"})
+            workflow_rows.insert_run(
+                conn, {"workflow_id": workflow_id, "workflow_class": "OrderWorkflow", "status": "ready"}
+            )
         ids = []
         for name in names:
             ids.append(events.record(conn, workflow_id=run_id, event=name, actor="system"))

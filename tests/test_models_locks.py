@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from contextlib import contextmanager
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 import sqlalchemy as sa
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from pgbus_web.models import blocked_executions, values
 from pgbus_web.models import uniqueness_keys as locks
 
-UTC = timezone.utc
+UTC = UTC
 # Lock rows store a timestamp without time zone, in UTC.
 T0 = datetime(2026, 1, 2, 1, 0, 0)
 
@@ -63,7 +63,10 @@ def test_acquire_takes_an_unbound_lock_once(engine):
         stamp = locks.acquire(conn, "order:1042")
         assert isinstance(stamp, datetime) and stamp.tzinfo is None
         assert locks.find(conn, "order:1042") == {
-            "lock_key": "order:1042", "queue_name": "pending", "msg_id": 0, "created_at": stamp
+            "lock_key": "order:1042",
+            "queue_name": "pending",
+            "msg_id": 0,
+            "created_at": stamp,
         }
     with engine.begin() as conn:
         assert locks.acquire(conn, "order:1042", queue_name="orders") is None
@@ -93,7 +96,10 @@ def test_bind_with_another_stamp_leaves_a_successors_row_alone(engine):
         put(conn, "k", created_at=T0 + timedelta(seconds=5))
         assert locks.bind(conn, "k", queue_name="orders", msg_id=17, acquired_at=T0) == 0
         assert locks.find(conn, "k") == {
-            "lock_key": "k", "queue_name": "pending", "msg_id": 0, "created_at": T0 + timedelta(seconds=5)
+            "lock_key": "k",
+            "queue_name": "pending",
+            "msg_id": 0,
+            "created_at": T0 + timedelta(seconds=5),
         }
         assert locks.bind(conn, "k", queue_name="orders", msg_id=21, acquired_at=T0 + timedelta(seconds=5)) == 1
         assert locks.find(conn, "k")["msg_id"] == 21
@@ -185,7 +191,10 @@ def hand_over(engine, attempt):
 def release_attempt(engine, attempt):
     with engine.begin() as conn:
         return locks.release_held_by(
-            conn, "k", queue_name=attempt["from_queue_name"], msg_id=attempt["from_msg_id"],
+            conn,
+            "k",
+            queue_name=attempt["from_queue_name"],
+            msg_id=attempt["from_msg_id"],
             enqueued_at=attempt["from_enqueued_at"],
         )
 
@@ -194,7 +203,12 @@ def test_unbind_leaves_the_row_unbound_on_the_retrys_queue_stamped_now(engine, a
     stamp = hand_over(engine, attempt)
     assert abs(stamp.replace(tzinfo=UTC) - datetime.now(UTC)) < timedelta(minutes=1)
     with engine.connect() as conn:
-        assert locks.find(conn, "k") == {"lock_key": "k", "queue_name": "orders_retry", "msg_id": 0, "created_at": stamp}
+        assert locks.find(conn, "k") == {
+            "lock_key": "k",
+            "queue_name": "orders_retry",
+            "msg_id": 0,
+            "created_at": stamp,
+        }
 
 
 def test_after_unbind_the_attempts_release_leaves_the_retrys_row(engine, attempt):
@@ -205,9 +219,7 @@ def test_after_unbind_the_attempts_release_leaves_the_retrys_row(engine, attempt
     # The attempt's late release still leaves the (now bound) retry's row.
     assert release_attempt(engine, attempt) == 0
     with engine.begin() as conn:
-        assert locks.release_held_by(
-            conn, "k", queue_name="orders_retry", msg_id=6, enqueued_at=datetime.now(UTC)
-        ) == 1
+        assert locks.release_held_by(conn, "k", queue_name="orders_retry", msg_id=6, enqueued_at=datetime.now(UTC)) == 1
         assert keys(conn) == set()
 
 
@@ -216,16 +228,22 @@ def test_a_retry_that_finishes_before_its_bind_releases_the_handed_row(engine, a
     assert release_attempt(engine, attempt) == 0
     with engine.begin() as conn:
         # The retry was sent after the hand-over; msg 6 never got bound.
-        assert locks.release_held_by(
-            conn, "k", queue_name="orders_retry", msg_id=6, enqueued_at=datetime.now(UTC) + timedelta(seconds=1)
-        ) == 1
+        assert (
+            locks.release_held_by(
+                conn, "k", queue_name="orders_retry", msg_id=6, enqueued_at=datetime.now(UTC) + timedelta(seconds=1)
+            )
+            == 1
+        )
 
 
 def test_unbind_by_an_attempt_that_no_longer_holds_the_key_changes_nothing(engine, attempt):
     with engine.begin() as conn:
-        assert locks.unbind(
-            conn, "k", from_queue_name="orders", from_msg_id=99, from_enqueued_at=None, queue_name="orders_retry"
-        ) is None
+        assert (
+            locks.unbind(
+                conn, "k", from_queue_name="orders", from_msg_id=99, from_enqueued_at=None, queue_name="orders_retry"
+            )
+            is None
+        )
         assert locks.find(conn, "k")["msg_id"] == 5
 
 
@@ -279,7 +297,8 @@ def test_release_all_held_by_follows_the_held_by_rules_per_holder(engine):
         pytest.param("2026-01-02 03:04:05.123456+02", "2026-01-02 03:04:05.123456+02", id="string-kept"),
         pytest.param(
             datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone(timedelta(hours=2))),
-            "2026-01-02T03:04:05.000000+02:00", id="aware-datetime",
+            "2026-01-02T03:04:05.000000+02:00",
+            id="aware-datetime",
         ),
         pytest.param(datetime(2026, 1, 2, 1, 4, 5), "2026-01-02T01:04:05.000000+00:00", id="naive-is-utc"),
         pytest.param(0, "1970-01-01T00:00:00.000000+00:00", id="epoch-int"),
@@ -319,14 +338,18 @@ def test_each_form_of_the_send_time_compares_as_the_same_instant(engine, enqueue
 def test_minus_infinity_compares_in_sql_without_being_loaded(engine):
     with engine.connect() as conn:
         literal = locks.sent_at_literal(None)
-        assert conn.execute(
-            sa.text("SELECT CAST(:sent_at AS timestamptz) < CAST('0001-01-01 00:00:00+00' AS timestamptz)"),
-            {"sent_at": literal},
-        ).scalar_one() is True
+        assert (
+            conn.execute(
+                sa.text("SELECT CAST(:sent_at AS timestamptz) < CAST('0001-01-01 00:00:00+00' AS timestamptz)"),
+                {"sent_at": literal},
+            ).scalar_one()
+            is True
+        )
         # Read back, our connections load it as models.values' -infinity.
-        assert conn.execute(
-            sa.text("SELECT CAST(:sent_at AS timestamptz)"), {"sent_at": literal}
-        ).scalar_one() == values.MINUS_INFINITY
+        assert (
+            conn.execute(sa.text("SELECT CAST(:sent_at AS timestamptz)"), {"sent_at": literal}).scalar_one()
+            == values.MINUS_INFINITY
+        )
 
 
 # --- parked_uniqueness_keys ---------------------------------------------------
@@ -350,13 +373,14 @@ def test_parked_uniqueness_keys_reads_objects_and_double_encoded_strings(engine)
         park(conn, "to_jsonb(CAST(:payload AS text))", json.dumps({"pgbus_uniqueness_key": "string-key"}))
         park(conn, "CAST(:payload AS jsonb)", json.dumps({"job": "no key"}))
         park(conn, "CAST(:payload AS jsonb)", json.dumps({"pgbus_uniqueness_key": "not-asked"}))
-        assert conn.execute(
-            sa.text("SELECT count(*) FROM pgbus_blocked_executions WHERE jsonb_typeof(payload) = 'string'")
-        ).scalar_one() == 1
-
-        found = blocked_executions.parked_uniqueness_keys(
-            conn, ["object-key", "string-key", "free-key", "object-key"]
+        assert (
+            conn.execute(
+                sa.text("SELECT count(*) FROM pgbus_blocked_executions WHERE jsonb_typeof(payload) = 'string'")
+            ).scalar_one()
+            == 1
         )
+
+        found = blocked_executions.parked_uniqueness_keys(conn, ["object-key", "string-key", "free-key", "object-key"])
     assert found == {"object-key", "string-key"}
 
 

@@ -4,21 +4,23 @@ and the single-winner claim and consume."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 import sqlalchemy as sa
 
 from pgbus_web.models import signals, workflow_rows
 
-AT = datetime(2026, 3, 1, 8, 0, tzinfo=timezone.utc)
+AT = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
 
 
 @pytest.fixture
 def run_id(engine, new_id):
     workflow_id = new_id()
     with engine.begin() as conn:
-        workflow_rows.insert_run(conn, {"workflow_id": workflow_id, "workflow_class": "OrderWorkflow", "status": "waiting"})
+        workflow_rows.insert_run(
+            conn, {"workflow_id": workflow_id, "workflow_class": "OrderWorkflow", "status": "waiting"}
+        )
     return workflow_id
 
 
@@ -40,23 +42,35 @@ def count_signals(engine):
 def test_insert_signal_returns_the_pending_signal(engine, run_id):
     with engine.begin() as conn:
         signal = signals.insert_signal(
-            conn, workflow_id=run_id, name="shipment_confirmed", payload={"carrier": "DHL", "parcels": 2},
-            idempotency_key="ship-1", now=AT,
+            conn,
+            workflow_id=run_id,
+            name="shipment_confirmed",
+            payload={"carrier": "DHL", "parcels": 2},
+            idempotency_key="ship-1",
+            now=AT,
         )
     assert signal["id"] > 0
-    assert {key: signal[key] for key in ("workflow_id", "name", "payload", "idempotency_key", "status", "created_at")} == {
-        "workflow_id": run_id, "name": "shipment_confirmed", "payload": {"carrier": "DHL", "parcels": 2},
-        "idempotency_key": "ship-1", "status": "pending", "created_at": AT,
+    assert {
+        key: signal[key] for key in ("workflow_id", "name", "payload", "idempotency_key", "status", "created_at")
+    } == {
+        "workflow_id": run_id,
+        "name": "shipment_confirmed",
+        "payload": {"carrier": "DHL", "parcels": 2},
+        "idempotency_key": "ship-1",
+        "status": "pending",
+        "created_at": AT,
     }
     assert (signal["claimed_by_step_id"], signal["claimed_at"], signal["consumed_at"]) == (None, None, None)
 
 
 def test_a_repeated_idempotency_key_inserts_nothing_and_returns_none(engine, run_id):
     with engine.begin() as conn:
-        first = signals.insert_signal(conn, workflow_id=run_id, name="shipment_confirmed", payload={"n": 1},
-                                      idempotency_key="ship-1")
-        again = signals.insert_signal(conn, workflow_id=run_id, name="shipment_confirmed", payload={"n": 2},
-                                      idempotency_key="ship-1")
+        first = signals.insert_signal(
+            conn, workflow_id=run_id, name="shipment_confirmed", payload={"n": 1}, idempotency_key="ship-1"
+        )
+        again = signals.insert_signal(
+            conn, workflow_id=run_id, name="shipment_confirmed", payload={"n": 2}, idempotency_key="ship-1"
+        )
         assert again is None
         assert signals.find_by_key(conn, run_id, "ship-1")["id"] == first["id"]
         assert signals.find_by_key(conn, run_id, "ship-1")["payload"] == {"n": 1}
@@ -136,7 +150,10 @@ def test_held_by_step_ignores_another_runs_step_of_the_same_name(engine, run_id,
 @pytest.mark.parametrize(
     "stored, read_back",
     [
-        ({"carrier": "DHL", "items": [1, 2], "meta": {"a": None}}, {"carrier": "DHL", "items": [1, 2], "meta": {"a": None}}),
+        (
+            {"carrier": "DHL", "items": [1, 2], "meta": {"a": None}},
+            {"carrier": "DHL", "items": [1, 2], "meta": {"a": None}},
+        ),
         ({}, {}),
         (None, {}),
     ],

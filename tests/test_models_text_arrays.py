@@ -13,7 +13,7 @@ from pgbus_web.models import text_arrays
 TEXTS = [
     ["a", "b-1", "2f0c1e2a-0000-4000-8000-000000000001"],
     ["", " ", "NULL", "null", "{x}", "a,b", "tab\there", "line\nbreak"],
-    ['quote"d', "back\\slash", '\\"', "both \\ and \""],
+    ['quote"d', "back\\slash", '\\"', 'both \\ and "'],
     ["a", None, "", None],
     [None],
     ["ünïcödé", "日本", "a"],
@@ -39,9 +39,13 @@ def test_an_int_list_round_trips(engine, value):
 def test_unnest_of_the_arrays_keeps_each_element(engine):
     names = ["a", 'q"', "b\\", "", None, "c d"]
     with engine.connect() as conn:
-        rows = conn.execute(sa.text(
-            "SELECT m.label, m.n, m.i FROM unnest(CAST(:names AS text[]), CAST(:ids AS bigint[])) "
-            "WITH ORDINALITY AS m(label, i, n) ORDER BY m.n"), {"names": names, "ids": list(range(len(names)))}).all()
+        rows = conn.execute(
+            sa.text(
+                "SELECT m.label, m.n, m.i FROM unnest(CAST(:names AS text[]), CAST(:ids AS bigint[])) "
+                "WITH ORDINALITY AS m(label, i, n) ORDER BY m.n"
+            ),
+            {"names": names, "ids": list(range(len(names)))},
+        ).all()
     assert [row.label for row in rows] == names
     assert [row.i for row in rows] == list(range(len(names)))
 

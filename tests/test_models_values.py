@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 import pickle
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 import sqlalchemy as sa
@@ -14,11 +14,17 @@ from pgbus_web import db
 from pgbus_web.models import values
 from pgbus_web.models.values import INFINITY, MINUS_INFINITY, Infinite, RawJson
 
-NOW = datetime(2026, 1, 5, 14, 5, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 5, 14, 5, tzinfo=UTC)
 
 
 def test_infinities_order_as_postgresql_orders_them():
-    assert MINUS_INFINITY < datetime.min.replace(tzinfo=timezone.utc) < NOW < datetime.max.replace(tzinfo=timezone.utc) < INFINITY
+    assert (
+        MINUS_INFINITY
+        < datetime.min.replace(tzinfo=UTC)
+        < NOW
+        < datetime.max.replace(tzinfo=UTC)
+        < INFINITY
+    )
     assert sorted([INFINITY, NOW, MINUS_INFINITY]) == [MINUS_INFINITY, NOW, INFINITY]
     assert max([NOW, INFINITY]) is INFINITY and min([NOW, MINUS_INFINITY]) is MINUS_INFINITY
     assert NOW > MINUS_INFINITY and not NOW > INFINITY and NOW <= INFINITY
@@ -26,7 +32,7 @@ def test_infinities_order_as_postgresql_orders_them():
 
 def test_an_infinity_equals_only_itself():
     assert INFINITY == Infinite.of(1) and INFINITY != MINUS_INFINITY
-    assert INFINITY != datetime.max.replace(tzinfo=timezone.utc)
+    assert INFINITY != datetime.max.replace(tzinfo=UTC)
     assert len({INFINITY, Infinite.of(1), MINUS_INFINITY}) == 2
 
 
@@ -43,7 +49,7 @@ def test_an_infinity_prints_and_converts_as_its_literal():
     assert (str(INFINITY), INFINITY.isoformat(), MINUS_INFINITY.literal) == ("infinity", "infinity", "-infinity")
     naive = INFINITY.replace(tzinfo=None)
     assert isinstance(naive, Infinite) and naive.tzinfo is None
-    assert naive.replace(tzinfo=timezone.utc) == INFINITY
+    assert naive.replace(tzinfo=UTC) == INFINITY
     assert INFINITY.astimezone(timezone(timedelta(hours=5))) == INFINITY
     assert pickle.loads(pickle.dumps(MINUS_INFINITY)) == MINUS_INFINITY
     assert copy.deepcopy(INFINITY) is INFINITY
@@ -58,8 +64,10 @@ def test_loads_reads_what_python_holds(text, expected):
     assert values.loads(text) == expected
 
 
-@pytest.mark.parametrize("text", [b"[" * 5000 + b"]" * 5000, b'{"n": 1' + b"0" * 5000 + b"}",
-                                  b'{"n": 1e400}', b'{"n": 0.' + b"0" * 400 + b"1}"])
+@pytest.mark.parametrize(
+    "text",
+    [b"[" * 5000 + b"]" * 5000, b'{"n": 1' + b"0" * 5000 + b"}", b'{"n": 1e400}', b'{"n": 0.' + b"0" * 400 + b"1}"],
+)
 def test_loads_keeps_what_python_cannot_hold_as_raw_text(text):
     loaded = values.loads(text)
     assert isinstance(loaded, RawJson) and loaded == text.decode()
@@ -87,11 +95,14 @@ def test_json_problem_answers_a_deep_value_without_recursing():
 
 def test_our_connections_load_and_write_back_infinities_and_odd_json(engine):
     with engine.connect() as conn:
-        row = conn.execute(sa.text(
-            "SELECT CAST('infinity' AS timestamptz) a, CAST('-infinity' AS timestamp) b, "
-            "CAST(:plus AS timestamptz) = 'infinity' c, CAST(:minus AS timestamp) = '-infinity' d, "
-            "CAST('[[1e-400]]' AS jsonb) e, now() f"
-        ), {"plus": INFINITY, "minus": MINUS_INFINITY.replace(tzinfo=None)}).one()
+        row = conn.execute(
+            sa.text(
+                "SELECT CAST('infinity' AS timestamptz) a, CAST('-infinity' AS timestamp) b, "
+                "CAST(:plus AS timestamptz) = 'infinity' c, CAST(:minus AS timestamp) = '-infinity' d, "
+                "CAST('[[1e-400]]' AS jsonb) e, now() f"
+            ),
+            {"plus": INFINITY, "minus": MINUS_INFINITY.replace(tzinfo=None)},
+        ).one()
     assert row.a == INFINITY and row.a.tzinfo is not None
     assert row.b == MINUS_INFINITY.replace(tzinfo=None) and row.b.tzinfo is None
     assert row.c is True and row.d is True

@@ -5,13 +5,12 @@ needs-attention view, all against a real PostgreSQL."""
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import OperationalError
 
-from pgbus_web.rules import states, stuck
 from pgbus_web.models import (
     events,
     signals,
@@ -22,8 +21,9 @@ from pgbus_web.models import (
     workflow_rows,
     workflow_upkeep,
 )
+from pgbus_web.rules import states, stuck
 
-NOW = datetime(2026, 3, 10, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 THRESHOLD = timedelta(minutes=10)
 WAITING_THRESHOLD = timedelta(hours=24)
 
@@ -176,7 +176,7 @@ def test_transition_refuses_an_unknown_column_and_changes_nothing(engine, make_r
 
 
 def test_transition_touches_updated_at(engine, make_run):
-    long_ago = datetime(2001, 1, 1, tzinfo=timezone.utc)
+    long_ago = datetime(2001, 1, 1, tzinfo=UTC)
     workflow_id = make_run("ready", updated_at=long_ago)
     with engine.begin() as conn:
         workflow_rows.transition(conn, workflow_id, from_="ready", to="running")
@@ -189,16 +189,32 @@ def test_transition_touches_updated_at(engine, make_run):
 def test_insert_run_with_a_taken_idempotency_key_inserts_nothing(engine, new_id):
     first, second = new_id(), new_id()
     with engine.begin() as conn:
-        assert workflow_rows.insert_run(
-            conn,
-            {"workflow_id": first, "workflow_class": "OrderWorkflow", "status": "ready",
-             "idempotency_key": "order-1042", "arguments": {"order_id": 1042}},
-        ) is True
-        assert workflow_rows.insert_run(
-            conn,
-            {"workflow_id": second, "workflow_class": "OrderWorkflow", "status": "ready",
-             "idempotency_key": "order-1042", "arguments": {"order_id": 9}},
-        ) is False
+        assert (
+            workflow_rows.insert_run(
+                conn,
+                {
+                    "workflow_id": first,
+                    "workflow_class": "OrderWorkflow",
+                    "status": "ready",
+                    "idempotency_key": "order-1042",
+                    "arguments": {"order_id": 1042},
+                },
+            )
+            is True
+        )
+        assert (
+            workflow_rows.insert_run(
+                conn,
+                {
+                    "workflow_id": second,
+                    "workflow_class": "OrderWorkflow",
+                    "status": "ready",
+                    "idempotency_key": "order-1042",
+                    "arguments": {"order_id": 9},
+                },
+            )
+            is False
+        )
         assert workflow_rows.find(conn, second) is None
         assert workflow_rows.find(conn, first)["arguments"] == {"order_id": 1042}
     assert count_runs(engine) == 1
@@ -207,10 +223,13 @@ def test_insert_run_with_a_taken_idempotency_key_inserts_nothing(engine, new_id)
 def test_the_same_idempotency_key_in_another_class_is_another_run(engine, new_id):
     with engine.begin() as conn:
         for klass in ("OrderWorkflow", "RefundWorkflow"):
-            assert workflow_rows.insert_run(
-                conn,
-                {"workflow_id": new_id(), "workflow_class": klass, "status": "ready", "idempotency_key": "k"},
-            ) is True
+            assert (
+                workflow_rows.insert_run(
+                    conn,
+                    {"workflow_id": new_id(), "workflow_class": klass, "status": "ready", "idempotency_key": "k"},
+                )
+                is True
+            )
     assert count_runs(engine) == 2
 
 
@@ -223,9 +242,12 @@ def test_a_second_ongoing_run_for_a_subject_raises_and_leaves_the_transaction_us
         assert str(caught.value) == "OrderWorkflow already has an ongoing run for Order 1042"
         assert (caught.value.subject_type, caught.value.subject_id) == ("Order", "1042")
         # The savepoint rolled back alone: this transaction goes on.
-        assert workflow_rows.insert_run(
-            conn, {"workflow_id": new_id(), "status": "ready", **subject, "subject_id": "1043"}
-        ) is True
+        assert (
+            workflow_rows.insert_run(
+                conn, {"workflow_id": new_id(), "status": "ready", **subject, "subject_id": "1043"}
+            )
+            is True
+        )
     assert count_runs(engine) == 2
 
 
@@ -236,9 +258,12 @@ def test_terminal_runs_do_not_hold_the_subject(engine, new_id):
             workflow_rows.insert_run(conn, {"workflow_id": new_id(), "status": status, **subject})
         assert workflow_rows.insert_run(conn, {"workflow_id": new_id(), "status": "ready", **subject}) is True
         # Another class may run for the same subject at the same time.
-        assert workflow_rows.insert_run(
-            conn, {"workflow_id": new_id(), "status": "ready", **subject, "workflow_class": "RefundWorkflow"}
-        ) is True
+        assert (
+            workflow_rows.insert_run(
+                conn, {"workflow_id": new_id(), "status": "ready", **subject, "workflow_class": "RefundWorkflow"}
+            )
+            is True
+        )
     assert count_runs(engine) == 5
 
 
@@ -293,30 +318,48 @@ def one_run_per_case(make_run):
     return {
         "stalled": make_run("paused", **paused_on("capture", states.STEP_STALLED_ERROR, paused_at=long_ago)),
         "paused_error": make_run("paused", **paused_on("capture", "TimeoutError", paused_at=long_ago)),
-        "paused_manual": make_run("paused", step=("capture", "scheduled", {"scheduled_at": long_ago}), paused_at=long_ago),
+        "paused_manual": make_run(
+            "paused", step=("capture", "scheduled", {"scheduled_at": long_ago}), paused_at=long_ago
+        ),
         "paused_without_step": make_run("paused", paused_at=long_ago),
         "overdue": make_run("ready", step=("capture", "scheduled", {"scheduled_at": NOW - timedelta(minutes=11)})),
         "due_recently": make_run("ready", step=("capture", "scheduled", {"scheduled_at": NOW - timedelta(minutes=9)})),
         "due_later": make_run("ready", step=("send_tips", "scheduled", {"scheduled_at": NOW + timedelta(days=1)})),
         "waiting_overdue": make_run(
             "waiting",
-            step=("await_profile", "waiting", {"wait_for": "profile_completed", "waiting_since": NOW - timedelta(hours=25)}),
+            step=(
+                "await_profile",
+                "waiting",
+                {"wait_for": "profile_completed", "waiting_since": NOW - timedelta(hours=25)},
+            ),
             workflow_class="OnboardingWorkflow",
         ),
         "waiting_with_timeout": make_run(
             "waiting",
-            step=("await_shipment", "waiting", {"wait_for": "shipment_confirmed", "waiting_since": NOW - timedelta(days=2),
-                                               "timeout_at": NOW + timedelta(days=1)}),
+            step=(
+                "await_shipment",
+                "waiting",
+                {
+                    "wait_for": "shipment_confirmed",
+                    "waiting_since": NOW - timedelta(days=2),
+                    "timeout_at": NOW + timedelta(days=1),
+                },
+            ),
         ),
         "waiting_recently": make_run(
             "waiting",
-            step=("await_profile", "waiting", {"wait_for": "profile_completed", "waiting_since": NOW - timedelta(hours=23)}),
+            step=(
+                "await_profile",
+                "waiting",
+                {"wait_for": "profile_completed", "waiting_since": NOW - timedelta(hours=23)},
+            ),
             workflow_class="OnboardingWorkflow",
         ),
         "running_long": make_run("running", step=("capture", "in_progress", {"started_at": long_ago})),
         "completed": make_run("completed", step=("send_receipt", "completed", {"finished_at": long_ago})),
-        "failed": make_run("failed", step=("issue_refund", "failed", {"error_class": "ValueError"}),
-                           workflow_class="RefundWorkflow"),
+        "failed": make_run(
+            "failed", step=("issue_refund", "failed", {"error_class": "ValueError"}), workflow_class="RefundWorkflow"
+        ),
     }
 
 
@@ -346,7 +389,9 @@ def test_stuck_reason_summary_gives_the_oldest_since_of_each_pair(engine, make_r
     make_run("ready", step=("capture", "scheduled", {"scheduled_at": NOW - timedelta(minutes=1)}))
     with engine.connect() as conn:
         summary = workflow_attention.stuck_reason_summary(conn, threshold=THRESHOLD, now=NOW)
-        only_order = workflow_attention.stuck_reason_summary(conn, threshold=THRESHOLD, now=NOW, workflow_class="OrderWorkflow")
+        only_order = workflow_attention.stuck_reason_summary(
+            conn, threshold=THRESHOLD, now=NOW, workflow_class="OrderWorkflow"
+        )
     assert summary == {
         ("OrderWorkflow", "paused_error"): (2, oldest),
         ("OrderWorkflow", "overdue"): (1, NOW - timedelta(minutes=30)),
@@ -365,13 +410,23 @@ def test_waiting_overdue_needs_a_waiting_threshold(engine, one_run_per_case):
 def test_a_wait_with_a_timeout_is_never_waiting_overdue(engine, make_run):
     make_run(
         "waiting",
-        step=("await_shipment", "waiting", {"wait_for": "shipment_confirmed", "waiting_since": NOW - timedelta(days=30),
-                                           "timeout_at": NOW - timedelta(days=27)}),
+        step=(
+            "await_shipment",
+            "waiting",
+            {
+                "wait_for": "shipment_confirmed",
+                "waiting_since": NOW - timedelta(days=30),
+                "timeout_at": NOW - timedelta(days=27),
+            },
+        ),
     )
     with engine.connect() as conn:
-        assert workflow_attention.stuck_reason_counts(
-            conn, threshold=THRESHOLD, now=NOW, waiting_threshold=timedelta(minutes=1)
-        ) == {}
+        assert (
+            workflow_attention.stuck_reason_counts(
+                conn, threshold=THRESHOLD, now=NOW, waiting_threshold=timedelta(minutes=1)
+            )
+            == {}
+        )
 
 
 def test_stuck_reasons_read_the_latest_step_only(engine, make_run, new_id):
@@ -390,7 +445,10 @@ def test_stuck_reasons_read_the_latest_step_only(engine, make_run, new_id):
 def test_stuck_reason_counts_for_one_class(engine, one_run_per_case):
     with engine.connect() as conn:
         counts = workflow_attention.stuck_reason_counts(
-            conn, threshold=THRESHOLD, now=NOW, waiting_threshold=WAITING_THRESHOLD,
+            conn,
+            threshold=THRESHOLD,
+            now=NOW,
+            waiting_threshold=WAITING_THRESHOLD,
             workflow_class="OnboardingWorkflow",
         )
     assert counts == {("OnboardingWorkflow", "waiting_overdue"): 1}
@@ -407,12 +465,21 @@ def test_the_threshold_moves_the_overdue_line(engine, one_run_per_case):
 
 def test_attention_groups_biggest_first_with_when_and_newest_message(engine, make_run):
     for minutes, message in ((30, "gateway 1"), (10, "gateway newest"), (50, "gateway oldest")):
-        make_run("paused", **paused_on("capture_payment", "TimeoutError", message,
-                                       paused_at=NOW - timedelta(minutes=minutes)))
+        make_run(
+            "paused",
+            **paused_on("capture_payment", "TimeoutError", message, paused_at=NOW - timedelta(minutes=minutes)),
+        )
     for minutes in (5, 120):
-        make_run("paused", **paused_on("send_welcome_email", "smtplib.SMTPServerDisconnected", "closed",
-                                       paused_at=NOW - timedelta(minutes=minutes)),
-                 workflow_class="OnboardingWorkflow")
+        make_run(
+            "paused",
+            **paused_on(
+                "send_welcome_email",
+                "smtplib.SMTPServerDisconnected",
+                "closed",
+                paused_at=NOW - timedelta(minutes=minutes),
+            ),
+            workflow_class="OnboardingWorkflow",
+        )
     make_run("paused", step=("reserve_stock", "scheduled", {}), paused_at=NOW - timedelta(minutes=1))
 
     with engine.connect() as conn:
@@ -433,8 +500,11 @@ def test_attention_groups_biggest_first_with_when_and_newest_message(engine, mak
 def test_attention_groups_of_equal_size_newest_stuck_first(engine, make_run):
     make_run("paused", **paused_on("capture_payment", "TimeoutError", paused_at=NOW - timedelta(hours=3)))
     make_run("ready", step=("reserve_stock", "scheduled", {"scheduled_at": NOW - timedelta(hours=1)}))
-    make_run("paused", **paused_on("issue_refund", "ValueError", paused_at=NOW - timedelta(hours=2)),
-             workflow_class="RefundWorkflow")
+    make_run(
+        "paused",
+        **paused_on("issue_refund", "ValueError", paused_at=NOW - timedelta(hours=2)),
+        workflow_class="RefundWorkflow",
+    )
     with engine.connect() as conn:
         groups = workflow_attention.attention_groups(conn, threshold=THRESHOLD, now=NOW)
     assert [g["step_name"] for g in groups] == ["reserve_stock", "issue_refund", "capture_payment"]
@@ -452,7 +522,10 @@ def test_attention_groups_limit(engine, make_run):
 def test_attention_groups_for_one_class(engine, one_run_per_case):
     with engine.connect() as conn:
         groups = workflow_attention.attention_groups(
-            conn, threshold=THRESHOLD, now=NOW, waiting_threshold=WAITING_THRESHOLD,
+            conn,
+            threshold=THRESHOLD,
+            now=NOW,
+            waiting_threshold=WAITING_THRESHOLD,
             workflow_class="OnboardingWorkflow",
         )
     assert [(g["step_name"], g["reason"], g["count"]) for g in groups] == [("await_profile", "waiting_overdue", 1)]
@@ -471,34 +544,57 @@ def test_a_paused_run_without_steps_is_grouped_on_its_current_step(engine, make_
 
 def test_attention_ids_oldest_stuck_first_with_a_limit(engine, make_run):
     ids = {
-        minutes: make_run("paused", **paused_on("capture_payment", "TimeoutError",
-                                                paused_at=NOW - timedelta(minutes=minutes)))
+        minutes: make_run(
+            "paused", **paused_on("capture_payment", "TimeoutError", paused_at=NOW - timedelta(minutes=minutes))
+        )
         for minutes in (20, 90, 45)
     }
     make_run("paused", **paused_on("capture_payment", "OSError", paused_at=NOW - timedelta(days=1)))
-    group = {"workflow_class": "OrderWorkflow", "step_name": "capture_payment", "reason": "paused_error",
-             "error_class": "TimeoutError"}
+    group = {
+        "workflow_class": "OrderWorkflow",
+        "step_name": "capture_payment",
+        "reason": "paused_error",
+        "error_class": "TimeoutError",
+    }
     with engine.connect() as conn:
-        assert workflow_attention.attention_ids(conn, group, threshold=THRESHOLD, now=NOW) == [ids[90], ids[45], ids[20]]
-        assert workflow_attention.attention_ids(conn, group, threshold=THRESHOLD, now=NOW, limit=2) == [ids[90], ids[45]]
+        assert workflow_attention.attention_ids(conn, group, threshold=THRESHOLD, now=NOW) == [
+            ids[90],
+            ids[45],
+            ids[20],
+        ]
+        assert workflow_attention.attention_ids(conn, group, threshold=THRESHOLD, now=NOW, limit=2) == [
+            ids[90],
+            ids[45],
+        ]
 
 
 def test_attention_ids_without_an_error_class_match_runs_without_one(engine, make_run):
     manual = make_run("paused", step=("capture_payment", "scheduled", {}), paused_at=NOW)
     make_run("paused", **paused_on("capture_payment", "TimeoutError", paused_at=NOW))
-    group = {"workflow_class": "OrderWorkflow", "step_name": "capture_payment", "reason": "paused_manual",
-             "error_class": None}
+    group = {
+        "workflow_class": "OrderWorkflow",
+        "step_name": "capture_payment",
+        "reason": "paused_manual",
+        "error_class": None,
+    }
     with engine.connect() as conn:
         assert workflow_attention.attention_ids(conn, group, threshold=THRESHOLD, now=NOW) == [manual]
         # A group as attention_groups returns it walks the same runs.
-        (listed,) = [g for g in workflow_attention.attention_groups(conn, threshold=THRESHOLD, now=NOW)
-                     if g["reason"] == "paused_manual"]
+        (listed,) = [
+            g
+            for g in workflow_attention.attention_groups(conn, threshold=THRESHOLD, now=NOW)
+            if g["reason"] == "paused_manual"
+        ]
         assert workflow_attention.attention_ids(conn, listed, threshold=THRESHOLD, now=NOW) == [manual]
 
 
 def test_attention_ids_of_waiting_overdue_need_the_waiting_threshold(engine, one_run_per_case):
-    group = {"workflow_class": "OnboardingWorkflow", "step_name": "await_profile", "reason": "waiting_overdue",
-             "error_class": None}
+    group = {
+        "workflow_class": "OnboardingWorkflow",
+        "step_name": "await_profile",
+        "reason": "waiting_overdue",
+        "error_class": None,
+    }
     with engine.connect() as conn:
         assert workflow_attention.attention_ids(conn, group, threshold=THRESHOLD, now=NOW) == []
         assert workflow_attention.attention_ids(
@@ -509,8 +605,12 @@ def test_attention_ids_of_waiting_overdue_need_the_waiting_threshold(engine, one
 def test_attention_ids_ties_in_since_go_by_id(engine, make_run):
     first = make_run("paused", **paused_on("capture_payment", "TimeoutError", paused_at=NOW))
     second = make_run("paused", **paused_on("capture_payment", "TimeoutError", paused_at=NOW))
-    group = {"workflow_class": "OrderWorkflow", "step_name": "capture_payment", "reason": "paused_error",
-             "error_class": "TimeoutError"}
+    group = {
+        "workflow_class": "OrderWorkflow",
+        "step_name": "capture_payment",
+        "reason": "paused_error",
+        "error_class": "TimeoutError",
+    }
     with engine.connect() as conn:
         assert workflow_attention.attention_ids(conn, group, threshold=THRESHOLD, now=NOW) == [first, second]
 
@@ -563,7 +663,7 @@ def test_definition_outdated(run_digest, current_digest, outdated):
 def test_waiting_for_signal_lists_the_runs_whose_latest_step_waits_for_it_since_before(runs, engine):
     from web_helpers import step
 
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     old = now - timedelta(minutes=10)
 
     def waiting(signal, since):
@@ -573,14 +673,19 @@ def test_waiting_for_signal_lists_the_runs_whose_latest_step_waits_for_it_since_
     waiting("shipment_confirmed", now)  # not yet long enough
     waiting("other_signal", old)  # another signal
     # An older attempt waited for it, the latest does not.
-    runs.make("waiting", step("await_shipment", "waiting", wait_for="shipment_confirmed", waiting_since=old),
-              step("await_shipment", "waiting", wait_for="other_signal", waiting_since=old))
+    runs.make(
+        "waiting",
+        step("await_shipment", "waiting", wait_for="shipment_confirmed", waiting_since=old),
+        step("await_shipment", "waiting", wait_for="other_signal", waiting_since=old),
+    )
     with engine.connect() as conn:
-        found = workflow_rows.waiting_for_signal(conn, "shipment_confirmed", waiting_before=now - timedelta(minutes=1),
-                                             limit=5)
+        found = workflow_rows.waiting_for_signal(
+            conn, "shipment_confirmed", waiting_before=now - timedelta(minutes=1), limit=5
+        )
         assert found == [second, first]
-        assert workflow_rows.waiting_for_signal(conn, "shipment_confirmed", waiting_before=now - timedelta(minutes=1),
-                                            limit=1) == [second]
+        assert workflow_rows.waiting_for_signal(
+            conn, "shipment_confirmed", waiting_before=now - timedelta(minutes=1), limit=1
+        ) == [second]
         assert workflow_rows.any_run(conn)
         assert workflow_rows.highest_id(conn) == 5
 
@@ -609,13 +714,28 @@ def _plan_of(engine, call) -> str:
 def test_a_stuck_filter_counts_and_walks_without_reading_a_runs_steps(engine, reason):
     # At ten million runs each latest-step lookup is a random read: the
     # count beside the runs and an operation's walk read the run rows alone.
-    where, binds = workflow_index.page_where(threshold=THRESHOLD, waiting_threshold=WAITING_THRESHOLD, reason=reason,
-                                        step_name="capture", error_class="TimeoutError")
-    count = _plan_of(engine, lambda conn: workflow_index.status_counts_up_to(conn, where=where, binds=binds, cap=10_000))
-    walk = _plan_of(engine, lambda conn: workflow_index.walk_window(conn, where=where, binds=binds, after_id=0,
-                                                                ceiling_id=10**9, limit=200))
+    where, binds = workflow_index.page_where(
+        threshold=THRESHOLD,
+        waiting_threshold=WAITING_THRESHOLD,
+        reason=reason,
+        step_name="capture",
+        error_class="TimeoutError",
+    )
+    count = _plan_of(
+        engine, lambda conn: workflow_index.status_counts_up_to(conn, where=where, binds=binds, cap=10_000)
+    )
+    walk = _plan_of(
+        engine,
+        lambda conn: workflow_index.walk_window(
+            conn, where=where, binds=binds, after_id=0, ceiling_id=10**9, limit=200
+        ),
+    )
     assert "pgbus_workflow_steps" not in count and "pgbus_workflow_steps" not in walk
     # Control: the page itself shows each run's latest step, so it reads them.
-    page = _plan_of(engine, lambda conn: workflow_index.page(conn, limit=50, threshold=THRESHOLD,
-                                                         waiting_threshold=WAITING_THRESHOLD, reason=reason))
+    page = _plan_of(
+        engine,
+        lambda conn: workflow_index.page(
+            conn, limit=50, threshold=THRESHOLD, waiting_threshold=WAITING_THRESHOLD, reason=reason
+        ),
+    )
     assert "pgbus_workflow_steps" in page

@@ -8,8 +8,8 @@ from browser import requires_chromium, serve
 from flask import Flask
 
 from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.i18n import LOCALE_COOKIE, TIMEZONE_COOKIE
 from pgbus_web.extension import PgbusWeb
+from pgbus_web.i18n import LOCALE_COOKIE, TIMEZONE_COOKIE
 
 
 def host_app(database) -> Flask:

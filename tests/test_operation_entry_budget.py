@@ -46,17 +46,18 @@ def test_a_count_past_its_budget_leaves_the_entry_without_a_count(client, databa
 
 def test_the_budget_is_the_count_s_alone(engine):
     seed_paused(engine, 3_000)
-    where, binds = workflow_index.page_where(status="paused", threshold=timedelta(minutes=10),
-                                             waiting_threshold=timedelta(hours=1))
+    where, binds = workflow_index.page_where(
+        status="paused", threshold=timedelta(minutes=10), waiting_threshold=timedelta(hours=1)
+    )
     # On an AUTOCOMMIT connection (a page's) and in a transaction, a
     # cancelled count answers None and the connection's timeout is as before.
     for options in ({"isolation_level": "AUTOCOMMIT"}, {}):
         with engine.connect() as conn:
             conn = conn.execution_options(**options)
             before = conn.execute(sa.text("SHOW statement_timeout")).scalar_one()
-            assert workflow_index.status_counts_up_to(conn, where=where, binds=binds, cap=10_000,
-                                                      budget=0.001) is None
+            assert workflow_index.status_counts_up_to(conn, where=where, binds=binds, cap=10_000, budget=0.001) is None
             assert conn.execute(sa.text("SHOW statement_timeout")).scalar_one() == before
-            assert workflow_index.status_counts_up_to(conn, where=where, binds=binds, cap=10_000,
-                                                      budget=30) == {"paused": 3_000}
+            assert workflow_index.status_counts_up_to(conn, where=where, binds=binds, cap=10_000, budget=30) == {
+                "paused": 3_000
+            }
             assert conn.execute(sa.text("SHOW statement_timeout")).scalar_one() == before

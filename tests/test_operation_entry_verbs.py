@@ -40,7 +40,14 @@ def test_the_verbs_of_every_matched_status_in_button_order(client, runs):
     completed(runs)
     runs.make(states.RUNNING)
     assert offered(client, workflow_class="OrderWorkflow") == [
-        "resume", "resume_at", "skip", "pause", "cancel", "signal", "rerun"]
+        "resume",
+        "resume_at",
+        "skip",
+        "pause",
+        "cancel",
+        "signal",
+        "rerun",
+    ]
     assert offered(client, status="running") == ["pause", "cancel", "signal"]
 
 

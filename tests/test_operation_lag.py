@@ -10,7 +10,6 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 import sqlalchemy as sa
-
 from action_support import Browser, running
 from test_run_page_shared import OPERATOR, badge, clock, page, role_app, statements  # noqa: F401  (fixtures)
 
@@ -31,8 +30,9 @@ def cancel_behind(engine, workflow_id: str, *, by_operation: bool) -> None:
         conn.execute(sa.text(CANCEL), {"w": workflow_id})
 
 
-def test_a_chunks_write_shows_once_the_read_has_stood_for_the_lag(database, engine, runs, clock, statements,
-                                                                  monkeypatch):
+def test_a_chunks_write_shows_once_the_read_has_stood_for_the_lag(
+    database, engine, runs, clock, statements, monkeypatch
+):
     monkeypatch.setattr(shared, "OPERATION_LAG", 3600.0)
     workflow_id = running(runs)
     alice = Browser(role_app(database).test_client(), OPERATOR)
@@ -82,9 +82,16 @@ def test_an_operations_end_shows_at_once(database, engine, runs, clock, monkeypa
     alice = Browser(role_app(database).test_client(), OPERATOR)
     before = page(alice, workflow_id)
     operation = operations.create(
-        engine, filters.parse({"q": workflow_id}), "cancel", {}, reason="lag", actor=OPERATOR, expected=None,
+        engine,
+        filters.parse({"q": workflow_id}),
+        "cancel",
+        {},
+        reason="lag",
+        actor=OPERATOR,
+        expected=None,
         registry=REGISTRY,
-        thresholds={"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaults.WAITING_THRESHOLD})
+        thresholds={"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaults.WAITING_THRESHOLD},
+    )
     runner = operations.Runner(engine, REGISTRY)
     while runner.step(operation["id"]) is not None:
         pass

@@ -29,10 +29,24 @@ def acted_on(runs, operation_id: int, status: str, *attempts, **columns) -> str:
 
 def done_operation(engine) -> int:
     with engine.begin() as conn:
-        created = store.insert(conn, verb="resume", filters={"status": "paused"}, ceiling_id=10**6, params={},
-                               reason="gateway back", actor="dashboard:alice", total=6, now=utcnow())
-        conn.execute(sa.text("UPDATE pgbus_web_operations SET status = 'done', moved = 6, started_at = :now,"
-                             " finished_at = :now WHERE id = :id"), {"id": created["id"], "now": utcnow()})
+        created = store.insert(
+            conn,
+            verb="resume",
+            filters={"status": "paused"},
+            ceiling_id=10**6,
+            params={},
+            reason="gateway back",
+            actor="dashboard:alice",
+            total=6,
+            now=utcnow(),
+        )
+        conn.execute(
+            sa.text(
+                "UPDATE pgbus_web_operations SET status = 'done', moved = 6, started_at = :now,"
+                " finished_at = :now WHERE id = :id"
+            ),
+            {"id": created["id"], "now": utcnow()},
+        )
     return created["id"]
 
 
@@ -40,40 +54,67 @@ def seeded(runs, engine) -> tuple[int, dict[str, str]]:
     operation_id = done_operation(engine)
     now = utcnow()
     made = {
-        "completed": acted_on(runs, operation_id, states.COMPLETED, step("send_receipt", "completed"),
-                              finished_at=now),
-        "failed": acted_on(runs, operation_id, states.FAILED,
-                           step("capture_payment", "failed", error_class="TimeoutError"), finished_at=now),
-        "paused_error": acted_on(runs, operation_id, states.PAUSED,
-                                 step("capture_payment", "failed", error_class="TimeoutError"), paused_at=now),
-        "stalled": acted_on(runs, operation_id, states.PAUSED,
-                            step("capture_payment", "failed", error_class=states.STEP_STALLED_ERROR),
-                            paused_at=now),
+        "completed": acted_on(runs, operation_id, states.COMPLETED, step("send_receipt", "completed"), finished_at=now),
+        "failed": acted_on(
+            runs,
+            operation_id,
+            states.FAILED,
+            step("capture_payment", "failed", error_class="TimeoutError"),
+            finished_at=now,
+        ),
+        "paused_error": acted_on(
+            runs,
+            operation_id,
+            states.PAUSED,
+            step("capture_payment", "failed", error_class="TimeoutError"),
+            paused_at=now,
+        ),
+        "stalled": acted_on(
+            runs,
+            operation_id,
+            states.PAUSED,
+            step("capture_payment", "failed", error_class=states.STEP_STALLED_ERROR),
+            paused_at=now,
+        ),
         "running": acted_on(runs, operation_id, states.RUNNING, step("capture_payment", "in_progress")),
-        "ready": acted_on(runs, operation_id, states.READY,
-                          step("capture_payment", "scheduled", scheduled_at=now + timedelta(minutes=5))),
+        "ready": acted_on(
+            runs,
+            operation_id,
+            states.READY,
+            step("capture_payment", "scheduled", scheduled_at=now + timedelta(minutes=5)),
+        ),
     }
     # Control: runs the operation did not act on count nowhere.
     runs.make(states.COMPLETED, step("send_receipt", "completed"), finished_at=now)
-    runs.make(states.PAUSED, step("capture_payment", "failed", error_class="TimeoutError"), paused_at=now,
-              events_=[{"event": "paused", "actor": "x", "details": {"operation_id": operation_id + 1}}])
+    runs.make(
+        states.PAUSED,
+        step("capture_payment", "failed", error_class="TimeoutError"),
+        paused_at=now,
+        events_=[{"event": "paused", "actor": "x", "details": {"operation_id": operation_id + 1}}],
+    )
     return operation_id, made
 
 
 def links_of(page) -> dict[str, tuple[str, str]]:
     """{status or reason: (the badge's words, its href)} of the outcomes."""
-    return {a["data-outcome-value"]: (text_of(a), a["href"])
-            for a in page.select(".pgbus-operation-outcomes a.pgbus-badge")}
+    return {
+        a["data-outcome-value"]: (text_of(a), a["href"]) for a in page.select(".pgbus-operation-outcomes a.pgbus-badge")
+    }
 
 
 def test_the_model_counts_each_status_and_stuck_reason_once(runs, engine):
     operation_id, _made = seeded(runs, engine)
     with engine.connect() as conn:
-        counts = operation_outcomes.outcomes(conn, operation_id, threshold=timedelta(minutes=10),
-                                             waiting_threshold=timedelta(hours=1), now=utcnow())
+        counts = operation_outcomes.outcomes(
+            conn, operation_id, threshold=timedelta(minutes=10), waiting_threshold=timedelta(hours=1), now=utcnow()
+        )
     assert counts == {
-        (states.COMPLETED, None): 1, (states.FAILED, None): 1, (states.PAUSED, states.PAUSED_ERROR): 1,
-        (states.PAUSED, states.STALLED): 1, (states.RUNNING, None): 1, (states.READY, None): 1,
+        (states.COMPLETED, None): 1,
+        (states.FAILED, None): 1,
+        (states.PAUSED, states.PAUSED_ERROR): 1,
+        (states.PAUSED, states.STALLED): 1,
+        (states.RUNNING, None): 1,
+        (states.READY, None): 1,
     }
 
 
@@ -84,8 +125,12 @@ def test_the_page_says_what_became_of_the_runs_each_a_link_to_exactly_them(brows
     assert set(groups) == {"completed", "failed", "stuck", "moving"}
     links = links_of(page)
     assert {value: words for value, (words, _href) in links.items()} == {
-        "completed": "Completed 1", "failed": "Failed 1", "stalled": "Stalled 1",
-        "paused_error": "Paused on an error 1", "running": "Running 1", "ready": "Ready 1",
+        "completed": "Completed 1",
+        "failed": "Failed 1",
+        "stalled": "Stalled 1",
+        "paused_error": "Paused on an error 1",
+        "running": "Running 1",
+        "ready": "Ready 1",
     }
     for value, (_words, href) in links.items():
         query = parse_qs(urlsplit(href).query)
@@ -122,9 +167,13 @@ def test_the_counts_move_live_in_the_browser(chromium, server, runs, engine):
         completed = page.locator('.pgbus-operation-outcomes a[data-outcome-value="completed"]')
         expect(completed).to_have_text("Completed 1")
         with engine.begin() as conn:
-            conn.execute(sa.text("UPDATE pgbus_workflows SET status = 'completed', finished_at = now()"
-                                 " WHERE workflow_id IN (:running, :ready)"),
-                         {"running": made["running"], "ready": made["ready"]})
+            conn.execute(
+                sa.text(
+                    "UPDATE pgbus_workflows SET status = 'completed', finished_at = now()"
+                    " WHERE workflow_id IN (:running, :ready)"
+                ),
+                {"running": made["running"], "ready": made["ready"]},
+            )
         expect(completed).to_have_text("Completed 3", timeout=WAIT_MS)
         expect(page.locator('.pgbus-operation-outcomes a[data-outcome-value="running"]')).to_have_count(0)
         widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
@@ -135,15 +184,21 @@ def test_the_counts_move_live_in_the_browser(chromium, server, runs, engine):
 
 # --- the rule on failing again, and every door saying the same ------------------
 
+
 def test_the_rule_more_than_half_of_at_least_ten_settled_runs_failing_again():
     from pgbus_web.core.operation_reads import FAILING_MIN_SETTLED, outcome_of
 
     assert FAILING_MIN_SETTLED == 10
 
     def rule(verb="resume", completed=0, failed=0, paused_error=0, stalled=0, cancelled=0, running=0):
-        counts = {(states.COMPLETED, None): completed, (states.FAILED, None): failed,
-                  (states.PAUSED, states.PAUSED_ERROR): paused_error, (states.PAUSED, states.STALLED): stalled,
-                  (states.CANCELLED, None): cancelled, (states.RUNNING, None): running}
+        counts = {
+            (states.COMPLETED, None): completed,
+            (states.FAILED, None): failed,
+            (states.PAUSED, states.PAUSED_ERROR): paused_error,
+            (states.PAUSED, states.STALLED): stalled,
+            (states.CANCELLED, None): cancelled,
+            (states.RUNNING, None): running,
+        }
         found = outcome_of(verb, {key: runs for key, runs in counts.items() if runs})
         return found.mostly_failing, found.settled, found.failing
 
@@ -159,8 +214,13 @@ def _failing_operation(runs, engine, failed: int, completed: int) -> int:
     operation_id = done_operation(engine)
     now = utcnow()
     for _ in range(failed):
-        acted_on(runs, operation_id, states.FAILED, step("capture_payment", "failed", error_class="TimeoutError"),
-                 finished_at=now)
+        acted_on(
+            runs,
+            operation_id,
+            states.FAILED,
+            step("capture_payment", "failed", error_class="TimeoutError"),
+            finished_at=now,
+        )
     for _ in range(completed):
         acted_on(runs, operation_id, states.COMPLETED, step("send_receipt", "completed"), finished_at=now)
     return operation_id
@@ -185,15 +245,19 @@ def test_the_page_the_api_and_the_command_line_say_the_same_outcome(browser, app
         outcome = answer.json_body["outcome"]
         shown = CliRunner().invoke(main_group, ["operations", "show", str(operation_id), "--database-url", url])
         assert shown.exit_code == 0, shown.output
-        as_json = CliRunner().invoke(main_group, ["operations", "show", str(operation_id), "--json",
-                                                  "--database-url", url])
+        as_json = CliRunner().invoke(
+            main_group, ["operations", "show", str(operation_id), "--json", "--database-url", url]
+        )
         said[operation_id] = (banner, outcome, shown.output)
         # One core read: the JSON line is the API's outcome.
         import json
+
         assert json.loads(as_json.output)["outcome"] == outcome
         # The same counts on the page, in the API and the command line.
-        page_counts = {a["data-outcome-value"]: text_of(a).rsplit(" ", 1)[1] for a in
-                       page.select(".pgbus-operation-outcomes a.pgbus-badge")}
+        page_counts = {
+            a["data-outcome-value"]: text_of(a).rsplit(" ", 1)[1]
+            for a in page.select(".pgbus-operation-outcomes a.pgbus-badge")
+        }
         api_counts = {part["value"]: str(part["count"]) for group in outcome["groups"] for part in group["parts"]}
         assert page_counts == api_counts
         for value, count in api_counts.items():

@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from action_support import paused_on_capture
 from sqlalchemy import text
-from test_operations_web import PAUSED, URL, ask, operations_of
+from test_operations_web import URL, ask, operations_of
 from web_helpers import soup, text_of
 
 from pgbus_web.runtime import operations
@@ -41,8 +41,16 @@ def test_no_pause_is_counted_in_the_rate(browser, runs, engine):
     operation_id = _operation(browser, runs, engine)
     started = utcnow() - timedelta(hours=2)
     # Control: no pause, 600 runs in 3,660 s is 0.16 runs/s (shown 0.2).
-    _set(engine, operation_id, status="done", started_at=started, finished_at=started + timedelta(seconds=3660),
-         total=600, moved=600, skipped=0)
+    _set(
+        engine,
+        operation_id,
+        status="done",
+        started_at=started,
+        finished_at=started + timedelta(seconds=3660),
+        total=600,
+        moved=600,
+        skipped=0,
+    )
     assert _shown(browser, operation_id)[0] == "0.2 runs/s"
     # Two pauses, each through the real pause and go-on: 10 s worked,
     # paused 30 min, 20 s worked, paused 30 min, 30 s worked.
@@ -74,8 +82,17 @@ def test_while_paused_the_rate_stays_what_it_was_when_it_paused(browser, runs, e
     now = utcnow()
     started = now - timedelta(minutes=10)
     # 300 runs in the 30 s before the pause; paused since (nine and a half minutes).
-    _set(engine, operation_id, status="paused", started_at=started, total=1200, moved=300, skipped=0,
-         paused_at=started + timedelta(seconds=30), resumed_at=None)
+    _set(
+        engine,
+        operation_id,
+        status="paused",
+        started_at=started,
+        total=1200,
+        moved=300,
+        skipped=0,
+        paused_at=started + timedelta(seconds=30),
+        resumed_at=None,
+    )
     rate, left = _shown(browser, operation_id)
     assert rate == "10 runs/s"
     assert left == "—"  # nothing is done while paused

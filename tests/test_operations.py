@@ -20,10 +20,10 @@ from operation_support import wait_for_the_dead
 from web_helpers import step
 
 from pgbus_web import defaults
-from pgbus_web.rules import states
-from pgbus_web.rules import run_filters as filters
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import operations as store
+from pgbus_web.rules import run_filters as filters
+from pgbus_web.rules import states
 from pgbus_web.runtime import errors, operations, verbs
 from pgbus_web.runtime.clock import utcnow
 from pgbus_web.schema import TABLES
@@ -44,8 +44,17 @@ def query(**values):
 
 
 def create(engine, verb="resume", expected=None, reason="gateway back", params=None, **filter_values):
-    return operations.create(engine, query(**filter_values), verb, params, reason=reason, actor="dashboard:alice",
-                             expected=expected, registry=REGISTRY, thresholds=THRESHOLDS)
+    return operations.create(
+        engine,
+        query(**filter_values),
+        verb,
+        params,
+        reason=reason,
+        actor="dashboard:alice",
+        expected=expected,
+        registry=REGISTRY,
+        thresholds=THRESHOLDS,
+    )
 
 
 def finish(engine, runner=None, **kwargs):
@@ -61,16 +70,20 @@ def events_of(engine, event, operation_id=None):
     """workflow_id of each *event* row (with that operation_id when given)."""
     condition = "AND details ->> 'operation_id' = :op" if operation_id is not None else ""
     with engine.connect() as conn:
-        return [row[0] for row in conn.execute(
-            sa.text(f"SELECT workflow_id FROM pgbus_workflow_events WHERE event = :event {condition} ORDER BY id"),
-            {"event": event, "op": str(operation_id)},
-        )]
+        return [
+            row[0]
+            for row in conn.execute(
+                sa.text(f"SELECT workflow_id FROM pgbus_workflow_events WHERE event = :event {condition} ORDER BY id"),
+                {"event": event, "op": str(operation_id)},
+            )
+        ]
 
 
 def statuses(engine, ids):
     with engine.connect() as conn:
-        rows = conn.execute(sa.text("SELECT workflow_id, status FROM pgbus_workflows WHERE workflow_id = ANY(:ids)"),
-                            {"ids": list(ids)})
+        rows = conn.execute(
+            sa.text("SELECT workflow_id, status FROM pgbus_workflows WHERE workflow_id = ANY(:ids)"), {"ids": list(ids)}
+        )
         return dict(rows.all())
 
 
@@ -82,13 +95,20 @@ def test_preview_counts_by_status_and_says_why_it_skips(engine, runs):
     [ready_later(runs) for _ in range(2)]
     runs.make(states.COMPLETED, step("send_receipt", "completed"), finished_at=ago(minutes=1))
     # A class this process has no definition of: resume cannot plan it.
-    runs.make(states.PAUSED, step("charge", "failed", error_class="Boom"), workflow_class="GhostWorkflow",
-              paused_at=ago(minutes=3), subject=False)
-    runs.make(states.PAUSED, step("x", "failed"), workflow_class="OnboardingWorkflow", paused_at=ago(minutes=3),
-              subject=False)
+    runs.make(
+        states.PAUSED,
+        step("charge", "failed", error_class="Boom"),
+        workflow_class="GhostWorkflow",
+        paused_at=ago(minutes=3),
+        subject=False,
+    )
+    runs.make(
+        states.PAUSED, step("x", "failed"), workflow_class="OnboardingWorkflow", paused_at=ago(minutes=3), subject=False
+    )
 
-    shown = operations.preview(engine, query(workflow_class="OrderWorkflow"), "resume",
-                               registry=REGISTRY, thresholds=THRESHOLDS)
+    shown = operations.preview(
+        engine, query(workflow_class="OrderWorkflow"), "resume", registry=REGISTRY, thresholds=THRESHOLDS
+    )
     assert shown.total == 6
     assert shown.by_status == {states.READY: 2, states.PAUSED: 3, states.COMPLETED: 1}
     assert shown.fits == 3 and shown.skipped == 3
@@ -107,9 +127,9 @@ def test_preview_matches_the_index_for_the_same_filters(engine, runs):
     for _ in range(4):
         paused_on_capture(runs)
     runs.make(states.PAUSED, step("reserve_stock", "completed"), paused_at=ago(minutes=1))  # paused_manual
-    shown = operations.preview(engine, query(reason="paused_error"), "skip", registry=REGISTRY,
-                               thresholds=THRESHOLDS)
+    shown = operations.preview(engine, query(reason="paused_error"), "skip", registry=REGISTRY, thresholds=THRESHOLDS)
     from pgbus_web.models import workflow_index
+
     with engine.connect() as conn:
         listed = workflow_index.page(conn, limit=100, **THRESHOLDS, **query(reason="paused_error").page_binds(utcnow()))
     assert shown.total == len(listed) == 4
@@ -131,8 +151,9 @@ def test_an_operation_moves_each_fitting_run_once_and_the_counts_add_up(engine, 
     assert sorted(events_of(engine, "resumed", done["id"])) == sorted(paused)
     assert statuses(engine, paused + [ready]) == {**{wid: states.READY for wid in paused}, ready: states.READY}
     with engine.connect() as conn:
-        reasons = conn.execute(sa.text(
-            "SELECT DISTINCT reason, actor FROM pgbus_workflow_events WHERE details ? 'operation_id'")).all()
+        reasons = conn.execute(
+            sa.text("SELECT DISTINCT reason, actor FROM pgbus_workflow_events WHERE details ? 'operation_id'")
+        ).all()
     assert reasons == [("gateway back", "dashboard:alice")]
 
 
@@ -158,8 +179,9 @@ def test_runs_that_moved_on_before_their_turn_are_skipped(engine, runs):
 
 def test_refused_runs_are_counted_apart(engine, runs):
     # rerun from a step the definition does not have: refused, not moved.
-    done_runs = [runs.make(states.COMPLETED, step("send_receipt", "completed"), finished_at=ago(minutes=1))
-                 for _ in range(2)]
+    done_runs = [
+        runs.make(states.COMPLETED, step("send_receipt", "completed"), finished_at=ago(minutes=1)) for _ in range(2)
+    ]
     create(engine, "rerun", params={"from_step": "no_such_step"}, status="completed")
     [done] = finish(engine)
     assert (done["moved"], done["skipped"], done["refused"]) == (0, 0, 2)
@@ -167,10 +189,10 @@ def test_refused_runs_are_counted_apart(engine, runs):
 
 
 def test_a_signal_operation_uses_a_key_per_operation_and_run(engine, runs):
-    waiting = runs.make(states.WAITING, step("await_shipment", "waiting", wait_for="shipment_confirmed",
-                                              waiting_since=ago(hours=1)))
-    operation = create(engine, "signal", params={"name": "shipment_confirmed", "payload": '{"n": 1}'},
-                       status="waiting")
+    waiting = runs.make(
+        states.WAITING, step("await_shipment", "waiting", wait_for="shipment_confirmed", waiting_since=ago(hours=1))
+    )
+    operation = create(engine, "signal", params={"name": "shipment_confirmed", "payload": '{"n": 1}'}, status="waiting")
     [done] = finish(engine)
     assert done["moved"] == 1
     with engine.connect() as conn:
@@ -179,8 +201,12 @@ def test_a_signal_operation_uses_a_key_per_operation_and_run(engine, runs):
     assert statuses(engine, [waiting]) == {waiting: states.READY}
     # The run's audit trail says why, as every other verb's does.
     with engine.connect() as conn:
-        said = conn.execute(sa.text("SELECT reason, actor FROM pgbus_workflow_events WHERE event = 'signal_received'"
-                                    " AND workflow_id = :w"), {"w": waiting}).all()
+        said = conn.execute(
+            sa.text(
+                "SELECT reason, actor FROM pgbus_workflow_events WHERE event = 'signal_received' AND workflow_id = :w"
+            ),
+            {"w": waiting},
+        ).all()
     assert [tuple(row) for row in said] == [("gateway back", "dashboard:alice")]
 
 
@@ -216,8 +242,7 @@ def test_cancel_stops_it_and_keeps_the_chunk_in_hand_counted(engine, runs):
         ("resume", None, "r", 99, {"status": "paused"}, operations.CountChanged),
     ],
 )
-def test_bad_input_is_refused_and_writes_nothing(engine, runs, verb, params, reason, expected, filter_values,
-                                                  refusal):
+def test_bad_input_is_refused_and_writes_nothing(engine, runs, verb, params, reason, expected, filter_values, refusal):
     paused_on_capture(runs)
     before = everything(engine)
     with pytest.raises(refusal) as caught:
@@ -259,9 +284,11 @@ def test_two_operations_and_single_verbs_racing_move_each_run_once(engine, runs)
             except errors.WrongStatus:
                 pass
 
-    threads = [threading.Thread(target=run_operation, args=(first["id"],)),
-               threading.Thread(target=run_operation, args=(second["id"],)),
-               threading.Thread(target=by_hand)]
+    threads = [
+        threading.Thread(target=run_operation, args=(first["id"],)),
+        threading.Thread(target=run_operation, args=(second["id"],)),
+        threading.Thread(target=by_hand),
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -290,8 +317,14 @@ def test_an_abandoned_operation_is_taken_over_and_nothing_is_done_twice(engine, 
     # chunk's progress never written. They are no longer paused, so the
     # filter alone would not find them again.
     for workflow_id in paused[4:6]:
-        verbs.resume(engine, workflow_id, registry=REGISTRY, reason="gateway back", actor="dashboard:alice",
-                     operation_id=operation["id"])
+        verbs.resume(
+            engine,
+            workflow_id,
+            registry=REGISTRY,
+            reason="gateway back",
+            actor="dashboard:alice",
+            operation_id=operation["id"],
+        )
     # Not stale yet: nobody else takes it.
     assert operations.Runner(engine, REGISTRY).step() is None
     later = utcnow() + timedelta(minutes=5)
@@ -325,8 +358,14 @@ def test_runs_a_stale_holder_acts_on_after_the_takeover_are_counted_once(engine,
     assert taker.claim() is not None
     # The slow holder's chunk in hand lands now, after the claim.
     for workflow_id in paused[4:8]:
-        verbs.resume(engine, workflow_id, registry=REGISTRY, reason="gateway back", actor="dashboard:alice",
-                     operation_id=operation["id"])
+        verbs.resume(
+            engine,
+            workflow_id,
+            registry=REGISTRY,
+            reason="gateway back",
+            actor="dashboard:alice",
+            operation_id=operation["id"],
+        )
     finish(engine, taker)
     with engine.connect() as conn:
         done = store.find(conn, operation["id"])
@@ -438,7 +477,7 @@ def test_a_dead_holder_is_taken_over_after_the_setting_and_a_live_one_keeps_its_
 
 
 def test_operation_stale_after_is_a_setting_in_seconds_or_a_timedelta_above_zero():
-    from pgbus_web.core.settings import Settings, SettingError, check
+    from pgbus_web.core.settings import SettingError, Settings, check
 
     assert check(Settings(operation_stale_after=5), ("en",)).operation_stale_after == timedelta(seconds=5)
     assert Settings().operation_stale_after == operations.STALE_AFTER == timedelta(seconds=15)

@@ -29,8 +29,11 @@ URL = "/workflows/operations"
 PAUSED = urlencode({"status": "paused"})
 # Approving needs the approve power (the approver role or a grant); asking
 # for an operation needs only the verb's.
-PEOPLE = {"otto": ("approver", "otto's password"), "olga": ("approver", "olga's password"),
-          "vera": ("viewer", "vera's password")}
+PEOPLE = {
+    "otto": ("approver", "otto's password"),
+    "olga": ("approver", "olga's password"),
+    "vera": ("viewer", "vera's password"),
+}
 
 
 def find(engine, operation_id):
@@ -58,6 +61,7 @@ def own_approval_sentence(operation) -> str:
 def rate_sentence(value: str) -> str:
     with force_locale("en"):
         from pgbus_web.core import checks
+
         try:
             checks.parse_pace({"rate": value})
         except checks.FormError as refused:
@@ -71,10 +75,13 @@ def rate_sentence(value: str) -> str:
 @pytest.fixture
 def people(database, tmp_path):
     path = tmp_path / "users.toml"
-    users.write(path, {name: User(name, role, passwords.hash_password(password, CHEAP))
-                       for name, (role, password) in PEOPLE.items()})
-    app = make_app(database, auth=Auth(path), SECRET_KEY="test secret", approval_threshold=1,
-                   approval_verbs="resume,cancel")
+    users.write(
+        path,
+        {name: User(name, role, passwords.hash_password(password, CHEAP)) for name, (role, password) in PEOPLE.items()},
+    )
+    app = make_app(
+        database, auth=Auth(path), SECRET_KEY="test secret", approval_threshold=1, approval_verbs="resume,cancel"
+    )
     signed_in = {}
     for name, (_, password) in PEOPLE.items():
         client = app.test_client()
@@ -92,12 +99,26 @@ def test_two_signed_in_operators_one_asks_the_other_approves(people, runs, engin
     assert "wait until another operator approves it" in text_of(dialog.select_one(".pgbus-operation-needs-approval"))
     assert "At most 5 runs per second" in text_of(dialog.select_one(".pgbus-operation-pace-preview"))
     assert dialog.select_one("input[name=rate]")["value"] == "5"
-    started = otto.post(URL, {"verb": "resume", "query": PAUSED, "expected": "3", "confirmed": "1",
-                              "reason": "gateway back", "rate": "5", "max_in_flight": "2"})
+    started = otto.post(
+        URL,
+        {
+            "verb": "resume",
+            "query": PAUSED,
+            "expected": "3",
+            "confirmed": "1",
+            "reason": "gateway back",
+            "rate": "5",
+            "max_in_flight": "2",
+        },
+    )
     assert started.status_code == 303
     created = only_operation(engine)
     assert (created["status"], created["actor"], created["rate"], created["max_in_flight"]) == (
-        states.OPERATION_AWAITING_APPROVAL, "dashboard:otto", 5, 2)
+        states.OPERATION_AWAITING_APPROVAL,
+        "dashboard:otto",
+        5,
+        2,
+    )
     page_url = f"{URL}/{created['id']}"
     # Nobody claims it while it waits.
     assert operations.Runner(engine, REGISTRY).step() is None
@@ -148,8 +169,12 @@ def test_two_signed_in_operators_one_asks_the_other_approves(people, runs, engin
 def test_a_viewer_sees_no_buttons_and_under_the_threshold_nothing_waits(people, runs, engine):
     paused_on_capture(runs)
     otto = people["otto"]
-    assert otto.post(URL, {"verb": "resume", "query": PAUSED, "expected": "1", "confirmed": "1",
-                           "reason": "one run"}).status_code == 303
+    assert (
+        otto.post(
+            URL, {"verb": "resume", "query": PAUSED, "expected": "1", "confirmed": "1", "reason": "one run"}
+        ).status_code
+        == 303
+    )
     created = only_operation(engine)
     assert created["status"] == states.OPERATION_QUEUED
     viewer_page = soup(people["vera"].client.get(f"{URL}/{created['id']}"))
@@ -164,20 +189,33 @@ def test_a_viewer_sees_no_buttons_and_under_the_threshold_nothing_waits(people, 
 @pytest.fixture
 def tokens(database, engine):
     app = operator_app(database, approval_threshold=1)
-    return {name: Api(app.test_client(), token_for(engine, name, role))
-            for name, role in (("deploy-bot", "approver"), ("on-call", "approver"), ("grafana", "viewer"))}
+    return {
+        name: Api(app.test_client(), token_for(engine, name, role))
+        for name, role in (("deploy-bot", "approver"), ("on-call", "approver"), ("grafana", "viewer"))
+    }
 
 
 def test_two_tokens_one_asks_the_other_approves(tokens, runs, engine):
     ids = [paused_on_capture(runs) for _ in range(2)]
     asker, approver, viewer = tokens["deploy-bot"], tokens["on-call"], tokens["grafana"]
-    body = {"verb": "resume", "filters": {"status": "paused"}, "reason": "gateway back", "confirmed": True,
-            "expected": 2, "rate": 2.5, "max_in_flight": 1}
+    body = {
+        "verb": "resume",
+        "filters": {"status": "paused"},
+        "reason": "gateway back",
+        "confirmed": True,
+        "expected": 2,
+        "rate": 2.5,
+        "max_in_flight": 1,
+    }
     created = asker.post("/operations", body)
     assert created.status_code == 201
     operation = created.json_body["operation"]
     assert (operation["status"], operation["rate"], operation["max_in_flight"], operation["approved_by"]) == (
-        states.OPERATION_AWAITING_APPROVAL, 2.5, 1, None)
+        states.OPERATION_AWAITING_APPROVAL,
+        2.5,
+        1,
+        None,
+    )
     with force_locale("en"):
         assert created.json_body["message"] == t("pgbus.operations.awaiting", operation_id=operation["id"])
     url = f"/operations/{operation['id']}"
@@ -219,16 +257,19 @@ def test_two_tokens_one_asks_the_other_approves(tokens, runs, engine):
     paused_on_capture(runs)
     before = everything(engine)
     ceiling = asker.post("/operations", {**body, "expected": 1, "verb": "cancel", "max_in_flight": 3})
-    assert ceiling.status_code == 422 and ceiling.json_body["detail"] == problems.refusal(
-        operations.CeilingNotForVerb("cancel")).message
+    assert (
+        ceiling.status_code == 422
+        and ceiling.json_body["detail"] == problems.refusal(operations.CeilingNotForVerb("cancel")).message
+    )
     assert everything(engine) == before
 
 
 def test_cancel_works_from_paused_through_the_api(tokens, runs, engine):
     paused_on_capture(runs)
     asker = tokens["deploy-bot"]
-    created = asker.post("/operations", {"verb": "resume", "filters": {"status": "paused"}, "reason": "r",
-                                         "confirmed": True}).json_body["operation"]
+    created = asker.post(
+        "/operations", {"verb": "resume", "filters": {"status": "paused"}, "reason": "r", "confirmed": True}
+    ).json_body["operation"]
     url = f"/operations/{created['id']}"
     assert created["status"] == states.OPERATION_QUEUED  # one run: under the threshold
     assert asker.post(f"{url}/pause").status_code == 200
@@ -236,8 +277,7 @@ def test_cancel_works_from_paused_through_the_api(tokens, runs, engine):
     ended = patch(asker, url, {"rate": 3})
     assert ended.status_code == 409
     with force_locale("en"):
-        assert ended.json_body["detail"] == problems.refusal(
-            operations.PaceEnded(find(engine, created["id"]))).message
+        assert ended.json_body["detail"] == problems.refusal(operations.PaceEnded(find(engine, created["id"]))).message
 
 
 # --- command line -------------------------------------------------------------------------
@@ -248,17 +288,37 @@ def test_the_command_line_asks_waits_and_refuses_its_own_approval(database_url, 
     asker = token_for(engine, "deploy-bot", "approver")
 
     def cli(*args, token=asker):
-        return CliRunner().invoke(main_group, [*args, "--database-url", database_url],
-                                  env={"PGBUS_WEB_TOKEN": token or "", "LOGNAME": "someoneelse"},
-                                  catch_exceptions=False)
+        return CliRunner().invoke(
+            main_group,
+            [*args, "--database-url", database_url],
+            env={"PGBUS_WEB_TOKEN": token or "", "LOGNAME": "someoneelse"},
+            catch_exceptions=False,
+        )
 
-    asked = cli("bulk", "resume", "--filter", "status=paused", "--reason", "gateway back", "--yes",
-                "--rate", "4", "--approval-threshold", "1", "--definitions", "pgbus_web.demo.workflows")
+    asked = cli(
+        "bulk",
+        "resume",
+        "--filter",
+        "status=paused",
+        "--reason",
+        "gateway back",
+        "--yes",
+        "--rate",
+        "4",
+        "--approval-threshold",
+        "1",
+        "--definitions",
+        "pgbus_web.demo.workflows",
+    )
     assert asked.exit_code == 1, asked.output
     assert "At most 4 runs per second" in asked.output and "waits for another operator's approval" in asked.output
     created = only_operation(engine)
     assert (created["status"], created["rate"], created["actor"], created["requested_by"]) == (
-        states.OPERATION_AWAITING_APPROVAL, 4, "cli:deploy-bot", "token:deploy-bot")
+        states.OPERATION_AWAITING_APPROVAL,
+        4,
+        "cli:deploy-bot",
+        "token:deploy-bot",
+    )
     before = everything(engine)
     # The token's principal asked: it cannot approve, whatever login name the shell claims.
     own = cli("operations", "approve", str(created["id"]))
@@ -276,7 +336,9 @@ def test_the_command_line_asks_waits_and_refuses_its_own_approval(database_url, 
     paused = cli("operations", "pause", str(created["id"]), "--reason", "downstream slow")
     assert paused.exit_code == 0
     assert (find(engine, created["id"])["paused_by"], find(engine, created["id"])["pause_reason"]) == (
-        "cli:deploy-bot", "downstream slow")
+        "cli:deploy-bot",
+        "downstream slow",
+    )
     shown = cli("operations", "show", str(created["id"]))
     assert "paused" in shown.output and "Approved by dashboard:olga" in shown.output
     assert cli("operations", "pause", str(created["id"])).exit_code == 1
@@ -294,8 +356,12 @@ def test_the_approval_settings_are_checked_and_read_from_config(database):
     app = make_app(database, PGBUS_WEB_APPROVAL_THRESHOLD=100, PGBUS_WEB_APPROVAL_VERBS="cancel, rerun")
     settings = app.extensions["pgbus_web"].settings
     assert (settings.approval_threshold, settings.approval_verbs) == (100, ("cancel", "rerun"))
-    for wrong in ({"approval_verbs": "cancel,bogus"}, {"approval_verbs": ""}, {"approval_threshold": -1},
-                  {"approval_threshold": "many"}):
+    for wrong in (
+        {"approval_verbs": "cancel,bogus"},
+        {"approval_verbs": ""},
+        {"approval_threshold": -1},
+        {"approval_threshold": "many"},
+    ):
         with pytest.raises(SettingError, match="approval_"):
             make_app(database, **wrong)
     # Unset, nothing waits.
@@ -306,17 +372,20 @@ def test_the_approval_settings_are_checked_and_read_from_config(database):
 def test_the_api_preview_says_the_pace_and_that_it_will_wait(tokens, runs, engine):
     for _ in range(2):
         paused_on_capture(runs)
+
     def kept(tables):  # a token's last use is written on every answer
         return {table: rows for table, rows in tables.items() if table != "pgbus_web_api_tokens"}
 
     before = kept(everything(engine))
-    shown = tokens["deploy-bot"].post("/operations", {"verb": "resume", "filters": {"status": "paused"},
-                                                      "rate": 0.5, "max_in_flight": 2})
+    shown = tokens["deploy-bot"].post(
+        "/operations", {"verb": "resume", "filters": {"status": "paused"}, "rate": 0.5, "max_in_flight": 2}
+    )
     assert shown.status_code == 200
     preview = shown.json_body["preview"]
     assert (preview["rate"], preview["max_in_flight"], preview["needs_approval"]) == (0.5, 2, True)
-    one = tokens["deploy-bot"].post("/operations", {"verb": "resume", "filters": {"status": "paused",
-                                                                                    "q": "no-such-run"}})
+    one = tokens["deploy-bot"].post(
+        "/operations", {"verb": "resume", "filters": {"status": "paused", "q": "no-such-run"}}
+    )
     assert one.json_body["preview"]["needs_approval"] is False
     assert kept(everything(engine)) == before
 
@@ -326,9 +395,25 @@ def test_bulk_with_a_rate_does_it_here_at_that_pace(database_url, engine):
     from test_operations_pace import acted_at, busiest_second
 
     seed_paused(engine, 24)
-    done = CliRunner().invoke(main_group, ["bulk", "resume", "--filter", "status=paused", "--reason", "slowly",
-                                           "--yes", "--rate", "8", "--definitions", "pgbus_web.demo.workflows",
-                                           "--database-url", database_url], catch_exceptions=False)
+    done = CliRunner().invoke(
+        main_group,
+        [
+            "bulk",
+            "resume",
+            "--filter",
+            "status=paused",
+            "--reason",
+            "slowly",
+            "--yes",
+            "--rate",
+            "8",
+            "--definitions",
+            "pgbus_web.demo.workflows",
+            "--database-url",
+            database_url,
+        ],
+        catch_exceptions=False,
+    )
     assert done.exit_code == 0, done.output
     assert "At most 8 runs per second" in done.output
     created = only_operation(engine)

@@ -22,7 +22,7 @@ from pgbus_web.runtime import operations
 THRESHOLDS = {"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaults.WAITING_THRESHOLD}
 EARLY, BULK, LATE = 2_000, 90_000, 8_000
 WINDOW = 5_000
-WHOLE = 10 ** 12
+WHOLE = 10**12
 
 
 @pytest.fixture
@@ -37,14 +37,23 @@ def thin_slice(engine):
             ("late", LATE, "OrderWorkflow", "failed", "capture_payment"),
         ):
             for first in range(1, count + 1, 10_000):  # each statement well within the client's wait
-                conn.execute(sa.text(
-                    "INSERT INTO pgbus_workflows (workflow_id, workflow_class, status, current_step, paused_at,"
-                    " finished_at, created_at, updated_at)"
-                    " SELECT :prefix || '-' || g, :klass, :status, :step,"
-                    " CASE WHEN :status = 'paused' THEN now() END, CASE WHEN :status <> 'paused' THEN now() END,"
-                    " now(), now() FROM generate_series(CAST(:first AS int), CAST(:last AS int)) g"),
-                    {"prefix": prefix, "first": first, "last": min(first + 9_999, count), "klass": klass,
-                     "status": status, "step": step})
+                conn.execute(
+                    sa.text(
+                        "INSERT INTO pgbus_workflows (workflow_id, workflow_class, status, current_step, paused_at,"
+                        " finished_at, created_at, updated_at)"
+                        " SELECT :prefix || '-' || g, :klass, :status, :step,"
+                        " CASE WHEN :status = 'paused' THEN now() END, CASE WHEN :status <> 'paused' THEN now() END,"
+                        " now(), now() FROM generate_series(CAST(:first AS int), CAST(:last AS int)) g"
+                    ),
+                    {
+                        "prefix": prefix,
+                        "first": first,
+                        "last": min(first + 9_999, count),
+                        "klass": klass,
+                        "status": status,
+                        "step": step,
+                    },
+                )
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.exec_driver_sql("ANALYZE pgbus_workflows")
     return engine
@@ -55,8 +64,11 @@ def _rows_read(node: dict) -> float:
     rows their filters removed, times loops."""
     here = 0.0
     if node.get("Relation Name") == "pgbus_workflows" and "Scan" in node["Node Type"]:
-        here = (node.get("Actual Rows", 0) + node.get("Rows Removed by Filter", 0)
-                + node.get("Rows Removed by Index Recheck", 0)) * node.get("Actual Loops", 1)
+        here = (
+            node.get("Actual Rows", 0)
+            + node.get("Rows Removed by Filter", 0)
+            + node.get("Rows Removed by Index Recheck", 0)
+        ) * node.get("Actual Loops", 1)
     return here + sum(_rows_read(child) for child in node.get("Plans", []))
 
 
@@ -88,21 +100,30 @@ def reads(engine, call) -> list[tuple[float, str]]:
 
 
 def preview(engine, window, **values):
-    return operations.preview(engine, filters.parse(values), "rerun" if values.get("status") == "failed" else "resume",
-                              registry=REGISTRY, thresholds=THRESHOLDS, window=window)
+    return operations.preview(
+        engine,
+        filters.parse(values),
+        "rerun" if values.get("status") == "failed" else "resume",
+        registry=REGISTRY,
+        thresholds=THRESHOLDS,
+        window=window,
+    )
 
 
-@pytest.mark.parametrize("values, whole_reads_the_table", [
-    # The thin slice at the top of the ids: the (status, id) index counts
-    # it and the sample is the newest, so one walk read no more either.
-    ({"status": "failed"}, False),
-    # At the bottom, read newest first by the (status, id) index.
-    ({"status": "paused", "workflow_class": "RefundWorkflow"}, False),
-    # No index fits: the count read every run, and the newest-first sample
-    # of runs at the bottom walked down the whole table.
-    ({"step": "capture_payment"}, True),
-    ({"step": "refund"}, True),
-])
+@pytest.mark.parametrize(
+    "values, whole_reads_the_table",
+    [
+        # The thin slice at the top of the ids: the (status, id) index counts
+        # it and the sample is the newest, so one walk read no more either.
+        ({"status": "failed"}, False),
+        # At the bottom, read newest first by the (status, id) index.
+        ({"status": "paused", "workflow_class": "RefundWorkflow"}, False),
+        # No index fits: the count read every run, and the newest-first sample
+        # of runs at the bottom walked down the whole table.
+        ({"step": "capture_payment"}, True),
+        ({"step": "refund"}, True),
+    ],
+)
 def test_the_preview_reads_one_window_per_statement_and_counts_the_same(thin_slice, values, whole_reads_the_table):
     engine = thin_slice
     shown = {}
@@ -124,8 +145,17 @@ def test_a_chunk_walk_reads_one_window_per_statement_where_one_walk_read_the_tab
     # along the primary key to reach the failed ones. With the status the
     # planner may pick either; each window is bounded whichever it picks.
     engine = thin_slice
-    operation = operations.create(engine, filters.parse(values), "rerun", None, reason="fixed",
-                                  actor="dashboard:alice", expected=LATE, registry=REGISTRY, thresholds=THRESHOLDS)
+    operation = operations.create(
+        engine,
+        filters.parse(values),
+        "rerun",
+        None,
+        reason="fixed",
+        actor="dashboard:alice",
+        expected=LATE,
+        registry=REGISTRY,
+        thresholds=THRESHOLDS,
+    )
     bounded = operations.Runner(engine, REGISTRY, chunk=20, window=WINDOW, parallel=1)
     chunks = []
     walked = reads(engine, lambda: [chunks.append(bounded.step()) for _ in range(3)])
@@ -134,8 +164,9 @@ def test_a_chunk_walk_reads_one_window_per_statement_where_one_walk_read_the_tab
     # window (WINDOWS_PER_CHUNK of them), acting on nothing and moving the
     # cursor; the next ones reach the failed runs.
     with engine.connect() as conn:
-        cursor = conn.execute(sa.text("SELECT cursor, moved FROM pgbus_web_operations WHERE id = :id"),
-                              {"id": operation["id"]}).one()
+        cursor = conn.execute(
+            sa.text("SELECT cursor, moved FROM pgbus_web_operations WHERE id = :id"), {"id": operation["id"]}
+        ).one()
     assert operations.WINDOWS_PER_CHUNK * WINDOW < EARLY + BULK < 2 * operations.WINDOWS_PER_CHUNK * WINDOW
     assert [chunk.moved for chunk in chunks] == [0, 20, 20] and cursor.moved == 40
     assert cursor.cursor == EARLY + BULK + 40
@@ -195,8 +226,9 @@ def test_a_status_with_a_time_range_is_counted_from_the_index_alone(thin_slice):
     assert sum(scan.get("Heap Fetches", 0) for scan in scans) == 0
     # Control: a column the index does not carry (the step) sends the same
     # count to the table.
-    assert "Index Only Scan" not in {scan["Node Type"] for scan in _count_scans(
-        engine, {"status": "failed", "step": "capture_payment"})}
+    assert "Index Only Scan" not in {
+        scan["Node Type"] for scan in _count_scans(engine, {"status": "failed", "step": "capture_payment"})
+    }
 
 
 # The stuck index as schema version 14 had it: the id an included
@@ -222,14 +254,17 @@ def one_class_many_windows(engine):
     with engine.begin() as conn:
         conn.exec_driver_sql("SET LOCAL statement_timeout = 0")
         for first in range(1, 4 * MANY + 1, 10_000):
-            conn.execute(sa.text(
-                "INSERT INTO pgbus_workflows (id, workflow_id, workflow_class, status, current_step, paused_at,"
-                " finished_at, created_at, updated_at)"
-                " SELECT g, 'run-' || g, CASE WHEN g % 4 = 0 THEN 'RefundWorkflow' ELSE 'OrderWorkflow' END,"
-                " CASE WHEN g % 4 = 0 THEN 'paused' ELSE 'completed' END, 'refund',"
-                " CASE WHEN g % 4 = 0 THEN now() END, CASE WHEN g % 4 <> 0 THEN now() END, now(), now()"
-                " FROM generate_series(CAST(:first AS int), CAST(:last AS int)) g ORDER BY random()"),
-                {"first": first, "last": min(first + 9_999, 4 * MANY)})
+            conn.execute(
+                sa.text(
+                    "INSERT INTO pgbus_workflows (id, workflow_id, workflow_class, status, current_step, paused_at,"
+                    " finished_at, created_at, updated_at)"
+                    " SELECT g, 'run-' || g, CASE WHEN g % 4 = 0 THEN 'RefundWorkflow' ELSE 'OrderWorkflow' END,"
+                    " CASE WHEN g % 4 = 0 THEN 'paused' ELSE 'completed' END, 'refund',"
+                    " CASE WHEN g % 4 = 0 THEN now() END, CASE WHEN g % 4 <> 0 THEN now() END, now(), now()"
+                    " FROM generate_series(CAST(:first AS int), CAST(:last AS int)) g ORDER BY random()"
+                ),
+                {"first": first, "last": min(first + 9_999, 4 * MANY)},
+            )
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.exec_driver_sql("VACUUM ANALYZE pgbus_workflows")
     return engine
@@ -239,15 +274,24 @@ def _walk_reads(engine) -> float:
     """The most entries one statement over the runs read in an operation's
     first chunk, the operation resuming the paused RefundWorkflow runs
     (cancelled after it)."""
-    operation = operations.create(engine, filters.parse({"workflow_class": "RefundWorkflow", "status": "paused"}),
-                                  "resume", None, reason="fixed", actor="dashboard:alice", expected=None,
-                                  registry=REGISTRY, thresholds=THRESHOLDS)
+    operation = operations.create(
+        engine,
+        filters.parse({"workflow_class": "RefundWorkflow", "status": "paused"}),
+        "resume",
+        None,
+        reason="fixed",
+        actor="dashboard:alice",
+        expected=None,
+        registry=REGISTRY,
+        thresholds=THRESHOLDS,
+    )
     runner = operations.Runner(engine, REGISTRY, chunk=CHUNK, window=WINDOW, parallel=1)
     walked = reads(engine, lambda: runner.step(operation["id"]))
     runner.release()
     with engine.begin() as conn:
-        conn.execute(sa.text("UPDATE pgbus_web_operations SET status = 'cancelled' WHERE id = :id"),
-                     {"id": operation["id"]})
+        conn.execute(
+            sa.text("UPDATE pgbus_web_operations SET status = 'cancelled' WHERE id = :id"), {"id": operation["id"]}
+        )
     return max(rows for rows, _ in walked)
 
 
@@ -261,9 +305,14 @@ def test_a_class_and_status_walk_reads_its_window_as_an_index_range(one_class_ma
     # the whole window here (along the primary key), and every paused run
     # of the class for each window at a million runs (docs/operations.md).
     with engine.connect() as conn:
-        now_defined = dict(conn.execute(sa.text(
-            "SELECT indexname, indexdef FROM pg_indexes"
-            " WHERE indexname IN ('pgbus_workflows_stuck', 'pgbus_workflows_class_status')")).all())
+        now_defined = dict(
+            conn.execute(
+                sa.text(
+                    "SELECT indexname, indexdef FROM pg_indexes"
+                    " WHERE indexname IN ('pgbus_workflows_stuck', 'pgbus_workflows_class_status')"
+                )
+            ).all()
+        )
     assert len(now_defined) == 2
     try:
         with engine.begin() as conn:

@@ -11,9 +11,9 @@ import sqlalchemy as sa
 from action_support import ago, paused_on_capture, ready_later
 from web_helpers import step
 
-from pgbus_web.rules import states
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import events as event_rows
+from pgbus_web.rules import states
 from pgbus_web.runtime import chunk_resume, errors, operations, verbs
 from pgbus_web.runtime.chunks import resume as chunk_resume_path
 from pgbus_web.runtime.clock import utcnow
@@ -26,27 +26,44 @@ def kinds(runs):
     """One run of each kind resume meets, by name."""
     return {
         "retry": paused_on_capture(runs),
-        "continue": runs.make(states.PAUSED, step("reserve_stock", "completed", finished_at=ago(minutes=9)),
-                              paused_at=ago(minutes=8)),
+        "continue": runs.make(
+            states.PAUSED, step("reserve_stock", "completed", finished_at=ago(minutes=9)), paused_at=ago(minutes=8)
+        ),
         "first_step": runs.make(states.PAUSED, paused_at=ago(minutes=8)),
         # The next step waits for a signal: flow.schedule's signal rules, per run.
-        "waits": runs.make(states.PAUSED, step("reserve_stock", "completed", finished_at=ago(hours=1)),
-                           step("capture_payment", "completed", finished_at=ago(hours=1)),
-                           step("notify_vendors", "completed", finished_at=ago(minutes=30)),
-                           paused_at=ago(minutes=20)),
+        "waits": runs.make(
+            states.PAUSED,
+            step("reserve_stock", "completed", finished_at=ago(hours=1)),
+            step("capture_payment", "completed", finished_at=ago(hours=1)),
+            step("notify_vendors", "completed", finished_at=ago(minutes=30)),
+            paused_at=ago(minutes=20),
+        ),
         # A pending step goes on where it was: per run.
-        "pending": runs.make(states.PAUSED, step("reserve_stock", "scheduled", scheduled_at=ago(minutes=1)),
-                             paused_at=ago(minutes=2)),
+        "pending": runs.make(
+            states.PAUSED, step("reserve_stock", "scheduled", scheduled_at=ago(minutes=1)), paused_at=ago(minutes=2)
+        ),
         "ready": ready_later(runs),
-        "ghost": runs.make(states.PAUSED, step("charge", "failed"), workflow_class="GhostWorkflow",
-                           paused_at=ago(minutes=3), subject=False),
+        "ghost": runs.make(
+            states.PAUSED,
+            step("charge", "failed"),
+            workflow_class="GhostWorkflow",
+            paused_at=ago(minutes=3),
+            subject=False,
+        ),
     }
 
 
 def per_run(engine, workflow_id):
     try:
-        verbs.resume(engine, workflow_id, registry=REGISTRY, reason="gateway back", actor="dashboard:alice",
-                     now=NOW, operation_id=OPERATION)
+        verbs.resume(
+            engine,
+            workflow_id,
+            registry=REGISTRY,
+            reason="gateway back",
+            actor="dashboard:alice",
+            now=NOW,
+            operation_id=OPERATION,
+        )
     except errors.AlreadyActed:
         return "moved"
     except errors.WrongStatus:
@@ -62,20 +79,32 @@ def trail(engine, workflow_id):
     NOW) are compared exactly."""
     binds = {"w": workflow_id, "now": NOW}
     with engine.connect() as conn:
-        run = conn.execute(sa.text(
-            "SELECT status, current_step, paused_at IS NULL, finished_at IS NULL, latest_step_name, "
-            "latest_step_status, latest_scheduled_at IS NOT DISTINCT FROM (SELECT scheduled_at FROM "
-            "pgbus_workflow_steps WHERE id = latest_step_id), latest_step_id IS NOT DISTINCT FROM "
-            "(SELECT max(id) FROM pgbus_workflow_steps WHERE workflow_id = :w) "
-            "FROM pgbus_workflows WHERE workflow_id = :w"), binds).one()
-        steps = conn.execute(sa.text(
-            "SELECT step_name, status, attempt, created_at = :now, updated_at = :now, "
-            "CASE WHEN created_at = :now THEN scheduled_at ELSE NULL END, scheduled_at IS NULL, wait_for, "
-            "CASE WHEN created_at = :now THEN waiting_since ELSE NULL END "
-            "FROM pgbus_workflow_steps WHERE workflow_id = :w ORDER BY id"), binds).all()
-        events = conn.execute(sa.text(
-            "SELECT event, actor, reason, step_name, attempt, details - 'signal_id', created_at = :now "
-            "FROM pgbus_workflow_events WHERE workflow_id = :w ORDER BY id"), binds).all()
+        run = conn.execute(
+            sa.text(
+                "SELECT status, current_step, paused_at IS NULL, finished_at IS NULL, latest_step_name, "
+                "latest_step_status, latest_scheduled_at IS NOT DISTINCT FROM (SELECT scheduled_at FROM "
+                "pgbus_workflow_steps WHERE id = latest_step_id), latest_step_id IS NOT DISTINCT FROM "
+                "(SELECT max(id) FROM pgbus_workflow_steps WHERE workflow_id = :w) "
+                "FROM pgbus_workflows WHERE workflow_id = :w"
+            ),
+            binds,
+        ).one()
+        steps = conn.execute(
+            sa.text(
+                "SELECT step_name, status, attempt, created_at = :now, updated_at = :now, "
+                "CASE WHEN created_at = :now THEN scheduled_at ELSE NULL END, scheduled_at IS NULL, wait_for, "
+                "CASE WHEN created_at = :now THEN waiting_since ELSE NULL END "
+                "FROM pgbus_workflow_steps WHERE workflow_id = :w ORDER BY id"
+            ),
+            binds,
+        ).all()
+        events = conn.execute(
+            sa.text(
+                "SELECT event, actor, reason, step_name, attempt, details - 'signal_id', created_at = :now "
+                "FROM pgbus_workflow_events WHERE workflow_id = :w ORDER BY id"
+            ),
+            binds,
+        ).all()
     return tuple(run), [tuple(row) for row in steps], [tuple(row) for row in events]
 
 
@@ -86,8 +115,15 @@ def test_the_chunk_path_writes_what_the_verb_writes_run_for_run(engine, runs):
 
     expected = {name: per_run(engine, workflow_id) for name, workflow_id in one_by_one.items()}
     done = chunk_resume_path.resume_chunk(
-        engine, "resume", list(chunked.values()), operation_id=OPERATION, actor="dashboard:alice",
-        reason="gateway back", at=None, registry=REGISTRY, now=NOW,
+        engine,
+        "resume",
+        list(chunked.values()),
+        operation_id=OPERATION,
+        actor="dashboard:alice",
+        reason="gateway back",
+        at=None,
+        registry=REGISTRY,
+        now=NOW,
     )
     names = {workflow_id: name for name, workflow_id in chunked.items()}
     assert sorted(names[w] for w in done.moved) == ["continue", "first_step", "retry"]
@@ -98,8 +134,15 @@ def test_the_chunk_path_writes_what_the_verb_writes_run_for_run(engine, runs):
     got = {names[w]: "moved" for w in done.moved} | {names[w]: "skipped" for w in done.skipped}
     got |= {names[w]: per_run(engine, w) for w in done.rest}
     assert got == expected
-    assert expected == {"retry": "moved", "continue": "moved", "first_step": "moved", "waits": "moved",
-                        "pending": "moved", "ready": "skipped", "ghost": "refused"}
+    assert expected == {
+        "retry": "moved",
+        "continue": "moved",
+        "first_step": "moved",
+        "waits": "moved",
+        "pending": "moved",
+        "ready": "skipped",
+        "ghost": "refused",
+    }
     for name in chunked:
         assert trail(engine, chunked[name]) == trail(engine, one_by_one[name]), name
     # Control: the chunk path did change the runs it moved.
@@ -113,8 +156,9 @@ def test_resume_at_through_the_chunk_path_matches_the_verb(engine, runs):
     at = NOW + timedelta(hours=2)
     a, b = paused_on_capture(runs), paused_on_capture(runs)
     verbs.resume_at(engine, a, at=at, registry=REGISTRY, reason="later", actor="x", now=NOW, operation_id=OPERATION)
-    done = chunk_resume_path.resume_chunk(engine, "resume_at", [b], operation_id=OPERATION, actor="x", reason="later",
-                                     at=at, registry=REGISTRY, now=NOW)
+    done = chunk_resume_path.resume_chunk(
+        engine, "resume_at", [b], operation_id=OPERATION, actor="x", reason="later", at=at, registry=REGISTRY, now=NOW
+    )
     assert done.moved == [b]
     assert trail(engine, a) == trail(engine, b)
 
@@ -124,8 +168,17 @@ def test_runs_already_acted_on_or_locked_are_not_done_here(engine, runs):
     verbs.resume(engine, acted, registry=REGISTRY, reason="r", operation_id=OPERATION)
     with engine.connect() as holder, holder.begin():
         holder.execute(sa.text("SELECT 1 FROM pgbus_workflows WHERE workflow_id = :w FOR UPDATE"), {"w": locked})
-        done = chunk_resume_path.resume_chunk(engine, "resume", [acted, locked, free], operation_id=OPERATION,
-                                         actor="x", reason="r", at=None, registry=REGISTRY, now=NOW)
+        done = chunk_resume_path.resume_chunk(
+            engine,
+            "resume",
+            [acted, locked, free],
+            operation_id=OPERATION,
+            actor="x",
+            reason="r",
+            at=None,
+            registry=REGISTRY,
+            now=NOW,
+        )
     assert (done.already, done.rest, done.moved) == ([acted], [locked], [free])
     with engine.connect() as conn:
         assert event_rows.operation_acted_among(conn, [acted, locked, free], OPERATION) == {acted, free}
@@ -133,10 +186,17 @@ def test_runs_already_acted_on_or_locked_are_not_done_here(engine, runs):
 
 def test_a_chunk_whose_transaction_fails_is_done_run_by_run(engine, runs, monkeypatch):
     paused = [paused_on_capture(runs) for _ in range(5)]
-    operation = operations.create(engine, operations.index_filters.parse({"status": "paused"}), "resume", None,
-                                  reason="r", actor="a", expected=5, registry=REGISTRY,
-                                  thresholds={"threshold": timedelta(minutes=5),
-                                              "waiting_threshold": timedelta(hours=1)})
+    operation = operations.create(
+        engine,
+        operations.index_filters.parse({"status": "paused"}),
+        "resume",
+        None,
+        reason="r",
+        actor="a",
+        expected=5,
+        registry=REGISTRY,
+        thresholds={"threshold": timedelta(minutes=5), "waiting_threshold": timedelta(hours=1)},
+    )
 
     def broken(*args, **kwargs):
         raise sa.exc.OperationalError("INSERT", {}, Exception("the chunk's statement failed"))
@@ -157,10 +217,17 @@ def test_both_paths_leave_the_same_counts(engine, runs, monkeypatch, chunk_path)
         monkeypatch.setattr(chunk_resume, "VERBS", ())
     kinds(runs)
     kinds(runs)
-    operation = operations.create(engine, operations.index_filters.parse({}), "resume", None, reason="r",
-                                  actor="a", expected=14, registry=REGISTRY,
-                                  thresholds={"threshold": timedelta(minutes=5),
-                                              "waiting_threshold": timedelta(hours=1)})
+    operation = operations.create(
+        engine,
+        operations.index_filters.parse({}),
+        "resume",
+        None,
+        reason="r",
+        actor="a",
+        expected=14,
+        registry=REGISTRY,
+        thresholds={"threshold": timedelta(minutes=5), "waiting_threshold": timedelta(hours=1)},
+    )
     runner = operations.Runner(engine, REGISTRY, chunk=4)
     while runner.step() is not None:
         pass

@@ -19,8 +19,8 @@ import time
 from datetime import timedelta
 
 import pytest
-from operation_support import wait_for_the_dead
 import sqlalchemy as sa
+from operation_support import wait_for_the_dead
 from web_helpers import step
 
 from pgbus_web.demo.workflows import REGISTRY
@@ -49,82 +49,140 @@ def later(**delta):
 
 # --- the kinds of runs --------------------------------------------------------
 
+
 def universe(runs, twin: str) -> dict[str, str]:
     """One run of every kind the verbs meet, by name; every moment fixed, so
     twins differ only in their ids (and subjects)."""
+
     def make(status, *attempts, **columns):
         columns.setdefault("created_at", CREATED)
         return runs.make(status, *attempts, **columns)
 
     def paused_failed():
-        return make(states.PAUSED, step("reserve_stock", "completed", finished_at=ago(hours=5)),
-                    step("capture_payment", "failed", error_class="TimeoutError", error_message="no answer",
-                         started_at=ago(hours=4), finished_at=ago(hours=4)),
-                    paused_at=ago(hours=4))
+        return make(
+            states.PAUSED,
+            step("reserve_stock", "completed", finished_at=ago(hours=5)),
+            step(
+                "capture_payment",
+                "failed",
+                error_class="TimeoutError",
+                error_message="no answer",
+                started_at=ago(hours=4),
+                finished_at=ago(hours=4),
+            ),
+            paused_at=ago(hours=4),
+        )
 
     def ready_later():
         return make(states.READY, step("reserve_stock", "scheduled", scheduled_at=later(hours=3)))
 
     def waiting_shipment(**columns):
-        return make(states.WAITING, step("reserve_stock", "completed", finished_at=ago(hours=5)),
-                    step("capture_payment", "completed", finished_at=ago(hours=5)),
-                    step("notify_vendors", "completed", finished_at=ago(hours=4)),
-                    step("await_shipment", "waiting", wait_for="shipment_confirmed", waiting_since=ago(hours=4),
-                         timeout_at=later(days=2)), **columns)
+        return make(
+            states.WAITING,
+            step("reserve_stock", "completed", finished_at=ago(hours=5)),
+            step("capture_payment", "completed", finished_at=ago(hours=5)),
+            step("notify_vendors", "completed", finished_at=ago(hours=4)),
+            step(
+                "await_shipment",
+                "waiting",
+                wait_for="shipment_confirmed",
+                waiting_since=ago(hours=4),
+                timeout_at=later(days=2),
+            ),
+            **columns,
+        )
 
     def completed(**columns):
-        return make(states.COMPLETED, step("send_receipt", "completed", started_at=ago(hours=2),
-                                           finished_at=ago(hours=2)), finished_at=ago(hours=2), **columns)
+        return make(
+            states.COMPLETED,
+            step("send_receipt", "completed", started_at=ago(hours=2), finished_at=ago(hours=2)),
+            finished_at=ago(hours=2),
+            **columns,
+        )
 
     subject = ("Order", f"taken-{twin}")
     shared = ("Order", f"shared-{twin}")
     kinds = {
         "paused_failed": paused_failed(),
-        "paused_between": make(states.PAUSED, step("reserve_stock", "completed", finished_at=ago(hours=5)),
-                               paused_at=ago(hours=5)),
+        "paused_between": make(
+            states.PAUSED, step("reserve_stock", "completed", finished_at=ago(hours=5)), paused_at=ago(hours=5)
+        ),
         "paused_fresh": make(states.PAUSED, paused_at=ago(hours=5)),
-        "paused_pending": make(states.PAUSED, step("reserve_stock", "scheduled", scheduled_at=ago(minutes=30)),
-                               paused_at=ago(minutes=20)),
-        "paused_last_done": make(states.PAUSED, step("send_receipt", "completed", finished_at=ago(hours=1)),
-                                 paused_at=ago(hours=1)),
-        "paused_lost_step": make(states.PAUSED, step("old_step", "completed", finished_at=ago(hours=1)),
-                                 paused_at=ago(hours=1)),
-        "paused_before_wait": make(states.PAUSED, step("notify_vendors", "failed", error_class="IOError",
-                                                       finished_at=ago(hours=1)), paused_at=ago(hours=1)),
-        "onboarding_paused": make(states.PAUSED, step("create_account", "completed", finished_at=ago(hours=3)),
-                                  step("send_welcome_email", "failed", error_class="SMTPError",
-                                       finished_at=ago(hours=2)),
-                                  workflow_class="OnboardingWorkflow", subject=False, paused_at=ago(hours=2)),
-        "ghost_paused": make(states.PAUSED, step("charge", "failed", finished_at=ago(hours=1)),
-                             workflow_class="GhostWorkflow", subject=False, paused_at=ago(hours=1)),
+        "paused_pending": make(
+            states.PAUSED, step("reserve_stock", "scheduled", scheduled_at=ago(minutes=30)), paused_at=ago(minutes=20)
+        ),
+        "paused_last_done": make(
+            states.PAUSED, step("send_receipt", "completed", finished_at=ago(hours=1)), paused_at=ago(hours=1)
+        ),
+        "paused_lost_step": make(
+            states.PAUSED, step("old_step", "completed", finished_at=ago(hours=1)), paused_at=ago(hours=1)
+        ),
+        "paused_before_wait": make(
+            states.PAUSED,
+            step("notify_vendors", "failed", error_class="IOError", finished_at=ago(hours=1)),
+            paused_at=ago(hours=1),
+        ),
+        "onboarding_paused": make(
+            states.PAUSED,
+            step("create_account", "completed", finished_at=ago(hours=3)),
+            step("send_welcome_email", "failed", error_class="SMTPError", finished_at=ago(hours=2)),
+            workflow_class="OnboardingWorkflow",
+            subject=False,
+            paused_at=ago(hours=2),
+        ),
+        "ghost_paused": make(
+            states.PAUSED,
+            step("charge", "failed", finished_at=ago(hours=1)),
+            workflow_class="GhostWorkflow",
+            subject=False,
+            paused_at=ago(hours=1),
+        ),
         "ready_later": ready_later(),
         "ready_last": make(states.READY, step("send_receipt", "scheduled", scheduled_at=ago(minutes=1))),
-        "ready_holding": make(states.READY, step("await_shipment", "scheduled", wait_for="shipment_confirmed",
-                                                 scheduled_at=ago(minutes=2)),
-                              signals_=[{"name": "shipment_confirmed", "payload": {"n": 1}, "now": ago(minutes=3),
-                                         "claimed_by": 0}]),
+        "ready_holding": make(
+            states.READY,
+            step("await_shipment", "scheduled", wait_for="shipment_confirmed", scheduled_at=ago(minutes=2)),
+            signals_=[{"name": "shipment_confirmed", "payload": {"n": 1}, "now": ago(minutes=3), "claimed_by": 0}],
+        ),
         "ready_not_scheduled": make(states.READY, step("reserve_stock", "completed", finished_at=ago(minutes=4))),
-        "ghost_ready": make(states.READY, step("charge", "scheduled", scheduled_at=later(minutes=5)),
-                            workflow_class="GhostWorkflow", subject=False),
-        "blocker": make(states.READY, step("reserve_stock", "scheduled", scheduled_at=later(hours=1)),
-                        subject=subject),
+        "ghost_ready": make(
+            states.READY,
+            step("charge", "scheduled", scheduled_at=later(minutes=5)),
+            workflow_class="GhostWorkflow",
+            subject=False,
+        ),
+        "blocker": make(states.READY, step("reserve_stock", "scheduled", scheduled_at=later(hours=1)), subject=subject),
         "running": make(states.RUNNING, step("reserve_stock", "in_progress", started_at=ago(seconds=20))),
         "waiting_shipment": waiting_shipment(),
-        "waiting_batch": make(states.WAITING, step("notify_vendors", "waiting", waiting_since=ago(hours=1)),
-                              batch={"batch_id": f"batch-{twin}", "total_jobs": 3}),
-        "waiting_pending_signal": waiting_shipment(signals_=[{"name": "shipment_confirmed", "payload": {"old": 1},
-                                                              "now": ago(hours=1)}]),
+        "waiting_batch": make(
+            states.WAITING,
+            step("notify_vendors", "waiting", waiting_since=ago(hours=1)),
+            batch={"batch_id": f"batch-{twin}", "total_jobs": 3},
+        ),
+        "waiting_pending_signal": waiting_shipment(
+            signals_=[{"name": "shipment_confirmed", "payload": {"old": 1}, "now": ago(hours=1)}]
+        ),
         "completed": completed(),
-        "failed": make(states.FAILED, step("issue_refund", "failed", error_class="ValueError",
-                                           finished_at=ago(hours=1)),
-                       workflow_class="RefundWorkflow", subject=False, finished_at=ago(hours=1)),
-        "cancelled": make(states.CANCELLED, step("reserve_stock", "cancelled", finished_at=ago(hours=1)),
-                          finished_at=ago(hours=1)),
+        "failed": make(
+            states.FAILED,
+            step("issue_refund", "failed", error_class="ValueError", finished_at=ago(hours=1)),
+            workflow_class="RefundWorkflow",
+            subject=False,
+            finished_at=ago(hours=1),
+        ),
+        "cancelled": make(
+            states.CANCELLED, step("reserve_stock", "cancelled", finished_at=ago(hours=1)), finished_at=ago(hours=1)
+        ),
         "completed_subject_taken": completed(subject=subject),
         "same_subject_1": completed(subject=shared),
         "same_subject_2": completed(subject=shared),
-        "ghost_completed": make(states.COMPLETED, step("charge", "completed", finished_at=ago(hours=1)),
-                                workflow_class="GhostWorkflow", subject=False, finished_at=ago(hours=1)),
+        "ghost_completed": make(
+            states.COMPLETED,
+            step("charge", "completed", finished_at=ago(hours=1)),
+            workflow_class="GhostWorkflow",
+            subject=False,
+            finished_at=ago(hours=1),
+        ),
         # The same shapes again: held by another transaction during the
         # chunk, or already acted on by this operation before it.
         "held_paused": paused_failed(),
@@ -136,14 +194,25 @@ def universe(runs, twin: str) -> dict[str, str]:
         "already_completed": completed(),
     }
     with runs.engine.begin() as conn:  # a seeded claim's moment is the server's: fixed here
-        conn.execute(sa.text("UPDATE pgbus_workflow_signals SET claimed_at = :at WHERE claimed_at IS NOT NULL "
-                             "AND workflow_id = ANY(:ids)"), {"at": ago(minutes=2), "ids": list(kinds.values())})
+        conn.execute(
+            sa.text(
+                "UPDATE pgbus_workflow_signals SET claimed_at = :at WHERE claimed_at IS NOT NULL "
+                "AND workflow_id = ANY(:ids)"
+            ),
+            {"at": ago(minutes=2), "ids": list(kinds.values())},
+        )
     return kinds
 
 
-SHAPE = {"held_paused": "paused_failed", "already_paused": "paused_failed", "held_ready": "ready_later",
-         "already_ready": "ready_later", "held_completed": "completed", "already_completed": "completed",
-         "already_waiting": "waiting_shipment"}
+SHAPE = {
+    "held_paused": "paused_failed",
+    "already_paused": "paused_failed",
+    "held_ready": "ready_later",
+    "already_ready": "ready_later",
+    "held_completed": "completed",
+    "already_completed": "completed",
+    "already_waiting": "waiting_shipment",
+}
 HELD = ("held_paused", "held_ready", "held_completed")
 
 # What each verb does to each kind it fits: (the per-run verb's outcome,
@@ -153,19 +222,45 @@ HELD = ("held_paused", "held_ready", "held_completed")
 # already acted on count as moved. Read from runtime/verbs.py by hand.
 M, C = "moved", "chunk"
 RESUME = {
-    "paused_failed": (M, C), "paused_between": (M, C), "paused_fresh": (M, C),
+    "paused_failed": (M, C),
+    "paused_between": (M, C),
+    "paused_fresh": (M, C),
     "paused_pending": (M, "rest"),  # the pending step goes on where it was
     "paused_last_done": (M, "rest"),  # nothing left: the run finishes
-    "paused_lost_step": ("refused", "rest"), "paused_before_wait": (M, C), "onboarding_paused": (M, C),
+    "paused_lost_step": ("refused", "rest"),
+    "paused_before_wait": (M, C),
+    "onboarding_paused": (M, C),
     "ghost_paused": ("refused", "rest"),
 }
-ONGOING = ("paused_failed", "paused_between", "paused_fresh", "paused_pending", "paused_last_done",
-           "paused_lost_step", "paused_before_wait", "onboarding_paused", "ghost_paused", "ready_later", "ready_last",
-           "ready_holding", "ready_not_scheduled", "ghost_ready", "blocker", "running", "waiting_shipment",
-           "waiting_batch", "waiting_pending_signal")
-DUE = {"ready_later": (M, C), "ready_last": (M, C), "ready_holding": (M, C),
-       "ready_not_scheduled": ("skipped", "skipped"),  # its latest step is not scheduled
-       "ghost_ready": (M, C), "blocker": (M, C)}
+ONGOING = (
+    "paused_failed",
+    "paused_between",
+    "paused_fresh",
+    "paused_pending",
+    "paused_last_done",
+    "paused_lost_step",
+    "paused_before_wait",
+    "onboarding_paused",
+    "ghost_paused",
+    "ready_later",
+    "ready_last",
+    "ready_holding",
+    "ready_not_scheduled",
+    "ghost_ready",
+    "blocker",
+    "running",
+    "waiting_shipment",
+    "waiting_batch",
+    "waiting_pending_signal",
+)
+DUE = {
+    "ready_later": (M, C),
+    "ready_last": (M, C),
+    "ready_holding": (M, C),
+    "ready_not_scheduled": ("skipped", "skipped"),  # its latest step is not scheduled
+    "ghost_ready": (M, C),
+    "blocker": (M, C),
+}
 EXPECTED = {
     "resume": RESUME,
     "resume_at": RESUME,
@@ -175,21 +270,32 @@ EXPECTED = {
     "run_now": DUE,
     "reschedule": DUE,
     "skip": {
-        "paused_failed": (M, C), "paused_between": (M, C), "paused_fresh": (M, C), "paused_pending": (M, C),
+        "paused_failed": (M, C),
+        "paused_between": (M, C),
+        "paused_fresh": (M, C),
+        "paused_pending": (M, C),
         "paused_last_done": ("skipped", "skipped"),  # its last step already ended
         "paused_lost_step": ("refused", "rest"),
         "paused_before_wait": (M, "rest"),  # the next step waits for a signal
         "onboarding_paused": (M, C),  # the next step has a delay
-        "ghost_paused": ("refused", "rest"), "ready_later": (M, C),
+        "ghost_paused": ("refused", "rest"),
+        "ready_later": (M, C),
         "ready_last": (M, C),  # the run completes
         "ready_holding": (M, C),  # the signal it held is used up
-        "ready_not_scheduled": (M, C), "ghost_ready": ("refused", "rest"), "blocker": (M, C),
-        "waiting_shipment": (M, C), "waiting_batch": (M, "rest"), "waiting_pending_signal": (M, C),
+        "ready_not_scheduled": (M, C),
+        "ghost_ready": ("refused", "rest"),
+        "blocker": (M, C),
+        "waiting_shipment": (M, C),
+        "waiting_batch": (M, "rest"),
+        "waiting_pending_signal": (M, C),
     },
     "rerun": {
-        "completed": (M, C), "failed": (M, C), "cancelled": (M, C),
+        "completed": (M, C),
+        "failed": (M, C),
+        "cancelled": (M, C),
         "completed_subject_taken": ("refused", "rest"),  # another ongoing run holds its subject
-        "same_subject_1": (M, "rest"), "same_subject_2": ("refused", "rest"),  # the first of two moves
+        "same_subject_1": (M, "rest"),
+        "same_subject_2": ("refused", "rest"),  # the first of two moves
         "ghost_completed": ("refused", "rest"),
     },
 }
@@ -211,9 +317,15 @@ def expected_for(verb: str, name: str) -> tuple[str, str]:
 
 # --- the two paths ---------------------------------------------------------------
 
+
 def operation(verb: str, params=None) -> dict:
-    return {"id": OPERATION, "verb": verb, "params": params if params is not None else PARAMS.get(verb, {}),
-            "actor": ACTOR, "reason": REASON}
+    return {
+        "id": OPERATION,
+        "verb": verb,
+        "params": params if params is not None else PARAMS.get(verb, {}),
+        "actor": ACTOR,
+        "reason": REASON,
+    }
 
 
 def per_run(engine, op, workflow_id) -> str:
@@ -221,13 +333,30 @@ def per_run(engine, op, workflow_id) -> str:
     params = op["params"] or {}
     try:
         if op["verb"] == "signal":
-            verbs.signal(engine, workflow_id, params.get("name"), params.get("payload"),
-                         operations.signal_key(op["id"], workflow_id), actor=op["actor"], operation_id=op["id"],
-                         reason=op["reason"], now=NOW)
+            verbs.signal(
+                engine,
+                workflow_id,
+                params.get("name"),
+                params.get("payload"),
+                operations.signal_key(op["id"], workflow_id),
+                actor=op["actor"],
+                operation_id=op["id"],
+                reason=op["reason"],
+                now=NOW,
+            )
         else:
-            verbs.perform(engine, op["verb"], workflow_id, actor=op["actor"], reason=op["reason"],
-                          at=params.get("at"), from_step=params.get("from_step"), registry=REGISTRY,
-                          operation_id=op["id"], now=NOW)
+            verbs.perform(
+                engine,
+                op["verb"],
+                workflow_id,
+                actor=op["actor"],
+                reason=op["reason"],
+                at=params.get("at"),
+                from_step=params.get("from_step"),
+                registry=REGISTRY,
+                operation_id=op["id"],
+                now=NOW,
+            )
     except errors.AlreadyActed:
         return "moved"
     except (errors.WrongStatus, errors.RunNotFound):
@@ -238,13 +367,23 @@ def per_run(engine, op, workflow_id) -> str:
 
 
 def chunk(engine, op, workflow_ids):
-    return chunks.act(engine, op, workflow_ids, registry=REGISTRY, now=NOW,
-                      key_of=lambda workflow_id: operations.signal_key(op["id"], workflow_id))
+    return chunks.act(
+        engine,
+        op,
+        workflow_ids,
+        registry=REGISTRY,
+        now=NOW,
+        key_of=lambda workflow_id: operations.signal_key(op["id"], workflow_id),
+    )
 
 
 def _rows(conn, table: str, workflow_id: str):
-    return [dict(row) for row in conn.execute(
-        sa.text(f"SELECT * FROM {table} WHERE workflow_id = :w ORDER BY id"), {"w": workflow_id}).mappings()]
+    return [
+        dict(row)
+        for row in conn.execute(
+            sa.text(f"SELECT * FROM {table} WHERE workflow_id = :w ORDER BY id"), {"w": workflow_id}
+        ).mappings()
+    ]
 
 
 def trail(conn, workflow_id: str) -> dict:
@@ -286,8 +425,7 @@ def trail(conn, workflow_id: str) -> dict:
     for row in event_rows:
         row.pop("id")
         row["step_id"] = step_no.get(row["step_id"], row["step_id"])
-    return {"run": plain(run), "steps": plain(step_rows), "events": plain(event_rows),
-            "signals": plain(signal_rows)}
+    return {"run": plain(run), "steps": plain(step_rows), "events": plain(event_rows), "signals": plain(signal_rows)}
 
 
 def trail_of(engine, workflow_id):
@@ -298,10 +436,13 @@ def trail_of(engine, workflow_id):
 def counts(engine) -> dict:
     """Runs by (class, status) as the count tables hold them (totals + deltas)."""
     with engine.connect() as conn:
-        rows = conn.execute(sa.text(
-            "SELECT workflow_class, status, sum(runs) FROM (SELECT workflow_class, status, runs FROM "
-            "pgbus_workflow_counts UNION ALL SELECT workflow_class, status, runs FROM pgbus_workflow_count_deltas) c "
-            "GROUP BY 1, 2")).all()
+        rows = conn.execute(
+            sa.text(
+                "SELECT workflow_class, status, sum(runs) FROM (SELECT workflow_class, status, runs FROM "
+                "pgbus_workflow_counts UNION ALL SELECT workflow_class, status, runs FROM pgbus_workflow_count_deltas) c "
+                "GROUP BY 1, 2"
+            )
+        ).all()
     return {(klass, status): int(runs) for klass, status, runs in rows if runs}
 
 
@@ -324,8 +465,10 @@ def both_paths(engine, runs, op):
     counted.append(counts(engine))
     names = {workflow_id: name for name, workflow_id in chunked.items()}
     with engine.connect() as holder, holder.begin():
-        holder.execute(sa.text("SELECT 1 FROM pgbus_workflows WHERE workflow_id = ANY(:w) FOR UPDATE"),
-                       {"w": [chunked[name] for name in HELD]})
+        holder.execute(
+            sa.text("SELECT 1 FROM pgbus_workflows WHERE workflow_id = ANY(:w) FOR UPDATE"),
+            {"w": [chunked[name] for name in HELD]},
+        )
         done = chunk(engine, op, list(chunked.values()))
     paths = {names[w]: C for w in done.moved} | {names[w]: "skipped" for w in done.skipped}
     paths |= {names[w]: "already" for w in done.already} | {names[w]: "rest" for w in done.rest}
@@ -357,8 +500,11 @@ def test_the_chunk_path_writes_what_the_verb_writes_for_every_kind_of_run(engine
     for name in moved_here:
         now = trail_of(engine, chunked[name])
         assert now != before[name], name
-        own = [event for event in now["events"][len(before[name]["events"]):]
-               if event["details"].get("operation_id") == OPERATION]
+        own = [
+            event
+            for event in now["events"][len(before[name]["events"]) :]
+            if event["details"].get("operation_id") == OPERATION
+        ]
         assert own and all(e["actor"] == ACTOR for e in own), name
         assert own[0]["reason"] == REASON.strip(), name
 
@@ -431,6 +577,7 @@ def test_the_comparison_fails_when_any_column_differs(engine, runs):
 
 # --- through the Runner ---------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("verb", ["cancel", "skip", "rerun", "signal", "run_now"])
 @pytest.mark.parametrize("chunk_path", [True, False])
 def test_an_operation_counts_the_same_on_both_paths(engine, runs, monkeypatch, verb, chunk_path):
@@ -438,8 +585,17 @@ def test_an_operation_counts_the_same_on_both_paths(engine, runs, monkeypatch, v
         monkeypatch.setattr(chunks, "VERBS", ())
     kinds = universe(runs, "a")
     params = PARAMS.get(verb)
-    created = operations.create(engine, filters.parse({}), verb, params, reason=REASON, actor=ACTOR, expected=None,
-                                registry=REGISTRY, thresholds=THRESHOLDS)
+    created = operations.create(
+        engine,
+        filters.parse({}),
+        verb,
+        params,
+        reason=REASON,
+        actor=ACTOR,
+        expected=None,
+        registry=REGISTRY,
+        thresholds=THRESHOLDS,
+    )
     runner = operations.Runner(engine, REGISTRY, chunk=8)
     while runner.step() is not None:
         pass
@@ -448,7 +604,11 @@ def test_an_operation_counts_the_same_on_both_paths(engine, runs, monkeypatch, v
     for name in kinds:
         tally[expected_for(verb, SHAPE.get(name, name))[0]] += 1
     assert (done["status"], done["moved"], done["skipped"], done["refused"]) == (
-        "done", tally["moved"], tally["skipped"], tally["refused"])
+        "done",
+        tally["moved"],
+        tally["skipped"],
+        tally["refused"],
+    )
     assert tally["moved"] > 0
 
 
@@ -484,8 +644,17 @@ def test_kill_minus_nine_mid_operation_then_takeover_acts_on_each_run_once(engin
     # transaction, its progress included); cancel here goes run by run. The
     # taker's chunks do not line up with the dead process's.
     paused = [universe_one(runs) for _ in range(300)]
-    created = operations.create(engine, filters.parse({"status": "paused"}), verb, None, reason="r", actor="a",
-                                expected=300, registry=REGISTRY, thresholds=THRESHOLDS)
+    created = operations.create(
+        engine,
+        filters.parse({"status": "paused"}),
+        verb,
+        None,
+        reason="r",
+        actor="a",
+        expected=300,
+        registry=REGISTRY,
+        thresholds=THRESHOLDS,
+    )
     url = engine.url.render_as_string(hide_password=False)
     child = subprocess.Popen([sys.executable, "-c", CHILD, url, path])
     try:
@@ -504,20 +673,26 @@ def test_kill_minus_nine_mid_operation_then_takeover_acts_on_each_run_once(engin
         pass
     done = operations.find(engine, created["id"])
     with engine.connect() as conn:
-        per_run_events = conn.execute(sa.text(
-            "SELECT workflow_id, count(*) FROM pgbus_workflow_events WHERE event = :e GROUP BY workflow_id"),
-            {"e": event}).all()
+        per_run_events = conn.execute(
+            sa.text("SELECT workflow_id, count(*) FROM pgbus_workflow_events WHERE event = :e GROUP BY workflow_id"),
+            {"e": event},
+        ).all()
     assert sorted(w for w, _ in per_run_events) == sorted(paused) and {n for _, n in per_run_events} == {1}
     assert (done["status"], done["moved"], done["skipped"], done["refused"]) == ("done", 300, 0, 0)
 
 
 def universe_one(runs):
-    return runs.make(states.PAUSED, step("reserve_stock", "completed", finished_at=ago(hours=5)),
-                     step("capture_payment", "failed", finished_at=ago(hours=4)), paused_at=ago(hours=4))
+    return runs.make(
+        states.PAUSED,
+        step("reserve_stock", "completed", finished_at=ago(hours=5)),
+        step("capture_payment", "failed", finished_at=ago(hours=4)),
+        paused_at=ago(hours=4),
+    )
 
 
 def acted_by(engine, event, operation_id) -> int:
     with engine.connect() as conn:
-        return conn.execute(sa.text(
-            "SELECT count(*) FROM pgbus_workflow_events WHERE event = :e "
-            "AND details ->> 'operation_id' = :o"), {"e": event, "o": str(operation_id)}).scalar_one()
+        return conn.execute(
+            sa.text("SELECT count(*) FROM pgbus_workflow_events WHERE event = :e AND details ->> 'operation_id' = :o"),
+            {"e": event, "o": str(operation_id)},
+        ).scalar_one()

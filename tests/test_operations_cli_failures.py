@@ -31,9 +31,22 @@ def test_a_chunk_that_keeps_failing_is_handed_back_and_the_command_says_why_in_o
     locking = holder.begin()
     holder.execute(sa.text("SELECT id FROM pgbus_workflows FOR UPDATE"))
     try:
-        result = CliRunner().invoke(main_group, [
-            "bulk", "cancel", "--filter", "status=paused", "--reason", "incident", "--yes",
-            "--statement-timeout", "0.3", "--database-url", _url(engine)])
+        result = CliRunner().invoke(
+            main_group,
+            [
+                "bulk",
+                "cancel",
+                "--filter",
+                "status=paused",
+                "--reason",
+                "incident",
+                "--yes",
+                "--statement-timeout",
+                "0.3",
+                "--database-url",
+                _url(engine),
+            ],
+        )
     finally:
         locking.rollback()
         holder.close()
@@ -50,8 +63,9 @@ def test_a_chunk_that_keeps_failing_is_handed_back_and_the_command_says_why_in_o
     Worker(engine, REGISTRY, steps_per_tick=0).drain()
     with engine.connect() as conn:
         done = store.find(conn, operation["id"])
-        cancelled = conn.execute(sa.text(
-            "SELECT count(*), count(DISTINCT workflow_id) FROM pgbus_workflow_events WHERE event = 'cancelled'")).one()
+        cancelled = conn.execute(
+            sa.text("SELECT count(*), count(DISTINCT workflow_id) FROM pgbus_workflow_events WHERE event = 'cancelled'")
+        ).one()
     assert (done["status"], done["moved"]) == ("done", 30) and tuple(cancelled) == (30, 30)
 
 
@@ -64,9 +78,22 @@ def test_a_failed_chunk_is_tried_again_before_the_command_gives_up(engine):
     releaser = threading.Timer(0.8, lambda: (locking.rollback(), holder.close()))
     releaser.start()
     try:
-        result = CliRunner().invoke(main_group, [
-            "bulk", "cancel", "--filter", "status=paused", "--reason", "incident", "--yes",
-            "--statement-timeout", "0.3", "--database-url", _url(engine)])
+        result = CliRunner().invoke(
+            main_group,
+            [
+                "bulk",
+                "cancel",
+                "--filter",
+                "status=paused",
+                "--reason",
+                "incident",
+                "--yes",
+                "--statement-timeout",
+                "0.3",
+                "--database-url",
+                _url(engine),
+            ],
+        )
     finally:
         releaser.join()
     assert result.exit_code == 0, result.output

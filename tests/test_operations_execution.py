@@ -14,16 +14,25 @@ from click.testing import CliRunner
 from operation_support import seed_paused
 from test_operations import THRESHOLDS, everything, query
 
-from pgbus_web.launch import main_group
 from pgbus_web.demo.workflows import REGISTRY
+from pgbus_web.launch import main_group
 from pgbus_web.models import operations as store
 from pgbus_web.runtime import operations
 from pgbus_web.runtime.worker import Worker
 
 
 def _create(engine, **filter_values):
-    return operations.create(engine, query(**filter_values), "resume", None, reason="gateway back",
-                             actor="dashboard:alice", expected=None, registry=REGISTRY, thresholds=THRESHOLDS)
+    return operations.create(
+        engine,
+        query(**filter_values),
+        "resume",
+        None,
+        reason="gateway back",
+        actor="dashboard:alice",
+        expected=None,
+        registry=REGISTRY,
+        thresholds=THRESHOLDS,
+    )
 
 
 def _find(engine, op_id):
@@ -84,8 +93,17 @@ def _cli(engine, *args, input=None):
 def test_bulk_dry_run_prints_the_preview_and_changes_nothing(engine):
     seed_paused(engine, 5)
     before = everything(engine)
-    result = _cli(engine, "resume", "--filter", "status=paused", "--reason", "gateway back",
-                  "--definitions", "pgbus_web.demo.workflows", "--dry-run")
+    result = _cli(
+        engine,
+        "resume",
+        "--filter",
+        "status=paused",
+        "--reason",
+        "gateway back",
+        "--definitions",
+        "pgbus_web.demo.workflows",
+        "--dry-run",
+    )
     assert result.exit_code == 0, result.output
     assert "5 runs match" in result.output and "resume fits 5; skips 0." in result.output
     assert "Dry run: nothing changed." in result.output
@@ -103,8 +121,19 @@ def test_bulk_without_definitions_says_why_resume_skips(engine):
 
 def test_bulk_yes_runs_it_to_the_end(engine):
     seed_paused(engine, 120)
-    result = _cli(engine, "resume", "--filter", "status=paused", "--filter", "workflow_class=OrderWorkflow",
-                  "--reason", "gateway back", "--definitions", "pgbus_web.demo.workflows", "--yes")
+    result = _cli(
+        engine,
+        "resume",
+        "--filter",
+        "status=paused",
+        "--filter",
+        "workflow_class=OrderWorkflow",
+        "--reason",
+        "gateway back",
+        "--definitions",
+        "pgbus_web.demo.workflows",
+        "--yes",
+    )
     assert result.exit_code == 0, result.output
     assert "moved 120, skipped 0, refused 0 of 120" in result.output
     with engine.connect() as conn:
@@ -123,14 +152,17 @@ def test_bulk_asks_and_a_no_changes_nothing(engine):
 def test_bulk_refuses_bad_usage_with_exit_code_two(engine):
     seed_paused(engine, 1)
     before = everything(engine)
-    for args in (["resume", "--filter", "colour=red", "--reason", "r"],
-                 ["resume", "--filter", "status=sleeping", "--reason", "r"],
-                 ["explode", "--filter", "status=paused", "--reason", "r"],
-                 ["resume", "--filter", "status=paused"]):
+    for args in (
+        ["resume", "--filter", "colour=red", "--reason", "r"],
+        ["resume", "--filter", "status=sleeping", "--reason", "r"],
+        ["explode", "--filter", "status=paused", "--reason", "r"],
+        ["resume", "--filter", "status=paused"],
+    ):
         result = _cli(engine, *args)
         assert result.exit_code == 2, (args, result.output)
-    result = _cli(engine, "resume_at", "--at", "2001-01-01T00:00:00Z", "--filter", "status=paused",
-                  "--reason", "r", "--yes")
+    result = _cli(
+        engine, "resume_at", "--at", "2001-01-01T00:00:00Z", "--filter", "status=paused", "--reason", "r", "--yes"
+    )
     assert result.exit_code == 2 and "not in the future" in result.output  # the caller's input
     assert everything(engine) == before
 
@@ -147,16 +179,35 @@ def test_ctrl_c_leaves_it_for_the_workers_and_says_so(engine):
     seed_paused(engine, RUNS_FOR_CTRL_C)
     url = engine.url.render_as_string(hide_password=False)
     process = subprocess.Popen(
-        [sys.executable, "-c", "from pgbus_web.launch import main; main()", "bulk", "resume",
-         "--filter", "status=paused", "--reason", "gateway back", "--definitions", "pgbus_web.demo.workflows",
-         "--yes", "--rate", str(RATE_FOR_CTRL_C), "--database-url", url],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "from pgbus_web.launch import main; main()",
+            "bulk",
+            "resume",
+            "--filter",
+            "status=paused",
+            "--reason",
+            "gateway back",
+            "--definitions",
+            "pgbus_web.demo.workflows",
+            "--yes",
+            "--rate",
+            str(RATE_FOR_CTRL_C),
+            "--database-url",
+            url,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
+
         def started():
             with engine.connect() as conn:
                 rows = store.recent(conn)
             return bool(rows) and rows[0]["moved"] > 0
+
         assert _wait_for(started)
         os.kill(process.pid, signal.SIGINT)
         out, err = process.communicate(timeout=30)
@@ -174,7 +225,8 @@ def test_ctrl_c_leaves_it_for_the_workers_and_says_so(engine):
     Worker(engine, REGISTRY, steps_per_tick=0).drain()
     with engine.connect() as conn:
         done = store.find(conn, operation["id"])
-        resumed = conn.execute(sa.text("SELECT count(*), count(DISTINCT workflow_id) FROM pgbus_workflow_events "
-                                       "WHERE event = 'resumed'")).one()
+        resumed = conn.execute(
+            sa.text("SELECT count(*), count(DISTINCT workflow_id) FROM pgbus_workflow_events WHERE event = 'resumed'")
+        ).one()
     assert (done["status"], done["moved"]) == ("done", RUNS_FOR_CTRL_C)
     assert tuple(resumed) == (RUNS_FOR_CTRL_C, RUNS_FOR_CTRL_C)

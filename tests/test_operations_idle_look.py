@@ -19,10 +19,15 @@ def _idle_in_a_transaction(engine) -> list[str]:
     """The thread's sessions left in a transaction after its look for
     longer than a look and its ROLLBACK take (a few milliseconds)."""
     with engine.connect() as conn:
-        return list(conn.execute(sa.text(
-            "SELECT state FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
-            "AND query = :look AND state <> 'idle' AND now() - state_change > interval '300 milliseconds'"),
-            {"look": LOOK}).scalars())
+        return list(
+            conn.execute(
+                sa.text(
+                    "SELECT state FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                    "AND query = :look AND state <> 'idle' AND now() - state_change > interval '300 milliseconds'"
+                ),
+                {"look": LOOK},
+            ).scalars()
+        )
 
 
 def test_between_two_looks_the_thread_holds_no_transaction(engine, monkeypatch):

@@ -24,22 +24,33 @@ QUIET = timedelta(minutes=10)
 
 
 def create(engine, verb):
-    return operations.create(engine, filters.parse({"status": "paused"}), verb, None, reason="gateway back",
-                             actor="dashboard:alice", expected=None, registry=REGISTRY, thresholds=THRESHOLDS)
+    return operations.create(
+        engine,
+        filters.parse({"status": "paused"}),
+        verb,
+        None,
+        reason="gateway back",
+        actor="dashboard:alice",
+        expected=None,
+        registry=REGISTRY,
+        thresholds=THRESHOLDS,
+    )
 
 
 def acted(engine, operation_id):
     with engine.connect() as conn:
-        return conn.execute(sa.text(
-            "SELECT count(*) FROM pgbus_workflow_events WHERE details ->> 'operation_id' = :op"),
-            {"op": str(operation_id)}).scalar_one()
+        return conn.execute(
+            sa.text("SELECT count(*) FROM pgbus_workflow_events WHERE details ->> 'operation_id' = :op"),
+            {"op": str(operation_id)},
+        ).scalar_one()
 
 
 def paused(engine, ids):
     with engine.connect() as conn:
-        return conn.execute(sa.text(
-            "SELECT count(*) FROM pgbus_workflows WHERE workflow_id = ANY(:ids) AND status = 'paused'"),
-            {"ids": list(ids)}).scalar_one()
+        return conn.execute(
+            sa.text("SELECT count(*) FROM pgbus_workflows WHERE workflow_id = ANY(:ids) AND status = 'paused'"),
+            {"ids": list(ids)},
+        ).scalar_one()
 
 
 class Commits:
@@ -74,8 +85,9 @@ def test_a_chunk_of_the_chunk_path_is_one_commit_with_its_progress(engine, runs)
     # and the operation's counts and cursor past them.
     with engine.connect() as conn:
         row = store.find(conn, operation["id"])
-        fourth = conn.execute(sa.text("SELECT id FROM pgbus_workflows WHERE workflow_id = :w"),
-                              {"w": ids[3]}).scalar_one()
+        fourth = conn.execute(
+            sa.text("SELECT id FROM pgbus_workflows WHERE workflow_id = :w"), {"w": ids[3]}
+        ).scalar_one()
     assert (row["moved"], row["cursor"]) == (4, fourth)
     assert acted(engine, operation["id"]) == 4 and paused(engine, ids) == 2
     # Control: the per-run path (a chunk that hands its runs to the verb)

@@ -51,7 +51,8 @@ def test_an_outage_and_its_end_are_logged_once_each(engine, caplog):
         assert len(down) == 1, [record.getMessage() for record in down]
         assert down[0].exc_info is None and down[0].levelno == logging.WARNING
         assert down[0].getMessage() == (
-            f"operations: the database is unavailable (connection refused); trying again every {POLL:.1f}s")
+            f"operations: the database is unavailable (connection refused); trying again every {POLL:.1f}s"
+        )
         flaky.down = False
         looked = flaky.looks
         assert _wait(lambda: flaky.looks >= looked + 10)

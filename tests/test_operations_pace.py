@@ -14,8 +14,8 @@ import sqlalchemy as sa
 from operation_support import seed_paused
 from test_operations import THRESHOLDS, everything, query
 
-from pgbus_web.core import reads as context
 from pgbus_web.core import problems
+from pgbus_web.core import reads as context
 from pgbus_web.core.words import presenters
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import events
@@ -27,17 +27,33 @@ ALICE, BOB = "dashboard:alice", "dashboard:bob"
 
 
 def create(engine, verb="resume", *, actor=ALICE, approval=None, **pace_values):
-    return operations.create(engine, query(status="paused"), verb, None, reason="gateway back", actor=actor,
-                             expected=None, registry=REGISTRY, thresholds=THRESHOLDS, approval=approval,
-                             **pace_values)
+    return operations.create(
+        engine,
+        query(status="paused"),
+        verb,
+        None,
+        reason="gateway back",
+        actor=actor,
+        expected=None,
+        registry=REGISTRY,
+        thresholds=THRESHOLDS,
+        approval=approval,
+        **pace_values,
+    )
 
 
 def acted_at(engine, operation_id) -> list[datetime]:
     """When each run was acted on: its event of this operation (one per run)."""
     with engine.connect() as conn:
-        return list(conn.execute(sa.text(
-            "SELECT min(created_at) FROM pgbus_workflow_events WHERE details ->> 'operation_id' = :op "
-            "GROUP BY workflow_id ORDER BY 1"), {"op": str(operation_id)}).scalars())
+        return list(
+            conn.execute(
+                sa.text(
+                    "SELECT min(created_at) FROM pgbus_workflow_events WHERE details ->> 'operation_id' = :op "
+                    "GROUP BY workflow_id ORDER BY 1"
+                ),
+                {"op": str(operation_id)},
+            ).scalars()
+        )
 
 
 def busiest_second(moments: list[datetime]) -> int:
@@ -148,22 +164,32 @@ def test_the_rate_changed_while_it_runs_is_read_at_the_next_chunk(engine):
 
 def in_flight_ids(engine, operation_id):
     with engine.connect() as conn:
-        return list(conn.execute(sa.text(
-            """
+        return list(
+            conn.execute(
+                sa.text(
+                    """
             SELECT w.workflow_id FROM pgbus_workflows w
             WHERE w.latest_step_status IN ('scheduled', 'in_progress') AND EXISTS (
                 SELECT 1 FROM pgbus_workflow_events e
                 WHERE e.workflow_id = w.workflow_id AND e.details ->> 'operation_id' = :op)
             ORDER BY w.workflow_id
-            """), {"op": str(operation_id)}).scalars())
+            """
+                ),
+                {"op": str(operation_id)},
+            ).scalars()
+        )
 
 
 def settle(engine, workflow_ids):
     """The step each run was resumed into completes (as a worker would)."""
     with engine.begin() as conn:
-        conn.execute(sa.text(
-            "UPDATE pgbus_workflow_steps s SET status = 'completed', finished_at = now() FROM pgbus_workflows w "
-            "WHERE w.workflow_id = ANY(:ids) AND s.id = w.latest_step_id"), {"ids": list(workflow_ids)})
+        conn.execute(
+            sa.text(
+                "UPDATE pgbus_workflow_steps s SET status = 'completed', finished_at = now() FROM pgbus_workflows w "
+                "WHERE w.workflow_id = ANY(:ids) AND s.id = w.latest_step_id"
+            ),
+            {"ids": list(workflow_ids)},
+        )
 
 
 def test_max_in_flight_never_has_more_runs_started_and_unsettled(engine):
@@ -198,9 +224,13 @@ def test_a_run_that_went_on_to_its_next_step_is_no_longer_in_flight(engine):
     settle(engine, [first])
     with engine.begin() as conn:
         # Its next step is scheduled well after the act.
-        conn.execute(sa.text(
-            "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, created_at) "
-            "VALUES (:id, 'ship', 'scheduled', now() + interval '5 seconds')"), {"id": first})
+        conn.execute(
+            sa.text(
+                "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, created_at) "
+                "VALUES (:id, 'ship', 'scheduled', now() + interval '5 seconds')"
+            ),
+            {"id": first},
+        )
         assert events.operation_in_flight(conn, created["id"]) == 2
 
 
@@ -279,9 +309,15 @@ def test_over_the_threshold_it_waits_for_another_operator(engine):
     assert find(engine, created["id"])["moved"] == 4
     # Each run's audit sentence names the approver.
     with engine.connect() as conn:
-        rows = [dict(row) for row in conn.execute(sa.text(
-            "SELECT * FROM pgbus_workflow_events WHERE details ->> 'operation_id' = :op AND event = 'resumed'"),
-            {"op": str(created["id"])}).mappings()]
+        rows = [
+            dict(row)
+            for row in conn.execute(
+                sa.text(
+                    "SELECT * FROM pgbus_workflow_events WHERE details ->> 'operation_id' = :op AND event = 'resumed'"
+                ),
+                {"op": str(created["id"])},
+            ).mappings()
+        ]
         context.with_approvals(conn, rows)
     assert len(rows) == 4
     assert all("bob" in presenters.event_sentence(row) for row in rows)
@@ -290,8 +326,10 @@ def test_over_the_threshold_it_waits_for_another_operator(engine):
 def test_at_or_under_the_threshold_or_another_verb_it_starts_at_once(engine):
     seed_paused(engine, 3)
     assert create(engine, approval=operations.Approval(threshold=3))["status"] == states.OPERATION_QUEUED
-    assert create(engine, approval=operations.Approval(threshold=0, verbs=("cancel",)))["status"] == \
-        states.OPERATION_QUEUED
+    assert (
+        create(engine, approval=operations.Approval(threshold=0, verbs=("cancel",)))["status"]
+        == states.OPERATION_QUEUED
+    )
     assert create(engine, approval=operations.Approval(threshold=2))["status"] == states.OPERATION_AWAITING_APPROVAL
 
 

@@ -24,12 +24,16 @@ SCHEMES = ["light", "dark"]
 LOCALES = ["en", "de", "ja"]
 
 
-
 @pytest.fixture
 def app(database):
     # An approver: the page that waits for approval shows its Approve.
-    return operator_app(database, actor_name=lambda request: "browser", refresh_interval=600, approval_threshold=2,
-                        role_of=lambda request: "approver")
+    return operator_app(
+        database,
+        actor_name=lambda request: "browser",
+        refresh_interval=600,
+        approval_threshold=2,
+        role_of=lambda request: "approver",
+    )
 
 
 @pytest.fixture
@@ -44,14 +48,34 @@ def paths(app, runs, engine):
     settings = app.extensions["pgbus_web"].settings
     common = dict(registry=REGISTRY, thresholds=context.thresholds(engine), expected=None)
     paused_filter = operations.filters_of({"filters": {"status": "paused"}})
-    awaiting = operations.create(engine, paused_filter, "resume", None, reason="gateway back after the outage",
-                                 actor="dashboard:alice", rate=50, max_in_flight=10,
-                                 approval=context.approval(engine, settings), **common)
-    held = operations.create(engine, paused_filter, "resume", None, reason="slowly, the gateway is fragile",
-                             actor="dashboard:alice", rate=0.5, **common)
+    awaiting = operations.create(
+        engine,
+        paused_filter,
+        "resume",
+        None,
+        reason="gateway back after the outage",
+        actor="dashboard:alice",
+        rate=50,
+        max_in_flight=10,
+        approval=context.approval(engine, settings),
+        **common,
+    )
+    held = operations.create(
+        engine,
+        paused_filter,
+        "resume",
+        None,
+        reason="slowly, the gateway is fragile",
+        actor="dashboard:alice",
+        rate=0.5,
+        **common,
+    )
     operations.pause(engine, held["id"], actor="dashboard:bob")
-    return {"awaiting": f"/workflows/operations/{awaiting['id']}", "paused": f"/workflows/operations/{held['id']}",
-            "dialog": "/workflows"}
+    return {
+        "awaiting": f"/workflows/operations/{awaiting['id']}",
+        "paused": f"/workflows/operations/{held['id']}",
+        "dialog": "/workflows",
+    }
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
@@ -59,8 +83,9 @@ def paths(app, runs, engine):
 def test_pace_pause_and_approval_pages_fit_and_pass_axe(chromium, server, paths, size, scheme):
     width, height = size
     folder = saved_to()
-    browser_context = chromium.new_context(viewport={"width": width, "height": height}, color_scheme=scheme,
-                                           timezone_id="Europe/Oslo")
+    browser_context = chromium.new_context(
+        viewport={"width": width, "height": height}, color_scheme=scheme, timezone_id="Europe/Oslo"
+    )
     page = browser_context.new_page()
     page.set_default_timeout(WAIT_MS)
     problems: dict[str, object] = {}
@@ -99,8 +124,10 @@ def test_pace_pause_and_approval_pages_fit_and_pass_axe(chromium, server, paths,
                 if violations:
                     problems[f"{where}: axe"] = violations
                 if folder is not None:
-                    page.screenshot(path=str(folder / f"pace-{locale}-{width}x{height}-{scheme}-{name}.png"),
-                                    full_page=name != "dialog")
+                    page.screenshot(
+                        path=str(folder / f"pace-{locale}-{width}x{height}-{scheme}-{name}.png"),
+                        full_page=name != "dialog",
+                    )
     finally:
         browser_context.close()
     assert problems == {}, problems

@@ -79,8 +79,9 @@ def test_the_preview_says_which_runs_the_verb_skips_and_why(browser, runs, engin
 @pytest.mark.parametrize("htmx", [False, True])
 def test_confirming_creates_the_operation_and_leads_to_its_page(browser, runs, engine, htmx):
     paused = [paused_on_capture(runs) for _ in range(2)]
-    response = browser.post(URL, {"verb": "resume", "query": PAUSED, "expected": "2", "confirmed": "1",
-                                  "reason": "gateway back"}, htmx=htmx)
+    response = browser.post(
+        URL, {"verb": "resume", "query": PAUSED, "expected": "2", "confirmed": "1", "reason": "gateway back"}, htmx=htmx
+    )
     [operation] = operations_of(engine)
     location = f"/workflows/operations/{operation['id']}"
     if htmx:
@@ -108,9 +109,17 @@ def test_confirming_creates_the_operation_and_leads_to_its_page(browser, runs, e
 
 def test_a_running_operation_polls_itself_and_can_be_cancelled(browser, runs, engine):
     paused_on_capture(runs)
-    created = operations.create(engine, operations.filters_of({"filters": {"status": "paused"}}), "resume", None,
-                                reason="r", actor="a", expected=1, registry=REGISTRY,
-                                thresholds=policy.current(engine).thresholds())
+    created = operations.create(
+        engine,
+        operations.filters_of({"filters": {"status": "paused"}}),
+        "resume",
+        None,
+        reason="r",
+        actor="a",
+        expected=1,
+        registry=REGISTRY,
+        thresholds=policy.current(engine).thresholds(),
+    )
     url = f"{URL}/{created['id']}"
     section = soup(browser.load(url)).select_one("#pgbus-operation")
     assert section["hx-trigger"] == "every 2s" and section["data-status"] == "queued"
@@ -132,8 +141,9 @@ def test_a_count_that_changed_answers_the_fresh_preview(browser, runs, engine):
     paused_on_capture(runs)
     before = everything(engine)
     for htmx in (False, True):
-        response = browser.post(URL, {"verb": "resume", "query": PAUSED, "expected": "1", "confirmed": "1",
-                                      "reason": "x"}, htmx=htmx)
+        response = browser.post(
+            URL, {"verb": "resume", "query": PAUSED, "expected": "1", "confirmed": "1", "reason": "x"}, htmx=htmx
+        )
         assert response.status_code == 409
         dialog = soup(response).select_one("dialog")
         assert dialog["data-total"] == "2"
@@ -168,8 +178,9 @@ def test_bad_input_gets_a_clear_answer_and_writes_nothing(browser, runs, engine,
     assert len(said) > 10
     assert everything(engine) == before
     # Control: the same form, corrected, is accepted.
-    good = browser.post(URL, {"verb": "resume", "query": PAUSED, "expected": "1", "confirmed": "1",
-                              "reason": "why"}, htmx=htmx)
+    good = browser.post(
+        URL, {"verb": "resume", "query": PAUSED, "expected": "1", "confirmed": "1", "reason": "why"}, htmx=htmx
+    )
     assert good.status_code in (200, 303) and len(operations_of(engine)) == 1
 
 
@@ -180,8 +191,9 @@ def test_a_viewer_cannot_post(database, runs, engine):
     app = operator_app(database, can_act=lambda request: False)
     browser = Browser(app.test_client())
     before = everything(engine)
-    response = browser.post(URL, {"verb": "resume", "query": PAUSED, "expected": "1", "confirmed": "1",
-                                  "reason": "why"})
+    response = browser.post(
+        URL, {"verb": "resume", "query": PAUSED, "expected": "1", "confirmed": "1", "reason": "why"}
+    )
     assert response.status_code == 403
     assert everything(engine) == before
 
@@ -209,8 +221,9 @@ def test_the_entry_says_how_many_runs_the_preview_would_count(browser, runs, eng
         paused_on_capture(runs)
     ready_later(runs)
     label = text_of(soup(browser.load("/workflows?status=paused")).select_one(".pgbus-operation-entry label"))
-    shown = operations.preview(engine, operations.index_filters.parse({"status": "paused"}), "resume",
-                               registry=REGISTRY, thresholds=THRESHOLDS)
+    shown = operations.preview(
+        engine, operations.index_filters.parse({"status": "paused"}), "resume", registry=REGISTRY, thresholds=THRESHOLDS
+    )
     assert shown.total == 3 and label == "Act on all 3 matching runs"
     # The live refresh of the runs block (htmx) says it too, and one run is one run.
     fragment = browser.client.get("/workflows?status=ready", headers={"HX-Request": "true", "HX-Target": "pgbus-runs"})

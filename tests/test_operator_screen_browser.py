@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import pytest
 from action_support import ago, paused_on_capture
-from web_helpers import step as step_
 from browser import WAIT_MS, requires_chromium
 from test_locales_browser import app, pages, server  # noqa: F401 (fixtures)
+from web_helpers import step as step_
 
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.runtime import operations
@@ -28,8 +28,9 @@ size_ids = lambda size: f"{size[0]}x{size[1]}"  # noqa: E731
 
 def opened(chromium, size, locale="en"):
     width, height = size
-    context = chromium.new_context(viewport={"width": width, "height": height}, timezone_id="Europe/Oslo",
-                                   locale=locale)
+    context = chromium.new_context(
+        viewport={"width": width, "height": height}, timezone_id="Europe/Oslo", locale=locale
+    )
     page = context.new_page()
     page.set_default_timeout(WAIT_MS)
     return context, page
@@ -56,6 +57,7 @@ SPILLING_FRAMES = """() => {
   }
   return spilling;
 }"""
+
 
 @pytest.mark.parametrize("size", SIZES, ids=size_ids)
 def test_the_insights_tables_scroll_inside_their_boxes(chromium, app, server, runs, engine, size):  # noqa: F811
@@ -90,8 +92,14 @@ def test_a_verb_has_one_word_from_the_menu_to_the_audit_trail(chromium, app, ser
     # Runs paused on an error, resumed by an operation on their filter:
     # the step that failed is tried again.
     operations.create(
-        engine, operations.filters_of({"filters": {"reason": "paused_error"}}), "resume", None,
-        reason="gateway back", actor="dashboard:alice", expected=None, registry=REGISTRY,
+        engine,
+        operations.filters_of({"filters": {"reason": "paused_error"}}),
+        "resume",
+        None,
+        reason="gateway back",
+        actor="dashboard:alice",
+        expected=None,
+        registry=REGISTRY,
         thresholds=reads.thresholds(app.extensions["pgbus_web"].database.primary),
     )
     runner = operations.Runner(engine, REGISTRY)
@@ -122,8 +130,9 @@ def test_a_verb_has_one_word_from_the_menu_to_the_audit_trail(chromium, app, ser
             }
     finally:
         context.close()
-    assert said == {locale: dict.fromkeys(("menu", "dialog", "run page", "audit trail"), True)
-                    for locale in ("en", "de", "ja")}, said
+    assert said == {
+        locale: dict.fromkeys(("menu", "dialog", "run page", "audit trail"), True) for locale in ("en", "de", "ja")
+    }, said
 
 
 # Each stacked cell's label (its ::before, a column 7rem wide) set in a
@@ -248,7 +257,8 @@ def test_a_filtered_list_says_its_count_in_the_heading(chromium, app, server, ru
         visit(page, f"{server}/workflows?reason=paused_error&locale=ja")
         with force_locale("ja"):
             assert page.locator("#pgbus-total").inner_text() == tn(
-                "pgbus.workflows.index.total_matching", 4, total=str(total))
+                "pgbus.workflows.index.total_matching", 4, total=str(total)
+            )
     finally:
         context.close()
 
@@ -282,9 +292,16 @@ def test_the_backtrace_is_named_in_every_language(chromium, server, runs):  # no
 
     with force_locale("en"):
         english = t("pgbus.workflows.show.backtrace")
-    failed = runs.make("paused", step("capture_payment", "failed", error_class="TimeoutError",
-                                      error_backtrace='File "shop.py", line 3, in capture\n  raise TimeoutError'),
-                       paused_at=ago(minutes=1))
+    failed = runs.make(
+        "paused",
+        step(
+            "capture_payment",
+            "failed",
+            error_class="TimeoutError",
+            error_backtrace='File "shop.py", line 3, in capture\n  raise TimeoutError',
+        ),
+        paused_at=ago(minutes=1),
+    )
     context, page = opened(chromium, (1280, 800))
     english_in = []
     try:
@@ -304,18 +321,24 @@ def test_the_audit_trail_names_its_details_in_the_operators_language(chromium, s
     from pgbus_web.i18n import force_locale
 
     shown = {"attempts": 3, "error_class": "TimeoutError", "operation_id": 12}
-    paused = runs.make("paused", step("capture_payment", "failed", error_class="TimeoutError"),
-                       paused_at=ago(minutes=1),
-                       events_=[{"event": "paused", "actor": "system", "details": shown},
-                                {"event": "resumed", "actor": "dashboard:alice", "details": {"odd_key": 1}}])
+    paused = runs.make(
+        "paused",
+        step("capture_payment", "failed", error_class="TimeoutError"),
+        paused_at=ago(minutes=1),
+        events_=[
+            {"event": "paused", "actor": "system", "details": shown},
+            {"event": "resumed", "actor": "dashboard:alice", "details": {"odd_key": 1}},
+        ],
+    )
     context, page = opened(chromium, (390, 844))
     said = {}
     try:
         for locale in ("en", "de", "ja"):
             visit(page, f"{server}/workflows/{paused}?locale={locale}")
             terms = page.locator("#pgbus-run-audit dl.pgbus-audit-details dt")
-            said[locale] = {terms.nth(i).get_attribute("data-key"): terms.nth(i).inner_text().strip()
-                            for i in range(terms.count())}
+            said[locale] = {
+                terms.nth(i).get_attribute("data-key"): terms.nth(i).inner_text().strip() for i in range(terms.count())
+            }
             with force_locale(locale):
                 expected = {key: detail_label(key) for key in shown}
             assert all(expected[key] != key for key in shown), expected
@@ -356,8 +379,9 @@ def test_the_locks_filter_buttons_sit_on_one_line_beside_the_fields(chromium, se
 
 
 def test_a_time_too_far_ahead_is_bounded_and_refused_in_the_operators_words(chromium, server, runs):  # noqa: F811
-    paused = runs.make("paused", step_("send_receipt", "scheduled", scheduled_at=ago(hours=1)),
-                       paused_at=ago(minutes=30))
+    paused = runs.make(
+        "paused", step_("send_receipt", "scheduled", scheduled_at=ago(hours=1)), paused_at=ago(minutes=30)
+    )
     context, page = opened(chromium, (1280, 800), locale="de-DE")
     try:
         visit(page, f"{server}/workflows/{paused}?locale=de")
@@ -382,10 +406,14 @@ def test_a_time_too_far_ahead_is_bounded_and_refused_in_the_operators_words(chro
 def test_the_audit_trails_link_to_an_operation_is_not_told_by_colour_alone(chromium, server, runs, scheme):  # noqa: F811
     from browser import axe_violations
 
-    paused = runs.make("paused", step_("capture_payment", "failed", error_class="TimeoutError"),
-                       paused_at=ago(minutes=1),
-                       events_=[{"event": "paused", "actor": "dashboard:alice", "reason": "gateway down",
-                                 "details": {"operation_id": 12}}])
+    paused = runs.make(
+        "paused",
+        step_("capture_payment", "failed", error_class="TimeoutError"),
+        paused_at=ago(minutes=1),
+        events_=[
+            {"event": "paused", "actor": "dashboard:alice", "reason": "gateway down", "details": {"operation_id": 12}}
+        ],
+    )
     context = chromium.new_context(viewport={"width": 1280, "height": 800}, color_scheme=scheme)
     page = context.new_page()
     page.set_default_timeout(WAIT_MS)
@@ -413,8 +441,9 @@ def test_the_definitions_option_is_never_split_at_its_dashes(chromium, database,
             visit(page, f"{base}/workflows?locale={locale}")
             lines = page.evaluate("""() => [...document.querySelectorAll('.pgbus-definitions-missing code')]
                 .map(el => [el.textContent, el.getClientRects().length])""")
-            if sorted(text for text, _ in lines) != ["--definitions", "PGBUS_WEB_DEFINITIONS"] \
-                    or any(count != 1 for _, count in lines):
+            if sorted(text for text, _ in lines) != ["--definitions", "PGBUS_WEB_DEFINITIONS"] or any(
+                count != 1 for _, count in lines
+            ):
                 split[locale] = lines
     finally:
         context.close()
@@ -426,14 +455,25 @@ def test_japanese_writes_its_parentheses_full_width_on_the_compare_page(chromium
     # The failed refund beside a completed one: an outcome with its error
     # in parentheses, the same definition's sentence, and an argument
     # whose type changed.
-    failed = runs.make("failed", step_("validate_refund", "completed", started_at=ago(minutes=9),
-                                       finished_at=ago(minutes=8)),
-                       step_("issue_refund", "failed", error_class="Payments::GatewayTimeout",
-                             error_message="the payment gateway did not answer"),
-                       workflow_class="RefundWorkflow",
-                       arguments={"customer": {"id": 42}, "amount": {"value": 1250, "currency": "EUR"}})
-    done = runs.make("completed", step_("validate_refund", "completed"), step_("issue_refund", "completed"),
-                     workflow_class="RefundWorkflow", arguments={"customer": {"id": 42}, "amount": 990})
+    failed = runs.make(
+        "failed",
+        step_("validate_refund", "completed", started_at=ago(minutes=9), finished_at=ago(minutes=8)),
+        step_(
+            "issue_refund",
+            "failed",
+            error_class="Payments::GatewayTimeout",
+            error_message="the payment gateway did not answer",
+        ),
+        workflow_class="RefundWorkflow",
+        arguments={"customer": {"id": 42}, "amount": {"value": 1250, "currency": "EUR"}},
+    )
+    done = runs.make(
+        "completed",
+        step_("validate_refund", "completed"),
+        step_("issue_refund", "completed"),
+        workflow_class="RefundWorkflow",
+        arguments={"customer": {"id": 42}, "amount": 990},
+    )
     context, page = opened(chromium, (1280, 800))
     try:
         visit(page, f"{server}/workflows/compare?a={failed}&b={done}&locale=ja")
@@ -497,7 +537,8 @@ def test_the_insights_charts_have_a_time_axis_and_say_what_they_summarise(chromi
                     axis = [ends.nth(i).inner_text().strip() for i in range(ends.count())]
                     described = figure.evaluate(
                         "(el) => (el.getAttribute('aria-describedby') || '').split(' ').filter(Boolean)"
-                        ".map(id => document.getElementById(id).textContent).join(' ')")
+                        ".map(id => document.getElementById(id).textContent).join(' ')"
+                    )
                     found[f"{locale} {bucket} {series}"] = (
                         axis == [oldest, newest],
                         oldest in described and newest in described,
@@ -581,10 +622,15 @@ def test_the_focused_run_stays_in_place_while_new_runs_wait_above_it(chromium, d
             " for (const entry of list.getEntries()) { if (entry.hadRecentInput) continue; window.pgbusShift += entry.value;"
             "  for (const source of entry.sources) { const runs = document.getElementById('pgbus-runs');"
             "   if (source.node && runs && runs.contains(source.node)) window.pgbusRunsShifted.push(entry.value); } } })"
-            ".observe({type: 'layout-shift', buffered: false})")
+            ".observe({type: 'layout-shift', buffered: false})"
+        )
         polls = []
-        page.on("response", lambda response: polls.append(response.status)
-                if response.request.headers.get("hx-trigger") == "pgbus-refresh" else None)
+        page.on(
+            "response",
+            lambda response: (
+                polls.append(response.status) if response.request.headers.get("hx-trigger") == "pgbus-refresh" else None
+            ),
+        )
         newer = [runs.make(states.READY, step_("reserve_stock", "scheduled", scheduled_at=ago(minutes=1)))]
         bar = page.locator("#pgbus-new-runs")
         bar.wait_for(state="visible")

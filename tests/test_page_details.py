@@ -26,8 +26,13 @@ def test_gives_up_shows_only_on_an_open_attempt(client, runs):
     now = utcnow()
     workflow_id = runs.make(
         states.WAITING,
-        step("await_shipment", "completed", wait_for="shipment_confirmed", timeout_at=now - timedelta(hours=21),
-             finished_at=now - timedelta(hours=22)),
+        step(
+            "await_shipment",
+            "completed",
+            wait_for="shipment_confirmed",
+            timeout_at=now - timedelta(hours=21),
+            finished_at=now - timedelta(hours=22),
+        ),
         step("await_delivery", "waiting", wait_for="delivered", timeout_at=now + timedelta(days=2)),
     )
     page = soup(client.get(f"/workflows/{workflow_id}"))
@@ -51,8 +56,15 @@ def test_a_missing_run_offers_the_way_back(client):
 
 
 def test_the_durations_hint_says_the_runs_started_in_the_range(client, runs):
-    runs.make(states.COMPLETED, step("send_receipt", "completed", started_at=utcnow() - timedelta(minutes=2),
-                                     finished_at=utcnow() - timedelta(minutes=1)))
+    runs.make(
+        states.COMPLETED,
+        step(
+            "send_receipt",
+            "completed",
+            started_at=utcnow() - timedelta(minutes=2),
+            finished_at=utcnow() - timedelta(minutes=1),
+        ),
+    )
     page = soup(client.get("/workflows/insights/OrderWorkflow"))
     hint = text_of(page.select_one('[aria-labelledby="pgbus-insights-durations-title"] .pgbus-card-head p'))
     assert "runs started in this period" in hint

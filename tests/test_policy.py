@@ -58,8 +58,13 @@ def cli(database_url, *args, token=None):
 @pytest.fixture
 def people(database, tmp_path):
     path = tmp_path / "users"
-    users.write(path, {name: User(name, role, passwords.hash_password(password, CHEAP), groups)
-                       for name, (role, groups, password) in PEOPLE.items()})
+    users.write(
+        path,
+        {
+            name: User(name, role, passwords.hash_password(password, CHEAP), groups)
+            for name, (role, groups, password) in PEOPLE.items()
+        },
+    )
     app = make_app(database, auth=Auth(path), SECRET_KEY="test secret", registry=REGISTRY)
     signed_in = {}
     for name, (_, _, password) in PEOPLE.items():
@@ -82,7 +87,12 @@ def test_an_empty_policy_is_the_defaults_and_a_change_is_kept_with_who_and_why(e
     assert after.stall_threshold.total_seconds() == 300 and after.version_of("stall_threshold") == made["id"]
     [change] = policy.history(engine)
     assert (change["key"], change["old_value"], change["new_value"], change["actor"], change["reason"]) == (
-        "stall_threshold", None, 300, "dashboard:ada", "faster flags")
+        "stall_threshold",
+        None,
+        300,
+        "dashboard:ada",
+        "faster flags",
+    )
     # Back to the default: no row, and the history says so.
     policy.change(engine, "stall_threshold", None, actor="dashboard:ada", reason="back")
     assert policy.read(engine).stall_threshold.total_seconds() == 600
@@ -123,8 +133,14 @@ def test_a_bad_rule_is_refused_with_its_sentence_and_changes_nothing(engine, key
     assert problems.refusal(refused.value).status == 422
     assert everything(engine) == before
     # Control: the same rule takes a good value.
-    good = {"stall_threshold": 300, "waiting_threshold": 3600, "approval": {"threshold": 5, "verbs": None},
-            "max_rate": 50, "redact": ["card_number"], "grants": [PAYMENTS_GRANT]}
+    good = {
+        "stall_threshold": 300,
+        "waiting_threshold": 3600,
+        "approval": {"threshold": 5, "verbs": None},
+        "max_rate": 50,
+        "redact": ["card_number"],
+        "grants": [PAYMENTS_GRANT],
+    }
     if key in good:
         policy.change(engine, key, good[key], actor="dashboard:ada", reason="r")
 
@@ -189,8 +205,9 @@ def test_only_an_admin_changes_the_policy_at_every_door(people, engine, database
     refused = put(Api(app.test_client(), viewer_token), "/policy/stall_threshold", {"value": 300, "reason": "r"})
     assert refused.status_code == 403
     with force_locale("en"):
-        expected = problems.refusal(permissions.NotPermitted(permissions.token("grafana", "operator", door="api"),
-                                                             "policy")).message
+        expected = problems.refusal(
+            permissions.NotPermitted(permissions.token("grafana", "operator", door="api"), "policy")
+        ).message
     assert refused.json_body["detail"] == expected
     by_cli = cli(database_url, "policy", "set", "stall_threshold", "300", "--reason", "r", token=viewer_token)
     assert by_cli.exit_code == 1 and "may not change the policy" in by_cli.output
@@ -201,7 +218,8 @@ def test_only_an_admin_changes_the_policy_at_every_door(people, engine, database
     shown = soup(bad)
     assert shown.select_one("#pgbus-policy-stall_threshold-value")["aria-invalid"] == "true"
     assert text_of(shown.select_one("#pgbus-policy-stall_threshold-value-error")) == sentence(
-        policy.PolicyError("bad_seconds", "", rule="stall_threshold", low=60, high=604800))
+        policy.PolicyError("bad_seconds", "", rule="stall_threshold", low=60, high=604800)
+    )
     assert policy.read(engine).rows == {}
     # The same bad value at the API and the command line: the same sentence, nothing stored.
     said = sentence(policy.PolicyError("bad_seconds", "", rule="stall_threshold", low=60, high=604800))
@@ -217,15 +235,21 @@ def test_only_an_admin_changes_the_policy_at_every_door(people, engine, database
     assert ada.post("/policy/stall_threshold", {"value": "300", "reason": "page", "version": "0"}).status_code == 303
     admin = Api(app.test_client(), admin_token)
     assert put(admin, "/policy/max_rate", {"value": 200, "reason": "api"}).status_code == 200
-    assert cli(database_url, "policy", "set", "waiting_threshold", "7200", "--reason", "cli",
-               token=admin_token).exit_code == 0
+    assert (
+        cli(database_url, "policy", "set", "waiting_threshold", "7200", "--reason", "cli", token=admin_token).exit_code
+        == 0
+    )
     changes = [(c["key"], c["new_value"], c["actor"], c["reason"]) for c in reversed(policy.history(engine))]
-    assert changes == [("stall_threshold", 300, "dashboard:ada", "page"), ("max_rate", 200, "api:root-bot", "api"),
-                       ("waiting_threshold", 7200, "cli:root-bot", "cli")]
+    assert changes == [
+        ("stall_threshold", 300, "dashboard:ada", "page"),
+        ("max_rate", 200, "api:root-bot", "api"),
+        ("waiting_threshold", 7200, "cli:root-bot", "cli"),
+    ]
     # The page was drawn with version 0: a second post with it is told the rule changed.
     stale = ada.post("/policy/stall_threshold", {"value": "400", "reason": "late", "version": "0"})
-    assert stale.status_code == 409 and "dashboard:ada" in text_of(soup(stale).select_one(
-        "#pgbus-policy-stall_threshold-value-error"))
+    assert stale.status_code == 409 and "dashboard:ada" in text_of(
+        soup(stale).select_one("#pgbus-policy-stall_threshold-value-error")
+    )
     history = soup(ada.client.get("/policy")).select(".pgbus-policy-change-row")
     assert [row["data-rule"] for row in history] == ["waiting_threshold", "max_rate", "stall_threshold"]
     shown = cli(database_url, "policy", "show", "--json")
@@ -236,8 +260,14 @@ def test_only_an_admin_changes_the_policy_at_every_door(people, engine, database
 
 
 def test_a_grant_lets_the_payments_on_call_resume_orders_and_nothing_else(people, runs, engine, database_url):
-    set_rule(engine, "grants", [PAYMENTS_GRANT, {"to": "token:payments-bot", "role": "operator",
-                                                 "classes": ["OrderWorkflow"], "verbs": ["resume"]}])
+    set_rule(
+        engine,
+        "grants",
+        [
+            PAYMENTS_GRANT,
+            {"to": "token:payments-bot", "role": "operator", "classes": ["OrderWorkflow"], "verbs": ["resume"]},
+        ],
+    )
     order = paused_on_capture(runs)
     pat, vera = people["pat"], people["vera"]
     page = soup(pat.client.get(f"/workflows/{order}"))
@@ -258,19 +288,21 @@ def test_a_grant_lets_the_payments_on_call_resume_orders_and_nothing_else(people
     assert pat_refusal in by_page.get_data(as_text=True)
     api = Api(pat.client.application.test_client(), bot)
     by_api = api.post(f"/runs/{order}/cancel", {"reason": "no"})
-    bot_refusal = sentence(permissions.NotPermitted(permissions.token("payments-bot", "viewer", door="api"),
-                                                    "cancel", ORDER))
+    bot_refusal = sentence(
+        permissions.NotPermitted(permissions.token("payments-bot", "viewer", door="api"), "cancel", ORDER)
+    )
     assert (by_api.status_code, by_api.json_body["detail"]) == (403, bot_refusal)
     by_cli = cli(database_url, "runs", "cancel", order, "--reason", "no", token=bot)
     assert by_cli.exit_code == 1
-    assert sentence(permissions.NotPermitted(permissions.token("payments-bot", "viewer", door="cli"),
-                                             "cancel", ORDER)) in by_cli.output
+    assert (
+        sentence(permissions.NotPermitted(permissions.token("payments-bot", "viewer", door="cli"), "cancel", ORDER))
+        in by_cli.output
+    )
     assert everything(engine) == {**before, "pgbus_web_api_tokens": everything(engine)["pgbus_web_api_tokens"]}
     # What the grant allows goes through, recorded as who did it.
     assert pat.post(f"/workflows/{order}/resume", {"reason": "gateway back"}).status_code in (200, 303)
     with engine.connect() as conn:
-        [status] = conn.exec_driver_sql("SELECT status FROM pgbus_workflows WHERE workflow_id = %s",
-                                        (order,)).scalars()
+        [status] = conn.exec_driver_sql("SELECT status FROM pgbus_workflows WHERE workflow_id = %s", (order,)).scalars()
     assert status == states.READY
 
 
@@ -282,8 +314,9 @@ def test_an_operation_reaching_a_class_the_requester_may_not_act_on_is_refused_a
     before = everything(engine)
     preview = pat.post("/workflows/operations", {"verb": "resume", "query": "status=paused"})
     assert preview.status_code == 403
-    assert sentence(permissions.NotPermitted(permissions.user("pat", "viewer"), "resume", REFUND)) in \
-        preview.get_data(as_text=True)
+    assert sentence(permissions.NotPermitted(permissions.user("pat", "viewer"), "resume", REFUND)) in preview.get_data(
+        as_text=True
+    )
     # Narrowed to the class the grant names, the preview is offered.
     allowed = pat.post("/workflows/operations", {"verb": "resume", "query": f"status=paused&workflow_class={ORDER}"})
     assert allowed.status_code == 200
@@ -293,26 +326,29 @@ def test_an_operation_reaching_a_class_the_requester_may_not_act_on_is_refused_a
 # --- the approval no door can skip ---------------------------------------------------------
 
 
-def test_the_policys_approval_holds_at_every_door_and_the_requester_never_approves(people, runs, engine,
-                                                                                  database_url):
+def test_the_policys_approval_holds_at_every_door_and_the_requester_never_approves(people, runs, engine, database_url):
     set_rule(engine, "approval", {"threshold": 2, "verbs": ["cancel"]})
     for _ in range(3):
         paused_on_capture(runs)
     otto_token = token_for(engine, "otto-bot", "operator")
     # The page (no approval setting in this process at all).
     otto = people["otto"]
-    made = otto.post("/workflows/operations", {"verb": "cancel", "query": "status=paused", "expected": "3",
-                                               "confirmed": "1", "reason": "drop them"})
+    made = otto.post(
+        "/workflows/operations",
+        {"verb": "cancel", "query": "status=paused", "expected": "3", "confirmed": "1", "reason": "drop them"},
+    )
     assert made.status_code == 303
     # The API.
     api = Api(otto.client.application.test_client(), otto_token)
     by_api = api.post("/operations", {"verb": "cancel", "filters": PAUSED, "reason": "drop", "confirmed": True})
     assert by_api.json_body["operation"]["status"] == states.OPERATION_AWAITING_APPROVAL
     # The command line, whatever its options and environment say.
-    by_cli = CliRunner().invoke(main_group, ["bulk", "cancel", "--filter", "status=paused", "--reason", "drop",
-                                             "--yes", "--database-url", database_url],
-                                env={"PGBUS_WEB_TOKEN": otto_token, "PGBUS_WEB_APPROVAL_THRESHOLD": "1000000"},
-                                catch_exceptions=False)
+    by_cli = CliRunner().invoke(
+        main_group,
+        ["bulk", "cancel", "--filter", "status=paused", "--reason", "drop", "--yes", "--database-url", database_url],
+        env={"PGBUS_WEB_TOKEN": otto_token, "PGBUS_WEB_APPROVAL_THRESHOLD": "1000000"},
+        catch_exceptions=False,
+    )
     assert by_cli.exit_code == 1 and "waits for another operator's approval" in by_cli.output
     with engine.connect() as conn:
         made = store.recent(conn)
@@ -335,22 +371,34 @@ def test_the_policys_approval_holds_at_every_door_and_the_requester_never_approv
     refused = cli(database_url, "operations", "approve", str(api_op["id"]), token=narrow)
     assert refused.exit_code == 1 and ORDER in refused.output
     changed = everything(engine)
-    assert {k: v for k, v in changed.items() if k not in ("pgbus_web_api_tokens", "pgbus_web_policy",
-                                                          "pgbus_web_policy_history", "pgbus_web_change_log")} == \
-        {k: v for k, v in before.items() if k not in ("pgbus_web_api_tokens", "pgbus_web_policy",
-                                                      "pgbus_web_policy_history", "pgbus_web_change_log")}
+    assert {
+        k: v
+        for k, v in changed.items()
+        if k not in ("pgbus_web_api_tokens", "pgbus_web_policy", "pgbus_web_policy_history", "pgbus_web_change_log")
+    } == {
+        k: v
+        for k, v in before.items()
+        if k not in ("pgbus_web_api_tokens", "pgbus_web_policy", "pgbus_web_policy_history", "pgbus_web_change_log")
+    }
     # Another approver approves, with a reason; the operation says who asked and who approved.
     olga = people["olga"]
-    assert olga.post(f"/workflows/operations/{page_op['id']}/approve",
-                     {"reason": "checked the filter"}).status_code == 303
+    assert (
+        olga.post(f"/workflows/operations/{page_op['id']}/approve", {"reason": "checked the filter"}).status_code == 303
+    )
     with engine.connect() as conn:
         approved = store.find(conn, page_op["id"])
     assert (approved["status"], approved["actor"], approved["approved_by"], approved["approve_reason"]) == (
-        states.OPERATION_QUEUED, "dashboard:otto", "dashboard:olga", "checked the filter")
+        states.OPERATION_QUEUED,
+        "dashboard:otto",
+        "dashboard:olga",
+        "checked the filter",
+    )
     # A cancel of an operation records who and why, at each door.
     cancelled = api.post(f"/operations/{api_op['id']}/cancel", {"reason": "wrong filter"})
-    assert (cancelled.json_body["operation"]["cancelled_by"],
-            cancelled.json_body["operation"]["cancel_reason"]) == ("api:otto-bot", "wrong filter")
+    assert (cancelled.json_body["operation"]["cancelled_by"], cancelled.json_body["operation"]["cancel_reason"]) == (
+        "api:otto-bot",
+        "wrong filter",
+    )
     by_cli = cli(database_url, "operations", "cancel", str(made[0]["id"]), "--reason", "dup", token=otto_token)
     assert by_cli.exit_code == 0
     with engine.connect() as conn:
@@ -373,12 +421,14 @@ def test_the_max_rate_caps_an_operation_at_every_door(engine, runs):
     settings = Settings(registry=REGISTRY)
     before = everything(engine)
     with pytest.raises(operation_acts.RateAbovePolicy) as refused:
-        operation_acts.start(engine, settings, who, run_filters.parse(PAUSED), "cancel", None, reason="r",
-                             expected=None, rate=500)
+        operation_acts.start(
+            engine, settings, who, run_filters.parse(PAUSED), "cancel", None, reason="r", expected=None, rate=500
+        )
     assert "50" in sentence(refused.value) and everything(engine) == before
     # Without a rate it takes the policy's.
-    made = operation_acts.start(engine, settings, who, run_filters.parse(PAUSED), "cancel", None, reason="r",
-                                expected=None)
+    made = operation_acts.start(
+        engine, settings, who, run_filters.parse(PAUSED), "cancel", None, reason="r", expected=None
+    )
     assert made["rate"] == 50
 
 
@@ -387,8 +437,10 @@ def test_db_check_reports_a_stored_rule_the_dashboard_cannot_read(engine, databa
     assert clean.exit_code == 0 and "Every stored policy rule" in clean.output
     # Written past the checks (by hand): every process reads the default, db check names it.
     with engine.begin() as conn:
-        conn.exec_driver_sql("INSERT INTO pgbus_web_policy (key, value, version, changed_at, changed_by, reason)"
-                             " VALUES ('stall_threshold', '-3', 1, now(), 'psql', 'by hand')")
+        conn.exec_driver_sql(
+            "INSERT INTO pgbus_web_policy (key, value, version, changed_at, changed_by, reason)"
+            " VALUES ('stall_threshold', '-3', 1, now(), 'psql', 'by hand')"
+        )
     policy.forget()
     assert policy.current(engine).stall_threshold.total_seconds() == 600
     found = cli(database_url, "db", "check")
@@ -412,20 +464,24 @@ def test_a_grant_for_some_classes_releases_no_lock(people, locks, engine):
 
 
 def test_may_reads_the_role_then_the_grants_that_name_the_principal():
-    kept = policy.Policy(grants=(
-        policy.Grant("group:payments", "operator", ("Payment*",), ("resume", "rerun")),
-        policy.Grant("token:deploy", "approver", ("Billing?",)),
-        policy.Grant("user:dana", "admin", ("*",), ("reveal",)),
-    ))
+    kept = policy.Policy(
+        grants=(
+            policy.Grant("group:payments", "operator", ("Payment*",), ("resume", "rerun")),
+            policy.Grant("token:deploy", "approver", ("Billing?",)),
+            policy.Grant("user:dana", "admin", ("*",), ("reveal",)),
+        )
+    )
     pat = permissions.user("pat", "viewer", groups=("payments",))
     assert permissions.may(pat, "resume", "PaymentWorkflow", kept)
-    assert not permissions.may(pat, "cancel", "PaymentWorkflow", kept)      # a verb the grant does not name
-    assert not permissions.may(pat, "resume", "OrderWorkflow", kept)        # a class it does not reach
+    assert not permissions.may(pat, "cancel", "PaymentWorkflow", kept)  # a verb the grant does not name
+    assert not permissions.may(pat, "resume", "OrderWorkflow", kept)  # a class it does not reach
     assert not permissions.may(permissions.user("pat", "viewer"), "resume", "PaymentWorkflow", kept)  # not in the group
     deploy = permissions.token("deploy", "viewer", door="api")
     assert permissions.may(deploy, "approve", "Billing1", kept) and permissions.may(deploy, "cancel", "BillingX", kept)
-    assert not permissions.may(deploy, "approve", "Billing10", kept)        # ? is one character
-    assert not permissions.may(permissions.user("deploy", "viewer"), "approve", "Billing1", kept)  # a user, not the token
+    assert not permissions.may(deploy, "approve", "Billing10", kept)  # ? is one character
+    assert not permissions.may(
+        permissions.user("deploy", "viewer"), "approve", "Billing1", kept
+    )  # a user, not the token
     dana = permissions.user("dana", "viewer")
     assert permissions.may(dana, "reveal", None, kept) and not permissions.may(dana, "policy", None, kept)
     # Roles hold the powers below them; no grant takes any away.
@@ -434,5 +490,7 @@ def test_may_reads_the_role_then_the_grants_that_name_the_principal():
     assert permissions.may(permissions.user("ada", "admin"), "policy", None, kept)
     # Break-glass may do what the database lets it, but never approve.
     glass = permissions.break_glass("cli")
-    assert permissions.may(glass, "cancel", "PaymentWorkflow", kept) and not permissions.may(glass, "approve", None, kept)
+    assert permissions.may(glass, "cancel", "PaymentWorkflow", kept) and not permissions.may(
+        glass, "approve", None, kept
+    )
     assert glass.actor == "cli:break-glass" and glass.key == "break-glass"

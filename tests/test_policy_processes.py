@@ -18,6 +18,7 @@ import json
 import os
 import sys
 from contextlib import ExitStack
+
 import pytest
 import sqlalchemy as sa
 from action_support import ago
@@ -58,8 +59,9 @@ def call(port: int, method: str, path: str, token: str, body=None):
 
 
 def cli(database_url, *args, env=None):
-    return CliRunner().invoke(main_group, [*args, "--database-url", database_url], env=env or {},
-                              catch_exceptions=False)
+    return CliRunner().invoke(
+        main_group, [*args, "--database-url", database_url], env=env or {}, catch_exceptions=False
+    )
 
 
 @pytest.fixture
@@ -74,20 +76,54 @@ def deployment(engine, database_url, tmp_path):
     with ExitStack() as stack:
         for label, port in zip("ab", ports):
             log_path = tmp_path / f"serve-{label}.log"
-            started = stack.enter_context(process(
-                [sys.executable, "-m", "pgbus_web", "serve", "--port", str(port), "--users-file", str(users_file),
-                 "--definitions", DEFINITIONS, "--no-access-log"], env, log_path))
+            started = stack.enter_context(
+                process(
+                    [
+                        sys.executable,
+                        "-m",
+                        "pgbus_web",
+                        "serve",
+                        "--port",
+                        str(port),
+                        "--users-file",
+                        str(users_file),
+                        "--definitions",
+                        DEFINITIONS,
+                        "--no-access-log",
+                    ],
+                    env,
+                    log_path,
+                )
+            )
             eventually(lambda: up(port, started, log_path), f"serve {label} answers /health")
-        stack.enter_context(process(
-            [sys.executable, "-m", "pgbus_web", "worker", "--definitions", DEFINITIONS, "--poll-interval", "0.2",
-             "--sweep-interval", "0.5"], env, tmp_path / "worker.log"))
+        stack.enter_context(
+            process(
+                [
+                    sys.executable,
+                    "-m",
+                    "pgbus_web",
+                    "worker",
+                    "--definitions",
+                    DEFINITIONS,
+                    "--poll-interval",
+                    "0.2",
+                    "--sweep-interval",
+                    "0.5",
+                ],
+                env,
+                tmp_path / "worker.log",
+            )
+        )
         yield ports[0], ports[1]
 
 
 def operation(engine, operation_id):
     with engine.connect() as conn:
-        return dict(conn.execute(sa.text("SELECT * FROM pgbus_web_operations WHERE id = :id"),
-                                 {"id": operation_id}).mappings().one())
+        return dict(
+            conn.execute(sa.text("SELECT * FROM pgbus_web_operations WHERE id = :id"), {"id": operation_id})
+            .mappings()
+            .one()
+        )
 
 
 def test_the_approval_holds_at_every_door_of_a_deployment(deployment, engine, database_url):
@@ -95,11 +131,24 @@ def test_the_approval_holds_at_every_door_of_a_deployment(deployment, engine, da
     admin, asker = token_for(engine, "root", "admin"), token_for(engine, "deploy-bot", "approver")
     approver, narrow = token_for(engine, "on-call", "approver"), token_for(engine, "refunds-lead", "viewer")
     seed_paused(engine, RUNS)
-    status, body = call(a, "PUT", "/policy/approval", admin,
-                        {"value": {"threshold": THRESHOLD, "verbs": ["cancel"]}, "reason": "two pairs of eyes"})
+    status, body = call(
+        a,
+        "PUT",
+        "/policy/approval",
+        admin,
+        {"value": {"threshold": THRESHOLD, "verbs": ["cancel"]}, "reason": "two pairs of eyes"},
+    )
     assert status == 200, body
-    status, _ = call(a, "PUT", "/policy/grants", admin, {"value": [
-        {"to": "token:refunds-lead", "role": "approver", "classes": ["RefundWorkflow"]}], "reason": "refunds"})
+    status, _ = call(
+        a,
+        "PUT",
+        "/policy/grants",
+        admin,
+        {
+            "value": [{"to": "token:refunds-lead", "role": "approver", "classes": ["RefundWorkflow"]}],
+            "reason": "refunds",
+        },
+    )
     assert status == 200
     cancel = {"verb": "cancel", "filters": {"status": "paused"}, "reason": "gateway gone", "confirmed": True}
 
@@ -107,30 +156,53 @@ def test_the_approval_holds_at_every_door_of_a_deployment(deployment, engine, da
     # an environment that says otherwise, MCP.
     status, by_api = call(b, "POST", "/operations", asker, cancel)
     assert status == 201 and by_api["operation"]["status"] == states.OPERATION_AWAITING_APPROVAL
-    by_cli = cli(database_url, "bulk", "cancel", "--filter", "status=paused", "--reason", "gateway gone", "--yes",
-                 env={"PGBUS_WEB_TOKEN": asker, "PGBUS_WEB_APPROVAL_THRESHOLD": "999999999"})
+    by_cli = cli(
+        database_url,
+        "bulk",
+        "cancel",
+        "--filter",
+        "status=paused",
+        "--reason",
+        "gateway gone",
+        "--yes",
+        env={"PGBUS_WEB_TOKEN": asker, "PGBUS_WEB_APPROVAL_THRESHOLD": "999999999"},
+    )
     assert by_cli.exit_code == 1 and "waits for another operator's approval" in by_cli.output
 
     async def start(client):
-        return answer(await client.call_tool("start_operation", {
-            "verb": "cancel", "filters": {"status": "paused"}, "reason": "gateway gone", "expected_runs": RUNS}))
+        return answer(
+            await client.call_tool(
+                "start_operation",
+                {"verb": "cancel", "filters": {"status": "paused"}, "reason": "gateway gone", "expected_runs": RUNS},
+            )
+        )
 
     by_mcp = session(database_url, "--allow-actions", "--token", asker, calls=start)
     assert by_mcp["operation"]["status"] == states.OPERATION_AWAITING_APPROVAL
     with engine.connect() as conn:
-        made = conn.execute(sa.text("SELECT id, status, actor, requested_by FROM pgbus_web_operations ORDER BY id"
-                                    )).all()
+        made = conn.execute(
+            sa.text("SELECT id, status, actor, requested_by FROM pgbus_web_operations ORDER BY id")
+        ).all()
     assert [(row.status, row.actor, row.requested_by) for row in made] == [
         ("awaiting_approval", "api:deploy-bot", "token:deploy-bot"),
         ("awaiting_approval", "cli:deploy-bot", "token:deploy-bot"),
-        ("awaiting_approval", "mcp:deploy-bot", "token:deploy-bot")]
+        ("awaiting_approval", "mcp:deploy-bot", "token:deploy-bot"),
+    ]
     first = made[0].id
 
     # Its requester cannot approve it anywhere, whatever login name the shell claims;
     # break-glass never; an approver whose grant misses OrderWorkflow neither.
     assert call(a, "POST", f"/operations/{first}/approve", asker)[0] == 403
-    assert cli(database_url, "operations", "approve", str(first),
-               env={"PGBUS_WEB_TOKEN": asker, "LOGNAME": "someoneelse", "USER": "someoneelse"}).exit_code == 1
+    assert (
+        cli(
+            database_url,
+            "operations",
+            "approve",
+            str(first),
+            env={"PGBUS_WEB_TOKEN": asker, "LOGNAME": "someoneelse", "USER": "someoneelse"},
+        ).exit_code
+        == 1
+    )
     assert cli(database_url, "operations", "approve", str(first), env={"LOGNAME": "root"}).exit_code == 1
     status, refused = call(b, "POST", f"/operations/{first}/approve", narrow)
     assert status == 403 and "OrderWorkflow" in refused["detail"]
@@ -142,23 +214,34 @@ def test_the_approval_holds_at_every_door_of_a_deployment(deployment, engine, da
     for other in (made[1].id, made[2].id):
         status, body = call(b, "POST", f"/operations/{other}/cancel", asker, {"reason": "a duplicate"})
         assert status == 200
-    done = eventually(lambda: operation(engine, first)["status"] == states.OPERATION_DONE and operation(engine, first),
-                      "the approved operation is done")
+    done = eventually(
+        lambda: operation(engine, first)["status"] == states.OPERATION_DONE and operation(engine, first),
+        "the approved operation is done",
+    )
     assert (done["moved"], done["actor"], done["reason"], done["approved_by"], done["approve_reason"]) == (
-        RUNS, "api:deploy-bot", "gateway gone", "api:on-call", "filter checked")
-    assert [(operation(engine, other)["cancelled_by"], operation(engine, other)["cancel_reason"])
-            for other in (made[1].id, made[2].id)] == [("api:deploy-bot", "a duplicate")] * 2
+        RUNS,
+        "api:deploy-bot",
+        "gateway gone",
+        "api:on-call",
+        "filter checked",
+    )
+    assert [
+        (operation(engine, other)["cancelled_by"], operation(engine, other)["cancel_reason"])
+        for other in (made[1].id, made[2].id)
+    ] == [("api:deploy-bot", "a duplicate")] * 2
 
 
-def test_one_set_of_thresholds_for_both_processes_the_command_line_mcp_and_the_worker(deployment, engine,
-                                                                                      database_url, runs):
+def test_one_set_of_thresholds_for_both_processes_the_command_line_mcp_and_the_worker(
+    deployment, engine, database_url, runs
+):
     a, b = deployment
     viewer = token_for(engine, "grafana", "viewer")
     # A run waiting five minutes on a wait without a deadline (the worker
     # leaves it alone), and a step in progress for five minutes: neither
     # needs a person at the default thresholds (a day, ten minutes).
-    waiting = runs.make(states.WAITING, step("await_shipment", "waiting", wait_for="shipment_confirmed",
-                                             waiting_since=ago(minutes=5)))
+    waiting = runs.make(
+        states.WAITING, step("await_shipment", "waiting", wait_for="shipment_confirmed", waiting_since=ago(minutes=5))
+    )
     stalling = runs.make(states.RUNNING, step("reserve_stock", "in_progress", started_at=ago(minutes=5)))
 
     def waiting_groups(port) -> int:
@@ -167,14 +250,18 @@ def test_one_set_of_thresholds_for_both_processes_the_command_line_mcp_and_the_w
         return sum(group["count"] for group in body["groups"] if group["reason"] == states.WAITING_OVERDUE)
 
     def cli_matches() -> str:
-        shown = cli(database_url, "bulk", "cancel", "--filter", f"reason={states.WAITING_OVERDUE}", "--reason", "r",
-                    "--dry-run")
+        shown = cli(
+            database_url, "bulk", "cancel", "--filter", f"reason={states.WAITING_OVERDUE}", "--reason", "r", "--dry-run"
+        )
         assert shown.exit_code == 0, shown.output
         return shown.output.split(" runs match", 1)[0]
 
     async def mcp_preview(client):
-        return answer(await client.call_tool("preview_operation", {
-            "verb": "cancel", "filters": {"reason": states.WAITING_OVERDUE}}))
+        return answer(
+            await client.call_tool(
+                "preview_operation", {"verb": "cancel", "filters": {"reason": states.WAITING_OVERDUE}}
+            )
+        )
 
     assert (waiting_groups(a), waiting_groups(b), cli_matches()) == (0, 0, "0")
     assert session(database_url, calls=mcp_preview)["total"] == 0
@@ -185,8 +272,11 @@ def test_one_set_of_thresholds_for_both_processes_the_command_line_mcp_and_the_w
     for key in ("waiting_threshold", "stall_threshold"):
         status, _, text = ada.get(a, "/policy")
         assert status == 200
-        status, _, text = ada.post(a, f"/policy/{key}", {csrf.FIELD_NAME: csrf_token(text), "value": "120",
-                                                         "reason": "flag them sooner", "version": "0"})
+        status, _, text = ada.post(
+            a,
+            f"/policy/{key}",
+            {csrf.FIELD_NAME: csrf_token(text), "value": "120", "reason": "flag them sooner", "version": "0"},
+        )
         assert status == 303, text
     eventually(lambda: waiting_groups(a) == 1 and waiting_groups(b) == 1, "both processes group the waiting run")
     assert cli_matches() == "1"
@@ -198,7 +288,11 @@ def test_one_set_of_thresholds_for_both_processes_the_command_line_mcp_and_the_w
     # The worker's sweep stalls the step at the policy's threshold too.
     def paused() -> bool:
         with engine.connect() as conn:
-            return conn.execute(sa.text("SELECT status FROM pgbus_workflows WHERE workflow_id = :id"),
-                                {"id": stalling}).scalar_one() == states.PAUSED
+            return (
+                conn.execute(
+                    sa.text("SELECT status FROM pgbus_workflows WHERE workflow_id = :id"), {"id": stalling}
+                ).scalar_one()
+                == states.PAUSED
+            )
 
     eventually(paused, "the worker's sweep stalls the five-minute step at a two-minute threshold")

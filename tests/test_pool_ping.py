@@ -31,8 +31,7 @@ def pings(monkeypatch):
 
 def _app(database_url):
     # Its own engine and pool (the schema installed by the engine fixture).
-    return create_app({"database_url": database_url, "registry": REGISTRY, "TESTING": True,
-                       "run_operations": False})
+    return create_app({"database_url": database_url, "registry": REGISTRY, "TESTING": True, "run_operations": False})
 
 
 def test_a_connection_returned_just_before_is_taken_without_a_ping(engine, database_url, pings, monkeypatch):

@@ -6,7 +6,7 @@ the macros that render them. No database: rows are plain dicts."""
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -16,13 +16,13 @@ from markupsafe import Markup
 
 import pgbus_web.web
 from pgbus_web import i18n
+from pgbus_web.core.words import presenters, verb_labels
+from pgbus_web.core.words.presenters import RunState
 from pgbus_web.rules import states
 from pgbus_web.runtime.plan import ActionPlan
-from pgbus_web.core.words import presenters, verb_labels
 from pgbus_web.web.drawing import template_names
-from pgbus_web.core.words.presenters import RunState
 
-NOW = datetime(2026, 1, 5, 14, 5, 3, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 5, 14, 5, 3, tzinfo=UTC)
 STALL = timedelta(minutes=10)
 WAITING = timedelta(hours=24)
 TEMPLATES = Path(pgbus_web.web.__file__).resolve().parent / "templates"

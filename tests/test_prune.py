@@ -4,16 +4,16 @@ row stay; a dry run changes nothing."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 from test_web_bad_input import everything
 
-from pgbus_web.rules import states
-from pgbus_web.launch import main_group
 from pgbus_web.demo.seed import seed
+from pgbus_web.launch import main_group
+from pgbus_web.rules import states
 from pgbus_web.runtime import retention
 
 CHILDREN = ("pgbus_workflow_steps", "pgbus_workflow_events", "pgbus_workflow_signals")
@@ -26,10 +26,12 @@ def aged(engine):
     ago and the rest a day ago; returns the ids prune at 30 days must take."""
     seed(engine, runs=240, seed=11)
     with engine.begin() as conn:
-        conn.execute(sa.text(
-            "UPDATE pgbus_workflows SET updated_at = now() - "
-            "CASE WHEN id % 2 = 0 THEN interval '40 days' ELSE interval '1 day' END"
-        ))
+        conn.execute(
+            sa.text(
+                "UPDATE pgbus_workflows SET updated_at = now() - "
+                "CASE WHEN id % 2 = 0 THEN interval '40 days' ELSE interval '1 day' END"
+            )
+        )
         rows = conn.execute(sa.text("SELECT workflow_id, status, id FROM pgbus_workflows")).all()
     doomed = {workflow_id for workflow_id, status, id_ in rows if id_ % 2 == 0 and status in FINISHED}
     # Controls: old ongoing runs and recent finished ones exist, and doomed ones have children.
@@ -52,7 +54,7 @@ def without(snapshot, doomed):
 
 def test_prune_takes_only_old_finished_runs_with_their_rows(engine, aged):
     before = everything(engine)
-    result = retention.prune(engine, before=datetime.now(timezone.utc) - timedelta(days=30), batch=7)
+    result = retention.prune(engine, before=datetime.now(UTC) - timedelta(days=30), batch=7)
     assert result.found == result.deleted == len(aged)
     after = everything(engine)
     assert after == without(before, aged)
@@ -72,8 +74,9 @@ def test_the_command_and_its_dry_run(engine, database_url, aged):
     assert f"Dry run: would delete {len(aged)} finished run(s)" in result.output
     assert everything(engine) == before
 
-    result = runner.invoke(main_group, ["prune", "--database-url", database_url, "--older-than", "30d",
-                                        "--batch", "50"])
+    result = runner.invoke(
+        main_group, ["prune", "--database-url", database_url, "--older-than", "30d", "--batch", "50"]
+    )
     assert result.exit_code == 0, result.output
     assert f"Deleted {len(aged)} finished run(s)" in result.output
     # Not a terminal: no progress bar.

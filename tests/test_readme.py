@@ -25,10 +25,19 @@ def test_the_first_lines_are_the_venv_the_demo_and_the_tests():
 
 
 def test_nothing_offers_an_install_from_a_package_index():
-    texts = {path: path.read_text(encoding="utf-8") for path in
-             [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "pgbus_web").rglob("*.py"))]}
-    offers = [(path.name, match.group(0)) for path, text in texts.items()
-              for match in re.finditer(r"pip install\s+['\"]?pgbus-web\b[^\n`]*", text)]
+    texts = {
+        path: path.read_text(encoding="utf-8")
+        for path in [
+            ROOT / "README.md",
+            *sorted((ROOT / "docs").glob("*.md")),
+            *sorted((ROOT / "pgbus_web").rglob("*.py")),
+        ]
+    }
+    offers = [
+        (path.name, match.group(0))
+        for path, text in texts.items()
+        for match in re.finditer(r"pip install\s+['\"]?pgbus-web\b[^\n`]*", text)
+    ]
     assert offers == []
 
 

@@ -32,10 +32,13 @@ def _card_run(runs, order_id: int) -> str:
     ago = utcnow() - timedelta(minutes=30)
     return runs.make(
         states.PAUSED,
-        step("reserve_stock", "completed", finished_at=ago,
-             result={"reserved": True, "card_number": CARD, "payment": {"card_number": CARD, "last4": "1111"}}),
-        step("capture_payment", "failed", error_class="TimeoutError", error_message="gateway timeout",
-             finished_at=ago),
+        step(
+            "reserve_stock",
+            "completed",
+            finished_at=ago,
+            result={"reserved": True, "card_number": CARD, "payment": {"card_number": CARD, "last4": "1111"}},
+        ),
+        step("capture_payment", "failed", error_class="TimeoutError", error_message="gateway timeout", finished_at=ago),
         arguments={"order_id": order_id, "card_number": CARD, "customer": {"name": "Ada", "card_number": CARD}},
         signals_=[{"name": "card_updated", "payload": {"card_number": CARD, "note": "new card"}}],
         paused_at=ago,
@@ -63,24 +66,40 @@ def _app(database):
 
 def _pages(client, first, second, role="viewer") -> dict[str, str]:
     headers = {"X-User": "vic", "X-Role": role}
-    urls = ["/workflows", f"/workflows/{first}", f"/workflows/compare?a={first}&b={second}",
-            "/workflows/insights/OrderWorkflow", "/workflows/export.csv", "/workflows/export.ndjson",
-            f"/workflows/{first}?attempts_before=999999"]
+    urls = [
+        "/workflows",
+        f"/workflows/{first}",
+        f"/workflows/compare?a={first}&b={second}",
+        "/workflows/insights/OrderWorkflow",
+        "/workflows/export.csv",
+        "/workflows/export.ndjson",
+        f"/workflows/{first}?attempts_before=999999",
+    ]
     found = {}
     for url in urls:
         response = client.get(url, headers=headers)
         assert response.status_code == 200, (url, response.status_code)
         found[url] = response.get_data(as_text=True)
     # The run page's refreshed blocks, as the live refresh asks for them.
-    response = client.get(f"/workflows/{first}", headers={
-        **headers, "HX-Request": "true", "HX-Target": "pgbus-run-header,pgbus-run-steps,pgbus-run-signals"})
+    response = client.get(
+        f"/workflows/{first}",
+        headers={**headers, "HX-Request": "true", "HX-Target": "pgbus-run-header,pgbus-run-steps,pgbus-run-signals"},
+    )
     found["fragments"] = response.get_data(as_text=True)
     return found
 
 
 def _api(api, first, second) -> dict[str, str]:
-    urls = ["/runs", f"/runs/{first}", f"/runs/compare?a={first}&b={second}", "/runs/export?format=csv",
-            "/runs/export?format=ndjson", "/counts", "/attention", "/operations"]
+    urls = [
+        "/runs",
+        f"/runs/{first}",
+        f"/runs/compare?a={first}&b={second}",
+        "/runs/export?format=csv",
+        "/runs/export?format=ndjson",
+        "/counts",
+        "/attention",
+        "/operations",
+    ]
     found = {}
     for url in urls:
         response = api.get(url)
@@ -91,14 +110,20 @@ def _api(api, first, second) -> dict[str, str]:
 
 def _cli(database_url, *args):
     head = 2 if args[0] == "runs" else 1
-    return CliRunner().invoke(main_group, [*args[:head], "--database-url", database_url, *args[head:]],
-                              env={"COLUMNS": "400"})
+    return CliRunner().invoke(
+        main_group, [*args[:head], "--database-url", database_url, *args[head:]], env={"COLUMNS": "400"}
+    )
 
 
 def _cli_reads(database_url, token, first, second) -> dict[str, str]:
-    commands = [("runs", "show", first, "--json"), ("runs", "show", first), ("runs", "list", "--json"),
-                ("runs", "compare", first, second, "--json"), ("runs", "export", "--format", "csv"),
-                ("runs", "export", "--format", "ndjson")]
+    commands = [
+        ("runs", "show", first, "--json"),
+        ("runs", "show", first),
+        ("runs", "list", "--json"),
+        ("runs", "compare", first, second, "--json"),
+        ("runs", "export", "--format", "csv"),
+        ("runs", "export", "--format", "ndjson"),
+    ]
     found = {}
     for command in commands:
         # A comparison is redacted for everyone: it takes no token.
@@ -111,14 +136,19 @@ def _cli_reads(database_url, token, first, second) -> dict[str, str]:
 def _mcp_reads(database_url, token, first, second) -> dict[str, str]:
     async def calls(client):
         found = {}
-        for name, arguments in (("show_run", {"workflow_id": first}), ("find_runs", {}),
-                                ("compare_runs", {"a": first, "b": second}),
-                                ("export_runs", {"format": "csv"}), ("export_runs", {"format": "ndjson"}),
-                                ("needs_attention", {})):
+        for name, arguments in (
+            ("show_run", {"workflow_id": first}),
+            ("find_runs", {}),
+            ("compare_runs", {"a": first, "b": second}),
+            ("export_runs", {"format": "csv"}),
+            ("export_runs", {"format": "ndjson"}),
+            ("needs_attention", {}),
+        ):
             result = await client.call_tool(name, arguments)
             assert not result.is_error, (name, result.content)
             found[f"{name} {arguments}"] = json.dumps(result.structured_content) + " ".join(
-                getattr(part, "text", "") for part in result.content)
+                getattr(part, "text", "") for part in result.content
+            )
         return found
 
     return session(database_url, "--token", token, calls=calls)
@@ -129,8 +159,9 @@ def _nowhere(found: dict[str, str]) -> None:
         assert CARD not in text, where
 
 
-def test_a_viewer_finds_the_card_number_at_no_door_and_the_control_shows_it(database, database_url, engine,
-                                                                           runs, seeded):
+def test_a_viewer_finds_the_card_number_at_no_door_and_the_control_shows_it(
+    database, database_url, engine, runs, seeded
+):
     first, second = seeded
     app = _app(database)
     viewer_token = token_for(engine, "grafana", "viewer")
@@ -151,8 +182,9 @@ def test_a_viewer_finds_the_card_number_at_no_door_and_the_control_shows_it(data
     assert detail["run"]["arguments"]["customer"] == {"name": "Ada", "card_number": redaction.MARK}
     assert detail["signals"][0]["payload"] == {"card_number": redaction.MARK, "note": "new card"}
     results = [attempt["result"] for group in detail["steps"] for attempt in group["attempts"] if attempt["result"]]
-    assert results == [{"reserved": True, "card_number": redaction.MARK,
-                        "payment": {"card_number": redaction.MARK, "last4": "1111"}}]
+    assert results == [
+        {"reserved": True, "card_number": redaction.MARK, "payment": {"card_number": redaction.MARK, "last4": "1111"}}
+    ]
     _nowhere(_cli_reads(database_url, viewer_token, first, second))
     _nowhere(_mcp_reads(database_url, viewer_token, first, second))
     # Nothing of this wrote an audit line.
@@ -196,8 +228,9 @@ def _revealed(engine, workflow_id: str) -> list[dict]:
     return [event for event in events_of(engine, workflow_id) if event["event"] == redacting.REVEALED]
 
 
-def test_an_admins_reveal_shows_the_values_and_leaves_an_audit_line_at_every_door(database, database_url,
-                                                                                 engine, runs, seeded):
+def test_an_admins_reveal_shows_the_values_and_leaves_an_audit_line_at_every_door(
+    database, database_url, engine, runs, seeded
+):
     first, _ = seeded
     app = _app(database)
     admin = {"X-User": "root", "X-Role": "admin"}
@@ -209,8 +242,9 @@ def test_an_admins_reveal_shows_the_values_and_leaves_an_audit_line_at_every_doo
 
     browser = Browser(client, user="root")
     browser.load(f"/workflows/{first}")
-    answer = browser.post(f"/workflows/{first}/reveal", {"reason": "chargeback 77"}, htmx=True,
-                          headers={"X-Role": "admin"})
+    answer = browser.post(
+        f"/workflows/{first}/reveal", {"reason": "chargeback 77"}, htmx=True, headers={"X-Role": "admin"}
+    )
     assert answer.status_code == 200, answer.get_data(as_text=True)
     body = answer.get_data(as_text=True)
     assert CARD in body and 'id="pgbus-run-revealed"' in body
@@ -218,8 +252,11 @@ def test_an_admins_reveal_shows_the_values_and_leaves_an_audit_line_at_every_doo
     with force_locale("en"):
         assert t("pgbus.workflows.events.revealed") in body
     [line] = _revealed(engine, first)
-    assert (line["actor"], line["reason"], line["details"]) == ("dashboard:root", "chargeback 77",
-                                                                {"rules": ["card_number"]})
+    assert (line["actor"], line["reason"], line["details"]) == (
+        "dashboard:root",
+        "chargeback 77",
+        {"rules": ["card_number"]},
+    )
     # The run page read after it is redacted again, and shows the line.
     after = client.get(f"/workflows/{first}", headers=admin).get_data(as_text=True)
     assert CARD not in after
@@ -236,8 +273,9 @@ def test_an_admins_reveal_shows_the_values_and_leaves_an_audit_line_at_every_doo
     assert _revealed(engine, first)[-1]["actor"] == "api:auditor"
 
     # The command line: runs show --reveal, as the token's principal.
-    result = _cli(database_url, "runs", "show", first, "--reveal", "--reason", "audit", "--token", admin_token,
-                  "--json")
+    result = _cli(
+        database_url, "runs", "show", first, "--reveal", "--reason", "audit", "--token", admin_token, "--json"
+    )
     assert result.exit_code == 0, result.output
     assert CARD in result.output
     assert (_revealed(engine, first)[-1]["actor"], _revealed(engine, first)[-1]["reason"]) == ("cli:auditor", "audit")
@@ -281,8 +319,9 @@ def test_a_viewer_cannot_reveal_at_any_door_and_nothing_is_written(database, dat
 # --- searching by a redacted value ----------------------------------------------------------
 
 
-def test_a_viewers_search_by_a_redacted_value_is_refused_with_a_sentence_at_every_door(database, database_url,
-                                                                                       engine, runs, seeded):
+def test_a_viewers_search_by_a_redacted_value_is_refused_with_a_sentence_at_every_door(
+    database, database_url, engine, runs, seeded
+):
     first, _ = seeded
     app = _app(database)
     client = app.test_client()
@@ -294,8 +333,12 @@ def test_a_viewers_search_by_a_redacted_value_is_refused_with_a_sentence_at_ever
     api.get("/runs")  # the token's first use is written: before the snapshot
     before = everything(engine)
     viewer = {"X-User": "vic", "X-Role": "viewer"}
-    for query, said in ((f"arg.card_number={CARD}", sentence), (f"arg.customer.card_number={CARD}", None),
-                        (f"signal.card_number={CARD}", None), (f"q=card_number:{CARD}", box_sentence)):
+    for query, said in (
+        (f"arg.card_number={CARD}", sentence),
+        (f"arg.customer.card_number={CARD}", None),
+        (f"signal.card_number={CARD}", None),
+        (f"q=card_number:{CARD}", box_sentence),
+    ):
         page = client.get(f"/workflows?{query}", headers=viewer)
         assert page.status_code == 400, query
         text = page.get_data(as_text=True)
@@ -308,14 +351,24 @@ def test_a_viewers_search_by_a_redacted_value_is_refused_with_a_sentence_at_ever
         assert api.get(f"/runs/export?format=ndjson&{query}").status_code == 400
     result = _cli(database_url, "runs", "list", "--filter", f"arg.card_number={CARD}", "--token", viewer_token)
     assert result.exit_code == 2 and sentence in result.output
-    result = _cli(database_url, "runs", "export", "--format", "csv", "--filter", f"signal.card_number={CARD}",
-                  "--token", viewer_token)
+    result = _cli(
+        database_url,
+        "runs",
+        "export",
+        "--format",
+        "csv",
+        "--filter",
+        f"signal.card_number={CARD}",
+        "--token",
+        viewer_token,
+    )
     assert result.exit_code == 2 and "signal.card_number" in result.output
 
     async def calls(client):
-        return (refusal(await client.call_tool("find_runs", {"arguments": {"card_number": CARD}})),
-                refusal(await client.call_tool("export_runs", {"format": "csv",
-                                                               "filters": {"signal.card_number": CARD}})))
+        return (
+            refusal(await client.call_tool("find_runs", {"arguments": {"card_number": CARD}})),
+            refusal(await client.call_tool("export_runs", {"format": "csv", "filters": {"signal.card_number": CARD}})),
+        )
 
     found, exported = session(database_url, "--token", viewer_token, calls=calls)
     assert sentence in found and "signal.card_number" in exported
@@ -324,8 +377,9 @@ def test_a_viewers_search_by_a_redacted_value_is_refused_with_a_sentence_at_ever
     assert [run["workflow_id"] for run in api.get("/runs?arg.order_id=1").json_body["runs"]] == [first]
 
 
-def test_an_operators_operation_by_a_redacted_value_is_refused_before_its_count(database, database_url, engine,
-                                                                               runs, seeded):
+def test_an_operators_operation_by_a_redacted_value_is_refused_before_its_count(
+    database, database_url, engine, runs, seeded
+):
     """An operation's preview counts the runs its filter matches: by a
     hidden value, that count would tell the value. An operator without
     the reveal power is refused (403, the policy's sentence) at every door."""
@@ -337,13 +391,24 @@ def test_an_operators_operation_by_a_redacted_value_is_refused_before_its_count(
     refused = api.post("/operations", {"verb": "cancel", "filters": {"arg.card_number": CARD}})
     assert refused.status_code == 403 and "deploy-bot" in refused.json_body["detail"]
     assert CARD not in refused.get_data(as_text=True)
-    result = _cli(database_url, "bulk", "cancel", "--filter", f"signal.card_number={CARD}", "--reason", "r",
-                  "--dry-run", "--token", operator_token)
+    result = _cli(
+        database_url,
+        "bulk",
+        "cancel",
+        "--filter",
+        f"signal.card_number={CARD}",
+        "--reason",
+        "r",
+        "--dry-run",
+        "--token",
+        operator_token,
+    )
     assert result.exit_code == 1 and "deploy-bot" in result.output, result.output
 
     async def calls(client):
-        return refusal(await client.call_tool("preview_operation", {"verb": "cancel",
-                                                                    "filters": {"arg.card_number": CARD}}))
+        return refusal(
+            await client.call_tool("preview_operation", {"verb": "cancel", "filters": {"arg.card_number": CARD}})
+        )
 
     assert "deploy-bot" in session(database_url, "--token", operator_token, calls=calls)
     assert everything(engine) == before
@@ -370,8 +435,13 @@ def test_a_reveal_grant_on_one_class_lets_a_search_of_that_class_only(engine):
 
     policy.forget()
     policy.change(engine, policy.REDACT, ["card_number", "*.email"], actor="dashboard:root", reason="pii")
-    policy.change(engine, policy.GRANTS, [{"to": "user:pam", "role": "admin", "classes": ["PaymentWorkflow"],
-                                           "verbs": ["reveal"]}], actor="dashboard:root", reason="payments on-call")
+    policy.change(
+        engine,
+        policy.GRANTS,
+        [{"to": "user:pam", "role": "admin", "classes": ["PaymentWorkflow"], "verbs": ["reveal"]}],
+        actor="dashboard:root",
+        reason="payments on-call",
+    )
     kept = policy.current(engine)
     pam = permissions.user("pam", "viewer")
     within = run_filters.parse({"workflow_class": "PaymentWorkflow", "arg.card_number": CARD})
@@ -394,14 +464,24 @@ def test_a_reveal_grant_on_one_class_lets_a_search_of_that_class_only(engine):
 
 VALUES = [
     {"card_number": CARD, "a": {"card_number": [1, 2], "b": {"card_number": None}}},
-    {"lines": [{"sku": "x", "email": "e"}, {"sku": "y"}], "email": "top", "customer": {"email": "c", "x": {"email": 1}}},
+    {
+        "lines": [{"sku": "x", "email": "e"}, {"sku": "y"}],
+        "email": "top",
+        "customer": {"email": "c", "x": {"email": 1}},
+    },
     {"payload": {"token": "t", "other": 1}, "token": "root", "nested": {"payload": {"token": "deep"}}},
     [{"card_number": 1}, "plain", 3, None],
     "a string",
     {},
     {"odd key": {"card_number": "z"}, "ünï": {"email": "u"}},
 ]
-RULES = [["card_number"], ["*.email"], ["payload.token"], ["lines.sku", "customer.*"], ["card_number", "*.email", "token"]]
+RULES = [
+    ["card_number"],
+    ["*.email"],
+    ["payload.token"],
+    ["lines.sku", "customer.*"],
+    ["card_number", "*.email", "token"],
+]
 
 
 @pytest.mark.parametrize("texts", RULES)
@@ -411,8 +491,10 @@ def test_the_servers_redaction_matches_the_cores(engine, texts):
 
     rules = redaction.parse_all(texts)
     statement = sa.text("SELECT pgbus_web_redact(:value, CAST(:rules AS text[]))").bindparams(
-        sa.bindparam("value", type_=JSONB))
+        sa.bindparam("value", type_=JSONB)
+    )
     with engine.connect() as conn:
         for value in VALUES:
-            assert conn.execute(statement, {"value": value, "rules": texts}).scalar_one() == \
-                redaction.redact(value, rules), value
+            assert conn.execute(statement, {"value": value, "rules": texts}).scalar_one() == redaction.redact(
+                value, rules
+            ), value

@@ -23,9 +23,14 @@ ROLES = {"root": "admin", "vic": "viewer"}
 
 @pytest.fixture
 def server(database):
-    yield from serve(operator_app(database, refresh_interval=1,
-                                  actor_name=lambda request: request.headers.get("X-User"),
-                                  role_of=lambda request: ROLES.get(request.headers.get("X-User"), "viewer")))
+    yield from serve(
+        operator_app(
+            database,
+            refresh_interval=1,
+            actor_name=lambda request: request.headers.get("X-User"),
+            role_of=lambda request: ROLES.get(request.headers.get("X-User"), "viewer"),
+        )
+    )
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from replica_support import _caught_up, replica, wait_for  # noqa: F401 (fixture
 from web_helpers import soup, text_of
 
 from pgbus_web import db
-from pgbus_web.core.settings import Settings, SettingError, check
+from pgbus_web.core.settings import SettingError, Settings, check
 from pgbus_web.plumbing import reading
 
 # An apply delay far longer than any test takes: what the primary writes
@@ -152,8 +152,13 @@ def test_a_stopped_replica_sends_pages_to_the_primary_with_a_note(engine, runs, 
     replica.catch_up()
     app = made(engine, replica)
     viewer = app.test_client()
-    pages = ("/workflows", f"/workflows/{workflow_id}", "/workflows/insights/OrderWorkflow", "/locks",
-             "/workflows/operations")
+    pages = (
+        "/workflows",
+        f"/workflows/{workflow_id}",
+        "/workflows/insights/OrderWorkflow",
+        "/locks",
+        "/workflows/operations",
+    )
     # The control: streaming, the pages say nothing and /health names it so.
     for page in pages:
         answer = viewer.get(page)
@@ -178,7 +183,8 @@ def test_a_stopped_replica_sends_pages_to_the_primary_with_a_note(engine, runs, 
     health = viewer.get("/health")
     assert health.status_code == 200
     assert health.get_json() == {
-        "status": "ok", "database": "ok",
+        "status": "ok",
+        "database": "ok",
         "replica": {"state": "unreachable", "lag_seconds": None, "max_lag_seconds": WIDE_BOUND, "reads": "primary"},
     }
     # A write still works and reads back.
@@ -215,8 +221,7 @@ def test_a_replica_beyond_the_bound_sends_reads_to_the_primary(engine, runs, rep
     assert note_of(wide.get("/workflows")) is None
 
 
-def test_a_write_through_the_api_names_its_position_and_a_read_after_it_reads_the_primary(engine, runs, replica,
-                                                                                           made):
+def test_a_write_through_the_api_names_its_position_and_a_read_after_it_reads_the_primary(engine, runs, replica, made):
     workflow_id = paused_on_capture(runs)
     replica.catch_up()
     app = made(engine, replica)
@@ -273,8 +278,7 @@ def test_the_replica_is_looked_at_once_per_interval_however_many_requests(engine
     app = made(engine, replica)
     database = app.extensions["pgbus_web"].database
     looks = []
-    sa.event.listen(database._watch._probes[1], "before_cursor_execute",
-                    lambda *args: looks.append(time.monotonic()))
+    sa.event.listen(database._watch._probes[1], "before_cursor_execute", lambda *args: looks.append(time.monotonic()))
     client = app.test_client()
     started = time.monotonic()
     requests = 0
@@ -296,8 +300,12 @@ def test_the_lag_bound_comes_from_the_config_and_the_command_line(database_url):
     from pgbus_web.launch import serve  # noqa: F401 (registers serve)
 
     host = Flask(__name__)
-    host.config.update(PGBUS_WEB_DATABASE_URL=database_url, PGBUS_WEB_REPLICA_URL=database_url,
-                       PGBUS_WEB_REPLICA_MAX_LAG=3, PGBUS_WEB_RUN_OPERATIONS=False)
+    host.config.update(
+        PGBUS_WEB_DATABASE_URL=database_url,
+        PGBUS_WEB_REPLICA_URL=database_url,
+        PGBUS_WEB_REPLICA_MAX_LAG=3,
+        PGBUS_WEB_RUN_OPERATIONS=False,
+    )
     extension = PgbusWeb(host)
     database = host.extensions["pgbus_web"].database
     try:
@@ -316,8 +324,10 @@ def test_an_idle_caught_up_replica_is_not_behind(engine, replica, made):
     app = made(engine, replica, NARROW_BOUND)
     database = app.extensions["pgbus_web"].database
     replica.catch_up()
-    view = wait_for(lambda: (found := database.replica_view(fresh=True)).lag == 0 and found,
-                    "a look that finds the replica caught up")
+    view = wait_for(
+        lambda: (found := database.replica_view(fresh=True)).lag == 0 and found,
+        "a look that finds the replica caught up",
+    )
     assert view.state == "streaming" and view.caught_up
     # And stays so while nothing is written, past the narrow bound.
     deadline = view.checked_at + NARROW_BOUND * 3
@@ -341,14 +351,24 @@ def test_every_door_that_writes_pins_the_browser_and_a_refusal_does_not(engine, 
         browser = Browser(app.test_client())
         browser.load("/locks" if path.startswith("/locks") else "/workflows")
         answer = browser.post(path, data or {})
-        return answer.status_code, browser.client.get_cookie(reading.COOKIE_NAME) is not None, \
-            reading.WRITTEN_HEADER in answer.headers
+        return (
+            answer.status_code,
+            browser.client.get_cookie(reading.COOKIE_NAME) is not None,
+            reading.WRITTEN_HEADER in answer.headers,
+        )
 
     # A lock action, an operation, a verb: done, so pinned.
     assert pinned_by("/locks/reap") == (303, True, True)
-    created = operations.create(engine, operations.index_filters.parse({"q": paused}), "cancel", None,
-                                reason="r", actor="test", expected=1,
-                                thresholds={"threshold": timedelta(minutes=5), "waiting_threshold": timedelta(hours=1)})
+    created = operations.create(
+        engine,
+        operations.index_filters.parse({"q": paused}),
+        "cancel",
+        None,
+        reason="r",
+        actor="test",
+        expected=1,
+        thresholds={"threshold": timedelta(minutes=5), "waiting_threshold": timedelta(hours=1)},
+    )
     assert pinned_by(f"/workflows/operations/{created['id']}/cancel") == (303, True, True)
     assert pinned_by(f"/workflows/{paused}/resume") == (303, True, True)
     # The control: a refused verb wrote nothing, and pins nothing.

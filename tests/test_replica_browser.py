@@ -89,8 +89,7 @@ def test_the_live_refresh_after_a_resume_keeps_it_resumed(chromium, engine, runs
         page.locator('details.pgbus-action[data-verb="resume"] summary').click()
         page.locator('details.pgbus-action[data-verb="resume"] form button[type="submit"]').click()
         # Polled from here: the page's CSP refuses wait_for_function's eval.
-        wait_for(lambda: page.locator(BADGE).get_attribute("data-status") == "ready", "the resume's answer",
-                 every=0.2)
+        wait_for(lambda: page.locator(BADGE).get_attribute("data-status") == "ready", "the resume's answer", every=0.2)
         # Another run's write, replayed by neither yet (the case).
         with engine.begin() as conn:
             conn.exec_driver_sql("UPDATE pgbus_workflows SET updated_at = now() WHERE workflow_id = %s", (other,))

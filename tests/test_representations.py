@@ -5,20 +5,19 @@ every odd stored value (±infinity, JSON Python cannot read) serializing."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 from action_support import paused_on_capture, waiting_for_shipment
 from test_web_odd_values import set_column
 
 from pgbus_web import defaults
+from pgbus_web.core import reads as context
 from pgbus_web.core import representations as rep
-from pgbus_web.rules import states
+from pgbus_web.core.settings import Settings
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import workflow_index
 from pgbus_web.models.values import INFINITY, MINUS_INFINITY, RawJson
-from pgbus_web.rules import verb_table
-from pgbus_web.core import reads as context
-from pgbus_web.core.settings import Settings
+from pgbus_web.rules import states, verb_table
 
 SETTINGS = Settings(registry=REGISTRY)
 
@@ -43,13 +42,18 @@ def test_a_row_shapes_each_value_as_plain_does_whatever_its_type():
     from zoneinfo import ZoneInfo
 
     values = {
-        "utc": datetime(2026, 3, 1, 14, 5, 7, 123456, tzinfo=timezone.utc),
-        "utc_whole": datetime(2026, 3, 1, 14, 5, tzinfo=timezone.utc),
+        "utc": datetime(2026, 3, 1, 14, 5, 7, 123456, tzinfo=UTC),
+        "utc_whole": datetime(2026, 3, 1, 14, 5, tzinfo=UTC),
         "zone_utc": datetime(2026, 3, 1, 14, 5, tzinfo=ZoneInfo("UTC")),
         "berlin": datetime(2026, 3, 1, 15, 5, tzinfo=ZoneInfo("Europe/Berlin")),
         "naive": datetime(2026, 3, 1, 14, 5),
-        "infinity": INFINITY, "minus_infinity": MINUS_INFINITY,
-        "text": "x", "number": 3, "none": None, "raw": RawJson("{bad"), "nested": {"at": [1, "2"]},
+        "infinity": INFINITY,
+        "minus_infinity": MINUS_INFINITY,
+        "text": "x",
+        "number": 3,
+        "none": None,
+        "raw": RawJson("{bad"),
+        "nested": {"at": [1, "2"]},
     }
     shaped = rep._object(values, tuple(values))
     assert shaped == {name: rep.plain(value) for name, value in values.items()}
@@ -86,9 +90,13 @@ def test_odd_stored_values_serialize(engine, runs):
     assert back["run"]["latest_step"]["timeout_at"] == "infinity"
     # The pages' stuck rule reads the same row without failing.
     with engine.connect() as conn:
-        [row] = workflow_index.page(conn, limit=5, now=datetime.now(timezone.utc), **context.thresholds(engine))
-    reason = rep.stuck_reason(row, now=datetime.now(timezone.utc), stall_threshold=defaults.STALL_THRESHOLD,
-                              waiting_threshold=defaults.WAITING_THRESHOLD)
+        [row] = workflow_index.page(conn, limit=5, now=datetime.now(UTC), **context.thresholds(engine))
+    reason = rep.stuck_reason(
+        row,
+        now=datetime.now(UTC),
+        stall_threshold=defaults.STALL_THRESHOLD,
+        waiting_threshold=defaults.WAITING_THRESHOLD,
+    )
     json.dumps(rep.run_row(row, stuck=reason))
 
 

@@ -22,8 +22,13 @@ def server(database):
 
 
 def inside(box, viewport) -> bool:
-    return box is not None and box["y"] >= 0 and box["y"] + box["height"] <= viewport["height"] \
-        and box["x"] >= 0 and box["x"] + box["width"] <= viewport["width"]
+    return (
+        box is not None
+        and box["y"] >= 0
+        and box["y"] + box["height"] <= viewport["height"]
+        and box["x"] >= 0
+        and box["x"] + box["width"] <= viewport["width"]
+    )
 
 
 @pytest.mark.parametrize("viewport", [{"width": 1280, "height": 800}, {"width": 390, "height": 844}])
@@ -31,11 +36,22 @@ def test_a_paused_runs_error_is_on_the_first_screen(chromium, server, runs, view
     workflow_id = runs.make(
         states.PAUSED,
         step("reserve_stock", "completed", finished_at=ago(minutes=20)),
-        step("capture_payment", "failed", attempt=1, error_class="TimeoutError", error_message="an older cause",
-             finished_at=ago(minutes=9)),
-        step("capture_payment", "failed", attempt=2, error_class="Payments::GatewayTimeout",
-             error_message="payment gateway did not answer within 5s\n  from gateway.rb:12\n  from job.rb:3",
-             finished_at=ago(minutes=5)),
+        step(
+            "capture_payment",
+            "failed",
+            attempt=1,
+            error_class="TimeoutError",
+            error_message="an older cause",
+            finished_at=ago(minutes=9),
+        ),
+        step(
+            "capture_payment",
+            "failed",
+            attempt=2,
+            error_class="Payments::GatewayTimeout",
+            error_message="payment gateway did not answer within 5s\n  from gateway.rb:12\n  from job.rb:3",
+            finished_at=ago(minutes=5),
+        ),
         paused_at=ago(minutes=5),
         arguments={f"argument_{index}": "x" * 40 for index in range(12)},
     )
@@ -45,8 +61,10 @@ def test_a_paused_runs_error_is_on_the_first_screen(chromium, server, runs, view
     try:
         page.goto(f"{server}/workflows/{workflow_id}")
         cause = page.locator("#pgbus-run-header .pgbus-run-cause")
-        assert cause.inner_text().split() == \
-            "Latest error: Payments::GatewayTimeout payment gateway did not answer within 5s".split()
+        assert (
+            cause.inner_text().split()
+            == "Latest error: Payments::GatewayTimeout payment gateway did not answer within 5s".split()
+        )
         assert inside(cause.bounding_box(), viewport), (cause.bounding_box(), viewport)
         primary = page.locator("#pgbus-run-header .pgbus-button-primary").first
         assert inside(primary.bounding_box(), viewport), primary.bounding_box()

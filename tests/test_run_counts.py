@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
@@ -16,12 +16,12 @@ from click.testing import CliRunner
 from test_schema_upgrade import scratch  # noqa: F401 (a fixture)
 
 from pgbus_web import schema
-from pgbus_web.rules import states
 from pgbus_web.launch import main_group
 from pgbus_web.models import workflow_counts, workflow_rows, workflow_upkeep
+from pgbus_web.rules import states
 
 CLASSES = ("Order", "Refund", "Onboarding")
-T0 = datetime(2026, 3, 10, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 
 
 def kept(engine) -> dict:
@@ -47,8 +47,14 @@ def insert_runs(conn, rng, prefix: str, n: int) -> None:
             "SELECT :prefix || '-' || g, (CAST(:classes AS text[]))[1 + (g * 7 + :salt) % 3], "
             "(CAST(:statuses AS text[]))[1 + (g * 5 + :salt) % 7], :updated FROM generate_series(1, :n) g"
         ),
-        {"prefix": prefix, "classes": list(CLASSES), "statuses": list(states.RUN), "n": n,
-         "salt": rng.randrange(100), "updated": T0 - timedelta(days=rng.randrange(0, 20))},
+        {
+            "prefix": prefix,
+            "classes": list(CLASSES),
+            "statuses": list(states.RUN),
+            "n": n,
+            "salt": rng.randrange(100),
+            "updated": T0 - timedelta(days=rng.randrange(0, 20)),
+        },
     )
 
 
@@ -59,22 +65,29 @@ def random_step(conn, rng, step: str) -> None:
     if action == 0 or not ids:
         insert_runs(conn, rng, f"s{step}", rng.randrange(1, 30))
     elif action == 1:
-        workflow_rows.insert_run(conn, {"workflow_id": f"one{step}", "workflow_class": rng.choice(CLASSES),
-                                    "status": rng.choice(states.RUN)})
+        workflow_rows.insert_run(
+            conn, {"workflow_id": f"one{step}", "workflow_class": rng.choice(CLASSES), "status": rng.choice(states.RUN)}
+        )
     elif action in (2, 3):
         # The runtime's single-winner transition.
         run = workflow_rows.find(conn, pick())
         workflow_rows.transition(conn, run["workflow_id"], from_=run["status"], to=rng.choice(states.RUN))
     elif action == 4:
         # A many-row status change, some rows changing nothing.
-        conn.execute(sa.text("UPDATE pgbus_workflows SET status = :to WHERE id % 4 = :k"),
-                     {"to": rng.choice(states.RUN), "k": rng.randrange(4)})
+        conn.execute(
+            sa.text("UPDATE pgbus_workflows SET status = :to WHERE id % 4 = :k"),
+            {"to": rng.choice(states.RUN), "k": rng.randrange(4)},
+        )
     elif action == 5:
-        conn.execute(sa.text("UPDATE pgbus_workflows SET workflow_class = :c WHERE workflow_id = :w"),
-                     {"c": rng.choice(CLASSES + ("Moved",)), "w": pick()})
+        conn.execute(
+            sa.text("UPDATE pgbus_workflows SET workflow_class = :c WHERE workflow_id = :w"),
+            {"c": rng.choice(CLASSES + ("Moved",)), "w": pick()},
+        )
     elif action == 6:
-        conn.execute(sa.text("DELETE FROM pgbus_workflows WHERE workflow_id = ANY(:w)"),
-                     {"w": rng.sample(ids, min(len(ids), rng.randrange(1, 5)))})
+        conn.execute(
+            sa.text("DELETE FROM pgbus_workflows WHERE workflow_id = ANY(:w)"),
+            {"w": rng.sample(ids, min(len(ids), rng.randrange(1, 5)))},
+        )
     elif action == 7:
         workflow_upkeep.delete_stale(conn, before=T0 - timedelta(days=rng.randrange(0, 20)), limit=rng.randrange(1, 50))
     else:
@@ -163,8 +176,11 @@ def test_pages_read_the_kept_counts(engine):
     truth = assert_exact(engine)
     with engine.begin() as conn:
         conn.execute(sa.text("SET LOCAL session_replication_role = replica"))
-        conn.execute(sa.text("INSERT INTO pgbus_workflows (workflow_id, workflow_class, status) "
-                             "VALUES ('quiet', 'Order', 'running')"))
+        conn.execute(
+            sa.text(
+                "INSERT INTO pgbus_workflows (workflow_id, workflow_class, status) VALUES ('quiet', 'Order', 'running')"
+            )
+        )
     assert kept(engine) == truth
     with engine.connect() as conn:
         assert workflow_counts.class_exists(conn, "Order")
@@ -199,7 +215,9 @@ def test_db_check_finds_wrong_counts_and_repair_refills_them(engine, database_ur
     assert_exact(engine)
     clean = db(database_url, "check")
     assert (clean.exit_code, clean.output.splitlines()[-3:-1]) == (
-        0, ["The run counts agree with the runs.", "The needs-attention counts agree with the runs."])
+        0,
+        ["The run counts agree with the runs.", "The needs-attention counts agree with the runs."],
+    )
     # And they stay exact through writes after the repair.
     for step in range(20):
         with engine.begin() as conn:

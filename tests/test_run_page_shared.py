@@ -7,11 +7,10 @@ or zone."""
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 import sqlalchemy as sa
-
 from action_support import Browser, running
 from web_helpers import make_app, soup
 
@@ -30,7 +29,7 @@ def clock(monkeypatch):
     so that every page of a test is one bucket's."""
 
     class Clock:
-        now = datetime.fromtimestamp(time.time() // shared.READ_EVERY * shared.READ_EVERY, timezone.utc)
+        now = datetime.fromtimestamp(time.time() // shared.READ_EVERY * shared.READ_EVERY, UTC)
 
     held = Clock()
     monkeypatch.setattr(context, "utcnow", lambda: held.now)
@@ -39,8 +38,11 @@ def clock(monkeypatch):
 
 def role_app(database):
     """Alice may act, anyone else only views."""
-    return make_app(database, can_act=lambda request: request.headers.get("X-User") == OPERATOR,
-                    actor_name=lambda request: request.headers.get("X-User"))
+    return make_app(
+        database,
+        can_act=lambda request: request.headers.get("X-User") == OPERATOR,
+        actor_name=lambda request: request.headers.get("X-User"),
+    )
 
 
 @pytest.fixture
@@ -104,8 +106,13 @@ def test_the_operators_change_shows_at_once(database, runs, clock, statements):
 def test_each_kind_of_viewer_gets_its_own_drawing(database, runs, clock, statements):
     workflow_id = running(runs)
     app = role_app(database)
-    kinds = [(OPERATOR, "en", "UTC"), (VIEWER, "en", "UTC"), (OPERATOR, "de", "UTC"),
-             (VIEWER, "de", "Asia/Tokyo"), (OPERATOR, "en", "Asia/Tokyo")]
+    kinds = [
+        (OPERATOR, "en", "UTC"),
+        (VIEWER, "en", "UTC"),
+        (OPERATOR, "de", "UTC"),
+        (VIEWER, "de", "Asia/Tokyo"),
+        (OPERATOR, "en", "Asia/Tokyo"),
+    ]
     browsers = {kind: Browser(app.test_client(), kind[0]) for kind in kinds}
     for _ in range(2):  # the second round from what was kept
         for kind, browser in browsers.items():

@@ -12,26 +12,35 @@ from action_support import ago, operator_app
 from test_web_bad_input import everything
 from web_helpers import soup, step
 
-from pgbus_web.rules import states
 from pgbus_web.core import reads
+from pgbus_web.rules import states
 
 
 def long_history(engine, runs, attempts: int, events: int) -> str:
     """A paused run with *attempts* failed attempts of capture_payment (the
     last one is its latest step) and *events* audit events."""
-    run = runs.make(states.PAUSED, step("reserve_stock", "completed", finished_at=ago(hours=2)),
-                    paused_at=ago(minutes=5))
+    run = runs.make(
+        states.PAUSED, step("reserve_stock", "completed", finished_at=ago(hours=2)), paused_at=ago(minutes=5)
+    )
     with engine.begin() as conn:
-        conn.execute(sa.text(
-            "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, attempt, error_class, "
-            "error_message, created_at, started_at, finished_at) "
-            "SELECT :w, 'capture_payment', 'failed', g, 'GatewayError', 'declined ' || g, "
-            "now() - interval '1 hour' + g * interval '1 second', now() - interval '1 hour' + g * interval '1 second', "
-            "now() - interval '1 hour' + g * interval '2 second' FROM generate_series(1, :n) g"), {"w": run, "n": attempts})
-        conn.execute(sa.text(
-            "INSERT INTO pgbus_workflow_events (workflow_id, event, actor, step_name, attempt, created_at) "
-            "SELECT :w, 'step_failed', 'system', 'capture_payment', g, now() - interval '1 hour' + g * interval '1 second' "
-            "FROM generate_series(1, :n) g"), {"w": run, "n": events})
+        conn.execute(
+            sa.text(
+                "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, attempt, error_class, "
+                "error_message, created_at, started_at, finished_at) "
+                "SELECT :w, 'capture_payment', 'failed', g, 'GatewayError', 'declined ' || g, "
+                "now() - interval '1 hour' + g * interval '1 second', now() - interval '1 hour' + g * interval '1 second', "
+                "now() - interval '1 hour' + g * interval '2 second' FROM generate_series(1, :n) g"
+            ),
+            {"w": run, "n": attempts},
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO pgbus_workflow_events (workflow_id, event, actor, step_name, attempt, created_at) "
+                "SELECT :w, 'step_failed', 'system', 'capture_payment', g, now() - interval '1 hour' + g * interval '1 second' "
+                "FROM generate_series(1, :n) g"
+            ),
+            {"w": run, "n": events},
+        )
     return run
 
 
@@ -56,8 +65,14 @@ def test_a_long_history_shows_the_newest_and_counts_them_all(client, runs, engin
     ids = attempt_ids(page)
     assert len(ids) == reads.ATTEMPTS_SHOWN
     with engine.connect() as conn:
-        newest = conn.execute(sa.text("SELECT id FROM pgbus_workflow_steps WHERE workflow_id = :w "
-                                      "ORDER BY id DESC LIMIT :n"), {"w": run, "n": reads.ATTEMPTS_SHOWN}).scalars().all()
+        newest = (
+            conn.execute(
+                sa.text("SELECT id FROM pgbus_workflow_steps WHERE workflow_id = :w ORDER BY id DESC LIMIT :n"),
+                {"w": run, "n": reads.ATTEMPTS_SHOWN},
+            )
+            .scalars()
+            .all()
+        )
     assert sorted(ids) == sorted(newest)
     assert event_count(page) == reads.EVENTS_SHOWN
     # The counts are the whole history's; the latest attempt's badge is the newest.

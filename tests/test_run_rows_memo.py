@@ -5,18 +5,18 @@ subject links."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
-
-from pgbus_web.rules import states
-from pgbus_web.web.drawing import cells
-from pgbus_web.core import reads as context
 from web_helpers import Runs, every_state, make_app, soup, step
 
+from pgbus_web.core import reads as context
+from pgbus_web.rules import states
+from pgbus_web.web.drawing import cells
+
 HX = {"HX-Request": "true", "HX-Target": "pgbus-runs"}
-T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -96,8 +96,10 @@ def test_a_changed_run_is_drawn_anew(database, engine, made, clock):
     before = rows_of(client, "en", "UTC")
     run = made["running"]
     with engine.begin() as conn:
-        conn.execute(sa.text("UPDATE pgbus_workflows SET status = 'paused', paused_at = :now WHERE workflow_id = :w"),
-                     {"w": run, "now": T0})
+        conn.execute(
+            sa.text("UPDATE pgbus_workflows SET status = 'paused', paused_at = :now WHERE workflow_id = :w"),
+            {"w": run, "now": T0},
+        )
     after = rows_of(client, "en", "UTC")
     assert after == drawn_afresh(client, "en", "UTC")
     row = soup_row(after, run)
@@ -111,8 +113,10 @@ def test_infinity_is_not_the_last_moment_python_holds(database, engine, clock):
     run = runs.make(states.PAUSED, step("capture_payment", "failed", error_class="E"))
     client = make_app(database).test_client()
     with engine.begin() as conn:
-        conn.execute(sa.text("UPDATE pgbus_workflows SET created_at = '9999-12-31 23:59:59.999999+00' "
-                             "WHERE workflow_id = :w"), {"w": run})
+        conn.execute(
+            sa.text("UPDATE pgbus_workflows SET created_at = '9999-12-31 23:59:59.999999+00' WHERE workflow_id = :w"),
+            {"w": run},
+        )
     finite = rows_of(client, "en", "UTC")
     with engine.begin() as conn:
         conn.execute(sa.text("UPDATE pgbus_workflows SET created_at = 'infinity' WHERE workflow_id = :w"), {"w": run})
@@ -136,8 +140,8 @@ def test_the_hosts_subject_links_are_asked_every_time(database, engine, clock):
 def test_two_mounts_link_their_own_run_pages(database, made, clock):
     from flask import Flask
 
-    from pgbus_web.extension import PgbusWeb
     from pgbus_web.demo.workflows import REGISTRY
+    from pgbus_web.extension import PgbusWeb
 
     host = Flask("host")
     host.config["SECRET_KEY"] = "host secret"

@@ -99,7 +99,11 @@ def test_demo_registry_declares_the_catalogue():
     assert set(demo.REGISTRY.names) == {"OrderWorkflow", "OnboardingWorkflow", "RefundWorkflow"}
     order = demo.REGISTRY.get("OrderWorkflow")
     assert order.step_names == (
-        "reserve_stock", "capture_payment", "notify_vendors", "await_shipment", "send_receipt",
+        "reserve_stock",
+        "capture_payment",
+        "notify_vendors",
+        "await_shipment",
+        "send_receipt",
     )
     assert order.get_step("capture_payment").max_attempts == 3
     assert order.get_step("notify_vendors").fan_out

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 from runtime_support import Driver
 
-from pgbus_web.rules import states
 from pgbus_web.demo import workflows as demo
-from pgbus_web.runtime import system, verbs
 from pgbus_web.models import steps
-from pgbus_web.runtime.plan import ActionPlan, plan_of
+from pgbus_web.rules import states
 from pgbus_web.rules.verb_table import CLASS_VERBS, available_actions
+from pgbus_web.runtime import system, verbs
+from pgbus_web.runtime.plan import ActionPlan, plan_of
 from pgbus_web.runtime.worker import Worker
 
 
@@ -97,15 +97,18 @@ def test_plan_is_none_when_the_definition_lost_the_step(driver: Driver, engine):
     assert plan(engine, driver, workflow_id, changed) is None
 
 
-@pytest.mark.parametrize("status, expected", [
-    (states.READY, ("run_now", "reschedule", "skip", "pause", "cancel", "signal")),
-    (states.RUNNING, ("pause", "cancel", "signal")),
-    (states.WAITING, ("skip", "pause", "cancel", "signal")),
-    (states.PAUSED, ("resume", "resume_at", "skip", "cancel", "signal")),
-    (states.COMPLETED, ("rerun",)),
-    (states.FAILED, ("rerun",)),
-    (states.CANCELLED, ("rerun",)),
-])
+@pytest.mark.parametrize(
+    "status, expected",
+    [
+        (states.READY, ("run_now", "reschedule", "skip", "pause", "cancel", "signal")),
+        (states.RUNNING, ("pause", "cancel", "signal")),
+        (states.WAITING, ("skip", "pause", "cancel", "signal")),
+        (states.PAUSED, ("resume", "resume_at", "skip", "cancel", "signal")),
+        (states.COMPLETED, ("rerun",)),
+        (states.FAILED, ("rerun",)),
+        (states.CANCELLED, ("rerun",)),
+    ],
+)
 def test_available_actions_per_status(status, expected):
     assert available_actions({"status": status}, class_loaded=True) == expected
 
@@ -128,5 +131,11 @@ def test_every_offered_action_is_accepted_by_the_verb(driver: Driver, engine):
             if action == "signal":
                 verbs.signal(engine, workflow_id, "any", {}, now=driver.now)
             else:
-                verbs.perform(engine, action, workflow_id, registry=demo.REGISTRY, now=driver.now,
-                              at=driver.now + timedelta(hours=1))
+                verbs.perform(
+                    engine,
+                    action,
+                    workflow_id,
+                    registry=demo.REGISTRY,
+                    now=driver.now,
+                    at=driver.now + timedelta(hours=1),
+                )

@@ -33,16 +33,24 @@ def test_a_run_from_start_through_failure_pause_resume_signal_to_completion(driv
     assert paused_run["current_step"] == "capture_payment"
 
     driver.later(minutes=5)
-    resumed = verbs.resume(engine, workflow_id, actor=ALICE, reason="gateway is back",
-                           registry=demo.REGISTRY, now=driver.now)
+    resumed = verbs.resume(
+        engine, workflow_id, actor=ALICE, reason="gateway is back", registry=demo.REGISTRY, now=driver.now
+    )
     assert resumed["status"] == "ready"
     assert resumed["paused_at"] is None
     driver.drain()
     assert driver.status(workflow_id) == "waiting"
 
     driver.later(hours=2)
-    result = verbs.signal(engine, workflow_id, "shipment_confirmed", {"tracking": "1Z999"},
-                          idempotency_key="ship-1042", actor=SHIPPING, now=driver.now)
+    result = verbs.signal(
+        engine,
+        workflow_id,
+        "shipment_confirmed",
+        {"tracking": "1Z999"},
+        idempotency_key="ship-1042",
+        actor=SHIPPING,
+        now=driver.now,
+    )
     assert result.duplicate is False
     assert result.run["status"] == "ready"
     driver.drain()
@@ -123,8 +131,9 @@ def test_a_run_from_start_through_failure_pause_resume_signal_to_completion(driv
 def test_skip_a_failed_step_then_a_waiting_one(driver: Driver, engine):
     workflow_id = driver.paused_on_capture()
     events_before = len(driver.events(workflow_id))
-    run = verbs.skip(engine, workflow_id, actor=ALICE, reason="captured by hand",
-                     registry=demo.REGISTRY, now=driver.now)
+    run = verbs.skip(
+        engine, workflow_id, actor=ALICE, reason="captured by hand", registry=demo.REGISTRY, now=driver.now
+    )
     assert run["status"] == "ready"
     assert run["current_step"] == "notify_vendors"
     assert driver.steps(workflow_id)[-2:] == [
@@ -139,8 +148,9 @@ def test_skip_a_failed_step_then_a_waiting_one(driver: Driver, engine):
     driver.drain()
     assert driver.status(workflow_id) == "waiting"
     events_before = len(driver.events(workflow_id))
-    run = verbs.skip(engine, workflow_id, actor=ALICE, reason="shipped without tracking",
-                     registry=demo.REGISTRY, now=driver.now)
+    run = verbs.skip(
+        engine, workflow_id, actor=ALICE, reason="shipped without tracking", registry=demo.REGISTRY, now=driver.now
+    )
     assert run["status"] == "ready"
     assert driver.steps(workflow_id)[-2:] == [
         ("await_shipment", 1, "skipped", None),
@@ -173,8 +183,15 @@ def test_rerun_a_completed_run_from_a_named_step(driver: Driver, engine):
     workflow_id = driver.completed()
     events_before = len(driver.events(workflow_id))
     driver.later(hours=1)
-    run = verbs.rerun(engine, workflow_id, from_step="issue_refund", actor=ALICE,
-                      reason="refund bounced", registry=demo.REGISTRY, now=driver.now)
+    run = verbs.rerun(
+        engine,
+        workflow_id,
+        from_step="issue_refund",
+        actor=ALICE,
+        reason="refund bounced",
+        registry=demo.REGISTRY,
+        now=driver.now,
+    )
     assert run["status"] == "ready"
     assert run["finished_at"] is None
     assert run["current_step"] == "issue_refund"
@@ -184,7 +201,8 @@ def test_rerun_a_completed_run_from_a_named_step(driver: Driver, engine):
         ("step_scheduled", ALICE, None, "issue_refund", 2),
     ]
     assert driver.event_rows(workflow_id)[events_before]["details"] == {
-        "from_step": "issue_refund", "was": "completed",
+        "from_step": "issue_refund",
+        "was": "completed",
     }
     driver.drain()
     assert driver.status(workflow_id) == "completed"
@@ -257,8 +275,9 @@ def test_reschedule_moves_the_due_step(driver: Driver, engine):
     workflow_id = driver.ready_with_timer()
     events_before = len(driver.events(workflow_id))
     at = driver.now + timedelta(hours=2)
-    run = verbs.reschedule(engine, workflow_id, at=at.isoformat(), actor=ALICE,
-                           reason="after the newsletter", now=driver.now)
+    run = verbs.reschedule(
+        engine, workflow_id, at=at.isoformat(), actor=ALICE, reason="after the newsletter", now=driver.now
+    )
     assert run["status"] == "ready"
     assert driver.latest(workflow_id)["scheduled_at"] == at
     assert driver.events(workflow_id)[events_before:] == [
@@ -286,8 +305,9 @@ def test_pause_holds_a_run_until_resumed(driver: Driver, engine):
     assert driver.drain().steps == 0
     assert driver.status(workflow_id) == "paused"
 
-    run = verbs.resume(engine, workflow_id, actor=ALICE, reason="migration done",
-                       registry=demo.REGISTRY, now=driver.now)
+    run = verbs.resume(
+        engine, workflow_id, actor=ALICE, reason="migration done", registry=demo.REGISTRY, now=driver.now
+    )
     assert run["status"] == "ready"
     # The pending timer keeps its time: resume lets it go on, it does not re-arm it.
     assert driver.latest(workflow_id)["scheduled_at"] == due
@@ -300,8 +320,9 @@ def test_pause_holds_a_run_until_resumed(driver: Driver, engine):
 def test_resume_at_schedules_the_retry_at_the_given_time(driver: Driver, engine):
     workflow_id = driver.paused_on_capture()
     at = driver.now + timedelta(hours=1)
-    run = verbs.resume_at(engine, workflow_id, at=at, actor=ALICE, reason="gateway window",
-                          registry=demo.REGISTRY, now=driver.now)
+    run = verbs.resume_at(
+        engine, workflow_id, at=at, actor=ALICE, reason="gateway window", registry=demo.REGISTRY, now=driver.now
+    )
     assert run["status"] == "ready"
     assert driver.steps(workflow_id)[-1] == ("capture_payment", 4, "scheduled", None)
     assert driver.latest(workflow_id)["scheduled_at"] == at
@@ -334,7 +355,10 @@ def test_onboarding_welcome_email_error_class_is_module_qualified(driver: Driver
     driver.drain()
     assert driver.status(workflow_id) == "paused"
     assert driver.steps(workflow_id)[-1] == (
-        "send_welcome_email", 2, "failed", "smtplib.SMTPServerDisconnected",
+        "send_welcome_email",
+        2,
+        "failed",
+        "smtplib.SMTPServerDisconnected",
     )
     with engine.connect() as conn:
         assert steps.latest(conn, workflow_id)["error_message"] == demo.SMTP_ERROR

@@ -50,8 +50,9 @@ def test_a_verb_in_the_wrong_status_changes_nothing_and_names_the_status(
     error = refused(
         engine,
         errors.WrongStatus,
-        lambda: verbs.perform(engine, verb, workflow_id, actor=ALICE, registry=demo.REGISTRY,
-                              now=driver.now, **options),
+        lambda: verbs.perform(
+            engine, verb, workflow_id, actor=ALICE, registry=demo.REGISTRY, now=driver.now, **options
+        ),
     )
     assert error.status == status
     assert error.verb == verb
@@ -61,13 +62,15 @@ def test_a_verb_in_the_wrong_status_changes_nothing_and_names_the_status(
 
 def test_signal_to_a_finished_run_is_refused(driver: Driver, engine):
     workflow_id = driver.completed()
-    error = refused(engine, errors.RunFinished,
-                    lambda: verbs.signal(engine, workflow_id, "anything", {}, now=driver.now))
+    error = refused(
+        engine, errors.RunFinished, lambda: verbs.signal(engine, workflow_id, "anything", {}, now=driver.now)
+    )
     assert error.status == "completed"
     assert "already ended (completed)" in str(error)
 
 
 # --- bad input ---------------------------------------------------------------
+
 
 @pytest.mark.parametrize("verb", sorted(verbs.VERBS))
 def test_an_unknown_run_is_refused(engine, verb, driver: Driver):
@@ -75,8 +78,9 @@ def test_an_unknown_run_is_refused(engine, verb, driver: Driver):
     error = refused(
         engine,
         errors.RunNotFound,
-        lambda: verbs.perform(engine, verb, "no-such-run", registry=demo.REGISTRY, now=driver.now,
-                              at=driver.now + timedelta(hours=1)),
+        lambda: verbs.perform(
+            engine, verb, "no-such-run", registry=demo.REGISTRY, now=driver.now, at=driver.now + timedelta(hours=1)
+        ),
     )
     assert error.workflow_id == "no-such-run"
 
@@ -119,38 +123,45 @@ def test_resume_at_with_a_bad_time_is_refused(driver: Driver, engine, at, proble
 
 def test_a_time_equal_to_now_is_not_in_the_future(driver: Driver, engine):
     workflow_id = driver.ready_with_timer()
-    error = refused(engine, errors.InvalidTime,
-                    lambda: verbs.reschedule(engine, workflow_id, at=driver.now, now=driver.now))
+    error = refused(
+        engine, errors.InvalidTime, lambda: verbs.reschedule(engine, workflow_id, at=driver.now, now=driver.now)
+    )
     assert error.problem == "past"
 
 
 @pytest.mark.parametrize("payload", ["[1, 2]", "not json", "42", '"text"', [1, 2], 5])
 def test_a_signal_payload_that_is_not_a_json_object_is_refused(driver: Driver, engine, payload):
     workflow_id = driver.waiting_for_shipment()
-    refused(engine, errors.InvalidPayload,
-            lambda: verbs.signal(engine, workflow_id, "shipment_confirmed", payload, now=driver.now))
+    refused(
+        engine,
+        errors.InvalidPayload,
+        lambda: verbs.signal(engine, workflow_id, "shipment_confirmed", payload, now=driver.now),
+    )
 
 
 @pytest.mark.parametrize("name", ["", "   ", None])
 def test_a_signal_without_a_name_is_refused(driver: Driver, engine, name):
     workflow_id = driver.waiting_for_shipment()
-    refused(engine, errors.InvalidSignalName,
-            lambda: verbs.signal(engine, workflow_id, name, {}, now=driver.now))
+    refused(engine, errors.InvalidSignalName, lambda: verbs.signal(engine, workflow_id, name, {}, now=driver.now))
 
 
-@pytest.mark.parametrize("verb, make", [
-    ("resume", "paused_on_capture"),
-    ("resume_at", "paused_on_capture"),
-    ("skip", "waiting_for_shipment"),
-    ("rerun", "completed"),
-])
+@pytest.mark.parametrize(
+    "verb, make",
+    [
+        ("resume", "paused_on_capture"),
+        ("resume_at", "paused_on_capture"),
+        ("skip", "waiting_for_shipment"),
+        ("rerun", "completed"),
+    ],
+)
 def test_class_verbs_need_the_definition(driver: Driver, engine, verb, make):
     workflow_id = getattr(driver, make)()
     error = refused(
         engine,
         errors.ClassNotLoaded,
-        lambda: verbs.perform(engine, verb, workflow_id, registry=None, now=driver.now,
-                              at=driver.now + timedelta(hours=1)),
+        lambda: verbs.perform(
+            engine, verb, workflow_id, registry=None, now=driver.now, at=driver.now + timedelta(hours=1)
+        ),
     )
     assert error.verb == verb
 
@@ -164,22 +175,22 @@ def test_rerun_refused_while_another_run_of_the_subject_is_ongoing(driver: Drive
     first = driver.start(demo.REFUND, {"refund_id": 1}, subject_type="Refund", subject_id="1")
     driver.drain()
     driver.start(demo.REFUND, {"refund_id": 1}, subject_type="Refund", subject_id="1")
-    error = refused(engine, errors.SubjectBusy,
-                    lambda: verbs.rerun(engine, first, registry=demo.REGISTRY, now=driver.now))
+    error = refused(
+        engine, errors.SubjectBusy, lambda: verbs.rerun(engine, first, registry=demo.REGISTRY, now=driver.now)
+    )
     assert (error.subject_type, error.subject_id) == ("Refund", "1")
 
 
 # --- signals -----------------------------------------------------------------
 
+
 def test_a_repeated_idempotency_key_does_nothing_and_says_duplicate(driver: Driver, engine):
     workflow_id = driver.start(demo.ORDER, {"order_id": 3, "vendors": 2})  # ready: not waiting yet
-    first = verbs.signal(engine, workflow_id, "shipment_confirmed", {"n": 1}, idempotency_key="k",
-                         now=driver.now)
+    first = verbs.signal(engine, workflow_id, "shipment_confirmed", {"n": 1}, idempotency_key="k", now=driver.now)
     assert first.duplicate is False
     assert first.signal["status"] == "pending"
     before = snapshot(engine)
-    again = verbs.signal(engine, workflow_id, "shipment_confirmed", '{"n": 2}', idempotency_key="k",
-                         now=driver.now)
+    again = verbs.signal(engine, workflow_id, "shipment_confirmed", '{"n": 2}', idempotency_key="k", now=driver.now)
     assert snapshot(engine) == before
     assert again.duplicate is True
     assert again.signal["id"] == first.signal["id"]
@@ -217,6 +228,7 @@ def test_payload_may_come_as_a_json_string(driver: Driver, engine):
 
 # --- two callers at once -----------------------------------------------------
 
+
 def race(engine, workflow_id, calls):
     """Run *calls* in threads that all queue on the run's row lock, held by
     a third connection until every thread is blocked on it; returns each
@@ -251,30 +263,40 @@ def _wait_for_lock_waiters(engine, count, timeout=10.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with engine.connect() as conn:
-            waiting = conn.execute(sa.text(
-                "SELECT count(*) FROM pg_stat_activity "
-                "WHERE wait_event_type = 'Lock' AND datname = current_database()"
-            )).scalar_one()
+            waiting = conn.execute(
+                sa.text(
+                    "SELECT count(*) FROM pg_stat_activity "
+                    "WHERE wait_event_type = 'Lock' AND datname = current_database()"
+                )
+            ).scalar_one()
         if waiting >= count:
             return
         time.sleep(0.01)
     raise AssertionError("the racing verbs never queued on the row lock")
 
 
-@pytest.mark.parametrize("verb, make, options", [
-    ("cancel", "waiting_for_shipment", {}),
-    ("resume", "paused_on_capture", {}),
-    ("pause", "ready_with_timer", {}),
-    ("rerun", "completed", {}),
-])
+@pytest.mark.parametrize(
+    "verb, make, options",
+    [
+        ("cancel", "waiting_for_shipment", {}),
+        ("resume", "paused_on_capture", {}),
+        ("pause", "ready_with_timer", {}),
+        ("rerun", "completed", {}),
+    ],
+)
 def test_two_callers_at_once_exactly_one_wins(driver: Driver, engine, verb, make, options):
     workflow_id = getattr(driver, make)()
     events_before = len(driver.events(workflow_id))
-    outcomes = race(engine, workflow_id, [
-        lambda actor=actor: verbs.perform(engine, verb, workflow_id, actor=actor, registry=demo.REGISTRY,
-                                          now=driver.now, **options)
-        for actor in ("dashboard:alice", "dashboard:bob")
-    ])
+    outcomes = race(
+        engine,
+        workflow_id,
+        [
+            lambda actor=actor: verbs.perform(
+                engine, verb, workflow_id, actor=actor, registry=demo.REGISTRY, now=driver.now, **options
+            )
+            for actor in ("dashboard:alice", "dashboard:bob")
+        ],
+    )
     winners = [outcome for outcome in outcomes if isinstance(outcome, dict)]
     losers = [outcome for outcome in outcomes if isinstance(outcome, errors.WrongStatus)]
     assert len(winners) == 1 and len(losers) == 1
@@ -286,10 +308,14 @@ def test_two_callers_at_once_exactly_one_wins(driver: Driver, engine, verb, make
 
 def test_signal_racing_a_cancel_is_either_delivered_first_or_refused(driver: Driver, engine):
     workflow_id = driver.waiting_for_shipment()
-    outcomes = race(engine, workflow_id, [
-        lambda: verbs.cancel(engine, workflow_id, now=driver.now),
-        lambda: verbs.signal(engine, workflow_id, "shipment_confirmed", {}, now=driver.now),
-    ])
+    outcomes = race(
+        engine,
+        workflow_id,
+        [
+            lambda: verbs.cancel(engine, workflow_id, now=driver.now),
+            lambda: verbs.signal(engine, workflow_id, "shipment_confirmed", {}, now=driver.now),
+        ],
+    )
     assert outcomes[0]["status"] == "cancelled"
     signal_outcome = outcomes[1]
     if isinstance(signal_outcome, errors.RunFinished):
@@ -300,11 +326,19 @@ def test_signal_racing_a_cancel_is_either_delivered_first_or_refused(driver: Dri
 
 # --- bulk --------------------------------------------------------------------
 
+
 def test_bulk_counts_runs_moved_and_runs_that_moved_on(driver: Driver, engine):
     paused = [driver.paused_on_capture(order_id=n) for n in range(3)]
     verbs.cancel(engine, paused[1], now=driver.now)
-    result = verbs.bulk(engine, "resume", paused + ["gone-run"], actor=ALICE, reason="gateway fixed",
-                        registry=demo.REGISTRY, now=driver.now)
+    result = verbs.bulk(
+        engine,
+        "resume",
+        paused + ["gone-run"],
+        actor=ALICE,
+        reason="gateway fixed",
+        registry=demo.REGISTRY,
+        now=driver.now,
+    )
     assert (result.moved, result.moved_on, result.errors) == (2, 2, [])
     assert [driver.status(workflow_id) for workflow_id in paused] == ["ready", "cancelled", "ready"]
     assert driver.events(paused[0])[-2][1:3] == (ALICE, "gateway fixed")
@@ -314,5 +348,5 @@ def test_bulk_reports_other_refusals_per_run(driver: Driver, engine):
     paused = driver.paused_on_capture()
     result = verbs.bulk(engine, "resume", [paused], registry=None, now=driver.now)
     assert (result.moved, result.moved_on) == (0, 0)
-    (workflow_id, error), = result.errors
+    ((workflow_id, error),) = result.errors
     assert workflow_id == paused and isinstance(error, errors.ClassNotLoaded)

@@ -7,12 +7,7 @@ from pgbus_web.launch import main_group
 
 
 def _tables(conn):
-    return {
-        name
-        for (name,) in conn.execute(
-            sa.text("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
-        )
-    }
+    return {name for (name,) in conn.execute(sa.text("SELECT tablename FROM pg_tables WHERE schemaname = 'public'"))}
 
 
 def test_install_twice_is_a_no_op(engine):
@@ -36,7 +31,7 @@ def catalog(conn) -> dict[str, list]:
     queries = {
         "tables": "SELECT tablename FROM pg_tables WHERE schemaname IN ('public', 'pgmq') ORDER BY 1",
         "columns": "SELECT table_name, column_name, data_type FROM information_schema.columns "
-                   "WHERE table_schema = 'public' ORDER BY 1, 2",
+        "WHERE table_schema = 'public' ORDER BY 1, 2",
         "functions": "SELECT proname, md5(prosrc) FROM pg_proc WHERE pronamespace = 'public'::regnamespace ORDER BY 1",
         "triggers": "SELECT tgname, pg_get_triggerdef(oid) FROM pg_trigger WHERE NOT tgisinternal ORDER BY 1",
         "indexes": "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1",
@@ -47,11 +42,16 @@ def catalog(conn) -> dict[str, list]:
 
 def test_a_fresh_install_records_each_version_it_applied(engine):
     with engine.connect() as conn:
-        assert conn.execute(sa.text("SELECT version FROM pgbus_web_schema ORDER BY 1")).scalars().all() == \
-            list(range(1, schema.SCHEMA_VERSION + 1))
-        triggers = conn.execute(sa.text(
-            "SELECT tgname FROM pg_trigger WHERE NOT tgisinternal AND tgname LIKE '%latest%' ORDER BY 1"
-        )).scalars().all()
+        assert conn.execute(sa.text("SELECT version FROM pgbus_web_schema ORDER BY 1")).scalars().all() == list(
+            range(1, schema.SCHEMA_VERSION + 1)
+        )
+        triggers = (
+            conn.execute(
+                sa.text("SELECT tgname FROM pg_trigger WHERE NOT tgisinternal AND tgname LIKE '%latest%' ORDER BY 1")
+            )
+            .scalars()
+            .all()
+        )
     assert triggers == [
         "pgbus_workflow_steps_latest_on_delete",
         "pgbus_workflow_steps_latest_on_move",

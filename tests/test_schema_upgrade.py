@@ -13,9 +13,9 @@ from click.testing import CliRunner
 from test_latest_step_columns import T0, add_run, add_step, assert_columns_match, sql
 
 from pgbus_web import db, schema
-from pgbus_web.rules import states
 from pgbus_web.launch import main_group
 from pgbus_web.models import workflow_attention, workflow_upkeep
+from pgbus_web.rules import states
 
 
 @pytest.fixture
@@ -85,7 +85,8 @@ def test_db_install_upgrades_a_version_1_database_and_repairs_what_it_left(scrat
 
     again = CliRunner().invoke(main_group, ["db", "install", "--database-url", url])
     assert (again.exit_code, again.output.strip()) == (
-        0, f"Schema version {schema.SCHEMA_VERSION} is already installed; nothing to do."
+        0,
+        f"Schema version {schema.SCHEMA_VERSION} is already installed; nothing to do.",
     )
 
 
@@ -148,8 +149,10 @@ def test_a_version_16_database_keeps_its_tokens_and_gets_sessions_and_the_access
     assert not _has_table(engine, "pgbus_web_sessions") and not _has_table(engine, "pgbus_web_access_log")
     token = tokens.PREFIX + "made-by-version-16"
     with engine.begin() as conn:
-        conn.execute(sa.text("INSERT INTO pgbus_web_api_tokens (name, role, token_sha256) VALUES ('old', 'admin', :d)"),
-                     {"d": hashlib.sha256(token.encode()).hexdigest()})
+        conn.execute(
+            sa.text("INSERT INTO pgbus_web_api_tokens (name, role, token_sha256) VALUES ('old', 'admin', :d)"),
+            {"d": hashlib.sha256(token.encode()).hexdigest()},
+        )
     result = schema.install(engine, target=17)
     assert (result.version, result.upgraded_from) == (17, 16)
     assert _has_table(engine, "pgbus_web_sessions") and _has_table(engine, "pgbus_web_access_log")

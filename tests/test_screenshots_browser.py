@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 from action_support import ago, paused_on_capture
-from web_helpers import step
 from browser import WAIT_MS, requires_chromium
 from test_locales_browser import LOCALES, app, pages, server  # noqa: F401 (fixtures)
+from web_helpers import step
 
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.runtime import operations
@@ -74,20 +74,38 @@ def paths(app, runs, engine):  # noqa: F811 (the fixture of test_locales_browser
         pass
     # A search inside the arguments, with its chips and the export links.
     for carrier in ("dhl", "ups"):
-        runs.make("waiting", arguments={"customer_id": 42, "order": {"id": 1042}},
-                  signals_=[{"name": "shipment_confirmed", "payload": {"carrier": carrier}}])
+        runs.make(
+            "waiting",
+            arguments={"customer_id": 42, "order": {"id": 1042}},
+            signals_=[{"name": "shipment_confirmed", "payload": {"carrier": carrier}}],
+        )
     found["argument_search"] = "/workflows?arg.customer_id=42&signal.carrier=dhl&q=customer_id:42"
     # Two refunds compared: one failed at issue_refund, one completed.
-    failed = runs.make("failed", step("validate_refund", "completed", started_at=ago(minutes=9),
-                                      finished_at=ago(minutes=8)),
-                       step("issue_refund", "failed", error_class="Payments::GatewayTimeout",
-                            error_message="the payment gateway did not answer within 30 seconds\nbacktrace"),
-                       workflow_class="RefundWorkflow",
-                       arguments={"customer": {"id": 42}, "amount": {"value": 1250, "currency": "EUR"},
-                                  "reason": "damaged", "items": ["a"]})
-    done = runs.make("completed", step("validate_refund", "completed"), step("issue_refund", "completed"),
-                     step("notify_customer", "completed"), workflow_class="RefundWorkflow",
-                     arguments={"customer": {"id": 42}, "amount": 990, "items": ["a", "b"]})
+    failed = runs.make(
+        "failed",
+        step("validate_refund", "completed", started_at=ago(minutes=9), finished_at=ago(minutes=8)),
+        step(
+            "issue_refund",
+            "failed",
+            error_class="Payments::GatewayTimeout",
+            error_message="the payment gateway did not answer within 30 seconds\nbacktrace",
+        ),
+        workflow_class="RefundWorkflow",
+        arguments={
+            "customer": {"id": 42},
+            "amount": {"value": 1250, "currency": "EUR"},
+            "reason": "damaged",
+            "items": ["a"],
+        },
+    )
+    done = runs.make(
+        "completed",
+        step("validate_refund", "completed"),
+        step("issue_refund", "completed"),
+        step("notify_customer", "completed"),
+        workflow_class="RefundWorkflow",
+        arguments={"customer": {"id": 42}, "amount": 990, "items": ["a", "b"]},
+    )
     found["compare"] = f"/workflows/compare?a={failed}&b={done}"
     found["compare_run"] = f"/workflows/{failed}"
     # The index searching for the end of one run's id (its one match offered).
@@ -100,8 +118,9 @@ def paths(app, runs, engine):  # noqa: F811 (the fixture of test_locales_browser
 def test_every_page_in_every_language_fits_and_cuts_no_text(chromium, server, paths, size, scheme):  # noqa: F811
     width, height = size
     folder = saved_to()
-    context = chromium.new_context(viewport={"width": width, "height": height}, color_scheme=scheme,
-                                   timezone_id="Europe/Oslo")
+    context = chromium.new_context(
+        viewport={"width": width, "height": height}, color_scheme=scheme, timezone_id="Europe/Oslo"
+    )
     page = context.new_page()
     page.set_default_timeout(WAIT_MS)
     problems: dict[str, object] = {}
@@ -126,16 +145,19 @@ def test_every_page_in_every_language_fits_and_cuts_no_text(chromium, server, pa
                     problems[f"{where}: wider than the window"] = widths
                 # Each navigation link on one line (Japanese once broke them
                 # after every character beside a wide end of the top bar).
-                heights = page.evaluate("() => Array.from(document.querySelectorAll('.pgbus-nav a'),"
-                                        " (a) => Math.round(a.getBoundingClientRect().height))")
+                heights = page.evaluate(
+                    "() => Array.from(document.querySelectorAll('.pgbus-nav a'),"
+                    " (a) => Math.round(a.getBoundingClientRect().height))"
+                )
                 if max(heights) > min(heights):
                     problems[f"{where}: a navigation link wraps"] = heights
                 cut = page.evaluate(CUT_TEXT)
                 if cut:
                     problems[f"{where}: text cut"] = cut
                 if folder is not None:
-                    page.screenshot(path=str(folder / f"{locale}-{width}x{height}-{scheme}-{name}.png"),
-                                    full_page=name != "dialog")
+                    page.screenshot(
+                        path=str(folder / f"{locale}-{width}x{height}-{scheme}-{name}.png"), full_page=name != "dialog"
+                    )
     finally:
         context.close()
     assert problems == {}, problems

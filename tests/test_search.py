@@ -15,11 +15,11 @@ from test_schema_upgrade import scratch  # noqa: F401  (a fixture)
 from web_helpers import Runs, make_app, soup, step, text_of
 
 from pgbus_web import schema
-from pgbus_web.rules import states
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.i18n import force_locale, t
 from pgbus_web.models import operations as store
 from pgbus_web.models import workflow_index, workflow_rows
+from pgbus_web.rules import states
 from pgbus_web.runtime import operations
 
 RUN_ID = "6ced4f1b-9a3e-4c55-8d1e-0a2b3c4d5e6f"
@@ -38,8 +38,11 @@ def found(runs):
     """The run to find, a neighbour by id, and runs that nearly match."""
     made = {
         "target": runs.make(
-            states.PAUSED, step("capture_payment", "failed", error_class="Timeout"),
-            workflow_id=RUN_ID, subject=("Order", "100615"), idempotency_key="Checkout-77A",
+            states.PAUSED,
+            step("capture_payment", "failed", error_class="Timeout"),
+            workflow_id=RUN_ID,
+            subject=("Order", "100615"),
+            idempotency_key="Checkout-77A",
         ),
         "neighbour": runs.make(states.COMPLETED, workflow_id=NEIGHBOUR_ID, subject=("Order", "200")),
         # The same subject id, another type: found by the id alone only.
@@ -88,18 +91,18 @@ def test_each_form_finds_the_run(client, found, q, expected):
 @pytest.mark.parametrize(
     "q",
     [
-        RUN_ID[:8] + "0",        # a prefix one character off
-        RUN_ID[1:6],             # not a prefix, and too short a fragment (test_search_fragments.py)
-        "6ce",                   # shorter than a prefix may be: a whole id only
-        RUN_ID + "0",            # longer than the id
-        "Checkout-77",           # the key's prefix (another run's whole key)
-        "Order 10061",           # a subject id's prefix
+        RUN_ID[:8] + "0",  # a prefix one character off
+        RUN_ID[1:6],  # not a prefix, and too short a fragment (test_search_fragments.py)
+        "6ce",  # shorter than a prefix may be: a whole id only
+        RUN_ID + "0",  # longer than the id
+        "Checkout-77",  # the key's prefix (another run's whole key)
+        "Order 10061",  # a subject id's prefix
         "Order 1006151",
         "Invoice 100616",
-        "Refund 100615",         # the subject id with another type
+        "Refund 100615",  # the subject id with another type
         "10061",
-        "Order",                 # a type alone matches no subject id
-        "%",                     # no LIKE pattern: the text is taken as it is
+        "Order",  # a type alone matches no subject id
+        "%",  # no LIKE pattern: the text is taken as it is
         "6ced_f1b",
     ],
 )
@@ -158,8 +161,7 @@ def test_a_search_that_cannot_be_right_is_refused_and_changes_nothing(client, en
 
 
 def test_an_operation_stores_the_search_and_acts_on_its_runs_only(engine, found):
-    shown = operations.preview(engine, query(q="100615"), "cancel", None, registry=REGISTRY,
-                               thresholds=THRESHOLDS)
+    shown = operations.preview(engine, query(q="100615"), "cancel", None, registry=REGISTRY, thresholds=THRESHOLDS)
     assert shown.total == 2 and shown.query == {"q": "100615"}
     operation = create(engine, verb="cancel", expected=1, q="order 100615")
     with engine.connect() as conn:
@@ -178,19 +180,32 @@ def test_a_version_2_database_gets_the_search_indexes(scratch):  # noqa: F811
     _, engine = scratch
     schema.install(engine, target=2)
     with engine.begin() as conn:
-        workflow_rows.insert_run(conn, {"workflow_id": RUN_ID, "workflow_class": "Hand", "status": "completed",
-                                    "subject_type": "Order", "subject_id": "100615"})
+        workflow_rows.insert_run(
+            conn,
+            {
+                "workflow_id": RUN_ID,
+                "workflow_class": "Hand",
+                "status": "completed",
+                "subject_type": "Order",
+                "subject_id": "100615",
+            },
+        )
 
     def indexes():
         with engine.connect() as conn:
-            return set(conn.execute(sa.text(
-                "SELECT indexname FROM pg_indexes WHERE indexname LIKE 'pgbus_workflows_search%'"
-            )).scalars())
+            return set(
+                conn.execute(
+                    sa.text("SELECT indexname FROM pg_indexes WHERE indexname LIKE 'pgbus_workflows_search%'")
+                ).scalars()
+            )
 
     assert indexes() == set()  # control: version 2 has none
     assert schema.install(engine).upgraded_from == 2
-    assert indexes() == {"pgbus_workflows_search_id", "pgbus_workflows_search_idempotency",
-                         "pgbus_workflows_search_subject"}
+    assert indexes() == {
+        "pgbus_workflows_search_id",
+        "pgbus_workflows_search_idempotency",
+        "pgbus_workflows_search_subject",
+    }
     with engine.connect() as conn:
         where, binds = workflow_index.page_where(search="ORDER 100615", **THRESHOLDS)
         assert conn.execute(
@@ -214,8 +229,10 @@ def test_the_command_line_reads_the_search(engine, found):
 
     url = engine.url.render_as_string(hide_password=False)
     before = everything(engine)
-    result = CliRunner().invoke(main_group, ["bulk", "cancel", "--filter", f"q={RUN_ID[:8].upper()}",
-                                             "--reason", "r", "--dry-run", "--database-url", url])
+    result = CliRunner().invoke(
+        main_group,
+        ["bulk", "cancel", "--filter", f"q={RUN_ID[:8].upper()}", "--reason", "r", "--dry-run", "--database-url", url],
+    )
     assert result.exit_code == 0, result.output
     assert result.output.startswith("1 runs match {'q': '6CED4F1B'}"), result.output
     assert f"  {RUN_ID}  OrderWorkflow  paused" in result.output

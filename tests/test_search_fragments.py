@@ -48,8 +48,12 @@ def client(database):
 @pytest.fixture
 def made(runs):
     return {
-        "target": runs.make(states.PAUSED, step("capture_payment", "failed", error_class="Timeout"),
-                            workflow_id=RUN_ID, subject=("Order", "100615")),
+        "target": runs.make(
+            states.PAUSED,
+            step("capture_payment", "failed", error_class="Timeout"),
+            workflow_id=RUN_ID,
+            subject=("Order", "100615"),
+        ),
         "neighbour": runs.make(states.COMPLETED, workflow_id=NEIGHBOUR_ID),
         "other": runs.make(states.COMPLETED, workflow_id=OTHER_ID),
     }
@@ -58,11 +62,11 @@ def made(runs):
 @pytest.mark.parametrize(
     "q",
     [
-        RUN_ID[9:17],            # 8 characters from the middle: "9a3e-4c5"
-        RUN_ID[-12:],            # the end: "0a2b3c4d5e6f"
-        RUN_ID[-12:].upper(),    # in any case
-        RUN_ID[14:20],           # the shortest fragment taken: 6 characters
-        f"  {RUN_ID[9:23]} ",    # with the spaces a paste brings
+        RUN_ID[9:17],  # 8 characters from the middle: "9a3e-4c5"
+        RUN_ID[-12:],  # the end: "0a2b3c4d5e6f"
+        RUN_ID[-12:].upper(),  # in any case
+        RUN_ID[14:20],  # the shortest fragment taken: 6 characters
+        f"  {RUN_ID[9:23]} ",  # with the spaces a paste brings
     ],
 )
 def test_a_fragment_from_the_middle_or_the_end_finds_the_run(client, made, q):
@@ -96,8 +100,7 @@ def test_like_characters_in_a_fragment_are_taken_literally(client, engine, runs,
     pattern = runs.make(states.COMPLETED, workflow_id=PATTERN_ID)
     # Control: read as a pattern, the text would match the other run too.
     with engine.connect() as conn:
-        assert conn.execute(sa.text("SELECT :id LIKE :pattern"),
-                            {"id": PATTERN_ID, "pattern": f"%{q}%"}).scalar_one()
+        assert conn.execute(sa.text("SELECT :id LIKE :pattern"), {"id": PATTERN_ID, "pattern": f"%{q}%"}).scalar_one()
     assert listed(client, q) == [literal]
     # And the other run is found by a fragment of its own.
     assert listed(client, "cdQefg") == [pattern]
@@ -115,21 +118,24 @@ def test_one_match_by_a_fragment_offers_to_open_it(app, client, made):
 def test_the_hint_says_a_fragment_is_looked_for(client, made):
     page = soup(client.get("/workflows", query_string={"locale": "de"}))
     with force_locale("de"):
-        assert page.select_one("#pgbus-search-hint").get_text(strip=True) == \
-            t("pgbus.workflows.search.hint_fragments") + " " + t("pgbus.workflows.search.hint_arguments")
+        assert page.select_one("#pgbus-search-hint").get_text(strip=True) == t(
+            "pgbus.workflows.search.hint_fragments"
+        ) + " " + t("pgbus.workflows.search.hint_arguments")
 
 
 def test_the_api_the_command_line_and_the_mcp_server_take_a_fragment(database, database_url, engine, made):
-    from api_support import Api, token_for
     from action_support import operator_app
+    from api_support import Api, token_for
 
     api = Api(operator_app(database).test_client(), token_for(engine, "reader", "viewer"))
     found = api.get(f"/runs?q={RUN_ID[-12:]}")
     assert [run["workflow_id"] for run in found.json_body["runs"]] == [RUN_ID]
 
     url = engine.url.render_as_string(hide_password=False)
-    result = CliRunner().invoke(main_group, ["bulk", "cancel", "--filter", f"q={RUN_ID[9:17]}",
-                                             "--reason", "r", "--dry-run", "--database-url", url])
+    result = CliRunner().invoke(
+        main_group,
+        ["bulk", "cancel", "--filter", f"q={RUN_ID[9:17]}", "--reason", "r", "--dry-run", "--database-url", url],
+    )
     assert result.exit_code == 0, result.output
     assert result.output.startswith(f"1 runs match {{'q': '{RUN_ID[9:17]}'}}"), result.output
 
@@ -140,8 +146,7 @@ def test_the_api_the_command_line_and_the_mcp_server_take_a_fragment(database, d
 
 
 def test_an_operation_on_a_fragment_acts_on_that_run_only(engine, made):
-    shown = operations.preview(engine, query(q=RUN_ID[9:17]), "cancel", None, registry=REGISTRY,
-                               thresholds=THRESHOLDS)
+    shown = operations.preview(engine, query(q=RUN_ID[9:17]), "cancel", None, registry=REGISTRY, thresholds=THRESHOLDS)
     assert shown.total == 1
     create(engine, verb="cancel", expected=1, q=RUN_ID[-12:])
     runner = operations.Runner(engine, REGISTRY)
@@ -183,10 +188,14 @@ def plan_of(engine, statement: str, parameters) -> str:
 
 def seed(engine, count: int) -> None:
     with engine.begin() as conn:
-        conn.execute(sa.text(
-            "INSERT INTO pgbus_workflows (workflow_id, workflow_class, status, subject_type, subject_id)"
-            " SELECT gen_random_uuid()::text, 'Bulk', 'completed', 'Order', g::text"
-            " FROM generate_series(1, :count) g"), {"count": count})
+        conn.execute(
+            sa.text(
+                "INSERT INTO pgbus_workflows (workflow_id, workflow_class, status, subject_type, subject_id)"
+                " SELECT gen_random_uuid()::text, 'Bulk', 'completed', 'Order', g::text"
+                " FROM generate_series(1, :count) g"
+            ),
+            {"count": count},
+        )
         conn.execute(sa.text("ANALYZE pgbus_workflows"))
 
 
@@ -228,8 +237,9 @@ def test_a_subject_id_long_enough_to_be_a_fragment_is_read_from_both_indexes(eng
 def fragment_version() -> int:
     """The schema version that adds the trigram index (found by what its
     script makes, not by number)."""
-    return 1 + next(index for index, name in enumerate(schema.MIGRATIONS)
-                    if workflow_index.FRAGMENT_INDEX in schema._sql(name))
+    return 1 + next(
+        index for index, name in enumerate(schema.MIGRATIONS) if workflow_index.FRAGMENT_INDEX in schema._sql(name)
+    )
 
 
 def test_without_pg_trgm_the_schema_installs_and_the_search_keeps_to_the_prefix(scratch):  # noqa: F811
@@ -261,14 +271,15 @@ def test_without_pg_trgm_the_schema_installs_and_the_search_keeps_to_the_prefix(
     runs = Runs(engine)
     runs.make(states.PAUSED, workflow_id=RUN_ID)
     client = make_app(db.Database(engine)).test_client()
-    assert listed(client, RUN_ID[-12:]) == []          # no fragment without the index
-    assert listed(client, RUN_ID[:8]) == [RUN_ID]       # the prefix stays
+    assert listed(client, RUN_ID[-12:]) == []  # no fragment without the index
+    assert listed(client, RUN_ID[:8]) == [RUN_ID]  # the prefix stays
     statement, _ = sent_by_page(engine, RUN_ID[-12:])
-    assert "LIKE" not in statement                     # never a read of every run
+    assert "LIKE" not in statement  # never a read of every run
     page = soup(client.get("/workflows", query_string={"locale": "de"}))
     with force_locale("de"):
-        assert page.select_one("#pgbus-search-hint").get_text(strip=True) == \
-            t("pgbus.workflows.search.hint") + " " + t("pgbus.workflows.search.hint_arguments")
+        assert page.select_one("#pgbus-search-hint").get_text(strip=True) == t("pgbus.workflows.search.hint") + " " + t(
+            "pgbus.workflows.search.hint_arguments"
+        )
 
     # The index made later by a role allowed to (the script again, as its
     # comment says) serves the fragment from the next search on: asked of

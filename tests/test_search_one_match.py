@@ -21,8 +21,12 @@ def run_url(app, workflow_id: str) -> str:
 
 
 def make(runs):
-    runs.make(states.PAUSED, step("capture_payment", "failed", error_class="Timeout"),
-              workflow_id=RUN_ID, subject=("Order", "100615"))
+    runs.make(
+        states.PAUSED,
+        step("capture_payment", "failed", error_class="Timeout"),
+        workflow_id=RUN_ID,
+        subject=("Order", "100615"),
+    )
     runs.make(states.COMPLETED, workflow_id=NEIGHBOUR_ID, subject=("Order", "200"))
 
 
@@ -36,10 +40,13 @@ def test_one_match_is_offered_first_after_the_search_box(app, client, runs):
         assert RUN_ID[:8] in offer[0].get_text()
         # Tab order is document order: the search box, its button, then the offer.
         # A hidden element (the new-runs bar until runs wait) takes no focus.
-        focusable = [node for node in page.select(FOCUSABLE)
-                     if not node.has_attr("hidden") and node.find_parent(attrs={"hidden": True}) is None]
+        focusable = [
+            node
+            for node in page.select(FOCUSABLE)
+            if not node.has_attr("hidden") and node.find_parent(attrs={"hidden": True}) is None
+        ]
         search = page.select_one("#pgbus-search-q")
-        after = focusable[focusable.index(search) + 1:]
+        after = focusable[focusable.index(search) + 1 :]
         assert after[0].name == "button" and after[0].find_parent("form", class_="pgbus-search")
         assert after[1] is offer[0], q
 
@@ -55,8 +62,11 @@ def test_several_matches_or_none_offer_no_run(client, runs):
 
 def test_the_filter_forms_answer_includes_the_offer(app, client, runs):
     make(runs)
-    response = client.get("/workflows", query_string={"q": RUN_ID[:8], "status": "paused"},
-                          headers={"HX-Request": "true", "HX-Target": "pgbus-runs,pgbus-filter-ranges"})
+    response = client.get(
+        "/workflows",
+        query_string={"q": RUN_ID[:8], "status": "paused"},
+        headers={"HX-Request": "true", "HX-Target": "pgbus-runs,pgbus-filter-ranges"},
+    )
     assert response.status_code == 200
     offer = soup(response).select("#pgbus-runs a.pgbus-only-match")
     assert [link["href"] for link in offer] == [run_url(app, RUN_ID)]

@@ -3,21 +3,21 @@ with each other as the runtime would have written them."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
 from pgbus_web import defaults, schema
-from pgbus_web.rules import states
-from pgbus_web.launch import main_group
 from pgbus_web.demo import seed as seeding
 from pgbus_web.demo import stories
 from pgbus_web.demo import workflows as demo
+from pgbus_web.launch import main_group
 from pgbus_web.models import workflow_attention, workflow_counts
+from pgbus_web.rules import states
 
-NOW = datetime(2026, 3, 10, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 RUNS = 400
 
 
@@ -73,35 +73,46 @@ def test_a_small_seed_still_shows_every_status_and_reason(engine):
     seeding.seed(engine, runs=len(stories.STORIES) + 1, seed=3, now=NOW)
     with engine.connect() as conn:
         statuses = {status for _, status in workflow_counts.status_counts(conn)}
-        reasons = {reason for _, reason in workflow_attention.stuck_reason_counts(
-            conn, threshold=defaults.STALL_THRESHOLD, now=NOW, waiting_threshold=defaults.WAITING_THRESHOLD)}
+        reasons = {
+            reason
+            for _, reason in workflow_attention.stuck_reason_counts(
+                conn, threshold=defaults.STALL_THRESHOLD, now=NOW, waiting_threshold=defaults.WAITING_THRESHOLD
+            )
+        }
     assert statuses == set(states.RUN)
     assert reasons == set(states.STUCK_REASONS)
 
 
 def test_steps_with_several_attempts_signals_and_batches_of_every_kind(engine, seeded):
     assert scalar(engine, "SELECT count(*) FROM pgbus_workflow_steps WHERE attempt > 1") > 0
-    retried = rows(engine, """
+    retried = rows(
+        engine,
+        """
         SELECT DISTINCT s.step_name FROM pgbus_workflow_steps s
         WHERE s.attempt > 1 AND EXISTS (
             SELECT 1 FROM pgbus_workflow_steps f
             WHERE f.workflow_id = s.workflow_id AND f.step_name = s.step_name
               AND f.attempt = s.attempt - 1 AND f.status = 'failed')
-    """)
+    """,
+    )
     assert {"capture_payment", "send_welcome_email", "issue_refund"} <= {name for (name,) in retried}
     assert {status for (status,) in rows(engine, "SELECT DISTINCT status FROM pgbus_workflow_signals")} == set(
         states.SIGNAL
     )
     assert {status for (status,) in rows(engine, "SELECT DISTINCT status FROM pgbus_batches")} == {
-        states.BATCH_PROCESSING, states.BATCH_FINISHED
+        states.BATCH_PROCESSING,
+        states.BATCH_FINISHED,
     }
 
 
 def test_operators_act_with_reasons(engine, seeded):
-    acted = rows(engine, """
+    acted = rows(
+        engine,
+        """
         SELECT DISTINCT event FROM pgbus_workflow_events
         WHERE actor IN ('dashboard:alice', 'dashboard:bob') AND reason IS NOT NULL
-    """)
+    """,
+    )
     assert {"paused", "resumed", "cancelled"} <= {event for (event,) in acted}
     actors = {actor for (actor,) in rows(engine, "SELECT DISTINCT actor FROM pgbus_workflow_events")}
     assert actors == {states.SYSTEM_ACTOR, states.APP_ACTOR, "dashboard:alice", "dashboard:bob"}
@@ -113,11 +124,15 @@ def test_moments_lie_in_the_last_30_days_and_nothing_happened_after_now(engine, 
     assert scalar(engine, "SELECT max(created_at) FROM pgbus_workflow_events") <= NOW
     assert scalar(engine, "SELECT max(created_at) FROM pgbus_workflow_events") >= NOW - timedelta(days=1)
     # Only what is due later, or a deadline, lies ahead.
-    ahead = rows(engine, """
+    ahead = rows(
+        engine,
+        """
         SELECT DISTINCT s.status, w.status FROM pgbus_workflow_steps s
         JOIN pgbus_workflows w USING (workflow_id)
         WHERE s.scheduled_at > :now
-    """, now=NOW)
+    """,
+        now=NOW,
+    )
     assert set(ahead) <= {("scheduled", "ready"), ("scheduled", "paused"), ("cancelled", "cancelled")}
     spread = scalar(engine, "SELECT max(created_at) - min(created_at) FROM pgbus_workflows WHERE status = 'completed'")
     assert spread > timedelta(days=20)
@@ -138,14 +153,17 @@ LATEST_STEP = {
 
 
 def latest_steps(engine):
-    return rows(engine, """
+    return rows(
+        engine,
+        """
         SELECT w.workflow_id, w.workflow_class, w.status, w.current_step, w.paused_at, w.finished_at,
                s.step_name, s.status AS step_status, s.wait_for, s.batch_id, s.timeout_at, s.error_class
         FROM pgbus_workflows w
         CROSS JOIN LATERAL (
             SELECT * FROM pgbus_workflow_steps WHERE workflow_id = w.workflow_id ORDER BY id DESC LIMIT 1
         ) s
-    """)
+    """,
+    )
 
 
 def test_each_runs_latest_step_matches_its_status(engine, seeded):
@@ -168,7 +186,9 @@ def test_each_runs_latest_step_matches_its_status(engine, seeded):
 def test_each_run_carries_its_latest_steps_facts(engine, seeded):
     # Seeding writes with the steps trigger off: the runs must carry what
     # the trigger would have written, from their highest-id step row.
-    mismatched = rows(engine, """
+    mismatched = rows(
+        engine,
+        """
         SELECT w.workflow_id FROM pgbus_workflows w
         LEFT JOIN LATERAL (
             SELECT * FROM pgbus_workflow_steps WHERE workflow_id = w.workflow_id ORDER BY id DESC LIMIT 1
@@ -177,7 +197,8 @@ def test_each_run_carries_its_latest_steps_facts(engine, seeded):
                w.latest_scheduled_at, w.latest_waiting_since, w.latest_timeout_at)
               IS DISTINCT FROM (s.id, s.step_name, s.status, s.error_class,
                                 s.scheduled_at, s.waiting_since, s.timeout_at)
-    """)
+    """,
+    )
     assert mismatched == []
     assert scalar(engine, "SELECT count(*) FROM pgbus_workflows WHERE latest_step_id IS NOT NULL") == RUNS
     assert scalar(engine, "SELECT count(*) FROM pgbus_workflows WHERE latest_waiting_since IS NOT NULL") > 0
@@ -197,16 +218,18 @@ def test_the_kept_activity_and_step_durations_count_the_seeded_runs(engine, seed
     # Their triggers did not fire either: the seeder adds the rollups too.
     from pgbus_web.models import step_durations, workflow_activity
 
-    long_ago = datetime(2000, 1, 1, tzinfo=timezone.utc)
+    long_ago = datetime(2000, 1, 1, tzinfo=UTC)
     compared = 0
     with engine.connect() as conn:
         for workflow_class in demo.REGISTRY.names:
-            assert workflow_activity.kept(conn, workflow_class, since=long_ago) == \
-                workflow_activity.recount(conn, workflow_class, since=long_ago)
+            assert workflow_activity.kept(conn, workflow_class, since=long_ago) == workflow_activity.recount(
+                conn, workflow_class, since=long_ago
+            )
             kept = step_durations.histograms(conn, workflow_class, since=long_ago.date())
             exact = step_durations.recount(conn, workflow_class, since=long_ago.date())
-            assert {key: sum(n for _, n in histogram) for key, histogram in kept.items()} == \
-                {key: attempts for key, (attempts, _, _) in exact.items()}
+            assert {key: sum(n for _, n in histogram) for key, histogram in kept.items()} == {
+                key: attempts for key, (attempts, _, _) in exact.items()
+            }
             compared += len(exact)
         started = sum(started for started, _, _ in workflow_activity.kept(conn, demo.ORDER, since=long_ago).values())
     # The control: there was something to compare.
@@ -214,56 +237,90 @@ def test_the_kept_activity_and_step_durations_count_the_seeded_runs(engine, seed
 
 
 def test_only_the_latest_step_is_open(engine, seeded):
-    assert rows(engine, """
+    assert (
+        rows(
+            engine,
+            """
         SELECT s.workflow_id FROM pgbus_workflow_steps s
         WHERE s.status IN ('scheduled', 'waiting', 'in_progress')
           AND s.id <> (SELECT max(id) FROM pgbus_workflow_steps WHERE workflow_id = s.workflow_id)
-    """) == []
+    """,
+        )
+        == []
+    )
 
 
 def test_steps_follow_the_definition_with_consecutive_attempts(engine, seeded):
     names = {definition.name: set(definition.step_names) for definition in demo.REGISTRY}
-    for klass, step_name in rows(engine, """
+    for klass, step_name in rows(
+        engine,
+        """
         SELECT DISTINCT w.workflow_class, s.step_name
         FROM pgbus_workflow_steps s JOIN pgbus_workflows w USING (workflow_id)
-    """):
+    """,
+    ):
         assert step_name in names[klass]
-    assert rows(engine, """
+    assert (
+        rows(
+            engine,
+            """
         SELECT workflow_id, step_name FROM pgbus_workflow_steps
         GROUP BY workflow_id, step_name
         HAVING min(attempt) <> 1 OR max(attempt) <> count(*) OR count(DISTINCT attempt) <> count(*)
             OR array_agg(attempt ORDER BY id) <> array_agg(attempt ORDER BY attempt)
-    """) == []
+    """,
+        )
+        == []
+    )
     # A retry comes only after a failed attempt (or a skip after a failure).
-    assert rows(engine, """
+    assert (
+        rows(
+            engine,
+            """
         SELECT s.id FROM pgbus_workflow_steps s
         JOIN pgbus_workflow_steps before
           ON before.workflow_id = s.workflow_id AND before.step_name = s.step_name AND before.attempt = s.attempt - 1
         WHERE s.attempt > 1 AND before.status <> 'failed'
-    """) == []
+    """,
+        )
+        == []
+    )
 
 
 def test_run_digests_and_arguments(engine, seeded):
     digests = demo.REGISTRY.digests()
-    mismatched = rows(engine, """
+    mismatched = rows(
+        engine,
+        """
         SELECT workflow_class, definition_digest, count(*) FROM pgbus_workflows
         WHERE definition_digest <> ALL(CAST(:current AS text[]))
         GROUP BY 1, 2
-    """, current=list(digests.values()))
+    """,
+        current=list(digests.values()),
+    )
     # Only some old OrderWorkflow runs started on an older step list.
     assert {klass for klass, _, _ in mismatched} <= {demo.ORDER}
-    assert rows(engine, """
+    assert (
+        rows(
+            engine,
+            """
         SELECT w.workflow_id FROM pgbus_workflows w
         JOIN pgbus_workflow_steps s USING (workflow_id)
         WHERE w.workflow_class = 'OrderWorkflow' AND s.step_name = 'notify_vendors'
           AND w.definition_digest <> :digest
-    """, digest=digests[demo.ORDER]) == []
+    """,
+            digest=digests[demo.ORDER],
+        )
+        == []
+    )
     keys = {tuple(sorted(args)) for (args,) in rows(engine, "SELECT DISTINCT arguments FROM pgbus_workflows")}
     assert ("amount_cents", "customer_id", "fail_capture", "order_id", "vendors") in keys
 
 
 def test_events_tell_each_runs_story_in_order(engine, seeded):
-    first_and_last = rows(engine, """
+    first_and_last = rows(
+        engine,
+        """
         SELECT w.status,
                (array_agg(e.event ORDER BY e.id))[1] AS first_event,
                (array_agg(e.event ORDER BY e.id DESC))[1] AS last_event,
@@ -271,7 +328,8 @@ def test_events_tell_each_runs_story_in_order(engine, seeded):
                array_agg(e.created_at ORDER BY e.id) = array_agg(e.created_at ORDER BY e.created_at, e.id) AS in_order
         FROM pgbus_workflows w JOIN pgbus_workflow_events e USING (workflow_id)
         GROUP BY w.workflow_id, w.status
-    """)
+    """,
+    )
     assert len(first_and_last) == RUNS
     for status, first, last, after_start, in_order in first_and_last:
         assert first == "started"
@@ -283,38 +341,63 @@ def test_events_tell_each_runs_story_in_order(engine, seeded):
         if status == "cancelled":
             assert last == "cancelled"
     # Every paused run has its pause on record, after everything else.
-    assert rows(engine, """
+    assert (
+        rows(
+            engine,
+            """
         SELECT w.workflow_id FROM pgbus_workflows w
         WHERE w.status = 'paused' AND NOT EXISTS (
             SELECT 1 FROM pgbus_workflow_events e
             WHERE e.workflow_id = w.workflow_id AND e.event = 'paused' AND e.created_at = w.paused_at)
-    """) == []
-    assert set(stories.states.EVENTS) >= {event for (event,) in rows(
-        engine, "SELECT DISTINCT event FROM pgbus_workflow_events")}
+    """,
+        )
+        == []
+    )
+    assert set(stories.states.EVENTS) >= {
+        event for (event,) in rows(engine, "SELECT DISTINCT event FROM pgbus_workflow_events")
+    }
 
 
 def test_events_name_steps_of_their_own_run(engine, seeded):
-    assert rows(engine, """
+    assert (
+        rows(
+            engine,
+            """
         SELECT e.id FROM pgbus_workflow_events e
         LEFT JOIN pgbus_workflow_steps s ON s.id = e.step_id AND s.workflow_id = e.workflow_id
         WHERE e.step_id IS NOT NULL
           AND (s.id IS NULL OR s.step_name <> e.step_name OR s.attempt <> e.attempt)
-    """) == []
+    """,
+        )
+        == []
+    )
     # A failed step's event carries its error.
-    assert rows(engine, """
+    assert (
+        rows(
+            engine,
+            """
         SELECT e.id FROM pgbus_workflow_events e JOIN pgbus_workflow_steps s ON s.id = e.step_id
         WHERE e.event = 'step_failed' AND e.details ->> 'error_class' IS DISTINCT FROM s.error_class
-    """) == []
+    """,
+        )
+        == []
+    )
 
 
 def test_signals_are_claimed_by_a_step_waiting_for_them(engine, seeded):
-    assert rows(engine, """
+    assert (
+        rows(
+            engine,
+            """
         SELECT g.id FROM pgbus_workflow_signals g
         LEFT JOIN pgbus_workflow_steps s ON s.id = g.claimed_by_step_id AND s.workflow_id = g.workflow_id
         WHERE (g.status = 'pending' AND (g.claimed_by_step_id IS NOT NULL OR g.consumed_at IS NOT NULL))
            OR (g.status IN ('claimed', 'consumed') AND (s.id IS NULL OR s.wait_for <> g.name OR g.claimed_at IS NULL))
            OR (g.status = 'consumed' AND (g.consumed_at IS NULL OR s.status <> 'completed'))
-    """) == []
+    """,
+        )
+        == []
+    )
     # Each signal is on record as received.
     assert scalar(engine, "SELECT count(*) FROM pgbus_workflow_events WHERE event = 'signal_received'") == scalar(
         engine, "SELECT count(*) FROM pgbus_workflow_signals"
@@ -322,7 +405,10 @@ def test_signals_are_claimed_by_a_step_waiting_for_them(engine, seeded):
 
 
 def test_fan_out_steps_wait_on_their_batch(engine, seeded):
-    assert rows(engine, """
+    assert (
+        rows(
+            engine,
+            """
         SELECT s.id FROM pgbus_workflow_steps s
         LEFT JOIN pgbus_batches b USING (batch_id)
         WHERE s.batch_id IS NOT NULL AND (
@@ -332,7 +418,12 @@ def test_fan_out_steps_wait_on_their_batch(engine, seeded):
            OR b.total_jobs NOT BETWEEN :low AND :high
            OR (s.status = 'waiting') <> (b.status = 'processing')
            OR (b.status = 'finished') <> (b.completed_jobs + b.failed_jobs = b.total_jobs))
-    """, low=demo.MIN_VENDORS, high=demo.MAX_VENDORS) == []
+    """,
+            low=demo.MIN_VENDORS,
+            high=demo.MAX_VENDORS,
+        )
+        == []
+    )
     assert scalar(engine, "SELECT count(*) FROM pgbus_batches") == scalar(
         engine, "SELECT count(*) FROM pgbus_workflow_steps WHERE batch_id IS NOT NULL"
     )
@@ -354,18 +445,24 @@ def test_ids_taken_from_the_sequences_are_given_back(engine, seeded):
     # The next ordinary insert gets the next id.
     with engine.begin() as conn:
         run_id = conn.execute(sa.text("SELECT workflow_id FROM pgbus_workflows LIMIT 1")).scalar_one()
-        new = conn.execute(sa.text(
-            "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status) VALUES (:id, 'x', 'skipped') RETURNING id"
-        ), {"id": run_id}).scalar_one()
+        new = conn.execute(
+            sa.text(
+                "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status) VALUES (:id, 'x', 'skipped') RETURNING id"
+            ),
+            {"id": run_id},
+        ).scalar_one()
     assert new == seeded.steps + 1
 
 
 def test_the_same_seed_and_now_give_the_same_runs(engine):
     def snapshot():
-        return rows(engine, """
+        return rows(
+            engine,
+            """
             SELECT workflow_id, workflow_class, status, current_step, created_at, updated_at
             FROM pgbus_workflows ORDER BY workflow_id
-        """)
+        """,
+        )
 
     seeding.seed(engine, runs=60, seed=99, now=NOW)
     first = snapshot()

@@ -7,11 +7,11 @@ from __future__ import annotations
 import sqlalchemy as sa
 from click.testing import CliRunner
 
-from pgbus_web.rules import states
-from pgbus_web.launch import main_group
 from pgbus_web.demo import workflows as demo
 from pgbus_web.demo.history import seed_history
+from pgbus_web.launch import main_group
 from pgbus_web.models import changes, workflow_counts
+from pgbus_web.rules import states
 
 
 def scalar(engine, statement: str):
@@ -33,21 +33,33 @@ def test_history_runs_are_finished_whole_and_consistent(engine, runs, database_u
     statuses = {status: sum(n for (_, s), n in counted.items() if s == status) for status in states.RUN}
     assert statuses[states.COMPLETED] > 2_000 and statuses[states.FAILED] > 0 and statuses[states.CANCELLED] > 0
     assert set(statuses) - {states.COMPLETED, states.FAILED, states.CANCELLED, states.RUNNING} == {
-        s for s in statuses if statuses[s] == 0}
+        s for s in statuses if statuses[s] == 0
+    }
     # Every class's runs went through every step of its definition, once.
     for klass in (demo.ORDER, demo.ONBOARDING, demo.REFUND):
         names = list(demo.REGISTRY.get(klass).step_names)
         with engine.connect() as conn:
-            seen = conn.execute(sa.text(
-                "SELECT DISTINCT array_agg(s.step_name ORDER BY s.id) FROM pgbus_workflows w "
-                "JOIN pgbus_workflow_steps s USING (workflow_id) WHERE w.workflow_class = :c "
-                "AND w.workflow_id <> :o GROUP BY w.workflow_id"), {"c": klass, "o": ongoing}).scalars().all()
+            seen = (
+                conn.execute(
+                    sa.text(
+                        "SELECT DISTINCT array_agg(s.step_name ORDER BY s.id) FROM pgbus_workflows w "
+                        "JOIN pgbus_workflow_steps s USING (workflow_id) WHERE w.workflow_class = :c "
+                        "AND w.workflow_id <> :o GROUP BY w.workflow_id"
+                    ),
+                    {"c": klass, "o": ongoing},
+                )
+                .scalars()
+                .all()
+            )
         assert seen == [names]
     # The latest_* columns and the counts need no repair.
     checked = CliRunner().invoke(main_group, ["db", "check", "--database-url", database_url])
     assert checked.exit_code == 0, checked.output
     # Events in the order of time, started first and finished last.
-    assert scalar(engine, """
+    assert (
+        scalar(
+            engine,
+            """
         SELECT count(*) FROM (
             SELECT workflow_id, array_agg(event ORDER BY id) AS events,
                    bool_and(created_at >= prev) AS ordered
@@ -57,12 +69,28 @@ def test_history_runs_are_finished_whole_and_consistent(engine, runs, database_u
         ) runs
         WHERE NOT ordered OR events[1] <> 'started'
            OR NOT (events[array_length(events, 1)] IN ('finished', 'cancelled'))
-    """) == 0
-    assert scalar(engine, "SELECT count(*) FROM pgbus_workflow_events WHERE event <> ALL(:e)".replace(
-        ":e", "ARRAY[" + ", ".join(f"'{e}'" for e in states.EVENTS) + "]")) == 0
+    """,
+        )
+        == 0
+    )
+    assert (
+        scalar(
+            engine,
+            "SELECT count(*) FROM pgbus_workflow_events WHERE event <> ALL(:e)".replace(
+                ":e", "ARRAY[" + ", ".join(f"'{e}'" for e in states.EVENTS) + "]"
+            ),
+        )
+        == 0
+    )
     # Finished runs before the last 31 days, and each finished after it began.
-    assert scalar(engine, "SELECT count(*) FROM pgbus_workflows WHERE workflow_id <> '%s' AND "
-                  "(created_at > now() - interval '31 days' OR finished_at < created_at)" % ongoing) == 0
+    assert (
+        scalar(
+            engine,
+            "SELECT count(*) FROM pgbus_workflows WHERE workflow_id <> '%s' AND "
+            "(created_at > now() - interval '31 days' OR finished_at < created_at)" % ongoing,
+        )
+        == 0
+    )
 
 
 def test_the_cli_adds_history(engine, database_url):
@@ -78,8 +106,9 @@ def test_the_cli_adds_history(engine, database_url):
 def test_history_without_events_has_steps_and_no_events(engine, database_url):
     """--no-history-events: the runs and their steps as before, no event;
     the default, the control, writes events for the same runs."""
-    bare = CliRunner().invoke(main_group, ["seed", "--history", "40", "--no-history-events",
-                                           "--database-url", database_url])
+    bare = CliRunner().invoke(
+        main_group, ["seed", "--history", "40", "--no-history-events", "--database-url", database_url]
+    )
     assert bare.exit_code == 0, bare.output
     steps = scalar(engine, "SELECT count(*) FROM pgbus_workflow_steps")
     assert scalar(engine, "SELECT count(*) FROM pgbus_workflows") == 40 and steps > 40

@@ -6,7 +6,7 @@ chunk by chunk."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import psycopg
 import pytest
@@ -14,14 +14,19 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from pgbus_web import db, schema
-from pgbus_web.launch import main_group
 from pgbus_web.demo import empty_load
 from pgbus_web.demo import seed as seeding
+from pgbus_web.launch import main_group
 from pgbus_web.models import changes, workflow_counts
 
-NOW = datetime(2026, 3, 10, 12, 0, tzinfo=timezone.utc)
-SEQUENCES = ("pgbus_workflows_id_seq", "pgbus_batches_id_seq", "pgbus_workflow_steps_id_seq",
-             "pgbus_workflow_signals_id_seq", "pgbus_workflow_events_id_seq")
+NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
+SEQUENCES = (
+    "pgbus_workflows_id_seq",
+    "pgbus_batches_id_seq",
+    "pgbus_workflow_steps_id_seq",
+    "pgbus_workflow_signals_id_seq",
+    "pgbus_workflow_events_id_seq",
+)
 
 
 def catalog(engine) -> dict[str, list[tuple]]:
@@ -29,38 +34,66 @@ def catalog(engine) -> dict[str, list[tuple]]:
     with engine.connect() as conn:
         binds = {"tables": list(empty_load.TABLES)}
         return {
-            "indexes": sorted(tuple(row) for row in conn.execute(sa.text("""
+            "indexes": sorted(
+                tuple(row)
+                for row in conn.execute(
+                    sa.text("""
                 SELECT c.relname, pg_get_indexdef(i.indexrelid), i.indisvalid, i.indisready, i.indisunique,
                        i.indisprimary, obj_description(i.indexrelid, 'pg_class')
                 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
                 WHERE i.indrelid = ANY(CAST(:tables AS regclass[]))
-            """), binds)),
-            "constraints": sorted(tuple(row) for row in conn.execute(sa.text("""
+            """),
+                    binds,
+                )
+            ),
+            "constraints": sorted(
+                tuple(row)
+                for row in conn.execute(
+                    sa.text("""
                 SELECT conrelid::regclass::text, conname, contype, pg_get_constraintdef(oid), convalidated,
                        conindid::regclass::text
                 FROM pg_constraint WHERE conrelid = ANY(CAST(:tables AS regclass[]))
-            """), binds)),
+            """),
+                    binds,
+                )
+            ),
         }
 
 
 def table_rows(engine) -> dict[str, list[tuple]]:
     with engine.connect() as conn:
-        found = {table: [tuple(row) for row in conn.execute(sa.text(f"SELECT * FROM {table} ORDER BY id"))]
-                 for table in empty_load.TABLES}
-        found["sequences"] = [tuple(conn.execute(sa.text(f"SELECT last_value, is_called FROM {sequence}")).one())
-                              for sequence in SEQUENCES]
+        found = {
+            table: [tuple(row) for row in conn.execute(sa.text(f"SELECT * FROM {table} ORDER BY id"))]
+            for table in empty_load.TABLES
+        }
+        found["sequences"] = [
+            tuple(conn.execute(sa.text(f"SELECT last_value, is_called FROM {sequence}")).one())
+            for sequence in SEQUENCES
+        ]
         found["counts"] = sorted(workflow_counts.status_counts(conn).items())
         # The rollups, summed with their deltas (both ways fill them).
-        found["activity"] = [tuple(row) for row in conn.execute(sa.text(
-            "SELECT workflow_class, hour, sum(started), sum(completed), sum(failed) FROM"
-            " (SELECT workflow_class, hour, started, completed, failed FROM pgbus_workflow_activity"
-            "  UNION ALL SELECT workflow_class, hour, started, completed, failed"
-            "  FROM pgbus_workflow_activity_deltas) AS a GROUP BY 1, 2 ORDER BY 1, 2"))]
-        found["step_durations"] = [tuple(row) for row in conn.execute(sa.text(
-            "SELECT workflow_class, step_name, day, bucket, sum(attempts) FROM"
-            " (SELECT workflow_class, step_name, day, bucket, attempts FROM pgbus_workflow_step_durations"
-            "  UNION ALL SELECT workflow_class, step_name, day, bucket, attempts"
-            "  FROM pgbus_workflow_step_duration_deltas) AS d GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"))]
+        found["activity"] = [
+            tuple(row)
+            for row in conn.execute(
+                sa.text(
+                    "SELECT workflow_class, hour, sum(started), sum(completed), sum(failed) FROM"
+                    " (SELECT workflow_class, hour, started, completed, failed FROM pgbus_workflow_activity"
+                    "  UNION ALL SELECT workflow_class, hour, started, completed, failed"
+                    "  FROM pgbus_workflow_activity_deltas) AS a GROUP BY 1, 2 ORDER BY 1, 2"
+                )
+            )
+        ]
+        found["step_durations"] = [
+            tuple(row)
+            for row in conn.execute(
+                sa.text(
+                    "SELECT workflow_class, step_name, day, bucket, sum(attempts) FROM"
+                    " (SELECT workflow_class, step_name, day, bucket, attempts FROM pgbus_workflow_step_durations"
+                    "  UNION ALL SELECT workflow_class, step_name, day, bucket, attempts"
+                    "  FROM pgbus_workflow_step_duration_deltas) AS d GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"
+                )
+            )
+        ]
     return found
 
 
@@ -99,8 +132,12 @@ def test_seeding_empty_tables_leaves_the_indexes_and_constraints_db_install_make
     after = catalog(engine)
     assert after == installed
     names = {row[0] for row in after["indexes"]}
-    assert {"pgbus_workflow_events_run", "pgbus_workflow_events_pkey", "pgbus_workflows_attention_moments",
-            "pgbus_batches_batch_id_key"} <= names
+    assert {
+        "pgbus_workflow_events_run",
+        "pgbus_workflow_events_pkey",
+        "pgbus_workflows_attention_moments",
+        "pgbus_batches_batch_id_key",
+    } <= names
     assert all(valid and ready for _, _, valid, ready, *_ in after["indexes"])
 
 
@@ -111,8 +148,9 @@ def test_both_ways_write_the_same_rows(engine, database_url):
     reset(engine)
     fast = seeding.seed(engine, runs=150, seed=5, now=NOW, chunk_size=40)
     assert fast.indexes_rebuilt > 0
-    assert fast == seeding.SeedResult(**{**vars(chunked), "indexes_rebuilt": fast.indexes_rebuilt,
-                                         "seconds": fast.seconds})
+    assert fast == seeding.SeedResult(
+        **{**vars(chunked), "indexes_rebuilt": fast.indexes_rebuilt, "seconds": fast.seconds}
+    )
     second = table_rows(engine)
     assert len(second["pgbus_workflows"]) == 150 and len(second["pgbus_workflow_events"]) == fast.events
     assert second["activity"] and second["step_durations"]  # the control: there are rollups to compare
@@ -139,13 +177,15 @@ def test_a_seed_into_tables_with_runs_writes_chunk_by_chunk(engine):
 
 def test_one_table_with_a_row_is_enough_to_write_chunk_by_chunk(engine):
     with engine.begin() as conn:
-        conn.execute(sa.text(
-            "INSERT INTO pgbus_batches (batch_id, total_jobs, status) VALUES ('kept-batch', 1, 'processing')"
-        ))
+        conn.execute(
+            sa.text("INSERT INTO pgbus_batches (batch_id, total_jobs, status) VALUES ('kept-batch', 1, 'processing')")
+        )
     result = seeding.seed(engine, runs=20, seed=2, now=NOW)
     assert result.indexes_rebuilt == 0
     with engine.connect() as conn:
-        assert conn.execute(sa.text("SELECT count(*) FROM pgbus_batches WHERE batch_id = 'kept-batch'")).scalar_one() == 1
+        assert (
+            conn.execute(sa.text("SELECT count(*) FROM pgbus_batches WHERE batch_id = 'kept-batch'")).scalar_one() == 1
+        )
         assert workflow_counts.count_runs(conn) == 20
 
 

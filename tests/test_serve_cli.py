@@ -41,8 +41,7 @@ def invoke(*args, input=None):
 
 def test_users_add_list_remove(tmp_path):
     path = tmp_path / "users"
-    result = invoke("users", "add", "alice", "--role", "operator", "--users-file", str(path),
-                    input="a long password\n")
+    result = invoke("users", "add", "alice", "--role", "operator", "--users-file", str(path), input="a long password\n")
     assert result.exit_code == 0, result.output
     assert "Added alice (operator)" in result.output
     assert oct(path.stat().st_mode & 0o777) == "0o600"
@@ -52,8 +51,10 @@ def test_users_add_list_remove(tmp_path):
     assert passwords.verify(stored.password_hash, "a long password")
     assert not passwords.verify(stored.password_hash, "another password")
 
-    assert invoke("users", "add", "bob", "--role", "viewer", "--users-file", str(path),
-                  input="bobs password\n").exit_code == 0
+    assert (
+        invoke("users", "add", "bob", "--role", "viewer", "--users-file", str(path), input="bobs password\n").exit_code
+        == 0
+    )
     assert invoke("users", "list", "--users-file", str(path)).output == "alice\toperator\nbob\tviewer\n"
     assert invoke("users", "remove", "alice", "--users-file", str(path)).exit_code == 0
     assert invoke("users", "list", "--users-file", str(path)).output == "bob\tviewer\n"
@@ -98,11 +99,14 @@ def test_serve_with_an_empty_or_missing_users_file_is_refused(tmp_path):
     assert result.exit_code == 1 and "has no users" in result.output
 
 
-@pytest.mark.parametrize("bad_line, says", [
-    ("mallory:root:$argon2id$x", "line 4: invalid role 'root'"),
-    ("mallory", "line 4: expected name:role:hash or name:role:groups:hash"),
-    ("bad name:viewer:$argon2id$x", "line 4: invalid user name"),
-])
+@pytest.mark.parametrize(
+    "bad_line, says",
+    [
+        ("mallory:root:$argon2id$x", "line 4: invalid role 'root'"),
+        ("mallory", "line 4: expected name:role:hash or name:role:groups:hash"),
+        ("bad name:viewer:$argon2id$x", "line 4: invalid user name"),
+    ],
+)
 def test_serve_with_a_broken_users_file_names_the_file_and_line(tmp_path, bad_line, says):
     path = write_users(tmp_path / "users")
     path.write_text(path.read_text() + bad_line + "\n")
@@ -124,8 +128,11 @@ def test_a_port_in_use_is_one_line_before_any_database_work(command, tmp_path):
         taken.listen()
         port = taken.getsockname()[1]
         args = [str(tmp_path / "demo") if a == "DATA" else a for a in command]
-        result = invoke(*args, "--database-url", DEAD_URL, "--port", str(port)) if command == ["serve"] \
+        result = (
+            invoke(*args, "--database-url", DEAD_URL, "--port", str(port))
+            if command == ["serve"]
             else invoke(*args, "--port", str(port))
+        )
     assert result.exit_code == 1
     assert result.output.strip() == f"Error: cannot listen on 127.0.0.1:{port}: Address already in use"
     # The demo started no database: nothing was written in its data dir.
@@ -152,8 +159,7 @@ def test_serve_without_the_schema_is_one_line_naming_db_install(empty_database):
     result = invoke("serve", "--database-url", empty_database, "--port", "0")
     assert result.exit_code == 1
     assert result.output.strip().splitlines() == [
-        "Error: the database has no pgbus-web schema: run `pgbus-web db install` first "
-        "(or start with --install-schema)"
+        "Error: the database has no pgbus-web schema: run `pgbus-web db install` first (or start with --install-schema)"
     ]
 
 
@@ -218,8 +224,9 @@ def _wait_up(port, process, timeout=30.0):
 @contextmanager
 def serving(command, env):
     # A session of its own: whatever is left at the end goes with its group.
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         yield process
     finally:
@@ -282,8 +289,17 @@ def test_serve_asks_for_sign_in_and_stops_on_sigterm(engine, database_url, tmp_p
 def test_the_worker_stops_on_sigterm_as_pid_1(engine, database_url):
     if not _can_unshare():
         pytest.skip("unshare --pid needs root here")
-    command = [*AS_PID_1, sys.executable, "-m", "pgbus_web", "worker", "--definitions", "pgbus_web.demo.workflows",
-               "--poll-interval", "0.05"]
+    command = [
+        *AS_PID_1,
+        sys.executable,
+        "-m",
+        "pgbus_web",
+        "worker",
+        "--definitions",
+        "pgbus_web.demo.workflows",
+        "--poll-interval",
+        "0.05",
+    ]
     with serving(command, {**os.environ, "PGBUS_DATABASE_URL": database_url}) as process:
         assert process.stdout.readline().startswith("Worker running")
         started = time.monotonic()
@@ -301,8 +317,7 @@ def test_the_images_command_as_pid_1_on_an_empty_database(empty_database, tmp_pa
     if not _can_unshare():
         pytest.skip("unshare --pid needs root here")
     port = _free_port()
-    env = {**os.environ, "PGBUS_DATABASE_URL": empty_database, "PGBUS_WEB_HOST": "0.0.0.0",
-           "PGBUS_WEB_PORT": str(port)}
+    env = {**os.environ, "PGBUS_DATABASE_URL": empty_database, "PGBUS_WEB_HOST": "0.0.0.0", "PGBUS_WEB_PORT": str(port)}
     command = [*AS_PID_1, sys.executable, "-m", "pgbus_web", "serve"]
     refused = subprocess.run(command, env=env, capture_output=True, text=True, timeout=30)
     assert refused.returncode == 1
@@ -312,8 +327,7 @@ def test_the_images_command_as_pid_1_on_an_empty_database(empty_database, tmp_pa
     missing = subprocess.run(command, env=env, capture_output=True, text=True, timeout=30)
     assert missing.returncode == 1
     assert missing.stderr.strip().splitlines() == [
-        "Error: the database has no pgbus-web schema: run `pgbus-web db install` first "
-        "(or start with --install-schema)"
+        "Error: the database has no pgbus-web schema: run `pgbus-web db install` first (or start with --install-schema)"
     ]
 
     env["PGBUS_WEB_INSTALL_SCHEMA"] = "1"
@@ -347,9 +361,18 @@ def test_a_stopped_serve_gives_its_operation_back_to_the_queue(engine, database_
     seed_paused(engine, 3000)
     # Paced, so that it lasts ten seconds at least: cancel's chunks do 3,000
     # runs in about one, and a loaded machine could finish it before the stop.
-    operation = operations.create(engine, query(status="paused"), "cancel", None, reason="gateway gone",
-                                  actor="dashboard:alice", expected=None, registry=REGISTRY, thresholds=THRESHOLDS,
-                                  rate=300)
+    operation = operations.create(
+        engine,
+        query(status="paused"),
+        "cancel",
+        None,
+        reason="gateway gone",
+        actor="dashboard:alice",
+        expected=None,
+        registry=REGISTRY,
+        thresholds=THRESHOLDS,
+        rate=300,
+    )
 
     def current():
         with engine.connect() as conn:

@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 from api_support import Api, token_for
-from auth_support import OPERATOR, VIEWER, signed_in_app, sign_in, write_users
+from auth_support import OPERATOR, VIEWER, sign_in, signed_in_app, write_users
 from test_policy import cli
 
 from pgbus_web.core import permissions, policy, sessions
@@ -25,8 +25,10 @@ def app(database, tmp_path):
 
 def log_kinds(engine) -> list[tuple[str, str, str | None]]:
     with engine.connect() as conn:
-        return [tuple(row) for row in conn.execute(sa.text(
-            "SELECT kind, subject, actor FROM pgbus_web_access_log ORDER BY id"))]
+        return [
+            tuple(row)
+            for row in conn.execute(sa.text("SELECT kind, subject, actor FROM pgbus_web_access_log ORDER BY id"))
+        ]
 
 
 def signed_in(app, who):
@@ -83,8 +85,10 @@ def test_an_admin_lists_ends_and_reads_the_access_log(app, engine, database_url)
     # An expired session of the same person is not counted as ended: it needed no end.
     expired = sessions.start(engine, OPERATOR[0], address="192.0.2.1", lifetime=timedelta(hours=8))
     with engine.begin() as conn:
-        conn.execute(sa.text("UPDATE pgbus_web_sessions SET expires_at = now() - interval '1 second'"
-                             " WHERE id = :id"), {"id": expired})
+        conn.execute(
+            sa.text("UPDATE pgbus_web_sessions SET expires_at = now() - interval '1 second' WHERE id = :id"),
+            {"id": expired},
+        )
     by_cli = cli(database_url, "sessions", "end-all", OPERATOR[0], token=admin_token)
     assert by_cli.exit_code == 0 and "Ended 1 live session(s)" in by_cli.output
     assert again.get("/workflows").status_code == 401 and vera.get("/workflows").status_code == 200
@@ -103,8 +107,16 @@ def test_an_admin_lists_ends_and_reads_the_access_log(app, engine, database_url)
     assert admin.get("/sessions").json_body["sessions"] == []
 
     kinds = [kind for kind, _, _ in log_kinds(engine)]
-    for kind in ("sign_in", "sign_in_failed", "session_ended", "sessions_ended", "token_added", "token_revoked",
-                 "token_new_address", "sign_out"):
+    for kind in (
+        "sign_in",
+        "sign_in_failed",
+        "session_ended",
+        "sessions_ended",
+        "token_added",
+        "token_revoked",
+        "token_new_address",
+        "sign_out",
+    ):
         assert kind in kinds, kind
     assert ("session_ended", OPERATOR[0], "api:sec-admin") in log_kinds(engine)
     assert ("sessions_ended", OPERATOR[0], "cli:sec-admin") in log_kinds(engine)

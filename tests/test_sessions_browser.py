@@ -22,8 +22,13 @@ ADMIN = ("ada", "admin password")
 @pytest.fixture
 def app(database, tmp_path):
     path = tmp_path / "users"
-    users.write(path, {name: User(name, role, passwords.hash_password(password, CHEAP))
-                       for (name, password), role in ((ADMIN, "admin"), (OPERATOR, "operator"), (VIEWER, "viewer"))})
+    users.write(
+        path,
+        {
+            name: User(name, role, passwords.hash_password(password, CHEAP))
+            for (name, password), role in ((ADMIN, "admin"), (OPERATOR, "operator"), (VIEWER, "viewer"))
+        },
+    )
     return make_app(database, auth=Auth(path), SECRET_KEY="test secret")
 
 

@@ -57,8 +57,9 @@ class Client:
     def __init__(self) -> None:
         self.cookies: dict[str, str] = {}
 
-    def request(self, port: int, method: str, path: str, form: dict | None = None,
-                headers: dict[str, str] | None = None):
+    def request(
+        self, port: int, method: str, path: str, form: dict | None = None, headers: dict[str, str] | None = None
+    ):
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         sent = {"Accept": "text/html", **(headers or {})}
         if self.cookies:
@@ -101,8 +102,9 @@ def sign_in(client: Client, port: int, name: str, password: str) -> int:
     status, _, text = client.get(port, "/sign-in")
     assert status == 200
     token = page_of(text).select_one("input[name=token]")["value"]
-    status, _, _ = client.post(port, "/sign-in", {"token": token, "name": name, "password": password,
-                                                   "next": "/workflows"})
+    status, _, _ = client.post(
+        port, "/sign-in", {"token": token, "name": name, "password": password, "next": "/workflows"}
+    )
     return status
 
 
@@ -121,15 +123,20 @@ def run_counts(port: int) -> dict[tuple[str, str], float]:
     assert status == 200, text
     return {
         (sample.labels["workflow_class"], sample.labels["status"]): sample.value
-        for family in text_string_to_metric_families(text) if family.name == "pgbus_workflow_runs"
+        for family in text_string_to_metric_families(text)
+        if family.name == "pgbus_workflow_runs"
         for sample in family.samples
     }
 
 
 def database_counts(engine) -> dict[tuple[str, str], float]:
     with engine.connect() as conn:
-        found = dict(((klass, status), float(n)) for klass, status, n in conn.execute(sa.text(
-            "SELECT workflow_class, status, count(*) FROM pgbus_workflows GROUP BY 1, 2")))
+        found = dict(
+            ((klass, status), float(n))
+            for klass, status, n in conn.execute(
+                sa.text("SELECT workflow_class, status, count(*) FROM pgbus_workflows GROUP BY 1, 2")
+            )
+        )
     return found
 
 
@@ -180,14 +187,35 @@ def instances(engine, database_url, tmp_path):
     with ExitStack() as stack:
         for label, port in zip("ab", ports):
             log_path = tmp_path / f"serve-{label}.log"
-            started = stack.enter_context(process(
-                [sys.executable, "-m", "pgbus_web", "serve", "--port", str(port), "--users-file", str(users_file),
-                 "--definitions", DEFINITIONS, "--metrics-interval", METRICS_INTERVAL, "--no-access-log"],
-                env, log_path))
+            started = stack.enter_context(
+                process(
+                    [
+                        sys.executable,
+                        "-m",
+                        "pgbus_web",
+                        "serve",
+                        "--port",
+                        str(port),
+                        "--users-file",
+                        str(users_file),
+                        "--definitions",
+                        DEFINITIONS,
+                        "--metrics-interval",
+                        METRICS_INTERVAL,
+                        "--no-access-log",
+                    ],
+                    env,
+                    log_path,
+                )
+            )
             eventually(lambda: up(port, started, log_path), f"serve {label} answers /health")
-        stack.enter_context(process(
-            [sys.executable, "-m", "pgbus_web", "worker", "--definitions", DEFINITIONS, "--poll-interval", "0.2"],
-            env, tmp_path / "worker.log"))
+        stack.enter_context(
+            process(
+                [sys.executable, "-m", "pgbus_web", "worker", "--definitions", DEFINITIONS, "--poll-interval", "0.2"],
+                env,
+                tmp_path / "worker.log",
+            )
+        )
         yield engine, ports[0], ports[1]
 
 
@@ -205,32 +233,48 @@ def test_two_instances_and_a_worker_behave_as_one(instances):
     # A CSRF token from a page of A is good for an action posted to B.
     status, _, text = otto.get(a, f"/workflows/{one_run}")
     assert status == 200
-    status, _, text = otto.post(b, f"/workflows/{one_run}/cancel",
-                                {csrf.FIELD_NAME: csrf_token(text), "reason": "customer left"})
+    status, _, text = otto.post(
+        b, f"/workflows/{one_run}/cancel", {csrf.FIELD_NAME: csrf_token(text), "reason": "customer left"}
+    )
     assert status in (200, 303), text
     with engine.connect() as conn:
-        assert conn.execute(sa.text("SELECT status FROM pgbus_workflows WHERE workflow_id = :id"),
-                            {"id": one_run}).scalar_one() == "cancelled"
+        assert (
+            conn.execute(
+                sa.text("SELECT status FROM pgbus_workflows WHERE workflow_id = :id"), {"id": one_run}
+            ).scalar_one()
+            == "cancelled"
+        )
 
     # An operation started through A is done once: by the worker or either instance.
     status, _, text = otto.get(a, "/workflows")
-    form = {csrf.FIELD_NAME: csrf_token(text), "verb": "cancel", "query": urlencode({"status": "paused"}),
-            "expected": str(RUNS - 1), "confirmed": "1", "reason": "gateway gone"}
+    form = {
+        csrf.FIELD_NAME: csrf_token(text),
+        "verb": "cancel",
+        "query": urlencode({"status": "paused"}),
+        "expected": str(RUNS - 1),
+        "confirmed": "1",
+        "reason": "gateway gone",
+    }
     status, headers, text = otto.post(a, "/workflows/operations", form)
     assert status == 303, text
     operation_id = int(headers["Location"].rstrip("/").rsplit("/", 1)[1])
 
     def finished():
         with engine.connect() as conn:
-            found = conn.execute(sa.text("SELECT status, moved FROM pgbus_web_operations WHERE id = :id"),
-                                 {"id": operation_id}).one()
+            found = conn.execute(
+                sa.text("SELECT status, moved FROM pgbus_web_operations WHERE id = :id"), {"id": operation_id}
+            ).one()
         return tuple(found) if found[0] not in ("queued", "running") else None
 
     assert eventually(finished, "the operation ends") == ("done", RUNS - 1)
     with engine.connect() as conn:
-        acted = conn.execute(sa.text(
-            "SELECT workflow_id, count(*) FROM pgbus_workflow_events "
-            "WHERE details ->> 'operation_id' = :op GROUP BY workflow_id"), {"op": str(operation_id)}).all()
+        acted = conn.execute(
+            sa.text(
+                "SELECT workflow_id, count(*) FROM pgbus_workflow_events "
+                "WHERE details ->> 'operation_id' = :op GROUP BY workflow_id"
+            ),
+            {"op": str(operation_id)},
+        ).all()
         left = conn.execute(sa.text("SELECT count(*) FROM pgbus_workflows WHERE status <> 'cancelled'")).scalar_one()
     assert len(acted) == RUNS - 1 and {count for _, count in acted} == {1}
     assert left == 0

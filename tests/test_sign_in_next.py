@@ -56,8 +56,9 @@ def test_the_form_and_its_post_with_a_bad_next_go_to_the_start_page(app, next_ur
     form = soup(page)
     assert form.select_one("input[name=next]")["value"] == START
     token = form.select_one("input[name=token]")["value"]
-    response = client.post("/sign-in", data={"token": token, "name": VIEWER[0], "password": VIEWER[1],
-                                             "next": next_url})
+    response = client.post(
+        "/sign-in", data={"token": token, "name": VIEWER[0], "password": VIEWER[1], "next": next_url}
+    )
     assert response.status_code == 303
     assert response.headers["Location"] == START
 

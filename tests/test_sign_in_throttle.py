@@ -90,8 +90,9 @@ def test_a_concurrent_burst_checks_at_most_the_limit(database_url, _installed_en
         wide.dispose()
 
 
-def test_a_concurrent_basic_burst_checks_at_most_the_limit(database_url, _installed_engine, engine, users_file,
-                                                           checked):
+def test_a_concurrent_basic_burst_checks_at_most_the_limit(
+    database_url, _installed_engine, engine, users_file, checked
+):
     # HTTP Basic takes the same reservation before the hash as the form:
     # 30 scripts guessing at once get at most the limit checked.
     wide = db.create_engine(database_url, pool_size=BURST + 5)

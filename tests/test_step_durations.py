@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -22,7 +22,7 @@ from pgbus_web.models import step_durations
 from pgbus_web.runtime import system
 from pgbus_web.runtime.worker import Worker
 
-LONG_AGO = datetime(2000, 1, 1, tzinfo=timezone.utc).date()
+LONG_AGO = datetime(2000, 1, 1, tzinfo=UTC).date()
 STEPS = ("reserve", "charge", "notify")
 
 
@@ -34,29 +34,41 @@ def _random_history(engine, *, seed: int = 27, attempts: int = 1500) -> None:
     chance = random.Random(seed)
     runs = Runs(engine)
     run_ids = [runs.make("completed", workflow_class=demo.ORDER) for _ in range(20)]
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     rows = []
     for index in range(attempts):
         finished = now - timedelta(days=chance.randrange(5), seconds=chance.uniform(0, 3600))
         roll = chance.random()
         seconds = 0.0 if roll < 0.03 else -chance.uniform(0, 5) if roll < 0.06 else 10 ** chance.uniform(-4, 5)
         rows.append((chance.choice(run_ids), STEPS[index % 3], finished - timedelta(seconds=seconds), finished))
-    inserted, updated = rows[: attempts * 4 // 5], rows[attempts * 4 // 5:]
+    inserted, updated = rows[: attempts * 4 // 5], rows[attempts * 4 // 5 :]
     with engine.begin() as conn:
-        conn.execute(sa.text(
-            "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, started_at, finished_at)"
-            " SELECT w, s, 'completed', a, b FROM unnest(CAST(:w AS text[]), CAST(:s AS text[]),"
-            " CAST(:a AS timestamptz[]), CAST(:b AS timestamptz[])) AS t(w, s, a, b)"),
-            {"w": [r[0] for r in inserted], "s": [r[1] for r in inserted],
-             "a": [r[2] for r in inserted], "b": [r[3] for r in inserted]})
+        conn.execute(
+            sa.text(
+                "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, started_at, finished_at)"
+                " SELECT w, s, 'completed', a, b FROM unnest(CAST(:w AS text[]), CAST(:s AS text[]),"
+                " CAST(:a AS timestamptz[]), CAST(:b AS timestamptz[])) AS t(w, s, a, b)"
+            ),
+            {
+                "w": [r[0] for r in inserted],
+                "s": [r[1] for r in inserted],
+                "a": [r[2] for r in inserted],
+                "b": [r[3] for r in inserted],
+            },
+        )
     with engine.begin() as conn:
         for workflow_id, name, started, finished in updated:
-            step_id = conn.execute(sa.text(
-                "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, started_at)"
-                " VALUES (:w, :s, 'in_progress', :a) RETURNING id"), {"w": workflow_id, "s": name, "a": started}
+            step_id = conn.execute(
+                sa.text(
+                    "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, started_at)"
+                    " VALUES (:w, :s, 'in_progress', :a) RETURNING id"
+                ),
+                {"w": workflow_id, "s": name, "a": started},
             ).scalar_one()
-            conn.execute(sa.text("UPDATE pgbus_workflow_steps SET status = 'completed', finished_at = :b"
-                                 " WHERE id = :id"), {"b": finished, "id": step_id})
+            conn.execute(
+                sa.text("UPDATE pgbus_workflow_steps SET status = 'completed', finished_at = :b WHERE id = :id"),
+                {"b": finished, "id": step_id},
+            )
             # A later write to a finished attempt does not count it again.
             conn.execute(sa.text("UPDATE pgbus_workflow_steps SET result = '{}' WHERE id = :id"), {"id": step_id})
     for number in range(3):
@@ -105,10 +117,13 @@ def test_the_bound_is_tight_enough_that_a_wrong_bucket_edge_fails(engine):
     with engine.begin() as conn:
         step_durations.fold(conn)
         # Every attempt one bucket too high: an edge off by one step (9%).
-        conn.execute(sa.text(
-            "WITH moved AS (DELETE FROM pgbus_workflow_step_durations RETURNING *)"
-            " INSERT INTO pgbus_workflow_step_duration_deltas (workflow_class, step_name, day, bucket, attempts)"
-            " SELECT workflow_class, step_name, day, bucket + 1, attempts FROM moved"))
+        conn.execute(
+            sa.text(
+                "WITH moved AS (DELETE FROM pgbus_workflow_step_durations RETURNING *)"
+                " INSERT INTO pgbus_workflow_step_duration_deltas (workflow_class, step_name, day, bucket, attempts)"
+                " SELECT workflow_class, step_name, day, bucket + 1, attempts FROM moved"
+            )
+        )
     assert _outside(_compare(engine, demo.ORDER)) != []
 
 
@@ -116,9 +131,13 @@ def test_the_python_and_the_schema_buckets_agree(engine):
     chance = random.Random(5)
     values = [0.0, 0.0005, 0.001, 0.002, 1.0, 60.0] + [10 ** chance.uniform(-4, 9) for _ in range(500)]
     with engine.connect() as conn:
-        found = conn.execute(sa.text(
-            "SELECT array_agg(pgbus_step_duration_bucket(v) ORDER BY o)"
-            " FROM unnest(CAST(:v AS float8[])) WITH ORDINALITY AS t(v, o)"), {"v": values}).scalar_one()
+        found = conn.execute(
+            sa.text(
+                "SELECT array_agg(pgbus_step_duration_bucket(v) ORDER BY o)"
+                " FROM unnest(CAST(:v AS float8[])) WITH ORDINALITY AS t(v, o)"
+            ),
+            {"v": values},
+        ).scalar_one()
     assert found == [step_durations.bucket_of(value) for value in values]
     for value in values[3:]:
         assert step_durations.within_bound(step_durations.representative(step_durations.bucket_of(value)), value)
@@ -126,7 +145,7 @@ def test_the_python_and_the_schema_buckets_agree(engine):
 
 def test_pruning_runs_leaves_the_kept_durations(engine):
     _random_history(engine, attempts=300)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     with engine.connect() as conn:
         before = step_durations.per_day(conn, demo.ORDER, now=now)
     with engine.begin() as conn:
@@ -140,7 +159,7 @@ def test_pruning_runs_leaves_the_kept_durations(engine):
 
 def test_the_page_shows_the_days_and_takes_odd_stored_values(engine, database):
     runs = Runs(engine)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     run_id = runs.make("completed", workflow_class=demo.ORDER)
     with engine.begin() as conn:
         for started, finished in (
@@ -151,23 +170,34 @@ def test_the_page_shows_the_days_and_takes_odd_stored_values(engine, database):
             ("'-infinity'", "now()"),  # no run time: not counted
             ("'1970-01-01'", "now()"),  # huge
         ):
-            conn.execute(sa.text(
-                "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, started_at, finished_at)"
-                f" VALUES (:w, 'charge', 'completed', {started}, {finished})"), {"w": run_id})
+            conn.execute(
+                sa.text(
+                    "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, started_at, finished_at)"
+                    f" VALUES (:w, 'charge', 'completed', {started}, {finished})"
+                ),
+                {"w": run_id},
+            )
         # Odd rows written by hand into the kept table itself.
-        conn.execute(sa.text(
-            "INSERT INTO pgbus_workflow_step_durations (workflow_class, step_name, day, bucket, attempts) VALUES"
-            " (:c, 'odd', :d, -5, 1), (:c, 'odd', :d, 2000000000, 1), (:c, 'odd', :d, 10, -7),"
-            " (:c, 'gone', :d, 10, -3)"), {"c": demo.ORDER, "d": (now - timedelta(days=1)).date()})
+        conn.execute(
+            sa.text(
+                "INSERT INTO pgbus_workflow_step_durations (workflow_class, step_name, day, bucket, attempts) VALUES"
+                " (:c, 'odd', :d, -5, 1), (:c, 'odd', :d, 2000000000, 1), (:c, 'odd', :d, 10, -7),"
+                " (:c, 'gone', :d, 10, -3)"
+            ),
+            {"c": demo.ORDER, "d": (now - timedelta(days=1)).date()},
+        )
     client = make_app(database).test_client()
     response = client.get(f"/workflows/insights/{demo.ORDER}")
     assert response.status_code == 200
     page = soup(response)
     section = page.select_one(".pgbus-step-days")
-    today, yesterday = (section.select(f'tbody[data-day="{day.isoformat()}"]')
-                        for day in (datetime.combine(now.date(), datetime.min.time(), timezone.utc),
-                                    datetime.combine((now - timedelta(days=1)).date(), datetime.min.time(),
-                                                     timezone.utc)))
+    today, yesterday = (
+        section.select(f'tbody[data-day="{day.isoformat()}"]')
+        for day in (
+            datetime.combine(now.date(), datetime.min.time(), UTC),
+            datetime.combine((now - timedelta(days=1)).date(), datetime.min.time(), UTC),
+        )
+    )
     assert len(today) == 1 and len(yesterday) == 1
     charge = today[0].select_one('tr[data-step="charge"]')
     cells = [text_of(cell) for cell in charge.select("td")]
@@ -210,8 +240,9 @@ def test_the_page_with_its_days_fits_and_is_axe_clean(chromium, insights_server,
     folder = os.environ.get("PGBUS_TEST_SCREENSHOTS")
     problems: dict[str, object] = {}
     for width, height in SCREEN_SIZES:
-        context = chromium.new_context(viewport={"width": width, "height": height}, color_scheme=scheme,
-                                       timezone_id="Asia/Tokyo")
+        context = chromium.new_context(
+            viewport={"width": width, "height": height}, color_scheme=scheme, timezone_id="Asia/Tokyo"
+        )
         page = context.new_page()
         page.set_default_timeout(WAIT_MS)
         try:
@@ -233,7 +264,8 @@ def test_the_page_with_its_days_fits_and_is_axe_clean(chromium, insights_server,
                     Path(folder).mkdir(parents=True, exist_ok=True)
                     page.screenshot(path=f"{folder}/insights-{locale}-{width}x{height}-{scheme}.png")
                     page.locator(".pgbus-step-days").screenshot(
-                        path=f"{folder}/step-days-{locale}-{width}x{height}-{scheme}.png")
+                        path=f"{folder}/step-days-{locale}-{width}x{height}-{scheme}.png"
+                    )
         finally:
             context.close()
     assert problems == {}, problems
@@ -243,7 +275,7 @@ def test_the_pages_figures_are_the_histograms_percentiles(engine):
     """per_day picks the buckets around each rank on the server; the figures
     are the ones ``percentile`` reads from every bucket row."""
     _random_history(engine)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     with engine.connect() as conn:
         days = step_durations.per_day(conn, demo.ORDER, now=now, days=10_000)
         kept = step_durations.histograms(conn, demo.ORDER, since=LONG_AGO)
@@ -263,10 +295,14 @@ FOLD_LOCK = 8099550702862692452  # pgbus_workflow_step_durations_fold's key
 
 def _bulk_finished_steps(engine, run_id, count):
     with engine.begin() as conn:
-        conn.execute(sa.text(
-            "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, started_at, finished_at)"
-            " SELECT :w, 'step_' || (g % 40), 'completed', now() - g * interval '1 second', now()"
-            " FROM generate_series(1, :n) AS g"), {"w": run_id, "n": count})
+        conn.execute(
+            sa.text(
+                "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, started_at, finished_at)"
+                " SELECT :w, 'step_' || (g % 40), 'completed', now() - g * interval '1 second', now()"
+                " FROM generate_series(1, :n) AS g"
+            ),
+            {"w": run_id, "n": count},
+        )
 
 
 def _deltas(engine):
@@ -302,21 +338,33 @@ def test_scheduling_and_starting_a_step_calls_no_duration_trigger(engine):
     """The worker's writes that do not finish an attempt are skipped by the
     triggers' WHEN, without a call; the one that finishes it calls once."""
     run_id = Runs(engine).make("running", workflow_class=demo.ORDER)
-    calls = ("SELECT COALESCE(sum(calls), 0) FROM pg_stat_user_functions"
-             " WHERE funcname = 'pgbus_workflow_steps_durations_on_finish'")
+    calls = (
+        "SELECT COALESCE(sum(calls), 0) FROM pg_stat_user_functions"
+        " WHERE funcname = 'pgbus_workflow_steps_durations_on_finish'"
+    )
     with engine.connect() as conn:
         conn.execute(sa.text("SET track_functions = 'pl'"))
-        step_id = conn.execute(sa.text(
-            "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, scheduled_at)"
-            " VALUES (:w, 'reserve', 'scheduled', now()) RETURNING id"), {"w": run_id}).scalar_one()
-        conn.execute(sa.text("UPDATE pgbus_workflow_steps SET status = 'in_progress', started_at = now()"
-                             " WHERE id = :id"), {"id": step_id})
+        step_id = conn.execute(
+            sa.text(
+                "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, scheduled_at)"
+                " VALUES (:w, 'reserve', 'scheduled', now()) RETURNING id"
+            ),
+            {"w": run_id},
+        ).scalar_one()
+        conn.execute(
+            sa.text("UPDATE pgbus_workflow_steps SET status = 'in_progress', started_at = now() WHERE id = :id"),
+            {"id": step_id},
+        )
         # The transaction's own calls, before it ends (pg_stat_xact_*).
-        before_finish = conn.execute(sa.text(calls.replace("pg_stat_user_functions",
-                                                           "pg_stat_xact_user_functions"))).scalar_one()
-        conn.execute(sa.text("UPDATE pgbus_workflow_steps SET status = 'completed', finished_at = now()"
-                             " WHERE id = :id"), {"id": step_id})
-        after_finish = conn.execute(sa.text(calls.replace("pg_stat_user_functions",
-                                                          "pg_stat_xact_user_functions"))).scalar_one()
+        before_finish = conn.execute(
+            sa.text(calls.replace("pg_stat_user_functions", "pg_stat_xact_user_functions"))
+        ).scalar_one()
+        conn.execute(
+            sa.text("UPDATE pgbus_workflow_steps SET status = 'completed', finished_at = now() WHERE id = :id"),
+            {"id": step_id},
+        )
+        after_finish = conn.execute(
+            sa.text(calls.replace("pg_stat_user_functions", "pg_stat_xact_user_functions"))
+        ).scalar_one()
         conn.commit()
     assert (before_finish, after_finish) == (0, 1)

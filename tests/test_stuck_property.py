@@ -11,7 +11,7 @@ must get the same reason (or none) from each reader.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
@@ -23,7 +23,7 @@ from pgbus_web.models import workflow_attention, workflow_index
 from pgbus_web.models.values import INFINITY, MINUS_INFINITY
 from pgbus_web.rules import states, stuck
 
-NOW = datetime(2026, 3, 10, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 THRESHOLD = timedelta(minutes=10)
 WAITING_THRESHOLD = timedelta(minutes=30)
 SECOND = timedelta(seconds=1)
@@ -31,9 +31,7 @@ SECOND = timedelta(seconds=1)
 # The moments where a rule's answer turns: each cutoff exactly, and a
 # second either side of it.
 EDGES = [
-    cutoff + shift
-    for cutoff in (NOW - THRESHOLD, NOW - WAITING_THRESHOLD)
-    for shift in (-SECOND, timedelta(0), SECOND)
+    cutoff + shift for cutoff in (NOW - THRESHOLD, NOW - WAITING_THRESHOLD) for shift in (-SECOND, timedelta(0), SECOND)
 ]
 edges = st.sampled_from(EDGES)
 # Weighted towards the edges and the statuses the rules look at, so that
@@ -44,20 +42,24 @@ moments = st.one_of(
     edges,
     edges,
     edges,
-    st.datetimes(min_value=datetime(1900, 1, 1), max_value=datetime(2200, 1, 1), timezones=st.just(timezone.utc)),
+    st.datetimes(min_value=datetime(1900, 1, 1), max_value=datetime(2200, 1, 1), timezones=st.just(UTC)),
 )
-step_rows = st.fixed_dictionaries({
-    "status": st.sampled_from(states.STEP + (states.STEP_FAILED, states.STEP_SCHEDULED, states.STEP_WAITING) * 2),
-    "error_class": st.sampled_from([None, states.STEP_STALLED_ERROR, states.WAIT_TIMED_OUT_ERROR, "Boom"]),
-    "scheduled_at": moments,
-    "waiting_since": moments,
-    "timeout_at": st.one_of(st.none(), st.none(), moments),
-})
-run_rows = st.fixed_dictionaries({
-    "status": st.sampled_from(states.RUN + (states.PAUSED, states.READY, states.WAITING) * 2),
-    "paused_at": moments,
-    "steps": st.lists(step_rows, max_size=2),
-})
+step_rows = st.fixed_dictionaries(
+    {
+        "status": st.sampled_from(states.STEP + (states.STEP_FAILED, states.STEP_SCHEDULED, states.STEP_WAITING) * 2),
+        "error_class": st.sampled_from([None, states.STEP_STALLED_ERROR, states.WAIT_TIMED_OUT_ERROR, "Boom"]),
+        "scheduled_at": moments,
+        "waiting_since": moments,
+        "timeout_at": st.one_of(st.none(), st.none(), moments),
+    }
+)
+run_rows = st.fixed_dictionaries(
+    {
+        "status": st.sampled_from(states.RUN + (states.PAUSED, states.READY, states.WAITING) * 2),
+        "paused_at": moments,
+        "steps": st.lists(step_rows, max_size=2),
+    }
+)
 
 
 def _text(moment):
@@ -114,10 +116,12 @@ def _filter_reasons(conn) -> dict[str, str]:
     """Each stuck run's reason as the index's reason filter finds it."""
     found: dict[str, str] = {}
     for reason in states.STUCK_REASONS:
-        where, binds = workflow_index.page_where(threshold=THRESHOLD, waiting_threshold=WAITING_THRESHOLD,
-                                            now=NOW, reason=reason)
-        for (workflow_id,) in conn.execute(sa.text(f"SELECT w.workflow_id FROM pgbus_workflows w WHERE {where}"),
-                                           binds):
+        where, binds = workflow_index.page_where(
+            threshold=THRESHOLD, waiting_threshold=WAITING_THRESHOLD, now=NOW, reason=reason
+        )
+        for (workflow_id,) in conn.execute(
+            sa.text(f"SELECT w.workflow_id FROM pgbus_workflows w WHERE {where}"), binds
+        ):
             assert workflow_id not in found, f"{workflow_id} matches {found.get(workflow_id)} and {reason}"
             found[workflow_id] = reason
     return found
@@ -130,8 +134,7 @@ def _python_reasons(conn, count: int, waiting_threshold) -> dict[str, str]:
     assert len(runs) == count
     found: dict[str, str] = {}
     for run in runs:
-        badge = presenters.run_state(run, now=NOW, stall_threshold=THRESHOLD,
-                                     waiting_threshold=waiting_threshold).stuck
+        badge = presenters.run_state(run, now=NOW, stall_threshold=THRESHOLD, waiting_threshold=waiting_threshold).stuck
         api = rep.stuck_reason(run, now=NOW, stall_threshold=THRESHOLD, waiting_threshold=waiting_threshold)
         assert badge == api, run
         if badge is not None:
@@ -143,9 +146,11 @@ def _column_reasons(conn, waiting_threshold) -> dict[str, str]:
     """Each stuck run's reason by the Python predicate over the run's own
     latest_* columns (what the SQL reads), not its step row."""
     given_ = stuck.params(NOW, THRESHOLD, waiting_threshold)
-    rows = conn.execute(sa.text(
-        f"SELECT workflow_id, status, {', '.join(stuck.STEP_FIELD_OF)} FROM pgbus_workflows"
-    )).mappings().all()
+    rows = (
+        conn.execute(sa.text(f"SELECT workflow_id, status, {', '.join(stuck.STEP_FIELD_OF)} FROM pgbus_workflows"))
+        .mappings()
+        .all()
+    )
     found = {}
     for row in rows:
         reason = stuck.reason_of(row["status"], row, given_)
@@ -177,10 +182,21 @@ def test_sql_and_python_give_every_run_the_same_stuck_reason(engine, runs, waiti
 def test_a_waiting_run_without_waiting_since_is_in_no_group_and_has_no_overdue_badge(engine):
     # The case the two readings once answered differently: the badge fell
     # back to updated_at, the groups left the run out.
-    runs = [{"status": states.WAITING, "paused_at": None, "steps": [
-        {"status": states.STEP_WAITING, "error_class": None, "scheduled_at": None, "waiting_since": None,
-         "timeout_at": None},
-    ]}]
+    runs = [
+        {
+            "status": states.WAITING,
+            "paused_at": None,
+            "steps": [
+                {
+                    "status": states.STEP_WAITING,
+                    "error_class": None,
+                    "scheduled_at": None,
+                    "waiting_since": None,
+                    "timeout_at": None,
+                },
+            ],
+        }
+    ]
     with engine.connect() as conn:
         with conn.begin() as transaction:
             _insert(conn, runs)

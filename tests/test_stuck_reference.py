@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
 
+from pgbus_web.models import workflow_attention, workflow_index, workflow_rows, workflow_upkeep
 from pgbus_web.rules import run_filters as filters
 from pgbus_web.rules import states
-from pgbus_web.models import workflow_attention, workflow_index, workflow_rows, workflow_upkeep
 
-T0 = datetime(2026, 3, 10, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
 THRESHOLD = 10 * MINUTE
 WAITING_THRESHOLD = 30 * MINUTE
@@ -67,7 +67,9 @@ def reference_stuck(waiting: bool, by_class: bool) -> str:
         waiting_since="WHEN stuck_reason.reason = 'waiting_overdue' THEN s.waiting_since" if waiting else "",
         waiting_reason=(
             "WHEN w.status = 'waiting' AND s.status = 'waiting' AND s.timeout_at IS NULL "
-            "AND s.waiting_since < :waiting_before THEN 'waiting_overdue'" if waiting else ""
+            "AND s.waiting_since < :waiting_before THEN 'waiting_overdue'"
+            if waiting
+            else ""
         ),
         waiting_status=", 'waiting'" if waiting else "",
         class_filter="AND w.workflow_class = :workflow_class" if by_class else "",
@@ -84,17 +86,21 @@ def reference_binds(now, waiting, workflow_class=None):
 
 
 def reference_counts(conn, now, waiting, workflow_class=None):
-    rows = conn.execute(sa.text(f"""
+    rows = conn.execute(
+        sa.text(f"""
         SELECT stuck.workflow_class, stuck.reason, COUNT(*) AS runs
         FROM ({reference_stuck(waiting, workflow_class is not None)}) stuck
         WHERE stuck.reason IS NOT NULL
         GROUP BY stuck.workflow_class, stuck.reason
-    """), reference_binds(now, waiting, workflow_class))
+    """),
+        reference_binds(now, waiting, workflow_class),
+    )
     return {(klass, reason): runs for klass, reason, runs in rows}
 
 
 def reference_groups(conn, now, waiting, workflow_class=None):
-    rows = conn.execute(sa.text(f"""
+    rows = conn.execute(
+        sa.text(f"""
         SELECT stuck.workflow_class, stuck.step_name, stuck.reason, stuck.error_class, COUNT(*) AS count,
                MIN(stuck.since) AS first_seen_at, MAX(stuck.since) AS last_seen_at,
                (ARRAY_AGG(stuck.error_message ORDER BY stuck.since DESC NULLS LAST, stuck.id DESC))[1] AS error_message
@@ -103,24 +109,36 @@ def reference_groups(conn, now, waiting, workflow_class=None):
         GROUP BY stuck.workflow_class, stuck.step_name, stuck.reason, stuck.error_class
         ORDER BY count DESC, last_seen_at DESC NULLS LAST, stuck.workflow_class
         LIMIT 200
-    """), reference_binds(now, waiting, workflow_class))
+    """),
+        reference_binds(now, waiting, workflow_class),
+    )
     return [dict(row._mapping) for row in rows]
 
 
 def reference_ids(conn, group, now, waiting, limit=500):
-    rows = conn.execute(sa.text(f"""
+    rows = conn.execute(
+        sa.text(f"""
         SELECT stuck.workflow_id
         FROM ({reference_stuck(waiting, False)}) stuck
         WHERE stuck.workflow_class = :g_class AND stuck.step_name = :g_step AND stuck.reason = :g_reason
           AND stuck.error_class IS NOT DISTINCT FROM CAST(:g_error AS text)
         ORDER BY stuck.since NULLS LAST, stuck.id
         LIMIT :limit
-    """), {**reference_binds(now, waiting), "g_class": group["workflow_class"], "g_step": group["step_name"],
-           "g_reason": group["reason"], "g_error": group["error_class"], "limit": limit})
+    """),
+        {
+            **reference_binds(now, waiting),
+            "g_class": group["workflow_class"],
+            "g_step": group["step_name"],
+            "g_reason": group["reason"],
+            "g_error": group["error_class"],
+            "limit": limit,
+        },
+    )
     return [workflow_id for (workflow_id,) in rows]
 
 
 # --- Random histories ----------------------------------------------------------
+
 
 def moment(rng: random.Random):
     """A moment on the minute grid around T0 (so thresholds fall exactly on some), or none."""
@@ -142,8 +160,7 @@ def random_step(rng: random.Random) -> dict:
 def insert_step(conn, workflow_id: str, values: dict, step_id: int | None = None) -> None:
     names = ["workflow_id", *values] + (["id"] if step_id is not None else [])
     conn.execute(
-        sa.text(f"INSERT INTO pgbus_workflow_steps ({', '.join(names)}) "
-                f"VALUES ({', '.join(':' + n for n in names)})"),
+        sa.text(f"INSERT INTO pgbus_workflow_steps ({', '.join(names)}) VALUES ({', '.join(':' + n for n in names)})"),
         {"workflow_id": workflow_id, **values, "id": step_id},
     )
 
@@ -157,24 +174,31 @@ def build_history(engine, seed: int, runs: int = 50) -> None:
     with engine.begin() as conn:
         for workflow_id in ids:
             status = rng.choice(RUN_STATUSES)
-            workflow_rows.insert_run(conn, {
-                "workflow_id": workflow_id,
-                "workflow_class": rng.choice(CLASSES),
-                "status": status,
-                "current_step": rng.choice(STEP_NAMES + (None,)),
-                "paused_at": moment(rng) if status == "paused" else None,
-            })
+            workflow_rows.insert_run(
+                conn,
+                {
+                    "workflow_id": workflow_id,
+                    "workflow_class": rng.choice(CLASSES),
+                    "status": status,
+                    "current_step": rng.choice(STEP_NAMES + (None,)),
+                    "paused_at": moment(rng) if status == "paused" else None,
+                },
+            )
             for _ in range(rng.randint(0, 3)):
                 insert_step(conn, workflow_id, random_step(rng))
     for _ in range(runs * 3):
         with engine.begin() as conn:
             step_ids = conn.execute(sa.text("SELECT id FROM pgbus_workflow_steps ORDER BY id")).scalars().all()
-            latest_ids = conn.execute(sa.text(
-                "SELECT max(id) FROM pgbus_workflow_steps GROUP BY workflow_id ORDER BY 1")).scalars().all()
+            latest_ids = (
+                conn.execute(sa.text("SELECT max(id) FROM pgbus_workflow_steps GROUP BY workflow_id ORDER BY 1"))
+                .scalars()
+                .all()
+            )
             # Half of the changes aim at a run's latest step, the one that matters.
             target = rng.choice(latest_ids if latest_ids and rng.random() < 0.5 else step_ids or [0])
-            action = rng.choice(("insert", "insert_low", "update", "delete", "delete", "move", "move",
-                                 "renumber", "run_status"))
+            action = rng.choice(
+                ("insert", "insert_low", "update", "delete", "delete", "move", "move", "renumber", "run_status")
+            )
             if action == "insert" or not step_ids:
                 insert_step(conn, rng.choice(ids), random_step(rng))
             elif action == "insert_low":
@@ -185,40 +209,62 @@ def build_history(engine, seed: int, runs: int = 50) -> None:
                 values = {key: value for key, value in random_step(rng).items() if rng.random() < 0.5}
                 if values:
                     assignments = ", ".join(f"{name} = :{name}" for name in values)
-                    conn.execute(sa.text(f"UPDATE pgbus_workflow_steps SET {assignments} WHERE id = :id"),
-                                 {**values, "id": target})
+                    conn.execute(
+                        sa.text(f"UPDATE pgbus_workflow_steps SET {assignments} WHERE id = :id"),
+                        {**values, "id": target},
+                    )
             elif action == "delete":
                 conn.execute(sa.text("DELETE FROM pgbus_workflow_steps WHERE id = :id"), {"id": target})
             elif action == "move":
-                conn.execute(sa.text("UPDATE pgbus_workflow_steps SET workflow_id = :w WHERE id = :id"),
-                             {"w": rng.choice(ids), "id": target})
+                conn.execute(
+                    sa.text("UPDATE pgbus_workflow_steps SET workflow_id = :w WHERE id = :id"),
+                    {"w": rng.choice(ids), "id": target},
+                )
             elif action == "renumber":
                 free = sorted(set(range(1, max(step_ids) + 20)) - set(step_ids))
-                conn.execute(sa.text("UPDATE pgbus_workflow_steps SET id = :new WHERE id = :id"),
-                             {"new": rng.choice(free), "id": target})
+                conn.execute(
+                    sa.text("UPDATE pgbus_workflow_steps SET id = :new WHERE id = :id"),
+                    {"new": rng.choice(free), "id": target},
+                )
                 # The sequence goes past a raised id, or a later insert would take it.
-                conn.execute(sa.text(
-                    "SELECT setval(pg_get_serial_sequence('pgbus_workflow_steps', 'id'), "
-                    "GREATEST((SELECT max(id) FROM pgbus_workflow_steps), "
-                    "(SELECT last_value FROM pgbus_workflow_steps_id_seq)))"))
+                conn.execute(
+                    sa.text(
+                        "SELECT setval(pg_get_serial_sequence('pgbus_workflow_steps', 'id'), "
+                        "GREATEST((SELECT max(id) FROM pgbus_workflow_steps), "
+                        "(SELECT last_value FROM pgbus_workflow_steps_id_seq)))"
+                    )
+                )
             else:
                 status = rng.choice(RUN_STATUSES)
-                conn.execute(sa.text("UPDATE pgbus_workflows SET status = :s, paused_at = :p WHERE workflow_id = :w"),
-                             {"s": status, "p": moment(rng) if status == "paused" else None, "w": rng.choice(ids)})
+                conn.execute(
+                    sa.text("UPDATE pgbus_workflows SET status = :s, paused_at = :p WHERE workflow_id = :w"),
+                    {"s": status, "p": moment(rng) if status == "paused" else None, "w": rng.choice(ids)},
+                )
         if rng.random() < 0.05:
             # Every step of one run to another in one statement.
             source, destination = rng.sample(ids, 2)
             with engine.begin() as conn:
-                conn.execute(sa.text("UPDATE pgbus_workflow_steps SET workflow_id = :d WHERE workflow_id = :s"),
-                             {"d": destination, "s": source})
+                conn.execute(
+                    sa.text("UPDATE pgbus_workflow_steps SET workflow_id = :d WHERE workflow_id = :s"),
+                    {"d": destination, "s": source},
+                )
     # One ready run due and one waiting run without a deadline, so that every
     # history has a run on each threshold (whatever the dice did to the others).
     with engine.begin() as conn:
-        for status, step in (("ready", {"status": "scheduled", "scheduled_at": T0 - rng.randint(5, 30) * MINUTE}),
-                             ("waiting", {"status": "waiting", "waiting_since": T0 - rng.randint(20, 50) * MINUTE})):
+        for status, step in (
+            ("ready", {"status": "scheduled", "scheduled_at": T0 - rng.randint(5, 30) * MINUTE}),
+            ("waiting", {"status": "waiting", "waiting_since": T0 - rng.randint(20, 50) * MINUTE}),
+        ):
             workflow_id = f"run-{seed}-{status}"
-            workflow_rows.insert_run(conn, {"workflow_id": workflow_id, "workflow_class": rng.choice(CLASSES),
-                                        "status": status, "current_step": "charge"})
+            workflow_rows.insert_run(
+                conn,
+                {
+                    "workflow_id": workflow_id,
+                    "workflow_class": rng.choice(CLASSES),
+                    "status": status,
+                    "current_step": "charge",
+                },
+            )
             insert_step(conn, workflow_id, {**random_step(rng), "timeout_at": None, **step})
 
 
@@ -227,18 +273,32 @@ def on_threshold(engine) -> tuple[list[datetime], list[datetime]]:
     waiting run's waiting latest step, lie exactly on their threshold (a
     few of each)."""
     with engine.connect() as conn:
-        scheduled = conn.execute(sa.text(
-            "SELECT DISTINCT s.scheduled_at FROM pgbus_workflows w CROSS JOIN LATERAL ("
-            " SELECT status, scheduled_at FROM pgbus_workflow_steps WHERE workflow_id = w.workflow_id"
-            " ORDER BY id DESC LIMIT 1) s "
-            "WHERE w.status = 'ready' AND s.status = 'scheduled' AND s.scheduled_at IS NOT NULL "
-            "ORDER BY 1 LIMIT 2")).scalars().all()
-        waiting = conn.execute(sa.text(
-            "SELECT DISTINCT s.waiting_since FROM pgbus_workflows w CROSS JOIN LATERAL ("
-            " SELECT status, waiting_since, timeout_at FROM pgbus_workflow_steps WHERE workflow_id = w.workflow_id"
-            " ORDER BY id DESC LIMIT 1) s "
-            "WHERE w.status = 'waiting' AND s.status = 'waiting' AND s.timeout_at IS NULL "
-            "AND s.waiting_since IS NOT NULL ORDER BY 1 LIMIT 2")).scalars().all()
+        scheduled = (
+            conn.execute(
+                sa.text(
+                    "SELECT DISTINCT s.scheduled_at FROM pgbus_workflows w CROSS JOIN LATERAL ("
+                    " SELECT status, scheduled_at FROM pgbus_workflow_steps WHERE workflow_id = w.workflow_id"
+                    " ORDER BY id DESC LIMIT 1) s "
+                    "WHERE w.status = 'ready' AND s.status = 'scheduled' AND s.scheduled_at IS NOT NULL "
+                    "ORDER BY 1 LIMIT 2"
+                )
+            )
+            .scalars()
+            .all()
+        )
+        waiting = (
+            conn.execute(
+                sa.text(
+                    "SELECT DISTINCT s.waiting_since FROM pgbus_workflows w CROSS JOIN LATERAL ("
+                    " SELECT status, waiting_since, timeout_at FROM pgbus_workflow_steps WHERE workflow_id = w.workflow_id"
+                    " ORDER BY id DESC LIMIT 1) s "
+                    "WHERE w.status = 'waiting' AND s.status = 'waiting' AND s.timeout_at IS NULL "
+                    "AND s.waiting_since IS NOT NULL ORDER BY 1 LIMIT 2"
+                )
+            )
+            .scalars()
+            .all()
+        )
     return [at + THRESHOLD for at in scheduled], [at + WAITING_THRESHOLD for at in waiting]
 
 
@@ -265,8 +325,14 @@ def listed_by_link(conn, group: dict, now: datetime) -> list[str]:
     """The runs the group's "N runs" link lists on the index: its query
     parsed as the index parses it, every page."""
     run_filters = filters.parse(filters.group_query(group))
-    listed = workflow_index.page(conn, limit=10_000, threshold=THRESHOLD, waiting_threshold=WAITING_THRESHOLD,
-                            now=now, **run_filters.page_binds(now))
+    listed = workflow_index.page(
+        conn,
+        limit=10_000,
+        threshold=THRESHOLD,
+        waiting_threshold=WAITING_THRESHOLD,
+        now=now,
+        **run_filters.page_binds(now),
+    )
     return [run["workflow_id"] for run in listed]
 
 
@@ -276,14 +342,16 @@ def compare_everything(engine, now: datetime) -> int:
     compared = 0
     with engine.connect() as conn:
         for waiting in (False, True):
-            kwargs = {"threshold": THRESHOLD, "now": now,
-                      "waiting_threshold": WAITING_THRESHOLD if waiting else None}
+            kwargs = {"threshold": THRESHOLD, "now": now, "waiting_threshold": WAITING_THRESHOLD if waiting else None}
             assert workflow_attention.stuck_reason_counts(conn, **kwargs) == reference_counts(conn, now, waiting)
             for klass in CLASSES:
-                assert workflow_attention.stuck_reason_counts(conn, workflow_class=klass, **kwargs) == \
-                    reference_counts(conn, now, waiting, klass)
-                assert_same_groups(workflow_attention.attention_groups(conn, workflow_class=klass, **kwargs),
-                                   reference_groups(conn, now, waiting, klass))
+                assert workflow_attention.stuck_reason_counts(conn, workflow_class=klass, **kwargs) == reference_counts(
+                    conn, now, waiting, klass
+                )
+                assert_same_groups(
+                    workflow_attention.attention_groups(conn, workflow_class=klass, **kwargs),
+                    reference_groups(conn, now, waiting, klass),
+                )
             groups = reference_groups(conn, now, waiting)
             assert_same_groups(workflow_attention.attention_groups(conn, **kwargs), groups)
             for group in groups:

@@ -3,14 +3,14 @@ the absolute title with its zone, <time> tags and two-unit durations."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from bs4 import BeautifulSoup
 
 from pgbus_web.core.words import timefmt
 
-NOW = datetime(2026, 1, 5, 14, 5, 3, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 5, 14, 5, 3, tzinfo=UTC)
 
 
 def plain(text: str) -> str:
@@ -96,7 +96,7 @@ def test_clock_another_year_names_the_year():
 
 def test_clock_the_day_is_the_viewers_day():
     # 23:30 UTC is already tomorrow in Tokyo.
-    late = datetime(2026, 1, 5, 23, 30, tzinfo=timezone.utc)
+    late = datetime(2026, 1, 5, 23, 30, tzinfo=UTC)
     assert plain(timefmt.clock(late, now=NOW, locale="en", tz="Asia/Tokyo")) == "Jan 6, 8:30 AM"
 
 
@@ -179,11 +179,20 @@ def test_absolute_says_what_babels_long_format_says(locale):
     from babel import dates as babel_dates
 
     rng = random.Random(locale)
-    zones = [None, "Europe/Berlin", "America/Lima", "Asia/Tokyo", "Australia/Lord_Howe", "America/New_York",
-             "Asia/Kolkata", "UTC", timezone(span(hours=5, minutes=45))]
+    zones = [
+        None,
+        "Europe/Berlin",
+        "America/Lima",
+        "Asia/Tokyo",
+        "Australia/Lord_Howe",
+        "America/New_York",
+        "Asia/Kolkata",
+        "UTC",
+        timezone(span(hours=5, minutes=45)),
+    ]
     for tz in zones:
         for _ in range(40):
-            moment = datetime(2026, 1, 1, tzinfo=timezone.utc) + span(seconds=rng.randint(-10**9, 10**9))
+            moment = datetime(2026, 1, 1, tzinfo=UTC) + span(seconds=rng.randint(-(10**9), 10**9))
             local = timefmt.in_zone(moment, timefmt.zone(tz))
             expected = babel_dates.format_datetime(local, "long", tzinfo=local.tzinfo, locale=locale)
             assert timefmt.absolute(moment, locale=locale, tz=tz) == expected, (tz, moment)
@@ -207,8 +216,11 @@ def test_a_remembered_clock_follows_the_viewers_day():
 def test_a_remembered_tag_follows_the_viewers_day():
     # "12 hours ago" both times, but the second viewer's day is the next:
     # the wall clock then names the moment's day.
-    moment = datetime(2026, 1, 4, 11, 30, tzinfo=timezone.utc)
-    late, after_midnight = datetime(2026, 1, 4, 23, 50, tzinfo=timezone.utc), datetime(2026, 1, 5, 0, 10, tzinfo=timezone.utc)
+    moment = datetime(2026, 1, 4, 11, 30, tzinfo=UTC)
+    late, after_midnight = (
+        datetime(2026, 1, 4, 23, 50, tzinfo=UTC),
+        datetime(2026, 1, 5, 0, 10, tzinfo=UTC),
+    )
     same_day = plain(str(timefmt.exact_tag(moment, now=late, locale="en", tz="UTC")))
     next_day = plain(str(timefmt.exact_tag(moment, now=after_midnight, locale="en", tz="UTC")))
     assert ">12 hours ago (11:30:00 AM)<" in same_day
@@ -222,13 +234,21 @@ def test_remembered_tags_equal_fresh_ones_across_moments_days_and_zones():
     # A few moments, each met again on other days, in other zones and words.
     moments = [NOW + timedelta(seconds=rng.randint(-4 * 86400, 4 * 86400)) for _ in range(12)]
     cases = [
-        (rng.choice(moments), NOW + timedelta(hours=rng.randint(0, 48)),
-         rng.choice(["en", "de", "ja"]), rng.choice(["UTC", "Asia/Tokyo", "America/Lima"]))
+        (
+            rng.choice(moments),
+            NOW + timedelta(hours=rng.randint(0, 48)),
+            rng.choice(["en", "de", "ja"]),
+            rng.choice(["UTC", "Asia/Tokyo", "America/Lima"]),
+        )
         for _ in range(150)
     ]
+
     def tags(m, n, loc, tz):
-        return (timefmt.exact_tag(m, now=n, locale=loc, tz=tz), timefmt.time_tag(m, now=n, locale=loc, tz=tz, clock=True),
-                timefmt.time_tag(m, now=n, locale=loc, tz=tz))
+        return (
+            timefmt.exact_tag(m, now=n, locale=loc, tz=tz),
+            timefmt.time_tag(m, now=n, locale=loc, tz=tz, clock=True),
+            timefmt.time_tag(m, now=n, locale=loc, tz=tz),
+        )
 
     first = [tags(*case) for case in cases]
     timefmt._stamps.clear()

@@ -5,14 +5,14 @@ axis, tooltips, fifty attempts, escaping, no inline style."""
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from pgbus_web.web.drawing import timeline
 from pgbus_web.web.drawing.timeline import Segment
 
-NOW = datetime(2026, 1, 5, 14, 5, 3, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 5, 14, 5, 3, tzinfo=UTC)
 SVG = "{http://www.w3.org/2000/svg}"
 
 
@@ -116,7 +116,12 @@ def test_batch_wait_comes_after_the_run():
 def test_attempt_ended_without_finished_at_ends_at_its_last_write():
     step = attempt(status="cancelled", created_at=ago(minutes=5), scheduled_at=ago(minutes=5),
                    started_at=ago(minutes=4), updated_at=ago(minutes=1))  # fmt: skip
-    assert series(timeline.attempt_segments(step, now=NOW))[-1] == ("ran_cancelled", ago(minutes=4), ago(minutes=1), False)
+    assert series(timeline.attempt_segments(step, now=NOW))[-1] == (
+        "ran_cancelled",
+        ago(minutes=4),
+        ago(minutes=1),
+        False,
+    )
 
 
 # --- paused periods ---------------------------------------------------------------
@@ -137,7 +142,11 @@ def test_failure_that_paused_the_run_until_resumed():
 
 
 def test_failure_that_was_retried_is_no_pause():
-    events = [ev("step_failed", ago(hours=1)), ev("step_reattempted", ago(hours=1)), ev("step_started", ago(minutes=50))]
+    events = [
+        ev("step_failed", ago(hours=1)),
+        ev("step_reattempted", ago(hours=1)),
+        ev("step_started", ago(minutes=50)),
+    ]
     assert timeline.paused_periods(events, now=NOW) == []
 
 

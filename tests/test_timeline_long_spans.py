@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import time
 import xml.etree.ElementTree as ET
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from pgbus_web.web.drawing import timeline
 
-NOW = datetime(2026, 1, 5, 14, 5, 3, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 5, 14, 5, 3, tzinfo=UTC)
 SVG = "{http://www.w3.org/2000/svg}"
 YEAR = 365 * 86400
 
@@ -32,7 +32,7 @@ def far_step(due: datetime) -> dict:
 
 @pytest.mark.parametrize("tz", ["UTC", "Pacific/Kiritimati", "America/New_York"])
 def test_a_step_due_in_year_9999_draws_a_few_ticks_quickly(tz):
-    steps = [far_step(datetime(9999, 12, 31, 23, 59, tzinfo=timezone.utc))]
+    steps = [far_step(datetime(9999, 12, 31, 23, 59, tzinfo=UTC))]
     markup = timeline.render(steps, [], now=NOW, locale="en", tz=tz)  # loads the locale data, not timed
     elapsed = []
     for _ in range(3):
@@ -48,7 +48,7 @@ def test_a_step_due_in_year_9999_draws_a_few_ticks_quickly(tz):
 @pytest.mark.parametrize("years", [8, 30, 365, 2_000, 7_973])
 def test_spans_longer_than_the_steps_use_whole_years_and_stay_bounded(years):
     axis = timeline._Axis(NOW, NOW + timedelta(days=365 * years))
-    step, moments = axis.ticks(timezone.utc)
+    step, moments = axis.ticks(UTC)
     assert step % YEAR == 0
     assert axis.span / step <= timeline.MAX_TICKS
     assert 1 <= len(moments) <= timeline.MAX_TICKS + 1

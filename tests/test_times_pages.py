@@ -28,12 +28,23 @@ def stalled_run(runs) -> str:
     started = ago(minutes=15)
     return runs.make(
         states.PAUSED,
-        step("capture_payment", "failed", error_class=states.STEP_STALLED_ERROR,
-             error_message=f"in progress since {flow.iso(started)}, longer than the stall threshold of 600s",
-             started_at=started, finished_at=ago(minutes=2)),
+        step(
+            "capture_payment",
+            "failed",
+            error_class=states.STEP_STALLED_ERROR,
+            error_message=f"in progress since {flow.iso(started)}, longer than the stall threshold of 600s",
+            started_at=started,
+            finished_at=ago(minutes=2),
+        ),
         paused_at=ago(minutes=2),
-        events_=[{"event": "stall_detected", "actor": "system", "step": 0,
-                  "details": {"started_at": flow.iso(started), "threshold_seconds": 600}}],
+        events_=[
+            {
+                "event": "stall_detected",
+                "actor": "system",
+                "step": 0,
+                "details": {"started_at": flow.iso(started), "threshold_seconds": 600},
+            }
+        ],
     )
 
 
@@ -49,8 +60,11 @@ def test_the_stall_sentence_and_details_are_said_in_the_operators_language(clien
     details = text_of(page.select_one("#pgbus-run-audit .pgbus-audit-details"))
     assert not ISO.search(details) and "10 min" in details
     # A message that is not the sweep's is shown as stored (the control).
-    other = runs.make(states.PAUSED, step("capture_payment", "failed", error_class="ValueError",
-                                          error_message="in progress since yesterday"), paused_at=ago(minutes=1))
+    other = runs.make(
+        states.PAUSED,
+        step("capture_payment", "failed", error_class="ValueError", error_message="in progress since yesterday"),
+        paused_at=ago(minutes=1),
+    )
     other_page = soup(client.get(f"/workflows/{other}?locale=de"))
     assert text_of(other_page.select_one(".pgbus-error-message")) == "in progress since yesterday"
 

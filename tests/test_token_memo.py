@@ -37,8 +37,9 @@ def test_a_token_revoked_by_this_process_is_refused_at_once(app, engine):
 
 def _last_used(engine, name):
     with engine.connect() as conn:
-        return conn.execute(sa.text("SELECT last_used_at FROM pgbus_web_api_tokens WHERE name = :name"),
-                            {"name": name}).scalar_one()
+        return conn.execute(
+            sa.text("SELECT last_used_at FROM pgbus_web_api_tokens WHERE name = :name"), {"name": name}
+        ).scalar_one()
 
 
 def test_its_last_use_is_written_once_a_minute(app, engine, monkeypatch):

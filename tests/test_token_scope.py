@@ -21,8 +21,7 @@ from pgbus_web.rules import states
 
 
 def tokens_cli(database_url, *args):
-    return CliRunner().invoke(main_group, ["tokens", *args, "--database-url", database_url],
-                              catch_exceptions=False)
+    return CliRunner().invoke(main_group, ["tokens", *args, "--database-url", database_url], catch_exceptions=False)
 
 
 def added(database_url, *args) -> str:
@@ -34,23 +33,31 @@ def added(database_url, *args) -> str:
 def expire(engine, name):
     # As the clock passing the expiry would: the row's moment moved, not the process's.
     with engine.begin() as conn:
-        conn.execute(sa.text("UPDATE pgbus_web_api_tokens SET expires_at = now() - interval '1 second'"
-                             " WHERE name = :name AND revoked_at IS NULL"), {"name": name})
+        conn.execute(
+            sa.text(
+                "UPDATE pgbus_web_api_tokens SET expires_at = now() - interval '1 second'"
+                " WHERE name = :name AND revoked_at IS NULL"
+            ),
+            {"name": name},
+        )
 
 
 def status_of(engine, workflow_id):
     with engine.connect() as conn:
-        return conn.execute(sa.text("SELECT status FROM pgbus_workflows WHERE workflow_id = :id"),
-                            {"id": workflow_id}).scalar_one()
+        return conn.execute(
+            sa.text("SELECT status FROM pgbus_workflows WHERE workflow_id = :id"), {"id": workflow_id}
+        ).scalar_one()
 
 
 def test_an_expiring_token_is_kept_hashed_listed_and_refused_once_expired_at_every_door(
-        database_url, engine, app, runs):
+    database_url, engine, app, runs
+):
     order = paused_on_capture(runs)
     token = added(database_url, "ci", "--role", "operator", "--expires-in", "30d")
     with engine.connect() as conn:
-        row = conn.execute(sa.text("SELECT token_sha256, expires_at - created_at AS life, read_only"
-                                   " FROM pgbus_web_api_tokens")).one()
+        row = conn.execute(
+            sa.text("SELECT token_sha256, expires_at - created_at AS life, read_only FROM pgbus_web_api_tokens")
+        ).one()
     assert row.token_sha256 == hashlib.sha256(token.encode()).hexdigest() and row.life.days == 30
     assert row.read_only is False
     listed = tokens_cli(database_url, "list").output.splitlines()
@@ -69,8 +76,9 @@ def test_an_expiring_token_is_kept_hashed_listed_and_refused_once_expired_at_eve
     assert api.post(f"/runs/{order}/cancel", {"reason": "r"}).status_code == 401
     by_cli = cli(database_url, "runs", "cancel", order, "--reason", "r", token=token)
     assert by_cli.exit_code == 1 and "expired" in by_cli.output
-    by_mcp = CliRunner().invoke(main_group, ["mcp", "--allow-actions", "--database-url", database_url],
-                                env={"PGBUS_WEB_TOKEN": token}, input="")
+    by_mcp = CliRunner().invoke(
+        main_group, ["mcp", "--allow-actions", "--database-url", database_url], env={"PGBUS_WEB_TOKEN": token}, input=""
+    )
     assert by_mcp.exit_code == 1 and "expired" in by_mcp.output
     assert everything(engine) == before and status_of(engine, order) == states.PAUSED
     # An unknown token is told apart from an expired one.
@@ -129,19 +137,25 @@ def test_a_running_mcp_server_refuses_its_token_once_revoked_or_expired(database
             # Control: the token answers while it is live.
             found = answer(await client.call_tool("find_runs", {"status": "paused"}))
             change()
-            return (found, refusal(await client.call_tool("find_runs", {"status": "paused"})),
-                    refusal(await client.call_tool("act_on_run", {"workflow_id": order, "verb": "cancel",
-                                                                  "reason": "r"})))
+            return (
+                found,
+                refusal(await client.call_tool("find_runs", {"status": "paused"})),
+                refusal(await client.call_tool("act_on_run", {"workflow_id": order, "verb": "cancel", "reason": "r"})),
+            )
+
         return calls
 
     before = everything(engine)
-    found, read, act = session(database_url, "--allow-actions", "--token", revoked,
-                               calls=calls_then(lambda: tokens.revoke(engine, "mcp-bot")))
+    found, read, act = session(
+        database_url, "--allow-actions", "--token", revoked, calls=calls_then(lambda: tokens.revoke(engine, "mcp-bot"))
+    )
     assert [run["workflow_id"] for run in found["runs"]] == [order]
     assert "unknown or revoked" in read and "unknown or revoked" in act
-    _, read, act = session(database_url, "--allow-actions", "--token", expiring,
-                           calls=calls_then(lambda: expire(engine, "mcp-later")))
+    _, read, act = session(
+        database_url, "--allow-actions", "--token", expiring, calls=calls_then(lambda: expire(engine, "mcp-later"))
+    )
     assert "expired" in read and "expired" in act
     assert status_of(engine, order) == states.PAUSED
     assert {table: rows for table, rows in everything(engine).items() if table != "pgbus_web_api_tokens"} == {
-        table: rows for table, rows in before.items() if table != "pgbus_web_api_tokens"}
+        table: rows for table, rows in before.items() if table != "pgbus_web_api_tokens"
+    }

@@ -19,8 +19,9 @@ PARALLEL = 10
 
 def users_command(*args: str, password: str | None = None) -> subprocess.CompletedProcess:
     # The password comes from stdin's first line when it is not a terminal.
-    return subprocess.run([sys.executable, "-m", "pgbus_web", "users", *args], input=password,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "pgbus_web", "users", *args], input=password, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_parallel_adds_keep_every_user(tmp_path):
@@ -28,8 +29,14 @@ def test_parallel_adds_keep_every_user(tmp_path):
     before = set(users.read(path))
     names = [f"user{number}" for number in range(PARALLEL)]
     with ThreadPoolExecutor(PARALLEL) as pool:
-        done = list(pool.map(lambda name: users_command("add", name, "--role", "viewer", "--users-file", str(path),
-                                                        password=f"{name} password\n"), names))
+        done = list(
+            pool.map(
+                lambda name: users_command(
+                    "add", name, "--role", "viewer", "--users-file", str(path), password=f"{name} password\n"
+                ),
+                names,
+            )
+        )
     assert [result.returncode for result in done] == [0] * PARALLEL, [result.stderr for result in done]
     assert set(users.read(path)) == before | set(names)
     # And removing them at once leaves the others.
@@ -46,8 +53,7 @@ def test_a_users_file_reached_through_a_symlink_stays_a_symlink(tmp_path):
     target = write_users(tmp_path / "secrets" / "users")
     link = tmp_path / "users"
     link.symlink_to(os.path.relpath(target, tmp_path))
-    added = users_command("add", "carol", "--role", "operator", "--users-file", str(link),
-                          password="carols password\n")
+    added = users_command("add", "carol", "--role", "operator", "--users-file", str(link), password="carols password\n")
     assert added.returncode == 0, added.stderr
     assert link.is_symlink() and link.resolve() == target.resolve()
     assert "carol" in users.read(target)

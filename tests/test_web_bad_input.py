@@ -7,6 +7,7 @@ own translated 500 page, with no traceback, and the exception logged."""
 from __future__ import annotations
 
 import logging
+from datetime import UTC
 
 import pytest
 import sqlalchemy as sa
@@ -33,14 +34,18 @@ def everything(engine) -> dict[str, list[tuple]]:
     with engine.connect() as conn:
         return {
             table: sorted(tuple(map(repr, row)) for row in conn.execute(sa.text(f"SELECT * FROM {table}")))
-            for table in TABLES if not table.startswith("pgbus_web_sign_in")
+            for table in TABLES
+            if not table.startswith("pgbus_web_sign_in")
         }
 
 
 def page_message(response) -> str:
     page = soup(response)
-    node = (page.select_one(".pgbus-error-message") or page.select_one(".pgbus-notice-error")
-            or page.select_one("#pgbus-messages"))
+    node = (
+        page.select_one(".pgbus-error-message")
+        or page.select_one(".pgbus-notice-error")
+        or page.select_one("#pgbus-messages")
+    )
     return text_of(node)
 
 
@@ -72,8 +77,9 @@ def a_run(runs):
     ("/locks?after_key=k&after_at=0001-01-01T00:30%2B01:00", 400,
      t("pgbus.workflows.filters.errors.cursor", name="after_at", value="0001-01-01T00:30+01:00")),
 ])  # fmt: skip
-def test_a_value_postgresql_cannot_hold_in_a_get_is_refused_with_the_page(browser, engine, a_run, url, status,
-                                                                           expected):
+def test_a_value_postgresql_cannot_hold_in_a_get_is_refused_with_the_page(
+    browser, engine, a_run, url, status, expected
+):
     before = everything(engine)
     response = browser.client.get(url, headers={"X-User": "alice"})
     assert response.status_code == status
@@ -124,8 +130,9 @@ def run_not_found(workflow_id: str = "a\ufffdb") -> str:
                                 "reason": "paused_error", "note": NUL}, 422,
      t("pgbus.workflows.forms.errors.nul_character")),
 ])  # fmt: skip
-def test_a_value_postgresql_cannot_hold_in_a_post_is_refused(browser, engine, a_run, path, data, status, expected,
-                                                             htmx):
+def test_a_value_postgresql_cannot_hold_in_a_post_is_refused(
+    browser, engine, a_run, path, data, status, expected, htmx
+):
     before = everything(engine)
     response = browser.post(path.replace("{run}", a_run), data, htmx=htmx)
     assert response.status_code == status
@@ -179,13 +186,16 @@ def test_a_time_further_ahead_than_the_horizon_is_refused(browser, runs, engine,
     assert response.status_code == 422
     # The time as the page writes times (the operator's zone: UTC here),
     # not as the field sent it; the field keeps what was sent.
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from pgbus_web.core.words import timefmt
 
     sent = datetime.fromisoformat(at)
-    shown = " ".join(timefmt.absolute(sent if sent.tzinfo else sent.replace(tzinfo=timezone.utc),
-                                      locale="en", tz=timezone.utc).split())
+    shown = " ".join(
+        timefmt.absolute(
+            sent if sent.tzinfo else sent.replace(tzinfo=UTC), locale="en", tz=UTC
+        ).split()
+    )
     assert message(response).startswith(f"{shown} is too far ahead; choose a time before ")
     assert at not in message(response)
     form = soup(response).select_one("details.pgbus-action[data-verb=resume_at]")
@@ -196,8 +206,8 @@ def test_a_time_further_ahead_than_the_horizon_is_refused(browser, runs, engine,
 def test_a_time_just_inside_the_horizon_is_taken(browser, runs, engine):
     from datetime import timedelta
 
-    from pgbus_web.runtime.clock import utcnow
     from pgbus_web.core import checks
+    from pgbus_web.runtime.clock import utcnow
 
     workflow_id = paused_on_capture(runs)
     at = (utcnow() + checks.MAX_AHEAD - timedelta(days=1)).strftime(checks.LOCAL_FORMAT)
@@ -255,8 +265,9 @@ def payload_number(value: str) -> str:
     ('{"a": ' + "[" * 5000 + "]" * 5000 + "}", t("pgbus.workflows.forms.errors.payload_too_deep", max=500)),
 ])  # fmt: skip
 @pytest.mark.parametrize("htmx", [True, False], ids=["htmx", "plain"])
-def test_a_payload_jsonb_cannot_hold_as_typed_is_422_and_stores_nothing(browser, engine, a_run, payload,
-                                                                        expected, htmx):
+def test_a_payload_jsonb_cannot_hold_as_typed_is_422_and_stores_nothing(
+    browser, engine, a_run, payload, expected, htmx
+):
     before = everything(engine)
     response = browser.post(f"/workflows/{a_run}/signals", {"name": "shipped", "payload": payload}, htmx=htmx)
     assert response.status_code == 422
@@ -274,16 +285,18 @@ def test_the_payload_refusal_is_in_the_operators_language(browser, engine, a_run
     assert everything(engine) == before
 
 
-@pytest.mark.parametrize("payload", ['{"a": 1e300}', '{"a": 0.0}', '{"a": 0e-400}', '{"a": 1' + "0" * 300 + "}",
-                                     '{"a": "\\ud83d\\ude00"}'])
+@pytest.mark.parametrize(
+    "payload", ['{"a": 1e300}', '{"a": 0.0}', '{"a": 0e-400}', '{"a": 1' + "0" * 300 + "}", '{"a": "\\ud83d\\ude00"}']
+)
 def test_numbers_and_text_jsonb_holds_are_taken(browser, engine, a_run, payload):
     # Controls: a large float, zeros, a long integer, an emoji written as a surrogate pair.
     response = browser.post(f"/workflows/{a_run}/signals", {"name": "shipped", "payload": payload}, htmx=True)
     assert response.status_code == 200, message(response)
 
 
-@pytest.mark.parametrize("payload", [{"a": float("inf")}, {"a": float("nan")}, {"a": "\ud800"}, {"\udc00": 1},
-                                     {"a": "x\x00"}])
+@pytest.mark.parametrize(
+    "payload", [{"a": float("inf")}, {"a": float("nan")}, {"a": "\ud800"}, {"\udc00": 1}, {"a": "x\x00"}]
+)
 def test_the_runtime_refuses_a_payload_jsonb_cannot_hold(engine, a_run, payload):
     from pgbus_web.runtime import errors, verbs
 

@@ -99,8 +99,14 @@ def operator(subject_app):
 def odd_names(runs):
     return runs.make(
         states.PAUSED,
-        step(NAMES["step"], "failed", error_class=NAMES["error_class"], error_message=NAMES["error_message"],
-             finished_at=ago(minutes=5), wait_for=NAMES["signal"]),
+        step(
+            NAMES["step"],
+            "failed",
+            error_class=NAMES["error_class"],
+            error_message=NAMES["error_message"],
+            finished_at=ago(minutes=5),
+            wait_for=NAMES["signal"],
+        ),
         workflow_id=NAMES["workflow_id"],
         workflow_class=NAMES["workflow_class"],
         subject=(NAMES["subject_type"], NAMES["subject_id"]),
@@ -129,8 +135,18 @@ def test_the_pages_isolate_every_name(operator, odd_names):
 def test_the_run_page_wraps_each_kind_of_name(operator, odd_names):
     page = soup(operator.client.get(f"/workflows/{odd_names}"))
     holders = {text_of(node) for node in page.select("bdi, [dir]")}
-    for key in ("workflow_id", "workflow_class", "step", "error_class", "error_message", "signal",
-                "subject_type", "subject_id", "actor", "idempotency_key"):
+    for key in (
+        "workflow_id",
+        "workflow_class",
+        "step",
+        "error_class",
+        "error_message",
+        "signal",
+        "subject_type",
+        "subject_id",
+        "actor",
+        "idempotency_key",
+    ):
         assert NAMES[key] in holders or bidi.isolate_text(NAMES[key]) in holders, key
     # The stray PDI in the reason is dropped inside its isolate, nothing else.
     audit = page.select_one("#pgbus-run-audit .pgbus-event-sentence")
@@ -141,8 +157,12 @@ def test_the_run_page_wraps_each_kind_of_name(operator, odd_names):
 
 
 def test_a_subject_whose_id_holds_a_control_is_not_linked(operator, runs, odd_names):
-    plain = runs.make(states.PAUSED, step("capture", "failed", finished_at=ago(minutes=1)),
-                      subject=("Order", "1042"), paused_at=ago(minutes=1))
+    plain = runs.make(
+        states.PAUSED,
+        step("capture", "failed", finished_at=ago(minutes=1)),
+        subject=("Order", "1042"),
+        paused_at=ago(minutes=1),
+    )
     odd_page = soup(operator.client.get(f"/workflows/{odd_names}"))
     assert odd_page.select_one("a.pgbus-subject") is None
     subject = odd_page.select_one(".pgbus-subject")
@@ -169,8 +189,12 @@ def test_the_message_after_an_action_isolates_the_names(operator, odd_names, htm
 
 
 def test_the_bulk_confirmation_isolates_the_names(operator, odd_names):
-    group = {"workflow_class": NAMES["workflow_class"], "step_name": NAMES["step"], "reason": "paused_error",
-             "error_class": NAMES["error_class"]}
+    group = {
+        "workflow_class": NAMES["workflow_class"],
+        "step_name": NAMES["step"],
+        "reason": "paused_error",
+        "error_class": NAMES["error_class"],
+    }
     index = soup(operator.client.get("/workflows"))
     # The group's question is its buttons' title; the operation's preview
     # shows the group's filter as chips, each name in a <bdi>.
@@ -186,8 +210,11 @@ def test_the_bulk_confirmation_isolates_the_names(operator, odd_names):
 
 
 def test_names_without_controls_are_left_plain(operator, runs):
-    workflow_id = runs.make(states.PAUSED, step("capture", "failed", error_class="TimeoutError",
-                                                finished_at=ago(minutes=1)), paused_at=ago(minutes=1))
+    workflow_id = runs.make(
+        states.PAUSED,
+        step("capture", "failed", error_class="TimeoutError", finished_at=ago(minutes=1)),
+        paused_at=ago(minutes=1),
+    )
     html = operator.client.get(f"/workflows/{workflow_id}").get_data(as_text=True)
     assert bidi.FSI not in html and bidi.PDI not in html
 

@@ -297,7 +297,9 @@ def test_a_command_that_needs_an_extra_says_which(monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr("builtins.__import__", refuse_tqdm)
-    with pytest.raises(progress.MissingExtra, match=r"install the cli extra \(pip install -e '\.\[cli\]' in the pgbus-web checkout\)"):
+    with pytest.raises(
+        progress.MissingExtra, match=r"install the cli extra \(pip install -e '\.\[cli\]' in the pgbus-web checkout\)"
+    ):
         progress.bar(total=1)
     monkeypatch.undo()
     # Control: with tqdm there, a bar is made (off: no terminal here).

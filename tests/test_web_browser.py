@@ -17,8 +17,8 @@ import sqlalchemy as sa
 from browser import WAIT_MS, requires_chromium, serve
 from web_helpers import every_state, make_app, step, utcnow
 
-from pgbus_web.rules import states
 from pgbus_web.models import uniqueness_keys
+from pgbus_web.rules import states
 
 pytestmark = requires_chromium
 
@@ -181,11 +181,24 @@ def wide_content(runs, engine) -> str:
         states.WAITING,
         step("notify_vendors", "waiting", waiting_since=utcnow()),
         events_=[
-            {"event": "fan_out_opened", "actor": "system", "step": 0,
-             "details": {"batch_id": batch_id, "total_jobs": 12, "description": "OrderWorkflow#notify_vendors"}},
-            {"event": "fan_out_finished", "actor": "system", "step": 0,
-             "details": {"batch_id": batch_id, "total_jobs": 12, "completed_jobs": 12, "failed_jobs": 0,
-                         "discarded_jobs": 0}},
+            {
+                "event": "fan_out_opened",
+                "actor": "system",
+                "step": 0,
+                "details": {"batch_id": batch_id, "total_jobs": 12, "description": "OrderWorkflow#notify_vendors"},
+            },
+            {
+                "event": "fan_out_finished",
+                "actor": "system",
+                "step": 0,
+                "details": {
+                    "batch_id": batch_id,
+                    "total_jobs": 12,
+                    "completed_jobs": 12,
+                    "failed_jobs": 0,
+                    "discarded_jobs": 0,
+                },
+            },
         ],
     )
     with engine.begin() as conn:

@@ -8,8 +8,8 @@ from urllib.parse import parse_qs, urlsplit
 from web_helpers import soup, step, text_of
 
 from pgbus_web import defaults
-from pgbus_web.rules import states
 from pgbus_web.models import workflow_attention
+from pgbus_web.rules import states
 
 CAPTURE = "capture_payment"
 
@@ -21,8 +21,12 @@ def listed(page) -> list[str]:
 def group_of(row) -> dict:
     """The group an attention row stands for, read from its bulk form."""
     fields = {field["name"]: field.get("value", "") for field in row.select("form input[type=hidden]")}
-    return {"workflow_class": fields["workflow_class"], "step_name": fields["step_name"],
-            "reason": fields["reason"], "error_class": fields["error_class"] or None}
+    return {
+        "workflow_class": fields["workflow_class"],
+        "step_name": fields["step_name"],
+        "reason": fields["reason"],
+        "error_class": fields["error_class"] or None,
+    }
 
 
 def make_groups(runs) -> dict[str, list[str]]:
@@ -46,8 +50,9 @@ def test_every_groups_link_lists_exactly_its_runs(engine, client, runs):
     for row in rows:
         group = group_of(row)
         with engine.connect() as conn:
-            ids = workflow_attention.attention_ids(conn, group, threshold=defaults.STALL_THRESHOLD,
-                                          waiting_threshold=defaults.WAITING_THRESHOLD)
+            ids = workflow_attention.attention_ids(
+                conn, group, threshold=defaults.STALL_THRESHOLD, waiting_threshold=defaults.WAITING_THRESHOLD
+            )
         link = row.select_one(".pgbus-group-link")
         assert text_of(link) == f"{len(ids)} run" + ("s" if len(ids) != 1 else "")
         assert sorted(listed(soup(client.get(link["href"])))) == sorted(ids)
@@ -58,11 +63,16 @@ def test_every_groups_link_lists_exactly_its_runs(engine, client, runs):
 def test_a_group_without_an_error_class_links_to_the_runs_without_one(client, runs):
     made = make_groups(runs)
     page = soup(client.get("/workflows"))
-    row = next(row for row in page.select('#pgbus-attention tr[data-reason="paused_error"]')
-               if not group_of(row)["error_class"])
+    row = next(
+        row
+        for row in page.select('#pgbus-attention tr[data-reason="paused_error"]')
+        if not group_of(row)["error_class"]
+    )
     href = row.select_one(".pgbus-group-link")["href"]
     assert parse_qs(urlsplit(href).query) == {
-        "workflow_class": ["OrderWorkflow"], "step": [CAPTURE], "reason": ["paused_error"],
+        "workflow_class": ["OrderWorkflow"],
+        "step": [CAPTURE],
+        "reason": ["paused_error"],
         "no_error_class": ["1"],
     }
     listing = soup(client.get(href))
@@ -80,8 +90,11 @@ def test_a_group_without_an_error_class_links_to_the_runs_without_one(client, ru
 def test_a_group_with_an_error_class_links_to_that_class(client, runs):
     made = make_groups(runs)
     page = soup(client.get("/workflows"))
-    row = next(row for row in page.select('#pgbus-attention tr[data-reason="paused_error"]')
-               if group_of(row)["error_class"] == "TimeoutError")
+    row = next(
+        row
+        for row in page.select('#pgbus-attention tr[data-reason="paused_error"]')
+        if group_of(row)["error_class"] == "TimeoutError"
+    )
     href = row.select_one(".pgbus-group-link")["href"]
     assert parse_qs(urlsplit(href).query)["error_class"] == ["TimeoutError"]
     assert "no_error_class" not in href

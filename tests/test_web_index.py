@@ -111,8 +111,8 @@ def test_time_range_filters(client, runs):
 def test_filters_are_kept_in_the_form_and_chips(client, runs):
     every_state(runs)
     page = soup(client.get("/workflows?workflow_class=OrderWorkflow&reason=paused_error&step=capture_payment"))
-    assert page.select_one('#pgbus-filter-class option[selected]')["value"] == "OrderWorkflow"
-    assert page.select_one('#pgbus-filter-reason option[selected]')["value"] == "paused_error"
+    assert page.select_one("#pgbus-filter-class option[selected]")["value"] == "OrderWorkflow"
+    assert page.select_one("#pgbus-filter-reason option[selected]")["value"] == "paused_error"
     assert page.select_one("#pgbus-filter-step")["value"] == "capture_payment"
     chips = {chip["data-filter"]: chip for chip in page.select(".pgbus-chip")}
     assert set(chips) == {"workflow_class", "reason", "step"}
@@ -223,9 +223,7 @@ def test_attention_group_times_and_message(client, runs):
 
 def test_htmx_request_for_the_runs_gets_only_that_block(client, runs):
     made = every_state(runs)
-    response = client.get(
-        "/workflows?reason=stalled", headers={"HX-Request": "true", "HX-Target": "pgbus-runs"}
-    )
+    response = client.get("/workflows?reason=stalled", headers={"HX-Request": "true", "HX-Target": "pgbus-runs"})
     assert response.status_code == 200
     page = soup(response)
     assert page.select_one("html") is None and page.select_one("#pgbus-attention") is None

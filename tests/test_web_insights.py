@@ -26,8 +26,15 @@ def test_counts_by_status_and_stuck_reasons(client, runs):
     assert text_of(page.select_one("h1")) == "OrderWorkflow insights"
     by_status = stats(page, ".pgbus-insights-status", "data-status")
     # The default range is 7 days: the 20-day-old run is outside it.
-    assert by_status == {"ready": 4, "running": 1, "waiting": 2, "paused": 3, "completed": 1,
-                         "failed": 0, "cancelled": 1}
+    assert by_status == {
+        "ready": 4,
+        "running": 1,
+        "waiting": 2,
+        "paused": 3,
+        "completed": 1,
+        "failed": 0,
+        "cancelled": 1,
+    }
     stuck = stats(page, ".pgbus-stuck-counts", "data-reason")
     assert stuck == {"stalled": 1, "paused_error": 1, "paused_manual": 1, "overdue": 1, "waiting_overdue": 0}
     month = soup(client.get("/workflows/insights/OrderWorkflow?since=30d"))
@@ -48,8 +55,12 @@ def test_step_durations_median_and_p95(client, runs):
         started = now - timedelta(hours=2)
         runs.make(
             states.COMPLETED,
-            step("reserve_stock", "completed", started_at=started - timedelta(seconds=2),
-                 finished_at=started - timedelta(seconds=1)),
+            step(
+                "reserve_stock",
+                "completed",
+                started_at=started - timedelta(seconds=2),
+                finished_at=started - timedelta(seconds=1),
+            ),
             step("capture_payment", "completed", started_at=started, finished_at=started + timedelta(seconds=seconds)),
         )
     page = soup(client.get("/workflows/insights/OrderWorkflow"))
@@ -95,8 +106,9 @@ def test_bad_range_is_a_400(client, since):
 
 def test_htmx_fragment(client, runs):
     every_state(runs)
-    page = soup(client.get("/workflows/insights/OrderWorkflow",
-                           headers={"HX-Request": "true", "HX-Target": "pgbus-insights"}))
+    page = soup(
+        client.get("/workflows/insights/OrderWorkflow", headers={"HX-Request": "true", "HX-Target": "pgbus-insights"})
+    )
     assert page.select_one("html") is None
     assert page.select_one("#pgbus-insights .pgbus-insights-status") is not None
 

@@ -9,8 +9,8 @@ from datetime import timedelta
 import pytest
 from web_helpers import Runs, every_state, step, utcnow
 
-from pgbus_web.rules import states
 from pgbus_web.models import batches, steps, workflow_attention, workflow_counts, workflow_index
+from pgbus_web.rules import states
 
 THRESHOLD = timedelta(minutes=10)
 WAITING_THRESHOLD = timedelta(hours=24)
@@ -107,8 +107,13 @@ def test_reason_filter_agrees_with_the_attention_queries(engine, runs, reason):
 
 def test_reason_filter_narrows_by_group(engine, runs):
     made = every_state(runs)
-    rows = page(engine, reason=states.PAUSED_ERROR, workflow_class="OrderWorkflow",
-                step_name="capture_payment", error_class="TimeoutError")
+    rows = page(
+        engine,
+        reason=states.PAUSED_ERROR,
+        workflow_class="OrderWorkflow",
+        step_name="capture_payment",
+        error_class="TimeoutError",
+    )
     assert ids(rows) == [made["paused_error"]]
     assert page(engine, reason=states.PAUSED_ERROR, step_name="reserve_stock") == []
 
@@ -139,24 +144,35 @@ def test_duration_percentiles_per_step(engine, runs):
         started = now - timedelta(hours=1)
         runs.make(
             states.COMPLETED,
-            step("reserve_stock", "completed", started_at=started - timedelta(seconds=5),
-                 finished_at=started - timedelta(seconds=4)) if seconds == 10 else step(
-                "reserve_stock", "scheduled"),
-            step("capture_payment", "failed" if seconds == 100 else "completed", started_at=started,
-                 finished_at=started + timedelta(seconds=seconds)),
+            step(
+                "reserve_stock",
+                "completed",
+                started_at=started - timedelta(seconds=5),
+                finished_at=started - timedelta(seconds=4),
+            )
+            if seconds == 10
+            else step("reserve_stock", "scheduled"),
+            step(
+                "capture_payment",
+                "failed" if seconds == 100 else "completed",
+                started_at=started,
+                finished_at=started + timedelta(seconds=seconds),
+            ),
             created_at=started - timedelta(minutes=1),
         )
     # A run started before the range: left out.
     runs.make(
         states.COMPLETED,
-        step("capture_payment", "completed", started_at=now - timedelta(days=9),
-             finished_at=now - timedelta(days=9) + timedelta(seconds=999)),
+        step(
+            "capture_payment",
+            "completed",
+            started_at=now - timedelta(days=9),
+            finished_at=now - timedelta(days=9) + timedelta(seconds=999),
+        ),
         created_at=now - timedelta(days=9),
     )
     with engine.connect() as conn:
-        result = steps.duration_percentiles(
-            conn, "OrderWorkflow", created_from=now - timedelta(days=7), run_limit=100
-        )
+        result = steps.duration_percentiles(conn, "OrderWorkflow", created_from=now - timedelta(days=7), run_limit=100)
     assert result["runs"] == 5
     rows = result["steps"]
     by_step = {row["step_name"]: row for row in rows}
@@ -174,13 +190,15 @@ def test_duration_percentiles_read_the_newest_runs_only(engine, runs):
     for seconds in (10, 20, 30):
         runs.make(
             states.COMPLETED,
-            step("capture_payment", "completed", started_at=now - timedelta(minutes=5),
-                 finished_at=now - timedelta(minutes=5) + timedelta(seconds=seconds)),
+            step(
+                "capture_payment",
+                "completed",
+                started_at=now - timedelta(minutes=5),
+                finished_at=now - timedelta(minutes=5) + timedelta(seconds=seconds),
+            ),
         )
     with engine.connect() as conn:
-        result = steps.duration_percentiles(
-            conn, "OrderWorkflow", created_from=now - timedelta(days=1), run_limit=2
-        )
+        result = steps.duration_percentiles(conn, "OrderWorkflow", created_from=now - timedelta(days=1), run_limit=2)
     assert result["runs"] == 2
     # The two newest runs ran 20s and 30s.
     assert result["steps"][0]["attempts"] == 2

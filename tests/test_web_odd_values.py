@@ -27,10 +27,10 @@ from action_support import (
 from web_helpers import soup, step, text_of
 
 from pgbus_web.core import policy
-from pgbus_web.rules import states
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.i18n import force_locale, t
 from pgbus_web.models import events, steps, workflow_attention
+from pgbus_web.rules import states
 from pgbus_web.runtime import operations
 
 MARKER = "unusual value"
@@ -50,8 +50,10 @@ def set_column(engine, table: str, column: str, value: str, workflow_id: str, wh
     # The table and column names come from this file's parameters, never from input.
     with engine.begin() as conn:
         conn.execute(
-            sa.text(f"UPDATE {table} SET {column} = CAST(:value AS {_type(column)}) "
-                    f"WHERE workflow_id = :workflow_id {where}"),
+            sa.text(
+                f"UPDATE {table} SET {column} = CAST(:value AS {_type(column)}) "
+                f"WHERE workflow_id = :workflow_id {where}"
+            ),
             {"value": value, "workflow_id": workflow_id},
         )
 
@@ -179,8 +181,10 @@ def test_a_step_result_python_cannot_read_and_details_that_are_not_an_object_are
     set_column(engine, "pgbus_workflow_steps", "result", '{"n": 1e-400}', workflow_id)
     with engine.begin() as conn:
         conn.execute(
-            sa.text("INSERT INTO pgbus_workflow_events (workflow_id, event, actor, details, created_at) "
-                    "VALUES (:w, 'finished', 'someone', CAST('[1, 2]' AS jsonb), now())"),
+            sa.text(
+                "INSERT INTO pgbus_workflow_events (workflow_id, event, actor, details, created_at) "
+                "VALUES (:w, 'finished', 'someone', CAST('[1, 2]' AS jsonb), now())"
+            ),
             {"w": workflow_id},
         )
     response = browser.client.get(f"/workflows/{workflow_id}")
@@ -193,13 +197,15 @@ def test_a_step_result_python_cannot_read_and_details_that_are_not_an_object_are
 # --- timestamps at ±infinity -------------------------------------------------------------
 
 RUN_COLUMNS = ("paused_at", "started_at", "finished_at", "created_at", "updated_at")
-STEP_COLUMNS = ("scheduled_at", "started_at", "finished_at", "waiting_since", "timeout_at", "created_at",
-                "updated_at")
+STEP_COLUMNS = ("scheduled_at", "started_at", "finished_at", "waiting_since", "timeout_at", "created_at", "updated_at")
 SIGNAL_COLUMNS = ("created_at", "claimed_at", "consumed_at")
 # Read, but not shown on the run page (a failed attempt's deadline no
 # longer matters): they must only not break it.
-NOT_SHOWN = {("pgbus_workflow_steps", "updated_at"), ("pgbus_workflow_steps", "timeout_at"),
-             ("pgbus_workflow_signals", "consumed_at")}
+NOT_SHOWN = {
+    ("pgbus_workflow_steps", "updated_at"),
+    ("pgbus_workflow_steps", "timeout_at"),
+    ("pgbus_workflow_signals", "consumed_at"),
+}
 
 
 def a_run_with_everything(runs) -> str:
@@ -207,12 +213,24 @@ def a_run_with_everything(runs) -> str:
     moment column of every table the run page reads is set."""
     return runs.make(
         states.PAUSED,
-        step("reserve_stock", "completed", started_at=ago(minutes=30), finished_at=ago(minutes=29),
-             scheduled_at=ago(minutes=31)),
-        step("capture_payment", "failed", error_class="TimeoutError", scheduled_at=ago(minutes=10),
-             wait_for="shipment_confirmed",
-             started_at=ago(minutes=6), finished_at=ago(minutes=5), waiting_since=ago(minutes=8),
-             timeout_at=later(hours=1)),
+        step(
+            "reserve_stock",
+            "completed",
+            started_at=ago(minutes=30),
+            finished_at=ago(minutes=29),
+            scheduled_at=ago(minutes=31),
+        ),
+        step(
+            "capture_payment",
+            "failed",
+            error_class="TimeoutError",
+            scheduled_at=ago(minutes=10),
+            wait_for="shipment_confirmed",
+            started_at=ago(minutes=6),
+            finished_at=ago(minutes=5),
+            waiting_since=ago(minutes=8),
+            timeout_at=later(hours=1),
+        ),
         paused_at=ago(minutes=5),
         finished_at=ago(minutes=1),
         events_=[{"event": "step_failed", "actor": "system", "step": 1}, {"event": "paused", "actor": "system"}],
@@ -257,8 +275,13 @@ def test_an_event_at_infinity_renders_marked(browser, runs, engine, literal):
 
     workflow_id = a_run_with_everything(runs)
     with engine.begin() as conn:
-        events.record(conn, workflow_id=workflow_id, event="resumed", actor="someone",
-                      created_at=values.Infinite.of(1 if literal == "infinity" else -1))
+        events.record(
+            conn,
+            workflow_id=workflow_id,
+            event="resumed",
+            actor="someone",
+            created_at=values.Infinite.of(1 if literal == "infinity" else -1),
+        )
     response = browser.client.get(f"/workflows/{workflow_id}")
     assert_page(response, literal)
     assert literal in odd_texts(soup(response).select_one("#pgbus-run-audit"))
@@ -288,7 +311,8 @@ def test_a_ready_run_due_at_infinity_is_never_overdue_and_minus_infinity_is(brow
         counts = workflow_attention.stuck_reason_counts(conn, threshold=settings.stall_threshold)
         groups = workflow_attention.attention_groups(conn, threshold=settings.stall_threshold)
         ids = workflow_attention.attention_ids(
-            conn, {"workflow_class": "OrderWorkflow", "step_name": "reserve_stock", "reason": states.OVERDUE},
+            conn,
+            {"workflow_class": "OrderWorkflow", "step_name": "reserve_stock", "reason": states.OVERDUE},
             threshold=settings.stall_threshold,
         )
     assert counts == {("OrderWorkflow", states.OVERDUE): 1}
@@ -332,10 +356,12 @@ def test_the_worker_takes_a_step_due_at_minus_infinity_and_leaves_one_due_at_inf
     from pgbus_web.runtime import system
     from pgbus_web.runtime.clock import utcnow
 
-    never = runs.make(states.READY, step("reserve_stock", "scheduled", scheduled_at=ago(minutes=1)),
-                      arguments={"order_id": 1})
-    always = runs.make(states.READY, step("reserve_stock", "scheduled", scheduled_at=ago(minutes=1)),
-                       arguments={"order_id": 2})
+    never = runs.make(
+        states.READY, step("reserve_stock", "scheduled", scheduled_at=ago(minutes=1)), arguments={"order_id": 1}
+    )
+    always = runs.make(
+        states.READY, step("reserve_stock", "scheduled", scheduled_at=ago(minutes=1)), arguments={"order_id": 2}
+    )
     set_column(engine, "pgbus_workflow_steps", "scheduled_at", "infinity", never)
     set_column(engine, "pgbus_workflow_steps", "scheduled_at", "-infinity", always)
     with engine.begin() as conn:
@@ -352,10 +378,14 @@ def test_the_sweep_copes_with_infinite_deadlines_and_starts(runs, engine):
     from pgbus_web.runtime import system
     from pgbus_web.runtime.clock import utcnow
 
-    forever = runs.make(states.WAITING, step("await_shipment", "waiting", wait_for="s",
-                                             waiting_since=ago(hours=1), timeout_at=later(hours=1)))
-    expired = runs.make(states.WAITING, step("await_shipment", "waiting", wait_for="s",
-                                             waiting_since=ago(hours=1), timeout_at=later(hours=1)))
+    forever = runs.make(
+        states.WAITING,
+        step("await_shipment", "waiting", wait_for="s", waiting_since=ago(hours=1), timeout_at=later(hours=1)),
+    )
+    expired = runs.make(
+        states.WAITING,
+        step("await_shipment", "waiting", wait_for="s", waiting_since=ago(hours=1), timeout_at=later(hours=1)),
+    )
     stalled = runs.make(states.RUNNING, step("reserve_stock", "in_progress", started_at=ago(seconds=1)))
     set_column(engine, "pgbus_workflow_steps", "timeout_at", "infinity", forever)
     set_column(engine, "pgbus_workflow_steps", "timeout_at", "-infinity", expired)
@@ -477,8 +507,9 @@ def broken_answers(monkeypatch):
 
 
 @pytest.mark.parametrize("htmx", [True, False], ids=["htmx", "plain"])
-def test_a_done_verb_whose_answer_fails_to_draw_still_answers_success(quiet_app, broken_answers, runs, engine,
-                                                                       htmx, caplog):
+def test_a_done_verb_whose_answer_fails_to_draw_still_answers_success(
+    quiet_app, broken_answers, runs, engine, htmx, caplog
+):
     workflow_id = paused_on_capture(runs)
     browser = Browser(quiet_app.test_client())
     browser.load("/locks")  # a page that draws without the broken builders
@@ -505,8 +536,14 @@ def test_a_done_signal_and_bulk_action_whose_answers_fail_to_draw_still_answer_s
     assert response.status_code == (200 if htmx else 303)
     assert verb_events(engine, waiting, "signal_received") == 1
     paused = paused_on_capture(runs)
-    group = {"workflow_class": "OrderWorkflow", "step_name": "capture_payment", "reason": "paused_error",
-             "error_class": "TimeoutError", "confirmed": "1", "note": "n"}
+    group = {
+        "workflow_class": "OrderWorkflow",
+        "step_name": "capture_payment",
+        "reason": "paused_error",
+        "error_class": "TimeoutError",
+        "confirmed": "1",
+        "note": "n",
+    }
     # A group's button is an operation: created, then done by a runner.
     response = browser.post("/workflows/bulk/cancel", group, htmx=htmx)
     assert response.status_code == (200 if htmx else 303)
@@ -518,8 +555,9 @@ def test_a_done_signal_and_bulk_action_whose_answers_fail_to_draw_still_answer_s
 
 
 @pytest.mark.parametrize("htmx", [True, False], ids=["htmx", "plain"])
-def test_a_done_lock_action_whose_answer_fails_to_draw_still_answers_success(database, engine, locks,
-                                                                             monkeypatch, htmx):
+def test_a_done_lock_action_whose_answer_fails_to_draw_still_answers_success(
+    database, engine, locks, monkeypatch, htmx
+):
     from pgbus_web.web.answering import answers
     from pgbus_web.web.routes import locks as locks_views
 

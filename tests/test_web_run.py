@@ -69,8 +69,7 @@ def test_header_shows_class_subject_arguments_and_moments(database, runs):
     sentence = header.select_one(".pgbus-next-sentence")
     assert "TimeoutError" in text_of(sentence) and sentence.select_one("code").get_text() == "capture_payment"
     arguments = {
-        text_of(row.select_one("th")): text_of(row.select_one("td"))
-        for row in header.select(".pgbus-arguments tr")
+        text_of(row.select_one("th")): text_of(row.select_one("td")) for row in header.select(".pgbus-arguments tr")
     }
     assert arguments == {"amount_cents": "4599", "order_id": "1042", "tags": '["a","b"]'}
     assert "order-1042" in text_of(header)
@@ -108,19 +107,42 @@ def test_steps_with_every_attempt_errors_and_backtrace(client, runs):
     now = utcnow()
     workflow_id = runs.make(
         states.PAUSED,
-        step("reserve_stock", "completed", started_at=now - timedelta(minutes=10),
-             finished_at=now - timedelta(minutes=10) + timedelta(seconds=2), result={"reserved": True}),
-        step("capture_payment", "failed", attempt=1, error_class="TimeoutError", error_message="first <b>try</b>",
-             started_at=now - timedelta(minutes=9), finished_at=now - timedelta(minutes=9) + timedelta(seconds=5),
-             error_backtrace='File "shop.py", line 3, in capture\n  raise TimeoutError'),
-        step("capture_payment", "failed", attempt=2, error_class="TimeoutError", error_message="second try",
-             started_at=now - timedelta(minutes=5), finished_at=now - timedelta(minutes=5) + timedelta(seconds=5)),
+        step(
+            "reserve_stock",
+            "completed",
+            started_at=now - timedelta(minutes=10),
+            finished_at=now - timedelta(minutes=10) + timedelta(seconds=2),
+            result={"reserved": True},
+        ),
+        step(
+            "capture_payment",
+            "failed",
+            attempt=1,
+            error_class="TimeoutError",
+            error_message="first <b>try</b>",
+            started_at=now - timedelta(minutes=9),
+            finished_at=now - timedelta(minutes=9) + timedelta(seconds=5),
+            error_backtrace='File "shop.py", line 3, in capture\n  raise TimeoutError',
+        ),
+        step(
+            "capture_payment",
+            "failed",
+            attempt=2,
+            error_class="TimeoutError",
+            error_message="second try",
+            started_at=now - timedelta(minutes=5),
+            finished_at=now - timedelta(minutes=5) + timedelta(seconds=5),
+        ),
         paused_at=now - timedelta(minutes=5),
     )
     page = soup(client.get(f"/workflows/{workflow_id}"))
     groups = page.select("#pgbus-run-steps li.pgbus-step")
     assert [group["data-step"] for group in groups] == [
-        "reserve_stock", "capture_payment", "notify_vendors", "await_shipment", "send_receipt"
+        "reserve_stock",
+        "capture_payment",
+        "notify_vendors",
+        "await_shipment",
+        "send_receipt",
     ]
     capture = groups[1]
     assert "pgbus-step-current" in capture["class"]
@@ -154,8 +176,12 @@ def test_signals_with_payload_and_claiming_step(client, runs):
         step("await_shipment", "completed", wait_for="shipment_confirmed"),
         step("send_receipt", "scheduled"),
         signals_=[
-            {"name": "shipment_confirmed", "payload": {"carrier": "DHL", "parcels": [1, 2]},
-             "idempotency_key": "ship-1", "claimed_by": 0},
+            {
+                "name": "shipment_confirmed",
+                "payload": {"carrier": "DHL", "parcels": [1, 2]},
+                "idempotency_key": "ship-1",
+                "claimed_by": 0,
+            },
             {"name": "note", "payload": {"text": "<script>x</script>"}},
         ],
     )
@@ -200,8 +226,14 @@ def test_event_details_as_a_key_value_list(client, runs):
     workflow_id = runs.make(
         states.WAITING,
         step("notify_vendors", "waiting"),
-        events_=[{"event": "fan_out_opened", "actor": "system", "step": 0,
-                  "details": {"batch_id": "b-1", "total_jobs": 12, "flags": {"fast": True}, "done": False}}],
+        events_=[
+            {
+                "event": "fan_out_opened",
+                "actor": "system",
+                "step": 0,
+                "details": {"batch_id": "b-1", "total_jobs": 12, "flags": {"fast": True}, "done": False},
+            }
+        ],
     )
     page = soup(client.get(f"/workflows/{workflow_id}"))
     details = page.select_one('#pgbus-run-audit li[data-event="fan_out_opened"] dl.pgbus-audit-details')
@@ -237,8 +269,8 @@ def test_htmx_fragments_are_the_page_blocks(client, runs, target):
 
 def test_blocks_render_out_of_band_for_one_answer(app, runs):
     from pgbus_web.core import reads
-    from pgbus_web.web.answering import pages, render
     from pgbus_web.plumbing.state import state
+    from pgbus_web.web.answering import pages, render
 
     made = every_state(runs)
     with app.test_request_context(f"/workflows/{made['paused_error']}"):

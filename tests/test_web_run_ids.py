@@ -17,8 +17,8 @@ from action_support import (
 from flask import url_for
 from web_helpers import soup, step, text_of
 
-from pgbus_web.rules import states
 from pgbus_web.plumbing import run_ids
+from pgbus_web.rules import states
 
 IDS = [
     "orders/1042",
@@ -58,8 +58,9 @@ VERBS = {
 
 def make(runs, how, workflow_id: str) -> str:
     if how == "ready":
-        return runs.make(states.READY, step("reserve_stock", "scheduled", scheduled_at=later(hours=2)),
-                         workflow_id=workflow_id)
+        return runs.make(
+            states.READY, step("reserve_stock", "scheduled", scheduled_at=later(hours=2)), workflow_id=workflow_id
+        )
     if how is completed:
         return runs.make(
             states.COMPLETED,
@@ -92,8 +93,19 @@ def test_the_run_page_opens_from_the_index_link(browser, runs, workflow_id):
 
 
 # The ids the verbs are tried on: slashes, each route word, the escape.
-VERB_IDS = ["orders/1042", "bulk", "insights", "operations", "locks", "pgbus-static", "health", "x/signals",
-            "~tilde", "a//b", "what? #1 100% ü"]
+VERB_IDS = [
+    "orders/1042",
+    "bulk",
+    "insights",
+    "operations",
+    "locks",
+    "pgbus-static",
+    "health",
+    "x/signals",
+    "~tilde",
+    "a//b",
+    "what? #1 100% ü",
+]
 
 
 @pytest.mark.parametrize("verb", list(VERBS))

@@ -10,9 +10,9 @@ from datetime import timedelta
 import pytest
 from runtime_support import T0, Driver
 
-from pgbus_web.rules import states
 from pgbus_web.demo import workflows as demo
 from pgbus_web.models import workflow_attention, workflow_rows
+from pgbus_web.rules import states
 from pgbus_web.runtime import system, verbs
 from pgbus_web.runtime.definitions import FanOut, Registry, Step, Workflow
 from pgbus_web.runtime.worker import Worker
@@ -28,8 +28,7 @@ def test_two_workers_never_run_one_step_twice(engine):
         threading.Event().wait(0.002)  # long enough for the other worker to try the same step
 
     registry = Registry([Workflow("Tally", [Step("count", tally), Step("again", tally)])])
-    runs = [system.start(engine, "Tally", {"n": n}, registry=registry, now=T0)["workflow_id"]
-            for n in range(30)]
+    runs = [system.start(engine, "Tally", {"n": n}, registry=registry, now=T0)["workflow_id"] for n in range(30)]
     workers = [Worker(engine, registry) for _ in range(2)]
     threads = [threading.Thread(target=worker.drain, kwargs={"now": T0}) for worker in workers]
     for thread in threads:
@@ -46,8 +45,7 @@ def test_two_workers_never_run_one_step_twice(engine):
 def test_the_step_callable_gets_the_run_context(engine):
     seen = []
     registry = Registry([Workflow("Ctx", [Step("look", lambda ctx: seen.append(ctx))])])
-    run = system.start(engine, "Ctx", {"order_id": 7}, registry=registry, subject_type="Order",
-                       subject_id=7, now=T0)
+    run = system.start(engine, "Ctx", {"order_id": 7}, registry=registry, subject_type="Order", subject_id=7, now=T0)
     Worker(engine, registry).drain(now=T0)
     (ctx,) = seen
     assert (ctx.workflow_id, ctx.workflow_class, ctx.step_name, ctx.attempt) == (run["workflow_id"], "Ctx", "look", 1)
@@ -108,9 +106,16 @@ def test_a_reattempted_step_runs_again_with_the_signal_it_claimed(engine):
         if ctx.attempt == 1:
             raise ConnectionError("approval service down")
 
-    registry = Registry([Workflow("Approval", [
-        Step("approve", approve, wait_for="approved", retries=1),
-    ])])
+    registry = Registry(
+        [
+            Workflow(
+                "Approval",
+                [
+                    Step("approve", approve, wait_for="approved", retries=1),
+                ],
+            )
+        ]
+    )
     driver = Driver(engine, registry)
     workflow_id = driver.start("Approval")
     driver.drain()
@@ -205,8 +210,9 @@ def test_a_failure_stores_the_error_class_message_and_a_capped_backtrace(engine)
 
 
 def test_a_fan_out_without_jobs_goes_on_at_once(engine):
-    registry = Registry([Workflow("Fan", [Step("fan", lambda ctx: FanOut(0), fan_out=True),
-                                          Step("done", lambda ctx: None)])])
+    registry = Registry(
+        [Workflow("Fan", [Step("fan", lambda ctx: FanOut(0), fan_out=True), Step("done", lambda ctx: None)])]
+    )
     driver = Driver(engine, registry)
     workflow_id = driver.start("Fan")
     driver.drain()

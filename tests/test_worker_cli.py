@@ -12,8 +12,8 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from pgbus_web.launch import main_group
 from pgbus_web.demo import workflows as demo
+from pgbus_web.launch import main_group
 from pgbus_web.models import workflow_rows
 from pgbus_web.runtime import system
 
@@ -36,8 +36,16 @@ def _wait_for(predicate, timeout=20.0):
 def test_worker_runs_steps_and_stops_cleanly_on_a_signal(engine, database_url, stop_with):
     run = system.start(engine, demo.REFUND, {"refund_id": 1}, registry=demo.REGISTRY)
     process = subprocess.Popen(
-        [sys.executable, "-c", "from pgbus_web.launch import main; main()",
-         "worker", "--definitions", "pgbus_web.demo.workflows", "--poll-interval", "0.05"],
+        [
+            sys.executable,
+            "-c",
+            "from pgbus_web.launch import main; main()",
+            "worker",
+            "--definitions",
+            "pgbus_web.demo.workflows",
+            "--poll-interval",
+            "0.05",
+        ],
         env={**os.environ, "PGBUS_DATABASE_URL": database_url},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -56,14 +64,16 @@ def test_worker_runs_steps_and_stops_cleanly_on_a_signal(engine, database_url, s
 
 
 def test_a_module_without_a_registry_is_a_one_line_error(database_url):
-    result = CliRunner().invoke(main_group, ["worker", "--database-url", database_url,
-                                             "--definitions", "pgbus_web.rules.states"])
+    result = CliRunner().invoke(
+        main_group, ["worker", "--database-url", database_url, "--definitions", "pgbus_web.rules.states"]
+    )
     assert result.exit_code == 1
     assert "pgbus_web.rules.states has no REGISTRY" in result.output
 
 
 def test_a_module_that_does_not_import_is_a_one_line_error(database_url):
-    result = CliRunner().invoke(main_group, ["worker", "--database-url", database_url,
-                                             "--definitions", "no_such_module_here"])
+    result = CliRunner().invoke(
+        main_group, ["worker", "--database-url", database_url, "--definitions", "no_such_module_here"]
+    )
     assert result.exit_code == 1
     assert "cannot import definitions module 'no_such_module_here'" in result.output

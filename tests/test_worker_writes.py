@@ -59,12 +59,14 @@ def counted(engine):
         def grown(table, column):
             return now.get(table, (0, 0))[column] - then.get(table, (0, 0))[column]
 
-        transactions.append({
-            "statements": current["statements"],
-            "run_versions": grown("pgbus_workflows", 0),
-            "step_versions": grown("pgbus_workflow_steps", 0),
-            "events": grown("pgbus_workflow_events", 1),
-        })
+        transactions.append(
+            {
+                "statements": current["statements"],
+                "run_versions": grown("pgbus_workflows", 0),
+                "step_versions": grown("pgbus_workflow_steps", 0),
+                "events": grown("pgbus_workflow_events", 1),
+            }
+        )
         current["statements"] = 0
 
     yield own, transactions
@@ -92,11 +94,20 @@ def test_a_chained_no_op_step_is_five_statements_one_run_and_one_step_row_versio
     assert all(t["step_versions"] == 1 for t in chained), chained
     assert all(t["run_versions"] == 1 for t in writing), writing
     assert trail(engine, run) == [
-        ("started", None, None), ("step_scheduled", "s0", 1), ("step_started", "s0", 1),
-        ("step_completed", "s0", 1), ("step_scheduled", "s1", 1), ("step_started", "s1", 1),
-        ("step_completed", "s1", 1), ("step_scheduled", "s2", 1), ("step_started", "s2", 1),
-        ("step_completed", "s2", 1), ("step_scheduled", "s3", 1), ("step_started", "s3", 1),
-        ("step_completed", "s3", 1), ("finished", None, None),
+        ("started", None, None),
+        ("step_scheduled", "s0", 1),
+        ("step_started", "s0", 1),
+        ("step_completed", "s0", 1),
+        ("step_scheduled", "s1", 1),
+        ("step_started", "s1", 1),
+        ("step_completed", "s1", 1),
+        ("step_scheduled", "s2", 1),
+        ("step_started", "s2", 1),
+        ("step_completed", "s2", 1),
+        ("step_scheduled", "s3", 1),
+        ("step_started", "s3", 1),
+        ("step_completed", "s3", 1),
+        ("finished", None, None),
     ]
     assert_columns_match(engine)
     with engine.connect() as conn:
@@ -110,11 +121,22 @@ def test_a_transaction_that_sets_latest_itself_skips_the_trigger_and_no_other_do
 
     with engine.begin() as conn:
         workflow_rows.lock_for(conn, run, sets_latest=True)
-        second = steps.insert_step(conn, workflow_id=run, step_name="charge", now=T0, status="scheduled",
-                                   attempt=steps.NEXT_ATTEMPT, scheduled_at=T0)["id"]
+        second = steps.insert_step(
+            conn,
+            workflow_id=run,
+            step_name="charge",
+            now=T0,
+            status="scheduled",
+            attempt=steps.NEXT_ATTEMPT,
+            scheduled_at=T0,
+        )["id"]
         # Skipped: the run still names the step before, until the writer syncs it.
-        assert conn.execute(sa.text("SELECT latest_step_id FROM pgbus_workflows WHERE workflow_id = :w"),
-                            {"w": run}).scalar_one() == first
+        assert (
+            conn.execute(
+                sa.text("SELECT latest_step_id FROM pgbus_workflows WHERE workflow_id = :w"), {"w": run}
+            ).scalar_one()
+            == first
+        )
         workflow_rows.sync_latest(conn, run)
     assert run_columns(engine)[run][0] == second
     assert_columns_match(engine)
@@ -130,10 +152,24 @@ def test_next_attempt_counted_in_the_insert(engine, new_id):
     add_step(engine, run, "charge", "failed", error_class="Boom")
     add_step(engine, run, "other", "failed", error_class="Boom")
     with engine.begin() as conn:
-        row = steps.insert_step(conn, workflow_id=run, step_name="charge", now=T0, status="scheduled",
-                                attempt=steps.NEXT_ATTEMPT, scheduled_at=T0)
-        fresh = steps.insert_step(conn, workflow_id=run, step_name="new", now=T0, status="scheduled",
-                                  attempt=steps.NEXT_ATTEMPT, scheduled_at=T0)
+        row = steps.insert_step(
+            conn,
+            workflow_id=run,
+            step_name="charge",
+            now=T0,
+            status="scheduled",
+            attempt=steps.NEXT_ATTEMPT,
+            scheduled_at=T0,
+        )
+        fresh = steps.insert_step(
+            conn,
+            workflow_id=run,
+            step_name="new",
+            now=T0,
+            status="scheduled",
+            attempt=steps.NEXT_ATTEMPT,
+            scheduled_at=T0,
+        )
     assert (row["attempt"], fresh["attempt"]) == (2, 1)
 
 

@@ -16,6 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+import slow_workflows
 import sqlalchemy as sa
 from web_helpers import make_app, soup, text_of
 
@@ -27,8 +28,6 @@ from pgbus_web.models import pgmq_queues
 from pgbus_web.runtime import system
 from pgbus_web.runtime.heartbeat import SERVE, WORKER, Heartbeat
 from pgbus_web.runtime.worker import Worker
-
-import slow_workflows
 
 TESTS = Path(__file__).resolve().parent
 GONE_AFTER = timedelta(seconds=2)
@@ -46,11 +45,27 @@ def _wait_for(predicate, timeout=30.0, step=0.05):
 
 def _worker_process(database_url, definitions, *extra):
     return subprocess.Popen(
-        [sys.executable, "-c", "from pgbus_web.launch import main; main()",
-         "worker", "--definitions", definitions, "--poll-interval", "0.05", "--heartbeat-interval", "0.2", *extra],
-        env={**os.environ, "PGBUS_DATABASE_URL": database_url,
-             "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "from pgbus_web.launch import main; main()",
+            "worker",
+            "--definitions",
+            definitions,
+            "--poll-interval",
+            "0.05",
+            "--heartbeat-interval",
+            "0.2",
+            *extra,
+        ],
+        env={
+            **os.environ,
+            "PGBUS_DATABASE_URL": database_url,
+            "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+        },
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -62,9 +77,10 @@ def _row_of(engine, pid):
 
 def _step_holder(engine, workflow_id):
     with engine.connect() as conn:
-        return conn.execute(sa.text(
-            "SELECT worker_id FROM pgbus_workflow_steps WHERE workflow_id = :id AND status = 'in_progress'"
-        ), {"id": workflow_id}).scalar()
+        return conn.execute(
+            sa.text("SELECT worker_id FROM pgbus_workflow_steps WHERE workflow_id = :id AND status = 'in_progress'"),
+            {"id": workflow_id},
+        ).scalar()
 
 
 def _banner_ids(client):
@@ -80,8 +96,7 @@ def _page_states(client):
 
 
 def test_a_killed_worker_is_flagged_on_the_index_before_its_run_stalls(engine, database, database_url):
-    held = system.start(engine, slow_workflows.SLOW_WORKFLOW, {"hold_seconds": 120},
-                        registry=slow_workflows.REGISTRY)
+    held = system.start(engine, slow_workflows.SLOW_WORKFLOW, {"hold_seconds": 120}, registry=slow_workflows.REGISTRY)
     # A control: a run no worker holds (its class is not one the worker runs).
     other = system.start(engine, demo.REFUND, {"refund_id": 7}, registry=demo.REGISTRY)
     app = make_app(database, worker_gone_after=GONE_AFTER)
@@ -135,9 +150,16 @@ def test_a_clean_stop_marks_the_worker_stopped_and_never_flags_it(engine, databa
         row = _wait_for(lambda: _row_of(engine, process.pid))
         assert row is not None
         with engine.connect() as conn:
-            assert _wait_for(lambda: conn.execute(sa.text(
-                "SELECT status FROM pgbus_workflows WHERE workflow_id = :id"), {"id": run["workflow_id"]}
-            ).scalar() == "completed" or conn.rollback())
+            assert _wait_for(
+                lambda: (
+                    conn.execute(
+                        sa.text("SELECT status FROM pgbus_workflows WHERE workflow_id = :id"),
+                        {"id": run["workflow_id"]},
+                    ).scalar()
+                    == "completed"
+                    or conn.rollback()
+                )
+            )
         process.send_signal(signal.SIGTERM)
         process.communicate(timeout=20)
     finally:
@@ -150,9 +172,13 @@ def test_a_clean_stop_marks_the_worker_stopped_and_never_flags_it(engine, databa
     assert _page_states(client)[row["id"]] == "stopped"
     assert _banner_ids(client)[2] == []
     with engine.connect() as conn:
-        assert conn.execute(sa.text(
-            "SELECT count(*) FROM pgbus_workflow_steps WHERE workflow_id = :id AND worker_id = :w"),
-            {"id": run["workflow_id"], "w": row["id"]}).scalar() == 3
+        assert (
+            conn.execute(
+                sa.text("SELECT count(*) FROM pgbus_workflow_steps WHERE workflow_id = :id AND worker_id = :w"),
+                {"id": run["workflow_id"], "w": row["id"]},
+            ).scalar()
+            == 3
+        )
 
 
 def test_every_step_a_worker_starts_records_it_and_none_without_a_heartbeat(engine):
@@ -164,9 +190,13 @@ def test_every_step_a_worker_starts_records_it_and_none_without_a_heartbeat(engi
     silent.drain()
     beating.beat(force=True)  # the throttled beat: steps_done written at the next one
     with engine.connect() as conn:
-        holders = dict(conn.execute(sa.text(
-            "SELECT workflow_id, array_agg(DISTINCT coalesce(worker_id, -1)) FROM pgbus_workflow_steps GROUP BY 1"
-        )).all())
+        holders = dict(
+            conn.execute(
+                sa.text(
+                    "SELECT workflow_id, array_agg(DISTINCT coalesce(worker_id, -1)) FROM pgbus_workflow_steps GROUP BY 1"
+                )
+            ).all()
+        )
         row = conn.execute(sa.text("SELECT * FROM pgbus_web_workers")).one()
     assert holders == {first["workflow_id"]: [beating.worker_id], second["workflow_id"]: [-1]}
     assert row.id == beating.worker_id and row.steps_done == 3
@@ -183,10 +213,13 @@ def test_a_heartbeat_writes_at_most_once_per_interval(engine):
 
 def test_a_pruned_row_comes_back_with_the_next_beat_and_old_rows_are_pruned(engine):
     with engine.begin() as conn:
-        conn.execute(sa.text(
-            "INSERT INTO pgbus_web_workers (kind, host, pid, started_at, heartbeat_at) VALUES"
-            " ('worker', 'old', 1, now() - interval '3 days', now() - interval '2 days'),"
-            " ('worker', 'recent', 2, now() - interval '3 hours', now() - interval '2 hours')"))
+        conn.execute(
+            sa.text(
+                "INSERT INTO pgbus_web_workers (kind, host, pid, started_at, heartbeat_at) VALUES"
+                " ('worker', 'old', 1, now() - interval '3 days', now() - interval '2 days'),"
+                " ('worker', 'recent', 2, now() - interval '3 hours', now() - interval '2 hours')"
+            )
+        )
     heartbeat = Heartbeat(engine, SERVE, interval=0)
     heartbeat.register()
     with engine.begin() as conn:
@@ -195,8 +228,12 @@ def test_a_pruned_row_comes_back_with_the_next_beat_and_old_rows_are_pruned(engi
     assert hosts == sorted(["recent", heartbeat.host])
     heartbeat.beat(steps_done=4)
     with engine.connect() as conn:
-        assert conn.execute(sa.text("SELECT steps_done FROM pgbus_web_workers WHERE id = :id"),
-                            {"id": heartbeat.id}).scalar() == 4
+        assert (
+            conn.execute(
+                sa.text("SELECT steps_done FROM pgbus_web_workers WHERE id = :id"), {"id": heartbeat.id}
+            ).scalar()
+            == 4
+        )
 
 
 ODD_ROWS = [
@@ -204,26 +241,41 @@ ODD_ROWS = [
     ("NULL", "0", "now() - interval '1 hour'", "now() - interval '1 hour'", "-5", "NULL"),
     ("''", "-1", "'-infinity'", "now() + interval '1 day'", str(2**62), str(-3)),
     ("repeat('h', 5000)", str(2**62), "now()", "'infinity'", "0", str(2**63 - 1)),
-    ("'<script>alert(1)</script>'", "NULL", "now() + interval '1 year'", "now() - interval '1 minute'",
-     str(-(2**62)), "0"),
+    (
+        "'<script>alert(1)</script>'",
+        "NULL",
+        "now() + interval '1 year'",
+        "now() - interval '1 minute'",
+        str(-(2**62)),
+        "0",
+    ),
 ]
 
 
 def test_odd_heartbeat_rows_never_break_the_pages(engine, database):
     with engine.begin() as conn:
         for host, pid, started, beat, steps_done, operation in ODD_ROWS:
-            conn.execute(sa.text(
-                "INSERT INTO pgbus_web_workers (kind, host, pid, started_at, heartbeat_at, steps_done, operation_id)"
-                f" VALUES ('worker', {host}, {pid}, {started}, {beat}, {steps_done}, {operation})"))
+            conn.execute(
+                sa.text(
+                    "INSERT INTO pgbus_web_workers (kind, host, pid, started_at, heartbeat_at, steps_done, operation_id)"
+                    f" VALUES ('worker', {host}, {pid}, {started}, {beat}, {steps_done}, {operation})"
+                )
+            )
         ids = conn.execute(sa.text("SELECT id FROM pgbus_web_workers ORDER BY id")).scalars().all()
     # A run held by the first (gone) row, so the banner draws its odd values.
     held = system.start(engine, demo.REFUND, {"refund_id": 3}, registry=demo.REGISTRY)
     with engine.begin() as conn:
-        conn.execute(sa.text(
-            "UPDATE pgbus_workflow_steps SET status = 'in_progress', started_at = now(), worker_id = :w"
-            " WHERE workflow_id = :id"), {"w": ids[0], "id": held["workflow_id"]})
-        conn.execute(sa.text("UPDATE pgbus_workflows SET status = 'running' WHERE workflow_id = :id"),
-                     {"id": held["workflow_id"]})
+        conn.execute(
+            sa.text(
+                "UPDATE pgbus_workflow_steps SET status = 'in_progress', started_at = now(), worker_id = :w"
+                " WHERE workflow_id = :id"
+            ),
+            {"w": ids[0], "id": held["workflow_id"]},
+        )
+        conn.execute(
+            sa.text("UPDATE pgbus_workflows SET status = 'running' WHERE workflow_id = :id"),
+            {"id": held["workflow_id"]},
+        )
     app = make_app(database, worker_gone_after=GONE_AFTER)
     client = app.test_client()
     for locale in ("en", "de", "ja"):
@@ -304,11 +356,14 @@ def test_metrics_give_the_workers_by_state_and_the_queues(engine, database):
     from prometheus_client.parser import text_string_to_metric_families
 
     with engine.begin() as conn:
-        conn.execute(sa.text(
-            "INSERT INTO pgbus_web_workers (kind, host, pid, heartbeat_at, stopped_at) VALUES"
-            " ('worker', 'a', 1, now(), NULL), ('worker', 'b', 2, now(), NULL),"
-            " ('worker', 'c', 3, now() - interval '1 minute', NULL),"
-            " ('serve', 'd', 4, now() - interval '1 hour', now() - interval '1 hour')"))
+        conn.execute(
+            sa.text(
+                "INSERT INTO pgbus_web_workers (kind, host, pid, heartbeat_at, stopped_at) VALUES"
+                " ('worker', 'a', 1, now(), NULL), ('worker', 'b', 2, now(), NULL),"
+                " ('worker', 'c', 3, now() - interval '1 minute', NULL),"
+                " ('serve', 'd', 4, now() - interval '1 hour', now() - interval '1 hour')"
+            )
+        )
         pgmq_queues.create(conn, "orders")
         pgmq_queues.create(conn, "idle")
         pgmq_queues.send_batch(conn, "orders", ['{"n": 1}', '{"n": 2}'])
@@ -320,9 +375,12 @@ def test_metrics_give_the_workers_by_state_and_the_queues(engine, database):
             found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
     workers = {labels: value for (name, labels), value in found.items() if name == "pgbus_web_workers"}
     assert workers == {
-        (("kind", "worker"), ("state", "alive")): 2, (("kind", "worker"), ("state", "gone")): 1,
-        (("kind", "worker"), ("state", "stopped")): 0, (("kind", "serve"), ("state", "alive")): 0,
-        (("kind", "serve"), ("state", "gone")): 0, (("kind", "serve"), ("state", "stopped")): 1,
+        (("kind", "worker"), ("state", "alive")): 2,
+        (("kind", "worker"), ("state", "gone")): 1,
+        (("kind", "worker"), ("state", "stopped")): 0,
+        (("kind", "serve"), ("state", "alive")): 0,
+        (("kind", "serve"), ("state", "gone")): 0,
+        (("kind", "serve"), ("state", "stopped")): 1,
     }
     assert found[("pgbus_pgmq_queue_depth", (("queue", "orders"),))] == 2
     assert found[("pgbus_pgmq_queue_depth", (("queue", "idle"),))] == 0
@@ -332,9 +390,12 @@ def test_metrics_give_the_workers_by_state_and_the_queues(engine, database):
 
 def _two_rows(engine):
     with engine.begin() as conn:
-        conn.execute(sa.text(
-            "INSERT INTO pgbus_web_workers (kind, host, pid, heartbeat_at) VALUES"
-            " ('worker', 'alive-host', 11, now()), ('worker', 'gone-host', 12, now() - interval '2 minutes')"))
+        conn.execute(
+            sa.text(
+                "INSERT INTO pgbus_web_workers (kind, host, pid, heartbeat_at) VALUES"
+                " ('worker', 'alive-host', 11, now()), ('worker', 'gone-host', 12, now() - interval '2 minutes')"
+            )
+        )
         pgmq_queues.create(conn, "orders")
 
 
@@ -356,10 +417,12 @@ def test_the_command_line_lists_workers_and_queues(engine, database_url):
     assert [item["worker"]["state"] for item in objects if "worker" in item] == ["alive", "gone"]
     assert [item["queue"]["queue_name"] for item in objects if "queue" in item] == ["orders"]
     # A longer threshold: the silent one is alive again.
-    longer = CliRunner().invoke(main_group, ["workers", "--json", "--gone-after", "250", "--database-url",
-                                             database_url])
-    assert [json.loads(line)["worker"]["state"] for line in longer.output.splitlines()
-            if "worker" in json.loads(line)] == ["alive", "alive"]
+    longer = CliRunner().invoke(
+        main_group, ["workers", "--json", "--gone-after", "250", "--database-url", database_url]
+    )
+    assert [
+        json.loads(line)["worker"]["state"] for line in longer.output.splitlines() if "worker" in json.loads(line)
+    ] == ["alive", "alive"]
     refused = CliRunner().invoke(main_group, ["workers", "--gone-after", "400", "--database-url", database_url])
     assert refused.exit_code == 2 and "worker_gone_after" in refused.output
 
@@ -371,8 +434,7 @@ def test_the_mcp_tool_reads_the_same_rows(engine):
     _two_rows(engine)
     assert "list_workers" in READ_TOOLS
     found = Tools(engine, Settings()).list_workers()
-    assert [(row["host"], row["state"]) for row in found["workers"]] == [("alive-host", "alive"),
-                                                                        ("gone-host", "gone")]
+    assert [(row["host"], row["state"]) for row in found["workers"]] == [("alive-host", "alive"), ("gone-host", "gone")]
     assert [row["queue_name"] for row in found["queues"]] == ["orders"]
 
 
@@ -381,8 +443,11 @@ def test_the_api_lists_queues(engine, database):
     client = make_app(database).test_client()
     answer = client.get("/api/v1/queues")
     assert answer.status_code == 200
-    assert answer.get_json() == {"queues": [{"queue_name": "orders", "depth": 0, "visible": 0,
-                                             "oldest_enqueued_at": None, "oldest_age_seconds": None}]}
+    assert answer.get_json() == {
+        "queues": [
+            {"queue_name": "orders", "depth": 0, "visible": 0, "oldest_enqueued_at": None, "oldest_age_seconds": None}
+        ]
+    }
     workers = client.get("/api/v1/workers").get_json()
     assert workers["gone_after_seconds"] == 30
     assert [row["state"] for row in workers["workers"]] == ["alive", "gone"]
@@ -399,10 +464,13 @@ def test_a_poll_draws_the_banner_anew_when_a_worker_falls_silent(database, engin
     monkeypatch.setattr(not_modified, "_now", lambda: still)
     held = runs.make(states.RUNNING, step("charge", "in_progress", started_at=ago(minutes=1)))
     with engine.begin() as conn:
-        worker_id = conn.execute(sa.text(
-            "INSERT INTO pgbus_web_workers (kind, host, pid) VALUES ('worker', 'h', 1) RETURNING id")).scalar()
-        conn.execute(sa.text("UPDATE pgbus_workflow_steps SET worker_id = :w WHERE workflow_id = :id"),
-                     {"w": worker_id, "id": held})
+        worker_id = conn.execute(
+            sa.text("INSERT INTO pgbus_web_workers (kind, host, pid) VALUES ('worker', 'h', 1) RETURNING id")
+        ).scalar()
+        conn.execute(
+            sa.text("UPDATE pgbus_workflow_steps SET worker_id = :w WHERE workflow_id = :id"),
+            {"w": worker_id, "id": held},
+        )
     client = operator_app(database, worker_gone_after=GONE_AFTER).test_client()
     headers = {"HX-Request": "true", "HX-Target": "pgbus-workers-banner"}
     first = client.get("/workflows", headers=headers)
@@ -420,16 +488,28 @@ def test_a_poll_draws_the_banner_anew_when_a_worker_falls_silent(database, engin
 
 def test_the_banner_keeps_a_gone_worker_holding_nothing_only_until_the_stalled_threshold(engine, database):
     with engine.begin() as conn:
-        ids = conn.execute(sa.text(
-            "INSERT INTO pgbus_web_workers (kind, host, pid, heartbeat_at) VALUES"
-            " ('worker', 'lately', 1, now() - interval '1 minute'),"
-            " ('worker', 'long-ago', 2, now() - interval '20 minutes'),"
-            " ('worker', 'long-ago-holding', 3, now() - interval '30 minutes'),"
-            " ('worker', 'alive', 4, now()) RETURNING id")).scalars().all()
+        ids = (
+            conn.execute(
+                sa.text(
+                    "INSERT INTO pgbus_web_workers (kind, host, pid, heartbeat_at) VALUES"
+                    " ('worker', 'lately', 1, now() - interval '1 minute'),"
+                    " ('worker', 'long-ago', 2, now() - interval '20 minutes'),"
+                    " ('worker', 'long-ago-holding', 3, now() - interval '30 minutes'),"
+                    " ('worker', 'alive', 4, now()) RETURNING id"
+                )
+            )
+            .scalars()
+            .all()
+        )
     held = system.start(engine, demo.REFUND, {"refund_id": 9}, registry=demo.REGISTRY)
     with engine.begin() as conn:
-        conn.execute(sa.text("UPDATE pgbus_workflow_steps SET status = 'in_progress', started_at = now(),"
-                             " worker_id = :w WHERE workflow_id = :id"), {"w": ids[2], "id": held["workflow_id"]})
+        conn.execute(
+            sa.text(
+                "UPDATE pgbus_workflow_steps SET status = 'in_progress', started_at = now(),"
+                " worker_id = :w WHERE workflow_id = :id"
+            ),
+            {"w": ids[2], "id": held["workflow_id"]},
+        )
     client = make_app(database, worker_gone_after=GONE_AFTER).test_client()
     page, banner, flagged = _banner_ids(client)
     assert flagged == [ids[2], ids[0]]

@@ -6,19 +6,20 @@ from __future__ import annotations
 
 import itertools
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Any, Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from bs4 import BeautifulSoup
 
-from pgbus_web.rules import states
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import batches, events, signals, steps, workflow_rows
+from pgbus_web.rules import states
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def soup(response) -> BeautifulSoup:
@@ -153,14 +154,21 @@ def every_state(runs: Runs) -> dict[str, str]:
     now = utcnow()
     ago = lambda **kw: now - timedelta(**kw)  # noqa: E731
     made = {
-        "ready_due_later": runs.make(states.READY, step("reserve_stock", "scheduled", scheduled_at=now + timedelta(hours=2))),
+        "ready_due_later": runs.make(
+            states.READY, step("reserve_stock", "scheduled", scheduled_at=now + timedelta(hours=2))
+        ),
         "ready_queued": runs.make(states.READY, step("reserve_stock", "scheduled", scheduled_at=ago(minutes=1))),
         "overdue": runs.make(states.READY, step("reserve_stock", "scheduled", scheduled_at=ago(hours=2))),
         "running": runs.make(states.RUNNING, step("capture_payment", "in_progress", started_at=ago(seconds=30))),
         "waiting_signal": runs.make(
             states.WAITING,
-            step("await_shipment", "waiting", wait_for="shipment_confirmed", waiting_since=ago(hours=3),
-                 timeout_at=now + timedelta(days=2)),
+            step(
+                "await_shipment",
+                "waiting",
+                wait_for="shipment_confirmed",
+                waiting_since=ago(hours=3),
+                timeout_at=now + timedelta(days=2),
+            ),
         ),
         "waiting_overdue": runs.make(
             states.WAITING,
@@ -175,28 +183,46 @@ def every_state(runs: Runs) -> dict[str, str]:
         ),
         "paused_error": runs.make(
             states.PAUSED,
-            step("capture_payment", "failed", error_class="TimeoutError",
-                 error_message="payment gateway did not answer within 5s", finished_at=ago(minutes=5)),
+            step(
+                "capture_payment",
+                "failed",
+                error_class="TimeoutError",
+                error_message="payment gateway did not answer within 5s",
+                finished_at=ago(minutes=5),
+            ),
             paused_at=ago(minutes=5),
         ),
         "stalled": runs.make(
             states.PAUSED,
-            step("capture_payment", "failed", error_class=states.STEP_STALLED_ERROR,
-                 error_message="in progress for 15m", finished_at=ago(minutes=2)),
+            step(
+                "capture_payment",
+                "failed",
+                error_class=states.STEP_STALLED_ERROR,
+                error_message="in progress for 15m",
+                finished_at=ago(minutes=2),
+            ),
             paused_at=ago(minutes=2),
         ),
         "paused_manual": runs.make(
             states.PAUSED, step("send_receipt", "scheduled", scheduled_at=ago(hours=1)), paused_at=ago(minutes=30)
         ),
         "completed": runs.make(
-            states.COMPLETED, step("send_receipt", "completed", started_at=ago(minutes=9), finished_at=ago(minutes=8)),
+            states.COMPLETED,
+            step("send_receipt", "completed", started_at=ago(minutes=9), finished_at=ago(minutes=8)),
             finished_at=ago(minutes=8),
         ),
         "failed": runs.make(
             states.FAILED,
-            step("issue_refund", "failed", error_class="ValueError",
-                 error_message="refund exceeds the captured amount", finished_at=ago(minutes=3)),
-            workflow_class="RefundWorkflow", subject=("Refund", "3"), finished_at=ago(minutes=3),
+            step(
+                "issue_refund",
+                "failed",
+                error_class="ValueError",
+                error_message="refund exceeds the captured amount",
+                finished_at=ago(minutes=3),
+            ),
+            workflow_class="RefundWorkflow",
+            subject=("Refund", "3"),
+            finished_at=ago(minutes=3),
         ),
         "cancelled": runs.make(
             states.CANCELLED, step("reserve_stock", "cancelled", finished_at=ago(days=1)), finished_at=ago(days=1)

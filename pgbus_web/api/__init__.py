@@ -12,13 +12,13 @@ from flask import Blueprint, Flask, Response, url_for
 from werkzeug.exceptions import HTTPException
 
 from .. import i18n
+from ..core.tokens import Caller
 from ..i18n import t
 from ..plumbing import csrf, reading, run_ids, security, unrouted
 from ..plumbing.state import state
 from . import guard, openapi, reads, reveal, sessions, writes
 from .answers import json_answer
 from .problems import problem
-from ..core.tokens import Caller
 
 __all__ = ["Caller", "PREFIX", "BLUEPRINT", "register"]
 

@@ -8,7 +8,8 @@ as text, so the API and the pages share one set of checks."""
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from flask import request
 
@@ -79,8 +80,11 @@ def read(fields: Mapping[str, str], *, nulls: bool = False) -> dict[str, Any]:
         raise BodyError(422, t("pgbus.api.errors.unstorable", value=found[1][:40]))
     for name in body:
         if name not in fields:
-            raise BodyError(422, t("pgbus.api.errors.unknown_field", field=name[:50],
-                                   known=", ".join(fields) or "-"), field=name[:50])
+            raise BodyError(
+                422,
+                t("pgbus.api.errors.unknown_field", field=name[:50], known=", ".join(fields) or "-"),
+                field=name[:50],
+            )
     given = {name: value for name, value in body.items() if value is not None or nulls}
     for name, value in given.items():
         if value is not None and not _is(value, fields[name]):

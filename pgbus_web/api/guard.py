@@ -17,11 +17,11 @@ from __future__ import annotations
 from flask import Response, g, request
 from werkzeug.exceptions import HTTPException
 
-from ..i18n import t
-from ..plumbing.security import actor as dashboard_actor
-from ..plumbing import csrf, security, unrouted
-from ..plumbing.state import state
 from ..core import permissions, problems, tokens
+from ..i18n import t
+from ..plumbing import csrf, security, unrouted
+from ..plumbing.security import actor as dashboard_actor
+from ..plumbing.state import state
 from ..rules import roles
 from .problems import problem
 
@@ -51,8 +51,9 @@ def _bearer() -> str | None:
 
 def _refused_token(token: str) -> Response:
     refusal = problems.token_refused(tokens.refused(state().database.primary, token) if token else tokens.UNKNOWN)
-    return problem(401, refusal.message,
-                   headers={"WWW-Authenticate": 'Bearer realm="pgbus-web", error="invalid_token"'})
+    return problem(
+        401, refusal.message, headers={"WWW-Authenticate": 'Bearer realm="pgbus-web", error="invalid_token"'}
+    )
 
 
 def _forbidden() -> Response:
@@ -64,7 +65,8 @@ def _token_acts(found: tokens.Caller) -> bool:
     act then asks the core for its class and verb."""
     who, kept = found.principal(permissions.API), security.current_policy()
     return permissions.acts_at_all(who, kept) or any(
-        permissions.may_some(who, power, kept) for power in roles.BEYOND_VERBS)
+        permissions.may_some(who, power, kept) for power in roles.BEYOND_VERBS
+    )
 
 
 def check() -> Response | None:
@@ -92,8 +94,11 @@ def check() -> Response | None:
         # challenge), said as a problem.
         response = refused.get_response()
         if response.status_code == 401:
-            headers = {"WWW-Authenticate": response.headers["WWW-Authenticate"]} \
-                if "WWW-Authenticate" in response.headers else None
+            headers = (
+                {"WWW-Authenticate": response.headers["WWW-Authenticate"]}
+                if "WWW-Authenticate" in response.headers
+                else None
+            )
             return problem(401, t("pgbus.web.auth.required"), headers=headers)
         if response.status_code == 503:
             # The sign-in cannot tell callers apart (its users file is broken).

@@ -40,8 +40,11 @@ class Exposition:
         self.registry = client.CollectorRegistry(auto_describe=False)
         self.registry.register(metrics.Collector(cache))
         self.durations = client.Histogram(
-            "pgbus_web_request_duration_seconds", "Dashboard requests by route: seconds to answer.",
-            labelnames=("route", "method"), buckets=BUCKETS, registry=self.registry,
+            "pgbus_web_request_duration_seconds",
+            "Dashboard requests by route: seconds to answer.",
+            labelnames=("route", "method"),
+            buckets=BUCKETS,
+            registry=self.registry,
         )
 
     def text(self) -> bytes:
@@ -55,8 +58,11 @@ def _exposition() -> Exposition:
 def scrape() -> Response:
     """GET /metrics."""
     found = _exposition()
-    return Response(found.text(), mimetype=None, headers={
-        "Content-Type": found.client.CONTENT_TYPE_LATEST, "Cache-Control": "no-store"})
+    return Response(
+        found.text(),
+        mimetype=None,
+        headers={"Content-Type": found.client.CONTENT_TYPE_LATEST, "Cache-Control": "no-store"},
+    )
 
 
 def _started() -> None:
@@ -80,9 +86,12 @@ def register(app: Flask, url_prefix: str) -> None:
 
     def load() -> metrics.Reading:
         kept = policy.current(database.primary)
-        return metrics.read(database, threshold=kept.stall_threshold,
-                            waiting_threshold=kept.waiting_threshold,
-                            gone_after=settings.worker_gone_after)
+        return metrics.read(
+            database,
+            threshold=kept.stall_threshold,
+            waiting_threshold=kept.waiting_threshold,
+            gone_after=settings.worker_gone_after,
+        )
 
     app.extensions[EXTENSION] = Exposition(metrics.Cache(load, settings.metrics_interval))
     blueprint = Blueprint(BLUEPRINT, __name__)

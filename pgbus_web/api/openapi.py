@@ -7,8 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import __version__
-from ..rules import states
-from ..rules import verb_table
+from ..rules import states, verb_table
 from ..rules.limits import REASON_LIMIT
 from ..runtime.operations import VERBS as OPERATION_VERBS
 from ..runtime.verbs import VERBS
@@ -40,252 +39,572 @@ MOMENT = {"type": ["string", "null"], "description": "ISO 8601 in UTC (…Z), or
 TEXT = {"type": ["string", "null"]}
 INT = {"type": ["integer", "null"]}
 ANY_JSON: dict[str, Any] = {"description": "JSON as stored; the stored text when listed in raw_json."}
-RAW_JSON = {"type": "array", "items": {"type": "string"},
-            "description": "The JSON fields given as their stored text (JSON Python could not read)."}
+RAW_JSON = {
+    "type": "array",
+    "items": {"type": "string"},
+    "description": "The JSON fields given as their stored text (JSON Python could not read).",
+}
 
 STEP = {
-    "id": {"type": "integer"}, "step_name": {"type": "string"}, "status": {"type": "string"},
-    "attempt": {"type": "integer"}, "scheduled_at": MOMENT, "started_at": MOMENT, "finished_at": MOMENT,
-    "wait_for": TEXT, "waiting_since": MOMENT, "timeout_at": MOMENT, "batch_id": TEXT, "error_class": TEXT,
-    "error_message": TEXT, "created_at": MOMENT,
+    "id": {"type": "integer"},
+    "step_name": {"type": "string"},
+    "status": {"type": "string"},
+    "attempt": {"type": "integer"},
+    "scheduled_at": MOMENT,
+    "started_at": MOMENT,
+    "finished_at": MOMENT,
+    "wait_for": TEXT,
+    "waiting_since": MOMENT,
+    "timeout_at": MOMENT,
+    "batch_id": TEXT,
+    "error_class": TEXT,
+    "error_message": TEXT,
+    "created_at": MOMENT,
 }
 RUN = {
-    "id": {"type": "integer"}, "workflow_id": {"type": "string"}, "workflow_class": {"type": "string"},
-    "status": {"type": "string", "enum": list(states.RUN)}, "current_step": TEXT, "subject_type": TEXT,
-    "subject_id": TEXT, "definition_digest": TEXT, "paused_at": MOMENT, "started_at": MOMENT,
-    "finished_at": MOMENT, "created_at": MOMENT, "updated_at": MOMENT,
+    "id": {"type": "integer"},
+    "workflow_id": {"type": "string"},
+    "workflow_class": {"type": "string"},
+    "status": {"type": "string", "enum": list(states.RUN)},
+    "current_step": TEXT,
+    "subject_type": TEXT,
+    "subject_id": TEXT,
+    "definition_digest": TEXT,
+    "paused_at": MOMENT,
+    "started_at": MOMENT,
+    "finished_at": MOMENT,
+    "created_at": MOMENT,
+    "updated_at": MOMENT,
     "stuck_reason": {"type": ["string", "null"], "enum": [*states.STUCK_REASONS, None]},
-    "latest_step": _null(_ref("Step")), "batch": _null(_ref("Batch")),
+    "latest_step": _null(_ref("Step")),
+    "batch": _null(_ref("Batch")),
 }
 ATTEMPT = {**STEP, "error_backtrace": TEXT, "result": ANY_JSON, "updated_at": MOMENT}
 
 SCHEMAS: dict[str, Any] = {
-    "Problem": _object({
-        "type": {"type": "string"}, "title": {"type": "string"}, "status": {"type": "integer"},
-        "detail": {"type": "string", "description": "What went wrong, in the request's language."},
-        "field": {"type": "string", "description": "The body field at fault."},
-        "preview": _ref("Preview"),
-    }, required=["type", "title", "status", "detail"]),
+    "Problem": _object(
+        {
+            "type": {"type": "string"},
+            "title": {"type": "string"},
+            "status": {"type": "integer"},
+            "detail": {"type": "string", "description": "What went wrong, in the request's language."},
+            "field": {"type": "string", "description": "The body field at fault."},
+            "preview": _ref("Preview"),
+        },
+        required=["type", "title", "status", "detail"],
+    ),
     "Step": _object(STEP),
     "Attempt": _object({**ATTEMPT, "raw_json": RAW_JSON}, required=list(ATTEMPT)),
-    "Batch": _object({
-        "batch_id": {"type": "string"}, "description": TEXT, "total_jobs": INT, "completed_jobs": INT,
-        "failed_jobs": INT, "discarded_jobs": INT, "status": TEXT, "finished_at": MOMENT,
-    }),
+    "Batch": _object(
+        {
+            "batch_id": {"type": "string"},
+            "description": TEXT,
+            "total_jobs": INT,
+            "completed_jobs": INT,
+            "failed_jobs": INT,
+            "discarded_jobs": INT,
+            "status": TEXT,
+            "finished_at": MOMENT,
+        }
+    ),
     "RunRow": _object(RUN),
-    "RunFull": _object({**RUN, "arguments": ANY_JSON, "idempotency_key": TEXT, "raw_json": RAW_JSON},
-                       required=[*RUN, "arguments", "idempotency_key"]),
-    "Signal": _object({
-        "id": {"type": "integer"}, "name": {"type": "string"}, "payload": ANY_JSON, "idempotency_key": TEXT,
-        "status": {"type": "string"}, "claimed_by_step_id": INT, "claimed_at": MOMENT, "consumed_at": MOMENT,
-        "created_at": MOMENT, "raw_json": RAW_JSON,
-    }, required=["id", "name", "payload", "idempotency_key", "status", "claimed_by_step_id", "claimed_at",
-                 "consumed_at", "created_at"]),
-    "Event": _object({
-        "id": {"type": "integer"}, "event": {"type": "string"}, "actor": {"type": "string"}, "reason": TEXT,
-        "step_id": INT, "step_name": TEXT, "attempt": INT, "details": ANY_JSON, "created_at": MOMENT,
-        "raw_json": RAW_JSON,
-        "approval": _object({"approved_by": {"type": "string"}, "approved_at": MOMENT}),
-    }, required=["id", "event", "actor", "reason", "step_id", "step_name", "attempt", "details", "created_at"]),
-    "RunDetail": _object({
-        "run": _ref("RunFull"),
-        "steps": {"type": "array", "items": _object({
-            "name": {"type": "string"}, "defined": {"type": "boolean"},
-            "attempts": {"type": "array", "items": _ref("Attempt")},
-        })},
-        "signals": {"type": "array", "items": _ref("Signal")},
-        "events": {"type": "array", "items": _ref("Event")},
-        "available_actions": {"type": "array", "items": {"type": "string", "enum": [v.name for v in verb_table.TABLE]}},
-        "plan": _null(_object({"action": {"type": "string"}, "step": TEXT})),
-        "class_loaded": {"type": "boolean"},
-        "definition_outdated": {"type": "boolean"},
-        "redacted": {"type": "boolean"},
-        "revealed": {"type": "boolean"},
-    }),
-    "RunsPage": _object({
-        "runs": {"type": "array", "items": _ref("RunRow")},
-        "next_before": INT, "next_after": INT,
-    }),
-    "Comparison": _object({
-        "a": {"type": "object"}, "b": {"type": "object"},
-        "diverges": {"type": "boolean"},
-        "divergence": {"type": ["object", "null"],
-                       "description": "Where they part: kind step (step_name, a, b) or status (a, b); null when they do not."},
-        "same_class": {"type": "boolean"},
-        "definition_changed": {"type": "boolean", "description": "Their definition digests differ."},
-        "arguments": _object({
-            "identical": {"type": "boolean"},
-            "changes": {"type": "array", "items": _object({
-                "path": {"type": "string"}, "kind": {"type": "string", "enum": ["added", "removed", "changed"]},
-                "a": ANY_JSON, "b": ANY_JSON, "type_changed": {"type": "boolean"}})},
-            "equal": {"type": "array", "items": {"type": "string"}},
-            "left_out": {"type": "integer"},
-        }),
-        "steps": {"type": "array", "items": {"type": "object"}},
-    }),
-    "Counts": _object({
-        "classes": {"type": "array", "items": _object({
-            "workflow_class": {"type": "string"},
-            "counts": {"type": "object", "additionalProperties": {"type": "integer"}},
+    "RunFull": _object(
+        {**RUN, "arguments": ANY_JSON, "idempotency_key": TEXT, "raw_json": RAW_JSON},
+        required=[*RUN, "arguments", "idempotency_key"],
+    ),
+    "Signal": _object(
+        {
+            "id": {"type": "integer"},
+            "name": {"type": "string"},
+            "payload": ANY_JSON,
+            "idempotency_key": TEXT,
+            "status": {"type": "string"},
+            "claimed_by_step_id": INT,
+            "claimed_at": MOMENT,
+            "consumed_at": MOMENT,
+            "created_at": MOMENT,
+            "raw_json": RAW_JSON,
+        },
+        required=[
+            "id",
+            "name",
+            "payload",
+            "idempotency_key",
+            "status",
+            "claimed_by_step_id",
+            "claimed_at",
+            "consumed_at",
+            "created_at",
+        ],
+    ),
+    "Event": _object(
+        {
+            "id": {"type": "integer"},
+            "event": {"type": "string"},
+            "actor": {"type": "string"},
+            "reason": TEXT,
+            "step_id": INT,
+            "step_name": TEXT,
+            "attempt": INT,
+            "details": ANY_JSON,
+            "created_at": MOMENT,
+            "raw_json": RAW_JSON,
+            "approval": _object({"approved_by": {"type": "string"}, "approved_at": MOMENT}),
+        },
+        required=["id", "event", "actor", "reason", "step_id", "step_name", "attempt", "details", "created_at"],
+    ),
+    "RunDetail": _object(
+        {
+            "run": _ref("RunFull"),
+            "steps": {
+                "type": "array",
+                "items": _object(
+                    {
+                        "name": {"type": "string"},
+                        "defined": {"type": "boolean"},
+                        "attempts": {"type": "array", "items": _ref("Attempt")},
+                    }
+                ),
+            },
+            "signals": {"type": "array", "items": _ref("Signal")},
+            "events": {"type": "array", "items": _ref("Event")},
+            "available_actions": {
+                "type": "array",
+                "items": {"type": "string", "enum": [v.name for v in verb_table.TABLE]},
+            },
+            "plan": _null(_object({"action": {"type": "string"}, "step": TEXT})),
+            "class_loaded": {"type": "boolean"},
+            "definition_outdated": {"type": "boolean"},
+            "redacted": {"type": "boolean"},
+            "revealed": {"type": "boolean"},
+        }
+    ),
+    "RunsPage": _object(
+        {
+            "runs": {"type": "array", "items": _ref("RunRow")},
+            "next_before": INT,
+            "next_after": INT,
+        }
+    ),
+    "Comparison": _object(
+        {
+            "a": {"type": "object"},
+            "b": {"type": "object"},
+            "diverges": {"type": "boolean"},
+            "divergence": {
+                "type": ["object", "null"],
+                "description": "Where they part: kind step (step_name, a, b) or status (a, b); null when they do not.",
+            },
+            "same_class": {"type": "boolean"},
+            "definition_changed": {"type": "boolean", "description": "Their definition digests differ."},
+            "arguments": _object(
+                {
+                    "identical": {"type": "boolean"},
+                    "changes": {
+                        "type": "array",
+                        "items": _object(
+                            {
+                                "path": {"type": "string"},
+                                "kind": {"type": "string", "enum": ["added", "removed", "changed"]},
+                                "a": ANY_JSON,
+                                "b": ANY_JSON,
+                                "type_changed": {"type": "boolean"},
+                            }
+                        ),
+                    },
+                    "equal": {"type": "array", "items": {"type": "string"}},
+                    "left_out": {"type": "integer"},
+                }
+            ),
+            "steps": {"type": "array", "items": {"type": "object"}},
+        }
+    ),
+    "Counts": _object(
+        {
+            "classes": {
+                "type": "array",
+                "items": _object(
+                    {
+                        "workflow_class": {"type": "string"},
+                        "counts": {"type": "object", "additionalProperties": {"type": "integer"}},
+                        "total": {"type": "integer"},
+                    }
+                ),
+            },
+            "totals": {"type": "object", "additionalProperties": {"type": "integer"}},
             "total": {"type": "integer"},
-        })},
-        "totals": {"type": "object", "additionalProperties": {"type": "integer"}},
-        "total": {"type": "integer"},
-    }),
-    "AttentionGroup": _object({
-        "workflow_class": {"type": "string"}, "step_name": TEXT,
-        "reason": {"type": "string", "enum": list(states.STUCK_REASONS)}, "error_class": TEXT,
-        "count": {"type": "integer"}, "first_seen_at": MOMENT, "last_seen_at": MOMENT, "error_message": TEXT,
-        "filters": {"type": "object", "additionalProperties": {"type": "string"},
-                    "description": "The query of GET /runs (and an operation's filters) listing its runs."},
-        "actions": {"type": "array", "items": {"type": "string"}},
-    }),
+        }
+    ),
+    "AttentionGroup": _object(
+        {
+            "workflow_class": {"type": "string"},
+            "step_name": TEXT,
+            "reason": {"type": "string", "enum": list(states.STUCK_REASONS)},
+            "error_class": TEXT,
+            "count": {"type": "integer"},
+            "first_seen_at": MOMENT,
+            "last_seen_at": MOMENT,
+            "error_message": TEXT,
+            "filters": {
+                "type": "object",
+                "additionalProperties": {"type": "string"},
+                "description": "The query of GET /runs (and an operation's filters) listing its runs.",
+            },
+            "actions": {"type": "array", "items": {"type": "string"}},
+        }
+    ),
     "Attention": _object({"groups": {"type": "array", "items": _ref("AttentionGroup")}}),
-    "Operation": _object({
-        "id": {"type": "integer"}, "verb": {"type": "string"}, "filters": ANY_JSON, "params": ANY_JSON,
-        "reason": {"type": "string"}, "actor": {"type": "string"},
-        "status": {"type": "string", "enum": list(states.OPERATION)},
-        "total": {"type": "integer"}, "moved": {"type": "integer"}, "skipped": {"type": "integer"},
-        "refused": {"type": "integer"}, "ceiling_id": {"type": "integer"}, "cursor": {"type": "integer"},
-        "heartbeat_at": MOMENT, "created_at": MOMENT, "started_at": MOMENT, "finished_at": MOMENT,
-        "error": TEXT, "raw_json": RAW_JSON,
-        "rate": {"type": ["number", "null"], "description": "Runs per second at most; null: as fast as it goes."},
-        "max_in_flight": {"type": ["integer", "null"],
-                          "description": "Runs it started whose step is still scheduled or running, at most."},
-        "paused_by": TEXT, "paused_at": MOMENT, "resumed_by": TEXT, "resumed_at": MOMENT,
-        "approved_by": TEXT, "approved_at": MOMENT,
-        "requested_by": {**TEXT, "description": "The principal who asked for it (user:, token: or break-glass)."},
-        "cancelled_by": TEXT, "cancel_reason": TEXT, "approve_reason": TEXT, "pause_reason": TEXT,
-        "resume_reason": TEXT,
-    }, required=["id", "verb", "filters", "params", "reason", "actor", "status", "total", "moved", "skipped",
-                 "refused", "ceiling_id", "cursor", "heartbeat_at", "created_at", "started_at", "finished_at",
-                 "error"]),
-    "Preview": _object({
-        "verb": {"type": "string"}, "filters": {"type": "object", "additionalProperties": {"type": "string"}},
-        "params": {"type": "object"}, "total": {"type": "integer"},
-        "by_status": {"type": "object", "additionalProperties": {"type": "integer"}},
-        "fits": {"type": "integer"}, "skipped": {"type": "integer"},
-        "skips": {"type": "array", "items": {"type": "object"}},
-        "sample": {"type": "array", "items": _ref("RunRow")}, "ceiling_id": {"type": "integer"},
-        "rate": {"type": ["number", "null"]}, "max_in_flight": {"type": ["integer", "null"]},
-        "needs_approval": {"type": "boolean",
-                           "description": "Started, it would wait for another operator's approval."},
-    }, required=["verb", "filters", "params", "total", "by_status", "fits", "skipped", "skips", "sample",
-                 "ceiling_id"]),
-    "Lock": _object({
-        "lock_key": {"type": "string"}, "queue_name": {"type": "string"}, "msg_id": {"type": "integer"},
-        "state": {"type": "string"}, "created_at": MOMENT, "age_seconds": {"type": ["number", "null"]},
-        "enqueued_at": MOMENT, "read_ct": INT, "concurrency_key": TEXT,
-    }),
-    "Locks": _object({
-        "locks": {"type": "array", "items": _ref("Lock")},
-        "next": _null({"type": "object", "additionalProperties": {"type": "string"}}),
-        "counts": {"type": "object", "additionalProperties": {"type": "integer"}},
-    }),
-    "Worker": _object({
-        "id": {"type": "integer"}, "kind": {"type": "string", "enum": ["worker", "serve"]},
-        "state": {"type": "string", "enum": ["alive", "gone", "stopped"]}, "host": TEXT, "pid": INT,
-        "started_at": MOMENT, "heartbeat_at": MOMENT, "steps_done": {"type": "integer"},
-        "operation_id": INT, "stopped_at": MOMENT, "holding": {"type": "integer"},
-    }),
-    "Workers": _object({"workers": {"type": "array", "items": _ref("Worker")},
-                        "gone_after_seconds": {"type": "number"}}),
-    "Queue": _object({
-        "queue_name": {"type": "string"}, "depth": {"type": "integer"}, "visible": {"type": "integer"},
-        "oldest_enqueued_at": MOMENT, "oldest_age_seconds": {"type": ["number", "null"]},
-    }),
+    "Operation": _object(
+        {
+            "id": {"type": "integer"},
+            "verb": {"type": "string"},
+            "filters": ANY_JSON,
+            "params": ANY_JSON,
+            "reason": {"type": "string"},
+            "actor": {"type": "string"},
+            "status": {"type": "string", "enum": list(states.OPERATION)},
+            "total": {"type": "integer"},
+            "moved": {"type": "integer"},
+            "skipped": {"type": "integer"},
+            "refused": {"type": "integer"},
+            "ceiling_id": {"type": "integer"},
+            "cursor": {"type": "integer"},
+            "heartbeat_at": MOMENT,
+            "created_at": MOMENT,
+            "started_at": MOMENT,
+            "finished_at": MOMENT,
+            "error": TEXT,
+            "raw_json": RAW_JSON,
+            "rate": {"type": ["number", "null"], "description": "Runs per second at most; null: as fast as it goes."},
+            "max_in_flight": {
+                "type": ["integer", "null"],
+                "description": "Runs it started whose step is still scheduled or running, at most.",
+            },
+            "paused_by": TEXT,
+            "paused_at": MOMENT,
+            "resumed_by": TEXT,
+            "resumed_at": MOMENT,
+            "approved_by": TEXT,
+            "approved_at": MOMENT,
+            "requested_by": {**TEXT, "description": "The principal who asked for it (user:, token: or break-glass)."},
+            "cancelled_by": TEXT,
+            "cancel_reason": TEXT,
+            "approve_reason": TEXT,
+            "pause_reason": TEXT,
+            "resume_reason": TEXT,
+        },
+        required=[
+            "id",
+            "verb",
+            "filters",
+            "params",
+            "reason",
+            "actor",
+            "status",
+            "total",
+            "moved",
+            "skipped",
+            "refused",
+            "ceiling_id",
+            "cursor",
+            "heartbeat_at",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "error",
+        ],
+    ),
+    "Preview": _object(
+        {
+            "verb": {"type": "string"},
+            "filters": {"type": "object", "additionalProperties": {"type": "string"}},
+            "params": {"type": "object"},
+            "total": {"type": "integer"},
+            "by_status": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "fits": {"type": "integer"},
+            "skipped": {"type": "integer"},
+            "skips": {"type": "array", "items": {"type": "object"}},
+            "sample": {"type": "array", "items": _ref("RunRow")},
+            "ceiling_id": {"type": "integer"},
+            "rate": {"type": ["number", "null"]},
+            "max_in_flight": {"type": ["integer", "null"]},
+            "needs_approval": {
+                "type": "boolean",
+                "description": "Started, it would wait for another operator's approval.",
+            },
+        },
+        required=[
+            "verb",
+            "filters",
+            "params",
+            "total",
+            "by_status",
+            "fits",
+            "skipped",
+            "skips",
+            "sample",
+            "ceiling_id",
+        ],
+    ),
+    "Lock": _object(
+        {
+            "lock_key": {"type": "string"},
+            "queue_name": {"type": "string"},
+            "msg_id": {"type": "integer"},
+            "state": {"type": "string"},
+            "created_at": MOMENT,
+            "age_seconds": {"type": ["number", "null"]},
+            "enqueued_at": MOMENT,
+            "read_ct": INT,
+            "concurrency_key": TEXT,
+        }
+    ),
+    "Locks": _object(
+        {
+            "locks": {"type": "array", "items": _ref("Lock")},
+            "next": _null({"type": "object", "additionalProperties": {"type": "string"}}),
+            "counts": {"type": "object", "additionalProperties": {"type": "integer"}},
+        }
+    ),
+    "Worker": _object(
+        {
+            "id": {"type": "integer"},
+            "kind": {"type": "string", "enum": ["worker", "serve"]},
+            "state": {"type": "string", "enum": ["alive", "gone", "stopped"]},
+            "host": TEXT,
+            "pid": INT,
+            "started_at": MOMENT,
+            "heartbeat_at": MOMENT,
+            "steps_done": {"type": "integer"},
+            "operation_id": INT,
+            "stopped_at": MOMENT,
+            "holding": {"type": "integer"},
+        }
+    ),
+    "Workers": _object(
+        {"workers": {"type": "array", "items": _ref("Worker")}, "gone_after_seconds": {"type": "number"}}
+    ),
+    "Queue": _object(
+        {
+            "queue_name": {"type": "string"},
+            "depth": {"type": "integer"},
+            "visible": {"type": "integer"},
+            "oldest_enqueued_at": MOMENT,
+            "oldest_age_seconds": {"type": ["number", "null"]},
+        }
+    ),
     "Queues": _object({"queues": {"type": "array", "items": _ref("Queue")}}),
-    "RunChanged": _object({
-        "message": {"type": "string"}, "run": _null(_ref("RunDetail")),
-        "duplicate": {"type": "boolean"}, "signal": _ref("Signal"),
-    }, required=["message", "run"]),
-    "OperationAnswer": _object({"message": {"type": "string"}, "operation": _ref("Operation"),
-                                "outcome": _ref("OperationOutcome")},
-                               required=["operation"]),
-    "OperationOutcome": _object({
-        "groups": {"type": "array", "items": _object({
-            "kind": {"type": "string", "enum": ["completed", "failed", "stuck", "moving"]},
-            "total": {"type": "integer"}, "overlap": {"type": "boolean"},
-            "parts": {"type": "array", "items": _object({
-                "value": {"type": "string"}, "count": {"type": "integer"},
-                "filter": {"type": "object", "additionalProperties": {"type": "string"}},
-                "query": {"type": "string", "description": "The query of GET /runs listing these runs."},
-            })},
-        })},
-        "settled": {"type": "integer", "description": "Acted-on runs that completed or failed again."},
-        "failing_again": {"type": "integer", "description": "Acted-on runs failed, or stuck again by an error."},
-        "mostly_failing": {"type": "boolean",
-                           "description": "More than half of at least 10 settled runs failed again (not for cancel, pause)."},
-    }),
+    "RunChanged": _object(
+        {
+            "message": {"type": "string"},
+            "run": _null(_ref("RunDetail")),
+            "duplicate": {"type": "boolean"},
+            "signal": _ref("Signal"),
+        },
+        required=["message", "run"],
+    ),
+    "OperationAnswer": _object(
+        {"message": {"type": "string"}, "operation": _ref("Operation"), "outcome": _ref("OperationOutcome")},
+        required=["operation"],
+    ),
+    "OperationOutcome": _object(
+        {
+            "groups": {
+                "type": "array",
+                "items": _object(
+                    {
+                        "kind": {"type": "string", "enum": ["completed", "failed", "stuck", "moving"]},
+                        "total": {"type": "integer"},
+                        "overlap": {"type": "boolean"},
+                        "parts": {
+                            "type": "array",
+                            "items": _object(
+                                {
+                                    "value": {"type": "string"},
+                                    "count": {"type": "integer"},
+                                    "filter": {"type": "object", "additionalProperties": {"type": "string"}},
+                                    "query": {
+                                        "type": "string",
+                                        "description": "The query of GET /runs listing these runs.",
+                                    },
+                                }
+                            ),
+                        },
+                    }
+                ),
+            },
+            "settled": {"type": "integer", "description": "Acted-on runs that completed or failed again."},
+            "failing_again": {"type": "integer", "description": "Acted-on runs failed, or stuck again by an error."},
+            "mostly_failing": {
+                "type": "boolean",
+                "description": "More than half of at least 10 settled runs failed again (not for cancel, pause).",
+            },
+        }
+    ),
     "PreviewAnswer": _object({"preview": _ref("Preview")}),
     "Operations": _object({"operations": {"type": "array", "items": _ref("Operation")}}),
-    "VerbBody": _object({
-        "reason": {"type": ["string", "null"], "maxLength": REASON_LIMIT},
-        "at": {"type": ["string", "null"], "description": "ISO 8601; without an offset, UTC. resume_at, reschedule."},
-        "from_step": {"type": ["string", "null"], "description": "rerun only."},
-    }, required=[]),
-    "SignalBody": _object({
-        "name": {"type": "string"}, "payload": _null({"type": "object"}),
-        "idempotency_key": {"type": ["string", "null"]},
-    }, required=["name"]),
-    "OperationBody": _object({
-        "verb": {"type": "string", "enum": list(OPERATION_VERBS)},
-        "filters": {"type": "object", "additionalProperties": {"type": ["string", "integer"]},
-                    "description": "GET /runs's query parameters (an attention group's filters)."},
-        "reason": {"type": ["string", "null"]}, "at": {"type": ["string", "null"]},
-        "from_step": {"type": ["string", "null"]}, "name": {"type": ["string", "null"]},
-        "payload": _null({"type": "object"}), "expected": {"type": ["integer", "null"]},
-        "confirmed": {"type": ["boolean", "null"]},
-        "rate": {"type": ["number", "null"], "description": "Runs per second at most."},
-        "max_in_flight": {"type": ["integer", "null"], "description": "Runs in flight at most (verbs that start work)."},
-    }, required=["verb"]),
-    "RevealBody": _object({
-        "reason": {"type": ["string", "null"], "maxLength": REASON_LIMIT, "description": "Kept on the audit line."},
-    }, required=[]),
-    "WhyBody": _object({"reason": {"type": ["string", "null"], "maxLength": REASON_LIMIT,
-                                   "description": "Why: kept on the operation with who did it."}}, required=[]),
-    "PolicyRule": _object({
-        "key": {"type": "string"}, "value": ANY_JSON, "default": ANY_JSON, "is_default": {"type": "boolean"},
-        "version": {"type": "integer"}, "changed_by": TEXT, "changed_at": MOMENT, "reason": TEXT,
-    }, required=["key", "value", "default", "is_default", "version"]),
+    "VerbBody": _object(
+        {
+            "reason": {"type": ["string", "null"], "maxLength": REASON_LIMIT},
+            "at": {
+                "type": ["string", "null"],
+                "description": "ISO 8601; without an offset, UTC. resume_at, reschedule.",
+            },
+            "from_step": {"type": ["string", "null"], "description": "rerun only."},
+        },
+        required=[],
+    ),
+    "SignalBody": _object(
+        {
+            "name": {"type": "string"},
+            "payload": _null({"type": "object"}),
+            "idempotency_key": {"type": ["string", "null"]},
+        },
+        required=["name"],
+    ),
+    "OperationBody": _object(
+        {
+            "verb": {"type": "string", "enum": list(OPERATION_VERBS)},
+            "filters": {
+                "type": "object",
+                "additionalProperties": {"type": ["string", "integer"]},
+                "description": "GET /runs's query parameters (an attention group's filters).",
+            },
+            "reason": {"type": ["string", "null"]},
+            "at": {"type": ["string", "null"]},
+            "from_step": {"type": ["string", "null"]},
+            "name": {"type": ["string", "null"]},
+            "payload": _null({"type": "object"}),
+            "expected": {"type": ["integer", "null"]},
+            "confirmed": {"type": ["boolean", "null"]},
+            "rate": {"type": ["number", "null"], "description": "Runs per second at most."},
+            "max_in_flight": {
+                "type": ["integer", "null"],
+                "description": "Runs in flight at most (verbs that start work).",
+            },
+        },
+        required=["verb"],
+    ),
+    "RevealBody": _object(
+        {
+            "reason": {"type": ["string", "null"], "maxLength": REASON_LIMIT, "description": "Kept on the audit line."},
+        },
+        required=[],
+    ),
+    "WhyBody": _object(
+        {
+            "reason": {
+                "type": ["string", "null"],
+                "maxLength": REASON_LIMIT,
+                "description": "Why: kept on the operation with who did it.",
+            }
+        },
+        required=[],
+    ),
+    "PolicyRule": _object(
+        {
+            "key": {"type": "string"},
+            "value": ANY_JSON,
+            "default": ANY_JSON,
+            "is_default": {"type": "boolean"},
+            "version": {"type": "integer"},
+            "changed_by": TEXT,
+            "changed_at": MOMENT,
+            "reason": TEXT,
+        },
+        required=["key", "value", "default", "is_default", "version"],
+    ),
     "Policy": _object({"rules": {"type": "array", "items": _ref("PolicyRule")}}, required=["rules"]),
-    "PolicyChange": _object({
-        "id": {"type": "integer"}, "key": {"type": "string"}, "old_value": ANY_JSON, "new_value": ANY_JSON,
-        "actor": {"type": "string"}, "reason": {"type": "string"}, "changed_at": MOMENT,
-    }, required=["id", "key", "old_value", "new_value", "actor", "reason", "changed_at"]),
+    "PolicyChange": _object(
+        {
+            "id": {"type": "integer"},
+            "key": {"type": "string"},
+            "old_value": ANY_JSON,
+            "new_value": ANY_JSON,
+            "actor": {"type": "string"},
+            "reason": {"type": "string"},
+            "changed_at": MOMENT,
+        },
+        required=["id", "key", "old_value", "new_value", "actor", "reason", "changed_at"],
+    ),
     "PolicyHistory": _object({"changes": {"type": "array", "items": _ref("PolicyChange")}}, required=["changes"]),
-    "PolicyBody": _object({
-        "value": {**ANY_JSON, "description": "The rule's new value (null: its default)."},
-        "reason": {"type": "string", "maxLength": REASON_LIMIT},
-        "version": {"type": ["integer", "null"], "description": "The version read: refused (409) if it changed since."},
-    }, required=["value", "reason"]),
-    "PolicyAnswer": _object({"message": {"type": "string"}, "change": _ref("PolicyChange")},
-                            required=["message", "change"]),
-    "Session": _object({
-        "id": {"type": "string"}, "name": {"type": "string"}, "provider": {"type": "string"},
-        "address": TEXT, "started_at": MOMENT, "last_seen_at": MOMENT, "expires_at": MOMENT,
-    }, required=["id", "name", "provider", "address", "started_at", "last_seen_at", "expires_at"]),
-    "Token": _object({
-        "name": {"type": "string"}, "role": {"type": "string"},
-        "scope": {"type": "string", "enum": ["read-only", "grants"]},
-        "created_at": MOMENT, "expires_at": MOMENT, "last_used_at": MOMENT, "last_used_from": TEXT,
-    }, required=["name", "role", "scope", "created_at", "expires_at", "last_used_at", "last_used_from"]),
-    "Sessions": _object({"sessions": {"type": "array", "items": _ref("Session")},
-                         "tokens": {"type": "array", "items": _ref("Token")}}, required=["sessions", "tokens"]),
-    "AccessLine": _object({
-        "id": {"type": "integer"}, "at": MOMENT,
-        "kind": {"type": "string", "enum": ["sign_in", "sign_in_failed", "sign_out", "session_ended",
-                                            "sessions_ended", "token_added", "token_revoked", "token_new_address"]},
-        "subject": {"type": "string"}, "actor": TEXT, "address": TEXT, "detail": TEXT,
-    }, required=["id", "at", "kind", "subject", "actor", "address", "detail"]),
+    "PolicyBody": _object(
+        {
+            "value": {**ANY_JSON, "description": "The rule's new value (null: its default)."},
+            "reason": {"type": "string", "maxLength": REASON_LIMIT},
+            "version": {
+                "type": ["integer", "null"],
+                "description": "The version read: refused (409) if it changed since.",
+            },
+        },
+        required=["value", "reason"],
+    ),
+    "PolicyAnswer": _object(
+        {"message": {"type": "string"}, "change": _ref("PolicyChange")}, required=["message", "change"]
+    ),
+    "Session": _object(
+        {
+            "id": {"type": "string"},
+            "name": {"type": "string"},
+            "provider": {"type": "string"},
+            "address": TEXT,
+            "started_at": MOMENT,
+            "last_seen_at": MOMENT,
+            "expires_at": MOMENT,
+        },
+        required=["id", "name", "provider", "address", "started_at", "last_seen_at", "expires_at"],
+    ),
+    "Token": _object(
+        {
+            "name": {"type": "string"},
+            "role": {"type": "string"},
+            "scope": {"type": "string", "enum": ["read-only", "grants"]},
+            "created_at": MOMENT,
+            "expires_at": MOMENT,
+            "last_used_at": MOMENT,
+            "last_used_from": TEXT,
+        },
+        required=["name", "role", "scope", "created_at", "expires_at", "last_used_at", "last_used_from"],
+    ),
+    "Sessions": _object(
+        {"sessions": {"type": "array", "items": _ref("Session")}, "tokens": {"type": "array", "items": _ref("Token")}},
+        required=["sessions", "tokens"],
+    ),
+    "AccessLine": _object(
+        {
+            "id": {"type": "integer"},
+            "at": MOMENT,
+            "kind": {
+                "type": "string",
+                "enum": [
+                    "sign_in",
+                    "sign_in_failed",
+                    "sign_out",
+                    "session_ended",
+                    "sessions_ended",
+                    "token_added",
+                    "token_revoked",
+                    "token_new_address",
+                ],
+            },
+            "subject": {"type": "string"},
+            "actor": TEXT,
+            "address": TEXT,
+            "detail": TEXT,
+        },
+        required=["id", "at", "kind", "subject", "actor", "address", "detail"],
+    ),
     "AccessLog": _object({"lines": {"type": "array", "items": _ref("AccessLine")}}, required=["lines"]),
     "NameBody": _object({"name": {"type": "string", "description": "A user's name."}}, required=["name"]),
     "EmptyBody": _object({}, required=[]),
     "Ended": _object({"message": {"type": "string"}, "ended": {"type": "integer"}}, required=["message", "ended"]),
-    "PaceBody": _object({
-        "rate": {"type": ["number", "null"], "description": "Runs per second at most; null removes the limit."},
-        "max_in_flight": {"type": ["integer", "null"], "description": "null removes the ceiling."},
-    }, required=[]),
+    "PaceBody": _object(
+        {
+            "rate": {"type": ["number", "null"], "description": "Runs per second at most; null removes the limit."},
+            "max_in_flight": {"type": ["integer", "null"], "description": "null removes the ceiling."},
+        },
+        required=[],
+    ),
 }
 
 
@@ -304,8 +623,13 @@ def _query(name: str, description: str, kind: str = "string", enum=None) -> dict
     return {"name": name, "in": "query", "required": False, "schema": schema, "description": description}
 
 
-RUN_ID = {"name": "workflow_id", "in": "path", "required": True, "schema": {"type": "string"},
-          "description": "The run's id, percent-encoded (an id the dashboard's URLs escape starts with ~)."}
+RUN_ID = {
+    "name": "workflow_id",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string"},
+    "description": "The run's id, percent-encoded (an id the dashboard's URLs escape starts with ~).",
+}
 OPERATION_ID = {"name": "operation_id", "in": "path", "required": True, "schema": {"type": "integer"}}
 READ = (400, 401, 403)
 WRITE = (400, 401, 403, 404, 409, 413, 415, 422)
@@ -318,203 +642,330 @@ def _body(schema: str) -> dict[str, Any]:
 def document(base: str = "/api/v1") -> dict[str, Any]:
     """The document; *base*: where the API is served (under the dashboard's prefix)."""
     filters = [
-        _query("q", "Search: a run id or its shown prefix (4+ characters), 6+ characters from anywhere "
-                    "in a run id (where the database has pg_trgm), an idempotency key, a subject in any "
-                    "case, or a subject's id alone."),
-        _query("workflow_class", "A class."), _query("status", "A run status.", enum=states.RUN),
+        _query(
+            "q",
+            "Search: a run id or its shown prefix (4+ characters), 6+ characters from anywhere "
+            "in a run id (where the database has pg_trgm), an idempotency key, a subject in any "
+            "case, or a subject's id alone.",
+        ),
+        _query("workflow_class", "A class."),
+        _query("status", "A run status.", enum=states.RUN),
         _query("reason", "A stuck reason.", enum=states.STUCK_REASONS),
-        _query("subject", "A subject: type, or type and id."), _query("step", "The latest step."),
+        _query("subject", "A subject: type, or type and id."),
+        _query("step", "The latest step."),
         _query("error_class", "The latest step's error class."),
         _query("no_error_class", "1: runs whose latest step has no error class.", enum=["1"]),
         _query("since", "A preset range.", enum=["1h", "24h", "7d", "30d"]),
-        _query("from", "Created at or after (ISO 8601)."), _query("to", "Created before (ISO 8601)."),
+        _query("from", "Created at or after (ISO 8601)."),
+        _query("to", "Created before (ISO 8601)."),
         _query("operation", "The runs an operation acted on.", "integer"),
         _query("before", "Keyset cursor: runs older than this id (next_before).", "integer"),
         _query("after", "Keyset cursor: runs newer than this id.", "integer"),
     ]
     return {
         "openapi": "3.1.0",
-        "info": {"title": "pgbus-web", "version": __version__,
-                 "description": "The runs of pgbus workflows: read them, and act on them as the dashboard does."},
+        "info": {
+            "title": "pgbus-web",
+            "version": __version__,
+            "description": "The runs of pgbus workflows: read them, and act on them as the dashboard does.",
+        },
         "servers": [{"url": base}],
         "security": [{"bearer": []}, {"host": []}],
         "components": {
             "schemas": SCHEMAS,
             "securitySchemes": {
-                "bearer": {"type": "http", "scheme": "bearer",
-                           "description": "pgbus-web tokens add NAME --role viewer|operator|approver|admin"},
-                "host": {"type": "apiKey", "in": "header", "name": "X-CSRF-Token",
-                         "description": "The dashboard's own sign-in (or the host app's), with the CSRF token for a post."},
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "pgbus-web tokens add NAME --role viewer|operator|approver|admin",
+                },
+                "host": {
+                    "type": "apiKey",
+                    "in": "header",
+                    "name": "X-CSRF-Token",
+                    "description": "The dashboard's own sign-in (or the host app's), with the CSRF token for a post.",
+                },
             },
         },
         "paths": {
-            "/runs": {"get": {
-                "operationId": "listRuns", "summary": "Runs, newest first, as the index filters them "
-                                                      "(arg.<path>=VALUE and signal.<path>=VALUE too).",
-                "parameters": filters,
-                "responses": {"200": _answer("A page of runs.", "RunsPage"), **_problems(*READ)},
-            }},
-            "/runs/export": {"get": {
-                "operationId": "exportRuns",
-                "summary": "Every run the index's filters match (the cursors aside), oldest first, streamed as CSV or "
-                           "NDJSON up to the highest run id at the start; arg.<path>=VALUE and signal.<path>=VALUE "
-                           "search inside the arguments and the signals' payloads, as on GET /runs.",
-                "parameters": [_query("format", "csv or ndjson.", enum=["csv", "ndjson"])]
-                              + [item for item in filters if item["name"] not in ("before", "after")],
-                "responses": {"200": {"description": "The rows, streamed; the filename names the filters and the moment.",
-                                      "content": {"text/csv": {"schema": {"type": "string"}},
-                                                  "application/x-ndjson": {"schema": {"type": "string"}}}},
-                              **_problems(*READ)},
-            }},
-            "/runs/compare": {"get": {
-                "operationId": "compareRuns",
-                "summary": "Two runs compared: the arguments' diff, the steps side by side and the first step where "
-                           "they part. a and b are run ids or the short ids the pages print.",
-                "parameters": [_query("a", "The first run's id."), _query("b", "The second run's id.")],
-                "responses": {"200": _answer("The comparison.", "Comparison"), **_problems(*READ, 404, 422)},
-            }},
-            "/runs/{workflow_id}": {"get": {
-                "operationId": "showRun", "summary": "One run with its steps, signals, events and available actions.",
-                "parameters": [RUN_ID],
-                "responses": {"200": _answer("The run.", "RunDetail"), **_problems(*READ, 404)},
-            }},
-            "/runs/{workflow_id}/reveal": {"post": {
-                "operationId": "revealRun",
-                "summary": "One run with the values the policy redacts in clear, for a caller with the reveal "
-                           "power on its class; writes an audit line saying who revealed (docs/redaction.md).",
-                "parameters": [RUN_ID], "requestBody": _body("RevealBody"),
-                "responses": {"200": _answer("The run, its values in clear.", "RunDetail"),
-                              **_problems(*WRITE)},
-            }},
-            "/runs/{workflow_id}/signals": {"post": {
-                "operationId": "sendSignal", "summary": "Deliver a signal to one run.",
-                "parameters": [RUN_ID], "requestBody": _body("SignalBody"),
-                "responses": {"200": _answer("Stored (or a duplicate of its idempotency key).", "RunChanged"),
-                              **_problems(*WRITE)},
-            }},
-            "/runs/{workflow_id}/{verb}": {"post": {
-                "operationId": "actOnRun", "summary": "An outside verb on one run.",
-                "parameters": [RUN_ID, {"name": "verb", "in": "path", "required": True,
-                                        "schema": {"type": "string", "enum": list(VERBS)}}],
-                "requestBody": _body("VerbBody"),
-                "responses": {"200": _answer("Done.", "RunChanged"), **_problems(*WRITE)},
-            }},
-            "/counts": {"get": {
-                "operationId": "counts", "summary": "Runs per class and status.",
-                "responses": {"200": _answer("The counts.", "Counts"), **_problems(*READ)},
-            }},
-            "/attention": {"get": {
-                "operationId": "attention", "summary": "The needs-attention groups, biggest first.",
-                "responses": {"200": _answer("The groups.", "Attention"), **_problems(*READ)},
-            }},
-            "/operations": {
-                "get": {"operationId": "listOperations", "summary": "The recent operations.",
-                        "responses": {"200": _answer("Newest first.", "Operations"), **_problems(*READ)}},
-                "post": {"operationId": "startOperation",
-                         "summary": "Preview (without confirmed) or start (confirmed, with a reason) one verb on every run a filter matches.",
-                         "requestBody": _body("OperationBody"),
-                         "responses": {"200": _answer("The preview.", "PreviewAnswer"),
-                                       "201": _answer("Started.", "OperationAnswer"), **_problems(*WRITE)}},
+            "/runs": {
+                "get": {
+                    "operationId": "listRuns",
+                    "summary": "Runs, newest first, as the index filters them "
+                    "(arg.<path>=VALUE and signal.<path>=VALUE too).",
+                    "parameters": filters,
+                    "responses": {"200": _answer("A page of runs.", "RunsPage"), **_problems(*READ)},
+                }
             },
-            "/operations/{operation_id}": {"get": {
-                "operationId": "showOperation", "summary": "One operation and its progress.",
-                "parameters": [OPERATION_ID],
-                "responses": {"200": _answer("The operation.", "OperationAnswer"), **_problems(*READ, 404)},
-            }, "patch": {
-                "operationId": "paceOperation", "summary": "Change the pace of an operation that has not ended.",
-                "parameters": [OPERATION_ID], "requestBody": _body("PaceBody"),
-                "responses": {"200": _answer("Changed.", "OperationAnswer"), **_problems(*WRITE)},
-            }},
-            "/operations/{operation_id}/pace": {"post": {
-                "operationId": "paceOperationPost", "summary": "PATCH /operations/{operation_id} as a POST.",
-                "parameters": [OPERATION_ID], "requestBody": _body("PaceBody"),
-                "responses": {"200": _answer("Changed.", "OperationAnswer"), **_problems(*WRITE)},
-            }},
-            "/operations/{operation_id}/pause": {"post": {
-                "operationId": "pauseOperation", "summary": "Hold a queued or running operation.",
-                "parameters": [OPERATION_ID], "requestBody": _body("WhyBody"),
-                "responses": {"200": _answer("Paused.", "OperationAnswer"), **_problems(*WRITE)},
-            }},
-            "/operations/{operation_id}/resume": {"post": {
-                "operationId": "resumeOperation", "summary": "Let a paused operation go on.",
-                "parameters": [OPERATION_ID], "requestBody": _body("WhyBody"),
-                "responses": {"200": _answer("Queued again.", "OperationAnswer"), **_problems(*WRITE)},
-            }},
-            "/operations/{operation_id}/approve": {"post": {
-                "operationId": "approveOperation",
-                "summary": "Approve an operation awaiting approval (a caller other than the one who asked for it).",
-                "parameters": [OPERATION_ID], "requestBody": _body("WhyBody"),
-                "responses": {"200": _answer("Approved and queued.", "OperationAnswer"), **_problems(*WRITE)},
-            }},
-            "/operations/{operation_id}/cancel": {"post": {
-                "operationId": "cancelOperation", "summary": "Stop an operation that has not ended.",
-                "parameters": [OPERATION_ID], "requestBody": _body("WhyBody"),
-                "responses": {"200": _answer("Cancelled.", "OperationAnswer"), **_problems(*WRITE)},
-            }},
-            "/policy": {"get": {
-                "operationId": "showPolicy",
-                "summary": "Every rule of the policy: its value, default, version, and who changed it last and why.",
-                "responses": {"200": _answer("The rules.", "Policy"), **_problems(*READ)},
-            }},
-            "/policy/history": {"get": {
-                "operationId": "policyHistory", "summary": "The policy's changes, newest first.",
-                "parameters": [_query("key", "One rule's changes only.")],
-                "responses": {"200": _answer("The changes.", "PolicyHistory"), **_problems(*READ, 422)},
-            }},
-            "/policy/{key}": {"put": {
-                "operationId": "setPolicyRule",
-                "summary": "Change one rule (the policy power: an admin), with a reason; null puts its default back.",
-                "parameters": [{"name": "key", "in": "path", "required": True, "schema": {"type": "string"}}],
-                "requestBody": _body("PolicyBody"),
-                "responses": {"200": _answer("Changed.", "PolicyAnswer"), **_problems(*WRITE)},
-            }},
-            "/sessions": {"get": {
-                "operationId": "listSessions",
-                "summary": "The live signed-in sessions and API tokens (the sessions power: an admin).",
-                "responses": {"200": _answer("Sessions and tokens.", "Sessions"), **_problems(*READ)},
-            }},
-            "/sessions/end-all": {"post": {
-                "operationId": "endSessionsOf",
-                "summary": "End every session of a person: refused on its next request at every process.",
-                "requestBody": _body("NameBody"),
-                "responses": {"200": _answer("Ended (how many were live).", "Ended"), **_problems(*WRITE)},
-            }},
-            "/sessions/{session_id}/end": {"post": {
-                "operationId": "endSession", "summary": "End one session: refused on its next request.",
-                "parameters": [{"name": "session_id", "in": "path", "required": True, "schema": {"type": "string"}}],
-                "requestBody": _body("EmptyBody"),
-                "responses": {"200": _answer("Ended.", "Ended"), **_problems(*WRITE)},
-            }},
-            "/tokens/{name}/revoke": {"post": {
-                "operationId": "revokeToken", "summary": "Revoke a live API token: refused on its next request.",
-                "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
-                "requestBody": _body("EmptyBody"),
-                "responses": {"200": _answer("Revoked.", "Ended"), **_problems(*WRITE)},
-            }},
-            "/access-log": {"get": {
-                "operationId": "accessLog",
-                "summary": "Sign-ins, failed sign-ins, sign-outs, sessions ended, tokens made, revoked and first "
-                           "used from a new address; newest first (the sessions power).",
-                "responses": {"200": _answer("The newest lines.", "AccessLog"), **_problems(*READ)},
-            }},
-            "/locks": {"get": {
-                "operationId": "listLocks", "summary": "Uniqueness locks, oldest first, and counts by state.",
-                "parameters": [_query("state", "A lock state."), _query("queue", "A queue."),
-                               _query("after_at", "Cursor (next)."), _query("after_key", "Cursor (next).")],
-                "responses": {"200": _answer("A page of locks.", "Locks"), **_problems(*READ)},
-            }},
-            "/workers": {"get": {
-                "operationId": "listWorkers",
-                "summary": "Workers and serving processes with their heartbeat: alive, gone or stopped.",
-                "responses": {"200": _answer("Every kept row, alive first.", "Workers"), **_problems(*READ)},
-            }},
-            "/queues": {"get": {
-                "operationId": "listQueues", "summary": "PGMQ queues with their depth and oldest message.",
-                "responses": {"200": _answer("Each queue.", "Queues"), **_problems(*READ)},
-            }},
-            "/openapi.json": {"get": {
-                "operationId": "openapi", "summary": "This document.",
-                "responses": {"200": {"description": "OpenAPI 3.1", "content": {JSON: {"schema": {"type": "object"}}}}},
-            }},
+            "/runs/export": {
+                "get": {
+                    "operationId": "exportRuns",
+                    "summary": "Every run the index's filters match (the cursors aside), oldest first, streamed as CSV or "
+                    "NDJSON up to the highest run id at the start; arg.<path>=VALUE and signal.<path>=VALUE "
+                    "search inside the arguments and the signals' payloads, as on GET /runs.",
+                    "parameters": [_query("format", "csv or ndjson.", enum=["csv", "ndjson"])]
+                    + [item for item in filters if item["name"] not in ("before", "after")],
+                    "responses": {
+                        "200": {
+                            "description": "The rows, streamed; the filename names the filters and the moment.",
+                            "content": {
+                                "text/csv": {"schema": {"type": "string"}},
+                                "application/x-ndjson": {"schema": {"type": "string"}},
+                            },
+                        },
+                        **_problems(*READ),
+                    },
+                }
+            },
+            "/runs/compare": {
+                "get": {
+                    "operationId": "compareRuns",
+                    "summary": "Two runs compared: the arguments' diff, the steps side by side and the first step where "
+                    "they part. a and b are run ids or the short ids the pages print.",
+                    "parameters": [_query("a", "The first run's id."), _query("b", "The second run's id.")],
+                    "responses": {"200": _answer("The comparison.", "Comparison"), **_problems(*READ, 404, 422)},
+                }
+            },
+            "/runs/{workflow_id}": {
+                "get": {
+                    "operationId": "showRun",
+                    "summary": "One run with its steps, signals, events and available actions.",
+                    "parameters": [RUN_ID],
+                    "responses": {"200": _answer("The run.", "RunDetail"), **_problems(*READ, 404)},
+                }
+            },
+            "/runs/{workflow_id}/reveal": {
+                "post": {
+                    "operationId": "revealRun",
+                    "summary": "One run with the values the policy redacts in clear, for a caller with the reveal "
+                    "power on its class; writes an audit line saying who revealed (docs/redaction.md).",
+                    "parameters": [RUN_ID],
+                    "requestBody": _body("RevealBody"),
+                    "responses": {"200": _answer("The run, its values in clear.", "RunDetail"), **_problems(*WRITE)},
+                }
+            },
+            "/runs/{workflow_id}/signals": {
+                "post": {
+                    "operationId": "sendSignal",
+                    "summary": "Deliver a signal to one run.",
+                    "parameters": [RUN_ID],
+                    "requestBody": _body("SignalBody"),
+                    "responses": {
+                        "200": _answer("Stored (or a duplicate of its idempotency key).", "RunChanged"),
+                        **_problems(*WRITE),
+                    },
+                }
+            },
+            "/runs/{workflow_id}/{verb}": {
+                "post": {
+                    "operationId": "actOnRun",
+                    "summary": "An outside verb on one run.",
+                    "parameters": [
+                        RUN_ID,
+                        {
+                            "name": "verb",
+                            "in": "path",
+                            "required": True,
+                            "schema": {"type": "string", "enum": list(VERBS)},
+                        },
+                    ],
+                    "requestBody": _body("VerbBody"),
+                    "responses": {"200": _answer("Done.", "RunChanged"), **_problems(*WRITE)},
+                }
+            },
+            "/counts": {
+                "get": {
+                    "operationId": "counts",
+                    "summary": "Runs per class and status.",
+                    "responses": {"200": _answer("The counts.", "Counts"), **_problems(*READ)},
+                }
+            },
+            "/attention": {
+                "get": {
+                    "operationId": "attention",
+                    "summary": "The needs-attention groups, biggest first.",
+                    "responses": {"200": _answer("The groups.", "Attention"), **_problems(*READ)},
+                }
+            },
+            "/operations": {
+                "get": {
+                    "operationId": "listOperations",
+                    "summary": "The recent operations.",
+                    "responses": {"200": _answer("Newest first.", "Operations"), **_problems(*READ)},
+                },
+                "post": {
+                    "operationId": "startOperation",
+                    "summary": "Preview (without confirmed) or start (confirmed, with a reason) one verb on every run a filter matches.",
+                    "requestBody": _body("OperationBody"),
+                    "responses": {
+                        "200": _answer("The preview.", "PreviewAnswer"),
+                        "201": _answer("Started.", "OperationAnswer"),
+                        **_problems(*WRITE),
+                    },
+                },
+            },
+            "/operations/{operation_id}": {
+                "get": {
+                    "operationId": "showOperation",
+                    "summary": "One operation and its progress.",
+                    "parameters": [OPERATION_ID],
+                    "responses": {"200": _answer("The operation.", "OperationAnswer"), **_problems(*READ, 404)},
+                },
+                "patch": {
+                    "operationId": "paceOperation",
+                    "summary": "Change the pace of an operation that has not ended.",
+                    "parameters": [OPERATION_ID],
+                    "requestBody": _body("PaceBody"),
+                    "responses": {"200": _answer("Changed.", "OperationAnswer"), **_problems(*WRITE)},
+                },
+            },
+            "/operations/{operation_id}/pace": {
+                "post": {
+                    "operationId": "paceOperationPost",
+                    "summary": "PATCH /operations/{operation_id} as a POST.",
+                    "parameters": [OPERATION_ID],
+                    "requestBody": _body("PaceBody"),
+                    "responses": {"200": _answer("Changed.", "OperationAnswer"), **_problems(*WRITE)},
+                }
+            },
+            "/operations/{operation_id}/pause": {
+                "post": {
+                    "operationId": "pauseOperation",
+                    "summary": "Hold a queued or running operation.",
+                    "parameters": [OPERATION_ID],
+                    "requestBody": _body("WhyBody"),
+                    "responses": {"200": _answer("Paused.", "OperationAnswer"), **_problems(*WRITE)},
+                }
+            },
+            "/operations/{operation_id}/resume": {
+                "post": {
+                    "operationId": "resumeOperation",
+                    "summary": "Let a paused operation go on.",
+                    "parameters": [OPERATION_ID],
+                    "requestBody": _body("WhyBody"),
+                    "responses": {"200": _answer("Queued again.", "OperationAnswer"), **_problems(*WRITE)},
+                }
+            },
+            "/operations/{operation_id}/approve": {
+                "post": {
+                    "operationId": "approveOperation",
+                    "summary": "Approve an operation awaiting approval (a caller other than the one who asked for it).",
+                    "parameters": [OPERATION_ID],
+                    "requestBody": _body("WhyBody"),
+                    "responses": {"200": _answer("Approved and queued.", "OperationAnswer"), **_problems(*WRITE)},
+                }
+            },
+            "/operations/{operation_id}/cancel": {
+                "post": {
+                    "operationId": "cancelOperation",
+                    "summary": "Stop an operation that has not ended.",
+                    "parameters": [OPERATION_ID],
+                    "requestBody": _body("WhyBody"),
+                    "responses": {"200": _answer("Cancelled.", "OperationAnswer"), **_problems(*WRITE)},
+                }
+            },
+            "/policy": {
+                "get": {
+                    "operationId": "showPolicy",
+                    "summary": "Every rule of the policy: its value, default, version, and who changed it last and why.",
+                    "responses": {"200": _answer("The rules.", "Policy"), **_problems(*READ)},
+                }
+            },
+            "/policy/history": {
+                "get": {
+                    "operationId": "policyHistory",
+                    "summary": "The policy's changes, newest first.",
+                    "parameters": [_query("key", "One rule's changes only.")],
+                    "responses": {"200": _answer("The changes.", "PolicyHistory"), **_problems(*READ, 422)},
+                }
+            },
+            "/policy/{key}": {
+                "put": {
+                    "operationId": "setPolicyRule",
+                    "summary": "Change one rule (the policy power: an admin), with a reason; null puts its default back.",
+                    "parameters": [{"name": "key", "in": "path", "required": True, "schema": {"type": "string"}}],
+                    "requestBody": _body("PolicyBody"),
+                    "responses": {"200": _answer("Changed.", "PolicyAnswer"), **_problems(*WRITE)},
+                }
+            },
+            "/sessions": {
+                "get": {
+                    "operationId": "listSessions",
+                    "summary": "The live signed-in sessions and API tokens (the sessions power: an admin).",
+                    "responses": {"200": _answer("Sessions and tokens.", "Sessions"), **_problems(*READ)},
+                }
+            },
+            "/sessions/end-all": {
+                "post": {
+                    "operationId": "endSessionsOf",
+                    "summary": "End every session of a person: refused on its next request at every process.",
+                    "requestBody": _body("NameBody"),
+                    "responses": {"200": _answer("Ended (how many were live).", "Ended"), **_problems(*WRITE)},
+                }
+            },
+            "/sessions/{session_id}/end": {
+                "post": {
+                    "operationId": "endSession",
+                    "summary": "End one session: refused on its next request.",
+                    "parameters": [
+                        {"name": "session_id", "in": "path", "required": True, "schema": {"type": "string"}}
+                    ],
+                    "requestBody": _body("EmptyBody"),
+                    "responses": {"200": _answer("Ended.", "Ended"), **_problems(*WRITE)},
+                }
+            },
+            "/tokens/{name}/revoke": {
+                "post": {
+                    "operationId": "revokeToken",
+                    "summary": "Revoke a live API token: refused on its next request.",
+                    "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
+                    "requestBody": _body("EmptyBody"),
+                    "responses": {"200": _answer("Revoked.", "Ended"), **_problems(*WRITE)},
+                }
+            },
+            "/access-log": {
+                "get": {
+                    "operationId": "accessLog",
+                    "summary": "Sign-ins, failed sign-ins, sign-outs, sessions ended, tokens made, revoked and first "
+                    "used from a new address; newest first (the sessions power).",
+                    "responses": {"200": _answer("The newest lines.", "AccessLog"), **_problems(*READ)},
+                }
+            },
+            "/locks": {
+                "get": {
+                    "operationId": "listLocks",
+                    "summary": "Uniqueness locks, oldest first, and counts by state.",
+                    "parameters": [
+                        _query("state", "A lock state."),
+                        _query("queue", "A queue."),
+                        _query("after_at", "Cursor (next)."),
+                        _query("after_key", "Cursor (next)."),
+                    ],
+                    "responses": {"200": _answer("A page of locks.", "Locks"), **_problems(*READ)},
+                }
+            },
+            "/workers": {
+                "get": {
+                    "operationId": "listWorkers",
+                    "summary": "Workers and serving processes with their heartbeat: alive, gone or stopped.",
+                    "responses": {"200": _answer("Every kept row, alive first.", "Workers"), **_problems(*READ)},
+                }
+            },
+            "/queues": {
+                "get": {
+                    "operationId": "listQueues",
+                    "summary": "PGMQ queues with their depth and oldest message.",
+                    "responses": {"200": _answer("Each queue.", "Queues"), **_problems(*READ)},
+                }
+            },
+            "/openapi.json": {
+                "get": {
+                    "operationId": "openapi",
+                    "summary": "This document.",
+                    "responses": {
+                        "200": {"description": "OpenAPI 3.1", "content": {JSON: {"schema": {"type": "object"}}}}
+                    },
+                }
+            },
         },
     }

@@ -13,14 +13,15 @@ from typing import Any
 from flask import Response
 from werkzeug.http import HTTP_STATUS_CODES
 
-from ..core.representations import plain
 from ..core.problems import Refusal
+from ..core.representations import plain
 
 MEDIA_TYPE = "application/problem+json"
 
 
-def problem(status: int, detail: str, *, field: str | None = None, headers: dict[str, str] | None = None,
-            **extra: Any) -> Response:
+def problem(
+    status: int, detail: str, *, field: str | None = None, headers: dict[str, str] | None = None, **extra: Any
+) -> Response:
     body: dict[str, Any] = {
         "type": "about:blank",
         "title": HTTP_STATUS_CODES.get(status, "Error"),

@@ -4,21 +4,22 @@ the pages' own context builder or query, shaped by core/representations.py."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
 
 from flask import Response, request, stream_with_context
 
+from ..core import compare as comparing
+from ..core import exports, operation_reads, policy, policy_changes, problems, redacting, worker_reads
+from ..core import reads as context
 from ..core import representations as rep
-from ..rules import run_filters
-from ..core import compare as comparing, exports, operation_reads, policy, policy_changes, worker_reads
-from ..runtime.clock import utcnow
-from ..core import reads as context, problems
+from ..core.lock_filters import parse as parse_lock_filters
 from ..core.lock_reads import locks_context
 from ..plumbing import reading, security
 from ..plumbing.state import state
-from ..core.lock_filters import parse as parse_lock_filters
-from ..core import redacting
+from ..rules import run_filters
+from ..runtime.clock import utcnow
 from . import guard
 from .answers import json_answer
 from .problems import from_refusal
@@ -32,8 +33,9 @@ def stuck_of(now: datetime):
     kept = security.current_policy()
 
     def stuck(run: Mapping[str, Any]) -> str | None:
-        return rep.stuck_reason(run, now=now, stall_threshold=kept.stall_threshold,
-                                waiting_threshold=kept.waiting_threshold)
+        return rep.stuck_reason(
+            run, now=now, stall_threshold=kept.stall_threshold, waiting_threshold=kept.waiting_threshold
+        )
 
     return stuck
 
@@ -55,11 +57,13 @@ def runs() -> Response:
     with reading.read() as conn:
         page = context.index_runs(conn, state().settings, filters, now)
     stuck = stuck_of(now)
-    return json_answer({
-        "runs": [rep.run_row(run, stuck=stuck(run)) for run in page["runs"]],
-        "next_before": page["pagination"].older,
-        "next_after": page["pagination"].newer,
-    })
+    return json_answer(
+        {
+            "runs": [rep.run_row(run, stuck=stuck(run)) for run in page["runs"]],
+            "next_before": page["pagination"].older,
+            "next_after": page["pagination"].newer,
+        }
+    )
 
 
 def export() -> Response:
@@ -73,10 +77,14 @@ def export() -> Response:
         made = exports.export(state().database.read, state().settings, filters, fmt)
     except run_filters.FilterError as refused:
         return from_refusal(problems.refusal(refused))
-    return Response(stream_with_context(made.chunks), content_type=made.content_type, headers={
-        "Content-Disposition": exports.content_disposition(made.filename),
-        "X-Pgbus-Export-Ceiling-Id": str(made.ceiling_id),
-    })
+    return Response(
+        stream_with_context(made.chunks),
+        content_type=made.content_type,
+        headers={
+            "Content-Disposition": exports.content_disposition(made.filename),
+            "X-Pgbus-Export-Ceiling-Id": str(made.ceiling_id),
+        },
+    )
 
 
 def compare() -> Response:
@@ -119,10 +127,14 @@ def attention() -> Response:
     settings = state().settings
     with reading.read() as conn:
         page = context.index_context(conn, settings, None, parts=("attention",))
-    return json_answer({"groups": [
-        rep.attention_group(group, context.definition_of(settings, group["workflow_class"]) is not None)
-        for group in page["attention_groups"]
-    ]})
+    return json_answer(
+        {
+            "groups": [
+                rep.attention_group(group, context.definition_of(settings, group["workflow_class"]) is not None)
+                for group in page["attention_groups"]
+            ]
+        }
+    )
 
 
 def operations() -> Response:
@@ -151,11 +163,13 @@ def locks() -> Response:
         return from_refusal(problems.refusal(refused))
     with reading.read() as conn:
         page = locks_context(conn, state().settings, view)
-    return json_answer({
-        "locks": [rep.lock(row) for row in page["locks"]],
-        "next": page["next_query"],
-        "counts": dict(page["counts"]),
-    })
+    return json_answer(
+        {
+            "locks": [rep.lock(row) for row in page["locks"]],
+            "next": page["next_query"],
+            "counts": dict(page["counts"]),
+        }
+    )
 
 
 def workers() -> Response:
@@ -163,8 +177,12 @@ def workers() -> Response:
     its state against worker_gone_after."""
     with state().database.read() as conn:
         rows = worker_reads.worker_rows(conn, state().settings)
-    return json_answer({"workers": [rep.worker(row) for row in rows],
-                        "gone_after_seconds": state().settings.worker_gone_after.total_seconds()})
+    return json_answer(
+        {
+            "workers": [rep.worker(row) for row in rows],
+            "gone_after_seconds": state().settings.worker_gone_after.total_seconds(),
+        }
+    )
 
 
 def queues() -> Response:

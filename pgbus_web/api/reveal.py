@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from flask import Response
 
-from ..core import permissions, problems, reads as context, reveal as revealing
+from ..core import permissions, problems
+from ..core import reads as context
+from ..core import representations as rep
+from ..core import reveal as revealing
 from ..plumbing.state import state
 from . import body, guard
 from .answers import json_answer
 from .problems import from_refusal, problem
 from .reads import stuck_of
-from ..core import representations as rep
 
 FIELDS = {"reason": body.STRING}
 
@@ -25,8 +27,13 @@ def reveal(workflow_id: str) -> Response:
     except body.BodyError as refused:
         return problem(refused.status, refused.message, field=refused.field)
     try:
-        page = revealing.reveal(state().database.primary, state().settings, workflow_id,
-                                principal=guard.principal(), reason=given.get("reason"))
+        page = revealing.reveal(
+            state().database.primary,
+            state().settings,
+            workflow_id,
+            principal=guard.principal(),
+            reason=given.get("reason"),
+        )
     except context.NotFound:
         return from_refusal(problems.run_not_found(workflow_id))
     except permissions.NotPermitted as refused:

@@ -26,8 +26,12 @@ def listing() -> Response:
         found = sessions.listing(_engine(), guard.principal(), security.current_policy())
     except permissions.NotPermitted as refused:
         return from_refusal(problems.refusal(refused))
-    return json_answer({"sessions": [sessions.session_shown(row) for row in found["sessions"]],
-                        "tokens": [sessions.token_shown(row) for row in found["tokens"]]})
+    return json_answer(
+        {
+            "sessions": [sessions.session_shown(row) for row in found["sessions"]],
+            "tokens": [sessions.token_shown(row) for row in found["tokens"]],
+        }
+    )
 
 
 def log() -> Response:

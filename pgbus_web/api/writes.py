@@ -9,21 +9,22 @@ same checks, statuses and audit events as the pages. The time zone of an
 from __future__ import annotations
 
 import logging
-from datetime import timezone
-from typing import Any, Mapping
+from collections.abc import Mapping
+from datetime import UTC
+from typing import Any
 
 from flask import Response, url_for
 
+from ..core import acts, checks, operation_acts, permissions, policy, policy_changes, problems
+from ..core import checks as forms
+from ..core import reads as context
 from ..core import representations as rep
-from ..rules import run_filters, states
 from ..core.words import done
 from ..i18n import t
-from ..runtime import errors, operations, verbs
-from ..rules import verb_table
-from ..runtime.clock import utcnow
-from ..core import reads as context, checks as forms, checks, problems
-from ..core import acts, operation_acts, permissions, policy, policy_changes
 from ..plumbing.state import state
+from ..rules import run_filters, states, verb_table
+from ..runtime import errors, operations, verbs
+from ..runtime.clock import utcnow
 from . import body, guard, reads
 from .answers import json_answer
 from .problems import from_refusal, problem
@@ -32,12 +33,23 @@ log = logging.getLogger(__name__)
 
 # The body fields of each verb: the verb table's, each a string.
 VERB_FIELDS = {name: {field: body.STRING for field in verb_table.BY_NAME[name].fields} for name in verbs.VERBS}
-SIGNAL_FIELDS = {verb_table.SIGNAL_NAME: body.STRING, verb_table.PAYLOAD: body.OBJECT,
-                 verb_table.IDEMPOTENCY_KEY: body.STRING}
+SIGNAL_FIELDS = {
+    verb_table.SIGNAL_NAME: body.STRING,
+    verb_table.PAYLOAD: body.OBJECT,
+    verb_table.IDEMPOTENCY_KEY: body.STRING,
+}
 OPERATION_FIELDS = {
-    "verb": body.STRING, "filters": body.OBJECT, "reason": body.STRING, verb_table.AT: body.STRING,
-    verb_table.FROM_STEP: body.STRING, verb_table.SIGNAL_NAME: body.STRING, verb_table.PAYLOAD: body.OBJECT,
-    "expected": body.INTEGER, "confirmed": body.BOOLEAN, "rate": body.NUMBER, "max_in_flight": body.INTEGER,
+    "verb": body.STRING,
+    "filters": body.OBJECT,
+    "reason": body.STRING,
+    verb_table.AT: body.STRING,
+    verb_table.FROM_STEP: body.STRING,
+    verb_table.SIGNAL_NAME: body.STRING,
+    verb_table.PAYLOAD: body.OBJECT,
+    "expected": body.INTEGER,
+    "confirmed": body.BOOLEAN,
+    "rate": body.NUMBER,
+    "max_in_flight": body.INTEGER,
 }
 # PATCH /operations/<id>: the pace (null removes a limit).
 PACE_FIELDS = {"rate": body.NUMBER, "max_in_flight": body.INTEGER}
@@ -81,12 +93,21 @@ def run_verb(workflow_id: str, verb: str) -> Response:
     definition = context.definition_of(state().settings, run["workflow_class"])
     try:
         options = forms.parse_verb(
-            verb, body.as_form(given), tz=timezone.utc, now=utcnow(),
+            verb,
+            body.as_form(given),
+            tz=UTC,
+            now=utcnow(),
             step_names=tuple(definition.step_names) if definition is not None else (),
         )
         acts.permit_class(state().database.primary, guard.principal(), verb, run["workflow_class"])
-        after = verbs.perform(state().database.primary, verb, workflow_id, actor=guard.actor(),
-                              registry=state().settings.registry, **options.options())
+        after = verbs.perform(
+            state().database.primary,
+            verb,
+            workflow_id,
+            actor=guard.actor(),
+            registry=state().settings.registry,
+            **options.options(),
+        )
     except (forms.FormError, errors.WorkflowError, permissions.NotPermitted) as refused:
         return from_refusal(problems.refusal(refused, verb=verb, workflow_id=workflow_id))
     return _after(workflow_id, done.verb_done(verb, run, after, options.at), after)
@@ -104,21 +125,29 @@ def send_signal(workflow_id: str) -> Response:
     try:
         signal = forms.parse_signal(body.as_form(given))
         acts.permit_class(state().database.primary, guard.principal(), verb_table.SIGNAL, run["workflow_class"])
-        result = verbs.signal(state().database.primary, workflow_id, signal.name, signal.payload,
-                              signal.idempotency_key, actor=guard.actor())
+        result = verbs.signal(
+            state().database.primary,
+            workflow_id,
+            signal.name,
+            signal.payload,
+            signal.idempotency_key,
+            actor=guard.actor(),
+        )
     except (forms.FormError, errors.WorkflowError, permissions.NotPermitted) as refused:
         return from_refusal(problems.refusal(refused, verb=verb_table.SIGNAL, workflow_id=workflow_id))
     message, _ = done.signal_done(result, signal.name, signal.idempotency_key)
-    return _after(workflow_id, message, result.run or None, duplicate=result.duplicate,
-                  signal=rep.signal(result.signal))
+    return _after(
+        workflow_id, message, result.run or None, duplicate=result.duplicate, signal=rep.signal(result.signal)
+    )
 
 
 def _filters(given: dict[str, Any]) -> run_filters.RunFilters:
     raw = given.get("filters") or {}
     for name, value in raw.items():
         if isinstance(value, bool) or not isinstance(value, (str, int)):
-            raise body.BodyError(422, t("pgbus.api.errors.wrong_type", field=f"filters.{name[:50]}", kind=body.STRING),
-                                 field="filters")
+            raise body.BodyError(
+                422, t("pgbus.api.errors.wrong_type", field=f"filters.{name[:50]}", kind=body.STRING), field="filters"
+            )
     try:
         return run_filters.parse_strict(raw)
     except run_filters.FilterError as refused:
@@ -133,8 +162,12 @@ def start_operation() -> Response:
     try:
         given = body.read(OPERATION_FIELDS)
         filters = _filters(given)
-        parsed = forms.parse_operation(body.as_form({k: v for k, v in given.items() if k != "filters"}),
-                                       tz=timezone.utc, now=now, verbs=operations.VERBS)
+        parsed = forms.parse_operation(
+            body.as_form({k: v for k, v in given.items() if k != "filters"}),
+            tz=UTC,
+            now=now,
+            verbs=operations.VERBS,
+        )
     except body.BodyError as refused:
         return _refused(refused)
     except forms.FormError as refused:
@@ -147,12 +180,28 @@ def start_operation() -> Response:
         if not parsed.confirmed:
             shown = operation_acts.preview(engine, settings, who, filters, parsed.verb, parsed.params, now=now)
             # The pace asked for and whether it will wait for approval, as the page's preview says.
-            return json_answer({"preview": {
-                **rep.preview(shown, stuck_of=stuck), "rate": parsed.pace.get("rate"),
-                "max_in_flight": parsed.pace.get("max_in_flight"),
-                "needs_approval": operation_acts.approval(engine, settings).needed(shown.verb, shown.fits)}})
-        created = operation_acts.start(engine, settings, who, filters, parsed.verb, parsed.params,
-                                       reason=parsed.reason, expected=parsed.expected, now=now, **parsed.pace)
+            return json_answer(
+                {
+                    "preview": {
+                        **rep.preview(shown, stuck_of=stuck),
+                        "rate": parsed.pace.get("rate"),
+                        "max_in_flight": parsed.pace.get("max_in_flight"),
+                        "needs_approval": operation_acts.approval(engine, settings).needed(shown.verb, shown.fits),
+                    }
+                }
+            )
+        created = operation_acts.start(
+            engine,
+            settings,
+            who,
+            filters,
+            parsed.verb,
+            parsed.params,
+            reason=parsed.reason,
+            expected=parsed.expected,
+            now=now,
+            **parsed.pace,
+        )
     except operations.CountChanged as refused:
         return from_refusal(problems.refusal(refused), preview=rep.preview(refused.preview, stuck_of=stuck))
     except (errors.WorkflowError, operations.OperationError, permissions.NotPermitted) as refused:
@@ -167,8 +216,12 @@ def start_operation() -> Response:
 
 def cancel_operation(operation_id: int) -> Response:
     """POST /operations/<id>/cancel, with an optional ``reason``."""
-    return _operation_change(operation_id, WHY_FIELDS, lambda engine, op, given: operation_acts.cancel(
-        engine, guard.principal(), op, reason=given.get("reason")), "pgbus.operations.cancelled")
+    return _operation_change(
+        operation_id,
+        WHY_FIELDS,
+        lambda engine, op, given: operation_acts.cancel(engine, guard.principal(), op, reason=given.get("reason")),
+        "pgbus.operations.cancelled",
+    )
 
 
 def _operation_change(operation_id: int, fields: Mapping[str, str], change, done_key: str, *, nulls: bool = False):
@@ -192,28 +245,42 @@ def _operation_change(operation_id: int, fields: Mapping[str, str], change, done
 
 def pause_operation(operation_id: int) -> Response:
     """POST /operations/<id>/pause."""
-    return _operation_change(operation_id, WHY_FIELDS, lambda engine, op, given: operation_acts.pause(
-        engine, guard.principal(), op, reason=given.get("reason")), "pgbus.operations.paused")
+    return _operation_change(
+        operation_id,
+        WHY_FIELDS,
+        lambda engine, op, given: operation_acts.pause(engine, guard.principal(), op, reason=given.get("reason")),
+        "pgbus.operations.paused",
+    )
 
 
 def resume_operation(operation_id: int) -> Response:
     """POST /operations/<id>/resume: a paused operation goes on."""
-    return _operation_change(operation_id, WHY_FIELDS, lambda engine, op, given: operation_acts.go_on(
-        engine, guard.principal(), op, reason=given.get("reason")), "pgbus.operations.resumed")
+    return _operation_change(
+        operation_id,
+        WHY_FIELDS,
+        lambda engine, op, given: operation_acts.go_on(engine, guard.principal(), op, reason=given.get("reason")),
+        "pgbus.operations.resumed",
+    )
 
 
 def approve_operation(operation_id: int) -> Response:
     """POST /operations/<id>/approve: by a caller other than its requester."""
-    return _operation_change(operation_id, WHY_FIELDS, lambda engine, op, given: operation_acts.approve(
-        engine, guard.principal(), op, reason=given.get("reason")), "pgbus.operations.approved")
+    return _operation_change(
+        operation_id,
+        WHY_FIELDS,
+        lambda engine, op, given: operation_acts.approve(engine, guard.principal(), op, reason=given.get("reason")),
+        "pgbus.operations.approved",
+    )
 
 
 def pace_operation(operation_id: int) -> Response:
     """PATCH /operations/<id> (and POST /operations/<id>/pace): rate and
     max_in_flight; null removes that limit."""
+
     def change(engine, op, given):
         form = {name: "" if value is None else str(value) for name, value in given.items()}
         return operation_acts.set_pace(engine, guard.principal(), op, checks.parse_pace(form))
+
     return _operation_change(operation_id, PACE_FIELDS, change, "pgbus.operations.pace_set", nulls=True)
 
 
@@ -230,8 +297,14 @@ def set_policy_rule(key: str) -> Response:
     if "value" not in given:
         return problem(422, t("pgbus.policy.errors.value_missing"), field="value")
     try:
-        made = policy_changes.change(state().database.primary, guard.principal(), key, given["value"],
-                                     reason=given.get("reason"), expected_version=given.get("version"))
+        made = policy_changes.change(
+            state().database.primary,
+            guard.principal(),
+            key,
+            given["value"],
+            reason=given.get("reason"),
+            expected_version=given.get("version"),
+        )
     except (policy.PolicyError, permissions.NotPermitted) as refused:
         return from_refusal(problems.refusal(refused))
     return json_answer({"message": t("pgbus.policy.changed", rule=made["key"]), "change": rep.policy_change(made)})

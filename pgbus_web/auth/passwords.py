@@ -20,13 +20,13 @@ class HashingUnavailable(RuntimeError):
     pass
 
 
-def _hasher() -> "PasswordHasher":
+def _hasher() -> PasswordHasher:
     if PasswordHasher is None:
         raise HashingUnavailable(MISSING)
     return PasswordHasher()
 
 
-def hash_password(password: str, hasher: "PasswordHasher | None" = None) -> str:
+def hash_password(password: str, hasher: PasswordHasher | None = None) -> str:
     """A salted Argon2id hash of *password* (the PHC string)."""
     return (hasher or _hasher()).hash(password)
 

@@ -50,8 +50,9 @@ class TrustedHeader:
         if not name or not self.trusts(request.environ):
             return None
         if not NAME.match(name):
-            log.warning("pgbus-web: ignored the %s header from %s: not a valid user name",
-                        self.header, peer(request.environ))
+            log.warning(
+                "pgbus-web: ignored the %s header from %s: not a valid user name", self.header, peer(request.environ)
+            )
             return None
         role = (request.headers.get(self.role_header) or "").strip().lower() if self.role_header else ""
         if role not in ROLES:

@@ -18,8 +18,8 @@ import hashlib
 import hmac
 import secrets
 import time
+from collections.abc import Callable, Mapping, MutableMapping
 from datetime import timedelta
-from typing import Callable, Mapping, MutableMapping
 
 from .users import User
 
@@ -33,8 +33,9 @@ def fingerprint(user: User) -> str:
     return hashlib.sha256(user.password_hash.encode()).hexdigest()[:32]
 
 
-def start(session: MutableMapping, user: User, generation: int = 0, now: float | None = None,
-          session_id: str | None = None) -> None:
+def start(
+    session: MutableMapping, user: User, generation: int = 0, now: float | None = None, session_id: str | None = None
+) -> None:
     """Sign *user* in at their current *generation*, as the session row
     *session_id*: a fresh session (nothing carried over from before)."""
     session.clear()
@@ -54,9 +55,14 @@ def end(session: MutableMapping) -> None:
     session.clear()
 
 
-def user(session: Mapping, lookup: Callable[[str], User | None], lifetime: timedelta = LIFETIME,
-         now: float | None = None, generation: Callable[[str], int] | None = None,
-         live: Callable[[object, str], bool] | None = None) -> User | None:
+def user(
+    session: Mapping,
+    lookup: Callable[[str], User | None],
+    lifetime: timedelta = LIFETIME,
+    now: float | None = None,
+    generation: Callable[[str], int] | None = None,
+    live: Callable[[object, str], bool] | None = None,
+) -> User | None:
     """The signed-in user, or None (no session, expired, user gone,
     password changed, or signed out since: *generation* gives the user's
     current one, asked last, as it costs a database read; or its row

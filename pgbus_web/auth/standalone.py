@@ -40,8 +40,8 @@ from flask import (
 
 from .. import i18n
 from ..core import sessions as live_sessions
-from ..plumbing import hx
 from ..models import sign_ins
+from ..plumbing import hx
 from ..plumbing.security import same_origin
 from ..plumbing.state import state
 from . import passwords, proxy
@@ -95,7 +95,8 @@ class Auth:
         self.users = UsersFile(users_file) if users_file is not None else None
         self.header = (
             proxy.TrustedHeader(trusted_header, trusted_role_header, proxy.networks(trusted_proxies))
-            if trusted_header else None
+            if trusted_header
+            else None
         )
         self.lifetime = session_lifetime
         self.throttle = throttle or Throttle()
@@ -106,8 +107,13 @@ class Auth:
     # --- the blueprint's hooks ------------------------------------------------
 
     def settings_hooks(self) -> dict[str, Any]:
-        return {"can_view": self.can_view, "can_act": self.can_act, "actor_name": self.actor_name,
-                "role_of": self.role_of, "groups_of": self.groups_of}
+        return {
+            "can_view": self.can_view,
+            "can_act": self.can_act,
+            "actor_name": self.actor_name,
+            "role_of": self.role_of,
+            "groups_of": self.groups_of,
+        }
 
     def can_view(self, request_) -> bool:
         if self.identity() is None:
@@ -152,8 +158,9 @@ class Auth:
         if self.users is not None and request.authorization and request.authorization.type == "basic":
             return self._basic()
         if self.users is not None:
-            user = sessions.user(session, self.users.get, self.lifetime, generation=self.generation,
-                                 live=self.session_live)
+            user = sessions.user(
+                session, self.users.get, self.lifetime, generation=self.generation, live=self.session_live
+            )
             if user is not None:
                 return Identity(user.name, user.role, "session", user.groups)
         return None
@@ -169,8 +176,9 @@ class Auth:
 
     def end_sessions(self, name: str) -> None:
         """End every session of *name* made so far (sign-out)."""
-        live_sessions.sign_out(state().database.primary, sessions.session_id(session), name,
-                               address=request.remote_addr)
+        live_sessions.sign_out(
+            state().database.primary, sessions.session_id(session), name, address=request.remote_addr
+        )
 
     def _basic(self) -> Identity:
         name = request.authorization.username or ""
@@ -277,8 +285,13 @@ def _safe_next(value: str | None) -> str:
     character, ``//host``, a scheme or a backslash (which browsers read as
     a slash) could lead off the site: none is a link of the dashboard, so
     such a value is dropped rather than mended."""
-    if (not value or not value.startswith("/") or value.startswith("//") or "\\" in value
-            or any(unicodedata.category(char) == "Cc" for char in value)):
+    if (
+        not value
+        or not value.startswith("/")
+        or value.startswith("//")
+        or "\\" in value
+        or any(unicodedata.category(char) == "Cc" for char in value)
+    ):
         return url_for("pgbus_web.workflows")
     return same_origin(value)
 
@@ -314,8 +327,9 @@ def build_blueprint(auth: Auth) -> Blueprint:
             return page(429, i18n.t("pgbus.web.auth.throttled"))
         if user is None:
             return page(401, i18n.t("pgbus.web.auth.failed"))
-        started = live_sessions.start(state().database.primary, user.name, address=request.remote_addr,
-                                      lifetime=auth.lifetime)
+        started = live_sessions.start(
+            state().database.primary, user.name, address=request.remote_addr, lifetime=auth.lifetime
+        )
         sessions.start(session, user, auth.generation(user.name), session_id=started)
         return redirect(_safe_next(request.form.get("next")), 303)
 

@@ -25,9 +25,9 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Callable
 
 from sqlalchemy.engine import Engine
 
@@ -68,8 +68,15 @@ def _keys(name: str, address: str) -> tuple[str, str, str]:
 
 
 class Throttle:
-    def __init__(self, engine: Callable[[], Engine] | None = None, *, per_name_address: int = PER_NAME_ADDRESS,
-                 per_address: int = PER_ADDRESS, per_name: int = PER_NAME, window: timedelta = WINDOW) -> None:
+    def __init__(
+        self,
+        engine: Callable[[], Engine] | None = None,
+        *,
+        per_name_address: int = PER_NAME_ADDRESS,
+        per_address: int = PER_ADDRESS,
+        per_name: int = PER_NAME,
+        window: timedelta = WINDOW,
+    ) -> None:
         self._engine = engine
         self.per_name_address = per_name_address
         self.per_address = per_address

@@ -12,10 +12,11 @@ import logging
 import os
 import tempfile
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, TypeVar
+from typing import TypeVar
 
 try:
     import fcntl
@@ -27,7 +28,6 @@ from ..rules.roles import NAME, OPERATOR, ROLES, VIEWER  # noqa: F401  (the user
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
-
 
 
 class UsersFileError(ValueError):

@@ -12,21 +12,29 @@ from __future__ import annotations
 
 import signal
 import threading
-from typing import Iterable
+from collections.abc import Iterable
 
 import click
 
 from .. import db, progress
-from ..rules import states
-from ..rules import run_filters as index_filters
-from ..runtime import errors, operations
-from ..runtime.clock import utcnow
 from ..core import acts, checks, operation_acts, operation_reads, operation_runs, permissions, settings
 from ..core.settings import Settings
 from ..core.words import timefmt
+from ..rules import run_filters as index_filters
+from ..rules import states
+from ..runtime import errors, operations
+from ..runtime.clock import utcnow
+from .common import (
+    database_url_option,
+    engine_from,
+    friendly_errors,
+    input_refused,
+    main_group,
+    principal,
+    refused,
+    token_option,
+)
 from .operations import outcome_lines
-from .common import (database_url_option, engine_from, friendly_errors, input_refused, main_group, principal,
-                     refused, token_option)
 from .worker import DEFINITIONS_ENV, load_registry
 
 # The filters the runs index reads (GET /workflows?NAME=VALUE).
@@ -42,7 +50,9 @@ def filter_values(pairs: Iterable[str]) -> dict[str, str]:
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep:
-            raise click.UsageError(f"--filter takes NAME=VALUE with NAME one of {', '.join(FILTER_NAMES)}; got {pair!r}")
+            raise click.UsageError(
+                f"--filter takes NAME=VALUE with NAME one of {', '.join(FILTER_NAMES)}; got {pair!r}"
+            )
         if name in values:
             raise click.UsageError(f"--filter {name} given twice")
         values[name] = value
@@ -53,8 +63,9 @@ def engine_for(database_url: str | None, statement_timeout: float = db.STATEMENT
     """The command's engine: a chunk acts on operations.PARALLEL runs at
     once, each on its own connection, and one more looks at the operation
     between chunks."""
-    return engine_from(database_url, db.Bounds(statement=statement_timeout),
-                       pool_size=operations.PARALLEL + 1, max_overflow=0)
+    return engine_from(
+        database_url, db.Bounds(statement=statement_timeout), pool_size=operations.PARALLEL + 1, max_overflow=0
+    )
 
 
 def describe(preview: operations.Preview) -> list[str]:
@@ -71,7 +82,9 @@ def describe(preview: operations.Preview) -> list[str]:
     if preview.sample:
         lines.append("Sample:")
         for run in preview.sample:
-            lines.append(f"  {run['workflow_id']}  {run['workflow_class']}  {run['status']}  {run['current_step'] or ''}")
+            lines.append(
+                f"  {run['workflow_id']}  {run['workflow_class']}  {run['status']}  {run['current_step'] or ''}"
+            )
     return lines
 
 
@@ -105,38 +118,89 @@ def _bar_total(operation) -> int:
 @main_group.command("bulk")
 @database_url_option
 @click.argument("verb", type=click.Choice(operations.VERBS))
-@click.option("--filter", "filter_pairs", multiple=True, metavar="NAME=VALUE",
-              help=f"An index filter ({', '.join(FILTER_NAMES)}); repeat for more.")
+@click.option(
+    "--filter",
+    "filter_pairs",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help=f"An index filter ({', '.join(FILTER_NAMES)}); repeat for more.",
+)
 @click.option("--reason", required=True, help="Why: recorded on the operation and on every run's audit trail.")
 @click.option("--at", help="resume_at, reschedule: when (ISO 8601 with a zone).")
 @click.option("--from-step", help="rerun: the step to rerun from (default: the first step).")
 @click.option("--name", "signal_name", help="signal: its name.")
 @click.option("--payload", help="signal: a JSON object.")
-@click.option("--definitions", metavar="MODULE", envvar=DEFINITIONS_ENV, show_envvar=True,
-              help="Module exposing REGISTRY (needed by resume, resume_at, skip and rerun).")
-@click.option("--statement-timeout", type=click.FloatRange(min=0.01), default=db.STATEMENT_TIMEOUT,
-              show_default=True, metavar="SECONDS",
-              help="A statement, cancelled by the server: a chunk that fails is tried again, then left queued.")
+@click.option(
+    "--definitions",
+    metavar="MODULE",
+    envvar=DEFINITIONS_ENV,
+    show_envvar=True,
+    help="Module exposing REGISTRY (needed by resume, resume_at, skip and rerun).",
+)
+@click.option(
+    "--statement-timeout",
+    type=click.FloatRange(min=0.01),
+    default=db.STATEMENT_TIMEOUT,
+    show_default=True,
+    metavar="SECONDS",
+    help="A statement, cancelled by the server: a chunk that fails is tried again, then left queued.",
+)
 @click.option("--rate", help="Runs per second at most (e.g. 50 or 0.5); changeable later (`pgbus-web operations set`).")
 @click.option("--max-in-flight", help="Runs it started whose step is still scheduled or running, at most.")
-@click.option("--approval-threshold", type=int, envvar="PGBUS_WEB_APPROVAL_THRESHOLD", show_envvar=True,
-              help="Also wait for another principal's approval above this many runs of --approval-verbs (the "
-                   "policy's approval rule applies in any case).")
-@click.option("--approval-verbs", envvar="PGBUS_WEB_APPROVAL_VERBS", show_envvar=True, metavar="VERB,...",
-              help="The verbs --approval-threshold applies to (default: every verb).")
+@click.option(
+    "--approval-threshold",
+    type=int,
+    envvar="PGBUS_WEB_APPROVAL_THRESHOLD",
+    show_envvar=True,
+    help="Also wait for another principal's approval above this many runs of --approval-verbs (the "
+    "policy's approval rule applies in any case).",
+)
+@click.option(
+    "--approval-verbs",
+    envvar="PGBUS_WEB_APPROVAL_VERBS",
+    show_envvar=True,
+    metavar="VERB,...",
+    help="The verbs --approval-threshold applies to (default: every verb).",
+)
 @click.option("--dry-run", is_flag=True, help="Print the preview; change nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before starting.")
 @token_option
 @friendly_errors
-def bulk(database_url, verb, filter_pairs, reason, at, from_step, signal_name, payload, definitions,
-         statement_timeout, dry_run, yes, rate=None, max_in_flight=None, approval_threshold=None,
-         approval_verbs=None, token=None):
+def bulk(
+    database_url,
+    verb,
+    filter_pairs,
+    reason,
+    at,
+    from_step,
+    signal_name,
+    payload,
+    definitions,
+    statement_timeout,
+    dry_run,
+    yes,
+    rate=None,
+    max_in_flight=None,
+    approval_threshold=None,
+    approval_verbs=None,
+    token=None,
+):
     """Act on every run an index filter matches, as a tracked operation."""
     try:
         # The checks of the pages' operation form, before anything is read.
         run_filters, parsed = acts.operation_input(
-            verb, filter_values(filter_pairs), reason=reason, require_reason=True, now=utcnow(),
-            at=at, from_step=from_step, name=signal_name, payload=payload, rate=rate, max_in_flight=max_in_flight)
+            verb,
+            filter_values(filter_pairs),
+            reason=reason,
+            require_reason=True,
+            now=utcnow(),
+            at=at,
+            from_step=from_step,
+            name=signal_name,
+            payload=payload,
+            rate=rate,
+            max_in_flight=max_in_flight,
+        )
         own_threshold, own_verbs = approval_of(approval_threshold, approval_verbs)
     except (index_filters.FilterError, checks.FormError) as problem:
         raise input_refused(problem) from None
@@ -160,8 +224,10 @@ def bulk(database_url, verb, filter_pairs, reason, at, from_step, signal_name, p
         for line in pace_words(parsed.pace, shown.fits):
             click.echo(line)
         if approval.needed(shown.verb, shown.fits):
-            click.echo("It will wait until another principal with the approve power approves it "
-                       "(`pgbus-web operations approve ID --token ...`).")
+            click.echo(
+                "It will wait until another principal with the approve power approves it "
+                "(`pgbus-web operations approve ID --token ...`)."
+            )
         if dry_run:
             click.echo("Dry run: nothing changed.")
             return
@@ -171,10 +237,19 @@ def bulk(database_url, verb, filter_pairs, reason, at, from_step, signal_name, p
             click.echo("Nothing changed.")
             raise SystemExit(1)
         try:
-            operation = operation_acts.start(engine, command_settings, who, run_filters, verb, params,
-                                             reason=parsed.reason, expected=shown.total,
-                                             approval_threshold=own_threshold, approval_verbs=own_verbs,
-                                             **parsed.pace)
+            operation = operation_acts.start(
+                engine,
+                command_settings,
+                who,
+                run_filters,
+                verb,
+                params,
+                reason=parsed.reason,
+                expected=shown.total,
+                approval_threshold=own_threshold,
+                approval_verbs=own_verbs,
+                **parsed.pace,
+            )
         except operations.CeilingNotForVerb as problem:
             raise input_refused(problem) from None
         except (operations.CountChanged, permissions.NotPermitted, operation_acts.RateAbovePolicy) as problem:
@@ -182,13 +257,17 @@ def bulk(database_url, verb, filter_pairs, reason, at, from_step, signal_name, p
         except (errors.WorkflowError, operations.OperationError) as problem:
             raise click.ClickException(str(problem)) from None
         if operation["status"] == states.OPERATION_AWAITING_APPROVAL:
-            click.echo(f"Operation {operation['id']} waits for another operator's approval: "
-                       f"`pgbus-web operations approve {operation['id']}`; any worker or dashboard does it then.")
+            click.echo(
+                f"Operation {operation['id']} waits for another operator's approval: "
+                f"`pgbus-web operations approve {operation['id']}`; any worker or dashboard does it then."
+            )
             raise SystemExit(1)
         click.echo(f"Operation {operation['id']} started.")
         final = _run(engine, registry, operation)
-        click.echo(f"Operation {final['id']} {final['status']}: moved {final['moved']}, skipped {final['skipped']}, "
-                   f"refused {final['refused']} of {final['total']}.")
+        click.echo(
+            f"Operation {final['id']} {final['status']}: moved {final['moved']}, skipped {final['skipped']}, "
+            f"refused {final['refused']} of {final['total']}."
+        )
         held = held_line(final)
         if held:
             click.echo(held)
@@ -206,9 +285,11 @@ def held_line(operation) -> str | None:
     else says: by whom, and for a pause how it goes on and who finishes it
     (not this command, which has ended)."""
     if operation["status"] == states.OPERATION_PAUSED:
-        return (f"Paused by {operation.get('paused_by') or 'another operator'}: `pgbus-web operations resume "
-                f"{operation['id']}` lets it go on from where it stopped; any `pgbus-web worker` or serving "
-                "dashboard finishes it then.")
+        return (
+            f"Paused by {operation.get('paused_by') or 'another operator'}: `pgbus-web operations resume "
+            f"{operation['id']}` lets it go on from where it stopped; any `pgbus-web worker` or serving "
+            "dashboard finishes it then."
+        )
     if operation["status"] == states.OPERATION_CANCELLED:
         return "Cancelled from elsewhere: the runs it acted on stay as they are; the rest were not touched."
     return None
@@ -225,8 +306,10 @@ def stopped_line(engine, op_id: int, problem: BaseException) -> str:
     if status == states.OPERATION_QUEUED:
         left = "it is left queued; any `pgbus-web worker` or serving dashboard finishes it"
     elif status in states.OPERATION_OPEN or status is None:
-        left = (f"any `pgbus-web worker` or serving dashboard takes it over once its heartbeat is "
-                f"{operations.STALE_AFTER.total_seconds():g}s old")
+        left = (
+            f"any `pgbus-web worker` or serving dashboard takes it over once its heartbeat is "
+            f"{operations.STALE_AFTER.total_seconds():g}s old"
+        )
     else:
         left = f"it is {status}"
     return f"Stopped: operation {op_id} failed here ({reason}); {left}."
@@ -253,17 +336,23 @@ def _run(engine, registry, operation):
     interrupted = threading.Event()
     previous = None
     if threading.current_thread() is threading.main_thread():
+
         def ask_stop(signum, frame):
             interrupted.set()
             signal.signal(signal.SIGINT, signal.default_int_handler)
+
         previous = signal.signal(signal.SIGINT, ask_stop)
     try:
-        return operation_runs.run_to_end(engine, registry, op_id, poll=WATCH_INTERVAL, seen=seen,
-                                         stopping=interrupted.is_set)
+        return operation_runs.run_to_end(
+            engine, registry, op_id, poll=WATCH_INTERVAL, seen=seen, stopping=interrupted.is_set
+        )
     except KeyboardInterrupt:
         bar.close()
-        click.echo(f"\nStopped here: operation {op_id} is left queued; any `pgbus-web worker` "
-                   "or serving dashboard finishes it.", err=True)
+        click.echo(
+            f"\nStopped here: operation {op_id} is left queued; any `pgbus-web worker` "
+            "or serving dashboard finishes it.",
+            err=True,
+        )
         raise SystemExit(1)
     except Exception as problem:  # noqa: BLE001  (said in one line; the operation is the workers')
         bar.close()
@@ -274,4 +363,3 @@ def _run(engine, registry, operation):
         if threading.current_thread() is threading.main_thread():
             # What was there before (None: a handler not set from Python).
             signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
-

@@ -31,9 +31,12 @@ database_url_option = click.option(
 TOKEN_ENV = "PGBUS_WEB_TOKEN"
 
 token_option = click.option(
-    "--token", envvar=TOKEN_ENV, show_envvar=True, metavar="TOKEN",
+    "--token",
+    envvar=TOKEN_ENV,
+    show_envvar=True,
+    metavar="TOKEN",
     help="An API token (`pgbus-web tokens add`): the command acts as its principal, with its role and the "
-         "policy's grants. Without one it is break-glass: written so on every audit line, and never able to approve.",
+    "policy's grants. Without one it is break-glass: written so on every audit line, and never able to approve.",
 )
 
 

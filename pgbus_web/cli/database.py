@@ -28,7 +28,10 @@ from .common import database_url_option, engine_from, friendly_errors, main_grou
 EXAMPLES = 10
 
 batch_size_option = click.option(
-    "--batch-size", type=click.IntRange(min=1), default=BATCH_SIZE, show_default=True,
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=BATCH_SIZE,
+    show_default=True,
     help="Runs per batch (each batch of a repair is its own transaction).",
 )
 
@@ -41,8 +44,9 @@ def db_group() -> None:
 def _repair(engine: Engine, batch_size: int) -> tuple[int, int]:
     """Fix every run's latest_* columns, with a progress bar on a terminal:
     (runs fixed, runs seen)."""
-    with progress.bar(total=upkeep.total_runs(engine), unit="run", desc="Repairing", disable=None,
-                      file=sys.stderr) as bar:
+    with progress.bar(
+        total=upkeep.total_runs(engine), unit="run", desc="Repairing", disable=None, file=sys.stderr
+    ) as bar:
         return upkeep.repair_latest(engine, batch_size, done=bar.update)
 
 
@@ -76,8 +80,13 @@ def install(database_url: str | None, batch_size: int) -> None:
 @db_group.command("check")
 @database_url_option
 @batch_size_option
-@click.option("--examples", type=click.IntRange(min=0), default=EXAMPLES, show_default=True,
-              help="How many of the disagreeing runs to name.")
+@click.option(
+    "--examples",
+    type=click.IntRange(min=0),
+    default=EXAMPLES,
+    show_default=True,
+    help="How many of the disagreeing runs to name.",
+)
 @friendly_errors
 def check(database_url: str | None, batch_size: int, examples: int) -> None:
     """Report runs whose latest-step columns disagree with their latest step,
@@ -85,8 +94,9 @@ def check(database_url: str | None, batch_size: int, examples: int) -> None:
     Changes nothing."""
     engine = engine_from(database_url, db.UNBOUNDED_STATEMENTS)
     try:
-        with progress.bar(total=upkeep.total_runs(engine), unit="run", desc="Checking", disable=None,
-                          file=sys.stderr) as bar:
+        with progress.bar(
+            total=upkeep.total_runs(engine), unit="run", desc="Checking", disable=None, file=sys.stderr
+        ) as bar:
             found = upkeep.check(engine, batch_size, examples, done=bar.update)
     finally:
         engine.dispose()
@@ -104,8 +114,7 @@ def check(database_url: str | None, batch_size: int, examples: int) -> None:
         click.echo("The run counts agree with the runs.")
     else:
         click.echo(
-            f"{len(counts)} run counts by class and status disagree with the runs; "
-            "`pgbus-web db repair` refills them."
+            f"{len(counts)} run counts by class and status disagree with the runs; `pgbus-web db repair` refills them."
         )
         for (klass, status), (kept, counted) in counts.items():
             click.echo(f"  {klass} {status}: {kept} kept, {counted} runs")
@@ -127,8 +136,10 @@ def check(database_url: str | None, batch_size: int, examples: int) -> None:
     if not broken:
         click.echo("Every stored policy rule is one the dashboard can read.")
     else:
-        click.echo(f"{len(broken)} stored policy rules cannot be read; every process uses their default until "
-                   "`pgbus-web policy set` (or reset) replaces them:")
+        click.echo(
+            f"{len(broken)} stored policy rules cannot be read; every process uses their default until "
+            "`pgbus-web policy set` (or reset) replaces them:"
+        )
         for key, problem in broken:
             click.echo(f"  {key}: {problem}")
     if wrong or counts or attention or broken:

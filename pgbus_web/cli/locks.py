@@ -67,8 +67,7 @@ def reap(database_url: str | None, dry_run: bool, older_than: int) -> None:
     plan = result.plan
     floor = _describe(older_than)
     detail = (
-        f"{len(plan.orphans)} unbound with no parked job, "
-        f"{len(plan.gone)} bound to a message that no longer exists"
+        f"{len(plan.orphans)} unbound with no parked job, {len(plan.gone)} bound to a message that no longer exists"
     )
     if dry_run:
         click.echo(f"Dry run: would release {plan.total} lock(s) older than {floor} ({detail}).")

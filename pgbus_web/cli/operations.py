@@ -18,12 +18,23 @@ from ..i18n import t
 from ..runtime import operations
 from ..runtime.clock import utcnow
 from . import output
-from .common import (database_url_option, engine_from, friendly_errors, input_refused, main_group, principal,
-                     token_option)
+from .common import (
+    database_url_option,
+    engine_from,
+    friendly_errors,
+    input_refused,
+    main_group,
+    principal,
+    token_option,
+)
 
 # Each outcome group's words (the page's pgbus.operations.outcomes.*).
-KIND_WORDS = {"completed": "completed", "failed": "failed again or cancelled", "stuck": "stuck again",
-              "moving": "still running or waiting"}
+KIND_WORDS = {
+    "completed": "completed",
+    "failed": "failed again or cancelled",
+    "stuck": "stuck again",
+    "moving": "still running or waiting",
+}
 
 
 def outcome_lines(found: operation_reads.Outcome, operation_id: int) -> list[str]:
@@ -32,8 +43,10 @@ def outcome_lines(found: operation_reads.Outcome, operation_id: int) -> list[str
     warning when they mostly fail again."""
     lines = []
     if found.mostly_failing:
-        lines.append(f"Warning: most of the runs this operation set going fail again: {found.failing} of the "
-                     f"{found.settled} that have settled failed or are stuck again on an error.")
+        lines.append(
+            f"Warning: most of the runs this operation set going fail again: {found.failing} of the "
+            f"{found.settled} that have settled failed or are stuck again on an error."
+        )
     lines.append("What became of the runs it acted on:")
     shown = rep.operation_outcome(found, operation_id)
     for group in shown["groups"]:
@@ -50,11 +63,16 @@ def describe(operation) -> list[str]:
         f"Operation {operation['id']}: {operation['verb']} {operation['status']}, asked by {operation['actor']}: "
         f"moved {operation['moved']}, skipped {operation['skipped']}, refused {operation['refused']} "
         f"of {operation['total']}.",
-        "Pace: " + (f"{operation['rate']:g} runs/s" if operation.get("rate") else "as fast as it goes")
-        + (f", at most {operation['max_in_flight']} in flight" if operation.get("max_in_flight") else "") + ".",
+        "Pace: "
+        + (f"{operation['rate']:g} runs/s" if operation.get("rate") else "as fast as it goes")
+        + (f", at most {operation['max_in_flight']} in flight" if operation.get("max_in_flight") else "")
+        + ".",
     ]
-    for who, when, words in (("approved_by", "approved_at", "Approved"), ("paused_by", "paused_at", "Paused"),
-                             ("resumed_by", "resumed_at", "Went on")):
+    for who, when, words in (
+        ("approved_by", "approved_at", "Approved"),
+        ("paused_by", "paused_at", "Paused"),
+        ("resumed_by", "resumed_at", "Went on"),
+    ):
         if operation.get(who):
             lines.append(f"{words} by {operation[who]} at {operation[when]:%Y-%m-%d %H:%M:%S} UTC.")
     return lines
@@ -108,8 +126,9 @@ def show(operation_id, database_url, as_json) -> None:
         raise click.ClickException(problems.refusal(operations.OperationNotFound(op_id)).message)
     operation, outcome = found
     if as_json:
-        output.echo_json_lines([{"operation": rep.operation(operation),
-                                 "outcome": rep.operation_outcome(outcome, operation["id"])}])
+        output.echo_json_lines(
+            [{"operation": rep.operation(operation), "outcome": rep.operation_outcome(outcome, operation["id"])}]
+        )
         return
     for line in describe(operation):
         click.echo(line)
@@ -126,8 +145,13 @@ def show(operation_id, database_url, as_json) -> None:
 @friendly_errors
 def pause(operation_id, reason, database_url, token) -> None:
     """Hold a queued or running operation: no process claims it until `resume`."""
-    _change(database_url, operation_id, lambda engine, who, op: operation_acts.pause(engine, who, op, reason=reason),
-            "pgbus.operations.paused", token)
+    _change(
+        database_url,
+        operation_id,
+        lambda engine, who, op: operation_acts.pause(engine, who, op, reason=reason),
+        "pgbus.operations.paused",
+        token,
+    )
 
 
 @operations_group.command("resume")
@@ -138,8 +162,13 @@ def pause(operation_id, reason, database_url, token) -> None:
 @friendly_errors
 def resume(operation_id, reason, database_url, token) -> None:
     """Let a paused operation go on (any worker or dashboard takes it)."""
-    _change(database_url, operation_id, lambda engine, who, op: operation_acts.go_on(engine, who, op, reason=reason),
-            "pgbus.operations.resumed", token)
+    _change(
+        database_url,
+        operation_id,
+        lambda engine, who, op: operation_acts.go_on(engine, who, op, reason=reason),
+        "pgbus.operations.resumed",
+        token,
+    )
 
 
 @operations_group.command("approve")
@@ -152,8 +181,13 @@ def approve(operation_id, reason, database_url, token) -> None:
     """Approve an operation awaiting approval: with an approver's token
     (--token), never one that token's principal asked for; a command
     without a token cannot approve."""
-    _change(database_url, operation_id, lambda engine, who, op: operation_acts.approve(engine, who, op, reason=reason),
-            "pgbus.operations.approved", token)
+    _change(
+        database_url,
+        operation_id,
+        lambda engine, who, op: operation_acts.approve(engine, who, op, reason=reason),
+        "pgbus.operations.approved",
+        token,
+    )
 
 
 @operations_group.command("cancel")
@@ -164,8 +198,13 @@ def approve(operation_id, reason, database_url, token) -> None:
 @friendly_errors
 def cancel(operation_id, reason, database_url, token) -> None:
     """Stop an operation that has not ended (the runs it acted on stay)."""
-    _change(database_url, operation_id, lambda engine, who, op: operation_acts.cancel(engine, who, op, reason=reason),
-            "pgbus.operations.cancelled", token)
+    _change(
+        database_url,
+        operation_id,
+        lambda engine, who, op: operation_acts.cancel(engine, who, op, reason=reason),
+        "pgbus.operations.cancelled",
+        token,
+    )
 
 
 @operations_group.command("set")
@@ -183,5 +222,10 @@ def set_pace(operation_id, rate, max_in_flight, database_url, token) -> None:
         raise input_refused(problem) from None
     if not pace:
         raise click.UsageError("give --rate or --max-in-flight (or both)")
-    _change(database_url, operation_id, lambda engine, who, op: operation_acts.set_pace(engine, who, op, pace),
-            "pgbus.operations.pace_set", token)
+    _change(
+        database_url,
+        operation_id,
+        lambda engine, who, op: operation_acts.set_pace(engine, who, op, pace),
+        "pgbus.operations.pace_set",
+        token,
+    )

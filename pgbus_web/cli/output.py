@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 import shutil
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import click
 

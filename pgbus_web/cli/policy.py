@@ -11,8 +11,16 @@ import click
 from ..core import permissions, policy, policy_changes
 from ..core import representations as rep
 from . import output
-from .common import (database_url_option, engine_from, friendly_errors, input_refused, main_group, principal,
-                     refused, token_option)
+from .common import (
+    database_url_option,
+    engine_from,
+    friendly_errors,
+    input_refused,
+    main_group,
+    principal,
+    refused,
+    token_option,
+)
 
 
 def _when(moment) -> str:
@@ -43,8 +51,13 @@ def show(database_url, as_json) -> None:
         output.echo_json_lines([rep.policy_rule(rule) for rule in shown])
         return
     for rule in shown:
-        origin = "default" if rule["is_default"] else (
-            f"version {rule['version']}, by {rule['changed_by']} at {_when(rule['changed_at'])}: {rule['reason']}")
+        origin = (
+            "default"
+            if rule["is_default"]
+            else (
+                f"version {rule['version']}, by {rule['changed_by']} at {_when(rule['changed_at'])}: {rule['reason']}"
+            )
+        )
         click.echo(f"{rule['key']} = {_json(rule['value'])}  ({origin})")
 
 
@@ -53,8 +66,9 @@ def _change(database_url, token, key, value, reason, version, reset) -> None:
     try:
         try:
             parsed = None if reset else policy_changes.parse_value(value)
-            made = policy_changes.change(engine, principal(engine, token), key, parsed, reason=reason,
-                                         expected_version=version, reset=reset)
+            made = policy_changes.change(
+                engine, principal(engine, token), key, parsed, reason=reason, expected_version=version, reset=reset
+            )
         except policy.ChangedUnderYou as problem:
             raise refused(problem) from None
         except policy.PolicyError as problem:
@@ -63,16 +77,22 @@ def _change(database_url, token, key, value, reason, version, reset) -> None:
             raise refused(problem) from None
     finally:
         engine.dispose()
-    click.echo(f"{key}: {_json(made['old_value'])} -> {_json(made['new_value'])} (version {made['id']}); "
-               "every process reads it within seconds.")
+    click.echo(
+        f"{key}: {_json(made['old_value'])} -> {_json(made['new_value'])} (version {made['id']}); "
+        "every process reads it within seconds."
+    )
 
 
 @policy_group.command("set")
 @click.argument("key", metavar="RULE")
 @click.argument("value", metavar="JSON")
 @click.option("--reason", required=True, help="Why: kept in the policy's history with who changed it.")
-@click.option("--version", type=int, default=None,
-              help="The version you read (policy show): refused if someone changed the rule since.")
+@click.option(
+    "--version",
+    type=int,
+    default=None,
+    help="The version you read (policy show): refused if someone changed the rule since.",
+)
 @database_url_option
 @token_option
 @friendly_errors
@@ -114,5 +134,7 @@ def history(key, database_url, as_json) -> None:
         output.echo_json_lines([rep.policy_change(change) for change in changes])
         return
     for change in changes:
-        click.echo(f"{change['id']}  {_when(change['changed_at'])}  {change['key']}: {_json(change['old_value'])} -> "
-                   f"{_json(change['new_value'])}  by {change['actor']}: {change['reason']}")
+        click.echo(
+            f"{change['id']}  {_when(change['changed_at'])}  {change['key']}: {_json(change['old_value'])} -> "
+            f"{_json(change['new_value'])}  by {change['actor']}: {change['reason']}"
+        )

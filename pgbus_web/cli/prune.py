@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import click
 
@@ -43,19 +43,33 @@ class Duration(click.ParamType):
 
 @main_group.command("prune")
 @database_url_option
-@click.option("--older-than", type=Duration(), required=True,
-              help="Delete finished runs last updated longer ago than this (e.g. 90d, 12h, 2w).")
-@click.option("--access-log-older-than", type=Duration(), default=ACCESS_LOG_RETENTION, show_default=True,
-              help="Also delete access log lines, and ended or expired sessions, older than this.")
+@click.option(
+    "--older-than",
+    type=Duration(),
+    required=True,
+    help="Delete finished runs last updated longer ago than this (e.g. 90d, 12h, 2w).",
+)
+@click.option(
+    "--access-log-older-than",
+    type=Duration(),
+    default=ACCESS_LOG_RETENTION,
+    show_default=True,
+    help="Also delete access log lines, and ended or expired sessions, older than this.",
+)
 @click.option("--dry-run", is_flag=True, help="Count what would go; delete nothing.")
-@click.option("--batch", type=click.IntRange(min=1), default=retention.BATCH, show_default=True,
-              help="Runs deleted per transaction.")
+@click.option(
+    "--batch",
+    type=click.IntRange(min=1),
+    default=retention.BATCH,
+    show_default=True,
+    help="Runs deleted per transaction.",
+)
 @friendly_errors
 def prune(database_url, older_than, access_log_older_than, dry_run, batch):
     """Delete finished runs (completed, failed, cancelled) last updated
     before the cutoff, with their steps, events and signals. Never an
     ongoing run."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     before = now - older_than
     cutoff = before.strftime("%Y-%m-%d %H:%M:%S UTC")
     log_before = now - access_log_older_than
@@ -66,8 +80,10 @@ def prune(database_url, older_than, access_log_older_than, dry_run, batch):
             result = retention.prune(engine, before=before, dry_run=True)
             lines, old_sessions = sessions.prune(engine, before=log_before, dry_run=True)
             click.echo(f"Dry run: would delete {result.found} finished run(s) last updated before {cutoff}.")
-            click.echo(f"Dry run: would delete {lines} access log line(s) and {old_sessions} ended session(s) "
-                       f"from before {log_cutoff}.")
+            click.echo(
+                f"Dry run: would delete {lines} access log line(s) and {old_sessions} ended session(s) "
+                f"from before {log_cutoff}."
+            )
             return
         # A progress bar only on a terminal: in a log it is noise.
         with progress.bar(unit="run", desc="Pruning", disable=not sys.stderr.isatty()) as bar:
@@ -75,6 +91,7 @@ def prune(database_url, older_than, access_log_older_than, dry_run, batch):
         lines, old_sessions = sessions.prune(engine, before=log_before, batch=batch)
     finally:
         engine.dispose()
-    click.echo(f"Deleted {result.deleted} finished run(s) last updated before {cutoff}, "
-               "with their steps, events and signals.")
+    click.echo(
+        f"Deleted {result.deleted} finished run(s) last updated before {cutoff}, with their steps, events and signals."
+    )
     click.echo(f"Deleted {lines} access log line(s) and {old_sessions} ended session(s) from before {log_cutoff}.")

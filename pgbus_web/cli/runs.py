@@ -16,23 +16,32 @@ import shlex
 
 import click
 
-from ..rules import run_filters
 from ..core import acts, checks, exports, permissions, policy, problems, redacting
-from ..rules import states
-from ..runtime import errors
-from ..rules import verb_table
-from ..core.settings import Settings
 from ..core.compare import CompareRefused
+from ..core.settings import Settings
+from ..rules import run_filters, states, verb_table
+from ..runtime import errors
 from . import output
 from .bulk import filter_values
-from .common import (database_url_option, engine_from, friendly_errors, input_refused, main_group, principal,
-                     token_option)
+from .common import (
+    database_url_option,
+    engine_from,
+    friendly_errors,
+    input_refused,
+    main_group,
+    principal,
+    token_option,
+)
 from .worker import DEFINITIONS_ENV, load_registry
 
 json_option = click.option("--json", "as_json", is_flag=True, help="JSON Lines for scripts, not a table.")
 definitions_option = click.option(
-    "--definitions", metavar="MODULE", envvar=DEFINITIONS_ENV, show_envvar=True,
-    help="Module exposing REGISTRY: the workflow definitions (resume, resume_at, skip and rerun need them).")
+    "--definitions",
+    metavar="MODULE",
+    envvar=DEFINITIONS_ENV,
+    show_envvar=True,
+    help="Module exposing REGISTRY: the workflow definitions (resume, resume_at, skip and rerun need them).",
+)
 
 
 def _settings(definitions: str | None, **values) -> Settings:
@@ -62,8 +71,12 @@ def runs_group() -> None:
 
 @runs_group.command("list")
 @database_url_option
-@click.option("--q", "q", metavar="TEXT",
-              help="Search: a run id or its shown prefix, an idempotency key, a subject (any case) or its id.")
+@click.option(
+    "--q",
+    "q",
+    metavar="TEXT",
+    help="Search: a run id or its shown prefix, an idempotency key, a subject (any case) or its id.",
+)
 @click.option("--class", "workflow_class", help="Only runs of this workflow class.")
 @click.option("--status", help=f"Only runs in this status ({', '.join(states.RUN)}).")
 @click.option("--reason", help=f"Only runs stuck for this reason ({', '.join(states.STUCK_REASONS)}).")
@@ -77,20 +90,53 @@ def runs_group() -> None:
 @click.option("--operation", type=int, help="Only runs this operation acted on.")
 @click.option("--before", type=int, metavar="ID", help="The page older than this run id (the cursor printed).")
 @click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True, help="Runs on the page.")
-@click.option("--filter", "filter_pairs", multiple=True, metavar="NAME=VALUE",
-              help="An index filter by its name, arg.<path>=VALUE and signal.<path>=VALUE too; repeat for more.")
+@click.option(
+    "--filter",
+    "filter_pairs",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="An index filter by its name, arg.<path>=VALUE and signal.<path>=VALUE too; repeat for more.",
+)
 @json_option
 @definitions_option
 @token_option
 @friendly_errors
-def list_runs(database_url, q, workflow_class, status, reason, step, subject, error_class, no_error_class, since,
-              created_from, created_to, operation, before, limit, filter_pairs, as_json, definitions, token=None):
+def list_runs(
+    database_url,
+    q,
+    workflow_class,
+    status,
+    reason,
+    step,
+    subject,
+    error_class,
+    no_error_class,
+    since,
+    created_from,
+    created_to,
+    operation,
+    before,
+    limit,
+    filter_pairs,
+    as_json,
+    definitions,
+    token=None,
+):
     """The runs the index's filters match, newest first."""
     named = {
-        "q": q, "workflow_class": workflow_class, "status": status, "reason": reason, "step": step,
-        "subject": subject, "error_class": error_class,
-        "no_error_class": run_filters.NO_ERROR_CLASS if no_error_class else None, "since": since,
-        "from": created_from, "to": created_to, "operation": operation, "before": before,
+        "q": q,
+        "workflow_class": workflow_class,
+        "status": status,
+        "reason": reason,
+        "step": step,
+        "subject": subject,
+        "error_class": error_class,
+        "no_error_class": run_filters.NO_ERROR_CLASS if no_error_class else None,
+        "since": since,
+        "from": created_from,
+        "to": created_to,
+        "operation": operation,
+        "before": before,
     }
     pairs = filter_values(filter_pairs)
     for name in pairs:
@@ -111,9 +157,18 @@ def list_runs(database_url, q, workflow_class, status, reason, step, subject, er
     else:
         output.echo_table(
             ("ID", "CLASS", "STATUS", "STUCK", "STEP", "UPDATED", "WORKFLOW ID"),
-            ((run["id"], run["workflow_class"], run["status"], run["stuck_reason"],
-              (run["latest_step"] or {}).get("step_name") or run["current_step"], run["updated_at"],
-              run["workflow_id"]) for run in page.runs),
+            (
+                (
+                    run["id"],
+                    run["workflow_class"],
+                    run["status"],
+                    run["stuck_reason"],
+                    (run["latest_step"] or {}).get("step_name") or run["current_step"],
+                    run["updated_at"],
+                    run["workflow_id"],
+                )
+                for run in page.runs
+            ),
         )
     if page.next_before is not None:
         click.echo(f"More: --before {page.next_before}", err=True)
@@ -133,12 +188,27 @@ def _searchable(engine, filters, token):
 
 @runs_group.command("export")
 @database_url_option
-@click.option("--format", "fmt", type=click.Choice(tuple(exports.FORMATS)), required=True,
-              help="csv (a header row of stable column keys) or ndjson (one JSON object a line).")
-@click.option("--filter", "filter_pairs", multiple=True, metavar="NAME=VALUE",
-              help="An index filter by its name, arg.<path>=VALUE and signal.<path>=VALUE too; repeat for more.")
-@click.option("-o", "--output", "output_path", type=click.Path(dir_okay=False, writable=True),
-              help="Write to this file (default: the standard output).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(tuple(exports.FORMATS)),
+    required=True,
+    help="csv (a header row of stable column keys) or ndjson (one JSON object a line).",
+)
+@click.option(
+    "--filter",
+    "filter_pairs",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="An index filter by its name, arg.<path>=VALUE and signal.<path>=VALUE too; repeat for more.",
+)
+@click.option(
+    "-o",
+    "--output",
+    "output_path",
+    type=click.Path(dir_okay=False, writable=True),
+    help="Write to this file (default: the standard output).",
+)
 @token_option
 @friendly_errors
 def export_runs(database_url, fmt, filter_pairs, output_path, token=None):
@@ -172,10 +242,13 @@ def _describe(detail: dict) -> None:
     run = detail["run"]
     status = run["status"] + (f" (stuck: {run['stuck_reason']})" if run["stuck_reason"] else "")
     facts = [
-        ("Run", run["workflow_id"]), ("Class", run["workflow_class"]), ("Status", status),
+        ("Run", run["workflow_id"]),
+        ("Class", run["workflow_class"]),
+        ("Status", status),
         ("Step", run["current_step"]),
         ("Subject", " ".join(part for part in (run["subject_type"], run["subject_id"]) if part)),
-        ("Created", run["created_at"]), ("Updated", run["updated_at"]),
+        ("Created", run["created_at"]),
+        ("Updated", run["updated_at"]),
         ("Actions", ", ".join(detail["available_actions"]) or "none"),
         # As the policy shows them: "[redacted]" values unless --reveal.
         ("Arguments", _json_text(run["arguments"])),
@@ -185,19 +258,31 @@ def _describe(detail: dict) -> None:
     attempts = [(group["name"], attempt) for group in detail["steps"] for attempt in group["attempts"]]
     if attempts:
         click.echo("")
-        output.echo_table(("STEP", "ATTEMPT", "STATUS", "FINISHED", "ERROR"), (
-            (name, a["attempt"], a["status"], a["finished_at"],
-             ": ".join(part for part in (a["error_class"], a["error_message"]) if part))
-            for name, a in attempts))
+        output.echo_table(
+            ("STEP", "ATTEMPT", "STATUS", "FINISHED", "ERROR"),
+            (
+                (
+                    name,
+                    a["attempt"],
+                    a["status"],
+                    a["finished_at"],
+                    ": ".join(part for part in (a["error_class"], a["error_message"]) if part),
+                )
+                for name, a in attempts
+            ),
+        )
     if detail["signals"]:
         click.echo("")
-        output.echo_table(("SIGNAL", "STATUS", "RECEIVED", "PAYLOAD"),
-                          ((s["name"], s["status"], s["created_at"], _json_text(s["payload"]))
-                           for s in detail["signals"]))
+        output.echo_table(
+            ("SIGNAL", "STATUS", "RECEIVED", "PAYLOAD"),
+            ((s["name"], s["status"], s["created_at"], _json_text(s["payload"])) for s in detail["signals"]),
+        )
     if detail["events"]:
         click.echo("")
-        output.echo_table(("WHEN", "EVENT", "ACTOR", "STEP", "REASON"), (
-            (e["created_at"], e["event"], e["actor"], e["step_name"], e["reason"]) for e in detail["events"]))
+        output.echo_table(
+            ("WHEN", "EVENT", "ACTOR", "STEP", "REASON"),
+            ((e["created_at"], e["event"], e["actor"], e["step_name"], e["reason"]) for e in detail["events"]),
+        )
 
 
 @runs_group.command("show")
@@ -205,9 +290,12 @@ def _describe(detail: dict) -> None:
 @click.argument("workflow_id")
 @json_option
 @definitions_option
-@click.option("--reveal", is_flag=True,
-              help="Show the values the policy redacts in clear (the reveal power on the run's class); "
-                   "writes an audit line on the run saying who revealed.")
+@click.option(
+    "--reveal",
+    is_flag=True,
+    help="Show the values the policy redacts in clear (the reveal power on the run's class); "
+    "writes an audit line on the run saying who revealed.",
+)
 @click.option("--reason", help="With --reveal: why, kept on the audit line.")
 @token_option
 @friendly_errors
@@ -254,30 +342,56 @@ def _describe_comparison(found: dict) -> None:
     elif divergence["kind"] == "status":
         click.echo(f"No step parts them, but A is {divergence['a']} and B is {divergence['b']}.")
     else:
-        click.echo(f"They part at step {divergence['step_name']}: A {_side_words(divergence['a'])}; "
-                   f"B {_side_words(divergence['b'])}.")
-    click.echo("The definition changed between them (digests differ)." if found["definition_changed"]
-               else "Both started on the same definition.")
+        click.echo(
+            f"They part at step {divergence['step_name']}: A {_side_words(divergence['a'])}; "
+            f"B {_side_words(divergence['b'])}."
+        )
+    click.echo(
+        "The definition changed between them (digests differ)."
+        if found["definition_changed"]
+        else "Both started on the same definition."
+    )
     click.echo("")
-    output.echo_table(("", "A", "B"), (
-        ("Run", found["a"]["workflow_id"], found["b"]["workflow_id"]),
-        ("Class", found["a"]["workflow_class"], found["b"]["workflow_class"]),
-        ("Status", found["a"]["status"], found["b"]["status"]),
-        ("Digest", found["a"]["definition_digest"], found["b"]["definition_digest"]),
-    ))
+    output.echo_table(
+        ("", "A", "B"),
+        (
+            ("Run", found["a"]["workflow_id"], found["b"]["workflow_id"]),
+            ("Class", found["a"]["workflow_class"], found["b"]["workflow_class"]),
+            ("Status", found["a"]["status"], found["b"]["status"]),
+            ("Digest", found["a"]["definition_digest"], found["b"]["definition_digest"]),
+        ),
+    )
     changes = found["arguments"]["changes"]
     click.echo("")
     if changes:
-        output.echo_table(("PATH", "CHANGE", "A", "B"), (
-            (row["path"] or "$", row["kind"], _json_text(row["a"]) if row["kind"] != "added" else "",
-             _json_text(row["b"]) if row["kind"] != "removed" else "") for row in changes))
+        output.echo_table(
+            ("PATH", "CHANGE", "A", "B"),
+            (
+                (
+                    row["path"] or "$",
+                    row["kind"],
+                    _json_text(row["a"]) if row["kind"] != "added" else "",
+                    _json_text(row["b"]) if row["kind"] != "removed" else "",
+                )
+                for row in changes
+            ),
+        )
     else:
         click.echo("The arguments are identical.")
     if found["steps"]:
         click.echo("")
-        output.echo_table(("STEP", "A", "B", ""), (
-            (row["step_name"], _side_words(row["a"]), _side_words(row["b"]), "<- they part" if row["diverges"] else "")
-            for row in found["steps"]))
+        output.echo_table(
+            ("STEP", "A", "B", ""),
+            (
+                (
+                    row["step_name"],
+                    _side_words(row["a"]),
+                    _side_words(row["b"]),
+                    "<- they part" if row["diverges"] else "",
+                )
+                for row in found["steps"]
+            ),
+        )
 
 
 @runs_group.command("compare")
@@ -314,8 +428,10 @@ def _after(detail: dict, verb: str, as_json: bool) -> None:
         output.echo_json_lines([detail])
         return
     run = detail["run"]
-    click.echo(f"{verb}: run {run['workflow_id']} is {run['status']} now"
-               f" (step {run['current_step'] or '-'}; actions: {', '.join(detail['available_actions']) or 'none'}).")
+    click.echo(
+        f"{verb}: run {run['workflow_id']} is {run['status']} now"
+        f" (step {run['current_step'] or '-'}; actions: {', '.join(detail['available_actions']) or 'none'})."
+    )
 
 
 def _verb_command(verb: verb_table.Verb) -> None:
@@ -323,16 +439,25 @@ def _verb_command(verb: verb_table.Verb) -> None:
         settings = _settings(definitions)
         engine = engine_from(database_url, pool_size=1, max_overflow=0)
         try:
-            detail = acts.act(engine, settings, verb.name, workflow_id, principal=principal(engine, token),
-                              reason=reason, at=at, from_step=from_step)
+            detail = acts.act(
+                engine,
+                settings,
+                verb.name,
+                workflow_id,
+                principal=principal(engine, token),
+                reason=reason,
+                at=at,
+                from_step=from_step,
+            )
         except (checks.FormError, acts.WorkflowError, permissions.NotPermitted) as problem:
             raise _refused(problem, verb=verb.name, workflow_id=workflow_id) from None
         finally:
             engine.dispose()
         _after(detail, verb.name, as_json)
 
-    command.__doc__ = (f"{verb.name} one run (from {', '.join(verb.from_statuses)})"
-                       + ("; needs --definitions." if verb.needs_class else "."))
+    command.__doc__ = f"{verb.name} one run (from {', '.join(verb.from_statuses)})" + (
+        "; needs --definitions." if verb.needs_class else "."
+    )
     if verb_table.FROM_STEP in verb.fields:
         command = click.option("--step", "from_step", help="The step to rerun from (default: the first).")(command)
     if verb_table.AT in verb.fields:
@@ -366,8 +491,15 @@ def send_signal(database_url, workflow_id, name, payload, idempotency_key, as_js
     settings = _settings(definitions)
     engine = engine_from(database_url, pool_size=1, max_overflow=0)
     try:
-        result = acts.send_signal(engine, settings, workflow_id, name, payload, principal=principal(engine, token),
-                                  idempotency_key=idempotency_key)
+        result = acts.send_signal(
+            engine,
+            settings,
+            workflow_id,
+            name,
+            payload,
+            principal=principal(engine, token),
+            idempotency_key=idempotency_key,
+        )
     except (checks.FormError, acts.WorkflowError, permissions.NotPermitted) as problem:
         raise _refused(problem, verb=verb_table.SIGNAL, workflow_id=workflow_id) from None
     finally:
@@ -402,14 +534,32 @@ def attention(database_url, as_json, definitions):
     if not groups:
         click.echo("No run needs attention.")
         return
-    output.echo_table(("RUNS", "CLASS", "STEP", "REASON", "ERROR", "SINCE", "LIST WITH"), (
-        (group["count"], group["workflow_class"], group["step_name"], group["reason"], group["error_class"],
-         group["first_seen_at"], _list_with(group["filters"])) for group in groups))
+    output.echo_table(
+        ("RUNS", "CLASS", "STEP", "REASON", "ERROR", "SINCE", "LIST WITH"),
+        (
+            (
+                group["count"],
+                group["workflow_class"],
+                group["step_name"],
+                group["reason"],
+                group["error_class"],
+                group["first_seen_at"],
+                _list_with(group["filters"]),
+            )
+            for group in groups
+        ),
+    )
 
 
 # The runs list options that a group's filters (run_filters.group_query) map to.
-_OPTION_OF = {"workflow_class": "--class", "status": "--status", "reason": "--reason", "step": "--step",
-              "error_class": "--error-class", "no_error_class": "--no-error-class"}
+_OPTION_OF = {
+    "workflow_class": "--class",
+    "status": "--status",
+    "reason": "--reason",
+    "step": "--step",
+    "error_class": "--error-class",
+    "no_error_class": "--no-error-class",
+}
 
 
 def _list_with(filters: dict) -> str:
@@ -420,4 +570,3 @@ def _list_with(filters: dict) -> str:
             continue
         parts.append(option if name == "no_error_class" else f"{option} {shlex.quote(value)}")
     return " ".join(parts)
-

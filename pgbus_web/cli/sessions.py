@@ -40,15 +40,35 @@ def list_sessions(database_url, token) -> None:
     found = _acting(database_url, token, sessions.listing)
     click.echo("SESSION\tNAME\tPROVIDER\tFROM\tSINCE\tLAST SEEN")
     for row in found["sessions"]:
-        click.echo("\t".join((row["id"], row["name"], row["provider"], row["address"] or "-",
-                              _when(row["started_at"]), _when(row["last_seen_at"]))))
+        click.echo(
+            "\t".join(
+                (
+                    row["id"],
+                    row["name"],
+                    row["provider"],
+                    row["address"] or "-",
+                    _when(row["started_at"]),
+                    _when(row["last_seen_at"]),
+                )
+            )
+        )
     click.echo("")
     click.echo("TOKEN\tROLE\tSCOPE\tCREATED\tEXPIRES\tLAST USED\tFROM")
     for row in found["tokens"]:
         shown = sessions.token_shown(row)
-        click.echo("\t".join((shown["name"], shown["role"], shown["scope"], _when(shown["created_at"]),
-                              _when(shown["expires_at"]), _when(shown["last_used_at"]),
-                              shown["last_used_from"] or "-")))
+        click.echo(
+            "\t".join(
+                (
+                    shown["name"],
+                    shown["role"],
+                    shown["scope"],
+                    _when(shown["created_at"]),
+                    _when(shown["expires_at"]),
+                    _when(shown["last_used_at"]),
+                    shown["last_used_from"] or "-",
+                )
+            )
+        )
 
 
 @sessions_group.command("end")
@@ -87,13 +107,28 @@ def revoke_token(name, database_url, token) -> None:
 @sessions_group.command("log")
 @database_url_option
 @token_option
-@click.option("--limit", type=click.IntRange(1, 10_000), default=access_log.SHOWN, show_default=True,
-              help="The newest lines shown.")
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 10_000),
+    default=access_log.SHOWN,
+    show_default=True,
+    help="The newest lines shown.",
+)
 @friendly_errors
 def log(database_url, token, limit) -> None:
     """The access log, newest first."""
     lines = _acting(database_url, token, lambda engine, who, kept: access_log.latest(engine, who, kept, limit=limit))
     click.echo("AT\tKIND\tWHO\tBY\tFROM\tDETAIL")
     for line in lines:
-        click.echo("\t".join((_when(line["at"]), line["kind"], line["subject"], line["actor"] or "-",
-                              line["address"] or "-", line["detail"] or "-")))
+        click.echo(
+            "\t".join(
+                (
+                    _when(line["at"]),
+                    line["kind"],
+                    line["subject"],
+                    line["actor"] or "-",
+                    line["address"] or "-",
+                    line["detail"] or "-",
+                )
+            )
+        )

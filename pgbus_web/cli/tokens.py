@@ -24,22 +24,33 @@ def tokens_group() -> None:
 
 @tokens_group.command("add")
 @click.argument("name")
-@click.option("--role", type=click.Choice(ROLES), required=True,
-              help="viewer: reads; operator: also acts on runs and starts operations; approver: also approves "
-                   "another's operation; admin: also reveals redacted values and changes the policy. The policy's "
-                   "grants (token:NAME) may add powers for some classes.")
-@click.option("--expires-in", type=Duration(), default=None, metavar="DURATION",
-              help="Refused at every door this long after now (e.g. 30d, 12h, 2w). Default: never expires.")
-@click.option("--read-only", is_flag=True,
-              help="The token reads and never acts, whatever its role or the policy's grants.")
+@click.option(
+    "--role",
+    type=click.Choice(ROLES),
+    required=True,
+    help="viewer: reads; operator: also acts on runs and starts operations; approver: also approves "
+    "another's operation; admin: also reveals redacted values and changes the policy. The policy's "
+    "grants (token:NAME) may add powers for some classes.",
+)
+@click.option(
+    "--expires-in",
+    type=Duration(),
+    default=None,
+    metavar="DURATION",
+    help="Refused at every door this long after now (e.g. 30d, 12h, 2w). Default: never expires.",
+)
+@click.option(
+    "--read-only", is_flag=True, help="The token reads and never acts, whatever its role or the policy's grants."
+)
 @database_url_option
 @friendly_errors
 def add(name: str, role: str, expires_in, read_only: bool, database_url: str | None) -> None:
     """Make a token for NAME (its actor is api:NAME). The token is printed
     once, on stdout alone; only its SHA-256 is kept."""
     try:
-        token, row = tokens.add(engine_from(database_url), name, role, expires_in=expires_in, read_only=read_only,
-                                actor=ACTOR)
+        token, row = tokens.add(
+            engine_from(database_url), name, role, expires_in=expires_in, read_only=read_only, actor=ACTOR
+        )
     except tokens.TokenError as problem:
         raise click.ClickException(f"{problem}; nothing was changed") from None
     scope = "read-only " if read_only else ""
@@ -57,9 +68,20 @@ def list_tokens(database_url: str | None) -> None:
     rows = tokens.listing(engine_from(database_url))
     click.echo("NAME\tROLE\tCREATED\tLAST USED\tREVOKED\tEXPIRES\tSCOPE\tFROM")
     for row in rows:
-        click.echo("\t".join((row["name"], row["role"], _when(row["created_at"]), _when(row["last_used_at"]),
-                              _when(row["revoked_at"]), _when(row["expires_at"]),
-                              "read-only" if row["read_only"] else "grants", row["last_used_from"] or "-")))
+        click.echo(
+            "\t".join(
+                (
+                    row["name"],
+                    row["role"],
+                    _when(row["created_at"]),
+                    _when(row["last_used_at"]),
+                    _when(row["revoked_at"]),
+                    _when(row["expires_at"]),
+                    "read-only" if row["read_only"] else "grants",
+                    row["last_used_from"] or "-",
+                )
+            )
+        )
 
 
 @tokens_group.command("revoke")

@@ -13,8 +13,12 @@ from .common import main_group
 USERS_FILE_ENV = "PGBUS_WEB_USERS_FILE"
 
 users_file_option = click.option(
-    "--users-file", type=click.Path(dir_okay=False, path_type=Path), required=True,
-    envvar=USERS_FILE_ENV, show_envvar=True, help="The users file (name:role:hash lines).",
+    "--users-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    envvar=USERS_FILE_ENV,
+    show_envvar=True,
+    help="The users file (name:role:hash lines).",
 )
 
 
@@ -51,11 +55,16 @@ def users_group() -> None:
 
 @users_group.command("add")
 @click.argument("name")
-@click.option("--role", type=click.Choice(users.ROLES), required=True,
-              help="viewer: sees the pages; operator: also acts on runs and locks; approver: also approves "
-                   "another's operation; admin: also reveals redacted values and changes the policy.")
-@click.option("--group", "groups", multiple=True,
-              help="A group the policy's grants may name (group:<name>); repeat for several.")
+@click.option(
+    "--role",
+    type=click.Choice(users.ROLES),
+    required=True,
+    help="viewer: sees the pages; operator: also acts on runs and locks; approver: also approves "
+    "another's operation; admin: also reveals redacted values and changes the policy.",
+)
+@click.option(
+    "--group", "groups", multiple=True, help="A group the policy's grants may name (group:<name>); repeat for several."
+)
 @users_file_option
 def add(name: str, role: str, groups: tuple[str, ...], users_file: Path) -> None:
     """Add NAME, or change its role and password. The password is asked
@@ -89,6 +98,7 @@ def add(name: str, role: str, groups: tuple[str, ...], users_file: Path) -> None
 @users_file_option
 def remove(name: str, users_file: Path) -> None:
     """Remove NAME: its sessions end with its next request."""
+
     def drop(current: dict[str, users.User]) -> None:
         if name not in current:
             raise click.ClickException(f"no user {name!r} in {users_file}")

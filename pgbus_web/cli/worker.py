@@ -35,40 +35,87 @@ def load_registry(module_name: str) -> Registry:
 
 @main_group.command("worker")
 @database_url_option
-@click.option("--definitions", "definitions", required=True, metavar="MODULE",
-              envvar=DEFINITIONS_ENV, show_envvar=True,
-              help="Python module exposing REGISTRY, e.g. pgbus_web.demo.workflows")
-@click.option("--poll-interval", type=click.FloatRange(min=0.01), default=POLL_INTERVAL, show_default=True,
-              help="Seconds to wait after a look that found nothing due.")
-@click.option("--sweep-interval", type=click.FloatRange(min=0.01), default=SWEEP_INTERVAL, show_default=True,
-              help="Seconds between two sweeps for timed-out waits and stalled steps.")
+@click.option(
+    "--definitions",
+    "definitions",
+    required=True,
+    metavar="MODULE",
+    envvar=DEFINITIONS_ENV,
+    show_envvar=True,
+    help="Python module exposing REGISTRY, e.g. pgbus_web.demo.workflows",
+)
+@click.option(
+    "--poll-interval",
+    type=click.FloatRange(min=0.01),
+    default=POLL_INTERVAL,
+    show_default=True,
+    help="Seconds to wait after a look that found nothing due.",
+)
+@click.option(
+    "--sweep-interval",
+    type=click.FloatRange(min=0.01),
+    default=SWEEP_INTERVAL,
+    show_default=True,
+    help="Seconds between two sweeps for timed-out waits and stalled steps.",
+)
 @click.option("--stall-threshold", hidden=True, help="Gone: the stall threshold is a rule of the policy.")
-@click.option("--statement-timeout", type=click.FloatRange(min=0.1), default=db.WORKER_STATEMENT_TIMEOUT,
-              show_default=True, metavar="SECONDS",
-              help=f"A statement, cancelled by the server; the client gives up {db.ANSWER_GRACE}s later "
-                   "and the tick is tried again.")
-@click.option("--operation-stale-after", type=click.FloatRange(min=0.1),
-              default=defaults.OPERATION_STALE_AFTER.total_seconds(), show_default=True, metavar="SECONDS",
-              help="Take over an operation whose holder has not renewed its heartbeat for this long.")
-@click.option("--heartbeat-interval", type=click.FloatRange(min=0.1), default=HEARTBEAT_INTERVAL,
-              show_default=True, metavar="SECONDS",
-              help="Seconds between two writes of this worker's heartbeat (the Workers page); keep it "
-                   "well below the dashboard's worker_gone_after.")
-@click.option("--simulate-batches", is_flag=True,
-              help="Complete fan-out batch jobs over time (for the demo, which has no job runner).")
+@click.option(
+    "--statement-timeout",
+    type=click.FloatRange(min=0.1),
+    default=db.WORKER_STATEMENT_TIMEOUT,
+    show_default=True,
+    metavar="SECONDS",
+    help=f"A statement, cancelled by the server; the client gives up {db.ANSWER_GRACE}s later "
+    "and the tick is tried again.",
+)
+@click.option(
+    "--operation-stale-after",
+    type=click.FloatRange(min=0.1),
+    default=defaults.OPERATION_STALE_AFTER.total_seconds(),
+    show_default=True,
+    metavar="SECONDS",
+    help="Take over an operation whose holder has not renewed its heartbeat for this long.",
+)
+@click.option(
+    "--heartbeat-interval",
+    type=click.FloatRange(min=0.1),
+    default=HEARTBEAT_INTERVAL,
+    show_default=True,
+    metavar="SECONDS",
+    help="Seconds between two writes of this worker's heartbeat (the Workers page); keep it "
+    "well below the dashboard's worker_gone_after.",
+)
+@click.option(
+    "--simulate-batches",
+    is_flag=True,
+    help="Complete fan-out batch jobs over time (for the demo, which has no job runner).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log every failed step.")
 @friendly_errors
-def worker(database_url, definitions, poll_interval, sweep_interval, stall_threshold, statement_timeout,
-           operation_stale_after, heartbeat_interval, simulate_batches, verbose):
+def worker(
+    database_url,
+    definitions,
+    poll_interval,
+    sweep_interval,
+    stall_threshold,
+    statement_timeout,
+    operation_stale_after,
+    heartbeat_interval,
+    simulate_batches,
+    verbose,
+):
     """Run due workflow steps until SIGTERM or Ctrl-C.
 
     Any number of workers may run against one database side by side."""
     if stall_threshold is not None:
-        raise click.UsageError("the stall threshold is a rule of the policy, the same for every process: "
-                               "pgbus-web policy set stall_threshold SECONDS --reason WHY")
+        raise click.UsageError(
+            "the stall threshold is a rule of the policy, the same for every process: "
+            "pgbus-web policy set stall_threshold SECONDS --reason WHY"
+        )
     registry = load_registry(definitions)
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s"
+    )
     # No ping before each transaction: a worker runs two per step, and a
     # connection the server dropped fails that tick, is discarded by the
     # pool, and the next tick gets a fresh one.
@@ -77,8 +124,9 @@ def worker(database_url, definitions, poll_interval, sweep_interval, stall_thres
     bounds = db.Bounds(statement=statement_timeout)
     # An operation's chunk acts on operations.PARALLEL runs at once, each on
     # its own connection.
-    engine = engine_from(database_url, bounds, pool_size=max(2, operations.PARALLEL), max_overflow=0,
-                         pool_pre_ping=False)
+    engine = engine_from(
+        database_url, bounds, pool_size=max(2, operations.PARALLEL), max_overflow=0, pool_pre_ping=False
+    )
     runner = Worker(
         engine,
         registry,

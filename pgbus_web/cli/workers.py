@@ -9,7 +9,7 @@ import click
 
 from .. import defaults
 from ..core import worker_reads
-from ..core.settings import Settings, SettingError, check
+from ..core.settings import SettingError, Settings, check
 from ..i18n import available_locales
 from . import output
 from .common import database_url_option, engine_from, friendly_errors, main_group
@@ -18,10 +18,16 @@ from .common import database_url_option, engine_from, friendly_errors, main_grou
 @main_group.command("workers")
 @database_url_option
 @click.option("--json", "as_json", is_flag=True, help="JSON Lines for scripts (a worker or a queue a line).")
-@click.option("--gone-after", type=click.FloatRange(min=0.1), default=defaults.WORKER_GONE_AFTER.total_seconds(),
-              show_default=True, metavar="SECONDS",
-              envvar="PGBUS_WEB_WORKER_GONE_AFTER", show_envvar=True,
-              help="A heartbeat older than this is gone.")
+@click.option(
+    "--gone-after",
+    type=click.FloatRange(min=0.1),
+    default=defaults.WORKER_GONE_AFTER.total_seconds(),
+    show_default=True,
+    metavar="SECONDS",
+    envvar="PGBUS_WEB_WORKER_GONE_AFTER",
+    show_envvar=True,
+    help="A heartbeat older than this is gone.",
+)
 @friendly_errors
 def workers(database_url, as_json, gone_after):
     """Workers and serving processes, alive first, and the PGMQ queues."""
@@ -35,21 +41,45 @@ def workers(database_url, as_json, gone_after):
     finally:
         engine.dispose()
     if as_json:
-        output.echo_json_lines([{"worker": row} for row in found["workers"]]
-                               + [{"queue": row} for row in found["queues"]])
+        output.echo_json_lines(
+            [{"worker": row} for row in found["workers"]] + [{"queue": row} for row in found["queues"]]
+        )
         return
     if found["workers"]:
-        output.echo_table(("ID", "KIND", "STATE", "HOST", "PID", "STARTED", "LAST HEARTBEAT", "STEPS", "OPERATION",
-                           "RUNS HELD"), (
-            (row["id"], row["kind"], row["state"], row["host"], row["pid"], row["started_at"], row["heartbeat_at"],
-             row["steps_done"], row["operation_id"], row["holding"]) for row in found["workers"]))
+        output.echo_table(
+            ("ID", "KIND", "STATE", "HOST", "PID", "STARTED", "LAST HEARTBEAT", "STEPS", "OPERATION", "RUNS HELD"),
+            (
+                (
+                    row["id"],
+                    row["kind"],
+                    row["state"],
+                    row["host"],
+                    row["pid"],
+                    row["started_at"],
+                    row["heartbeat_at"],
+                    row["steps_done"],
+                    row["operation_id"],
+                    row["holding"],
+                )
+                for row in found["workers"]
+            ),
+        )
     else:
         click.echo("No worker or serving process has written a heartbeat.")
     click.echo("")
     if found["queues"]:
-        output.echo_table(("QUEUE", "MESSAGES", "VISIBLE", "OLDEST", "OLDEST AGE (S)"), (
-            (row["queue_name"], row["depth"], row["visible"], row["oldest_enqueued_at"],
-             None if row["oldest_age_seconds"] is None else round(row["oldest_age_seconds"]))
-            for row in found["queues"]))
+        output.echo_table(
+            ("QUEUE", "MESSAGES", "VISIBLE", "OLDEST", "OLDEST AGE (S)"),
+            (
+                (
+                    row["queue_name"],
+                    row["depth"],
+                    row["visible"],
+                    row["oldest_enqueued_at"],
+                    None if row["oldest_age_seconds"] is None else round(row["oldest_age_seconds"]),
+                )
+                for row in found["queues"]
+            ),
+        )
     else:
         click.echo("No PGMQ queue.")

@@ -25,8 +25,16 @@ SESSIONS_ENDED = "sessions_ended"
 TOKEN_ADDED = "token_added"
 TOKEN_REVOKED = "token_revoked"
 TOKEN_NEW_ADDRESS = "token_new_address"
-KINDS = (SIGN_IN, SIGN_IN_FAILED, SIGN_OUT, SESSION_ENDED, SESSIONS_ENDED, TOKEN_ADDED, TOKEN_REVOKED,
-         TOKEN_NEW_ADDRESS)
+KINDS = (
+    SIGN_IN,
+    SIGN_IN_FAILED,
+    SIGN_OUT,
+    SESSION_ENDED,
+    SESSIONS_ENDED,
+    TOKEN_ADDED,
+    TOKEN_REVOKED,
+    TOKEN_NEW_ADDRESS,
+)
 # The stored text's limits (v17.sql): a typed name or an address past
 # them is cut, never refused (a failed sign-in is logged whatever was typed).
 SUBJECT_LIMIT, ADDRESS_LIMIT, DETAIL_LIMIT = 64, 100, 200
@@ -40,13 +48,28 @@ def _cut(value: str | None, limit: int) -> str | None:
     return None if value is None else value[:limit]
 
 
-def write(conn: Connection, kind: str, subject: str, *, actor: str | None = None, address: str | None = None,
-          detail: str | None = None, at: datetime | None = None) -> None:
+def write(
+    conn: Connection,
+    kind: str,
+    subject: str,
+    *,
+    actor: str | None = None,
+    address: str | None = None,
+    detail: str | None = None,
+    at: datetime | None = None,
+) -> None:
     """One line, in the caller's transaction (so it is kept exactly when the act is)."""
     if kind not in KINDS:
         raise ValueError(f"no access log kind {kind!r}")
-    access_log.insert(conn, at=at or utcnow(), kind=kind, subject=_cut(subject, SUBJECT_LIMIT) or "",
-                      actor=_cut(actor, 200), address=_cut(address, ADDRESS_LIMIT), detail=_cut(detail, DETAIL_LIMIT))
+    access_log.insert(
+        conn,
+        at=at or utcnow(),
+        kind=kind,
+        subject=_cut(subject, SUBJECT_LIMIT) or "",
+        actor=_cut(actor, 200),
+        address=_cut(address, ADDRESS_LIMIT),
+        detail=_cut(detail, DETAIL_LIMIT),
+    )
 
 
 def record(engine: Engine, kind: str, subject: str, **values: Any) -> None:
@@ -58,12 +81,14 @@ def record(engine: Engine, kind: str, subject: str, **values: Any) -> None:
 def new_address(engine: Engine, subject: str, address: str) -> bool:
     """A token used from *address*: a line when no line says so yet."""
     with engine.begin() as conn:
-        return access_log.insert_new_address(conn, at=utcnow(), subject=_cut(subject, SUBJECT_LIMIT) or "",
-                                             address=_cut(address, ADDRESS_LIMIT) or "")
+        return access_log.insert_new_address(
+            conn, at=utcnow(), subject=_cut(subject, SUBJECT_LIMIT) or "", address=_cut(address, ADDRESS_LIMIT) or ""
+        )
 
 
-def latest(engine: Engine, principal: permissions.Principal, policy: Policy, *, limit: int = SHOWN
-           ) -> list[dict[str, Any]]:
+def latest(
+    engine: Engine, principal: permissions.Principal, policy: Policy, *, limit: int = SHOWN
+) -> list[dict[str, Any]]:
     """The newest lines, for a principal who may see sessions."""
     permissions.require(principal, roles.SESSIONS, None, policy)
     with engine.connect() as conn:

@@ -5,15 +5,14 @@ shaped by core/representations.py, so these doors answer what the pages show.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from . import representations as rep
-from ..rules import run_filters
-from ..rules import verb_table
+from ..rules import run_filters, verb_table
 from ..runtime import operations, verbs
 from ..runtime.clock import utcnow
 from ..runtime.errors import (
@@ -24,9 +23,11 @@ from ..runtime.errors import (
     UnknownVerb,
     WorkflowError,
 )
+from . import checks, permissions
 from . import compare as comparing
 from . import reads as context
-from . import checks, permissions, reveal as revealing
+from . import representations as rep
+from . import reveal as revealing
 from .settings import Settings
 
 # Refusals that are the caller's input, not the run's state (exit code 2).
@@ -49,8 +50,9 @@ def _stuck(engine: Engine, now: datetime):
     kept = context.policy_of(engine)
 
     def stuck(run: Mapping[str, Any]) -> str | None:
-        return rep.stuck_reason(run, now=now, stall_threshold=kept.stall_threshold,
-                                waiting_threshold=kept.waiting_threshold)
+        return rep.stuck_reason(
+            run, now=now, stall_threshold=kept.stall_threshold, waiting_threshold=kept.waiting_threshold
+        )
 
     return stuck
 
@@ -84,8 +86,9 @@ def run(engine: Engine, settings: Settings, workflow_id: str, *, row: dict[str, 
     return rep.run_detail(page, stuck=_stuck(engine, now)(page["run"]))
 
 
-def reveal(engine: Engine, settings: Settings, workflow_id: str, *, principal: permissions.Principal,
-           reason: str | None = None) -> dict[str, Any]:
+def reveal(
+    engine: Engine, settings: Settings, workflow_id: str, *, principal: permissions.Principal, reason: str | None = None
+) -> dict[str, Any]:
     """One run with the values the policy redacts in clear, for a principal
     who may reveal them on its class, after the audit line is written
     (core/reveal.py); NotFound, or permissions.NotPermitted (nothing written)."""
@@ -135,8 +138,17 @@ def permit_run(engine: Engine, principal: permissions.Principal, verb: str, work
         permissions.require(principal, verb, row["workflow_class"], context.policy_of(engine))
 
 
-def act(engine: Engine, settings: Settings, verb: str, workflow_id: str, *, principal: permissions.Principal,
-        reason: str | None, at: str | None = None, from_step: str | None = None) -> dict[str, Any]:
+def act(
+    engine: Engine,
+    settings: Settings,
+    verb: str,
+    workflow_id: str,
+    *,
+    principal: permissions.Principal,
+    reason: str | None,
+    at: str | None = None,
+    from_step: str | None = None,
+) -> dict[str, Any]:
     """*verb* on one run, as its page's button does; the run after it.
     The reason is required (these doors have no form to show it was
     forgotten). Raises checks.FormError for the input (the pages' checks)
@@ -145,18 +157,27 @@ def act(engine: Engine, settings: Settings, verb: str, workflow_id: str, *, prin
         raise UnknownVerb(str(verb)[:50])
     checks.workflow_id(workflow_id)
     form = checks.as_form(reason=reason, at=at, from_step=from_step)
-    options = checks.parse_verb(verb, form, tz=timezone.utc, now=utcnow())
+    options = checks.parse_verb(verb, form, tz=UTC, now=utcnow())
     checks.require_reason(form)
     permit_run(engine, principal, verb, workflow_id)
-    row = verbs.perform(engine, verb, workflow_id, actor=principal.actor, registry=settings.registry,
-                        **options.options())
+    row = verbs.perform(
+        engine, verb, workflow_id, actor=principal.actor, registry=settings.registry, **options.options()
+    )
     return run(engine, settings, workflow_id, row=row)
 
 
-def send_signal(engine: Engine, settings: Settings, workflow_id: str, name: str, payload: Any, *,
-                principal: permissions.Principal,
-                idempotency_key: str | None = None, reason: str | None = None,
-                require_reason: bool = False) -> dict[str, Any]:
+def send_signal(
+    engine: Engine,
+    settings: Settings,
+    workflow_id: str,
+    name: str,
+    payload: Any,
+    *,
+    principal: permissions.Principal,
+    idempotency_key: str | None = None,
+    reason: str | None = None,
+    require_reason: bool = False,
+) -> dict[str, Any]:
     """Signal *name* to one run; its signal, whether it was a duplicate, and
     the run after it. *reason* goes on its audit event (*require_reason*:
     the door asks for one). Raises checks.FormError for the input."""
@@ -165,15 +186,19 @@ def send_signal(engine: Engine, settings: Settings, workflow_id: str, name: str,
     form = checks.as_form(reason=reason)
     checked = checks.require_reason(form) if require_reason else checks.reason(form)
     permit_run(engine, principal, verb_table.SIGNAL, workflow_id)
-    result = verbs.signal(engine, workflow_id, signal.name, signal.payload, signal.idempotency_key,
-                          actor=principal.actor,
-                          reason=checked)
-    return {"signal": rep.signal(result.signal), "duplicate": result.duplicate,
-            "run": run(engine, settings, workflow_id)}
+    result = verbs.signal(
+        engine, workflow_id, signal.name, signal.payload, signal.idempotency_key, actor=principal.actor, reason=checked
+    )
+    return {
+        "signal": rep.signal(result.signal),
+        "duplicate": result.duplicate,
+        "run": run(engine, settings, workflow_id),
+    }
 
 
-def operation_input(verb: str, filters: Mapping[str, Any], *, reason: str | None, require_reason: bool,
-                    now: datetime, **fields: Any) -> tuple[run_filters.RunFilters, checks.OperationForm]:
+def operation_input(
+    verb: str, filters: Mapping[str, Any], *, reason: str | None, require_reason: bool, now: datetime, **fields: Any
+) -> tuple[run_filters.RunFilters, checks.OperationForm]:
     """An operation as a structured door was given it (the verb, its
     filters, the reason and the verb's fields: at, from_step, name,
     payload), read by the checks the pages' operation form goes through;
@@ -181,11 +206,23 @@ def operation_input(verb: str, filters: Mapping[str, Any], *, reason: str | None
     proposed here: nobody saw a default to confirm it."""
     found = run_filters.parse_strict(filters or {})
     form = checks.as_form(verb=verb, reason=reason, confirmed=True, **fields)
-    parsed = checks.parse_operation(form, tz=timezone.utc, now=now, verbs=operations.VERBS)
+    parsed = checks.parse_operation(form, tz=UTC, now=now, verbs=operations.VERBS)
     if require_reason:
         checks.require_reason(form)
     return found, parsed
 
 
-__all__ = ["BAD_INPUT", "REASONED", "NotFound", "Page", "WorkflowError", "act", "attention",
-           "filters_from", "operation_input", "run", "runs", "send_signal"]
+__all__ = [
+    "BAD_INPUT",
+    "REASONED",
+    "NotFound",
+    "Page",
+    "WorkflowError",
+    "act",
+    "attention",
+    "filters_from",
+    "operation_input",
+    "run",
+    "runs",
+    "send_signal",
+]

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone, tzinfo
-from typing import Any, Mapping
+from datetime import UTC, datetime, timedelta, tzinfo
+from typing import Any
 
-from ..rules import states
 from ..i18n import current_locale, parse_timezone, t
 from ..models import values
-from ..rules import verb_table
+from ..rules import states, verb_table
 from ..rules.limits import ID_MAX, REASON_LIMIT
 from ..runtime import errors, operations
 from .words import timefmt
@@ -191,8 +191,9 @@ def operation_id(value: Any) -> int:
 def duration(value: timedelta, shown: str, field_name: str = "older_than") -> timedelta:
     """A retention period no longer than MAX_DURATION; *shown* is what was typed."""
     if value > MAX_DURATION:
-        raise FormError(field_name, t("pgbus.workflows.forms.errors.duration_too_long", value=shown[:50],
-                                      max=MAX_DURATION.days))
+        raise FormError(
+            field_name, t("pgbus.workflows.forms.errors.duration_too_long", value=shown[:50], max=MAX_DURATION.days)
+        )
     return value
 
 
@@ -223,7 +224,7 @@ def parse_at(value: str | None, *, tz: tzinfo, now: datetime) -> datetime:
         # zoneinfo picks the earlier reading, as the browser does.
         parsed = parsed.replace(tzinfo=tz)
     try:
-        moment = parsed.astimezone(timezone.utc)
+        moment = parsed.astimezone(UTC)
     except OverflowError:
         # Year 9999 east of UTC, year 1 west of it: past the calendar's edge.
         raise FormError("at", t("pgbus.workflows.forms.errors.time_unreadable", value=text)) from None
@@ -261,7 +262,11 @@ def parse_verb(
         if from_step is not None and step_names and from_step not in step_names:
             raise FormError(
                 "from_step",
-                t("pgbus.workflows.forms.errors.unknown_step", step=from_step[:NAME_LIMIT], steps=", ".join(step_names)),
+                t(
+                    "pgbus.workflows.forms.errors.unknown_step",
+                    step=from_step[:NAME_LIMIT],
+                    steps=", ".join(step_names),
+                ),
             )
     return VerbForm(reason=reason(form), at=at, from_step=from_step)
 
@@ -289,21 +294,24 @@ def _json_object(field_name: str, raw: str) -> dict[str, Any]:
     an object, or what jsonb cannot hold (a number past a float's range,
     NaN, a NUL, a lone surrogate, nesting deeper than values.MAX_JSON_DEPTH)."""
     try:
-        value = json.loads(
-            raw, parse_constant=_reject_constant, parse_float=_storable_float, parse_int=_storable_int
-        )
+        value = json.loads(raw, parse_constant=_reject_constant, parse_float=_storable_float, parse_int=_storable_int)
     except json.JSONDecodeError as problem:
         raise FormError(
             field_name,
-            t("pgbus.workflows.forms.errors.payload_not_json_at", detail=problem.msg,
-              line=problem.lineno, column=problem.colno),
+            t(
+                "pgbus.workflows.forms.errors.payload_not_json_at",
+                detail=problem.msg,
+                line=problem.lineno,
+                column=problem.colno,
+            ),
         ) from None
     except _UnstorableNumber as problem:
         shown = problem.text if len(problem.text) <= NUMBER_SHOWN else problem.text[:NUMBER_SHOWN] + "…"
         raise FormError(field_name, t("pgbus.workflows.forms.errors.payload_number", value=shown)) from None
     except RecursionError:
-        raise FormError(field_name, t("pgbus.workflows.forms.errors.payload_too_deep",
-                                      max=values.MAX_JSON_DEPTH)) from None
+        raise FormError(
+            field_name, t("pgbus.workflows.forms.errors.payload_too_deep", max=values.MAX_JSON_DEPTH)
+        ) from None
     except ValueError as problem:
         raise FormError(field_name, t("pgbus.workflows.forms.errors.payload_not_json", detail=str(problem))) from None
     if not isinstance(value, dict):
@@ -316,8 +324,7 @@ def _json_object(field_name: str, raw: str) -> dict[str, Any]:
         if kind == values.SURROGATE:
             raise FormError(field_name, t("pgbus.workflows.forms.errors.payload_surrogate", value=piece))
         if kind == values.TOO_DEEP:
-            raise FormError(field_name, t("pgbus.workflows.forms.errors.payload_too_deep",
-                                          max=values.MAX_JSON_DEPTH))
+            raise FormError(field_name, t("pgbus.workflows.forms.errors.payload_too_deep", max=values.MAX_JSON_DEPTH))
         raise FormError(field_name, t("pgbus.workflows.forms.errors.payload_number", value=piece))
     return value
 
@@ -404,8 +411,14 @@ def parse_operation(form: Mapping[str, str], *, tz: tzinfo, now: datetime, verbs
         if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
             raise FormError("expected", t("pgbus.operations.errors.expected", value=raw[:50]))
         expected = int(raw)
-    return OperationForm(verb=verb, params=params, reason=reason(form), expected=expected, confirmed=confirmed,
-                         pace={name: value for name, value in parse_pace(form).items() if value is not None})
+    return OperationForm(
+        verb=verb,
+        params=params,
+        reason=reason(form),
+        expected=expected,
+        confirmed=confirmed,
+        pace={name: value for name, value in parse_pace(form).items() if value is not None},
+    )
 
 
 # The pace's fields and bounds (runtime/pace.py).
@@ -429,16 +442,16 @@ def parse_pace(form: Mapping[str, str]) -> dict[str, Any]:
             except ValueError:
                 value = math.nan
             if not (0 < value <= MAX_RATE):  # NaN and infinities fail too
-                raise FormError("rate", t("pgbus.operations.errors.rate", value=raw[:NUMBER_SHOWN],
-                                          max=MAX_RATE))
+                raise FormError("rate", t("pgbus.operations.errors.rate", value=raw[:NUMBER_SHOWN], max=MAX_RATE))
             pace["rate"] = value
     if "max_in_flight" in form:
         raw = _text(form, "max_in_flight")
         if not raw:
             pace["max_in_flight"] = None
         elif not (raw.isascii() and raw.isdigit()) or len(raw) > 7 or not 0 < int(raw) <= MAX_IN_FLIGHT:
-            raise FormError("max_in_flight", t("pgbus.operations.errors.max_in_flight", value=raw[:NUMBER_SHOWN],
-                                               max=MAX_IN_FLIGHT))
+            raise FormError(
+                "max_in_flight", t("pgbus.operations.errors.max_in_flight", value=raw[:NUMBER_SHOWN], max=MAX_IN_FLIGHT)
+            )
         else:
             pace["max_in_flight"] = int(raw)
     return pace

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from sqlalchemy.engine import Connection
 
 from ..models import steps, workflow_rows
 from ..models.values import RawJson, json_kind
 from ..rules.run_filters import PAGE_EXTRAS
-from .reads import definition_of, find_run, runs_by_prefix
 from . import redacting
+from .reads import definition_of, find_run, runs_by_prefix
 from .settings import Settings
 
 # The parameters the comparison takes: the two runs (and the language
@@ -199,8 +200,14 @@ def _side(entry: Mapping[str, Any] | None) -> Side:
     latest = entry["latest"]
     message = latest.get("error_message")
     line = message.strip().split("\n", 1)[0] if isinstance(message, str) and message.strip() else None
-    return Side(entry["attempts"], latest.get("status"), latest.get("started_at"), latest.get("finished_at"),
-                latest.get("error_class"), line)
+    return Side(
+        entry["attempts"],
+        latest.get("status"),
+        latest.get("started_at"),
+        latest.get("finished_at"),
+        latest.get("error_class"),
+        line,
+    )
 
 
 def step_order(named_a: list[dict[str, Any]], named_b: list[dict[str, Any]], defined: Iterable[str] = ()) -> list[str]:
@@ -271,8 +278,9 @@ def compare(conn: Connection, settings: Settings, a_id: str, b_id: str) -> Compa
     defined = definition.step_names if definition is not None else ()
     by_a = {entry["name"]: entry for entry in named_a}
     by_b = {entry["name"]: entry for entry in named_b}
-    rows = [StepRow(name, _side(by_a.get(name)), _side(by_b.get(name)))
-            for name in step_order(named_a, named_b, defined)]
+    rows = [
+        StepRow(name, _side(by_a.get(name)), _side(by_b.get(name))) for name in step_order(named_a, named_b, defined)
+    ]
     # Steps neither run reached (only the definition names them) say nothing.
     rows = [row for row in rows if row.a.reached or row.b.reached]
     divergence = next((row for row in rows if parts_at(row.a, row.b)), None)
@@ -284,7 +292,8 @@ def compare(conn: Connection, settings: Settings, a_id: str, b_id: str) -> Compa
         found = definition_of(settings, run["workflow_class"])
         current[run["workflow_id"]] = found.digest if found is not None else None
     return Comparison(
-        a=run_a, b=run_b,
+        a=run_a,
+        b=run_b,
         arguments=arguments_diff(run_a.get("arguments"), run_b.get("arguments")),
         steps=rows,
         divergence=divergence,

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Callable, ContextManager, Iterator
+from typing import ContextManager
 
 from sqlalchemy.engine import Connection
 
@@ -57,8 +58,14 @@ class Export:
 def export_format(value: str | None) -> str:
     """The format asked for, csv or ndjson; FilterError otherwise."""
     if value not in FORMATS:
-        raise FilterError(t("pgbus.workflows.filters.errors.choice", name="format",
-                            value=str(value)[:run_filters.NAME_SHOWN], allowed=", ".join(FORMATS)))
+        raise FilterError(
+            t(
+                "pgbus.workflows.filters.errors.choice",
+                name="format",
+                value=str(value)[: run_filters.NAME_SHOWN],
+                allowed=", ".join(FORMATS),
+            )
+        )
     return value
 
 
@@ -88,8 +95,17 @@ def _header(fmt: str) -> str:
     return ",".join(COLUMNS) + "\r\n" if fmt == "csv" else ""
 
 
-def _batches(conn: Connection, settings: Settings, filters: RunFilters, fmt: str, ceiling_id: int, now: datetime,
-             *, batch: int = CHUNK_ROWS, limit: int | None = None):
+def _batches(
+    conn: Connection,
+    settings: Settings,
+    filters: RunFilters,
+    fmt: str,
+    ceiling_id: int,
+    now: datetime,
+    *,
+    batch: int = CHUNK_ROWS,
+    limit: int | None = None,
+):
     binds = filters.page_binds(now)
     began = conn.in_transaction()
     given = thresholds(conn)
@@ -99,13 +115,29 @@ def _batches(conn: Connection, settings: Settings, filters: RunFilters, fmt: str
         # the export's cursor begins a transaction of its own (export_rows).
         conn.rollback()
     where, where_binds = workflow_index.page_where(now=now, **given, **binds)
-    return workflow_index.export_rows(conn, where=where, binds=where_binds, ceiling_id=ceiling_id, now=now,
-                                      as_json=fmt == "ndjson", as_csv=fmt == "csv", batch=batch, limit=limit,
-                                      redact=redact, **given)
+    return workflow_index.export_rows(
+        conn,
+        where=where,
+        binds=where_binds,
+        ceiling_id=ceiling_id,
+        now=now,
+        as_json=fmt == "ndjson",
+        as_csv=fmt == "csv",
+        batch=batch,
+        limit=limit,
+        redact=redact,
+        **given,
+    )
 
 
-def _chunks(connect: Callable[[], ContextManager[Connection]], settings: Settings, filters: RunFilters, fmt: str,
-            ceiling_id: int, now: datetime) -> Iterator[bytes]:
+def _chunks(
+    connect: Callable[[], ContextManager[Connection]],
+    settings: Settings,
+    filters: RunFilters,
+    fmt: str,
+    ceiling_id: int,
+    now: datetime,
+) -> Iterator[bytes]:
     encode = _encoder(fmt)
     with connect() as conn:
         batches = _batches(conn, settings, filters, fmt, ceiling_id, now)
@@ -115,8 +147,15 @@ def _chunks(connect: Callable[[], ContextManager[Connection]], settings: Setting
             yield encode(rows).encode("utf-8")
 
 
-def export(connect: Callable[[], ContextManager[Connection]], settings: Settings, filters: RunFilters, fmt: str,
-           *, now: datetime | None = None, ceiling_id: int | None = None) -> Export:
+def export(
+    connect: Callable[[], ContextManager[Connection]],
+    settings: Settings,
+    filters: RunFilters,
+    fmt: str,
+    *,
+    now: datetime | None = None,
+    ceiling_id: int | None = None,
+) -> Export:
     """The export of every run *filters* match (the cursors aside) as
     *fmt*: the ceiling is read now (or given), the rows when the chunks
     are asked for, each on a connection from *connect*."""
@@ -143,8 +182,16 @@ class Excerpt:
     text: str
 
 
-def excerpt(connect: Callable[[], ContextManager[Connection]], settings: Settings, filters: RunFilters, fmt: str,
-            *, rows: int = EXCERPT_ROWS, max_chars: int = EXCERPT_CHARS, now: datetime | None = None) -> Excerpt:
+def excerpt(
+    connect: Callable[[], ContextManager[Connection]],
+    settings: Settings,
+    filters: RunFilters,
+    fmt: str,
+    *,
+    rows: int = EXCERPT_ROWS,
+    max_chars: int = EXCERPT_CHARS,
+    now: datetime | None = None,
+) -> Excerpt:
     """The export of *filters* as *fmt* (the same rows, columns and escapes
     as ``export``), cut after *rows* runs or before the run that would
     take the text past *max_chars* characters, for a door that answers

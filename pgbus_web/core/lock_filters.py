@@ -6,15 +6,16 @@ silently dropped."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
-from ..rules import run_filters as filters
 from ..i18n import t
 from ..locks import STATES
 from ..models.uniqueness_keys import Cursor
 from ..models.values import Infinite
+from ..rules import run_filters as filters
 from ..rules.run_filters import FilterError
 
 # Longest queue name a filter accepts: PGMQ's own limit is far below.
@@ -38,7 +39,7 @@ class LockFilters:
         one). Changing a filter starts again at the first page."""
         values: dict[str, Any] = {"state": self.state, "queue": self.queue}
         if self.after is not None:
-            values["after_at"] = self.after.created_at.astimezone(timezone.utc).isoformat()
+            values["after_at"] = self.after.created_at.astimezone(UTC).isoformat()
             values["after_key"] = self.after.lock_key
         if set(changes) & {"state", "queue"}:
             values.update(after_at=None, after_key=None)
@@ -46,9 +47,7 @@ class LockFilters:
         return {name: str(value) for name, value in values.items() if value not in (None, "")}
 
     def next_query(self, cursor: Cursor) -> dict[str, str]:
-        return self.query(
-            after_at=cursor.created_at.astimezone(timezone.utc).isoformat(), after_key=cursor.lock_key
-        )
+        return self.query(after_at=cursor.created_at.astimezone(UTC).isoformat(), after_key=cursor.lock_key)
 
 
 def text(args: Mapping[str, str], name: str, limit: int) -> str | None:
@@ -72,9 +71,9 @@ def _cursor(args: Mapping[str, str]) -> Cursor | None:
     except ValueError:
         raise FilterError(t("pgbus.workflows.filters.errors.cursor", name="after_at", value=raw_at)) from None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     try:
-        moment = moment.astimezone(timezone.utc)
+        moment = moment.astimezone(UTC)
     except OverflowError:  # year 1 or 9999 moved past the calendar's edge
         raise FilterError(t("pgbus.workflows.filters.errors.cursor", name="after_at", value=raw_at)) from None
     return Cursor(created_at=moment, lock_key=key)

@@ -3,7 +3,7 @@ the counts by state and by queue, the words for each state."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ..i18n import t
@@ -14,6 +14,7 @@ from .lock_filters import LockFilters
 # Badge tones: a live or parked lock is doing its job; a gone one leaked a
 # little; an orphan blocks its key until someone (or the reaper) acts.
 STATE_TONES = {LIVE: "green", PARKED: "blue", FRESH: "gray", GONE: "yellow", ORPHAN: "red"}
+
 
 def state_labels() -> dict[str, str]:
     return {
@@ -37,7 +38,7 @@ def locks_context(conn, settings, view: LockFilters, now: datetime | None = None
         after=view.after,
     )
     return {
-        "now": now or datetime.now(timezone.utc),
+        "now": now or datetime.now(UTC),
         "view": view,
         "locks": page.rows,
         "next_query": view.next_query(page.next_cursor) if page.next_cursor else None,
@@ -48,5 +49,3 @@ def locks_context(conn, settings, view: LockFilters, now: datetime | None = None
         "state_labels": state_labels(),
         "state_tones": STATE_TONES,
     }
-
-

@@ -7,8 +7,9 @@ approval, highest rate) read here, once, for every door.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
 
 from sqlalchemy.engine import Engine
 
@@ -33,8 +34,13 @@ class RateAbovePolicy(operations.OperationError):
         super().__init__(f"the policy allows at most {highest:g} runs a second; {rate:g} was asked")
 
 
-def approval(engine: Engine, settings: Settings | None = None, *, threshold: int | None = None,
-             verbs: tuple[str, ...] | None = None) -> Approval:
+def approval(
+    engine: Engine,
+    settings: Settings | None = None,
+    *,
+    threshold: int | None = None,
+    verbs: tuple[str, ...] | None = None,
+) -> Approval:
     """The policy's approval rule, tightened by *settings*' own and by a
     command's *threshold*/*verbs* (an option adds waits, never removes one)."""
     rule = policy.current(engine).approval
@@ -46,18 +52,28 @@ def approval(engine: Engine, settings: Settings | None = None, *, threshold: int
 def _permit(principal: Principal, kept: policy.Policy):
     def permit(shown: operations.Preview) -> None:
         permissions.require_all(principal, shown.verb, shown.classes, kept)
+
     return permit
 
 
-def preview(engine: Engine, settings: Settings, principal: Principal, run_filters: RunFilters, verb: str,
-            params: Mapping[str, Any] | None = None, *, now: datetime | None = None) -> operations.Preview:
+def preview(
+    engine: Engine,
+    settings: Settings,
+    principal: Principal,
+    run_filters: RunFilters,
+    verb: str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    now: datetime | None = None,
+) -> operations.Preview:
     """What *verb* on every run *run_filters* matches would do now;
     NotPermitted naming the first class *principal* may not use it on."""
     kept = policy.current(engine)
     # A count of the runs holding a redacted value tells the value (docs/redaction.md).
     redacting.require_search(run_filters, principal, kept)
-    shown = operations.preview(engine, run_filters, verb, params, registry=settings.registry,
-                               thresholds=kept.thresholds(), now=now)
+    shown = operations.preview(
+        engine, run_filters, verb, params, registry=settings.registry, thresholds=kept.thresholds(), now=now
+    )
     _permit(principal, kept)(shown)
     return shown
 
@@ -72,10 +88,22 @@ def _rate(kept: policy.Policy, rate: float | None) -> float | None:
     return rate
 
 
-def start(engine: Engine, settings: Settings, principal: Principal, run_filters: RunFilters, verb: str,
-          params: Mapping[str, Any] | None, *, reason: str | None, expected: int | None,
-          rate: float | None = None, max_in_flight: int | None = None, now: datetime | None = None,
-          approval_threshold: int | None = None, approval_verbs: tuple[str, ...] | None = None) -> dict[str, Any]:
+def start(
+    engine: Engine,
+    settings: Settings,
+    principal: Principal,
+    run_filters: RunFilters,
+    verb: str,
+    params: Mapping[str, Any] | None,
+    *,
+    reason: str | None,
+    expected: int | None,
+    rate: float | None = None,
+    max_in_flight: int | None = None,
+    now: datetime | None = None,
+    approval_threshold: int | None = None,
+    approval_verbs: tuple[str, ...] | None = None,
+) -> dict[str, Any]:
     """Store the operation for *principal*: queued, or awaiting approval
     when the policy's rule (tightened by this process's or the command's
     own) says so. Nothing is written when anything is refused."""
@@ -83,9 +111,22 @@ def start(engine: Engine, settings: Settings, principal: Principal, run_filters:
     redacting.require_search(run_filters, principal, kept)
     rule = approval(engine, settings, threshold=approval_threshold, verbs=approval_verbs)
     return operations.create(
-        engine, run_filters, verb, params, reason=reason, actor=principal.actor, expected=expected,
-        registry=settings.registry, thresholds=kept.thresholds(), now=now, rate=_rate(kept, rate),
-        max_in_flight=max_in_flight, approval=rule, requested_by=principal.key, permit=_permit(principal, kept))
+        engine,
+        run_filters,
+        verb,
+        params,
+        reason=reason,
+        actor=principal.actor,
+        expected=expected,
+        registry=settings.registry,
+        thresholds=kept.thresholds(),
+        now=now,
+        rate=_rate(kept, rate),
+        max_in_flight=max_in_flight,
+        approval=rule,
+        requested_by=principal.key,
+        permit=_permit(principal, kept),
+    )
 
 
 def _find(engine: Engine, operation_id: int) -> dict[str, Any]:
@@ -118,7 +159,9 @@ def _asked_by(operation: Mapping[str, Any], principal: Principal) -> bool:
     """Did *principal* ask for *operation*: the same actor, or the same
     proven principal through another door (its key; an operation stored
     before keys were kept has its actor)."""
-    return operation["actor"] == principal.actor or (operation.get("requested_by") or operation["actor"]) == principal.key
+    return (
+        operation["actor"] == principal.actor or (operation.get("requested_by") or operation["actor"]) == principal.key
+    )
 
 
 def _allowed(principal: Principal, power: str, operation: Mapping[str, Any], kept: policy.Policy) -> bool:
@@ -131,9 +174,12 @@ def _allowed(principal: Principal, power: str, operation: Mapping[str, Any], kep
 
 def may_approve(engine: Engine, principal: Principal, operation: Mapping[str, Any]) -> bool:
     """Would approve() take *principal*'s approval of *operation* now?"""
-    return (operation["status"] == states.OPERATION_AWAITING_APPROVAL and not principal.break_glass
-            and not _asked_by(operation, principal)
-            and _allowed(principal, roles.APPROVE, operation, policy.current(engine)))
+    return (
+        operation["status"] == states.OPERATION_AWAITING_APPROVAL
+        and not principal.break_glass
+        and not _asked_by(operation, principal)
+        and _allowed(principal, roles.APPROVE, operation, policy.current(engine))
+    )
 
 
 def may_steer(engine: Engine, principal: Principal, operation: Mapping[str, Any]) -> bool:
@@ -141,8 +187,9 @@ def may_steer(engine: Engine, principal: Principal, operation: Mapping[str, Any]
     return _allowed(principal, operation["verb"], operation, policy.current(engine))
 
 
-def approve(engine: Engine, principal: Principal, operation_id: int, *, reason: str | None = None,
-            now: datetime | None = None) -> dict[str, Any]:
+def approve(
+    engine: Engine, principal: Principal, operation_id: int, *, reason: str | None = None, now: datetime | None = None
+) -> dict[str, Any]:
     """Approve another principal's operation: *principal* must hold the
     approve power on every class it reaches, and never be break-glass."""
     operation = _find(engine, operation_id)
@@ -152,24 +199,28 @@ def approve(engine: Engine, principal: Principal, operation_id: int, *, reason: 
     if operation["status"] == states.OPERATION_AWAITING_APPROVAL and _asked_by(operation, principal):
         raise operations.OwnApproval(operation)
     _require_on(principal, roles.APPROVE, operation, kept)
-    return operations.approve(engine, operation_id, actor=principal.actor, approver=principal.key, reason=reason,
-                              now=now or utcnow())
+    return operations.approve(
+        engine, operation_id, actor=principal.actor, approver=principal.key, reason=reason, now=now or utcnow()
+    )
 
 
-def pause(engine: Engine, principal: Principal, operation_id: int, *, reason: str | None = None,
-          now: datetime | None = None) -> dict[str, Any]:
+def pause(
+    engine: Engine, principal: Principal, operation_id: int, *, reason: str | None = None, now: datetime | None = None
+) -> dict[str, Any]:
     _steer(engine, principal, operation_id)
     return operations.pause(engine, operation_id, actor=principal.actor, reason=reason, now=now or utcnow())
 
 
-def go_on(engine: Engine, principal: Principal, operation_id: int, *, reason: str | None = None,
-          now: datetime | None = None) -> dict[str, Any]:
+def go_on(
+    engine: Engine, principal: Principal, operation_id: int, *, reason: str | None = None, now: datetime | None = None
+) -> dict[str, Any]:
     _steer(engine, principal, operation_id)
     return operations.go_on(engine, operation_id, actor=principal.actor, reason=reason, now=now or utcnow())
 
 
-def cancel(engine: Engine, principal: Principal, operation_id: int, *, reason: str | None = None,
-           now: datetime | None = None) -> dict[str, Any]:
+def cancel(
+    engine: Engine, principal: Principal, operation_id: int, *, reason: str | None = None, now: datetime | None = None
+) -> dict[str, Any]:
     _steer(engine, principal, operation_id)
     return operations.cancel(engine, operation_id, actor=principal.actor, reason=reason, now=now or utcnow())
 

@@ -4,9 +4,10 @@ became of the runs one acted on."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 
@@ -30,7 +31,9 @@ def find(conn: Connection, operation_id: int) -> dict[str, Any] | None:
     return store.find(conn, operation_id)
 
 
-def outcomes(conn: Connection, settings: Settings, operation_id: int, now: datetime) -> dict[tuple[str, str | None], int]:
+def outcomes(
+    conn: Connection, settings: Settings, operation_id: int, now: datetime
+) -> dict[tuple[str, str | None], int]:
     """{(status, stuck reason or None): runs} of the runs the operation
     acted on, as they are now, by the settings' stuck thresholds."""
     return operation_outcomes.outcomes(conn, operation_id, now=now, **thresholds(conn))
@@ -86,15 +89,24 @@ def outcome_of(verb: str, counts: Mapping[tuple[str, str | None], int]) -> Outco
     groups = []
     for kind, filter_name, values in OUTCOME_GROUPS:
         found = by_status if filter_name == "status" else by_reason
-        parts = [{"filter": {filter_name: value}, "value": value, "count": found[value]}
-                 for value in values if found.get(value)]
-        groups.append({"kind": kind, "total": sum(part["count"] for part in parts), "parts": parts,
-                       "overlap": overlap and kind == "moving"})
+        parts = [
+            {"filter": {filter_name: value}, "value": value, "count": found[value]}
+            for value in values
+            if found.get(value)
+        ]
+        groups.append(
+            {
+                "kind": kind,
+                "total": sum(part["count"] for part in parts),
+                "parts": parts,
+                "overlap": overlap and kind == "moving",
+            }
+        )
     failing = sum(by_status.get(status, 0) for status in _FAILING_STATUSES) + sum(
-        by_reason.get(reason, 0) for reason in _FAILING_REASONS)
+        by_reason.get(reason, 0) for reason in _FAILING_REASONS
+    )
     settled = by_status.get(states.COMPLETED, 0) + failing
-    mostly = (verb not in STOPPING_VERBS and settled >= FAILING_MIN_SETTLED
-              and failing > settled * FAILING_SHARE)
+    mostly = verb not in STOPPING_VERBS and settled >= FAILING_MIN_SETTLED and failing > settled * FAILING_SHARE
     return Outcome(groups=groups, settled=settled, failing=failing, mostly_failing=mostly)
 
 
@@ -103,8 +115,9 @@ def outcome(conn: Connection, settings: Settings, operation: Mapping[str, Any], 
     return outcome_of(operation["verb"], outcomes(conn, settings, operation["id"], now))
 
 
-def with_outcome(engine: Engine, settings: Settings, operation_id: int,
-                 now: datetime) -> tuple[dict[str, Any], Outcome] | None:
+def with_outcome(
+    engine: Engine, settings: Settings, operation_id: int, now: datetime
+) -> tuple[dict[str, Any], Outcome] | None:
     """Operation *operation_id* and what became of its runs (the command
     line's ``operations show`` and the end of ``bulk``), or None."""
     with engine.connect() as conn:

@@ -5,13 +5,13 @@ once the operation they started is no longer open (docs/operations.md)."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from sqlalchemy.engine import Engine
 
 from ..rules import states
 from ..runtime import operations
-
 
 # A failed chunk (a statement timed out, the connection dropped) is handed
 # back by the Runner and tried again this many times, a little later each
@@ -20,9 +20,16 @@ from ..runtime import operations
 RETRIES = 3
 
 
-def run_to_end(engine: Engine, registry, operation_id: int, *, poll: float, deadline: float | None = None,
-               seen: Callable[[dict[str, Any]], None] | None = None,
-               stopping: Callable[[], bool] | None = None) -> dict[str, Any]:
+def run_to_end(
+    engine: Engine,
+    registry,
+    operation_id: int,
+    *,
+    poll: float,
+    deadline: float | None = None,
+    seen: Callable[[dict[str, Any]], None] | None = None,
+    stopping: Callable[[], bool] | None = None,
+) -> dict[str, Any]:
     """Do operation *operation_id* chunk by chunk here, or watch another
     process do it (polling every *poll* seconds while that one holds it),
     until it is no longer open; its row then. *seen* gets the row after

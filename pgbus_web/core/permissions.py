@@ -11,8 +11,8 @@ outside this model.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from ..rules import roles
 from .policy import Grant, Policy
@@ -79,8 +79,9 @@ def may(principal: Principal, power: str, workflow_class: str | None, policy: Po
         return power != roles.APPROVE
     if power in roles.powers(principal.role):
         return True
-    return any(_names(grant, principal) and power in grant.powers() and grant.covers(workflow_class)
-               for grant in policy.grants)
+    return any(
+        _names(grant, principal) and power in grant.powers() and grant.covers(workflow_class) for grant in policy.grants
+    )
 
 
 def may_some(principal: Principal, power: str, policy: Policy) -> bool:
@@ -114,8 +115,9 @@ class NotPermitted(Exception):
         self.actor = principal.actor
         self.power = power
         self.workflow_class = workflow_class
-        super().__init__(f"{principal.actor} may not {power}" + (
-            f" runs of {workflow_class}" if workflow_class is not None else ""))
+        super().__init__(
+            f"{principal.actor} may not {power}" + (f" runs of {workflow_class}" if workflow_class is not None else "")
+        )
 
 
 def require(principal: Principal, power: str, workflow_class: str | None, policy: Policy) -> None:

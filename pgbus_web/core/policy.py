@@ -16,27 +16,28 @@ no option loosens one.
 from __future__ import annotations
 
 import fnmatch
-import logging
 import json
+import logging
 import re
 import threading
 import time
+from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 
 from .. import db, defaults
-from .settings import STALL_FLOOR
 from ..models import changes, policy_rows
+from ..models.text import truncate
 from ..rules import redaction, roles
 from ..rules.approval import Approval
 from ..rules.limits import REASON_LIMIT
-from ..models.text import truncate
 from ..runtime.clock import utcnow
+from .settings import STALL_FLOOR
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +80,9 @@ class PolicyError(ValueError):
 class ChangedUnderYou(PolicyError):
     def __init__(self, key: str, found: Mapping[str, Any] | None) -> None:
         actor = found["changed_by"] if found else "someone"
-        super().__init__("changed_under", f"{key} was changed by {actor} since it was read; read it again",
-                         rule=key, actor=actor)
+        super().__init__(
+            "changed_under", f"{key} was changed by {actor} since it was read; read it again", rule=key, actor=actor
+        )
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,6 @@ class Grant:
         if workflow_class is None:
             return "*" in self.classes
         return any(fnmatch.fnmatchcase(workflow_class, pattern) for pattern in self.classes)
-
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,7 @@ DEFAULTS: dict[str, Any] = {
 
 # --- checking a value ---------------------------------------------------------
 
+
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
 
@@ -155,31 +157,44 @@ def _number(value: Any) -> bool:
 def _seconds(key: str, value: Any, bounds: tuple[int, int]) -> timedelta:
     low, high = bounds
     if not _number(value) or not low <= value <= high:
-        raise PolicyError("bad_seconds", f"{key} must be a number of seconds from {low} to {high}",
-                          rule=key, low=low, high=high)
+        raise PolicyError(
+            "bad_seconds", f"{key} must be a number of seconds from {low} to {high}", rule=key, low=low, high=high
+        )
     return timedelta(seconds=value)
 
 
 def _verbs(key: str, value: Any, allowed: tuple[str, ...]) -> tuple[str, ...]:
     if not isinstance(value, list) or not value or len(value) > len(allowed):
-        raise PolicyError("bad_verbs", f"{key}: verbs must be a list of some of {', '.join(allowed)}",
-                          rule=key, verbs=", ".join(allowed))
+        raise PolicyError(
+            "bad_verbs",
+            f"{key}: verbs must be a list of some of {', '.join(allowed)}",
+            rule=key,
+            verbs=", ".join(allowed),
+        )
     for name in value:
         if name not in allowed:
-            raise PolicyError("unknown_verb", f"{key}: {str(name)[:50]!r} is not one of {', '.join(allowed)}",
-                              rule=key, value=str(name)[:50], verbs=", ".join(allowed))
+            raise PolicyError(
+                "unknown_verb",
+                f"{key}: {str(name)[:50]!r} is not one of {', '.join(allowed)}",
+                rule=key,
+                value=str(name)[:50],
+                verbs=", ".join(allowed),
+            )
     return tuple(dict.fromkeys(value))
 
 
 def _approval(value: Any) -> Approval:
     if not isinstance(value, dict) or set(value) - {"threshold", "verbs"}:
-        raise PolicyError("bad_approval", "approval must be {\"threshold\": runs or null, \"verbs\": verbs or null}")
+        raise PolicyError("bad_approval", 'approval must be {"threshold": runs or null, "verbs": verbs or null}')
     threshold = value.get("threshold")
-    if threshold is not None and (not isinstance(threshold, int) or isinstance(threshold, bool)
-                                  or not 0 <= threshold <= APPROVAL_MAX):
-        raise PolicyError("bad_approval_threshold",
-                          f"approval's threshold must be a whole number of runs from 0 to {APPROVAL_MAX}, or null",
-                          high=APPROVAL_MAX)
+    if threshold is not None and (
+        not isinstance(threshold, int) or isinstance(threshold, bool) or not 0 <= threshold <= APPROVAL_MAX
+    ):
+        raise PolicyError(
+            "bad_approval_threshold",
+            f"approval's threshold must be a whole number of runs from 0 to {APPROVAL_MAX}, or null",
+            high=APPROVAL_MAX,
+        )
     verbs = value.get("verbs")
     return Approval(threshold, None if verbs is None else _verbs(APPROVAL, verbs, roles.RUN_VERBS))
 
@@ -188,15 +203,19 @@ def _rate(value: Any) -> float | None:
     if value is None:
         return None
     if not _number(value) or not 0 < value <= RATE_MAX:
-        raise PolicyError("bad_rate", f"max_rate must be runs a second above 0 and at most {RATE_MAX}, or null",
-                          high=RATE_MAX)
+        raise PolicyError(
+            "bad_rate", f"max_rate must be runs a second above 0 and at most {RATE_MAX}, or null", high=RATE_MAX
+        )
     return float(value)
 
 
 def _redact(value: Any) -> tuple[redaction.Rule, ...]:
     if not isinstance(value, list) or len(value) > redaction.MAX_RULES:
-        raise PolicyError("bad_redact", f"redact must be a list of at most {redaction.MAX_RULES} keys or paths",
-                          high=redaction.MAX_RULES)
+        raise PolicyError(
+            "bad_redact",
+            f"redact must be a list of at most {redaction.MAX_RULES} keys or paths",
+            high=redaction.MAX_RULES,
+        )
     try:
         return redaction.parse_all(dict.fromkeys(value))
     except redaction.BadRule as problem:
@@ -206,26 +225,39 @@ def _redact(value: Any) -> tuple[redaction.Rule, ...]:
 
 
 def _grant(value: Any) -> Grant:
-    if not isinstance(value, dict) or set(value) - {"to", "role", "classes", "verbs"} or \
-            not isinstance(value.get("to"), str) or not PRINCIPAL.match(value["to"]):
-        raise PolicyError("bad_grant", "a grant is {\"to\": \"user:<name>\", \"group:<name>\" or \"token:<name>\","
-                                       " \"role\", \"classes\": [patterns], \"verbs\": [verbs]}")
+    if (
+        not isinstance(value, dict)
+        or set(value) - {"to", "role", "classes", "verbs"}
+        or not isinstance(value.get("to"), str)
+        or not PRINCIPAL.match(value["to"])
+    ):
+        raise PolicyError(
+            "bad_grant",
+            'a grant is {"to": "user:<name>", "group:<name>" or "token:<name>",'
+            ' "role", "classes": [patterns], "verbs": [verbs]}',
+        )
     role = value.get("role")
     if role not in roles.ROLES:
-        raise PolicyError("unknown_role", f"{str(role)[:50]!r} is not a role: use {', '.join(roles.ROLES)}",
-                          value=str(role)[:50], roles=", ".join(roles.ROLES))
+        raise PolicyError(
+            "unknown_role",
+            f"{str(role)[:50]!r} is not a role: use {', '.join(roles.ROLES)}",
+            value=str(role)[:50],
+            roles=", ".join(roles.ROLES),
+        )
     classes = value.get("classes", ["*"])
     if not isinstance(classes, list) or not classes or len(classes) > 100:
         raise PolicyError("bad_grant", "a grant's classes are a list of class names or patterns")
     for pattern in classes:
         if not isinstance(pattern, str) or not CLASS_PATTERN.match(pattern):
-            raise PolicyError("bad_pattern", f"{str(pattern)[:80]!r} is not a class name or pattern",
-                              value=str(pattern)[:80])
+            raise PolicyError(
+                "bad_pattern", f"{str(pattern)[:80]!r} is not a class name or pattern", value=str(pattern)[:80]
+            )
     verbs = value.get("verbs")
     # A grant's verbs are some of its role's powers: one beyond them would grant nothing.
     held = tuple(power for power in roles.POWERS if power in roles.powers(role))
-    return Grant(value["to"], role, tuple(dict.fromkeys(classes)),
-                 None if verbs is None else _verbs(GRANTS, verbs, held))
+    return Grant(
+        value["to"], role, tuple(dict.fromkeys(classes)), None if verbs is None else _verbs(GRANTS, verbs, held)
+    )
 
 
 def _grants(value: Any) -> tuple[Grant, ...]:
@@ -248,15 +280,20 @@ def check(key: Any, value: Any) -> Any:
     """The rule *key*'s value read from its JSON *value*; PolicyError
     naming what is wrong otherwise."""
     if key not in _PARSERS:
-        raise PolicyError("unknown_rule", f"there is no policy rule {str(key)[:50]!r}: the rules are {', '.join(KEYS)}",
-                          rule=str(key)[:50], keys=", ".join(KEYS))
+        raise PolicyError(
+            "unknown_rule",
+            f"there is no policy rule {str(key)[:50]!r}: the rules are {', '.join(KEYS)}",
+            rule=str(key)[:50],
+            keys=", ".join(KEYS),
+        )
     try:
         size = len(json.dumps(value, allow_nan=False))
     except (TypeError, ValueError):
         raise PolicyError("not_json", f"{key}'s value is not JSON", rule=key) from None
     if size > MAX_VALUE_BYTES:
-        raise PolicyError("too_large", f"{key}'s value is larger than {MAX_VALUE_BYTES} bytes",
-                          rule=key, high=MAX_VALUE_BYTES)
+        raise PolicyError(
+            "too_large", f"{key}'s value is larger than {MAX_VALUE_BYTES} bytes", rule=key, high=MAX_VALUE_BYTES
+        )
     return _PARSERS[key](value)
 
 
@@ -270,12 +307,20 @@ def _build(marker: int, rows: list[dict[str, Any]]) -> Policy:
             # A row written past the checks (by hand): the default, which
             # db check reports; never a broken page.
             read[key] = check(key, DEFAULTS[key])
-    return Policy(stall_threshold=read[STALL_THRESHOLD], waiting_threshold=read[WAITING_THRESHOLD],
-                  approval=read[APPROVAL], max_rate=read[MAX_RATE], redact=read[REDACT], grants=read[GRANTS],
-                  marker=marker, rows=kept)
+    return Policy(
+        stall_threshold=read[STALL_THRESHOLD],
+        waiting_threshold=read[WAITING_THRESHOLD],
+        approval=read[APPROVAL],
+        max_rate=read[MAX_RATE],
+        redact=read[REDACT],
+        grants=read[GRANTS],
+        marker=marker,
+        rows=kept,
+    )
 
 
 # --- reading it, kept ---------------------------------------------------------
+
 
 class _Kept:
     def __init__(self) -> None:
@@ -361,13 +406,14 @@ def current(engine: Engine, conn: Connection | None = None) -> Policy:
             return policy
         if conn is None:
             kept.checking = True
-            threading.Thread(target=_check_behind, args=(engine, kept, policy), name="pgbus-policy-check",
-                             daemon=True).start()
+            threading.Thread(
+                target=_check_behind, args=(engine, kept, policy), name="pgbus-policy-check", daemon=True
+            ).start()
             return policy
     with kept.lock:
         if kept.policy is not None and not kept.stale and time.monotonic() - kept.checked < CHECK_EVERY:
             return kept.policy
-        with (nullcontext(conn) if conn is not None else engine.connect()) as on:
+        with nullcontext(conn) if conn is not None else engine.connect() as on:
             return _check(kept, on)
 
 
@@ -396,13 +442,22 @@ def forget(engine: Engine | None = None) -> None:
 
 # --- changing it ----------------------------------------------------------------
 
+
 class ReasonMissing(PolicyError):
     def __init__(self) -> None:
         super().__init__("reason_missing", "a policy change needs a reason")
 
 
-def change(engine: Engine, key: str, value: Any, *, actor: str, reason: str | None,
-           expected_version: int | None = None, now: datetime | None = None) -> dict[str, Any]:
+def change(
+    engine: Engine,
+    key: str,
+    value: Any,
+    *,
+    actor: str,
+    reason: str | None,
+    expected_version: int | None = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
     """Set the rule *key* to *value* (JSON; None for a rule whose value
     may not be null resets it to its default) for *actor* (the caller has
     checked they may). *expected_version*: the version the caller read
@@ -430,12 +485,18 @@ def change(engine: Engine, key: str, value: Any, *, actor: str, reason: str | No
         if reset:
             policy_rows.delete(conn, key)
         else:
-            policy_rows.put(conn, key=key, value=value, version=stamp, actor=actor, reason=why,
-                            now=now)
+            policy_rows.put(conn, key=key, value=value, version=stamp, actor=actor, reason=why, now=now)
         changes.mark(conn)
     forget(engine)
-    return {"id": stamp, "key": key, "old_value": old, "new_value": new, "actor": actor, "reason": why,
-            "changed_at": now}
+    return {
+        "id": stamp,
+        "key": key,
+        "old_value": old,
+        "new_value": new,
+        "actor": actor,
+        "reason": why,
+        "changed_at": now,
+    }
 
 
 def stored_problems(engine: Engine) -> list[tuple[str, str]]:

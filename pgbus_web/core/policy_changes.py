@@ -28,11 +28,18 @@ def rules(engine: Engine) -> list[dict[str, Any]]:
     shown = []
     for key in policy.KEYS:
         row = kept.rows.get(key)
-        shown.append({
-            "key": key, "value": kept.value_of(key), "default": policy.DEFAULTS[key], "is_default": row is None,
-            "version": kept.version_of(key), "changed_by": row["changed_by"] if row else None,
-            "changed_at": row["changed_at"] if row else None, "reason": row["reason"] if row else None,
-        })
+        shown.append(
+            {
+                "key": key,
+                "value": kept.value_of(key),
+                "default": policy.DEFAULTS[key],
+                "is_default": row is None,
+                "version": kept.version_of(key),
+                "changed_by": row["changed_by"] if row else None,
+                "changed_at": row["changed_at"] if row else None,
+                "reason": row["reason"] if row else None,
+            }
+        )
     return shown
 
 
@@ -51,8 +58,16 @@ def parse_value(text: str) -> Any:
         raise policy.PolicyError("not_json", "the value is not JSON", rule="value") from None
 
 
-def change(engine: Engine, principal: Principal, key: str, value: Any, *, reason: str | None,
-           expected_version: int | None = None, reset: bool = False) -> dict[str, Any]:
+def change(
+    engine: Engine,
+    principal: Principal,
+    key: str,
+    value: Any,
+    *,
+    reason: str | None,
+    expected_version: int | None = None,
+    reset: bool = False,
+) -> dict[str, Any]:
     """Set (or with *reset*, return to its default) the rule *key* for
     *principal*, who must hold the policy power: NotPermitted otherwise,
     and PolicyError for a value the rule cannot take. Nothing is written
@@ -62,5 +77,4 @@ def change(engine: Engine, principal: Principal, key: str, value: Any, *, reason
         policy.check(key, value)
     if reset:
         value = None
-    return policy.change(engine, key, value, actor=principal.actor, reason=reason,
-                         expected_version=expected_version)
+    return policy.change(engine, key, value, actor=principal.actor, reason=reason, expected_version=expected_version)

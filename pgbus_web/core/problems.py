@@ -13,20 +13,19 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from ..rules import states
 from ..i18n import t
 from ..locks import actions as lock_actions
+from ..rules import roles, states
 from ..rules.run_filters import FilterError
 from ..runtime import errors, operations
-from .words import verb_labels
 from . import checks
 from .compare import CompareRefused
-from .redacting import SearchRefused
-from .sessions import SessionNotFound, TokenNotFound
 from .operation_acts import RateAbovePolicy
 from .permissions import NotPermitted
 from .policy import PolicyError
-from ..rules import roles
+from .redacting import SearchRefused
+from .sessions import SessionNotFound, TokenNotFound
+from .words import verb_labels
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +97,9 @@ def batch_not_found(batch_id: str) -> Refusal:
 
 def unknown_verb(verb: str) -> Refusal:
     return Refusal(
-        404, t("pgbus.workflows.forms.errors.unknown_verb", verb=verb[:50]), title_key="pgbus.web.errors.not_found_title"
+        404,
+        t("pgbus.workflows.forms.errors.unknown_verb", verb=verb[:50]),
+        title_key="pgbus.web.errors.not_found_title",
     )
 
 
@@ -128,18 +129,26 @@ def _workflow(problem: errors.WorkflowError, verb: str | None, workflow_id: str 
         message = t("pgbus.workflows.forms.errors.unknown_step", step=problem.step, steps=", ".join(problem.known))
         return Refusal(422, message, field="from_step") if verb == "rerun" else Refusal(409, message)
     if isinstance(problem, errors.ClassNotLoaded):
-        return Refusal(409, t("pgbus.workflows.forms.errors.class_not_loaded", action=label,
-                              workflow_class=problem.workflow_class))
+        return Refusal(
+            409, t("pgbus.workflows.forms.errors.class_not_loaded", action=label, workflow_class=problem.workflow_class)
+        )
     if isinstance(problem, errors.AttemptsUsedUp):
         return Refusal(409, t("pgbus.workflows.forms.errors.attempts_used_up", step=problem.step, action=label))
     if isinstance(problem, errors.SubjectBusy):
-        return Refusal(409, t("pgbus.workflows.forms.errors.subject_busy", workflow_class=problem.workflow_class,
-                              subject=f"{problem.subject_type} {problem.subject_id}"))
+        return Refusal(
+            409,
+            t(
+                "pgbus.workflows.forms.errors.subject_busy",
+                workflow_class=problem.workflow_class,
+                subject=f"{problem.subject_type} {problem.subject_id}",
+            ),
+        )
     if isinstance(problem, errors.InvalidSignalName):
         return Refusal(422, t("pgbus.workflows.forms.errors.signal_name_missing"), field="name")
     if isinstance(problem, errors.UnknownVerb):
-        return Refusal(422, t("pgbus.workflows.forms.errors.unknown_verb", verb=printable(problem.verb)[:50]),
-                       field="verb")
+        return Refusal(
+            422, t("pgbus.workflows.forms.errors.unknown_verb", verb=printable(problem.verb)[:50]), field="verb"
+        )
     if isinstance(problem, errors.InvalidPayload):
         return Refusal(422, t("pgbus.workflows.forms.errors.payload_not_json", detail=problem.detail), field="payload")
     log.warning("pgbus-web: %s on %s refused: %s", verb, workflow_id, problem)
@@ -152,48 +161,92 @@ def _lock(problem: lock_actions.LockActionError) -> Refusal:
     if isinstance(problem, lock_actions.QueueNotFound):
         return Refusal(404, t("pgbus.locks.errors.queue_not_found", queue=problem.queue_name))
     if isinstance(problem, lock_actions.MessageNotFound):
-        return Refusal(409, t("pgbus.locks.errors.message_not_found", msg_id=problem.msg_id,
-                              queue=problem.queue_name))
+        return Refusal(409, t("pgbus.locks.errors.message_not_found", msg_id=problem.msg_id, queue=problem.queue_name))
     return Refusal(400, str(problem))
 
 
 def operation_not_found(operation_id) -> Refusal:
-    return Refusal(404, t("pgbus.operations.errors.not_found", operation_id=printable(str(operation_id))[:50]),
-                   title_key="pgbus.web.errors.not_found_title")
+    return Refusal(
+        404,
+        t("pgbus.operations.errors.not_found", operation_id=printable(str(operation_id))[:50]),
+        title_key="pgbus.web.errors.not_found_title",
+    )
 
 
 def _operation(problem: operations.OperationError) -> Refusal:
     if isinstance(problem, operations.ReasonMissing):
         return Refusal(422, t("pgbus.operations.errors.reason_missing"), field="reason")
     if isinstance(problem, operations.NothingFits):
-        return Refusal(422, t("pgbus.operations.errors.nothing_fits", action=verb_labels.verb_label(problem.preview.verb),
-                              total=problem.preview.total))
+        return Refusal(
+            422,
+            t(
+                "pgbus.operations.errors.nothing_fits",
+                action=verb_labels.verb_label(problem.preview.verb),
+                total=problem.preview.total,
+            ),
+        )
     if isinstance(problem, operations.CountChanged):
-        return Refusal(409, t("pgbus.operations.errors.count_changed", expected=problem.expected,
-                              total=problem.preview.total))
+        return Refusal(
+            409, t("pgbus.operations.errors.count_changed", expected=problem.expected, total=problem.preview.total)
+        )
     if isinstance(problem, operations.OperationNotFound):
         return operation_not_found(problem.operation_id)
     if isinstance(problem, operations.NotCancellable):
-        return Refusal(409, t("pgbus.operations.errors.not_cancellable",
-                              status=t(f"pgbus.operations.statuses.{problem.status}")))
+        return Refusal(
+            409, t("pgbus.operations.errors.not_cancellable", status=t(f"pgbus.operations.statuses.{problem.status}"))
+        )
     if isinstance(problem, operations.NotPausable):
-        return Refusal(409, t("pgbus.operations.errors.not_pausable", operation_id=problem.operation["id"],
-                              status=t(f"pgbus.operations.statuses.{problem.status}")))
+        return Refusal(
+            409,
+            t(
+                "pgbus.operations.errors.not_pausable",
+                operation_id=problem.operation["id"],
+                status=t(f"pgbus.operations.statuses.{problem.status}"),
+            ),
+        )
     if isinstance(problem, operations.NotPaused):
-        return Refusal(409, t("pgbus.operations.errors.not_paused", operation_id=problem.operation["id"],
-                              status=t(f"pgbus.operations.statuses.{problem.status}")))
+        return Refusal(
+            409,
+            t(
+                "pgbus.operations.errors.not_paused",
+                operation_id=problem.operation["id"],
+                status=t(f"pgbus.operations.statuses.{problem.status}"),
+            ),
+        )
     if isinstance(problem, operations.NotAwaitingApproval):
-        return Refusal(409, t("pgbus.operations.errors.not_awaiting_approval", operation_id=problem.operation["id"],
-                              status=t(f"pgbus.operations.statuses.{problem.status}")))
+        return Refusal(
+            409,
+            t(
+                "pgbus.operations.errors.not_awaiting_approval",
+                operation_id=problem.operation["id"],
+                status=t(f"pgbus.operations.statuses.{problem.status}"),
+            ),
+        )
     if isinstance(problem, operations.OwnApproval):
-        return Refusal(403, t("pgbus.operations.errors.own_approval", operation_id=problem.operation["id"],
-                              actor=problem.operation["actor"]), title_key="pgbus.web.errors.forbidden_title")
+        return Refusal(
+            403,
+            t(
+                "pgbus.operations.errors.own_approval",
+                operation_id=problem.operation["id"],
+                actor=problem.operation["actor"],
+            ),
+            title_key="pgbus.web.errors.forbidden_title",
+        )
     if isinstance(problem, operations.PaceEnded):
-        return Refusal(409, t("pgbus.operations.errors.pace_ended", operation_id=problem.operation["id"],
-                              status=t(f"pgbus.operations.statuses.{problem.status}")))
+        return Refusal(
+            409,
+            t(
+                "pgbus.operations.errors.pace_ended",
+                operation_id=problem.operation["id"],
+                status=t(f"pgbus.operations.statuses.{problem.status}"),
+            ),
+        )
     if isinstance(problem, operations.CeilingNotForVerb):
-        return Refusal(422, t("pgbus.operations.errors.ceiling_not_for_verb",
-                              action=verb_labels.verb_label(problem.verb)), field="max_in_flight")
+        return Refusal(
+            422,
+            t("pgbus.operations.errors.ceiling_not_for_verb", action=verb_labels.verb_label(problem.verb)),
+            field="max_in_flight",
+        )
     return Refusal(400, str(problem))
 
 
@@ -210,10 +263,21 @@ def _not_permitted(problem: NotPermitted) -> Refusal:
     if problem.principal.break_glass and problem.power == roles.APPROVE:
         return Refusal(403, t("pgbus.policy.errors.break_glass_approve"), title_key=forbidden)
     if problem.workflow_class is None:
-        return Refusal(403, t("pgbus.policy.errors.not_permitted_any", actor=problem.actor,
-                              action=power_label(problem.power)), title_key=forbidden)
-    return Refusal(403, t("pgbus.policy.errors.not_permitted", actor=problem.actor, action=power_label(problem.power),
-                          workflow_class=printable(problem.workflow_class)), title_key=forbidden)
+        return Refusal(
+            403,
+            t("pgbus.policy.errors.not_permitted_any", actor=problem.actor, action=power_label(problem.power)),
+            title_key=forbidden,
+        )
+    return Refusal(
+        403,
+        t(
+            "pgbus.policy.errors.not_permitted",
+            actor=problem.actor,
+            action=power_label(problem.power),
+            workflow_class=printable(problem.workflow_class),
+        ),
+        title_key=forbidden,
+    )
 
 
 def token_refused(reason: str) -> Refusal:
@@ -234,8 +298,11 @@ def _policy(problem: PolicyError) -> Refusal:
     caller, 422 for a value the rule cannot take."""
     status = 409 if problem.kind == "changed_under" else 422
     values = {name: printable(str(value)) for name, value in problem.values.items()}
-    return Refusal(status, t(f"pgbus.policy.errors.{problem.kind}", **values),
-                   field="reason" if problem.kind == "reason_missing" else "value")
+    return Refusal(
+        status,
+        t(f"pgbus.policy.errors.{problem.kind}", **values),
+        field="reason" if problem.kind == "reason_missing" else "value",
+    )
 
 
 def _compare(problem: CompareRefused) -> Refusal:
@@ -278,8 +345,11 @@ def refusal(problem: Exception, *, verb: str | None = None, workflow_id: str | N
     if isinstance(problem, PolicyError):
         return _policy(problem)
     if isinstance(problem, RateAbovePolicy):
-        return Refusal(422, t("pgbus.policy.errors.rate_above", rate=f"{problem.rate:g}",
-                              highest=f"{problem.highest:g}"), field="rate")
+        return Refusal(
+            422,
+            t("pgbus.policy.errors.rate_above", rate=f"{problem.rate:g}", highest=f"{problem.highest:g}"),
+            field="rate",
+        )
     if isinstance(problem, operations.OperationError):
         return _operation(problem)
     if isinstance(problem, checks.FormError):
@@ -295,9 +365,15 @@ def refusal(problem: Exception, *, verb: str | None = None, workflow_id: str | N
     if isinstance(problem, CompareRefused):
         return _compare(problem)
     if isinstance(problem, SessionNotFound):
-        return Refusal(404, t("pgbus.sessions.errors.no_session", session_id=printable(problem.session_id)),
-                       title_key="pgbus.web.errors.not_found_title")
+        return Refusal(
+            404,
+            t("pgbus.sessions.errors.no_session", session_id=printable(problem.session_id)),
+            title_key="pgbus.web.errors.not_found_title",
+        )
     if isinstance(problem, TokenNotFound):
-        return Refusal(404, t("pgbus.sessions.errors.no_token", name=printable(problem.name)),
-                       title_key="pgbus.web.errors.not_found_title")
+        return Refusal(
+            404,
+            t("pgbus.sessions.errors.no_token", name=printable(problem.name)),
+            title_key="pgbus.web.errors.not_found_title",
+        )
     raise TypeError(f"not a refusal: {problem!r}")

@@ -5,14 +5,14 @@ builder can be called from a test, a benchmark or an HTMX fragment alike.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Callable
+from typing import Any
 
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 
 from .. import db
-from ..rules import states, stuck, verb_table
 from ..models import (
     batches,
     changes,
@@ -27,17 +27,16 @@ from ..models import (
     workflow_index,
     workflow_rows,
 )
+from ..models import operations as operation_rows
+from ..rules import states, stuck, verb_table
+from ..rules.approval import Approval
 from ..rules.run_filters import RANGES, RunFilters
 from ..runtime.clock import utcnow
-from sqlalchemy.engine import Engine
-
-from ..rules.approval import Approval
-from .words.presenters import batch_progress as presenters_batch_progress
-from .words.presenters import event_operation as presenters_event_operation
-from ..models import operations as operation_rows
-from .settings import Settings
 from . import policy as policy_rules
 from . import redacting, worker_reads
+from .settings import Settings
+from .words.presenters import batch_progress as presenters_batch_progress
+from .words.presenters import event_operation as presenters_event_operation
 
 # The insights page's range when none is asked for.
 DEFAULT_INSIGHTS_RANGE = "7d"
@@ -73,7 +72,8 @@ def with_approvals(conn: Connection, event_rows: list[dict[str, Any]]) -> None:
     (``approval``: approved_by, approved_at), when a second operator
     approved it: its audit sentence names them."""
     by_operation = operation_rows.approvals(
-        conn, [presenters_event_operation(row) for row in event_rows if presenters_event_operation(row)])
+        conn, [presenters_event_operation(row) for row in event_rows if presenters_event_operation(row)]
+    )
     for row in event_rows:
         found = by_operation.get(presenters_event_operation(row) or 0)
         if found is not None:
@@ -144,14 +144,10 @@ def _count_table(counts: dict[tuple[str, str], int]) -> dict[str, Any]:
     return {"statuses": statuses, "rows": rows, "totals": totals, "total": sum(totals.values())}
 
 
-def index_runs(
-    conn: Connection, settings: Settings, filters: RunFilters, now: datetime
-) -> dict[str, Any]:
+def index_runs(conn: Connection, settings: Settings, filters: RunFilters, now: datetime) -> dict[str, Any]:
     """One page of runs for *filters*, and the cursors around it."""
     size = settings.page_size
-    rows = workflow_index.page(
-        conn, limit=size + 1, now=now, **thresholds(conn), **filters.page_binds(now)
-    )
+    rows = workflow_index.page(conn, limit=size + 1, now=now, **thresholds(conn), **filters.page_binds(now))
     if filters.after is not None:
         # Fetched upwards from the cursor: the extra row is the newest one.
         more_newer = len(rows) > size
@@ -185,11 +181,13 @@ def attention_context(conn: Connection, settings: Settings, now: datetime) -> di
     # The groups' classes whose definitions are not loaded here: their
     # retry, resume, skip and rerun are not offered, and the page says why.
     unloaded = sorted(
-        {group["workflow_class"] for group in [*groups, *failed]
-         if definition_of(settings, group["workflow_class"]) is None}
+        {
+            group["workflow_class"]
+            for group in [*groups, *failed]
+            if definition_of(settings, group["workflow_class"]) is None
+        }
     )
-    return {"attention_groups": groups, "failed_groups": failed, "unloaded_classes": unloaded,
-            "attention_read_at": now}
+    return {"attention_groups": groups, "failed_groups": failed, "unloaded_classes": unloaded, "attention_read_at": now}
 
 
 # What index_context may hand its reading to: called with the connection,
@@ -221,8 +219,7 @@ def index_context(
     else:
         attention = {"attention_groups": [], "failed_groups": [], "unloaded_classes": [], "attention_read_at": now}
     classes = sorted(
-        {row["workflow_class"] for row in counts["rows"]}
-        | set(getattr(settings.registry, "names", ()) or ())
+        {row["workflow_class"] for row in counts["rows"]} | set(getattr(settings.registry, "names", ()) or ())
     )
     context: dict[str, Any] = {
         "now": now,
@@ -256,7 +253,8 @@ def index_context(
                 matching_cap=MATCHING_CAP,
                 # Past the cap the statuses are those of the runs counted
                 # first, not of all: every verb stays offered.
-                matching_verbs=verb_table.fitting(by_status) if matching is not None and matching <= MATCHING_CAP
+                matching_verbs=verb_table.fitting(by_status)
+                if matching is not None and matching <= MATCHING_CAP
                 else None,
             )
             # A search that names one run (a pasted id, a subject) offers to
@@ -286,12 +284,25 @@ def matching_statuses(
     runs, or a needs-attention group's, are counted from what is kept.
     With *budget* (seconds), None when counting took longer."""
     if filters.reason is not None and not any(
-        (filters.q, filters.status, filters.subject, filters.since, filters.created_from, filters.created_to,
-         filters.operation)
+        (
+            filters.q,
+            filters.status,
+            filters.subject,
+            filters.since,
+            filters.created_from,
+            filters.created_to,
+            filters.operation,
+        )
     ):
         runs = workflow_attention.stuck_count(
-            conn, reason=filters.reason, now=now, **thresholds(conn), workflow_class=filters.workflow_class,
-            step_name=filters.step, error_class=filters.error_class, no_error_class=filters.no_error_class,
+            conn,
+            reason=filters.reason,
+            now=now,
+            **thresholds(conn),
+            workflow_class=filters.workflow_class,
+            step_name=filters.step,
+            error_class=filters.error_class,
+            no_error_class=filters.no_error_class,
         )
         return {stuck.BY_REASON[filters.reason].status: min(int(runs), MATCHING_CAP + 1)} if runs else {}
     binds = filters.page_binds(now)
@@ -305,9 +316,7 @@ def matching_statuses(
 # --- one run ---------------------------------------------------------------
 
 
-def _step_groups(
-    shown: list[dict[str, Any]], named: list[dict[str, Any]], definition
-) -> list[dict[str, Any]]:
+def _step_groups(shown: list[dict[str, Any]], named: list[dict[str, Any]], definition) -> list[dict[str, Any]]:
     """The run's steps in the definition's order (steps it has that the
     run has not reached yet come with no attempts), then any step the
     definition no longer has, in the order the run met it. Each with its
@@ -355,9 +364,14 @@ def _window(rows: list[dict[str, Any]], size: int, total: int, before: int | Non
 
 
 def run_context(
-    conn: Connection, settings: Settings, workflow_id: str, now: datetime | None = None,
-    run: dict[str, Any] | None = None, attempts_before: int | None = None,
-    events_before: int | None = None, reveal: bool = False,
+    conn: Connection,
+    settings: Settings,
+    workflow_id: str,
+    now: datetime | None = None,
+    run: dict[str, Any] | None = None,
+    attempts_before: int | None = None,
+    events_before: int | None = None,
+    reveal: bool = False,
 ) -> dict[str, Any]:
     """One run with its steps, signals, batches and audit trail: its newest
     ATTEMPTS_SHOWN attempts and EVENTS_SHOWN events, or those below
@@ -374,19 +388,26 @@ def run_context(
     named = steps.names_for_run(conn, workflow_id)
     step_rows, attempts = _window(
         steps.for_run(conn, workflow_id, limit=ATTEMPTS_SHOWN + 1, before_id=attempts_before),
-        ATTEMPTS_SHOWN, sum(entry["attempts"] for entry in named), attempts_before,
+        ATTEMPTS_SHOWN,
+        sum(entry["attempts"] for entry in named),
+        attempts_before,
     )
     newest_events, events_total = events.newest_for_run(
-        conn, workflow_id, limit=EVENTS_SHOWN + 1, before_id=events_before)
+        conn, workflow_id, limit=EVENTS_SHOWN + 1, before_id=events_before
+    )
     event_rows, event_window = _window(newest_events, EVENTS_SHOWN, events_total, events_before)
     with_approvals(conn, event_rows)
     signal_rows = signals.for_run(conn, workflow_id)
     latest = max((entry["latest"] for entry in named), key=lambda row: row["id"], default=None)
     steps_by_id = {row["id"]: row for row in step_rows}
     # A signal names the step that claimed it, shown or not.
-    steps_by_id.update(steps.find_many(
-        conn, workflow_id, (row["claimed_by_step_id"] for row in signal_rows
-               if row["claimed_by_step_id"] not in steps_by_id)))
+    steps_by_id.update(
+        steps.find_many(
+            conn,
+            workflow_id,
+            (row["claimed_by_step_id"] for row in signal_rows if row["claimed_by_step_id"] not in steps_by_id),
+        )
+    )
     batch_ids = [row["batch_id"] for row in step_rows] + ([latest["batch_id"]] if latest else [])
     batch_map = batches.find_many(conn, batch_ids)
     definition = definition_of(settings, run["workflow_class"])
@@ -408,8 +429,7 @@ def run_context(
         "class_loaded": definition is not None,
         "definition_outdated": workflow_rows.definition_outdated(run, digest),
         # What "Compare with…" offers (core/compare.py).
-        "last_completed": workflow_rows.newest_completed(
-            conn, run["workflow_class"], other_than=run["workflow_id"]),
+        "last_completed": workflow_rows.newest_completed(conn, run["workflow_class"], other_than=run["workflow_id"]),
     }
     # Here, before any door draws or serialises a value (docs/redaction.md).
     page["redacted"] = False if reveal else redacting.run_page(page, redacting.rules_of(conn))
@@ -439,9 +459,7 @@ def insights_context(
     since = now - RANGES[range_name]
     status_counts = workflow_counts.class_status_counts(conn, workflow_class, created_from=since)
     stuck = workflow_attention.stuck_reason_counts(conn, now=now, workflow_class=workflow_class, **thresholds(conn))
-    sample = steps.duration_percentiles(
-        conn, workflow_class, created_from=since, run_limit=DURATION_SAMPLE_RUNS
-    )
+    sample = steps.duration_percentiles(conn, workflow_class, created_from=since, run_limit=DURATION_SAMPLE_RUNS)
     durations = sample["steps"]
     for row in durations:
         # percentile_cont interpolates in floating point (88 comes back as
@@ -473,17 +491,17 @@ def insights_context(
         "since": since,
         "status_counts": [(status, status_counts.get(status, 0)) for status in states.RUN],
         "status_total": sum(status_counts.values()),
-        "stuck_counts": [
-            (reason, stuck.get((workflow_class, reason), 0)) for reason in states.STUCK_REASONS
-        ],
+        "stuck_counts": [(reason, stuck.get((workflow_class, reason), 0)) for reason in states.STUCK_REASONS],
         "stuck_total": sum(count for (_, _), count in stuck.items()),
         "durations": durations,
         "durations_runs": sample["runs"],
         "durations_sampled": sample["runs"] >= DURATION_SAMPLE_RUNS,
         # Per hour over 24 hours and per day over 30 days, from the kept
         # rollup: the same few rows at any number of runs.
-        "activity": {bucket: workflow_activity.series(conn, workflow_class, bucket=bucket, now=now)
-                     for bucket in workflow_activity.BUCKETS},
+        "activity": {
+            bucket: workflow_activity.series(conn, workflow_class, bucket=bucket, now=now)
+            for bucket in workflow_activity.BUCKETS
+        },
         "step_days": step_days,
     }
 

@@ -13,7 +13,8 @@ rules/redaction.py.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 
@@ -91,15 +92,17 @@ def run_page(page: Mapping[str, Any], rules: tuple[redaction.Rule, ...]) -> bool
 # --- Reveal ----------------------------------------------------------------------
 
 
-def may_reveal(principal: permissions.Principal | None, workflow_class: str | None,
-               policy: policy_rules.Policy) -> bool:
+def may_reveal(
+    principal: permissions.Principal | None, workflow_class: str | None, policy: policy_rules.Policy
+) -> bool:
     """May *principal* see the values the policy redacts on runs of
     *workflow_class* (None: of every class)? No principal: no."""
     return principal is not None and permissions.may(principal, roles.REVEAL, workflow_class, policy)
 
 
-def record_reveal(engine: Engine, principal: permissions.Principal, workflow_id: str, *,
-                  reason: str | None = None) -> dict[str, Any]:
+def record_reveal(
+    engine: Engine, principal: permissions.Principal, workflow_id: str, *, reason: str | None = None
+) -> dict[str, Any]:
     """Check that *principal* may reveal the run's values and write the
     audit line saying they did (before anything is shown). The run's row;
     LookupError when there is none, permissions.NotPermitted (nothing
@@ -111,9 +114,15 @@ def record_reveal(engine: Engine, principal: permissions.Principal, workflow_id:
         if run is None:
             raise LookupError(workflow_id)
         permissions.require(principal, roles.REVEAL, run["workflow_class"], policy)
-        events.record(conn, workflow_id=run["workflow_id"], event=REVEALED, actor=principal.actor,
-                      reason=(reason or "").strip() or None, details={"rules": texts(policy.redact)},
-                      created_at=utcnow())
+        events.record(
+            conn,
+            workflow_id=run["workflow_id"],
+            event=REVEALED,
+            actor=principal.actor,
+            reason=(reason or "").strip() or None,
+            details={"rules": texts(policy.redact)},
+            created_at=utcnow(),
+        )
     return run
 
 
@@ -128,7 +137,7 @@ class SearchRefused(run_filters.FilterError):
 
     def __init__(self, name: str) -> None:
         self.name = name
-        super().__init__(t("pgbus.workflows.filters.errors.redacted", name=name[:run_filters.NAME_SHOWN]))
+        super().__init__(t("pgbus.workflows.filters.errors.redacted", name=name[: run_filters.NAME_SHOWN]))
 
 
 def _keys(path: str) -> tuple[str, ...]:
@@ -148,8 +157,9 @@ def searched_paths(filters: run_filters.RunFilters) -> list[tuple[str, tuple[str
     return found
 
 
-def refused_search(filters: run_filters.RunFilters | None, principal: permissions.Principal | None,
-                   policy: policy_rules.Policy) -> str | None:
+def refused_search(
+    filters: run_filters.RunFilters | None, principal: permissions.Principal | None, policy: policy_rules.Policy
+) -> str | None:
     """The first filter of *filters* (its name) that searches by a value
     the policy redacts, when *principal* may not reveal it on the filter's
     class (on every class when the filter names none); None when all may
@@ -162,8 +172,9 @@ def refused_search(filters: run_filters.RunFilters | None, principal: permission
     return None
 
 
-def check_search(filters: run_filters.RunFilters | None, principal: permissions.Principal | None,
-                 policy: policy_rules.Policy) -> run_filters.RunFilters | None:
+def check_search(
+    filters: run_filters.RunFilters | None, principal: permissions.Principal | None, policy: policy_rules.Policy
+) -> run_filters.RunFilters | None:
     """*filters*, when *principal* may ask them; SearchRefused (a
     FilterError: 400, exit 2) naming the first that may not be."""
     name = refused_search(filters, principal, policy)
@@ -172,8 +183,9 @@ def check_search(filters: run_filters.RunFilters | None, principal: permissions.
     return filters
 
 
-def require_search(filters: run_filters.RunFilters, principal: permissions.Principal,
-                   policy: policy_rules.Policy) -> None:
+def require_search(
+    filters: run_filters.RunFilters, principal: permissions.Principal, policy: policy_rules.Policy
+) -> None:
     """check_search for an operation's filters, refused as the operation's
     other permissions are (permissions.NotPermitted for the reveal power,
     403): its preview would count the runs holding the value."""

@@ -15,21 +15,22 @@ serializes, however odd.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from collections.abc import Mapping as AnyMapping
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
-from typing import Any, Iterable, Mapping
+from typing import Any
 
-from ..rules import states, stuck as stuck_rules
 from ..models.values import Infinite, RawJson
+from ..rules import states, verb_table
+from ..rules import stuck as stuck_rules
 from ..rules.run_filters import group_query
-from ..rules import verb_table
 from ..runtime.plan import plan_of
 from .words.verb_labels import BULK_VERBS, bulk_verbs
 
 # --- values ----------------------------------------------------------------
 
-_UTC = timezone.utc
+_UTC = UTC
 
 
 def moment(value: datetime | None) -> str | None:
@@ -44,8 +45,8 @@ def moment(value: datetime | None) -> str | None:
     if isinstance(value, Infinite):
         return value.literal
     if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    text = value.astimezone(timezone.utc).isoformat()
+        value = value.replace(tzinfo=UTC)
+    text = value.astimezone(UTC).isoformat()
     return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 
@@ -86,7 +87,9 @@ def plain(value: Any) -> Any:
     return value
 
 
-def _object(row: Mapping[str, Any] | None, names: Iterable[str], *, json_fields: Iterable[str] = ()) -> dict[str, Any] | None:
+def _object(
+    row: Mapping[str, Any] | None, names: Iterable[str], *, json_fields: Iterable[str] = ()
+) -> dict[str, Any] | None:
     """The named fields of *row*, plain; ``raw_json`` lists the JSON fields
     given as their stored text."""
     if row is None:
@@ -113,29 +116,66 @@ def _object(row: Mapping[str, Any] | None, names: Iterable[str], *, json_fields:
 # --- runs ------------------------------------------------------------------
 
 STEP_FIELDS = (
-    "id", "step_name", "status", "attempt", "scheduled_at", "started_at", "finished_at", "wait_for",
-    "waiting_since", "timeout_at", "batch_id", "error_class", "error_message", "created_at",
+    "id",
+    "step_name",
+    "status",
+    "attempt",
+    "scheduled_at",
+    "started_at",
+    "finished_at",
+    "wait_for",
+    "waiting_since",
+    "timeout_at",
+    "batch_id",
+    "error_class",
+    "error_message",
+    "created_at",
 )
 # What a run's page shows of an attempt, beyond its row in the index.
 ATTEMPT_FIELDS = STEP_FIELDS + ("error_backtrace", "result", "updated_at")
 BATCH_FIELDS = (
-    "batch_id", "description", "total_jobs", "completed_jobs", "failed_jobs", "discarded_jobs", "status",
+    "batch_id",
+    "description",
+    "total_jobs",
+    "completed_jobs",
+    "failed_jobs",
+    "discarded_jobs",
+    "status",
     "finished_at",
 )
 RUN_FIELDS = (
-    "id", "workflow_id", "workflow_class", "status", "current_step", "subject_type", "subject_id",
-    "definition_digest", "paused_at", "started_at", "finished_at", "created_at", "updated_at",
+    "id",
+    "workflow_id",
+    "workflow_class",
+    "status",
+    "current_step",
+    "subject_type",
+    "subject_id",
+    "definition_digest",
+    "paused_at",
+    "started_at",
+    "finished_at",
+    "created_at",
+    "updated_at",
 )
 RUN_DETAIL_FIELDS = RUN_FIELDS + ("arguments", "idempotency_key")
 SIGNAL_FIELDS = (
-    "id", "name", "payload", "idempotency_key", "status", "claimed_by_step_id", "claimed_at", "consumed_at",
+    "id",
+    "name",
+    "payload",
+    "idempotency_key",
+    "status",
+    "claimed_by_step_id",
+    "claimed_at",
+    "consumed_at",
     "created_at",
 )
 EVENT_FIELDS = ("id", "event", "actor", "reason", "step_id", "step_name", "attempt", "details", "created_at")
 
 
-def stuck_reason(run: Mapping[str, Any], *, now: datetime, stall_threshold: timedelta,
-                 waiting_threshold: timedelta | None) -> str | None:
+def stuck_reason(
+    run: Mapping[str, Any], *, now: datetime, stall_threshold: timedelta, waiting_threshold: timedelta | None
+) -> str | None:
     """The run's stuck reason (states.STUCK_REASONS) by rules.stuck, the
     rule its badge and the needs-attention groups read, or None; None too
     for a status no rule knows."""
@@ -183,15 +223,24 @@ def run_detail(page: Mapping[str, Any], *, stuck: str | None = None) -> dict[str
             {
                 "name": group["name"],
                 "defined": group["defined"],
-                "attempts": [_object(attempt, ATTEMPT_FIELDS, json_fields=("result",)) for attempt in group["attempts"]],
+                "attempts": [
+                    _object(attempt, ATTEMPT_FIELDS, json_fields=("result",)) for attempt in group["attempts"]
+                ],
             }
             for group in page["step_groups"]
         ],
         "signals": [signal(row) for row in page["signals"]],
-        "events": [dict(_object(event, EVENT_FIELDS, json_fields=("details",)),
-                        **({"approval": _object(event["approval"], ("approved_by", "approved_at"))}
-                           if event.get("approval") else {}))
-                   for event in page["events"]],
+        "events": [
+            dict(
+                _object(event, EVENT_FIELDS, json_fields=("details",)),
+                **(
+                    {"approval": _object(event["approval"], ("approved_by", "approved_at"))}
+                    if event.get("approval")
+                    else {}
+                ),
+            )
+            for event in page["events"]
+        ],
         "available_actions": list(verb_table.available_actions(run, page["class_loaded"])),
         "plan": plan(run, run.get("step"), page["definition"]),
         "class_loaded": page["class_loaded"],
@@ -224,7 +273,13 @@ def counts(table: Mapping[str, Any]) -> dict[str, Any]:
 
 
 GROUP_FIELDS = (
-    "workflow_class", "step_name", "reason", "error_class", "count", "first_seen_at", "last_seen_at",
+    "workflow_class",
+    "step_name",
+    "reason",
+    "error_class",
+    "count",
+    "first_seen_at",
+    "last_seen_at",
     "error_message",
 )
 
@@ -246,29 +301,65 @@ def attention_group(group: Mapping[str, Any], class_loaded: bool) -> dict[str, A
 # --- operations ----------------------------------------------------------------
 
 OPERATION_FIELDS = (
-    "id", "verb", "filters", "params", "reason", "actor", "status", "total", "moved", "skipped", "refused",
-    "ceiling_id", "cursor", "heartbeat_at", "created_at", "started_at", "finished_at", "error",
+    "id",
+    "verb",
+    "filters",
+    "params",
+    "reason",
+    "actor",
+    "status",
+    "total",
+    "moved",
+    "skipped",
+    "refused",
+    "ceiling_id",
+    "cursor",
+    "heartbeat_at",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "error",
 )
 # The pace, pause and approval of an operation (docs/operations.md).
-OPERATION_FIELDS += ("rate", "max_in_flight", "paused_by", "paused_at", "resumed_by", "resumed_at", "approved_by",
-                     "approved_at")
+OPERATION_FIELDS += (
+    "rate",
+    "max_in_flight",
+    "paused_by",
+    "paused_at",
+    "resumed_by",
+    "resumed_at",
+    "approved_by",
+    "approved_at",
+)
 # Who asked (the proven principal), and the why of each change (docs/policy.md).
-OPERATION_FIELDS += ("requested_by", "cancelled_by", "cancel_reason", "approve_reason", "pause_reason",
-                     "resume_reason")
+OPERATION_FIELDS += ("requested_by", "cancelled_by", "cancel_reason", "approve_reason", "pause_reason", "resume_reason")
 
 
 def policy_rule(rule: Mapping[str, Any]) -> dict[str, Any]:
     """One rule of the policy as core/policy_changes.rules shows it."""
-    return {"key": rule["key"], "value": plain(rule["value"]), "default": plain(rule["default"]),
-            "is_default": rule["is_default"], "version": rule["version"], "changed_by": rule["changed_by"],
-            "changed_at": moment(rule["changed_at"]), "reason": rule["reason"]}
+    return {
+        "key": rule["key"],
+        "value": plain(rule["value"]),
+        "default": plain(rule["default"]),
+        "is_default": rule["is_default"],
+        "version": rule["version"],
+        "changed_by": rule["changed_by"],
+        "changed_at": moment(rule["changed_at"]),
+        "reason": rule["reason"],
+    }
 
 
 def policy_change(change: Mapping[str, Any]) -> dict[str, Any]:
     """One change of the policy's history."""
-    return {"id": change["id"], "key": change["key"], "old_value": plain(change["old_value"]),
-            "new_value": plain(change["new_value"]), "actor": change["actor"], "reason": change["reason"],
-            "changed_at": moment(change["changed_at"])}
+    return {
+        "id": change["id"],
+        "key": change["key"],
+        "old_value": plain(change["old_value"]),
+        "new_value": plain(change["new_value"]),
+        "actor": change["actor"],
+        "reason": change["reason"],
+        "changed_at": moment(change["changed_at"]),
+    }
 
 
 def operation(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -281,14 +372,26 @@ def operation_outcome(found, operation_id: int) -> dict[str, Any]:
     operation_reads.Outcome): each group, each part with the query that
     lists its runs (GET /runs, the index), and whether they mostly fail
     again (``mostly_failing``: the rule in docs/operations.md)."""
+
     def query(filter_: Mapping[str, str]) -> str:
         return "&".join([f"operation={int(operation_id)}"] + [f"{name}={value}" for name, value in filter_.items()])
 
     return {
         "groups": [
-            {"kind": group["kind"], "total": group["total"], "overlap": group["overlap"],
-             "parts": [{"value": part["value"], "count": part["count"], "filter": dict(part["filter"]),
-                        "query": query(part["filter"])} for part in group["parts"]]}
+            {
+                "kind": group["kind"],
+                "total": group["total"],
+                "overlap": group["overlap"],
+                "parts": [
+                    {
+                        "value": part["value"],
+                        "count": part["count"],
+                        "filter": dict(part["filter"]),
+                        "query": query(part["filter"]),
+                    }
+                    for part in group["parts"]
+                ],
+            }
             for group in found.groups
         ],
         "settled": found.settled,
@@ -317,7 +420,14 @@ def preview(shown, *, stuck_of=None) -> dict[str, Any]:
 # --- locks -----------------------------------------------------------------------
 
 LOCK_FIELDS = (
-    "lock_key", "queue_name", "msg_id", "state", "created_at", "age_seconds", "enqueued_at", "read_ct",
+    "lock_key",
+    "queue_name",
+    "msg_id",
+    "state",
+    "created_at",
+    "age_seconds",
+    "enqueued_at",
+    "read_ct",
     "concurrency_key",
 )
 
@@ -329,8 +439,19 @@ def lock(row: Mapping[str, Any]) -> dict[str, Any]:
 
 # --- workers and queues ------------------------------------------------------
 
-WORKER_FIELDS = ("id", "kind", "state", "host", "pid", "started_at", "heartbeat_at", "steps_done",
-                 "operation_id", "stopped_at", "holding")
+WORKER_FIELDS = (
+    "id",
+    "kind",
+    "state",
+    "host",
+    "pid",
+    "started_at",
+    "heartbeat_at",
+    "steps_done",
+    "operation_id",
+    "stopped_at",
+    "holding",
+)
 QUEUE_FIELDS = ("queue_name", "depth", "visible", "oldest_enqueued_at", "oldest_age_seconds")
 
 
@@ -349,10 +470,14 @@ def queue(row: Mapping[str, Any]) -> dict[str, Any]:
 
 def _compared_side(side) -> dict[str, Any]:
     return {
-        "reached": side.reached, "attempts": side.attempts, "status": side.status,
-        "started_at": moment(side.started_at), "finished_at": moment(side.finished_at),
+        "reached": side.reached,
+        "attempts": side.attempts,
+        "status": side.status,
+        "started_at": moment(side.started_at),
+        "finished_at": moment(side.finished_at),
         "duration_seconds": _seconds_between(side.started_at, side.finished_at),
-        "error_class": side.error_class, "error_message_first_line": side.error_line,
+        "error_class": side.error_class,
+        "error_message_first_line": side.error_line,
     }
 
 
@@ -369,14 +494,23 @@ def comparison(found) -> dict[str, Any]:
     apart) and the steps side by side."""
     divergence = None
     if found.divergence is not None:
-        divergence = {"kind": "step", "step_name": found.divergence.name,
-                      "a": _compared_side(found.divergence.a), "b": _compared_side(found.divergence.b)}
+        divergence = {
+            "kind": "step",
+            "step_name": found.divergence.name,
+            "a": _compared_side(found.divergence.a),
+            "b": _compared_side(found.divergence.b),
+        }
     elif found.status_differs:
         divergence = {"kind": "status", "a": found.a["status"], "b": found.b["status"]}
 
     def change(row) -> dict[str, Any]:
-        return {"path": row.path, "kind": row.kind, "a": plain(row.a), "b": plain(row.b),
-                "type_changed": row.type_changed}
+        return {
+            "path": row.path,
+            "kind": row.kind,
+            "a": plain(row.a),
+            "b": plain(row.b),
+            "type_changed": row.type_changed,
+        }
 
     return {
         "a": _object(found.a, RUN_DETAIL_FIELDS, json_fields=("arguments",)),
@@ -391,6 +525,8 @@ def comparison(found) -> dict[str, Any]:
             "equal": [row.path for row in found.arguments["equal"]],
             "left_out": found.arguments["left_out"],
         },
-        "steps": [{"step_name": row.name, "diverges": row.diverges,
-                   "a": _compared_side(row.a), "b": _compared_side(row.b)} for row in found.steps],
+        "steps": [
+            {"step_name": row.name, "diverges": row.diverges, "a": _compared_side(row.a), "b": _compared_side(row.b)}
+            for row in found.steps
+        ],
     }

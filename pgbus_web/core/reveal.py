@@ -15,8 +15,15 @@ from . import permissions, reads, redacting
 from .settings import Settings
 
 
-def reveal(engine: Engine, settings: Settings, workflow_id: str, *, principal: permissions.Principal,
-           reason: str | None = None, now: datetime | None = None) -> dict[str, Any]:
+def reveal(
+    engine: Engine,
+    settings: Settings,
+    workflow_id: str,
+    *,
+    principal: permissions.Principal,
+    reason: str | None = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
     """The run's page context (reads.run_context) with its values in
     clear. reads.NotFound when there is no run; permissions.NotPermitted
     when *principal* may not reveal on its class (nothing written, nothing

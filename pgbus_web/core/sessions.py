@@ -71,8 +71,15 @@ def start(engine: Engine, name: str, *, address: str | None, lifetime: timedelta
     session_id = secrets.token_urlsafe(24)
     now = utcnow()
     with engine.begin() as conn:
-        rows.insert(conn, session_id=session_id, name=name, provider=provider, address=_address(address), now=now,
-                    expires_at=now + lifetime)
+        rows.insert(
+            conn,
+            session_id=session_id,
+            name=name,
+            provider=provider,
+            address=_address(address),
+            now=now,
+            expires_at=now + lifetime,
+        )
         access_log.write(conn, access_log.SIGN_IN, name, address=_address(address), detail=provider, at=now)
     return session_id
 
@@ -133,8 +140,7 @@ def end(engine: Engine, principal: permissions.Principal, policy: Policy, sessio
         row = rows.end(conn, session_id, now=now, by=principal.actor, reason=ENDED_BY_ADMIN)
         if row is None or row["expires_at"] <= now:
             raise SessionNotFound(session_id)
-        access_log.write(conn, access_log.SESSION_ENDED, row["name"], actor=principal.actor, at=now,
-                         detail=session_id)
+        access_log.write(conn, access_log.SESSION_ENDED, row["name"], actor=principal.actor, at=now, detail=session_id)
     return row
 
 
@@ -157,8 +163,7 @@ def revoke_token(engine: Engine, principal: permissions.Principal, policy: Polic
         raise TokenNotFound(name[:80])
 
 
-def prune(engine: Engine, *, before: datetime, dry_run: bool = False, batch: int = access_log.BATCH
-          ) -> tuple[int, int]:
+def prune(engine: Engine, *, before: datetime, dry_run: bool = False, batch: int = access_log.BATCH) -> tuple[int, int]:
     """The access log's retention: its lines older than *before*, and the
     sessions that ended or expired before it, *batch* per transaction;
     (lines, sessions) deleted, or that would be on a dry run."""
@@ -177,12 +182,17 @@ def prune(engine: Engine, *, before: datetime, dry_run: bool = False, batch: int
 
 def session_shown(row: dict[str, Any]) -> dict[str, Any]:
     """A session as the doors show it."""
-    return {key: row[key] for key in ("id", "name", "provider", "address", "started_at", "last_seen_at",
-                                      "expires_at")}
+    return {key: row[key] for key in ("id", "name", "provider", "address", "started_at", "last_seen_at", "expires_at")}
 
 
 def token_shown(row: dict[str, Any]) -> dict[str, Any]:
     """A token as the doors show it (never its digest)."""
-    return {"name": row["name"], "role": row["role"], "scope": "read-only" if row["read_only"] else "grants",
-            "created_at": row["created_at"], "expires_at": row["expires_at"], "last_used_at": row["last_used_at"],
-            "last_used_from": row["last_used_from"]}
+    return {
+        "name": row["name"],
+        "role": row["role"],
+        "scope": "read-only" if row["read_only"] else "grants",
+        "created_at": row["created_at"],
+        "expires_at": row["expires_at"],
+        "last_used_at": row["last_used_at"],
+        "last_used_from": row["last_used_from"],
+    }

@@ -9,9 +9,10 @@ on some later request.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any, Callable, Mapping, Optional
+from typing import Any
 
 from .. import db, defaults
 from ..i18n import match_locale
@@ -30,9 +31,9 @@ def _default_actor(request) -> str:
 
 @dataclass
 class Settings:
-    database_url: Optional[str] = None
+    database_url: str | None = None
     # Pages may read from a replica; writes always go to database_url.
-    replica_url: Optional[str] = None
+    replica_url: str | None = None
     # Seconds the replica may be behind the primary and still serve pages
     # (beyond, and after a browser's own write until the replica has
     # replayed it, pages read the primary: docs/replica.md).
@@ -44,25 +45,25 @@ class Settings:
     # At most half of stall_threshold, so it is flagged before they stall.
     worker_gone_after: timedelta = defaults.WORKER_GONE_AFTER
     # subject_url(subject_type, subject_id) -> URL or None; shown only when safe.
-    subject_url: Optional[Callable[[str, str], Optional[str]]] = None
+    subject_url: Callable[[str, str], str | None] | None = None
     # can_view(request) / can_act(request) -> bool. None for can_view means
     # open to anyone who reaches it (a warning is logged once); None for
     # can_act means "whoever may view may act".
-    can_view: Optional[Callable[[Any], bool]] = None
-    can_act: Optional[Callable[[Any], bool]] = None
+    can_view: Callable[[Any], bool] | None = None
+    can_act: Callable[[Any], bool] | None = None
     # actor_name(request) -> the name recorded as "dashboard:<name>".
     actor_name: Callable[[Any], str] = _default_actor
     # role_of(request) -> viewer, operator, approver or admin; groups_of(request)
     # -> the groups the policy's grants may name (docs/policy.md). Without
     # role_of a request that can_act is an operator, else a viewer.
-    role_of: Optional[Callable[[Any], str]] = None
-    groups_of: Optional[Callable[[Any], Any]] = None
+    role_of: Callable[[Any], str] | None = None
+    groups_of: Callable[[Any], Any] | None = None
     # api_auth(request, token) -> pgbus_web.api.Caller or None: who a JSON
     # API request carrying "Authorization: Bearer <token>" is (None: the
     # token is refused, 401). Unset, a bearer header means nothing and the
     # hooks above decide, with the CSRF token for a post (docs/api.md).
     # The standalone app sets it to its tokens table (pgbus-web tokens).
-    api_auth: Optional[Callable[[Any, str], Any]] = None
+    api_auth: Callable[[Any, str], Any] | None = None
     # A locale code with a catalog ("de", "pt-BR" gives pt). The language
     # of a request that asked for none (docs/i18n.md).
     default_locale: str = "en"
@@ -70,8 +71,8 @@ class Settings:
     # None, timezone_selector() -> a zone name, a tzinfo or None. Called
     # once per dashboard request, after the dashboard's own ?locale= and
     # cookies; a host with Flask-Babel's selectors needs neither.
-    locale_selector: Optional[Callable[[], Any]] = None
-    timezone_selector: Optional[Callable[[], Any]] = None
+    locale_selector: Callable[[], Any] | None = None
+    timezone_selector: Callable[[], Any] | None = None
     page_size: int = PAGE_SIZE
     refresh_interval: int = REFRESH_INTERVAL
     # The workflow definitions loaded in this process (a runtime Registry);
@@ -89,16 +90,16 @@ class Settings:
     # runs waits as awaiting_approval until a different operator approves
     # it. None: no operation waits. Config text "cancel,rerun" is read as
     # the two verbs.
-    approval_threshold: Optional[int] = None
-    approval_verbs: Optional[tuple[str, ...]] = None
+    approval_threshold: int | None = None
+    approval_verbs: tuple[str, ...] | None = None
     # GET <prefix>/metrics in Prometheus text format (docs/metrics.md),
     # behind can_view or an api_auth token. None: off in a mounted app, on
     # in the standalone one; needs prometheus_client (the metrics extra).
-    metrics: Optional[bool] = None
+    metrics: bool | None = None
     # A scrape reads the database at most once per this many seconds.
     metrics_interval: float = 15.0
     # Secret used to sign CSRF tokens when the host app has no SECRET_KEY.
-    secret_key: Optional[str] = None
+    secret_key: str | None = None
     # How long a request waits on the database, in seconds (pgbus_web.db;
     # docs/web.md). Used for the engines the extension makes from
     # database_url and replica_url; a ready Database keeps its own.
@@ -113,9 +114,7 @@ class Settings:
 
     def bounds(self) -> db.Bounds:
         """The pages' bounds on the database."""
-        return db.Bounds(
-            connect=self.connect_timeout, statement=self.statement_timeout, pool=self.pool_timeout
-        )
+        return db.Bounds(connect=self.connect_timeout, statement=self.statement_timeout, pool=self.pool_timeout)
 
 
 class SettingError(ValueError):
@@ -126,8 +125,15 @@ class SettingError(ValueError):
 STALL_FLOOR = timedelta(seconds=60)
 
 
-_CALLABLE_OR_NONE = ("subject_url", "can_view", "can_act", "role_of", "groups_of", "locale_selector",
-                     "timezone_selector")
+_CALLABLE_OR_NONE = (
+    "subject_url",
+    "can_view",
+    "can_act",
+    "role_of",
+    "groups_of",
+    "locale_selector",
+    "timezone_selector",
+)
 _DURATIONS = ("lock_age_floor", "worker_gone_after")
 # Settings that became rules of the policy, the same for every process
 # (docs/policy.md): named with where they went rather than as unknown.
@@ -135,8 +141,12 @@ MOVED_TO_POLICY = ("stall_threshold", "waiting_threshold")
 
 
 def moved_to_policy(name: str) -> SettingError:
-    return SettingError(f"pgbus-web setting {name} is a rule of the policy now, the same for every process: "
-                        f"pgbus-web policy set {name} SECONDS --reason WHY (docs/policy.md)")
+    return SettingError(
+        f"pgbus-web setting {name} is a rule of the policy now, the same for every process: "
+        f"pgbus-web policy set {name} SECONDS --reason WHY (docs/policy.md)"
+    )
+
+
 _SECONDS = ("connect_timeout", "statement_timeout", "pool_timeout", "health_timeout")
 
 
@@ -184,9 +194,12 @@ def check(settings: Settings, locales: tuple[str, ...]) -> Settings:
     # threshold is told to keep it above twice this: docs/policy.md).
     stall = defaults.STALL_THRESHOLD
     if not timedelta(0) < gone_after <= stall / 2:
-        raise _refuse("worker_gone_after",
-                      f"above 0 and at most half of the default stall threshold ({stall.total_seconds():g} s), so "
-                      "that a silent worker is flagged before its runs are stalled", gone_after)
+        raise _refuse(
+            "worker_gone_after",
+            f"above 0 and at most half of the default stall threshold ({stall.total_seconds():g} s), so "
+            "that a silent worker is flagged before its runs are stalled",
+            gone_after,
+        )
     for name in _CALLABLE_OR_NONE:
         value = getattr(settings, name)
         if value is not None and not callable(value):
@@ -195,8 +208,7 @@ def check(settings: Settings, locales: tuple[str, ...]) -> Settings:
         raise _refuse("actor_name", "a callable", settings.actor_name)
     if not isinstance(settings.default_locale, str) or match_locale(settings.default_locale) is None:
         hint = " (a callable choice is locale_selector)" if callable(settings.default_locale) else ""
-        raise _refuse("default_locale", f"one of the locale codes {', '.join(locales)}{hint}",
-                      settings.default_locale)
+        raise _refuse("default_locale", f"one of the locale codes {', '.join(locales)}{hint}", settings.default_locale)
     if not _whole(settings.page_size) or settings.page_size < 1:
         raise _refuse("page_size", "a whole number of 1 or more", settings.page_size)
     if not _whole(settings.refresh_interval) or settings.refresh_interval < 0:
@@ -209,7 +221,8 @@ def check(settings: Settings, locales: tuple[str, ...]) -> Settings:
     if not isinstance(value, timedelta) or value <= timedelta(0):
         raise _refuse("operation_stale_after", "a timedelta (or a number of seconds) above zero", value)
     if settings.approval_threshold is not None and (
-            not _whole(settings.approval_threshold) or settings.approval_threshold < 0):
+        not _whole(settings.approval_threshold) or settings.approval_threshold < 0
+    ):
         raise _refuse("approval_threshold", "a whole number of runs, 0 or more, or None", settings.approval_threshold)
     if settings.approval_verbs is not None:
         changes["approval_verbs"] = approval_verbs(settings.approval_verbs)

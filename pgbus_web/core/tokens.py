@@ -19,16 +19,17 @@ import hashlib
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Callable
+from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from ..rules.roles import OPERATOR, ROLES, VIEWER, BadName, check_name
-from . import access_log, permissions
 from ..models import api_tokens
+from ..rules.roles import OPERATOR, ROLES, VIEWER, BadName, check_name
 from ..runtime.clock import utcnow
+from . import access_log, permissions
 
 # Every token starts with this, so a leaked one is recognisable (secret scanners).
 PREFIX = "pgbw_"
@@ -75,8 +76,15 @@ def digest(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def add(engine: Engine, name: str, role: str, *, expires_in: timedelta | None = None, read_only: bool = False,
-        actor: str | None = None) -> tuple[str, dict[str, Any]]:
+def add(
+    engine: Engine,
+    name: str,
+    role: str,
+    *,
+    expires_in: timedelta | None = None,
+    read_only: bool = False,
+    actor: str | None = None,
+) -> tuple[str, dict[str, Any]]:
     """A new token for *name* with *role*, expiring *expires_in* from now
     (None: never), read-only or not: (the token, its row). The token is
     not kept: this is the only time it is seen."""
@@ -97,10 +105,18 @@ def add(engine: Engine, name: str, role: str, *, expires_in: timedelta | None = 
                 raise TokenError(f"a token named {name!r} exists; revoke it first")
             # An expired token gives its name back: revoked on its behalf.
             api_tokens.revoke(conn, name, now=now, by="expired")
-        row = api_tokens.insert(conn, name=name, role=role, token_sha256=digest(token), now=now,
-                                expires_at=None if expires_in is None else now + expires_in, read_only=read_only)
-        access_log.write(conn, access_log.TOKEN_ADDED, name, actor=actor, at=now,
-                         detail=f"{role}{' read-only' if read_only else ''}")
+        row = api_tokens.insert(
+            conn,
+            name=name,
+            role=role,
+            token_sha256=digest(token),
+            now=now,
+            expires_at=None if expires_in is None else now + expires_in,
+            read_only=read_only,
+        )
+        access_log.write(
+            conn, access_log.TOKEN_ADDED, name, actor=actor, at=now, detail=f"{role}{' read-only' if read_only else ''}"
+        )
     return token, row
 
 
@@ -145,8 +161,15 @@ def check(engine: Engine, token: str) -> Caller | None:
         return None
     if row["expires_at"] is not None and row["expires_at"] <= utcnow():
         return None
-    return Caller(name=row["name"], may_act=row["role"] != VIEWER and not row["read_only"], token_id=row["id"],
-                  digest=key, role=row["role"], read_only=bool(row["read_only"]), expires_at=row["expires_at"])
+    return Caller(
+        name=row["name"],
+        may_act=row["role"] != VIEWER and not row["read_only"],
+        token_id=row["id"],
+        digest=key,
+        role=row["role"],
+        read_only=bool(row["read_only"]),
+        expires_at=row["expires_at"],
+    )
 
 
 def refused(engine: Engine, token: str) -> str:

@@ -12,8 +12,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from ..models import changes, pgmq_queues, policy_rows, workers
 from ..runtime.clock import utcnow
-from . import policy
-from . import representations
+from . import policy, representations
 from .settings import Settings
 
 # The Workers page lists at most this many rows (a day of them is kept).
@@ -42,8 +41,12 @@ def gone_holding(conn: Connection, settings: Settings, now: datetime | None = No
     stalled), and those that fell silent within the stalled threshold
     even holding none (a worker gone is news until then)."""
     now = now or utcnow()
-    return workers.gone_holding(conn, cutoff=cutoff(settings, now), recent=now - policy.current(conn.engine).stall_threshold,
-                                run_limit=RUNS_SHOWN)
+    return workers.gone_holding(
+        conn,
+        cutoff=cutoff(settings, now),
+        recent=now - policy.current(conn.engine).stall_threshold,
+        run_limit=RUNS_SHOWN,
+    )
 
 
 def queue_rows(conn: Connection, now: datetime | None = None) -> list[dict[str, Any]]:
@@ -94,8 +97,10 @@ def poll_markers(conn: Connection, settings: Settings, now: datetime | None = No
     either changes: a worker falling silent writes nothing); and the same
     without the changes operations' chunks made (models/changes.by_operation)."""
     marker, others, states = changes.marker_with(
-        conn, f"SELECT ({workers.MARKER_SQL}) || '/p' || ({policy_rows.MARKER_SQL})",
-        {"cutoff": cutoff(settings, now or utcnow())})
+        conn,
+        f"SELECT ({workers.MARKER_SQL}) || '/p' || ({policy_rows.MARKER_SQL})",
+        {"cutoff": cutoff(settings, now or utcnow())},
+    )
     # The policy's last change rides on the same statement: it keys the
     # kept reads (a rule's change draws anew) and tells this process's
     # kept policy whether it is still fresh, at no round trip of its own.

@@ -90,8 +90,7 @@ def claim(conn: Connection) -> bool:
 
 def drop_indexes(conn: Connection) -> list[Index]:
     """Drop the droppable indexes of the tables; return what builds them again."""
-    indexes = [Index(drop, build) for drop, build in
-               conn.execute(sa.text(_DROPPABLE), {"tables": list(TABLES)}).all()]
+    indexes = [Index(drop, build) for drop, build in conn.execute(sa.text(_DROPPABLE), {"tables": list(TABLES)}).all()]
     for index in indexes:
         conn.exec_driver_sql(index.drop)
     return indexes
@@ -104,8 +103,7 @@ def build_indexes(conn: Connection, indexes: list[Index]) -> None:
         sa.text("SELECT setting::bigint FROM pg_settings WHERE name = 'maintenance_work_mem'")
     ).scalar_one()
     if memory < SORT_MEMORY_KB:
-        conn.execute(sa.text("SELECT set_config('maintenance_work_mem', :kb, true)"),
-                     {"kb": f"{SORT_MEMORY_KB}kB"})
+        conn.execute(sa.text("SELECT set_config('maintenance_work_mem', :kb, true)"), {"kb": f"{SORT_MEMORY_KB}kB"})
     for index in indexes:
         conn.exec_driver_sql(index.build)
 

@@ -92,7 +92,9 @@ _RUNS = """
     )
 """
 
-_INSERT_RUNS = _RUNS + """,
+_INSERT_RUNS = (
+    _RUNS
+    + """,
     inserted AS (
         INSERT INTO pgbus_workflows (
             workflow_id, workflow_class, status, current_step, arguments, definition_digest,
@@ -115,6 +117,7 @@ _INSERT_RUNS = _RUNS + """,
     )
     SELECT workflow_class, status, key, hour, count(*) FROM inserted GROUP BY workflow_class, status, key, hour
 """.replace("{step}", str(STEP_SECONDS))
+)
 
 _STEPS = """,
     step AS (
@@ -125,7 +128,10 @@ _STEPS = """,
     )
 """.replace("{step}", str(STEP_SECONDS))
 
-_INSERT_STEPS = _RUNS + _STEPS + """
+_INSERT_STEPS = (
+    _RUNS
+    + _STEPS
+    + """
     INSERT INTO pgbus_workflow_steps (
         id, workflow_id, step_name, status, attempt, scheduled_at, started_at, finished_at,
         error_class, error_message, result, created_at, updated_at)
@@ -142,9 +148,13 @@ _INSERT_STEPS = _RUNS + _STEPS + """
     FROM step
     ORDER BY id
 """
+)
 
 # Each step's events, then the run's first and last, in the order of time.
-_INSERT_EVENTS = _RUNS + _STEPS + """
+_INSERT_EVENTS = (
+    _RUNS
+    + _STEPS
+    + """
     INSERT INTO pgbus_workflow_events
         (workflow_id, event, actor, reason, step_id, step_name, attempt, details, created_at)
     SELECT workflow_id, event, actor, reason, step_id, step_name, attempt, details, created_at
@@ -177,6 +187,7 @@ _INSERT_EVENTS = _RUNS + _STEPS + """
     ) events
     ORDER BY n, k, seq
 """
+)
 
 
 def _reserve_step_ids(engine: Engine, count: int) -> int:
@@ -194,8 +205,15 @@ def _reserve_step_ids(engine: Engine, count: int) -> int:
     return first
 
 
-def seed_history(engine: Engine, *, runs: int, now: datetime | None = None, progress: bool = False,
-                 chunk_size: int = CHUNK_RUNS, events: bool = True) -> HistoryResult:
+def seed_history(
+    engine: Engine,
+    *,
+    runs: int,
+    now: datetime | None = None,
+    progress: bool = False,
+    chunk_size: int = CHUNK_RUNS,
+    events: bool = True,
+) -> HistoryResult:
     """Add *runs* finished runs before the last HISTORY_END, by set-based SQL.
     Without *events* the runs get their steps but no events: a history of
     ten million runs then fits a small disk (its events would be most of
@@ -219,9 +237,13 @@ def seed_history(engine: Engine, *, runs: int, now: datetime | None = None, prog
             size = chunk_last - chunk_first + 1
             step_ids = -(-size // 10) * cycle_steps
             binds = {
-                "first": chunk_first, "last": chunk_last, "numbered_from": first_number,
-                "oldest": oldest, "spacing": spacing,
-                "step_base": _reserve_step_ids(engine, step_ids), "cycle_steps": cycle_steps,
+                "first": chunk_first,
+                "last": chunk_last,
+                "numbered_from": first_number,
+                "oldest": oldest,
+                "spacing": spacing,
+                "step_base": _reserve_step_ids(engine, step_ids),
+                "cycle_steps": cycle_steps,
             }
             with engine.begin() as conn:
                 conn.exec_driver_sql("SET LOCAL synchronous_commit = off")

@@ -63,8 +63,13 @@ class LiveDemo:
         subject = {demo.ORDER: "Order", demo.ONBOARDING: "User", demo.REFUND: "Refund"}[workflow_class]
         try:
             system.start(
-                self.engine, workflow_class, arguments, registry=demo.REGISTRY,
-                subject_type=subject, subject_id=self.number, actor=DEMO_ACTOR,
+                self.engine,
+                workflow_class,
+                arguments,
+                registry=demo.REGISTRY,
+                subject_type=subject,
+                subject_id=self.number,
+                actor=DEMO_ACTOR,
             )
         except SubjectAlreadyOngoing:
             pass
@@ -79,10 +84,12 @@ class LiveDemo:
                 continue
             try:
                 verbs.signal(
-                    self.engine, workflow_id, "shipment_confirmed",
+                    self.engine,
+                    workflow_id,
+                    "shipment_confirmed",
                     {"carrier": self.rng.choice(["DHL", "PostNord", "UPS"])},
-                    idempotency_key=f"shipment-{workflow_id}", actor=DEMO_ACTOR,
+                    idempotency_key=f"shipment-{workflow_id}",
+                    actor=DEMO_ACTOR,
                 )
             except WorkflowError:
                 pass  # the run moved on meanwhile
-

@@ -15,11 +15,11 @@ import random
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import datetime
 from operator import itemgetter
-from typing import Iterator
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -81,8 +81,6 @@ class SeedResult:
         self.batches += chunk.rows["batches"]
         for status, count in chunk.statuses.items():
             self.statuses[status] = self.statuses.get(status, 0) + count
-
-
 
 
 class _Ids:
@@ -199,11 +197,11 @@ def check_schema(engine: Engine) -> None:
     with engine.connect() as conn:
         version = schema.installed_version(conn)
     if version is None:
-        raise SeedError("the pgbus-web schema is not installed in this database; "
-                        "run `pgbus-web db install` first")
+        raise SeedError("the pgbus-web schema is not installed in this database; run `pgbus-web db install` first")
     if version != schema.SCHEMA_VERSION:
-        raise SeedError(f"the database has pgbus-web schema version {version}; "
-                        f"this release seeds version {schema.SCHEMA_VERSION}")
+        raise SeedError(
+            f"the database has pgbus-web schema version {version}; this release seeds version {schema.SCHEMA_VERSION}"
+        )
 
 
 def _old_order_workflow() -> Workflow:
@@ -214,6 +212,7 @@ def _old_order_workflow() -> Workflow:
 @dataclass
 class _Plan:
     """What the chunks are played from: the same plan gives the same rows."""
+
     runs: int
     rng: random.Random
     now: float
@@ -365,6 +364,7 @@ def seed(
     skip_row_checks = _may_skip_row_checks(engine)
     result = SeedResult(runs=runs)
     with progress_bar(total=runs, unit="run", disable=not progress, desc="Seeding") as bar:
+
         def written(chunk: Chunk) -> None:
             result.add(chunk)
             bar.update(len(chunk.runs))

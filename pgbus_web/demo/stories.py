@@ -14,18 +14,19 @@ them is seed.py's job. No I/O here but the ids a chunk is given.
 from __future__ import annotations
 
 import inspect
-from bisect import bisect
-from itertools import accumulate
 import random
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Protocol
+from bisect import bisect
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from itertools import accumulate
+from typing import Any, Protocol
 
 from .. import defaults
 from ..rules import states
 from ..runtime.definitions import Workflow
 from . import workflows as demo
 
-UTC = timezone.utc
+UTC = UTC
 
 # How far back the generated history reaches.
 HISTORY = timedelta(days=30)
@@ -95,8 +96,9 @@ def _backtrace(func: Callable, error_class: str, message: str) -> str:
         lines, first = inspect.getsourcelines(func)
     except OSError:
         lines, first = [], func.__code__.co_firstlineno
-    offset, source = next(((i, line.strip()) for i, line in enumerate(lines) if line.strip().startswith("raise ")),
-                          (0, "raise"))
+    offset, source = next(
+        ((i, line.strip()) for i, line in enumerate(lines) if line.strip().startswith("raise ")), (0, "raise")
+    )
     return (
         "Traceback (most recent call last):\n"
         f'  File "pgbus_web/demo/workflows.py", line {first + offset}, in {func.__name__}\n'
@@ -109,8 +111,12 @@ BACKTRACES = {step: _copy_safe(_backtrace(func, name, message)) for step, (name,
 
 REASONS = {
     "resume": ("gateway is back", "SMTP relay fixed", "retrying after the provider's incident", "fixed upstream"),
-    "pause": ("waiting for a stock count", "customer asked us to hold", "investigating a duplicate charge",
-              "on hold until the vendor answers"),
+    "pause": (
+        "waiting for a stock count",
+        "customer asked us to hold",
+        "investigating a duplicate charge",
+        "on hold until the vendor answers",
+    ),
     "cancel": ("duplicate order", "customer withdrew", "test run", "fraud check failed", "replaced by a new run"),
     "skip": ("user unsubscribed from emails", "sent by hand", "not needed for this customer"),
     "rerun": ("captured amount corrected", "customer confirmed the refund"),
@@ -122,8 +128,25 @@ REASONS = {
 # --- one run, played on a relative clock ------------------------------------
 
 # Step row fields, in COPY order after workflow_id (times are relative seconds).
-S_ID, S_NAME, S_STATUS, S_ATTEMPT, S_SCHEDULED, S_STARTED, S_FINISHED, S_WAIT_FOR, S_WAITING_SINCE, \
-    S_TIMEOUT, S_BATCH, S_ERROR_CLASS, S_ERROR_MESSAGE, S_BACKTRACE, S_RESULT, S_CREATED, S_UPDATED = range(17)
+(
+    S_ID,
+    S_NAME,
+    S_STATUS,
+    S_ATTEMPT,
+    S_SCHEDULED,
+    S_STARTED,
+    S_FINISHED,
+    S_WAIT_FOR,
+    S_WAITING_SINCE,
+    S_TIMEOUT,
+    S_BATCH,
+    S_ERROR_CLASS,
+    S_ERROR_MESSAGE,
+    S_BACKTRACE,
+    S_RESULT,
+    S_CREATED,
+    S_UPDATED,
+) = range(17)
 STEP_COLUMNS = (
     "id, workflow_id, step_name, status, attempt, scheduled_at, started_at, finished_at, wait_for, "
     "waiting_since, timeout_at, batch_id, error_class, error_message, error_backtrace, result, "
@@ -137,12 +160,10 @@ RUN_COLUMNS = (
 )
 EVENT_COLUMNS = "workflow_id, event, actor, reason, step_id, step_name, attempt, details, created_at"
 SIGNAL_COLUMNS = (
-    "id, workflow_id, name, payload, idempotency_key, status, claimed_by_step_id, claimed_at, "
-    "consumed_at, created_at"
+    "id, workflow_id, name, payload, idempotency_key, status, claimed_by_step_id, claimed_at, consumed_at, created_at"
 )
 BATCH_COLUMNS = (
-    "batch_id, description, total_jobs, completed_jobs, failed_jobs, discarded_jobs, status, "
-    "created_at, finished_at"
+    "batch_id, description, total_jobs, completed_jobs, failed_jobs, discarded_jobs, status, created_at, finished_at"
 )
 
 
@@ -154,7 +175,7 @@ def _at(key: str, moment: float) -> tuple:
 class _Run:
     """One run being played: its rows, its status, and the clock ``t``."""
 
-    def __init__(self, chunk: "Chunk", definition: Workflow, number: int):
+    def __init__(self, chunk: Chunk, definition: Workflow, number: int):
         self.chunk = chunk
         self.rng = chunk.rng
         self.definition = definition
@@ -197,8 +218,25 @@ class _Run:
 
     def new_step(self, step, status, *, scheduled_at, wait_for=None):
         attempt = 1 + sum(1 for row in self.steps if row[S_NAME] == step.name)
-        row = [self.chunk.step_ids.take(), step.name, status, attempt, scheduled_at, None, None, wait_for,
-               None, None, None, None, None, None, None, self.t, self.t]
+        row = [
+            self.chunk.step_ids.take(),
+            step.name,
+            status,
+            attempt,
+            scheduled_at,
+            None,
+            None,
+            wait_for,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            self.t,
+            self.t,
+        ]
         self.steps.append(row)
         self.current_step = step.name
         return row
@@ -210,8 +248,14 @@ class _Run:
             due = self.t + step.delay.total_seconds() if step.delay else self.t
         pending = None
         if step.wait_for and due <= self.t:
-            pending = next((signal for signal in self.signals
-                            if signal[4] == states.SIGNAL_PENDING and signal[1] == step.wait_for), None)
+            pending = next(
+                (
+                    signal
+                    for signal in self.signals
+                    if signal[4] == states.SIGNAL_PENDING and signal[1] == step.wait_for
+                ),
+                None,
+            )
         if step.wait_for and due <= self.t and pending is None:
             row = self.new_step(step, states.STEP_WAITING, scheduled_at=self.t, wait_for=step.wait_for)
             row[S_WAITING_SINCE] = self.t
@@ -250,8 +294,7 @@ class _Run:
         row[S_STATUS] = states.STEP_FAILED
         row[S_FINISHED] = row[S_UPDATED] = self.t
         row[S_ERROR_CLASS], row[S_ERROR_MESSAGE], row[S_BACKTRACE] = error_class, message, backtrace
-        self.event("step_failed", row,
-                   details='{"error_class": "%s", "error_message": "%s"}' % (error_class, message))
+        self.event("step_failed", row, details='{"error_class": "%s", "error_message": "%s"}' % (error_class, message))
 
     def consume_held(self, step_name) -> None:
         if not self.signals:
@@ -271,8 +314,11 @@ class _Run:
         self.status = status
         self.finished_at = self.t
         self.paused_at = None
-        details = ('{"status": "%s", "error_class": "%s"}' % (status, error_class) if error_class
-                   else '{"status": "%s"}' % status)
+        details = (
+            '{"status": "%s", "error_class": "%s"}' % (status, error_class)
+            if error_class
+            else '{"status": "%s"}' % status
+        )
         self.event("finished", step, details=details)
 
     def pause_on_error(self, row, attempts: int) -> None:
@@ -297,8 +343,13 @@ class _Run:
         self.status = states.CANCELLED
         self.finished_at = self.t
         ids = ", ".join(str(row[S_ID]) for row in cancelled)
-        self.event("cancelled", cancelled[-1] if cancelled else None, actor=actor, reason=reason,
-                   details='{"was": "%s", "cancelled_steps": [%s]}' % (was, ids))
+        self.event(
+            "cancelled",
+            cancelled[-1] if cancelled else None,
+            actor=actor,
+            reason=reason,
+            details='{"was": "%s", "cancelled_steps": [%s]}' % (was, ids),
+        )
 
     def signal(self, name, payload, *, actor=APP) -> list:
         """A signal arrives and is stored pending."""
@@ -307,14 +358,19 @@ class _Run:
         # id, name, payload, idempotency_key, status, claimed_by_step_id, claimed_at, consumed_at, created_at
         signal = [signal_id, name, payload, key, states.SIGNAL_PENDING, None, None, None, self.t]
         self.signals.append(signal)
-        self.event("signal_received", actor=actor, details='{"signal": "%s", "signal_id": %d, "idempotency_key": %s}'
-                   % (name, signal_id, f'"{key}"' if key else "null"))
+        self.event(
+            "signal_received",
+            actor=actor,
+            details='{"signal": "%s", "signal_id": %d, "idempotency_key": %s}'
+            % (name, signal_id, f'"{key}"' if key else "null"),
+        )
         return signal
 
     def claim(self, signal, row, *, actor=SYSTEM) -> None:
         signal[4], signal[5], signal[6] = states.SIGNAL_CLAIMED, row[S_ID], self.t
-        self.event("signal_claimed", row, actor=actor,
-                   details='{"signal": "%s", "signal_id": %d}' % (signal[1], signal[0]))
+        self.event(
+            "signal_claimed", row, actor=actor, details='{"signal": "%s", "signal_id": %d}' % (signal[1], signal[0])
+        )
 
     # -- whole steps ------------------------------------------------------------
 
@@ -322,8 +378,11 @@ class _Run:
         """Play *step* from scheduling to its end, failing its first *fails*
         attempts. Returns the last row; the run is paused or failed when the
         step ran out of attempts, else it is ready for the next step."""
-        row = self.steps[-1] if self.steps and self.steps[-1][S_NAME] == step.name and \
-            self.steps[-1][S_STATUS] in states.STEP_OPEN else self.schedule(step)
+        row = (
+            self.steps[-1]
+            if self.steps and self.steps[-1][S_NAME] == step.name and self.steps[-1][S_STATUS] in states.STEP_OPEN
+            else self.schedule(step)
+        )
         if step.delay and self.early_signal:
             self.early_signal = False
             self.wait(MINUTE, step.delay.total_seconds() * 0.9)
@@ -370,10 +429,18 @@ class _Run:
         description = f"{self.definition.name}#{row[S_NAME]}"
         batch = [batch_id, description, jobs, done or 0, 0, 0, states.BATCH_PROCESSING, self.t, None]
         self.batches.append(batch)
-        row[S_STATUS], row[S_BATCH], row[S_WAITING_SINCE], row[S_UPDATED] = states.STEP_WAITING, batch_id, self.t, self.t
+        row[S_STATUS], row[S_BATCH], row[S_WAITING_SINCE], row[S_UPDATED] = (
+            states.STEP_WAITING,
+            batch_id,
+            self.t,
+            self.t,
+        )
         self.status = states.WAITING
-        self.event("fan_out_opened", row, details='{"batch_id": "%s", "description": "%s", "total_jobs": %d}'
-                   % (batch_id, description, jobs))
+        self.event(
+            "fan_out_opened",
+            row,
+            details='{"batch_id": "%s", "description": "%s", "total_jobs": %d}' % (batch_id, description, jobs),
+        )
         return batch
 
     def finish_batch(self, row) -> None:
@@ -383,7 +450,10 @@ class _Run:
         batch[3], batch[4], batch[6], batch[8] = batch[2] - failed, failed, states.BATCH_FINISHED, self.t
         self.wait(0.5, 5.0)  # the worker notices the finished batch
         counts = '"total_jobs": %d, "completed_jobs": %d, "failed_jobs": %d, "discarded_jobs": 0' % (
-            batch[2], batch[3], failed)
+            batch[2],
+            batch[3],
+            failed,
+        )
         row[S_STATUS], row[S_FINISHED], row[S_UPDATED] = states.STEP_COMPLETED, self.t, self.t
         row[S_RESULT] = '{"batch_id": "%s", %s}' % (batch[0], counts)
         self.event("fan_out_finished", row, details='{"batch_id": "%s", %s}' % (batch[0], counts))
@@ -441,8 +511,7 @@ def _completed(run: _Run, now: float) -> None:
         run.arguments[_FLAG[name]] = step.max_attempts
         run.t += rng.uniform(5 * MINUTE, 2 * DAY)
         actor, reason = run.operator(), run.reason("resume")
-        run.event("resumed", failed, actor=actor, reason=reason,
-                  details='{"action": "retry", "step": "%s"}' % name)
+        run.event("resumed", failed, actor=actor, reason=reason, details='{"action": "retry", "step": "%s"}' % name)
         run.paused_at = None
         run.schedule(step, actor=actor)
         run.play_step(step)
@@ -471,8 +540,9 @@ def _completed(run: _Run, now: float) -> None:
         run.arguments[_FLAG[step.name]] = step.max_attempts
         run.t += rng.uniform(HOUR, 3 * DAY)
         actor = run.operator()
-        run.event("rerun", actor=actor, reason=run.reason("rerun"),
-                  details='{"from_step": "%s", "was": "failed"}' % step.name)
+        run.event(
+            "rerun", actor=actor, reason=run.reason("rerun"), details='{"from_step": "%s", "was": "failed"}' % step.name
+        )
         run.finished_at = None
         run.schedule(step, actor=actor)
         run.play_step(step)
@@ -485,8 +555,13 @@ def _completed(run: _Run, now: float) -> None:
         run.t += rng.uniform(MINUTE, 20 * HOUR)
         was = row[S_SCHEDULED]
         row[S_SCHEDULED] = row[S_UPDATED] = run.t
-        run.event("run_now", row, actor=run.operator(), reason=run.reason("run_now"),
-                  details=('{"at": "', run.t, '", "was": "', was, '"}'))
+        run.event(
+            "run_now",
+            row,
+            actor=run.operator(),
+            reason=run.reason("run_now"),
+            details=('{"at": "', run.t, '", "was": "', was, '"}'),
+        )
         _play_rest(run, index, fails)
     else:
         run.play_until(len(run.steps_def), fails)
@@ -560,8 +635,9 @@ def _paused_error(run: _Run, now: float) -> None:
         row[S_STATUS], row[S_FINISHED], row[S_UPDATED] = states.STEP_FAILED, run.t, run.t
         row[S_ERROR_CLASS] = states.WAIT_TIMED_OUT_ERROR
         row[S_ERROR_MESSAGE] = (message, step.wait_for, row[S_WAITING_SINCE], row[S_TIMEOUT])
-        run.event("wait_timed_out", row,
-                  details=('{"signal": "%s", "timeout_at": "' % step.wait_for, row[S_TIMEOUT], '"}'))
+        run.event(
+            "wait_timed_out", row, details=('{"signal": "%s", "timeout_at": "' % step.wait_for, row[S_TIMEOUT], '"}')
+        )
         run.status, run.paused_at = states.PAUSED, run.t
         run.event("paused", row, details='{"error_class": "%s"}' % states.WAIT_TIMED_OUT_ERROR)
     else:
@@ -592,8 +668,7 @@ def _stalled(run: _Run, now: float) -> None:
     row[S_STATUS], row[S_FINISHED], row[S_UPDATED] = states.STEP_FAILED, run.t, run.t
     row[S_ERROR_CLASS] = states.STEP_STALLED_ERROR
     row[S_ERROR_MESSAGE] = ("in progress since %s, longer than the stall threshold of " + f"{threshold}s", started)
-    run.event("stall_detected", row,
-              details=('{"started_at": "', started, '", "threshold_seconds": %d}' % threshold))
+    run.event("stall_detected", row, details=('{"started_at": "', started, '", "threshold_seconds": %d}' % threshold))
     run.status, run.paused_at = states.PAUSED, run.t
     run.event("paused", row, details='{"error_class": "%s"}' % states.STEP_STALLED_ERROR)
     _place_paused(run, now)
@@ -644,8 +719,13 @@ def _ready_later(run: _Run, now: float) -> None:
     run.wait(1.0, 5 * MINUTE)
     was, due = row[S_SCHEDULED], run.t + rng.uniform(HOUR, 3 * DAY)
     row[S_SCHEDULED] = row[S_UPDATED] = due
-    run.event("rescheduled", row, actor=run.operator(), reason=run.reason("reschedule"),
-              details=('{"at": "', due, '", "was": "', was, '"}'))
+    run.event(
+        "rescheduled",
+        row,
+        actor=run.operator(),
+        reason=run.reason("reschedule"),
+        details=('{"at": "', due, '", "was": "', was, '"}'),
+    )
     run.place(run.t, now - HOUR, now - MINUTE)
 
 
@@ -694,8 +774,9 @@ def _waiting_profile(run: _Run, now: float, overdue: bool = False) -> None:
     run.play_until(index)
     row = run.advance_to(index)
     if overdue:
-        run.place(row[S_WAITING_SINCE], now - HISTORY.total_seconds() + row[S_WAITING_SINCE],
-                  now - WAITING_SECONDS - HOUR)
+        run.place(
+            row[S_WAITING_SINCE], now - HISTORY.total_seconds() + row[S_WAITING_SINCE], now - WAITING_SECONDS - HOUR
+        )
     else:
         run.place(row[S_WAITING_SINCE], now - WAITING_SECONDS + HOUR, now)
 
@@ -746,12 +827,21 @@ def _arguments(run: _Run) -> dict[str, Any]:
     rng, n = run.rng, run.number
     klass = run.definition.name
     if klass == demo.ORDER:
-        return {"order_id": n, "customer_id": demo.customer_of(n), "amount_cents": rng.randrange(500, 50_000),
-                "vendors": rng.randint(demo.MIN_VENDORS, demo.MAX_VENDORS), "fail_capture": False}
+        return {
+            "order_id": n,
+            "customer_id": demo.customer_of(n),
+            "amount_cents": rng.randrange(500, 50_000),
+            "vendors": rng.randint(demo.MIN_VENDORS, demo.MAX_VENDORS),
+            "fail_capture": False,
+        }
     if klass == demo.ONBOARDING:
         return {"user_id": n, "fail_welcome_email": False}
-    return {"refund_id": n, "customer_id": demo.customer_of(n), "amount_cents": rng.randrange(500, 20_000),
-            "fail_refund": False}
+    return {
+        "refund_id": n,
+        "customer_id": demo.customer_of(n),
+        "amount_cents": rng.randrange(500, 20_000),
+        "fail_refund": False,
+    }
 
 
 def _json(value: Any) -> str:
@@ -836,8 +926,9 @@ class Ids(Protocol):
 class Chunk:
     """Plays runs and keeps their rows, ready for COPY."""
 
-    def __init__(self, rng: random.Random, step_ids: Ids, signal_ids: Ids, now: float, old_order: Workflow,
-                 told: dict[str, int]):
+    def __init__(
+        self, rng: random.Random, step_ids: Ids, signal_ids: Ids, now: float, old_order: Workflow, told: dict[str, int]
+    ):
         self.rng = rng
         self.told = told  # runs played so far per story, across chunks
         self.step_ids = step_ids
@@ -938,16 +1029,41 @@ class Chunk:
             # Ids are taken in rising order as steps are added: the last is the latest.
             latest = steps[-1]
             latest_columns = (
-                str(latest[S_ID]), latest[S_NAME], latest[S_STATUS], latest[S_ERROR_CLASS] or NULL,
-                ts[latest[S_SCHEDULED]], ts[latest[S_WAITING_SINCE]], ts[latest[S_TIMEOUT]],
+                str(latest[S_ID]),
+                latest[S_NAME],
+                latest[S_STATUS],
+                latest[S_ERROR_CLASS] or NULL,
+                ts[latest[S_SCHEDULED]],
+                ts[latest[S_WAITING_SINCE]],
+                ts[latest[S_TIMEOUT]],
             )
         else:
             latest_columns = (NULL,) * 7
-        self.runs.append((workflow_id, "\t".join((
-            workflow_id, klass, run.status, run.current_step or NULL, text("{%s}" % args), subject_type or NULL,
-            subject_id or NULL, key or NULL, run.digest, ts[run.paused_at], created, ts[run.finished_at],
-            created, ts[run.t], *latest_columns,
-        )) + "\n"))
+        self.runs.append(
+            (
+                workflow_id,
+                "\t".join(
+                    (
+                        workflow_id,
+                        klass,
+                        run.status,
+                        run.current_step or NULL,
+                        text("{%s}" % args),
+                        subject_type or NULL,
+                        subject_id or NULL,
+                        key or NULL,
+                        run.digest,
+                        ts[run.paused_at],
+                        created,
+                        ts[run.finished_at],
+                        created,
+                        ts[run.t],
+                        *latest_columns,
+                    )
+                )
+                + "\n",
+            )
+        )
         self.statuses[run.status] = self.statuses.get(run.status, 0) + 1
         self.counts[(klass, run.status)] = self.counts.get((klass, run.status), 0) + 1
         rows = self.rows
@@ -982,22 +1098,61 @@ class Chunk:
 
         if run.events:
             no_step = "\\N\t\\N\t\\N"
-            self.events.append((workflow_id, "".join([
-                f"{workflow_id}\t{name}\t{actor}\t{NULL if reason is None else reason}\t"
-                f"{no_step if step is None else step_columns[id(step)]}\t"
-                f"{details if type(details) is str else text(details)}\t{ts[moment]}\n"
-                for name, actor, reason, step, details, moment in run.events
-            ])))
+            self.events.append(
+                (
+                    workflow_id,
+                    "".join(
+                        [
+                            f"{workflow_id}\t{name}\t{actor}\t{NULL if reason is None else reason}\t"
+                            f"{no_step if step is None else step_columns[id(step)]}\t"
+                            f"{details if type(details) is str else text(details)}\t{ts[moment]}\n"
+                            for name, actor, reason, step, details, moment in run.events
+                        ]
+                    ),
+                )
+            )
 
         if run.signals:
-            self.signals.append((workflow_id, "".join(
-                "\t".join((str(signal[0]), workflow_id, signal[1], text(signal[2]), signal[3] or NULL, signal[4],
-                           NULL if signal[5] is None else str(signal[5]), ts[signal[6]], ts[signal[7]],
-                           ts[signal[8]])) + "\n"
-                for signal in run.signals
-            )))
+            self.signals.append(
+                (
+                    workflow_id,
+                    "".join(
+                        "\t".join(
+                            (
+                                str(signal[0]),
+                                workflow_id,
+                                signal[1],
+                                text(signal[2]),
+                                signal[3] or NULL,
+                                signal[4],
+                                NULL if signal[5] is None else str(signal[5]),
+                                ts[signal[6]],
+                                ts[signal[7]],
+                                ts[signal[8]],
+                            )
+                        )
+                        + "\n"
+                        for signal in run.signals
+                    ),
+                )
+            )
         for batch in run.batches:
-            self.batches.append((batch[0], "\t".join((
-                batch[0], text(batch[1]), str(batch[2]), str(batch[3]), str(batch[4]), str(batch[5]), batch[6],
-                ts[batch[7]], ts[batch[8]],
-            )) + "\n"))
+            self.batches.append(
+                (
+                    batch[0],
+                    "\t".join(
+                        (
+                            batch[0],
+                            text(batch[1]),
+                            str(batch[2]),
+                            str(batch[3]),
+                            str(batch[4]),
+                            str(batch[5]),
+                            batch[6],
+                            ts[batch[7]],
+                            ts[batch[8]],
+                        )
+                    )
+                    + "\n",
+                )
+            )

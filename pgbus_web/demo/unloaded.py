@@ -39,7 +39,11 @@ def seed_unloaded(engine: Engine, runs: int = 12, *, rng: random.Random | None =
     for number in range(1, runs + 1):
         started = now - timedelta(seconds=rng.randint(low, high))
         system.start(
-            engine, INVOICE_WORKFLOW, {"invoice_id": 7000 + number},
-            subject_type="Invoice", subject_id=7000 + number, now=started,
+            engine,
+            INVOICE_WORKFLOW,
+            {"invoice_id": 7000 + number},
+            subject_type="Invoice",
+            subject_id=7000 + number,
+            now=started,
         )
     return runs

@@ -55,6 +55,7 @@ def _fails(ctx: StepContext, flag: str) -> bool:
 
 # OrderWorkflow ---------------------------------------------------------------
 
+
 def reserve_stock(ctx: StepContext) -> dict[str, Any]:
     return {"reserved": True, "order_id": ctx.arguments.get("order_id")}
 
@@ -89,6 +90,7 @@ def send_receipt(ctx: StepContext) -> dict[str, Any]:
 
 # OnboardingWorkflow ----------------------------------------------------------
 
+
 def create_account(ctx: StepContext) -> dict[str, Any]:
     return {"user_id": ctx.arguments.get("user_id")}
 
@@ -112,6 +114,7 @@ def activate(ctx: StepContext) -> dict[str, Any]:
 
 
 # RefundWorkflow --------------------------------------------------------------
+
 
 def validate_refund(ctx: StepContext) -> dict[str, Any]:
     return {"valid": True}
@@ -212,6 +215,10 @@ def sample_arguments(
     if workflow_class == ONBOARDING:
         return {"user_id": number, "fail_welcome_email": flag()}
     if workflow_class == REFUND:
-        return {"refund_id": number, "customer_id": customer_of(number), "amount_cents": rng.randrange(500, 20_000),
-                "fail_refund": flag()}
+        return {
+            "refund_id": number,
+            "customer_id": customer_of(number),
+            "amount_cents": rng.randrange(500, 20_000),
+            "fail_refund": flag(),
+        }
     raise KeyError(workflow_class)

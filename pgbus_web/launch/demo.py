@@ -24,9 +24,9 @@ from pathlib import Path
 import click
 
 from .. import schema
-from ..core import policy
 from ..app import create_app
 from ..cli.common import main_group
+from ..core import policy
 from ..db import UNBOUNDED_STATEMENTS, WORKER_STATEMENT_TIMEOUT, Bounds, Database, create_engine
 from ..demo import database as demo_database
 from ..demo import workflows as demo_workflows
@@ -92,10 +92,20 @@ def _wait_until_up(url: str) -> None:
 @main_group.command("demo")
 @click.option("--port", type=click.IntRange(1, 65535), default=DEFAULT_PORT, show_default=True)
 @click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
-              default=DEFAULT_DATA_DIR, show_default=True, help="Where the demo database lives.")
-@click.option("--runs", type=click.IntRange(min=1), default=SEED_RUNS, show_default=True,
-              help="Runs to seed when the demo database is empty.")
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=DEFAULT_DATA_DIR,
+    show_default=True,
+    help="Where the demo database lives.",
+)
+@click.option(
+    "--runs",
+    type=click.IntRange(min=1),
+    default=SEED_RUNS,
+    show_default=True,
+    help="Runs to seed when the demo database is empty.",
+)
 @click.option("--reset", is_flag=True, help="Delete an earlier demo's database in --data-dir and seed afresh.")
 @click.option("--no-auth", is_flag=True, help="Allow a non-loopback --host (the demo has no sign-in).")
 def demo(port, host, data_dir, runs, reset, no_auth):
@@ -134,9 +144,13 @@ def demo(port, host, data_dir, runs, reset, no_auth):
     setup.dispose()
 
     engine = create_engine(url, Bounds(statement=WORKER_STATEMENT_TIMEOUT))
-    worker = Worker(engine, demo_workflows.REGISTRY, simulate_batches=True,
-                    heartbeat=Heartbeat(engine, HEARTBEAT_WORKER),
-                    thresholds=lambda: policy.current(engine).thresholds())
+    worker = Worker(
+        engine,
+        demo_workflows.REGISTRY,
+        simulate_batches=True,
+        heartbeat=Heartbeat(engine, HEARTBEAT_WORKER),
+        thresholds=lambda: policy.current(engine).thresholds(),
+    )
     worker_thread = threading.Thread(target=worker.run, name="pgbus-demo-worker", daemon=True)
     live = LiveDemo(engine, first_number=last_number + 100_000, rng=random.Random())
     database = Database.from_urls(url)
@@ -152,8 +166,10 @@ def demo(port, host, data_dir, runs, reset, no_auth):
 
     def stop_worker(signum, frame):
         worker.stop(silently=True)
-        click.echo("The demo's worker stopped without a word, as a crashed one would: the dashboard flags it"
-                   f" within {gone_after:.0f} s (the runs index, Workers).")
+        click.echo(
+            "The demo's worker stopped without a word, as a crashed one would: the dashboard flags it"
+            f" within {gone_after:.0f} s (the runs index, Workers)."
+        )
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     previous[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, stop_worker)
@@ -167,8 +183,10 @@ def demo(port, host, data_dir, runs, reset, no_auth):
         _wait_until_up(f"http://{host}:{port}/health")
         click.echo(f"Dashboard: http://{host}:{port}/workflows")
         click.echo(f"Database: {url}")
-        click.echo(f"Worker: kill -USR1 {os.getpid()} stops the demo's worker as a crash would, the dashboard"
-                   " and the new runs staying up.")
+        click.echo(
+            f"Worker: kill -USR1 {os.getpid()} stops the demo's worker as a crash would, the dashboard"
+            " and the new runs staying up."
+        )
         click.echo("Ctrl-C stops the demo.")
         while not stopping.wait(0.5):
             pass

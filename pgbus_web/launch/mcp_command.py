@@ -5,20 +5,28 @@ from __future__ import annotations
 
 import click
 
-from ..progress import MissingExtra
-from ..core.settings import Settings
 from ..cli.common import database_url_option, engine_from, friendly_errors, main_group, principal, token_option
-from ..core import permissions
 from ..cli.worker import DEFINITIONS_ENV, load_registry
+from ..core import permissions
+from ..core.settings import Settings
 from ..mcp import server as mcp_server
+from ..progress import MissingExtra
 
 
 @main_group.command("mcp")
 @database_url_option
-@click.option("--allow-actions", is_flag=True,
-              help="Offer the tools that act (verbs, signals, operations), as the principal of --token, with a reason.")
-@click.option("--definitions", metavar="MODULE", envvar=DEFINITIONS_ENV, show_envvar=True,
-              help="Module exposing REGISTRY: the workflow definitions (resume, resume_at, skip and rerun need them).")
+@click.option(
+    "--allow-actions",
+    is_flag=True,
+    help="Offer the tools that act (verbs, signals, operations), as the principal of --token, with a reason.",
+)
+@click.option(
+    "--definitions",
+    metavar="MODULE",
+    envvar=DEFINITIONS_ENV,
+    show_envvar=True,
+    help="Module exposing REGISTRY: the workflow definitions (resume, resume_at, skip and rerun need them).",
+)
 @token_option
 @friendly_errors
 def mcp(database_url, allow_actions, definitions, token):
@@ -31,7 +39,8 @@ def mcp(database_url, allow_actions, definitions, token):
     engine = engine_from(database_url, pool_size=2, max_overflow=0)
     try:
         who = principal(engine, token, permissions.MCP)
-        mcp_server.build(engine, settings, allow_actions=allow_actions, principal=who,
-                         token=token.strip() if token else None).run("stdio")
+        mcp_server.build(
+            engine, settings, allow_actions=allow_actions, principal=who, token=token.strip() if token else None
+        ).run("stdio")
     finally:
         engine.dispose()

@@ -11,18 +11,18 @@ from pathlib import Path
 import click
 
 from .. import db, schema
-from ..app import create_app
-from ..auth import Auth, UsersFileError, passwords
-from ..core.settings import Settings
 from ..access_log import AccessLog
 from ..access_log import log as _access
+from ..app import create_app
+from ..auth import Auth, UsersFileError, passwords
+from ..cli.common import database_url_option, engine_from, friendly_errors, main_group
+from ..cli.users import USERS_FILE_ENV
+from ..cli.worker import DEFINITIONS_ENV, load_registry
+from ..core.settings import Settings
 from ..db import describe_url
 from ..plumbing import forwarded
 from ..progress import MissingExtra
 from ..schema import status as schema_status
-from ..cli.common import database_url_option, engine_from, friendly_errors, main_group
-from ..cli.users import USERS_FILE_ENV
-from ..cli.worker import DEFINITIONS_ENV, load_registry
 
 log = logging.getLogger("pgbus_web.serve")
 LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
@@ -57,22 +57,35 @@ def check_schema(database_url, install: bool = False) -> None:
         raise click.ClickException(f"{problem} (or start with --install-schema)")
 
 
-def build_app(database_url, replica_url=None, *, registry=None, secret_key=None, trusted_proxies=0,
-              trusted_proxy_addresses=(), auth=None, replica_max_lag=db.REPLICA_MAX_LAG, **timeouts):
+def build_app(
+    database_url,
+    replica_url=None,
+    *,
+    registry=None,
+    secret_key=None,
+    trusted_proxies=0,
+    trusted_proxy_addresses=(),
+    auth=None,
+    replica_max_lag=db.REPLICA_MAX_LAG,
+    **timeouts,
+):
     """The standalone app for one database, its primary checked with one
     round trip; *registry* the workflow definitions or None;
     *timeouts* are Settings' ``*_timeout`` fields; *auth* a
     pgbus_web.auth.Auth (sign-in) or None."""
-    settings = Settings(registry=registry, secret_key=secret_key,
-                        replica_max_lag=replica_max_lag, **timeouts)
+    settings = Settings(registry=registry, secret_key=secret_key, replica_max_lag=replica_max_lag, **timeouts)
     primary = engine_from(database_url, bounds=settings.bounds())
     # The replica unchecked: one that is down at start is read around
     # (pages read the primary) until it answers.
     replica = db.create_engine(replica_url, settings.bounds()) if replica_url else None
     return create_app(
-        {"settings": settings, "database": db.Database(primary, replica, settings.replica_max_lag),
-         "trusted_proxies": trusted_proxies,
-         "trusted_proxy_addresses": trusted_proxy_addresses, "auth": auth}
+        {
+            "settings": settings,
+            "database": db.Database(primary, replica, settings.replica_max_lag),
+            "trusted_proxies": trusted_proxies,
+            "trusted_proxy_addresses": trusted_proxy_addresses,
+            "auth": auth,
+        }
     )
 
 
@@ -99,8 +112,9 @@ def create_server(app, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, threa
         # waitress would strip X-Forwarded-Proto/-For/-Host/-Port from every
         # peer, its trusted_proxy being a single address; the app decides
         # instead, from --trusted-proxy (plumbing/forwarded.py).
-        return waitress.create_server(app, host=host, port=port, threads=threads, ident="pgbus-web",
-                                      clear_untrusted_proxy_headers=False)
+        return waitress.create_server(
+            app, host=host, port=port, threads=threads, ident="pgbus-web", clear_untrusted_proxy_headers=False
+        )
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise click.ClickException(f"cannot listen on {host}:{port}: {reason}") from None
@@ -154,8 +168,12 @@ def auth_from(host, users_file, trusted_header, trusted_role_header, trusted_pro
     if trusted_role_header and not trusted_header:
         raise click.ClickException("--trusted-role-header needs --trusted-header")
     try:
-        auth = Auth(users_file, trusted_header=trusted_header, trusted_role_header=trusted_role_header,
-                    trusted_proxies=trusted_proxy)
+        auth = Auth(
+            users_file,
+            trusted_header=trusted_header,
+            trusted_role_header=trusted_role_header,
+            trusted_proxies=trusted_proxy,
+        )
     except (ValueError, UsersFileError) as exc:
         raise click.ClickException(str(exc)) from None
     if auth.users is not None and not auth.users.users() and not trusted_header:
@@ -165,65 +183,182 @@ def auth_from(host, users_file, trusted_header, trusted_role_header, trusted_pro
 
 def _seconds(name: str, default: float, help: str, minimum: float = 0.1):
     return click.option(
-        f"--{name}", type=click.FloatRange(min=minimum), default=default, show_default=True,
-        envvar=f"PGBUS_WEB_{name.upper().replace('-', '_')}", metavar="SECONDS", help=help,
+        f"--{name}",
+        type=click.FloatRange(min=minimum),
+        default=default,
+        show_default=True,
+        envvar=f"PGBUS_WEB_{name.upper().replace('-', '_')}",
+        metavar="SECONDS",
+        help=help,
     )
 
 
 @main_group.command("serve")
 @database_url_option
-@click.option("--replica-url", envvar="PGBUS_REPLICA_URL", show_envvar=True,
-              help="Read-only replica the pages may read from.")
-@click.option("--host", default=DEFAULT_HOST, show_default=True, envvar="PGBUS_WEB_HOST", show_envvar=True,
-              help="Address to listen on; anything but loopback needs sign-in or --no-auth.")
-@click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True,
-              envvar=["PGBUS_WEB_PORT", "PORT"], show_envvar=True, help="0: any free port.")
-@click.option("--threads", type=click.IntRange(min=1), default=THREADS, show_default=True,
-              envvar="PGBUS_WEB_THREADS", show_envvar=True, help="Requests served at once.")
-@click.option("--definitions", metavar="MODULE", envvar=DEFINITIONS_ENV, show_envvar=True,
-              help="Module exposing REGISTRY: offers the verbs that need a run's step list.")
-@click.option("--secret-key", envvar="PGBUS_WEB_SECRET_KEY", show_envvar=True,
-              help="Signs sessions and CSRF tokens; give every process behind one address the same "
-                   "(otherwise a random key: sign-ins and forms last as long as the process).")
-@click.option("--users-file", type=click.Path(dir_okay=False, path_type=Path), envvar=USERS_FILE_ENV,
-              show_envvar=True, help="Ask for sign-in: the users of `pgbus-web users add`.")
-@click.option("--trusted-header", metavar="NAME", envvar="PGBUS_WEB_TRUSTED_HEADER", show_envvar=True,
-              help="Take the user's name from this header of an auth proxy (e.g. X-Forwarded-User).")
-@click.option("--trusted-role-header", metavar="NAME", envvar="PGBUS_WEB_TRUSTED_ROLE_HEADER", show_envvar=True,
-              help="The header with the user's role (viewer or operator); else the users file's, else viewer.")
-@click.option("--trusted-proxy", metavar="CIDR", multiple=True, envvar="PGBUS_WEB_TRUSTED_PROXY", show_envvar=True,
-              help="Address or network the trusted headers and --trusted-proxies' X-Forwarded-* are "
-                   "believed from (repeatable; loopback when not given); from anywhere else they are ignored.")
-@click.option("--no-auth", is_flag=True, envvar="PGBUS_WEB_NO_AUTH", show_envvar=True,
-              help="Serve without sign-in on a non-loopback --host: anyone who reaches it may act.")
-@click.option("--install-schema", is_flag=True, envvar="PGBUS_WEB_INSTALL_SCHEMA", show_envvar=True,
-              help="Install the schema first when the database has none.")
-@click.option("--trusted-proxies", type=click.IntRange(min=0), default=0, show_default=True,
-              envvar="PGBUS_WEB_TRUSTED_PROXIES", show_envvar=True, metavar="N",
-              help="Reverse proxies in front of the server whose X-Forwarded-* headers to believe "
-                   "(1 behind one TLS proxy), from --trusted-proxy addresses only; 0 ignores those headers.")
-@click.option("--access-log/--no-access-log", default=True, show_default=True, envvar="PGBUS_WEB_ACCESS_LOG",
-              show_envvar=True, help="One line per request on stdout, in the format of the other log lines.")
-@_seconds("connect-timeout", db.CONNECT_TIMEOUT, "Opening a database connection (whole seconds, at least 2).",
-          minimum=2)
-@_seconds("statement-timeout", db.STATEMENT_TIMEOUT,
-          f"A page's statement, cancelled by the server; the client gives up {db.ANSWER_GRACE}s later.")
+@click.option(
+    "--replica-url", envvar="PGBUS_REPLICA_URL", show_envvar=True, help="Read-only replica the pages may read from."
+)
+@click.option(
+    "--host",
+    default=DEFAULT_HOST,
+    show_default=True,
+    envvar="PGBUS_WEB_HOST",
+    show_envvar=True,
+    help="Address to listen on; anything but loopback needs sign-in or --no-auth.",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=DEFAULT_PORT,
+    show_default=True,
+    envvar=["PGBUS_WEB_PORT", "PORT"],
+    show_envvar=True,
+    help="0: any free port.",
+)
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    default=THREADS,
+    show_default=True,
+    envvar="PGBUS_WEB_THREADS",
+    show_envvar=True,
+    help="Requests served at once.",
+)
+@click.option(
+    "--definitions",
+    metavar="MODULE",
+    envvar=DEFINITIONS_ENV,
+    show_envvar=True,
+    help="Module exposing REGISTRY: offers the verbs that need a run's step list.",
+)
+@click.option(
+    "--secret-key",
+    envvar="PGBUS_WEB_SECRET_KEY",
+    show_envvar=True,
+    help="Signs sessions and CSRF tokens; give every process behind one address the same "
+    "(otherwise a random key: sign-ins and forms last as long as the process).",
+)
+@click.option(
+    "--users-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar=USERS_FILE_ENV,
+    show_envvar=True,
+    help="Ask for sign-in: the users of `pgbus-web users add`.",
+)
+@click.option(
+    "--trusted-header",
+    metavar="NAME",
+    envvar="PGBUS_WEB_TRUSTED_HEADER",
+    show_envvar=True,
+    help="Take the user's name from this header of an auth proxy (e.g. X-Forwarded-User).",
+)
+@click.option(
+    "--trusted-role-header",
+    metavar="NAME",
+    envvar="PGBUS_WEB_TRUSTED_ROLE_HEADER",
+    show_envvar=True,
+    help="The header with the user's role (viewer or operator); else the users file's, else viewer.",
+)
+@click.option(
+    "--trusted-proxy",
+    metavar="CIDR",
+    multiple=True,
+    envvar="PGBUS_WEB_TRUSTED_PROXY",
+    show_envvar=True,
+    help="Address or network the trusted headers and --trusted-proxies' X-Forwarded-* are "
+    "believed from (repeatable; loopback when not given); from anywhere else they are ignored.",
+)
+@click.option(
+    "--no-auth",
+    is_flag=True,
+    envvar="PGBUS_WEB_NO_AUTH",
+    show_envvar=True,
+    help="Serve without sign-in on a non-loopback --host: anyone who reaches it may act.",
+)
+@click.option(
+    "--install-schema",
+    is_flag=True,
+    envvar="PGBUS_WEB_INSTALL_SCHEMA",
+    show_envvar=True,
+    help="Install the schema first when the database has none.",
+)
+@click.option(
+    "--trusted-proxies",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    envvar="PGBUS_WEB_TRUSTED_PROXIES",
+    show_envvar=True,
+    metavar="N",
+    help="Reverse proxies in front of the server whose X-Forwarded-* headers to believe "
+    "(1 behind one TLS proxy), from --trusted-proxy addresses only; 0 ignores those headers.",
+)
+@click.option(
+    "--access-log/--no-access-log",
+    default=True,
+    show_default=True,
+    envvar="PGBUS_WEB_ACCESS_LOG",
+    show_envvar=True,
+    help="One line per request on stdout, in the format of the other log lines.",
+)
+@_seconds(
+    "connect-timeout", db.CONNECT_TIMEOUT, "Opening a database connection (whole seconds, at least 2).", minimum=2
+)
+@_seconds(
+    "statement-timeout",
+    db.STATEMENT_TIMEOUT,
+    f"A page's statement, cancelled by the server; the client gives up {db.ANSWER_GRACE}s later.",
+)
 @_seconds("pool-timeout", db.POOL_TIMEOUT, "Waiting for a free connection when all are in use.")
 @_seconds("health-timeout", db.HEALTH_TIMEOUT, "/health in all (its own connection; at least 2s to connect).")
-@_seconds("replica-max-lag", db.REPLICA_MAX_LAG,
-          "Pages read --replica-url only while it is at most this far behind the primary (docs/replica.md).",
-          minimum=0)
+@_seconds(
+    "replica-max-lag",
+    db.REPLICA_MAX_LAG,
+    "Pages read --replica-url only while it is at most this far behind the primary (docs/replica.md).",
+    minimum=0,
+)
 @_seconds("metrics-interval", 15.0, "/metrics reads the database at most once per this (docs/metrics.md).")
-@click.option("--approval-threshold", type=click.IntRange(min=0), envvar="PGBUS_WEB_APPROVAL_THRESHOLD",
-              show_envvar=True, metavar="RUNS",
-              help="Also wait for another principal's approval above this many runs of --approval-verbs (the policy's approval rule applies in any case; this can only add waits).")
-@click.option("--approval-verbs", envvar="PGBUS_WEB_APPROVAL_VERBS", show_envvar=True, metavar="VERB,...",
-              help="The verbs --approval-threshold applies to (default: every verb).")
+@click.option(
+    "--approval-threshold",
+    type=click.IntRange(min=0),
+    envvar="PGBUS_WEB_APPROVAL_THRESHOLD",
+    show_envvar=True,
+    metavar="RUNS",
+    help="Also wait for another principal's approval above this many runs of --approval-verbs (the policy's approval rule applies in any case; this can only add waits).",
+)
+@click.option(
+    "--approval-verbs",
+    envvar="PGBUS_WEB_APPROVAL_VERBS",
+    show_envvar=True,
+    metavar="VERB,...",
+    help="The verbs --approval-threshold applies to (default: every verb).",
+)
 @friendly_errors
-def serve(database_url, replica_url, host, port, threads, definitions, secret_key, users_file, trusted_header,
-          trusted_role_header, trusted_proxy, no_auth, install_schema, trusted_proxies, access_log,
-          connect_timeout, statement_timeout, pool_timeout, health_timeout, replica_max_lag, metrics_interval,
-          approval_threshold=None, approval_verbs=None):
+def serve(
+    database_url,
+    replica_url,
+    host,
+    port,
+    threads,
+    definitions,
+    secret_key,
+    users_file,
+    trusted_header,
+    trusted_role_header,
+    trusted_proxy,
+    no_auth,
+    install_schema,
+    trusted_proxies,
+    access_log,
+    connect_timeout,
+    statement_timeout,
+    pool_timeout,
+    health_timeout,
+    replica_max_lag,
+    metrics_interval,
+    approval_threshold=None,
+    approval_verbs=None,
+):
     """Serve the dashboard for one database, until SIGTERM or Ctrl-C.
 
     Without --users-file or --trusted-header it serves on loopback only
@@ -246,12 +381,21 @@ def serve(database_url, replica_url, host, port, threads, definitions, secret_ke
     try:
         check_schema(database_url, install=install_schema)
         app = build_app(
-            database_url, replica_url, registry=registry, secret_key=secret_key,
-            trusted_proxies=trusted_proxies, trusted_proxy_addresses=trusted_proxy, auth=auth,
+            database_url,
+            replica_url,
+            registry=registry,
+            secret_key=secret_key,
+            trusted_proxies=trusted_proxies,
+            trusted_proxy_addresses=trusted_proxy,
+            auth=auth,
             connect_timeout=connect_timeout,
-            statement_timeout=statement_timeout, pool_timeout=pool_timeout, health_timeout=health_timeout,
-            metrics_interval=metrics_interval, replica_max_lag=replica_max_lag,
-            approval_threshold=approval_threshold, approval_verbs=approval_verbs or None,
+            statement_timeout=statement_timeout,
+            pool_timeout=pool_timeout,
+            health_timeout=health_timeout,
+            metrics_interval=metrics_interval,
+            replica_max_lag=replica_max_lag,
+            approval_threshold=approval_threshold,
+            approval_verbs=approval_verbs or None,
         )
     except BaseException:
         server.close()

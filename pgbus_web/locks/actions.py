@@ -142,9 +142,9 @@ def release_planned(conn: Connection, plan: ReapPlan) -> int:
     row: one a retry re-stamped, a job bound or a successor re-acquired
     since the plan was made stays. A gone row is passed with no send time,
     so only the row still bound to that message goes."""
-    holders = [
-        (row["lock_key"], row["queue_name"], row["msg_id"], row["created_at"]) for row in plan.orphans
-    ] + [(row["lock_key"], row["queue_name"], row["msg_id"], None) for row in plan.gone]
+    holders = [(row["lock_key"], row["queue_name"], row["msg_id"], row["created_at"]) for row in plan.orphans] + [
+        (row["lock_key"], row["queue_name"], row["msg_id"], None) for row in plan.gone
+    ]
     return uniqueness_keys.release_all_held_by(conn, holders)
 
 

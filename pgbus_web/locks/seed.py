@@ -66,8 +66,7 @@ def _send_bound(conn: Connection, queue: str, keys: list[str]) -> list[int]:
     """Send one message per key and bind each key's lock to its message;
     messages are back-dated over LIVE_SPAN, each lock acquired just before."""
     messages = [
-        json.dumps({"job_class": key.split(":")[2], "arguments": [], UNIQUENESS_METADATA_KEY: key})
-        for key in keys
+        json.dumps({"job_class": key.split(":")[2], "arguments": [], UNIQUENESS_METADATA_KEY: key}) for key in keys
     ]
     ids = pgmq_queues.send_batch(conn, queue, messages)
     uniqueness_keys.bind_backdated(conn, pgmq_queues.find_queue(conn, queue), ids, span=LIVE_SPAN)
@@ -126,5 +125,7 @@ def seed_locks(
 
         orphans = [_key(rng) for _ in range(counts[ORPHAN])]
         for chunk in _chunks(orphans):
-            uniqueness_keys.insert_unbound_backdated(conn, chunk, older_than=age_floor + timedelta(minutes=1), span=ORPHAN_SPAN)
+            uniqueness_keys.insert_unbound_backdated(
+                conn, chunk, older_than=age_floor + timedelta(minutes=1), span=ORPHAN_SPAN
+            )
     return counts

@@ -18,26 +18,35 @@ tool does not take is refused, not ignored.
 
 from __future__ import annotations
 
-import json
-
 import dataclasses
 import inspect
+import json
 import time
 from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from ..core import representations as rep
-from ..rules import run_filters, states
 from ..core import acts as scripted
-from ..core import operation_runs
-from ..runtime import errors, operations
-from ..runtime.clock import utcnow
+from ..core import (
+    checks,
+    exports,
+    operation_acts,
+    operation_runs,
+    permissions,
+    policy,
+    problems,
+    redacting,
+    tokens,
+    worker_reads,
+)
 from ..core import reads as context
-from ..core import checks, exports, operation_acts, permissions, policy, problems, redacting, tokens, worker_reads
+from ..core import representations as rep
 from ..core.compare import CompareRefused
 from ..core.settings import Settings
 from ..i18n import t
+from ..rules import run_filters, states
+from ..runtime import errors, operations
+from ..runtime.clock import utcnow
 
 NAME = "pgbus-web"
 # Runs find_runs lists at most.
@@ -57,10 +66,18 @@ def _tool_error(message: str):
 def _refused(problem: Exception, **names):
     """*problem* as a tool error: a refused input in the refusal table's
     words (the pages' and the API's), anything else as the runtime says it."""
-    if isinstance(problem, (checks.FormError, run_filters.FilterError, operations.OperationNotFound,
-                            CompareRefused, permissions.NotPermitted, operations.OperationError,
-                            errors.AttemptsUsedUp)) \
-            or problems.is_input(problem):
+    if isinstance(
+        problem,
+        (
+            checks.FormError,
+            run_filters.FilterError,
+            operations.OperationNotFound,
+            CompareRefused,
+            permissions.NotPermitted,
+            operations.OperationError,
+            errors.AttemptsUsedUp,
+        ),
+    ) or problems.is_input(problem):
         return _tool_error(problems.refusal(problem, **names).message)
     return _tool_error(str(problem))
 
@@ -112,11 +129,22 @@ class Tools:
         operation may do on it."""
         return {"groups": scripted.attention(self.engine, self.settings)}
 
-    def find_runs(self, q: str | None = None, workflow_class: str | None = None, status: str | None = None, reason: str | None = None,
-                  step: str | None = None, subject: str | None = None, error_class: str | None = None,
-                  no_error_class: bool = False, since: str | None = None, before: int | None = None,
-                  limit: int = 50, arguments: dict[str, Any] | None = None,
-                  signal_payload: dict[str, Any] | None = None) -> dict[str, Any]:
+    def find_runs(
+        self,
+        q: str | None = None,
+        workflow_class: str | None = None,
+        status: str | None = None,
+        reason: str | None = None,
+        step: str | None = None,
+        subject: str | None = None,
+        error_class: str | None = None,
+        no_error_class: bool = False,
+        since: str | None = None,
+        before: int | None = None,
+        limit: int = 50,
+        arguments: dict[str, Any] | None = None,
+        signal_payload: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """Runs matching the dashboard index's filters, newest first: status
         (pending, ready, running, waiting, paused, completed, failed,
         cancelled), reason (stalled, paused_error, paused_manual, overdue,
@@ -130,14 +158,25 @@ class Tools:
         holding the value); `signal_payload` the same inside any signal's
         payload. `next_before` pages to older runs."""
         json_filters = {f"{run_filters.ARG_PREFIX}{path}": _typed(value) for path, value in (arguments or {}).items()}
-        json_filters.update({f"{run_filters.SIGNAL_PREFIX}{path}": _typed(value)
-                             for path, value in (signal_payload or {}).items()})
-        filters = _filters({**json_filters,
-            "q": q, "workflow_class": workflow_class, "status": status, "reason": reason, "step": step,
-            "subject": subject, "error_class": error_class,
-            "no_error_class": run_filters.NO_ERROR_CLASS if no_error_class else None, "since": since,
-            "before": before,
-        }, cursors=True)
+        json_filters.update(
+            {f"{run_filters.SIGNAL_PREFIX}{path}": _typed(value) for path, value in (signal_payload or {}).items()}
+        )
+        filters = _filters(
+            {
+                **json_filters,
+                "q": q,
+                "workflow_class": workflow_class,
+                "status": status,
+                "reason": reason,
+                "step": step,
+                "subject": subject,
+                "error_class": error_class,
+                "no_error_class": run_filters.NO_ERROR_CLASS if no_error_class else None,
+                "since": since,
+                "before": before,
+            },
+            cursors=True,
+        )
         settings = dataclasses.replace(self.settings, page_size=max(1, min(int(limit), MAX_RUNS)))
         page = scripted.runs(self.engine, settings, self._searchable(filters))
         return {"runs": page.runs, "next_before": page.next_before}
@@ -154,8 +193,9 @@ class Tools:
         except CompareRefused as problem:
             raise _refused(problem) from None
 
-    def export_runs(self, format: str, filters: dict[str, Any] | None = None,
-                    limit: int = exports.EXCERPT_ROWS) -> dict[str, Any]:
+    def export_runs(
+        self, format: str, filters: dict[str, Any] | None = None, limit: int = exports.EXCERPT_ROWS
+    ) -> dict[str, Any]:
         """The runs `filters` match (find_runs' filters by their query
         names: "arg.customer_id": 42 searches inside the arguments,
         "signal.carrier": "dhl" inside a signal's payload), oldest first,
@@ -167,15 +207,23 @@ class Tools:
         for the whole set use the command line (pgbus-web runs export) or
         GET /api/v1/runs/export, which stream it."""
         if isinstance(filters, dict):
-            filters = {name: _typed(value) if str(name).startswith(run_filters.JSON_PREFIXES) else value
-                       for name, value in filters.items()}
+            filters = {
+                name: _typed(value) if str(name).startswith(run_filters.JSON_PREFIXES) else value
+                for name, value in filters.items()
+            }
         found = self._searchable(_filters({} if filters is None else filters, cursors=True))
         try:
             made = exports.excerpt(self.engine.connect, self.settings, found, format, rows=limit)
         except run_filters.FilterError as problem:
             raise _refused(problem) from None
-        return {"filename": made.filename, "content_type": made.content_type, "ceiling_id": made.ceiling_id,
-                "runs": made.rows, "complete": made.complete, "content": made.text}
+        return {
+            "filename": made.filename,
+            "content_type": made.content_type,
+            "ceiling_id": made.ceiling_id,
+            "runs": made.rows,
+            "complete": made.complete,
+            "content": made.text,
+        }
 
     def list_workers(self) -> dict[str, Any]:
         """Workers and serving processes with their heartbeat, alive first:
@@ -194,8 +242,7 @@ class Tools:
         the run saying so (with `reason`)."""
         try:
             if reveal:
-                return scripted.reveal(self.engine, self.settings, workflow_id, principal=self.principal,
-                                       reason=reason)
+                return scripted.reveal(self.engine, self.settings, workflow_id, principal=self.principal, reason=reason)
             return scripted.run(self.engine, self.settings, workflow_id)
         except permissions.NotPermitted as problem:
             raise _refused(problem, workflow_id=workflow_id) from None
@@ -210,18 +257,26 @@ class Tools:
         except run_filters.FilterError as problem:
             raise _refused(problem) from None
 
-    def preview_operation(self, verb: str, filters: dict[str, str], at: str | None = None,
-                          from_step: str | None = None, signal_name: str | None = None,
-                          payload: dict[str, Any] | None = None) -> dict[str, Any]:
+    def preview_operation(
+        self,
+        verb: str,
+        filters: dict[str, str],
+        at: str | None = None,
+        from_step: str | None = None,
+        signal_name: str | None = None,
+        payload: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """What an operation doing `verb` on every run `filters` matches (the
         find_runs filters, or a needs-attention group's `filters`) would do
         now: how many runs, which it fits and skips, a sample. Changes nothing.
         For verb signal, `signal_name` and a JSON object `payload`."""
-        found, parsed = self._input(verb, filters, None, False, at=at, from_step=from_step, name=signal_name,
-                                    payload=payload)
+        found, parsed = self._input(
+            verb, filters, None, False, at=at, from_step=from_step, name=signal_name, payload=payload
+        )
         try:
-            shown = operation_acts.preview(self.engine, self.settings, self.principal, found, parsed.verb,
-                                           parsed.params)
+            shown = operation_acts.preview(
+                self.engine, self.settings, self.principal, found, parsed.verb, parsed.params
+            )
         except (errors.WorkflowError, operations.OperationError, permissions.NotPermitted) as problem:
             raise _refused(problem, verb=verb) from None
         return rep.preview(shown)
@@ -236,8 +291,9 @@ class Tools:
 
     # --- acts --------------------------------------------------------------
 
-    def act_on_run(self, workflow_id: str, verb: str, reason: str, at: str | None = None,
-                   from_step: str | None = None) -> dict[str, Any]:
+    def act_on_run(
+        self, workflow_id: str, verb: str, reason: str, at: str | None = None, from_step: str | None = None
+    ) -> dict[str, Any]:
         """Do `verb` (one of the run's `available_actions` but signal:
         resume, resume_at, run_now, reschedule, skip, pause, cancel, rerun) on
         one run, as the dashboard's button does. `at` (ISO 8601 with a zone,
@@ -247,28 +303,59 @@ class Tools:
         if verb not in scripted.REASONED:
             raise _refused(errors.UnknownVerb(verb)) from None
         try:
-            return scripted.act(self.engine, self.settings, verb, workflow_id, principal=self.principal,
-                                reason=reason, at=at, from_step=from_step)
+            return scripted.act(
+                self.engine,
+                self.settings,
+                verb,
+                workflow_id,
+                principal=self.principal,
+                reason=reason,
+                at=at,
+                from_step=from_step,
+            )
         except (checks.FormError, errors.WorkflowError, permissions.NotPermitted) as problem:
             raise _refused(problem, verb=verb, workflow_id=workflow_id) from None
 
-    def send_signal(self, workflow_id: str, name: str, reason: str, payload: dict[str, Any] | None = None,
-                    idempotency_key: str | None = None) -> dict[str, Any]:
+    def send_signal(
+        self,
+        workflow_id: str,
+        name: str,
+        reason: str,
+        payload: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> dict[str, Any]:
         """Send signal `name` with a JSON object `payload` to one ongoing run;
         a step waiting for it becomes due. `reason` is required and goes on
         the signal's audit event, with its name and key."""
         reason = _require(reason)
         try:
-            return scripted.send_signal(self.engine, self.settings, workflow_id, name,
-                                        {} if payload is None else payload, principal=self.principal,
-                                        idempotency_key=idempotency_key, reason=reason, require_reason=True)
+            return scripted.send_signal(
+                self.engine,
+                self.settings,
+                workflow_id,
+                name,
+                {} if payload is None else payload,
+                principal=self.principal,
+                idempotency_key=idempotency_key,
+                reason=reason,
+                require_reason=True,
+            )
         except (checks.FormError, errors.WorkflowError, permissions.NotPermitted) as problem:
             raise _refused(problem, verb="signal", workflow_id=workflow_id) from None
 
-    def start_operation(self, verb: str, filters: dict[str, str], reason: str, expected_runs: int,
-                        at: str | None = None, from_step: str | None = None, signal_name: str | None = None,
-                        payload: dict[str, Any] | None = None, rate: float | None = None,
-                        max_in_flight: int | None = None) -> dict[str, Any]:
+    def start_operation(
+        self,
+        verb: str,
+        filters: dict[str, str],
+        reason: str,
+        expected_runs: int,
+        at: str | None = None,
+        from_step: str | None = None,
+        signal_name: str | None = None,
+        payload: dict[str, Any] | None = None,
+        rate: float | None = None,
+        max_in_flight: int | None = None,
+    ) -> dict[str, Any]:
         """Do `verb` on every run `filters` matches, as a tracked operation,
         and answer when it is done. `expected_runs` is the `total` that
         preview_operation showed: if the filter matches another count now,
@@ -276,12 +363,30 @@ class Tools:
         `rate` (runs per second) and `max_in_flight` pace it; over the
         policy's approval threshold it waits for another principal's
         approval and the answer says awaiting_approval."""
-        found, parsed = self._input(verb, filters, reason, True, at=at, from_step=from_step, name=signal_name,
-                                    payload=payload, rate=rate, max_in_flight=max_in_flight)
+        found, parsed = self._input(
+            verb,
+            filters,
+            reason,
+            True,
+            at=at,
+            from_step=from_step,
+            name=signal_name,
+            payload=payload,
+            rate=rate,
+            max_in_flight=max_in_flight,
+        )
         try:
             operation = operation_acts.start(
-                self.engine, self.settings, self.principal, found, parsed.verb, parsed.params,
-                reason=parsed.reason, expected=int(expected_runs), **parsed.pace)
+                self.engine,
+                self.settings,
+                self.principal,
+                found,
+                parsed.verb,
+                parsed.params,
+                reason=parsed.reason,
+                expected=int(expected_runs),
+                **parsed.pace,
+            )
         except (errors.WorkflowError, operations.OperationError, permissions.NotPermitted) as problem:
             raise _refused(problem, verb=verb) from None
         if operation["status"] == states.OPERATION_AWAITING_APPROVAL:
@@ -294,8 +399,11 @@ class Tools:
         reason = _require(reason)
         operation_id = _operation_id(operation_id)
         try:
-            return {"operation": rep.operation(operation_acts.cancel(self.engine, self.principal, operation_id,
-                                                                     reason=reason))}
+            return {
+                "operation": rep.operation(
+                    operation_acts.cancel(self.engine, self.principal, operation_id, reason=reason)
+                )
+            }
         except (operations.OperationError, permissions.NotPermitted) as problem:
             raise _refused(problem) from None
 
@@ -305,18 +413,28 @@ class Tools:
         """The operation's filters and form, by the pages' checks."""
         _filters(filters)  # the filters' own refusal first, as the API's body reads them
         try:
-            return scripted.operation_input(verb, filters, reason=reason, require_reason=require_reason,
-                                            now=utcnow(), **fields)
+            return scripted.operation_input(
+                verb, filters, reason=reason, require_reason=require_reason, now=utcnow(), **fields
+            )
         except (checks.FormError, run_filters.FilterError) as problem:
             raise _refused(problem, verb=verb) from None
 
     def _finish(self, operation_id: int) -> dict[str, Any]:
-        return operation_runs.run_to_end(self.engine, self.settings.registry, operation_id, poll=POLL,
-                                         deadline=time.monotonic() + OPERATION_WAIT)
+        return operation_runs.run_to_end(
+            self.engine, self.settings.registry, operation_id, poll=POLL, deadline=time.monotonic() + OPERATION_WAIT
+        )
 
 
-READ_TOOLS = ("needs_attention", "find_runs", "show_run", "preview_operation", "show_operation", "list_workers",
-              "compare_runs", "export_runs")
+READ_TOOLS = (
+    "needs_attention",
+    "find_runs",
+    "show_run",
+    "preview_operation",
+    "show_operation",
+    "list_workers",
+    "compare_runs",
+    "export_runs",
+)
 ACT_TOOLS = ("act_on_run", "send_signal", "start_operation", "cancel_operation")
 
 
@@ -347,8 +465,14 @@ def token_refused(engine: Engine, token: str) -> str | None:
     return problems.token_refused(tokens.refused(engine, token)).message
 
 
-def build(engine: Engine, settings: Settings, *, allow_actions: bool = False,
-          principal: permissions.Principal | None = None, token: str | None = None):
+def build(
+    engine: Engine,
+    settings: Settings,
+    *,
+    allow_actions: bool = False,
+    principal: permissions.Principal | None = None,
+    token: str | None = None,
+):
     """The MCPServer with the read tools, and the acting ones when allowed.
     *token*: the one *principal* was proven by, asked again at every call."""
     from mcp.server.mcpserver import MCPServer
@@ -367,18 +491,28 @@ def build(engine: Engine, settings: Settings, *, allow_actions: bool = False,
             return await super().call_tool(name, arguments, context)
 
     tools = Tools(engine, settings, principal)
-    server = Server(NAME, instructions=(
-        "pgbus workflow runs: needs_attention lists what needs a person; find_runs and show_run read runs; "
-        "compare_runs puts two side by side; export_runs gives a filter's runs as CSV or NDJSON. "
-        + ("act_on_run, send_signal and start_operation act, with a required reason, as this server's principal "
-           f"({tools.principal.actor}), under the dashboard's policy."
-           if allow_actions else "Read-only: started without --allow-actions.")))
+    server = Server(
+        NAME,
+        instructions=(
+            "pgbus workflow runs: needs_attention lists what needs a person; find_runs and show_run read runs; "
+            "compare_runs puts two side by side; export_runs gives a filter's runs as CSV or NDJSON. "
+            + (
+                "act_on_run, send_signal and start_operation act, with a required reason, as this server's principal "
+                f"({tools.principal.actor}), under the dashboard's policy."
+                if allow_actions
+                else "Read-only: started without --allow-actions."
+            )
+        ),
+    )
     for name in READ_TOOLS:
-        server.add_tool(getattr(tools, name), name=name,
-                        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
+        server.add_tool(
+            getattr(tools, name), name=name, annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False)
+        )
     if allow_actions:
         for name in ACT_TOOLS:
-            server.add_tool(getattr(tools, name), name=name,
-                            annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True,
-                                                        open_world_hint=False))
+            server.add_tool(
+                getattr(tools, name),
+                name=name,
+                annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False),
+            )
     return server

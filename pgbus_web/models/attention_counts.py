@@ -10,7 +10,7 @@ current_step)``), a text array; its group's moments are read from
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -24,8 +24,10 @@ CLASS, STATUS, STEP, ERROR_CLASS, STEP_STATUS = 1, 2, 3, 4, 5
 
 def key_sql(alias: str) -> str:
     """The key of run *alias*, as the triggers and the moments index write it."""
-    return (f"ARRAY[{alias}.workflow_class, {alias}.status, COALESCE({alias}.latest_step_name, "
-            f"{alias}.current_step), {alias}.latest_error_class, {alias}.latest_step_status]")
+    return (
+        f"ARRAY[{alias}.workflow_class, {alias}.status, COALESCE({alias}.latest_step_name, "
+        f"{alias}.current_step), {alias}.latest_error_class, {alias}.latest_step_status]"
+    )
 
 
 def moment_sql(alias: str) -> str:
@@ -57,9 +59,9 @@ def kept_sql(*, by_class: bool) -> str:
 
 def _probe(order: str, extra: str = "") -> str:
     return f"""
-        SELECT {moment_sql('r')} AS since, r.id
+        SELECT {moment_sql("r")} AS since, r.id
         FROM pgbus_workflows r
-        WHERE {key_sql('r')} = {{key}} AND r.status IN ({_IN_STATUSES}) {extra}
+        WHERE {key_sql("r")} = {{key}} AND r.status IN ({_IN_STATUSES}) {extra}
         ORDER BY {order}
         LIMIT 1
     """
@@ -82,9 +84,12 @@ def kept(conn: Connection) -> dict[tuple, int]:
 
 def counted(conn: Connection) -> dict[tuple, int]:
     """kept() as count(*) over the runs themselves: what it must equal."""
-    rows = conn.execute(sa.text(
-        f"SELECT {key_sql('w')} AS key, count(*) FROM pgbus_workflows w "
-        f"WHERE w.status IN ({_IN_STATUSES}) GROUP BY 1"))
+    rows = conn.execute(
+        sa.text(
+            f"SELECT {key_sql('w')} AS key, count(*) FROM pgbus_workflows w "
+            f"WHERE w.status IN ({_IN_STATUSES}) GROUP BY 1"
+        )
+    )
     return {tuple(key): runs for key, runs in rows}
 
 
@@ -111,10 +116,13 @@ def repair(conn: Connection) -> int:
         return 0
     conn.execute(sa.text("DELETE FROM pgbus_workflow_attention_deltas"))
     conn.execute(sa.text("DELETE FROM pgbus_workflow_attention_counts"))
-    conn.execute(sa.text(
-        f"INSERT INTO pgbus_workflow_attention_counts (key, runs) "
-        f"SELECT {key_sql('w')}, count(*) FROM pgbus_workflows w "
-        f"WHERE w.status IN ({_IN_STATUSES}) GROUP BY 1"))
+    conn.execute(
+        sa.text(
+            f"INSERT INTO pgbus_workflow_attention_counts (key, runs) "
+            f"SELECT {key_sql('w')}, count(*) FROM pgbus_workflows w "
+            f"WHERE w.status IN ({_IN_STATUSES}) GROUP BY 1"
+        )
+    )
     return wrong
 
 
@@ -138,8 +146,14 @@ def add(conn: Connection, counts: Mapping[tuple, int]) -> None:
             "CAST(:t AS text[]), CAST(:e AS text[]), CAST(:p AS text[]), CAST(:n AS bigint[])) "
             "AS k (c, s, t, e, p, n)"
         ),
-        {"c": list(fields[0]), "s": list(fields[1]), "t": list(fields[2]), "e": list(fields[3]),
-         "p": list(fields[4]), "n": list(counts.values())},
+        {
+            "c": list(fields[0]),
+            "s": list(fields[1]),
+            "t": list(fields[2]),
+            "e": list(fields[3]),
+            "p": list(fields[4]),
+            "n": list(counts.values()),
+        },
     )
 
 

@@ -25,9 +25,8 @@ def find(conn: Connection, batch_id: str) -> dict[str, Any] | None:
 
 # --- Written by the runtime (fan-out steps) ----------------------------------
 
-def insert_batch(
-    conn: Connection, *, batch_id: str, description: str | None, total_jobs: int, now
-) -> dict[str, Any]:
+
+def insert_batch(conn: Connection, *, batch_id: str, description: str | None, total_jobs: int, now) -> dict[str, Any]:
     """Open a batch; one without jobs is finished at once."""
     row = conn.execute(
         sa.text(
@@ -72,7 +71,7 @@ def record_jobs(conn: Connection, batch_id: str, *, completed: int = 0, failed: 
                                    THEN CAST(:now AS timestamptz) ELSE b.finished_at END
             FROM counted
             WHERE b.id = counted.id
-            RETURNING {', '.join('b.' + column.strip() for column in COLUMNS.split(','))}
+            RETURNING {", ".join("b." + column.strip() for column in COLUMNS.split(","))}
             """
         ),
         {"batch_id": batch_id, "completed": int(completed), "failed": int(failed), "now": now},
@@ -83,10 +82,7 @@ def record_jobs(conn: Connection, batch_id: str, *, completed: int = 0, failed: 
 def processing_ids(conn: Connection, *, limit: int = 100) -> list[str]:
     """Batches still processing, oldest first."""
     rows = conn.execute(
-        sa.text(
-            "SELECT batch_id FROM pgbus_batches WHERE status = 'processing' "
-            "ORDER BY created_at, id LIMIT :limit"
-        ),
+        sa.text("SELECT batch_id FROM pgbus_batches WHERE status = 'processing' ORDER BY created_at, id LIMIT :limit"),
         {"limit": int(limit)},
     )
     return [batch_id for (batch_id,) in rows]

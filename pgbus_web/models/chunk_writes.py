@@ -21,8 +21,9 @@ the whole chunk back).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
@@ -71,8 +72,9 @@ _TAKEN = """
 """
 
 
-def facts(conn: Connection, runs: list[Mapping[str, Any]], operation_id: int, *, latest: bool = False,
-          subjects: bool = False) -> dict[str, dict[str, Any]]:
+def facts(
+    conn: Connection, runs: list[Mapping[str, Any]], operation_id: int, *, latest: bool = False, subjects: bool = False
+) -> dict[str, dict[str, Any]]:
     """For each of *runs* (locked by this transaction, in an earlier
     statement: the check sees what committed before the lock), in one
     statement: ``acted``, whether operation *operation_id* already wrote an
@@ -81,13 +83,23 @@ def facts(conn: Connection, runs: list[Mapping[str, Any]], operation_id: int, *,
     run holds its class and subject."""
     if not runs:
         return {}
-    statement = _FACTS.format(latest=_LATEST_SELECT if latest else "", taken=_TAKEN if subjects else "FALSE AS taken",
-                              latest_join=_LATEST_JOIN if latest else "")
-    rows = as_dicts(conn.execute(sa.text(statement), {
-        "operation_id": str(operation_id), "workflow_ids": [run["workflow_id"] for run in runs],
-        "classes": [run.get("workflow_class") for run in runs], "types": [run.get("subject_type") for run in runs],
-        "subjects": [run.get("subject_id") for run in runs],
-    }))
+    statement = _FACTS.format(
+        latest=_LATEST_SELECT if latest else "",
+        taken=_TAKEN if subjects else "FALSE AS taken",
+        latest_join=_LATEST_JOIN if latest else "",
+    )
+    rows = as_dicts(
+        conn.execute(
+            sa.text(statement),
+            {
+                "operation_id": str(operation_id),
+                "workflow_ids": [run["workflow_id"] for run in runs],
+                "classes": [run.get("workflow_class") for run in runs],
+                "types": [run.get("subject_type") for run in runs],
+                "subjects": [run.get("subject_id") for run in runs],
+            },
+        )
+    )
     out = {}
     for row in rows:
         step = None
@@ -107,8 +119,10 @@ _LATEST_FROM_ROW = """
         latest_error_class = s.error_class, latest_scheduled_at = s.scheduled_at,
         latest_waiting_since = s.waiting_since, latest_timeout_at = s.timeout_at
 """
-_STEP_RETURNING = "s.id, s.workflow_id, s.step_name, s.status, s.attempt, s.error_class, s.scheduled_at, " \
-                  "s.waiting_since, s.timeout_at"
+_STEP_RETURNING = (
+    "s.id, s.workflow_id, s.step_name, s.status, s.attempt, s.error_class, s.scheduled_at, "
+    "s.waiting_since, s.timeout_at"
+)
 _EVENT_COLUMNS = "workflow_id, event, actor, reason, step_id, step_name, attempt, details, created_at"
 
 # The first event of each run for schedule_and_move: the verb's own, with
@@ -179,8 +193,18 @@ FROM scheduled s
 
 
 def schedule_and_move(
-    conn: Connection, plans: list[Mapping[str, Any]], *, first: str, from_, due: datetime, due_iso: str,
-    now: datetime, actor: str, reason: str | None, operation_id: int, at: str | None = None,
+    conn: Connection,
+    plans: list[Mapping[str, Any]],
+    *,
+    first: str,
+    from_,
+    due: datetime,
+    due_iso: str,
+    now: datetime,
+    actor: str,
+    reason: str | None,
+    operation_id: int,
+    at: str | None = None,
     clear_finished: bool = False,
 ) -> dict[str, dict[str, Any]]:
     """For each plan (workflow_id, run_id: the run's id; step_name, step_name_capped; for rerun
@@ -194,21 +218,35 @@ def schedule_and_move(
     (id, step_name, attempt, scheduled_at) and whether the run moved."""
     if not plans:
         return {}
-    statement = _SCHEDULE_AND_MOVE.format(step_returning=_STEP_RETURNING, latest=_LATEST_FROM_ROW,
-                                          event_columns=_EVENT_COLUMNS, first=_FIRST_EVENT[first])
+    statement = _SCHEDULE_AND_MOVE.format(
+        step_returning=_STEP_RETURNING, latest=_LATEST_FROM_ROW, event_columns=_EVENT_COLUMNS, first=_FIRST_EVENT[first]
+    )
     starts = [plan.get("from") for plan in plans]
-    rows = as_dicts(conn.execute(sa.text(statement), {
-        "workflow_ids": [plan["workflow_id"] for plan in plans], "run_ids": [int(plan["run_id"]) for plan in plans],
-        "step_names": [plan["step_name"] for plan in plans],
-        "step_names_capped": [plan["step_name_capped"] for plan in plans],
-        "was": [plan.get("was") for plan in plans], "actions": [plan.get("action") for plan in plans],
-        "from_ids": [start["id"] if start else None for start in starts],
-        "from_names": [start["step_name"] if start else None for start in starts],
-        "from_attempts": [start["attempt"] if start else None for start in starts],
-        "due": due, "due_iso": due_iso, "now": now, "actor": actor, "reason": reason,
-        "operation_id": int(operation_id), "at": at, "clear_finished": bool(clear_finished),
-        "from_statuses": list(from_),
-    }))
+    rows = as_dicts(
+        conn.execute(
+            sa.text(statement),
+            {
+                "workflow_ids": [plan["workflow_id"] for plan in plans],
+                "run_ids": [int(plan["run_id"]) for plan in plans],
+                "step_names": [plan["step_name"] for plan in plans],
+                "step_names_capped": [plan["step_name_capped"] for plan in plans],
+                "was": [plan.get("was") for plan in plans],
+                "actions": [plan.get("action") for plan in plans],
+                "from_ids": [start["id"] if start else None for start in starts],
+                "from_names": [start["step_name"] if start else None for start in starts],
+                "from_attempts": [start["attempt"] if start else None for start in starts],
+                "due": due,
+                "due_iso": due_iso,
+                "now": now,
+                "actor": actor,
+                "reason": reason,
+                "operation_id": int(operation_id),
+                "at": at,
+                "clear_finished": bool(clear_finished),
+                "from_statuses": list(from_),
+            },
+        )
+    )
     return {row["workflow_id"]: row for row in rows}
 
 
@@ -245,8 +283,17 @@ SELECT (SELECT count(*) FROM due) AS due, (SELECT count(*) FROM moved) AS moved
 
 
 def due_and_move(
-    conn: Connection, dues: list[Mapping[str, Any]], *, event: str, from_, due: datetime, due_iso: str,
-    now: datetime, actor: str, reason: str | None, operation_id: int,
+    conn: Connection,
+    dues: list[Mapping[str, Any]],
+    *,
+    event: str,
+    from_,
+    due: datetime,
+    due_iso: str,
+    now: datetime,
+    actor: str,
+    reason: str | None,
+    operation_id: int,
 ) -> tuple[int, int]:
     """run_now and reschedule in one statement: for each (workflow_id,
     step_id: its latest row, scheduled; was: that row's scheduled_at as
@@ -256,14 +303,26 @@ def due_and_move(
     run_id, the run's id). (step rows made due, runs moved)."""
     if not dues:
         return 0, 0
-    statement = _DUE_AND_MOVE.format(step_returning=_STEP_RETURNING, latest=_LATEST_FROM_ROW,
-                                     event_columns=_EVENT_COLUMNS)
-    row = conn.execute(sa.text(statement), {
-        "workflow_ids": [item["workflow_id"] for item in dues], "run_ids": [int(item["run_id"]) for item in dues],
-        "step_ids": [int(item["step_id"]) for item in dues],
-        "was": [item["was"] for item in dues], "due": due, "due_iso": due_iso, "now": now, "event": event,
-        "actor": actor, "reason": reason, "operation_id": int(operation_id), "from_statuses": list(from_),
-    }).one()
+    statement = _DUE_AND_MOVE.format(
+        step_returning=_STEP_RETURNING, latest=_LATEST_FROM_ROW, event_columns=_EVENT_COLUMNS
+    )
+    row = conn.execute(
+        sa.text(statement),
+        {
+            "workflow_ids": [item["workflow_id"] for item in dues],
+            "run_ids": [int(item["run_id"]) for item in dues],
+            "step_ids": [int(item["step_id"]) for item in dues],
+            "was": [item["was"] for item in dues],
+            "due": due,
+            "due_iso": due_iso,
+            "now": now,
+            "event": event,
+            "actor": actor,
+            "reason": reason,
+            "operation_id": int(operation_id),
+            "from_statuses": list(from_),
+        },
+    ).one()
     return int(row.due), int(row.moved)
 
 
@@ -323,8 +382,17 @@ FROM stored g
 
 
 def signal_and_move(
-    conn: Connection, deliveries: list[Mapping[str, Any]], *, name: str, name_capped: str, payload: Any,
-    from_, now: datetime, actor: str, reason: str | None, operation_id: int,
+    conn: Connection,
+    deliveries: list[Mapping[str, Any]],
+    *,
+    name: str,
+    name_capped: str,
+    payload: Any,
+    from_,
+    now: datetime,
+    actor: str,
+    reason: str | None,
+    operation_id: int,
 ) -> list[dict[str, Any]]:
     """Signal *name* with *payload* to each delivery (workflow_id,
     idempotency_key and key_capped, claim_id: the waiting step row that
@@ -337,16 +405,29 @@ def signal_and_move(
     claims, whether its row was made due and its run moved."""
     if not deliveries:
         return []
-    statement = _SIGNAL_AND_MOVE.format(step_returning=_STEP_RETURNING, latest=_LATEST_FROM_ROW,
-                                        event_columns=_EVENT_COLUMNS)
-    return as_dicts(conn.execute(sa.text(statement).bindparams(sa.bindparam("payload", type_=JSONB)), {
-        "workflow_ids": [item["workflow_id"] for item in deliveries],
-        "run_ids": [int(item["run_id"]) for item in deliveries], "keys": [item["idempotency_key"] for item in deliveries],
-        "keys_capped": [item["key_capped"] for item in deliveries],
-        "claim_ids": [item["claim_id"] for item in deliveries],
-        "name": name, "name_capped": name_capped, "payload": payload, "now": now, "actor": actor,
-        "reason": reason, "operation_id": int(operation_id), "from_statuses": list(from_),
-    }))
+    statement = _SIGNAL_AND_MOVE.format(
+        step_returning=_STEP_RETURNING, latest=_LATEST_FROM_ROW, event_columns=_EVENT_COLUMNS
+    )
+    return as_dicts(
+        conn.execute(
+            sa.text(statement).bindparams(sa.bindparam("payload", type_=JSONB)),
+            {
+                "workflow_ids": [item["workflow_id"] for item in deliveries],
+                "run_ids": [int(item["run_id"]) for item in deliveries],
+                "keys": [item["idempotency_key"] for item in deliveries],
+                "keys_capped": [item["key_capped"] for item in deliveries],
+                "claim_ids": [item["claim_id"] for item in deliveries],
+                "name": name,
+                "name_capped": name_capped,
+                "payload": payload,
+                "now": now,
+                "actor": actor,
+                "reason": reason,
+                "operation_id": int(operation_id),
+                "from_statuses": list(from_),
+            },
+        )
+    )
 
 
 _CANCEL_AND_MOVE = """
@@ -399,8 +480,15 @@ SELECT (SELECT count(*) FROM moved) AS moved, (SELECT count(*) FROM closed) AS c
 
 
 def cancel_and_move(
-    conn: Connection, runs: list[Mapping[str, Any]], *, from_, open_: tuple[str, ...], now: datetime, actor: str,
-    reason: str | None, operation_id: int,
+    conn: Connection,
+    runs: list[Mapping[str, Any]],
+    *,
+    from_,
+    open_: tuple[str, ...],
+    now: datetime,
+    actor: str,
+    reason: str | None,
+    operation_id: int,
 ) -> tuple[int, int, int]:
     """cancel in one statement: for each run (workflow_id, id, status: as
     locked), its step rows in a status of *open_* cancelled, the run from
@@ -411,11 +499,20 @@ def cancel_and_move(
     moved and that the rows the events name are the rows cancelled."""
     if not runs:
         return 0, 0, 0
-    row = conn.execute(sa.text(_CANCEL_AND_MOVE.format(event_columns=_EVENT_COLUMNS)), {
-        "workflow_ids": [run["workflow_id"] for run in runs], "run_ids": [int(run["id"]) for run in runs],
-        "was": [run["status"] for run in runs], "open": list(open_), "from_statuses": list(from_), "now": now,
-        "actor": actor, "reason": reason, "operation_id": int(operation_id),
-    }).one()
+    row = conn.execute(
+        sa.text(_CANCEL_AND_MOVE.format(event_columns=_EVENT_COLUMNS)),
+        {
+            "workflow_ids": [run["workflow_id"] for run in runs],
+            "run_ids": [int(run["id"]) for run in runs],
+            "was": [run["status"] for run in runs],
+            "open": list(open_),
+            "from_statuses": list(from_),
+            "now": now,
+            "actor": actor,
+            "reason": reason,
+            "operation_id": int(operation_id),
+        },
+    ).one()
     return int(row.moved), int(row.closed), int(row.open)
 
 
@@ -515,8 +612,15 @@ SELECT (SELECT count(*) FROM moved) AS moved, (SELECT count(*) FROM closed) AS c
 
 
 def skip_and_move(
-    conn: Connection, plans: list[Mapping[str, Any]], *, from_, open_: tuple[str, ...], now: datetime, actor: str,
-    reason: str | None, operation_id: int,
+    conn: Connection,
+    plans: list[Mapping[str, Any]],
+    *,
+    from_,
+    open_: tuple[str, ...],
+    now: datetime,
+    actor: str,
+    reason: str | None,
+    operation_id: int,
 ) -> tuple[int, int, int]:
     """skip in one statement, for each plan (workflow_id, run_id; open_id:
     its open latest row to skip, or None to write a skipped row of
@@ -529,31 +633,61 @@ def skip_and_move(
     rows skipped, rows inserted): the caller checks them."""
     if not plans:
         return 0, 0, 0
-    row = conn.execute(sa.text(_SKIP_AND_MOVE_STATEMENT), {
-        "workflow_ids": [plan["workflow_id"] for plan in plans], "run_ids": [int(plan["run_id"]) for plan in plans],
-        "open_ids": [plan["open_id"] for plan in plans], "names": [plan["name"] for plan in plans],
-        "afters": [plan["after"] for plan in plans], "dues": [plan["due"] for plan in plans],
-        "dues_iso": [plan["due_iso"] for plan in plans], "open": list(open_), "from_statuses": list(from_),
-        "now": now, "actor": actor, "reason": reason, "operation_id": int(operation_id),
-    }).one()
+    row = conn.execute(
+        sa.text(_SKIP_AND_MOVE_STATEMENT),
+        {
+            "workflow_ids": [plan["workflow_id"] for plan in plans],
+            "run_ids": [int(plan["run_id"]) for plan in plans],
+            "open_ids": [plan["open_id"] for plan in plans],
+            "names": [plan["name"] for plan in plans],
+            "afters": [plan["after"] for plan in plans],
+            "dues": [plan["due"] for plan in plans],
+            "dues_iso": [plan["due_iso"] for plan in plans],
+            "open": list(open_),
+            "from_statuses": list(from_),
+            "now": now,
+            "actor": actor,
+            "reason": reason,
+            "operation_id": int(operation_id),
+        },
+    ).one()
     return int(row.moved), int(row.closed), int(row.made)
 
 
 # The step rows' columns skip_and_move carries per role (k, a), and the
 # run's latest_* from the newer of its rows: a when there is one.
-_ROW_COLUMNS = ("id", "step_name", "status", "attempt", "error_class", "scheduled_at", "waiting_since",
-                "timeout_at")
-_ROW_TYPES = {"id": "bigint", "step_name": "text", "status": "text", "attempt": "integer", "error_class": "text",
-              "scheduled_at": "timestamptz", "waiting_since": "timestamptz", "timeout_at": "timestamptz"}
-_LATEST_COLUMNS = {"id": "latest_step_id", "step_name": "latest_step_name", "status": "latest_step_status",
-                   "error_class": "latest_error_class", "scheduled_at": "latest_scheduled_at",
-                   "waiting_since": "latest_waiting_since", "timeout_at": "latest_timeout_at"}
+_ROW_COLUMNS = ("id", "step_name", "status", "attempt", "error_class", "scheduled_at", "waiting_since", "timeout_at")
+_ROW_TYPES = {
+    "id": "bigint",
+    "step_name": "text",
+    "status": "text",
+    "attempt": "integer",
+    "error_class": "text",
+    "scheduled_at": "timestamptz",
+    "waiting_since": "timestamptz",
+    "timeout_at": "timestamptz",
+}
+_LATEST_COLUMNS = {
+    "id": "latest_step_id",
+    "step_name": "latest_step_name",
+    "status": "latest_step_status",
+    "error_class": "latest_error_class",
+    "scheduled_at": "latest_scheduled_at",
+    "waiting_since": "latest_waiting_since",
+    "timeout_at": "latest_timeout_at",
+}
 _SKIP_AND_MOVE_STATEMENT = _SKIP_AND_MOVE.format(
-    step_returning=_STEP_RETURNING, event_columns=_EVENT_COLUMNS,
+    step_returning=_STEP_RETURNING,
+    event_columns=_EVENT_COLUMNS,
     no_row=", ".join(f"CAST(NULL AS {_ROW_TYPES[name]}) AS {name}" for name in _ROW_COLUMNS),
     row_columns=", ".join(f"s.{name}" for name in _ROW_COLUMNS),
-    per_role=",\n           ".join(f"max(f.{name}) FILTER (WHERE f.role = '{role}') AS {role}_{name}"
-                                   for role in ("k", "a") for name in _ROW_COLUMNS),
-    latest_from_roles=", ".join(f"{column} = CASE WHEN p.a_id IS NULL THEN p.k_{name} ELSE p.a_{name} END"
-                                for name, column in _LATEST_COLUMNS.items()),
+    per_role=",\n           ".join(
+        f"max(f.{name}) FILTER (WHERE f.role = '{role}') AS {role}_{name}"
+        for role in ("k", "a")
+        for name in _ROW_COLUMNS
+    ),
+    latest_from_roles=", ".join(
+        f"{column} = CASE WHEN p.a_id IS NULL THEN p.k_{name} ELSE p.a_{name} END"
+        for name, column in _LATEST_COLUMNS.items()
+    ),
 )

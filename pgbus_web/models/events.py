@@ -10,7 +10,8 @@ worker and its sweep), or what the caller passes (``dashboard:<name>``).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
@@ -115,10 +116,11 @@ def record_many(conn: Connection, rows: list[Mapping[str, Any]]) -> None:
         return
     conn.execute(
         _INSERT_MANY,
-        {"rows": [
-            {**r, "created_at": r["created_at"].isoformat() if r["created_at"] is not None else None}
-            for r in rows
-        ]},
+        {
+            "rows": [
+                {**r, "created_at": r["created_at"].isoformat() if r["created_at"] is not None else None} for r in rows
+            ]
+        },
     )
 
 
@@ -137,9 +139,7 @@ _OPERATION_ACTED = sa.text(
 
 def operation_acted(conn: Connection, workflow_id: str, operation_id: int) -> bool:
     """True when operation *operation_id* already wrote an event on this run."""
-    return conn.execute(
-        _OPERATION_ACTED, {"workflow_id": workflow_id, "operation_id": str(operation_id)}
-    ).scalar_one()
+    return conn.execute(_OPERATION_ACTED, {"workflow_id": workflow_id, "operation_id": str(operation_id)}).scalar_one()
 
 
 def for_run(conn: Connection, workflow_id: str) -> list[dict[str, Any]]:
@@ -168,11 +168,12 @@ def newest_for_run(
     """A run's newest *limit* events (below *before_id* when given), oldest
     first, and how many events the run has in all: one statement where a
     page of them is found, which is every run page but an empty window."""
-    rows = as_dicts(conn.execute(
-        _NEWEST_FOR_RUN,
-        {"workflow_id": workflow_id, "before_id": before_id if before_id is not None else ID_MAX,
-         "limit": limit},
-    ))
+    rows = as_dicts(
+        conn.execute(
+            _NEWEST_FOR_RUN,
+            {"workflow_id": workflow_id, "before_id": before_id if before_id is not None else ID_MAX, "limit": limit},
+        )
+    )
     if rows:
         total = rows[0]["run_total"]
         for row in rows:
@@ -196,16 +197,18 @@ def operation_acted_among(conn: Connection, workflow_ids: list[str], operation_i
     """Those of *workflow_ids* operation *operation_id* already wrote an event on."""
     if not workflow_ids:
         return set()
-    return set(conn.execute(
-        sa.text(
-            """
+    return set(
+        conn.execute(
+            sa.text(
+                """
             SELECT DISTINCT workflow_id FROM pgbus_workflow_events
             WHERE details ? 'operation_id' AND details ->> 'operation_id' = :operation_id
               AND workflow_id = ANY(:workflow_ids)
             """
-        ),
-        {"workflow_ids": list(workflow_ids), "operation_id": str(operation_id)},
-    ).scalars())
+            ),
+            {"workflow_ids": list(workflow_ids), "operation_id": str(operation_id)},
+        ).scalars()
+    )
 
 
 # A step row counts as the one an operation's act left when it was written
@@ -220,9 +223,10 @@ def operation_in_flight(conn: Connection, operation_id: int) -> int:
     progress and was written by the act (no later than its event, give or
     take ACT_SLACK_SECONDS). A run that went on to a next step is settled.
     Reads the operation's events by index pgbus_workflow_events_operation."""
-    return int(conn.execute(
-        sa.text(
-            """
+    return int(
+        conn.execute(
+            sa.text(
+                """
             SELECT count(*) FROM (
                 SELECT e.workflow_id, max(e.created_at) AS acted_at FROM pgbus_workflow_events e
                 WHERE e.details ? 'operation_id' AND e.details ->> 'operation_id' = :operation_id
@@ -233,6 +237,7 @@ def operation_in_flight(conn: Connection, operation_id: int) -> int:
             WHERE w.latest_step_status IN ('scheduled', 'in_progress')
               AND s.created_at <= acted.acted_at + make_interval(secs => :slack)
             """
-        ),
-        {"operation_id": str(operation_id), "slack": ACT_SLACK_SECONDS},
-    ).scalar_one())
+            ),
+            {"operation_id": str(operation_id), "slack": ACT_SLACK_SECONDS},
+        ).scalar_one()
+    )

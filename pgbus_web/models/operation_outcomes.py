@@ -9,14 +9,15 @@ decides, so each count is exactly the list its link opens.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from functools import lru_cache
+from functools import cache
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..rules import stuck
 
-@lru_cache(maxsize=None)
+
+@cache
 def _outcomes_sql(rules: tuple[stuck.Rule, ...]) -> sa.TextClause:
     """The statement for *rules* (those whose cutoffs are given: without a
     waiting threshold no run is waiting_overdue, as on the index)."""
@@ -40,7 +41,12 @@ def _outcomes_sql(rules: tuple[stuck.Rule, ...]) -> sa.TextClause:
 
 
 def outcomes(
-    conn: Connection, operation_id: int, *, threshold: timedelta, waiting_threshold: timedelta | None, now: datetime,
+    conn: Connection,
+    operation_id: int,
+    *,
+    threshold: timedelta,
+    waiting_threshold: timedelta | None,
+    now: datetime,
 ) -> dict[tuple[str, str | None], int]:
     """{(status, stuck reason or None): runs} over the runs operation
     *operation_id* acted on, as they are now."""

@@ -58,8 +58,7 @@ def find_message(conn: Connection, table: QueueTable, msg_id: int, *, for_update
     lock = " FOR UPDATE" if for_update else ""
     row = conn.execute(
         sa.text(
-            f"SELECT msg_id, enqueued_at, read_ct FROM {qualified_table(conn, table)} "
-            f"WHERE msg_id = :msg_id{lock}"
+            f"SELECT msg_id, enqueued_at, read_ct FROM {qualified_table(conn, table)} WHERE msg_id = :msg_id{lock}"
         ),
         {"msg_id": int(msg_id)},
     ).first()
@@ -82,8 +81,7 @@ def message_lookup(conn: Connection, tables: list[QueueTable]) -> tuple[str, dic
         )
     if not branches:
         branches.append(
-            "SELECT NULL::bigint AS msg_id, NULL::timestamptz AS enqueued_at, "
-            "NULL::integer AS read_ct WHERE false"
+            "SELECT NULL::bigint AS msg_id, NULL::timestamptz AS enqueued_at, NULL::integer AS read_ct WHERE false"
         )
     return "\nUNION ALL\n".join(branches), params
 
@@ -94,16 +92,22 @@ def create(conn: Connection, queue_name: str) -> None:
 
 def send_batch(conn: Connection, queue_name: str, messages: list[str]) -> list[int]:
     """Send *messages* (JSON texts) to *queue_name*; their msg_ids, in order."""
-    return conn.execute(
-        sa.text("SELECT pgmq.send_batch(:queue, CAST(:messages AS jsonb[]))"),
-        {"queue": queue_name, "messages": messages},
-    ).scalars().all()
+    return (
+        conn.execute(
+            sa.text("SELECT pgmq.send_batch(:queue, CAST(:messages AS jsonb[]))"),
+            {"queue": queue_name, "messages": messages},
+        )
+        .scalars()
+        .all()
+    )
 
 
 def delete(conn: Connection, queue_name: str, msg_id: int) -> bool:
-    return bool(conn.execute(
-        sa.text("SELECT pgmq.delete(:queue_name, :msg_id)"), {"queue_name": queue_name, "msg_id": int(msg_id)}
-    ).scalar())
+    return bool(
+        conn.execute(
+            sa.text("SELECT pgmq.delete(:queue_name, :msg_id)"), {"queue_name": queue_name, "msg_id": int(msg_id)}
+        ).scalar()
+    )
 
 
 def delete_many(conn: Connection, queue_name: str, msg_ids: list[int]) -> None:
@@ -132,7 +136,11 @@ def queue_depths(conn: Connection, tables: list[QueueTable], *, now) -> list[dic
         )
     rows = conn.execute(sa.text("\nUNION ALL\n".join(branches) + "\nORDER BY position"), params)
     return [
-        {"queue_name": row.queue_name, "depth": int(row.depth), "visible": int(row.visible),
-         "oldest_enqueued_at": row.oldest_enqueued_at}
+        {
+            "queue_name": row.queue_name,
+            "depth": int(row.depth),
+            "visible": int(row.visible),
+            "oldest_enqueued_at": row.oldest_enqueued_at,
+        }
         for row in rows
     ]

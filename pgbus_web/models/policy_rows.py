@@ -27,16 +27,24 @@ def marker(conn: Connection) -> int:
 
 def read_all(conn: Connection) -> tuple[int, list[dict[str, Any]]]:
     """(marker(), every stored rule) in one statement."""
-    rows = as_dicts(conn.execute(sa.text(
-        f"SELECT ({MARKER_SQL}) AS marker, {_COLUMNS}"
-        " FROM (SELECT 1) one LEFT JOIN pgbus_web_policy ON true ORDER BY key")))
+    rows = as_dicts(
+        conn.execute(
+            sa.text(
+                f"SELECT ({MARKER_SQL}) AS marker, {_COLUMNS}"
+                " FROM (SELECT 1) one LEFT JOIN pgbus_web_policy ON true ORDER BY key"
+            )
+        )
+    )
     stamp = rows[0]["marker"] if rows else 0
     return stamp, [row for row in rows if row["key"] is not None]
 
 
 def find_for_update(conn: Connection, key: str) -> dict[str, Any] | None:
-    return as_dict(conn.execute(
-        sa.text(f"SELECT {_COLUMNS} FROM pgbus_web_policy WHERE key = :key FOR UPDATE"), {"key": key}).first())
+    return as_dict(
+        conn.execute(
+            sa.text(f"SELECT {_COLUMNS} FROM pgbus_web_policy WHERE key = :key FOR UPDATE"), {"key": key}
+        ).first()
+    )
 
 
 def lock(conn: Connection) -> None:
@@ -50,8 +58,9 @@ def record(conn: Connection, *, key: str, old: Any, new: Any, actor: str, reason
         sa.text(
             "INSERT INTO pgbus_web_policy_history (key, old_value, new_value, actor, reason, changed_at)"
             " VALUES (:key, :old, :new, :actor, :reason, :now) RETURNING id"
-        ).bindparams(sa.bindparam("old", type_=JSONB(none_as_null=True)),
-                     sa.bindparam("new", type_=JSONB(none_as_null=True))),
+        ).bindparams(
+            sa.bindparam("old", type_=JSONB(none_as_null=True)), sa.bindparam("new", type_=JSONB(none_as_null=True))
+        ),
         {"key": key, "old": old, "new": new, "actor": actor, "reason": reason, "now": now},
     ).scalar_one()
 
@@ -75,7 +84,12 @@ def delete(conn: Connection, key: str) -> None:
 def history(conn: Connection, *, key: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
     """The newest changes first (of one rule when *key* is given)."""
     where = "WHERE key = :key" if key is not None else ""
-    return as_dicts(conn.execute(
-        sa.text(f"SELECT id, key, old_value, new_value, actor, reason, changed_at FROM pgbus_web_policy_history"
-                f" {where} ORDER BY id DESC LIMIT :limit"),
-        {"key": key, "limit": int(limit)}))
+    return as_dicts(
+        conn.execute(
+            sa.text(
+                f"SELECT id, key, old_value, new_value, actor, reason, changed_at FROM pgbus_web_policy_history"
+                f" {where} ORDER BY id DESC LIMIT :limit"
+            ),
+            {"key": key, "limit": int(limit)},
+        )
+    )

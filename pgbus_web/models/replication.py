@@ -48,12 +48,14 @@ def written(conn: Connection) -> int:
     synchronous_commit off, the insert position instead (the commit may
     not be flushed yet), taken back to its page's start when it sits just
     past a page's header, where a standby's replay position stops."""
-    row = conn.execute(sa.text(
-        "SELECT current_setting('synchronous_commit') = 'off',"
-        " pg_current_wal_flush_lsn()::text, pg_current_wal_insert_lsn()::text,"
-        " (SELECT setting::bigint FROM pg_settings WHERE name = 'wal_block_size'),"
-        " (SELECT setting::bigint FROM pg_settings WHERE name = 'wal_segment_size')"
-    )).one()
+    row = conn.execute(
+        sa.text(
+            "SELECT current_setting('synchronous_commit') = 'off',"
+            " pg_current_wal_flush_lsn()::text, pg_current_wal_insert_lsn()::text,"
+            " (SELECT setting::bigint FROM pg_settings WHERE name = 'wal_block_size'),"
+            " (SELECT setting::bigint FROM pg_settings WHERE name = 'wal_segment_size')"
+        )
+    ).one()
     if not row[0]:
         return lsn_int(row[1])
     position, page, segment = lsn_int(row[2]), int(row[3]), int(row[4])
@@ -91,11 +93,18 @@ class Replay:
 
 
 def replay(conn: Connection) -> Replay:
-    row = conn.execute(sa.text(
-        "SELECT pg_is_in_recovery(), pg_last_wal_replay_lsn()::text,"
-        " extract(epoch FROM clock_timestamp() - pg_last_xact_replay_timestamp())::float8,"
-        " pg_last_wal_receive_lsn()::text,"
-        " (SELECT wait_event FROM pg_stat_activity WHERE backend_type = 'startup')"
-    )).one()
-    return Replay(bool(row[0]), lsn_int(row[1]), lsn_int(row[3]), None if row[4] is None else row[4] == "RecoveryWalStream",
-                  None if row[2] is None else max(0.0, float(row[2])))
+    row = conn.execute(
+        sa.text(
+            "SELECT pg_is_in_recovery(), pg_last_wal_replay_lsn()::text,"
+            " extract(epoch FROM clock_timestamp() - pg_last_xact_replay_timestamp())::float8,"
+            " pg_last_wal_receive_lsn()::text,"
+            " (SELECT wait_event FROM pg_stat_activity WHERE backend_type = 'startup')"
+        )
+    ).one()
+    return Replay(
+        bool(row[0]),
+        lsn_int(row[1]),
+        lsn_int(row[3]),
+        None if row[4] is None else row[4] == "RecoveryWalStream",
+        None if row[2] is None else max(0.0, float(row[2])),
+    )

@@ -12,7 +12,7 @@ from .workflow_index import SEARCH_ID_PREFIX_MIN, _successor, ascii_lower
 # The range of search_where's id prefix branch, so that it reads the same
 # expression index (schema v3's pgbus_workflows_search_id), in its order.
 _IDS_STARTING_WITH = sa.text(
-    'SELECT workflow_id FROM pgbus_workflows'
+    "SELECT workflow_id FROM pgbus_workflows"
     ' WHERE lower(workflow_id COLLATE "C") >= :low AND lower(workflow_id COLLATE "C") < :high'
     ' ORDER BY lower(workflow_id COLLATE "C") LIMIT :limit'
 )

@@ -17,10 +17,12 @@ def generation(conn: Connection, name: str) -> int:
 
 def bump(conn: Connection, name: str) -> int:
     """Raise *name*'s generation by one, in one statement; the new one."""
-    return int(conn.execute(
-        sa.text(
-            "INSERT INTO pgbus_web_sign_in_generations AS g (name, generation) VALUES (:name, 1)"
-            " ON CONFLICT (name) DO UPDATE SET generation = g.generation + 1 RETURNING generation"
-        ),
-        {"name": name},
-    ).scalar_one())
+    return int(
+        conn.execute(
+            sa.text(
+                "INSERT INTO pgbus_web_sign_in_generations AS g (name, generation) VALUES (:name, 1)"
+                " ON CONFLICT (name) DO UPDATE SET generation = g.generation + 1 RETURNING generation"
+            ),
+            {"name": name},
+        ).scalar_one()
+    )

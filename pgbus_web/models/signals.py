@@ -18,8 +18,7 @@ from sqlalchemy.engine import Connection
 from . import as_dict, as_dicts
 
 COLUMNS = (
-    "id, workflow_id, name, payload, idempotency_key, status, "
-    "claimed_by_step_id, claimed_at, consumed_at, created_at"
+    "id, workflow_id, name, payload, idempotency_key, status, claimed_by_step_id, claimed_at, consumed_at, created_at"
 )
 
 _INSERT = sa.text(
@@ -60,8 +59,7 @@ def insert_signal(
 def find_by_key(conn: Connection, workflow_id: str, idempotency_key: str) -> dict[str, Any] | None:
     row = conn.execute(
         sa.text(
-            f"SELECT {COLUMNS} FROM pgbus_workflow_signals "
-            "WHERE workflow_id = :workflow_id AND idempotency_key = :key"
+            f"SELECT {COLUMNS} FROM pgbus_workflow_signals WHERE workflow_id = :workflow_id AND idempotency_key = :key"
         ),
         {"workflow_id": workflow_id, "key": idempotency_key},
     ).first()

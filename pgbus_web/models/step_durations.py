@@ -15,8 +15,9 @@ steps behind them.
 from __future__ import annotations
 
 import math
-from datetime import date, datetime, time, timedelta, timezone
-from typing import Any, Iterable
+from collections.abc import Iterable
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -77,7 +78,7 @@ def percentile(histogram: list[tuple[int, int]], fraction: float) -> float | Non
 
 
 def _utc_day(moment: datetime) -> date:
-    return moment.astimezone(timezone.utc).date()
+    return moment.astimezone(UTC).date()
 
 
 # The kept rows of a class's days, summed with the deltas not yet folded.
@@ -121,7 +122,8 @@ def per_day(conn: Connection, workflow_class: str, *, now: datetime, days: int =
     picks = ",\n".join(
         f"min(bucket) FILTER (WHERE upto > floor({fraction}::float8 * (total - 1))) AS {name}_low,\n"
         f"min(bucket) FILTER (WHERE upto > ceil({fraction}::float8 * (total - 1))) AS {name}_high"
-        for name, fraction in FRACTIONS.items())
+        for name, fraction in FRACTIONS.items()
+    )
     rows = conn.execute(
         sa.text(
             f"""
@@ -156,8 +158,7 @@ def per_day(conn: Connection, workflow_class: str, *, now: datetime, days: int =
             above = representative(getattr(row, f"{name}_high"))
             found[f"{name}_seconds"] = below + (rank - math.floor(rank)) * (above - below)
         by_day.setdefault(row.day, []).append(found)
-    return [{"day": datetime.combine(day, time(), timezone.utc), "steps": steps}
-            for day, steps in by_day.items()]
+    return [{"day": datetime.combine(day, time(), UTC), "steps": steps} for day, steps in by_day.items()]
 
 
 def recount(conn: Connection, workflow_class: str, *, since: date) -> dict[tuple[date, str], tuple[int, float, float]]:
@@ -184,8 +185,9 @@ def recount(conn: Connection, workflow_class: str, *, since: date) -> dict[tuple
         ),
         {"workflow_class": workflow_class, "since": since},
     )
-    return {(row.day, row.step_name): (int(row.attempts), float(row.median_seconds), float(row.p95_seconds))
-            for row in rows}
+    return {
+        (row.day, row.step_name): (int(row.attempts), float(row.median_seconds), float(row.p95_seconds)) for row in rows
+    }
 
 
 def within_bound(kept: float, exact: float) -> bool:

@@ -24,8 +24,7 @@ def latest(conn: Connection, workflow_id: str) -> dict[str, Any] | None:
     """The run's latest step row (its highest id), or None before its first step."""
     row = conn.execute(
         sa.text(
-            f"SELECT {COLUMNS} FROM pgbus_workflow_steps WHERE workflow_id = :workflow_id "
-            "ORDER BY id DESC LIMIT 1"
+            f"SELECT {COLUMNS} FROM pgbus_workflow_steps WHERE workflow_id = :workflow_id ORDER BY id DESC LIMIT 1"
         ),
         {"workflow_id": workflow_id},
     ).first()
@@ -64,14 +63,15 @@ def for_run(
             {"workflow_id": workflow_id},
         )
         return as_dicts(rows)
-    rows = as_dicts(conn.execute(
-        sa.text(
-            f"SELECT {COLUMNS} FROM pgbus_workflow_steps WHERE workflow_id = :workflow_id "
-            "AND id < :before_id ORDER BY id DESC LIMIT :limit"
-        ),
-        {"workflow_id": workflow_id, "before_id": before_id if before_id is not None else ID_MAX,
-         "limit": limit},
-    ))
+    rows = as_dicts(
+        conn.execute(
+            sa.text(
+                f"SELECT {COLUMNS} FROM pgbus_workflow_steps WHERE workflow_id = :workflow_id "
+                "AND id < :before_id ORDER BY id DESC LIMIT :limit"
+            ),
+            {"workflow_id": workflow_id, "before_id": before_id if before_id is not None else ID_MAX, "limit": limit},
+        )
+    )
     rows.reverse()
     return rows
 
@@ -204,23 +204,21 @@ def insert_step(conn: Connection, *, workflow_id: str, step_name: str, now, **at
     """Insert one step attempt (created_at = updated_at = *now*) and return it."""
     names = _writable(attrs)
     placeholders = [
-        _NEXT_ATTEMPT_SQL if name == "attempt" and attrs[name] is NEXT_ATTEMPT else ":" + name
-        for name in names
+        _NEXT_ATTEMPT_SQL if name == "attempt" and attrs[name] is NEXT_ATTEMPT else ":" + name for name in names
     ]
     if attrs.get("attempt") is NEXT_ATTEMPT:
         attrs = {name: value for name, value in attrs.items() if name != "attempt"}
     held = ["worker_id"] if _held(attrs) else []
     columns = ", ".join(["workflow_id", "step_name", "created_at", "updated_at", *names, *held])
-    values = ", ".join([":workflow_id", ":step_name", ":now", ":now", *placeholders,
-                        *[CURRENT_WORKER_SQL for _ in held]])
+    values = ", ".join(
+        [":workflow_id", ":step_name", ":now", ":now", *placeholders, *[CURRENT_WORKER_SQL for _ in held]]
+    )
     statement = _with_result_type(
         sa.text(f"INSERT INTO pgbus_workflow_steps ({columns}) VALUES ({values}) RETURNING {COLUMNS}"),
         names,
     )
     try:
-        row = conn.execute(
-            statement, {"workflow_id": workflow_id, "step_name": step_name, "now": now, **attrs}
-        ).first()
+        row = conn.execute(statement, {"workflow_id": workflow_id, "step_name": step_name, "now": now, **attrs}).first()
     except sa.exc.DataError as problem:
         # The one integer this INSERT counts is the attempt (NEXT_ATTEMPT):
         # out of range means the step's counter is at the column's end.
@@ -246,9 +244,7 @@ def update_step(conn: Connection, step_id: int, *, from_, now, **attrs: Any) -> 
         ),
         names,
     )
-    row = conn.execute(
-        statement, {"id": step_id, "now": now, "from_statuses": from_statuses, **attrs}
-    ).first()
+    row = conn.execute(statement, {"id": step_id, "now": now, "from_statuses": from_statuses, **attrs}).first()
     return as_dict(row)
 
 
@@ -268,9 +264,7 @@ def start(conn: Connection, step_id: int, *, now) -> dict[str, Any] | None:
 
 
 def find(conn: Connection, step_id: int) -> dict[str, Any] | None:
-    row = conn.execute(
-        sa.text(f"SELECT {COLUMNS} FROM pgbus_workflow_steps WHERE id = :id"), {"id": step_id}
-    ).first()
+    row = conn.execute(sa.text(f"SELECT {COLUMNS} FROM pgbus_workflow_steps WHERE id = :id"), {"id": step_id}).first()
     return as_dict(row)
 
 
@@ -367,8 +361,9 @@ def claim_due(conn: Connection, *, now, classes, limit: int = 1) -> list[dict[st
     return as_dicts(rows)
 
 
-def claim_next(conn: Connection, *, now, classes, run_columns: str,
-               worker_id: int | None = None) -> dict[str, Any] | None:
+def claim_next(
+    conn: Connection, *, now, classes, run_columns: str, worker_id: int | None = None
+) -> dict[str, Any] | None:
     """The worker's claim: as claim_due for one step, returning the locked
     run's *run_columns* (models.workflow_rows.SELECT_COLUMNS) with step_id and
     step_name, and telling the latest_* trigger that this transaction sets

@@ -9,9 +9,10 @@ compared through a cast in that same zone.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from typing import Any, Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -53,10 +54,10 @@ def sent_at_literal(enqueued_at: Any) -> str:
     if isinstance(enqueued_at, bool):
         raise TypeError("enqueued_at must be a time, not a bool")
     if isinstance(enqueued_at, (int, float)):
-        enqueued_at = datetime.fromtimestamp(enqueued_at, tz=timezone.utc)
+        enqueued_at = datetime.fromtimestamp(enqueued_at, tz=UTC)
     if isinstance(enqueued_at, datetime):
         if enqueued_at.tzinfo is None:
-            enqueued_at = enqueued_at.replace(tzinfo=timezone.utc)
+            enqueued_at = enqueued_at.replace(tzinfo=UTC)
         return enqueued_at.isoformat(timespec="microseconds")
     return str(enqueued_at)
 
@@ -64,8 +65,7 @@ def sent_at_literal(enqueued_at: Any) -> str:
 def find(conn: Connection, lock_key: str) -> dict[str, Any] | None:
     row = conn.execute(
         sa.text(
-            "SELECT lock_key, queue_name, msg_id, created_at FROM pgbus_uniqueness_keys "
-            "WHERE lock_key = :lock_key"
+            "SELECT lock_key, queue_name, msg_id, created_at FROM pgbus_uniqueness_keys WHERE lock_key = :lock_key"
         ),
         {"lock_key": lock_key},
     ).first()
@@ -119,9 +119,7 @@ def release(conn: Connection, lock_key: str) -> int:
     ).rowcount
 
 
-def release_held_by(
-    conn: Connection, lock_key: str, *, queue_name: str, msg_id: int, enqueued_at: Any
-) -> int:
+def release_held_by(conn: Connection, lock_key: str, *, queue_name: str, msg_id: int, enqueued_at: Any) -> int:
     """Release the lock a finishing message holds. A row that moved on stays:
     one handed to the message's retry (unbind), or one a successor took
     after this message's own row went. Without *enqueued_at* only the row
@@ -287,7 +285,7 @@ def _as_utc(moment: datetime | None) -> datetime | None:
     """created_at comes back zone-less; every connection of ours writes UTC."""
     if moment is None or moment.tzinfo is not None:
         return moment
-    return moment.replace(tzinfo=timezone.utc)
+    return moment.replace(tzinfo=UTC)
 
 
 def list_locks(
@@ -311,7 +309,7 @@ def list_locks(
         params["queue"] = queue
     if after is not None:
         where.append("(u.created_at, u.lock_key) > (CAST(:after_at AS timestamp), :after_key)")
-        params["after_at"] = _as_utc(after.created_at).astimezone(timezone.utc).replace(tzinfo=None)
+        params["after_at"] = _as_utc(after.created_at).astimezone(UTC).replace(tzinfo=None)
         params["after_key"] = after.lock_key
     params.update(age_floor=age_floor, limit=int(limit) + 1)
     rows = conn.execute(
@@ -347,7 +345,9 @@ def list_locks(
     return LockPage(rows=locks, next_cursor=next_cursor)
 
 
-def _live_count(conn: Connection, tables: list[pgmq_queues.QueueTable], queue_filter: str) -> tuple[str, dict[str, Any]]:
+def _live_count(
+    conn: Connection, tables: list[pgmq_queues.QueueTable], queue_filter: str
+) -> tuple[str, dict[str, Any]]:
     """How many bound locks have their message: a join per queue, summed,
     so that PostgreSQL picks a hash, merge or index join for each queue by
     its size instead of probing once per lock."""
@@ -427,19 +427,14 @@ def gone_past_floor(conn: Connection, *, age_floor: timedelta) -> list[dict[str,
             select + f"AND u.queue_name = :{bind} AND NOT EXISTS "
             f"(SELECT 1 FROM {pgmq_queues.qualified_table(conn, table)} AS q WHERE q.msg_id = u.msg_id)"
         )
-    rows = conn.execute(
-        sa.text(" UNION ALL ".join(branches) + " ORDER BY created_at, lock_key"), params
-    )
+    rows = conn.execute(sa.text(" UNION ALL ".join(branches) + " ORDER BY created_at, lock_key"), params)
     return [dict(row._mapping) for row in rows]
 
 
 def queue_counts(conn: Connection) -> list[tuple[str, int]]:
     """The queue names locks carry, with how many each: the queue filter."""
     rows = conn.execute(
-        sa.text(
-            "SELECT queue_name, count(*) AS n FROM pgbus_uniqueness_keys "
-            "GROUP BY queue_name ORDER BY queue_name"
-        )
+        sa.text("SELECT queue_name, count(*) AS n FROM pgbus_uniqueness_keys GROUP BY queue_name ORDER BY queue_name")
     )
     return [(row.queue_name, row.n) for row in rows]
 
@@ -495,8 +490,12 @@ def bind_backdated(conn: Connection, table: pgmq_queues.QueueTable, msg_ids: lis
             FROM sent
             """
         ),
-        {"ids": list(msg_ids), "span": span, "queue": table.name,
-         "metadata_key": blocked_executions.UNIQUENESS_METADATA_KEY},
+        {
+            "ids": list(msg_ids),
+            "span": span,
+            "queue": table.name,
+            "metadata_key": blocked_executions.UNIQUENESS_METADATA_KEY,
+        },
     )
 
 

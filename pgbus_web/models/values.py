@@ -29,8 +29,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from datetime import datetime, timedelta, timezone, tzinfo
-from typing import Any, Optional
+from datetime import UTC, datetime, timedelta, tzinfo
+from typing import Any
 
 import sqlalchemy as sa
 from psycopg import adapt, postgres
@@ -51,10 +51,9 @@ class Infinite(datetime):
     timestamp without time zone, as psycopg loads the finite ones."""
 
     @classmethod
-    def of(cls, sign: int, tz: Optional[tzinfo] = timezone.utc) -> "Infinite":
+    def of(cls, sign: int, tz: tzinfo | None = UTC) -> Infinite:
         edge = datetime.max if sign > 0 else datetime.min
-        return cls(edge.year, edge.month, edge.day, edge.hour, edge.minute, edge.second,
-                   edge.microsecond, tzinfo=tz)
+        return cls(edge.year, edge.month, edge.day, edge.hour, edge.minute, edge.second, edge.microsecond, tzinfo=tz)
 
     @property
     def sign(self) -> int:
@@ -78,10 +77,10 @@ class Infinite(datetime):
     def timestamp(self) -> float:
         return math.inf * self.sign
 
-    def astimezone(self, tz: Optional[tzinfo] = None) -> "Infinite":
-        return Infinite.of(self.sign, tz or timezone.utc)
+    def astimezone(self, tz: tzinfo | None = None) -> Infinite:
+        return Infinite.of(self.sign, tz or UTC)
 
-    def replace(self, *args, **kwargs) -> "Infinite":
+    def replace(self, *args, **kwargs) -> Infinite:
         # Only the zone may change: infinity has no fields to set.
         return Infinite.of(self.sign, kwargs.get("tzinfo", self.tzinfo))
 
@@ -120,7 +119,7 @@ class Infinite(datetime):
     def __hash__(self) -> int:
         return hash(("pgbus-infinite", self.sign))
 
-    def _compare(self, other) -> Optional[int]:
+    def _compare(self, other) -> int | None:
         if isinstance(other, Infinite):
             return (self.sign > other.sign) - (self.sign < other.sign)
         if isinstance(other, datetime):
@@ -200,7 +199,7 @@ def loads(data: Any) -> Any:
 # --- loaders and dumpers on our connections ----------------------------------
 
 
-def _infinite_loader(base: type, tz: Optional[tzinfo]) -> type:
+def _infinite_loader(base: type, tz: tzinfo | None) -> type:
     """A loader for timestamptz (or timestamp) text that reads ±infinity as
     Infinite and hands every other value to psycopg's own loader *base*."""
 
@@ -246,7 +245,7 @@ def adapt_connection(dbapi_connection) -> None:
     current = adapters.get_loader(TIMESTAMPTZ_OID, adapt.pq.Format.TEXT)
     if getattr(current, "pgbus_infinite", False):
         return
-    for oid, tz in ((TIMESTAMPTZ_OID, timezone.utc), (TIMESTAMP_OID, None)):
+    for oid, tz in ((TIMESTAMPTZ_OID, UTC), (TIMESTAMP_OID, None)):
         base = adapters.get_loader(oid, adapt.pq.Format.TEXT)
         loader = _infinite_loader(base, tz)
         loader.pgbus_infinite = True

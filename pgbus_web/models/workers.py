@@ -23,10 +23,7 @@ STATES = ("alive", "gone", "stopped")
 COLUMNS = "id, kind, host, pid, started_at, heartbeat_at, steps_done, operation_id, stopped_at"
 
 # What a row is, read against a cutoff: one CASE, read by every query here.
-STATE_SQL = (
-    "CASE WHEN stopped_at IS NOT NULL THEN 'stopped'"
-    " WHEN heartbeat_at >= :cutoff THEN 'alive' ELSE 'gone' END"
-)
+STATE_SQL = "CASE WHEN stopped_at IS NOT NULL THEN 'stopped' WHEN heartbeat_at >= :cutoff THEN 'alive' ELSE 'gone' END"
 # The transaction-local setting the worker's claim sets, read by the
 # statements that mark a step in progress (models/steps.py).
 WORKER_SETTING = "pgbus_web.worker_id"
@@ -36,17 +33,29 @@ CURRENT_WORKER_SQL = f"NULLIF(current_setting('{WORKER_SETTING}', true), '')::bi
 
 def register(conn: Connection, *, kind: str, host: str | None, pid: int | None, now: datetime) -> dict[str, Any]:
     """A new row for a process starting now; the row."""
-    return as_dict(conn.execute(
-        sa.text(
-            "INSERT INTO pgbus_web_workers (kind, host, pid, started_at, heartbeat_at) "
-            f"VALUES (:kind, :host, :pid, :now, :now) RETURNING {COLUMNS}"
-        ),
-        {"kind": kind, "host": host, "pid": pid, "now": now},
-    ).first())
+    return as_dict(
+        conn.execute(
+            sa.text(
+                "INSERT INTO pgbus_web_workers (kind, host, pid, started_at, heartbeat_at) "
+                f"VALUES (:kind, :host, :pid, :now, :now) RETURNING {COLUMNS}"
+            ),
+            {"kind": kind, "host": host, "pid": pid, "now": now},
+        ).first()
+    )
 
 
-def beat(conn: Connection, worker_id: int, *, kind: str, host: str | None, pid: int | None,
-         started_at: datetime, now: datetime, steps_done: int, operation_id: int | None) -> None:
+def beat(
+    conn: Connection,
+    worker_id: int,
+    *,
+    kind: str,
+    host: str | None,
+    pid: int | None,
+    started_at: datetime,
+    now: datetime,
+    steps_done: int,
+    operation_id: int | None,
+) -> None:
     """The heartbeat: one UPSERT. The row comes back if it was pruned
     meanwhile (the process was taken for gone, then woke up)."""
     conn.execute(
@@ -56,8 +65,16 @@ def beat(conn: Connection, worker_id: int, *, kind: str, host: str | None, pid: 
             " ON CONFLICT (id) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at,"
             " steps_done = EXCLUDED.steps_done, operation_id = EXCLUDED.operation_id, stopped_at = NULL"
         ),
-        {"id": int(worker_id), "kind": kind, "host": host, "pid": pid, "started_at": started_at, "now": now,
-         "steps_done": int(steps_done), "operation_id": operation_id},
+        {
+            "id": int(worker_id),
+            "kind": kind,
+            "host": host,
+            "pid": pid,
+            "started_at": started_at,
+            "now": now,
+            "steps_done": int(steps_done),
+            "operation_id": operation_id,
+        },
     )
 
 
@@ -137,15 +154,12 @@ def gone_holding(conn: Connection, *, cutoff: datetime, recent: datetime, run_li
 
 
 def find(conn: Connection, worker_id: int) -> dict[str, Any] | None:
-    return as_dict(conn.execute(
-        sa.text(f"SELECT {COLUMNS} FROM pgbus_web_workers WHERE id = :id"), {"id": int(worker_id)}
-    ).first())
+    return as_dict(
+        conn.execute(sa.text(f"SELECT {COLUMNS} FROM pgbus_web_workers WHERE id = :id"), {"id": int(worker_id)}).first()
+    )
 
 
 # What a live refresh must notice: which rows are gone or alive at :cutoff
 # (a worker that falls silent changes no other table). A scalar subquery,
 # read with the change marker (models/changes.marker_with).
-MARKER_SQL = (
-    "SELECT coalesce(string_agg(id::text || ':' || "
-    f"{STATE_SQL}, ',' ORDER BY id), '') FROM pgbus_web_workers"
-)
+MARKER_SQL = f"SELECT coalesce(string_agg(id::text || ':' || {STATE_SQL}, ',' ORDER BY id), '') FROM pgbus_web_workers"

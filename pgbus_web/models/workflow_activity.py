@@ -10,8 +10,9 @@ with the number of runs.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Any, Iterable
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -30,7 +31,7 @@ def series(conn: Connection, workflow_class: str, *, bucket: str, now: datetime)
     width, count = BUCKETS[bucket]
     rows = conn.execute(
         sa.text(
-            f"""
+            """
             WITH buckets AS (
                 SELECT generate_series(
                     date_trunc(:bucket, CAST(:now AS timestamptz), 'UTC') - CAST(:span AS interval),
@@ -55,9 +56,13 @@ def series(conn: Connection, workflow_class: str, *, bucket: str, now: datetime)
             ORDER BY b.start
             """
         ),
-        {"workflow_class": workflow_class, "bucket": bucket, "now": now,
-         "span": f"{(count - 1) * int(width.total_seconds())} seconds",
-         "width": f"{int(width.total_seconds())} seconds"},
+        {
+            "workflow_class": workflow_class,
+            "bucket": bucket,
+            "now": now,
+            "span": f"{(count - 1) * int(width.total_seconds())} seconds",
+            "width": f"{int(width.total_seconds())} seconds",
+        },
     )
     found = as_dicts(rows)
     for row in found:

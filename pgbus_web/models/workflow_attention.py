@@ -13,8 +13,9 @@ run, as they were before: what a test and ``db check`` compare with.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
-from typing import Any, Mapping
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -28,7 +29,7 @@ ATTENTION_IDS_LIMIT = 500
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 # Each paused or ready run (and, when waiting_before is given, each waiting
@@ -76,8 +77,9 @@ def stuck_reason_counts(
     workflow_class: str | None = None,
 ) -> dict[tuple[str, str], int]:
     """{(workflow_class, reason): runs} for the ongoing runs that need a person."""
-    summary = stuck_reason_summary(conn, threshold=threshold, now=now, waiting_threshold=waiting_threshold,
-                                   workflow_class=workflow_class)
+    summary = stuck_reason_summary(
+        conn, threshold=threshold, now=now, waiting_threshold=waiting_threshold, workflow_class=workflow_class
+    )
     return {key: runs for key, (runs, _) in summary.items()}
 
 
@@ -226,6 +228,7 @@ def attention_ids(
 
 # --- kept: what the first screen reads -----------------------------------------
 
+
 def _clock_free(rule: stuck.Rule) -> bool:
     return not any(isinstance(condition, stuck.Before) for condition in rule.conditions)
 
@@ -323,8 +326,9 @@ def _groups_sql(binds: Mapping[str, Any], *, by_class: bool) -> str:
     """Every needs-attention group (class, step, reason, error class) with
     its count, first and last moments and newest run id, unordered."""
     rules = stuck.rules_for(binds)
-    parts = [part for part in (_kept_parts_sql(rules, by_class=by_class), *_due_parts_sql(rules, by_class=by_class))
-             if part]
+    parts = [
+        part for part in (_kept_parts_sql(rules, by_class=by_class), *_due_parts_sql(rules, by_class=by_class)) if part
+    ]
     union = "\n        UNION ALL\n".join(parts)
     return f"""
         SELECT part.workflow_class, part.step_name, part.reason, part.error_class,

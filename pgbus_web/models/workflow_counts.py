@@ -8,8 +8,8 @@ created_at sum its full hours from there.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -33,9 +33,7 @@ def status_counts(conn: Connection, workflow_class: str | None = None) -> dict[t
     """{(workflow_class, status): runs} over every run (of *workflow_class*
     when given), from the kept counts: one small read, exact."""
     where = "WHERE workflow_class = :workflow_class" if workflow_class is not None else ""
-    rows = conn.execute(
-        sa.text(_KEPT_COUNTS.format(where=where)), {"workflow_class": workflow_class}
-    )
+    rows = conn.execute(sa.text(_KEPT_COUNTS.format(where=where)), {"workflow_class": workflow_class})
     return {(klass, status): int(runs) for klass, status, runs in rows}
 
 
@@ -43,10 +41,7 @@ def counted_status_counts(conn: Connection) -> dict[tuple[str, str], int]:
     """status_counts as count(*) over the runs themselves: what the kept
     counts must equal (db check, the tests)."""
     rows = conn.execute(
-        sa.text(
-            "SELECT workflow_class, status, count(*) AS runs "
-            "FROM pgbus_workflows GROUP BY workflow_class, status"
-        )
+        sa.text("SELECT workflow_class, status, count(*) AS runs FROM pgbus_workflows GROUP BY workflow_class, status")
     )
     return {(klass, status): runs for klass, status, runs in rows}
 
@@ -96,8 +91,10 @@ def count_mismatches(conn: Connection) -> dict[tuple[str, str], tuple[int, int]]
     kept_hours, counted_hours = hour_counts(conn), counted_hour_counts(conn)
     for klass, status, hour in _differing(kept_hours, counted_hours):
         key = (klass, status, hour)
-        found[(klass, f"{status} at {hour.astimezone(timezone.utc):%Y-%m-%d %H:00} UTC")] = (
-            kept_hours.get(key, 0), counted_hours.get(key, 0))
+        found[(klass, f"{status} at {hour.astimezone(UTC):%Y-%m-%d %H:00} UTC")] = (
+            kept_hours.get(key, 0),
+            counted_hours.get(key, 0),
+        )
     return found
 
 
@@ -213,7 +210,7 @@ HOUR = timedelta(hours=1)
 
 
 def _hour_floor(moment: datetime) -> datetime:
-    return moment.astimezone(timezone.utc).replace(minute=0, second=0, microsecond=0)
+    return moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
 def _hour_ceil(moment: datetime) -> datetime:
@@ -256,13 +253,15 @@ def kept_hours_status_counts(
     """{status: runs} of one class summed over the kept hours that start in
     [start, end): whole hours only, a partial hour not counted apart."""
     found: dict[str, int] = {}
-    _add(found, conn.execute(sa.text(_KEPT_HOURS),
-                             {"workflow_class": workflow_class, "start": start, "end": end}))
+    _add(found, conn.execute(sa.text(_KEPT_HOURS), {"workflow_class": workflow_class, "start": start, "end": end}))
     return {status: runs for status, runs in found.items() if runs}
 
 
 def class_status_counts(
-    conn: Connection, workflow_class: str, *, created_from: datetime | None = None,
+    conn: Connection,
+    workflow_class: str,
+    *,
+    created_from: datetime | None = None,
     created_to: datetime | None = None,
 ) -> dict[str, int]:
     """{status: runs} of one class, over the runs created since *created_from*
@@ -273,7 +272,7 @@ def class_status_counts(
     if created_from is None and created_to is None:
         return {status: runs for (_, status), runs in status_counts(conn, workflow_class).items()}
     if created_from is None:
-        created_from = datetime(1, 1, 1, tzinfo=timezone.utc) + HOUR
+        created_from = datetime(1, 1, 1, tzinfo=UTC) + HOUR
     found: dict[str, int] = {}
     first_full = _hour_ceil(created_from)
     last_full = None if created_to is None else _hour_floor(created_to)
@@ -281,16 +280,13 @@ def class_status_counts(
     if last_full is not None and last_full <= first_full:
         # Within one hour or across one boundary: no full hour in between.
         if created_to > created_from:
-            _add(found, conn.execute(sa.text(_COUNTED_PART),
-                                     {**binds, "start": created_from, "end": created_to}))
+            _add(found, conn.execute(sa.text(_COUNTED_PART), {**binds, "start": created_from, "end": created_to}))
     else:
         if created_from < first_full:
-            _add(found, conn.execute(sa.text(_COUNTED_PART),
-                                     {**binds, "start": created_from, "end": first_full}))
+            _add(found, conn.execute(sa.text(_COUNTED_PART), {**binds, "start": created_from, "end": first_full}))
         _add(found, conn.execute(sa.text(_KEPT_HOURS), {**binds, "start": first_full, "end": last_full}))
         if last_full is not None and last_full < created_to:
-            _add(found, conn.execute(sa.text(_COUNTED_PART),
-                                     {**binds, "start": last_full, "end": created_to}))
+            _add(found, conn.execute(sa.text(_COUNTED_PART), {**binds, "start": last_full, "end": created_to}))
     return {status: runs for status, runs in found.items() if runs}
 
 

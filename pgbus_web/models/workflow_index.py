@@ -5,8 +5,9 @@ counts and walks an operation makes over the same WHERE.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
-from typing import Any, Mapping
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -14,8 +15,9 @@ from sqlalchemy.engine import Connection
 from ..rules import run_filters, stuck
 from . import as_dicts
 
+
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 # Columns of the runs index (no arguments: they can be large and the index
@@ -176,8 +178,7 @@ def search_where(search: str, *, fragments: bool = False) -> tuple[str, dict[str
     parts = search.split(None, 1)
     if len(parts) == 2:
         branches.append(
-            "(lower(w.subject_id) = lower(:search_subject_id)"
-            " AND lower(w.subject_type) = lower(:search_subject_type))"
+            "(lower(w.subject_id) = lower(:search_subject_id) AND lower(w.subject_type) = lower(:search_subject_type))"
         )
         binds.update(search_subject_type=parts[0], search_subject_id=parts[1].strip())
     return "(" + " OR ".join(branches) + ")", binds
@@ -208,10 +209,10 @@ def _split_page_rows(result) -> list[dict[str, Any]]:
             step_keys.append("id")
             step_at.append(index)
         elif key.startswith("step_"):
-            step_keys.append(key[len("step_"):])
+            step_keys.append(key[len("step_") :])
             step_at.append(index)
         elif key.startswith("batch_"):
-            batch_keys.append(key[len("batch_"):])
+            batch_keys.append(key[len("batch_") :])
             batch_at.append(index)
         else:
             run_keys.append(key)
@@ -323,8 +324,7 @@ def page_where(
         binds.update(json_binds)
     for number, documents in enumerate(signals):
         condition, json_binds = json_where("sg.payload", tuple(documents), f"signal_{number}")
-        conditions.append("w.workflow_id IN (SELECT sg.workflow_id FROM pgbus_workflow_signals sg"
-                          f" WHERE {condition})")
+        conditions.append(f"w.workflow_id IN (SELECT sg.workflow_id FROM pgbus_workflow_signals sg WHERE {condition})")
         binds.update(json_binds)
     where = " AND ".join(conditions) or "TRUE"
     return where, binds
@@ -375,6 +375,7 @@ def page(
     binds["limit"] = int(limit)
     # Newer pages walk up from after_id; every page is shown newest first.
     direction = "ASC" if after_id is not None else "DESC"
+
     # The page's runs are chosen first, by id alone (an index that holds
     # the filter's columns and the id answers it without the table), and
     # only those rows are read whole and get their latest step and batch:
@@ -423,13 +424,16 @@ def page(
     except _Cancelled:
         pass
     condition, json_binds = json_where("sg.payload", tuple(signals[0]), "signal_ids")
-    by_ids = (f"{where} AND w.workflow_id = ANY(ARRAY(SELECT sg.workflow_id FROM pgbus_workflow_signals sg"
-              f" WHERE {condition}))")
+    by_ids = (
+        f"{where} AND w.workflow_id = ANY(ARRAY(SELECT sg.workflow_id FROM pgbus_workflow_signals sg"
+        f" WHERE {condition}))"
+    )
     return _split_page_rows(conn.execute(statement(by_ids), {**binds, **json_binds}))
 
 
-def status_counts_up_to(conn: Connection, *, where: str, binds: Mapping[str, Any], cap: int,
-                        budget: float | None = None) -> dict[str, int] | None:
+def status_counts_up_to(
+    conn: Connection, *, where: str, binds: Mapping[str, Any], cap: int, budget: float | None = None
+) -> dict[str, int] | None:
     """{status: runs} of the runs page_where's *where* matches, counting no
     further than *cap* + 1 runs in all (so a page can say "more than cap"
     for the price of cap; the statuses of the runs read anyway). With
@@ -479,16 +483,19 @@ class _within:
         self.savepoint = None
         self.before = None
 
-    def __enter__(self) -> "_within":
+    def __enter__(self) -> _within:
         if not self.autocommit:
             self.savepoint = self.conn.begin_nested()
         self.before = self.conn.execute(
             sa.text("SELECT current_setting('statement_timeout'), set_config('statement_timeout', :limit, :local)"),
-            {"limit": self.limit, "local": not self.autocommit}).first()[0]
+            {"limit": self.limit, "local": not self.autocommit},
+        ).first()[0]
         return self
 
     def __exit__(self, kind, problem, trace) -> bool:
-        cancelled = isinstance(problem, sa.exc.DBAPIError) and getattr(problem.orig, "sqlstate", None) == _QUERY_CANCELED
+        cancelled = (
+            isinstance(problem, sa.exc.DBAPIError) and getattr(problem.orig, "sqlstate", None) == _QUERY_CANCELED
+        )
         if self.savepoint is not None:
             if problem is None:
                 self._put_back()
@@ -502,8 +509,10 @@ class _within:
         return False
 
     def _put_back(self) -> None:
-        self.conn.execute(sa.text("SELECT set_config('statement_timeout', :before, :local)"),
-                          {"before": self.before, "local": not self.autocommit})
+        self.conn.execute(
+            sa.text("SELECT set_config('statement_timeout', :before, :local)"),
+            {"before": self.before, "local": not self.autocommit},
+        )
 
 
 # --- an operation's bounded walks ------------------------------------------------
@@ -549,7 +558,12 @@ def windows_down(conn: Connection, *, ceiling_id: int, window: int = WINDOW):
 
 
 def count_window(
-    conn: Connection, *, where: str, binds: Mapping[str, Any], low: int, high: int,
+    conn: Connection,
+    *,
+    where: str,
+    binds: Mapping[str, Any],
+    low: int,
+    high: int,
 ) -> dict[tuple[str, str], int]:
     """{(workflow_class, status): runs} matching *where* with an id in
     (*low*, *high*]."""
@@ -568,7 +582,13 @@ def count_window(
 
 
 def walk_window(
-    conn: Connection, *, where: str, binds: Mapping[str, Any], after_id: int, ceiling_id: int, limit: int,
+    conn: Connection,
+    *,
+    where: str,
+    binds: Mapping[str, Any],
+    after_id: int,
+    ceiling_id: int,
+    limit: int,
     window: int = WINDOW,
 ) -> tuple[list[dict[str, Any]], int | None]:
     """The next runs matching *where* in one window of ids above
@@ -581,26 +601,35 @@ def walk_window(
     if start is None or start > ceiling_id:
         return [], None
     high = min(start - 1 + int(window), int(ceiling_id))
-    rows = as_dicts(conn.execute(
-        sa.text(
-            f"""
+    rows = as_dicts(
+        conn.execute(
+            sa.text(
+                f"""
             SELECT w.id, w.workflow_id, w.workflow_class, w.status
             FROM pgbus_workflows w
             WHERE w.id > :walk_after AND w.id <= :walk_high AND ({where})
             ORDER BY w.id
             LIMIT :walk_limit
             """
-        ),
-        {**binds, "walk_after": int(after_id), "walk_high": high, "walk_limit": int(limit)},
-    ))
+            ),
+            {**binds, "walk_after": int(after_id), "walk_high": high, "walk_limit": int(limit)},
+        )
+    )
     if len(rows) >= limit:
         return rows, rows[-1]["id"]
     return rows, high
 
 
 def walk(
-    conn: Connection, *, where: str, binds: Mapping[str, Any], after_id: int, ceiling_id: int, limit: int,
-    window: int = WINDOW, windows: int,
+    conn: Connection,
+    *,
+    where: str,
+    binds: Mapping[str, Any],
+    after_id: int,
+    ceiling_id: int,
+    limit: int,
+    window: int = WINDOW,
+    windows: int,
 ) -> tuple[list[dict[str, Any]], int, bool]:
     """An operation's next chunk: up to *limit* runs matching *where* above
     *after_id*, reading at most *windows* windows (each one statement);
@@ -611,8 +640,15 @@ def walk(
     rows: list[dict[str, Any]] = []
     reached = int(after_id)
     for _ in range(max(int(windows), 1)):
-        found, got_to = walk_window(conn, where=where, binds=binds, after_id=reached, ceiling_id=ceiling_id,
-                                    limit=limit - len(rows), window=window)
+        found, got_to = walk_window(
+            conn,
+            where=where,
+            binds=binds,
+            after_id=reached,
+            ceiling_id=ceiling_id,
+            limit=limit - len(rows),
+            window=window,
+        )
         rows += found
         if got_to is None:
             return rows, max(reached, int(ceiling_id)), False
@@ -623,7 +659,12 @@ def walk(
 
 
 def count_by_window(
-    conn: Connection, *, where: str, binds: Mapping[str, Any], ceiling_id: int, window: int = WINDOW,
+    conn: Connection,
+    *,
+    where: str,
+    binds: Mapping[str, Any],
+    ceiling_id: int,
+    window: int = WINDOW,
 ) -> tuple[dict[tuple[str, str], int], list[tuple[int, int]]]:
     """{(workflow_class, status): runs} matching *where* up to *ceiling_id*,
     one window of ids per statement, newest window first: the counts, and the windows that hold a matching run (newest
@@ -640,29 +681,57 @@ def count_by_window(
 
 
 def sample_in(
-    conn: Connection, windows: list[tuple[int, int]], *, limit: int, threshold: timedelta,
-    waiting_threshold: timedelta, now: datetime | None = None, **filters: Any,
+    conn: Connection,
+    windows: list[tuple[int, int]],
+    *,
+    limit: int,
+    threshold: timedelta,
+    waiting_threshold: timedelta,
+    now: datetime | None = None,
+    **filters: Any,
 ) -> list[dict[str, Any]]:
     """The first *limit* runs of the index's page (newest first) read from
     *windows* (count_by_window's, newest first), one window per statement."""
     filters.pop("ceiling_id", None)
     rows: list[dict[str, Any]] = []
     for low, high in windows:
-        rows += page(conn, limit=limit - len(rows), threshold=threshold, waiting_threshold=waiting_threshold,
-                     now=now, floor_id=low, ceiling_id=high, **filters)
+        rows += page(
+            conn,
+            limit=limit - len(rows),
+            threshold=threshold,
+            waiting_threshold=waiting_threshold,
+            now=now,
+            floor_id=low,
+            ceiling_id=high,
+            **filters,
+        )
         if len(rows) >= limit:
             break
     return rows
-
 
 
 # The columns of an export (docs/search.md, Exporting runs): the run's own,
 # its stuck reason as the index gives it, its latest step's name and error
 # class, and its arguments.
 EXPORT_COLUMNS = (
-    "id", "workflow_id", "workflow_class", "status", "stuck_reason", "current_step", "latest_step_name",
-    "latest_error_class", "subject_type", "subject_id", "idempotency_key", "definition_digest",
-    "created_at", "started_at", "paused_at", "finished_at", "updated_at", "arguments",
+    "id",
+    "workflow_id",
+    "workflow_class",
+    "status",
+    "stuck_reason",
+    "current_step",
+    "latest_step_name",
+    "latest_error_class",
+    "subject_type",
+    "subject_id",
+    "idempotency_key",
+    "definition_digest",
+    "created_at",
+    "started_at",
+    "paused_at",
+    "finished_at",
+    "updated_at",
+    "arguments",
 )
 
 
@@ -674,8 +743,9 @@ def _moment(column: str) -> str:
 
 # The export's columns whose text never needs a CSV cell's quotes or its
 # formula escape (digits, a moment, one of a few keys).
-_CSV_PLAIN = frozenset(("id", "status", "stuck_reason", "created_at", "started_at", "paused_at", "finished_at",
-                        "updated_at"))
+_CSV_PLAIN = frozenset(
+    ("id", "status", "stuck_reason", "created_at", "started_at", "paused_at", "finished_at", "updated_at")
+)
 # What a CSV cell may not start with: a spreadsheet reads it as a formula
 # (OWASP's list, the tab and carriage return included).
 CSV_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -690,8 +760,10 @@ def _csv_cell(text: str) -> str:
     codes = ", ".join(str(ord(start)) for start in CSV_FORMULA_STARTS)
     escaped = f"CASE WHEN ascii({text}) IN ({codes}) THEN '''' || {text} ELSE {text} END"
     special = f"""strpos({text}, ',') > 0 OR strpos({text}, '"') > 0 OR strpos({text}, E'\\n') > 0 OR strpos({text}, E'\\r') > 0"""
-    return (f"""CASE WHEN {text} IS NULL THEN '' WHEN {special} THEN '"' || replace({escaped}, '"', '""') || '"'"""
-            f" WHEN ascii({text}) IN ({codes}) THEN '''' || {text} ELSE {text} END")
+    return (
+        f"""CASE WHEN {text} IS NULL THEN '' WHEN {special} THEN '"' || replace({escaped}, '"', '""') || '"'"""
+        f" WHEN ascii({text}) IN ({codes}) THEN '''' || {text} ELSE {text} END"
+    )
 
 
 def _csv_line(values: Mapping[str, str]) -> str:
@@ -703,8 +775,10 @@ def _csv_line(values: Mapping[str, str]) -> str:
     for key, value in values.items():
         if key == "arguments":
             text = f"({value})::text"
-            escaped = (f"CASE WHEN jsonb_typeof({value}) = 'number' AND {value} < '0'::jsonb"
-                       f" THEN '''' || {text} ELSE {text} END")
+            escaped = (
+                f"CASE WHEN jsonb_typeof({value}) = 'number' AND {value} < '0'::jsonb"
+                f" THEN '''' || {text} ELSE {text} END"
+            )
             cells.append(f"""coalesce('"' || replace({escaped}, '"', '""') || '"', '')""")
         elif key in _CSV_PLAIN:
             text = _moment(value) if key.endswith("_at") else f"({value})::text"
@@ -715,9 +789,19 @@ def _csv_line(values: Mapping[str, str]) -> str:
 
 
 def export_rows(
-    conn: Connection, *, where: str, binds: Mapping[str, Any], ceiling_id: int, now: datetime,
-    threshold: timedelta, waiting_threshold: timedelta, as_json: bool = False, as_csv: bool = False,
-    batch: int = 2000, limit: int | None = None, redact: tuple[str, ...] = (),
+    conn: Connection,
+    *,
+    where: str,
+    binds: Mapping[str, Any],
+    ceiling_id: int,
+    now: datetime,
+    threshold: timedelta,
+    waiting_threshold: timedelta,
+    as_json: bool = False,
+    as_csv: bool = False,
+    batch: int = 2000,
+    limit: int | None = None,
+    redact: tuple[str, ...] = (),
 ):
     """Every run page_where's *where* matches with an id up to *ceiling_id*
     (the first *limit* of them, when given),
@@ -735,18 +819,32 @@ def export_rows(
     given = stuck.params(now, threshold, waiting_threshold)
     reasons = "\n                 ".join(stuck.reason_sql(stuck.rules_for(given)))
     values = {
-        "id": "w.id", "workflow_id": "w.workflow_id", "workflow_class": "w.workflow_class", "status": "w.status",
-        "stuck_reason": f"CASE {reasons} END", "current_step": "w.current_step",
-        "latest_step_name": "w.latest_step_name", "latest_error_class": "w.latest_error_class",
-        "subject_type": "w.subject_type", "subject_id": "w.subject_id", "idempotency_key": "w.idempotency_key",
-        "definition_digest": "w.definition_digest", "created_at": "w.created_at", "started_at": "w.started_at",
-        "paused_at": "w.paused_at", "finished_at": "w.finished_at", "updated_at": "w.updated_at",
+        "id": "w.id",
+        "workflow_id": "w.workflow_id",
+        "workflow_class": "w.workflow_class",
+        "status": "w.status",
+        "stuck_reason": f"CASE {reasons} END",
+        "current_step": "w.current_step",
+        "latest_step_name": "w.latest_step_name",
+        "latest_error_class": "w.latest_error_class",
+        "subject_type": "w.subject_type",
+        "subject_id": "w.subject_id",
+        "idempotency_key": "w.idempotency_key",
+        "definition_digest": "w.definition_digest",
+        "created_at": "w.created_at",
+        "started_at": "w.started_at",
+        "paused_at": "w.paused_at",
+        "finished_at": "w.finished_at",
+        "updated_at": "w.updated_at",
         "arguments": "shown.arguments" if redact else "w.arguments",
     }
     assert tuple(values) == EXPORT_COLUMNS
     # Redacted once per row, however many times the line names it.
-    shown = ("CROSS JOIN LATERAL (SELECT pgbus_web_redact(w.arguments, CAST(:export_redact AS text[]))"
-             " AS arguments) shown" if redact else "")
+    shown = (
+        "CROSS JOIN LATERAL (SELECT pgbus_web_redact(w.arguments, CAST(:export_redact AS text[])) AS arguments) shown"
+        if redact
+        else ""
+    )
     if as_json:
         pairs = ", ".join(f"'{key}', {value}" for key, value in values.items())
         selected = f"json_build_object({pairs})::text"
@@ -754,7 +852,8 @@ def export_rows(
         selected = _csv_line(values)
     else:
         selected = ", ".join(
-            _moment(value) if key.endswith("_at") else f"({value})::text" for key, value in values.items())
+            _moment(value) if key.endswith("_at") else f"({value})::text" for key, value in values.items()
+        )
     statement = sa.text(
         f"""
         SELECT {selected}
@@ -770,9 +869,15 @@ def export_rows(
     if not conn.in_transaction():
         conn.execution_options(isolation_level="READ COMMITTED")
     result = conn.execution_options(stream_results=True, yield_per=int(batch)).execute(
-        statement, {**binds, **given, "export_ceiling": int(ceiling_id),
-                    **({"export_limit": int(limit)} if limit is not None else {}),
-                    **({"export_redact": list(redact)} if redact else {})})
+        statement,
+        {
+            **binds,
+            **given,
+            "export_ceiling": int(ceiling_id),
+            **({"export_limit": int(limit)} if limit is not None else {}),
+            **({"export_redact": list(redact)} if redact else {}),
+        },
+    )
     try:
         # A batch at a time: a row at a time through the result costs more
         # than the server takes to send it.

@@ -7,8 +7,9 @@ guarded ``transition`` inside the same transaction.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
@@ -49,9 +50,7 @@ class SubjectAlreadyOngoing(Exception):
         self.workflow_class = workflow_class
         self.subject_type = subject_type
         self.subject_id = subject_id
-        super().__init__(
-            f"{workflow_class} already has an ongoing run for {subject_type} {subject_id}"
-        )
+        super().__init__(f"{workflow_class} already has an ongoing run for {subject_type} {subject_id}")
 
 
 def _checked(names: Iterable[str]) -> list[str]:
@@ -78,8 +77,9 @@ def find(conn: Connection, workflow_id: str) -> dict[str, Any] | None:
 LATEST_BY_WRITER = "pgbus_web.latest_by_writer"
 
 
-def lock_for(conn: Connection, workflow_id: str, *, sets_latest: bool = False,
-             worker_id: int | None = None) -> dict[str, Any] | None:
+def lock_for(
+    conn: Connection, workflow_id: str, *, sets_latest: bool = False, worker_id: int | None = None
+) -> dict[str, Any] | None:
     """The run's row, locked FOR UPDATE until the transaction ends; None when unknown.
     *sets_latest*: this transaction keeps latest_* itself (LATEST_BY_WRITER).
     *worker_id*: the worker whose transaction this is, declared for the steps
@@ -89,13 +89,14 @@ def lock_for(conn: Connection, workflow_id: str, *, sets_latest: bool = False,
     if worker_id is not None:
         declare += f", set_config('{WORKER_SETTING}', :worker_id, true) AS worker_declared"
         binds["worker_id"] = str(int(worker_id))
-    row = as_dict(conn.execute(
-        sa.text(
-            f"SELECT {SELECT_COLUMNS}{declare} FROM pgbus_workflows "
-            "WHERE workflow_id = :workflow_id FOR UPDATE"
-        ),
-        binds,
-    ).first())
+    row = as_dict(
+        conn.execute(
+            sa.text(
+                f"SELECT {SELECT_COLUMNS}{declare} FROM pgbus_workflows WHERE workflow_id = :workflow_id FOR UPDATE"
+            ),
+            binds,
+        ).first()
+    )
     if row is not None:
         row.pop("latest_by_writer", None)
         row.pop("worker_declared", None)
@@ -108,8 +109,14 @@ def lock_for(conn: Connection, workflow_id: str, *, sets_latest: bool = False,
 CHUNK_COLUMNS = "id, workflow_id, workflow_class, status, current_step, subject_type, subject_id"
 
 
-def lock_many(conn: Connection, workflow_ids: list[str], *, sets_latest: bool = False,
-              commit_unflushed: bool = False, columns: str | None = None) -> list[dict[str, Any]]:
+def lock_many(
+    conn: Connection,
+    workflow_ids: list[str],
+    *,
+    sets_latest: bool = False,
+    commit_unflushed: bool = False,
+    columns: str | None = None,
+) -> list[dict[str, Any]]:
     """lock_for() of many runs at once, in id order, without waiting: a run
     whose row another transaction holds is left out (SKIP LOCKED), as is
     an unknown one. *sets_latest*: this transaction keeps latest_* itself
@@ -126,13 +133,15 @@ def lock_many(conn: Connection, workflow_ids: list[str], *, sets_latest: bool = 
     declare = f", set_config('{LATEST_BY_WRITER}', 'on', true) AS latest_by_writer" if sets_latest else ""
     if commit_unflushed:
         declare += ", set_config('synchronous_commit', 'off', true) AS synchronous_commit"
-    rows = as_dicts(conn.execute(
-        sa.text(
-            f"SELECT {columns or SELECT_COLUMNS}{declare} FROM pgbus_workflows "
-            "WHERE workflow_id = ANY(:workflow_ids) ORDER BY id FOR UPDATE SKIP LOCKED"
-        ),
-        {"workflow_ids": list(workflow_ids)},
-    ))
+    rows = as_dicts(
+        conn.execute(
+            sa.text(
+                f"SELECT {columns or SELECT_COLUMNS}{declare} FROM pgbus_workflows "
+                "WHERE workflow_id = ANY(:workflow_ids) ORDER BY id FOR UPDATE SKIP LOCKED"
+            ),
+            {"workflow_ids": list(workflow_ids)},
+        )
+    )
     for row in rows:
         row.pop("latest_by_writer", None)
         row.pop("synchronous_commit", None)
@@ -152,9 +161,10 @@ def highest_id(conn: Connection) -> int:
 def waiting_for_signal(conn: Connection, signal: str, *, waiting_before: datetime, limit: int) -> list[str]:
     """Newest first, the ids of waiting runs whose latest step has waited
     for *signal* since before *waiting_before*."""
-    return conn.execute(
-        sa.text(
-            """
+    return (
+        conn.execute(
+            sa.text(
+                """
             SELECT w.workflow_id
             FROM pgbus_workflows w
             JOIN LATERAL (
@@ -165,9 +175,12 @@ def waiting_for_signal(conn: Connection, signal: str, *, waiting_before: datetim
             ORDER BY w.id DESC
             LIMIT :limit
             """
-        ),
-        {"signal": signal, "before": waiting_before, "limit": limit},
-    ).scalars().all()
+            ),
+            {"signal": signal, "before": waiting_before, "limit": limit},
+        )
+        .scalars()
+        .all()
+    )
 
 
 # The run's latest step, as the latest_* triggers read it (schema/v2.sql):
@@ -192,8 +205,7 @@ _LATEST_SET = (
 
 
 def transition(
-    conn: Connection, workflow_id: str, *, from_: Iterable[str] | str, to: str,
-    sync_latest: bool = False, **attrs: Any
+    conn: Connection, workflow_id: str, *, from_: Iterable[str] | str, to: str, sync_latest: bool = False, **attrs: Any
 ) -> int:
     """Single-winner status change: 1 when this call moved the row, 0 when
     its status was not in *from_*. *attrs* are further columns to set.
@@ -217,7 +229,9 @@ def transition(
 
 
 _SYNC_LATEST = sa.text(
-    "UPDATE pgbus_workflows w SET updated_at = w.updated_at" + _LATEST_SET + _LATEST_FROM
+    "UPDATE pgbus_workflows w SET updated_at = w.updated_at"
+    + _LATEST_SET
+    + _LATEST_FROM
     + " WHERE w.workflow_id = :workflow_id"
     " AND (w.latest_step_id, w.latest_step_name, w.latest_step_status, w.latest_error_class,"
     " w.latest_scheduled_at, w.latest_waiting_since, w.latest_timeout_at)"
@@ -237,8 +251,9 @@ MOVE_COLUMNS = ("current_step", "paused_at", "finished_at")
 _MOVE_TYPES = {"current_step": "text", "paused_at": "timestamptz", "finished_at": "timestamptz"}
 
 
-def move_many(conn: Connection, moves: list[dict[str, Any]], *, from_: Iterable[str],
-              sync_latest: bool = False) -> list[str]:
+def move_many(
+    conn: Connection, moves: list[dict[str, Any]], *, from_: Iterable[str], sync_latest: bool = False
+) -> list[str]:
     """transition() of many runs in one statement: each move is a dict of
     workflow_id, ``to`` and any of MOVE_COLUMNS (a key left out keeps the
     column as it is). Every run moves from a status in *from_*;
@@ -254,7 +269,8 @@ def move_many(conn: Connection, moves: list[dict[str, Any]], *, from_: Iterable[
     if unknown:
         raise ValueError(f"not a column move_many sets: {', '.join(sorted(unknown))}")
     binds: dict[str, Any] = {
-        "from_statuses": list(from_), "workflow_ids": [move["workflow_id"] for move in moves],
+        "from_statuses": list(from_),
+        "workflow_ids": [move["workflow_id"] for move in moves],
         "statuses": [move["to"] for move in moves],
     }
     arrays = ["CAST(:workflow_ids AS text[])", "CAST(:statuses AS text[])"]
@@ -288,8 +304,7 @@ def insert_run(conn: Connection, attrs: Mapping[str, Any]) -> bool:
     savepoint, so the caller's transaction stays usable)."""
     names = _checked(attrs)
     conflict = (
-        " ON CONFLICT (workflow_class, idempotency_key)"
-        " WHERE idempotency_key IS NOT NULL DO NOTHING"
+        " ON CONFLICT (workflow_class, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING"
         if attrs.get("idempotency_key") is not None
         else ""
     )

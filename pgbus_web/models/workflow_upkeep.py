@@ -9,6 +9,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+
 def count_stale(conn: Connection, *, before: datetime) -> int:
     """How many runs pruning at *before* would remove."""
     return conn.execute(
@@ -46,8 +47,13 @@ def delete_stale(conn: Connection, *, before: datetime, limit: int = 1000) -> in
 # A run's latest_* columns and the columns of its latest step row they copy
 # (schema/v2.sql keeps them equal on every write while triggers fire).
 LATEST_COLUMNS = (
-    "latest_step_id", "latest_step_name", "latest_step_status", "latest_error_class",
-    "latest_scheduled_at", "latest_waiting_since", "latest_timeout_at",
+    "latest_step_id",
+    "latest_step_name",
+    "latest_step_status",
+    "latest_error_class",
+    "latest_scheduled_at",
+    "latest_waiting_since",
+    "latest_timeout_at",
 )
 _LATEST_STEP = """
     LEFT JOIN LATERAL (
@@ -104,17 +110,21 @@ def repair_latest(conn: Connection, *, after_id: int, last_id: int) -> int:
     first, then read again and written with a fresh snapshot, so a step
     written meanwhile by a transaction that held one of them (its trigger
     updates the run) is seen rather than overwritten with older facts."""
-    ids = conn.execute(
-        sa.text(
-            f"""
+    ids = (
+        conn.execute(
+            sa.text(
+                f"""
             SELECT w.id FROM pgbus_workflows w
             {_LATEST_STEP}
             WHERE w.id > :after_id AND w.id <= :last_id AND {_LATEST_DIFFERS}
             FOR UPDATE OF w
             """
-        ),
-        {"after_id": int(after_id), "last_id": int(last_id)},
-    ).scalars().all()
+            ),
+            {"after_id": int(after_id), "last_id": int(last_id)},
+        )
+        .scalars()
+        .all()
+    )
     if not ids:
         return 0
     assignments = ", ".join(

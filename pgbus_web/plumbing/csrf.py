@@ -34,8 +34,8 @@ from markupsafe import Markup, escape
 from werkzeug.exceptions import BadRequest
 
 from . import unrouted
-from .state import state
 from .security import UNSAFE_METHODS
+from .state import state
 
 log = logging.getLogger(__name__)
 

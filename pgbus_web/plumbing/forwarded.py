@@ -43,7 +43,9 @@ def networks(cidrs) -> tuple:
         try:
             found.append(ipaddress.ip_network(str(cidr).strip(), strict=False))
         except ValueError:
-            raise ValueError(f"invalid --trusted-proxy {cidr!r}: expected an address or CIDR, e.g. 10.0.0.0/8") from None
+            raise ValueError(
+                f"invalid --trusted-proxy {cidr!r}: expected an address or CIDR, e.g. 10.0.0.0/8"
+            ) from None
     return tuple(found)
 
 
@@ -83,7 +85,10 @@ class ForwardedGate:
         elif PREFIX in environ:
             chosen = _chosen(environ[PREFIX], self.count)
             if chosen is not None and not safe_prefix(chosen):
-                log.warning("pgbus-web: ignored X-Forwarded-Prefix %r from %s: not a plain path of this site",
-                            chosen[:200], environ.get("REMOTE_ADDR"))
+                log.warning(
+                    "pgbus-web: ignored X-Forwarded-Prefix %r from %s: not a plain path of this site",
+                    chosen[:200],
+                    environ.get("REMOTE_ADDR"),
+                )
                 del environ[PREFIX]
         return self.app(environ, start_response)

@@ -7,8 +7,8 @@ with a whole page or with a fragment, and a cache must keep them apart.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 from urllib.parse import unquote
 
 from flask import Response, g, request
@@ -45,7 +45,7 @@ class HtmxDetails:
     prompt: str | None = None
 
     @classmethod
-    def from_headers(cls, headers: Mapping[str, str]) -> "HtmxDetails":
+    def from_headers(cls, headers: Mapping[str, str]) -> HtmxDetails:
         return cls(
             request=headers.get("HX-Request") == "true",
             boosted=headers.get("HX-Boosted") == "true",
@@ -76,4 +76,3 @@ def details() -> HtmxDetails:
 def vary_on_hx_request(response: Response) -> Response:
     response.vary.add(VARY_HEADER)
     return response
-

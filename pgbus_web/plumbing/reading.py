@@ -22,8 +22,8 @@ Without a replica nothing is read, set or deleted.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from flask import Response, g, request
 from itsdangerous import BadSignature, URLSafeTimedSerializer
@@ -66,8 +66,9 @@ def _from_cookie() -> int | None:
 def after() -> int | None:
     """This request's last write (an LSN as an int), the later of the
     cookie's and the header's; None for none."""
-    positions = [position for position in (_from_cookie(), lsn_int(request.headers.get(REQUEST_HEADER)))
-                 if position is not None]
+    positions = [
+        position for position in (_from_cookie(), lsn_int(request.headers.get(REQUEST_HEADER))) if position is not None
+    ]
     return max(positions) if positions else None
 
 
@@ -117,13 +118,21 @@ def after_request(response: Response) -> Response:
                 return response
             text = lsn_text(position)
             response.headers[WRITTEN_HEADER] = text
-            response.set_cookie(COOKIE_NAME, _serializer().dumps(text), max_age=MAX_AGE, httponly=True,
-                                samesite="Lax", secure=request.is_secure, path=csrf.cookie_path())
+            response.set_cookie(
+                COOKIE_NAME,
+                _serializer().dumps(text),
+                max_age=MAX_AGE,
+                httponly=True,
+                samesite="Lax",
+                secure=request.is_secure,
+                path=csrf.cookie_path(),
+            )
         return response
     found = g.get("_pgbus_route")
     if found is not None and found.released and request.cookies.get(COOKIE_NAME):
-        response.delete_cookie(COOKIE_NAME, path=csrf.cookie_path(), httponly=True, samesite="Lax",
-                               secure=request.is_secure)
+        response.delete_cookie(
+            COOKIE_NAME, path=csrf.cookie_path(), httponly=True, samesite="Lax", secure=request.is_secure
+        )
     return response
 
 

@@ -49,7 +49,7 @@ def escape(workflow_id: str) -> str:
 def unescape(segment: str) -> str | None:
     """The id an escaped segment stands for; None when it is not one that
     ``escape`` writes."""
-    body = segment[len(ESCAPE):]
+    body = segment[len(ESCAPE) :]
     try:
         raw = base64.b64decode(body + "=" * (-len(body) % 4), altchars=b"-_", validate=True)
         workflow_id = raw.decode("utf-8")

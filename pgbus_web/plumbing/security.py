@@ -145,7 +145,8 @@ def may_act() -> bool:
     if "_pgbus_may_act" not in g:
         found, kept = principal(), current_policy()
         g._pgbus_may_act = permissions.acts_at_all(found, kept) or any(
-            permissions.may_some(found, power, kept) for power in roles.BEYOND_VERBS)
+            permissions.may_some(found, power, kept) for power in roles.BEYOND_VERBS
+        )
     return g._pgbus_may_act
 
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from flask import current_app
 
-from ..db import Database
 from ..core.settings import Settings
+from ..db import Database
 
 # Key of the extension's state in app.extensions, and the blueprint's name
 # (so endpoints are "pgbus_web.workflows", "pgbus_web.workflow", ...).

@@ -16,7 +16,7 @@ class Approval:
     threshold: int | None = None
     verbs: tuple[str, ...] | None = None
     # A process option's rule on top of the policy's (tightened).
-    also: "Approval | None" = None
+    also: Approval | None = None
 
     def needed(self, verb: str, runs: int) -> bool:
         if self.also is not None and self.also.needed(verb, runs):
@@ -25,7 +25,7 @@ class Approval:
             return False
         return (self.verbs is None or verb in self.verbs) and runs > self.threshold
 
-    def tightened(self, threshold: int | None, verbs: tuple[str, ...] | None) -> "Approval":
+    def tightened(self, threshold: int | None, verbs: tuple[str, ...] | None) -> Approval:
         """This rule with a process's own option on top: an operation
         waits when either says so. An option can only add waits."""
         if threshold is None:

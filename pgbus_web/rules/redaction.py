@@ -18,8 +18,9 @@ The redacted value, whatever it was, becomes ``MARK``.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 MARK = "[redacted]"
 KEY = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

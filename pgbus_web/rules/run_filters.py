@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Any, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
+from ..i18n import LOCALE_PARAM, current_timezone, t, tn
 from . import states
 from .limits import ID_MAX
-from ..i18n import LOCALE_PARAM, current_timezone, t, tn
 
 # The preset ranges offered on the index and the insights page.
 RANGES = {
@@ -47,8 +48,21 @@ NO_ERROR_CLASS = "1"
 
 # Every filter's query parameter (the cursors aside): what a door other
 # than the index (the command line's --filter NAME=VALUE) accepts.
-NAMES = ("q", "workflow_class", "status", "reason", "subject", "step", "error_class", "no_error_class",
-         "since", "from", "to", "operation", "worker")
+NAMES = (
+    "q",
+    "workflow_class",
+    "status",
+    "reason",
+    "subject",
+    "step",
+    "error_class",
+    "no_error_class",
+    "since",
+    "from",
+    "to",
+    "operation",
+    "worker",
+)
 # The keyset cursors: a page of the index, not a filter (an operation
 # takes every run its filters match, so its filters never carry them).
 CURSORS = ("before", "after")
@@ -150,9 +164,23 @@ class RunFilters:
     def active(self) -> bool:
         """True when any filter (not a cursor) narrows the list."""
         return any(
-            (self.q, self.workflow_class, self.status, self.reason, self.subject, self.step,
-             self.error_class, self.no_error_class, self.since, self.created_from, self.created_to,
-             self.operation, self.arguments, self.signals, self.worker)
+            (
+                self.q,
+                self.workflow_class,
+                self.status,
+                self.reason,
+                self.subject,
+                self.step,
+                self.error_class,
+                self.no_error_class,
+                self.since,
+                self.created_from,
+                self.created_to,
+                self.operation,
+                self.arguments,
+                self.signals,
+                self.worker,
+            )
         )
 
     def query(self, **changes: Any) -> dict[str, str]:
@@ -268,7 +296,7 @@ def parse_moment(value: str | None) -> datetime | None:
     moment = datetime.fromisoformat(value)
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=current_timezone())
-    return moment.astimezone(timezone.utc)
+    return moment.astimezone(UTC)
 
 
 def _moment(args: Mapping[str, str], name: str) -> tuple[str | None, datetime | None]:
@@ -319,8 +347,14 @@ def json_match(name: str, raw: str) -> JsonMatch:
         # arg.amount>=100 arrives as the name "arg.amount>": a comparison.
         raise FilterError(t("pgbus.workflows.filters.errors.json_operator", name=name[:NAME_SHOWN]))
     if _path_problem(path):
-        raise FilterError(t("pgbus.workflows.filters.errors.json_path", name=name[:NAME_SHOWN],
-                            depth=MAX_PATH_DEPTH, length=PATH_KEY_MAX))
+        raise FilterError(
+            t(
+                "pgbus.workflows.filters.errors.json_path",
+                name=name[:NAME_SHOWN],
+                depth=MAX_PATH_DEPTH,
+                length=PATH_KEY_MAX,
+            )
+        )
     value = raw.strip()
     if len(value) > MAX_JSON_VALUE:
         raise FilterError(t("pgbus.workflows.filters.errors.too_long", name=name[:NAME_SHOWN], limit=MAX_JSON_VALUE))
@@ -413,7 +447,13 @@ def _refuse_unknown(names, allowed: tuple[str, ...]) -> None:
     for name in names:
         if name not in allowed and not (isinstance(name, str) and name.startswith(JSON_PREFIXES)):
             shown = str(name).replace("\x00", "\ufffd")[:NAME_SHOWN]
-            raise FilterError(t("pgbus.workflows.filters.errors.unknown_name", name=shown, known=", ".join(NAMES + ("arg.<path>", "signal.<path>"))))
+            raise FilterError(
+                t(
+                    "pgbus.workflows.filters.errors.unknown_name",
+                    name=shown,
+                    known=", ".join(NAMES + ("arg.<path>", "signal.<path>")),
+                )
+            )
 
 
 def parse_strict(values: Mapping[str, Any], *, cursors: bool = False) -> RunFilters:

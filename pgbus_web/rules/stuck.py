@@ -25,10 +25,10 @@ moves for reasons other than the wait), so it needs no one yet.
 from __future__ import annotations
 
 import functools
-
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from typing import Any, Iterable, Mapping, Optional, Union
+from datetime import UTC, datetime, timedelta
+from typing import Any, Union
 
 from . import states
 
@@ -107,32 +107,55 @@ OVERDUE_BEFORE = Param("overdue_before")
 WAITING_BEFORE = Param("waiting_before")
 
 RULES: tuple[Rule, ...] = (
-    Rule(states.STALLED, states.PAUSED, (
-        Equals("latest_step_status", states.STEP_FAILED),
-        Equals("latest_error_class", STALLED_ERROR),
-    ), since="paused_at"),
-    Rule(states.PAUSED_ERROR, states.PAUSED, (
-        Equals("latest_step_status", states.STEP_FAILED),
-        DistinctFrom("latest_error_class", STALLED_ERROR),
-    ), since="paused_at"),
-    Rule(states.PAUSED_MANUAL, states.PAUSED, (
-        DistinctFrom("latest_step_status", states.STEP_FAILED),
-    ), since="paused_at"),
-    Rule(states.OVERDUE, states.READY, (
-        Equals("latest_step_status", states.STEP_SCHEDULED),
-        Before("latest_scheduled_at", OVERDUE_BEFORE),
-    ), since="latest_scheduled_at"),
-    Rule(states.WAITING_OVERDUE, states.WAITING, (
-        Equals("latest_step_status", states.STEP_WAITING),
-        IsNull("latest_timeout_at"),
-        Before("latest_waiting_since", WAITING_BEFORE),
-    ), since="latest_waiting_since"),
+    Rule(
+        states.STALLED,
+        states.PAUSED,
+        (
+            Equals("latest_step_status", states.STEP_FAILED),
+            Equals("latest_error_class", STALLED_ERROR),
+        ),
+        since="paused_at",
+    ),
+    Rule(
+        states.PAUSED_ERROR,
+        states.PAUSED,
+        (
+            Equals("latest_step_status", states.STEP_FAILED),
+            DistinctFrom("latest_error_class", STALLED_ERROR),
+        ),
+        since="paused_at",
+    ),
+    Rule(
+        states.PAUSED_MANUAL,
+        states.PAUSED,
+        (DistinctFrom("latest_step_status", states.STEP_FAILED),),
+        since="paused_at",
+    ),
+    Rule(
+        states.OVERDUE,
+        states.READY,
+        (
+            Equals("latest_step_status", states.STEP_SCHEDULED),
+            Before("latest_scheduled_at", OVERDUE_BEFORE),
+        ),
+        since="latest_scheduled_at",
+    ),
+    Rule(
+        states.WAITING_OVERDUE,
+        states.WAITING,
+        (
+            Equals("latest_step_status", states.STEP_WAITING),
+            IsNull("latest_timeout_at"),
+            Before("latest_waiting_since", WAITING_BEFORE),
+        ),
+        since="latest_waiting_since",
+    ),
 )
 BY_REASON = {rule.reason: rule for rule in RULES}
 assert tuple(BY_REASON) == states.STUCK_REASONS
 
 
-def params(now: datetime, threshold: timedelta, waiting_threshold: Optional[timedelta] = None) -> dict[str, Any]:
+def params(now: datetime, threshold: timedelta, waiting_threshold: timedelta | None = None) -> dict[str, Any]:
     """The values the rules compare with at *now*: runs due more than
     *threshold* ago are overdue, runs waiting more than *waiting_threshold*
     ago waiting_overdue (none when it is None)."""
@@ -161,6 +184,7 @@ _RULE_STATUSES = frozenset(rule.status for rule in RULES)
 
 
 # --- as SQL --------------------------------------------------------------------
+
 
 def _column(column: str) -> str:
     if column not in STEP_FIELD_OF and column not in RUN_COLUMNS:
@@ -197,8 +221,10 @@ def condition_sql(rule: Rule) -> str:
 def reason_sql(rules: Iterable[Rule]) -> list[str]:
     """The WHEN branches of a CASE that gives run ``w`` its reason by
     *rules*, in their order (the first that holds)."""
-    return [f"WHEN w.status = {_literal(rule.status)} AND {condition_sql(rule)} THEN {_literal(rule.reason)}"
-            for rule in rules]
+    return [
+        f"WHEN w.status = {_literal(rule.status)} AND {condition_sql(rule)} THEN {_literal(rule.reason)}"
+        for rule in rules
+    ]
 
 
 def statuses_sql(rules: Iterable[Rule]) -> str:
@@ -215,15 +241,15 @@ def since_sql(rules: Iterable[Rule], reason: str) -> list[str]:
         by_since.setdefault(rule.since, []).append(rule.reason)
     branches = []
     for since, reasons in by_since.items():
-        test = (f"= {_literal(reasons[0])}" if len(reasons) == 1
-                else f"IN ({', '.join(_literal(r) for r in reasons)})")
+        test = f"= {_literal(reasons[0])}" if len(reasons) == 1 else f"IN ({', '.join(_literal(r) for r in reasons)})"
         branches.append(f"WHEN {reason} {test} THEN {_column(since)}")
     return branches
 
 
 # --- as Python -----------------------------------------------------------------
 
-def facts_of_step(step: Optional[Mapping[str, Any]]) -> dict[str, Any]:
+
+def facts_of_step(step: Mapping[str, Any] | None) -> dict[str, Any]:
     """The latest_* columns a run with latest step row *step* (None for a
     run without one) carries."""
     return {column: (step.get(field) if step else None) for column, field in STEP_FIELD_OF.items()}
@@ -232,7 +258,7 @@ def facts_of_step(step: Optional[Mapping[str, Any]]) -> dict[str, Any]:
 def _moment(value: Any) -> Any:
     # A naive datetime is taken to be UTC, as the pages take it.
     if isinstance(value, datetime) and value.tzinfo is None:
-        return value.replace(tzinfo=timezone.utc)
+        return value.replace(tzinfo=UTC)
     return value
 
 
@@ -254,7 +280,7 @@ def _holds(condition: Condition, facts: Mapping[str, Any], given: Mapping[str, A
     return _moment(column) < _moment(value)
 
 
-def reason_of(status: Optional[str], facts: Mapping[str, Any], given: Mapping[str, Any]) -> Optional[str]:
+def reason_of(status: str | None, facts: Mapping[str, Any], given: Mapping[str, Any]) -> str | None:
     """The stuck reason of a run in *status* with latest_* *facts*, read
     with *given* (``params``), or None when it is not stuck."""
     for rule in rules_for(given):
@@ -264,8 +290,12 @@ def reason_of(status: Optional[str], facts: Mapping[str, Any], given: Mapping[st
 
 
 def reason_of_run(
-    run: Mapping[str, Any], *, now: datetime, threshold: timedelta, waiting_threshold: Optional[timedelta] = None,
-) -> Optional[str]:
+    run: Mapping[str, Any],
+    *,
+    now: datetime,
+    threshold: timedelta,
+    waiting_threshold: timedelta | None = None,
+) -> str | None:
     """reason_of for *run*, a pgbus_workflows row with ``step`` (its latest
     step row, or None), as the pages and the API hold it."""
     if run.get("status") not in _RULE_STATUSES:

@@ -6,8 +6,9 @@ the bulk actions (and any other door onto the verbs) all read it here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from . import states
 
@@ -64,9 +65,7 @@ def get(name: str) -> Verb | None:
 def allowed(status: str | None, class_loaded: bool) -> tuple[str, ...]:
     """The verbs a run in *status* allows now, in button order; without the
     class verbs when its definition is not registered here."""
-    return tuple(
-        verb.name for verb in TABLE if verb.allows(status) and (class_loaded or not verb.needs_class)
-    )
+    return tuple(verb.name for verb in TABLE if verb.allows(status) and (class_loaded or not verb.needs_class))
 
 
 def fitting(statuses) -> tuple[str, ...]:

@@ -29,8 +29,8 @@ does the chunk run by run then.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from sqlalchemy.engine import Connection, Engine
 

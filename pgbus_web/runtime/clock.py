@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from .errors import InvalidTime
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def parse_future(value: datetime | str | None, *, now: datetime, workflow_id: str | None = None) -> datetime:
@@ -31,4 +31,4 @@ def parse_future(value: datetime | str | None, *, now: datetime, workflow_id: st
         raise InvalidTime(value, InvalidTime.NAIVE, workflow_id=workflow_id)
     if parsed <= now:
         raise InvalidTime(value, InvalidTime.PAST, workflow_id=workflow_id)
-    return parsed.astimezone(timezone.utc)
+    return parsed.astimezone(UTC)

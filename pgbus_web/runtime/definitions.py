@@ -28,9 +28,10 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 # What a step does when it runs out of attempts.
 ON_FAILURE_PAUSE = "pause"  # the run pauses on the error until someone acts
@@ -129,9 +130,7 @@ class Step:
         if not isinstance(self.retries, int) or self.retries < 0:
             raise DefinitionError(f"step {self.name!r}: retries must be an int >= 0")
         if self.on_failure not in ON_FAILURE:
-            raise DefinitionError(
-                f"step {self.name!r}: on_failure must be one of {', '.join(ON_FAILURE)}"
-            )
+            raise DefinitionError(f"step {self.name!r}: on_failure must be one of {', '.join(ON_FAILURE)}")
         for option in ("delay", "wait_timeout"):
             value = getattr(self, option)
             if value is not None and (not isinstance(value, timedelta) or value <= timedelta(0)):

@@ -160,8 +160,7 @@ class SubjectBusy(WorkflowError):
         self.subject_type = subject_type
         self.subject_id = subject_id
         super().__init__(
-            f"cannot rerun {workflow_id}: {workflow_class} already has an ongoing run "
-            f"for {subject_type} {subject_id}",
+            f"cannot rerun {workflow_id}: {workflow_class} already has an ongoing run for {subject_type} {subject_id}",
             workflow_id=workflow_id,
         )
 

@@ -7,15 +7,16 @@ should move to, and the caller makes that one guarded transition.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from ..rules import states
 from ..models import events, signals, steps, workflow_rows
+from ..rules import states
 from .definitions import Step
 
 
@@ -30,8 +31,15 @@ def record(
     reason: str | None = None,
     details: Mapping[str, Any] | None = None,
 ) -> None:
-    fields = dict(workflow_id=run["workflow_id"], event=event, actor=actor, reason=reason,
-                  step=step, details=details, created_at=now)
+    fields = dict(
+        workflow_id=run["workflow_id"],
+        event=event,
+        actor=actor,
+        reason=reason,
+        step=step,
+        details=details,
+        created_at=now,
+    )
     pending = conn.info.get(_PENDING)
     if pending is not None:
         pending.events.append(events.row(**fields))
@@ -93,8 +101,10 @@ def flush(conn: Connection) -> None:
     for workflow_id, moved in pending.runs.items():
         if moved is None:
             workflow_rows.sync_latest(conn, workflow_id)
-        elif workflow_rows.transition(conn, workflow_id, from_=moved.from_, to=moved.to,
-                                  sync_latest=True, **moved.attrs) != 1:
+        elif (
+            workflow_rows.transition(conn, workflow_id, from_=moved.from_, to=moved.to, sync_latest=True, **moved.attrs)
+            != 1
+        ):
             raise RuntimeError(f"run {workflow_id} changed under its row lock")
     events.record_many(conn, pending.events)
     pending.events.clear()
@@ -126,7 +136,13 @@ def iso(moment: datetime | None) -> str | None:
 
 
 def claim_signal(
-    conn: Connection, run: Mapping[str, Any], step: Mapping[str, Any], signal: Mapping[str, Any], *, actor: str, now: datetime
+    conn: Connection,
+    run: Mapping[str, Any],
+    step: Mapping[str, Any],
+    signal: Mapping[str, Any],
+    *,
+    actor: str,
+    now: datetime,
 ) -> None:
     signals.claim(conn, signal["id"], step_id=step["id"], now=now)
     record(
@@ -182,12 +198,17 @@ def schedule(
                 waiting_since=now,
                 timeout_at=now + step.wait_timeout if step.wait_timeout else None,
             )
-            record(conn, run, "step_waiting", actor=actor, now=now, step=row, reason=reason,
-                   details=_wait_details(row))
+            record(conn, run, "step_waiting", actor=actor, now=now, step=row, reason=reason, details=_wait_details(row))
             return row, states.WAITING
         row = steps.insert_step(
-            conn, workflow_id=workflow_id, step_name=step.name, now=now,
-            status=states.STEP_SCHEDULED, attempt=attempt, scheduled_at=now, wait_for=step.wait_for,
+            conn,
+            workflow_id=workflow_id,
+            step_name=step.name,
+            now=now,
+            status=states.STEP_SCHEDULED,
+            attempt=attempt,
+            scheduled_at=now,
+            wait_for=step.wait_for,
         )
         record(conn, run, event, actor=actor, now=now, step=row, reason=reason, details={"at": iso(now)})
         claim_signal(conn, run, row, pending[0], actor=actor, now=now)
@@ -196,8 +217,14 @@ def schedule(
     if start and due <= now and not step.wait_for:
         started = {"status": states.STEP_IN_PROGRESS, "started_at": now}
     row = steps.insert_step(
-        conn, workflow_id=workflow_id, step_name=step.name, now=now,
-        attempt=attempt, scheduled_at=due, wait_for=step.wait_for, **started,
+        conn,
+        workflow_id=workflow_id,
+        step_name=step.name,
+        now=now,
+        attempt=attempt,
+        scheduled_at=due,
+        wait_for=step.wait_for,
+        **started,
     )
     record(conn, run, event, actor=actor, now=now, step=row, reason=reason, details=scheduled_details(due))
     return row, states.READY

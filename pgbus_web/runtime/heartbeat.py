@@ -21,8 +21,8 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Callable
 
 from sqlalchemy.engine import Engine
 
@@ -55,8 +55,9 @@ class Heartbeat:
     when *interval* has passed since the last write (or *force*).
     Thread-safe: a worker's tick and its pulse thread share one."""
 
-    def __init__(self, engine: Engine, kind: str, *, interval: float = INTERVAL,
-                 clock: Callable[[], datetime] = utcnow) -> None:
+    def __init__(
+        self, engine: Engine, kind: str, *, interval: float = INTERVAL, clock: Callable[[], datetime] = utcnow
+    ) -> None:
         self.engine = engine
         self.kind = kind
         self.interval = float(interval)
@@ -92,9 +93,17 @@ class Heartbeat:
                 return False
             now = self.clock()
             with self.engine.begin() as conn:
-                store.beat(conn, self.id, kind=self.kind, host=self.host, pid=self.pid,
-                           started_at=self.started_at, now=now, steps_done=steps_done,
-                           operation_id=operation_id)
+                store.beat(
+                    conn,
+                    self.id,
+                    kind=self.kind,
+                    host=self.host,
+                    pid=self.pid,
+                    started_at=self.started_at,
+                    now=now,
+                    steps_done=steps_done,
+                    operation_id=operation_id,
+                )
                 if moment - self._last_prune >= PRUNE_EVERY:
                     store.prune(conn, heard_before=now - KEPT)
                     self._last_prune = moment
@@ -120,7 +129,7 @@ class Pulse:
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="pgbus-web-heartbeat", daemon=True)
 
-    def start(self) -> "Pulse":
+    def start(self) -> Pulse:
         self.thread.start()
         return self
 
@@ -133,8 +142,7 @@ class Pulse:
             try:
                 self._beat()
             except Exception as problem:  # noqa: BLE001  (the next beat tries again)
-                log.warning("heartbeat failed (%s); trying again in %.1fs", problem.__class__.__name__,
-                            self.interval)
+                log.warning("heartbeat failed (%s); trying again in %.1fs", problem.__class__.__name__, self.interval)
 
 
 class ServingOperations(Background):
@@ -142,8 +150,9 @@ class ServingOperations(Background):
     with a heartbeat: beaten each time its loop hears from the database
     (every *poll* seconds at least), marked stopped when it is stopped."""
 
-    def __init__(self, engine: Engine, registry=None, *, poll: float = 2.0,
-                 interval: float = INTERVAL, **options) -> None:
+    def __init__(
+        self, engine: Engine, registry=None, *, poll: float = 2.0, interval: float = INTERVAL, **options
+    ) -> None:
         super().__init__(engine, registry, poll=poll, **options)
         self.heartbeat = Heartbeat(engine, SERVE, interval=interval)
 
@@ -160,5 +169,6 @@ class ServingOperations(Background):
         try:
             self.heartbeat.stop()
         except Exception as problem:  # noqa: BLE001
-            log.warning("could not mark this process stopped (%s): it shows as gone once silent",
-                        problem.__class__.__name__)
+            log.warning(
+                "could not mark this process stopped (%s): it shows as gone once silent", problem.__class__.__name__
+            )

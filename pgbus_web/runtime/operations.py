@@ -28,24 +28,24 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Mapping
+from typing import Any
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine
 
 from .. import defaults
-from ..rules import run_filters as index_filters
-from ..rules import states
 from ..models import changes, events, workflow_index, workflow_rows
 from ..models import operations as store
-from . import chunks, pace, verbs
-from ..rules import verb_table
-from ..rules.limits import REASON_LIMIT
 from ..models.text import truncate
+from ..rules import run_filters as index_filters
+from ..rules import states, verb_table
 from ..rules.approval import Approval  # noqa: F401  (its old home; doors read it from the policy)
+from ..rules.limits import REASON_LIMIT
+from . import chunks, pace, verbs
 from .clock import parse_future, utcnow
 from .errors import (
     AlreadyActed,
@@ -86,6 +86,7 @@ VERBS = tuple(verb.name for verb in verb_table.TABLE)
 
 # --- refusals ----------------------------------------------------------------
 
+
 class OperationError(Exception):
     """An operation refused before anything was written."""
 
@@ -104,7 +105,7 @@ class NothingFits(OperationError):
 
     code = "nothing_fits"
 
-    def __init__(self, preview: "Preview") -> None:
+    def __init__(self, preview: Preview) -> None:
         self.preview = preview
         super().__init__(f"{preview.verb} fits none of the {preview.total} matching runs")
 
@@ -115,7 +116,7 @@ class CountChanged(OperationError):
 
     code = "count_changed"
 
-    def __init__(self, expected: int, preview: "Preview") -> None:
+    def __init__(self, expected: int, preview: Preview) -> None:
         self.expected = expected
         self.preview = preview
         super().__init__(f"the filter matched {expected} runs when shown and matches {preview.total} now")
@@ -172,7 +173,9 @@ class OwnApproval(OperationError):
 
     def __init__(self, operation: Mapping[str, Any]) -> None:
         self.operation = operation
-        super().__init__(f"{operation['actor']} asked for operation {operation['id']}: another operator must approve it")
+        super().__init__(
+            f"{operation['actor']} asked for operation {operation['id']}: another operator must approve it"
+        )
 
 
 class PaceEnded(OperationError):
@@ -196,6 +199,7 @@ class CeilingNotForVerb(OperationError):
 
 # --- the filter, the verb and its fields -------------------------------------
 
+
 def stored_query(run_filters: index_filters.RunFilters) -> dict[str, str]:
     """The index query an operation keeps: its filters without the page
     cursors, from/to with their offset so another process in another zone
@@ -217,8 +221,9 @@ def _seconds(value: timedelta) -> float:
     return value.total_seconds()
 
 
-def check(verb: str, params: Mapping[str, Any] | None, reason: str | None, *, now: datetime,
-          require_reason: bool = True) -> tuple[verb_table.Verb, dict[str, Any], str]:
+def check(
+    verb: str, params: Mapping[str, Any] | None, reason: str | None, *, now: datetime, require_reason: bool = True
+) -> tuple[verb_table.Verb, dict[str, Any], str]:
     """The verb, its fields as stored, and the reason; raises what is wrong
     (UnknownVerb, ReasonMissing, InvalidTime, InvalidSignalName,
     InvalidPayload) before anything is read or written."""
@@ -246,6 +251,7 @@ def check(verb: str, params: Mapping[str, Any] | None, reason: str | None, *, no
 
 
 # --- preview ------------------------------------------------------------------
+
 
 @dataclass
 class Preview:
@@ -278,8 +284,14 @@ def _binds(run_filters: index_filters.RunFilters, now: datetime) -> dict[str, An
 
 
 def preview(
-    engine: Engine, run_filters: index_filters.RunFilters, verb: str, params: Mapping[str, Any] | None = None,
-    *, registry=None, thresholds: Mapping[str, timedelta], now: datetime | None = None,
+    engine: Engine,
+    run_filters: index_filters.RunFilters,
+    verb: str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    registry=None,
+    thresholds: Mapping[str, timedelta],
+    now: datetime | None = None,
     window: int = workflow_index.WINDOW,
 ) -> Preview:
     """What *verb* on every run *run_filters* matches would do now. Read in
@@ -292,13 +304,16 @@ def preview(
         with conn.begin():
             ceiling = workflow_rows.highest_id(conn)
             fragments = workflow_index.searches_fragments(conn, run_filters.q)
-            where, where_binds = workflow_index.page_where(now=now, ceiling_id=ceiling, fragments=fragments,
-                                                           **thresholds, **binds)
+            where, where_binds = workflow_index.page_where(
+                now=now, ceiling_id=ceiling, fragments=fragments, **thresholds, **binds
+            )
             # One window of ids per statement (bounded walks, docs/operations.md).
-            counts, holding = workflow_index.count_by_window(conn, where=where, binds=where_binds,
-                                                             ceiling_id=ceiling, window=window)
-            sample = workflow_index.sample_in(conn, holding, limit=SAMPLE_SIZE, now=now, fragments=fragments,
-                                              **thresholds, **binds)
+            counts, holding = workflow_index.count_by_window(
+                conn, where=where, binds=where_binds, ceiling_id=ceiling, window=window
+            )
+            sample = workflow_index.sample_in(
+                conn, holding, limit=SAMPLE_SIZE, now=now, fragments=fragments, **thresholds, **binds
+            )
     by_status: dict[str, int] = {}
     for (_, status), runs in counts.items():
         by_status[status] = by_status.get(status, 0) + runs
@@ -316,23 +331,47 @@ def preview(
             continue
         fits += runs
         classes[workflow_class] = classes.get(workflow_class, 0) + runs
-    skips = [{"why": "status", "status": status, "count": runs}
-             for status, runs in by_status.items() if not found.allows(status)]
-    skips += [{"why": "class_not_loaded", "workflow_class": klass, "count": runs}
-              for klass, runs in sorted(not_loaded.items())]
+    skips = [
+        {"why": "status", "status": status, "count": runs}
+        for status, runs in by_status.items()
+        if not found.allows(status)
+    ]
+    skips += [
+        {"why": "class_not_loaded", "workflow_class": klass, "count": runs}
+        for klass, runs in sorted(not_loaded.items())
+    ]
     return Preview(
-        verb=found.name, query=stored_query(run_filters), params=stored, now=now, ceiling_id=ceiling,
-        total=sum(by_status.values()), by_status=by_status, fits=fits, skips=skips, sample=sample,
+        verb=found.name,
+        query=stored_query(run_filters),
+        params=stored,
+        now=now,
+        ceiling_id=ceiling,
+        total=sum(by_status.values()),
+        by_status=by_status,
+        fits=fits,
+        skips=skips,
+        sample=sample,
         classes=classes,
     )
 
 
 def create(
-    engine: Engine, run_filters: index_filters.RunFilters, verb: str, params: Mapping[str, Any] | None,
-    *, reason: str | None, actor: str, expected: int | None, registry=None,
-    thresholds: Mapping[str, timedelta], now: datetime | None = None,
-    rate: float | None = None, max_in_flight: int | None = None, approval: Approval | None = None,
-    requested_by: str | None = None, permit=None,
+    engine: Engine,
+    run_filters: index_filters.RunFilters,
+    verb: str,
+    params: Mapping[str, Any] | None,
+    *,
+    reason: str | None,
+    actor: str,
+    expected: int | None,
+    registry=None,
+    thresholds: Mapping[str, timedelta],
+    now: datetime | None = None,
+    rate: float | None = None,
+    max_in_flight: int | None = None,
+    approval: Approval | None = None,
+    requested_by: str | None = None,
+    permit=None,
 ) -> dict[str, Any]:
     """Store a queued operation: *verb* on every run *run_filters* matches,
     up to the highest run id now, at *rate* runs per second and
@@ -357,17 +396,36 @@ def create(
     # The classes it reaches: an approver must be allowed to approve each.
     stored["classes"] = sorted(shown.classes)
     with engine.begin() as conn:
-        status = states.OPERATION_AWAITING_APPROVAL if approval is not None and approval.needed(
-            shown.verb, shown.fits) else states.OPERATION_QUEUED
+        status = (
+            states.OPERATION_AWAITING_APPROVAL
+            if approval is not None and approval.needed(shown.verb, shown.fits)
+            else states.OPERATION_QUEUED
+        )
         return store.insert(
-            conn, verb=shown.verb, filters=shown.query, ceiling_id=shown.ceiling_id, params=stored,
-            reason=text, actor=actor, total=shown.total, now=now, status=status, rate=rate,
-            max_in_flight=max_in_flight, requested_by=requested_by,
+            conn,
+            verb=shown.verb,
+            filters=shown.query,
+            ceiling_id=shown.ceiling_id,
+            params=stored,
+            reason=text,
+            actor=actor,
+            total=shown.total,
+            now=now,
+            status=status,
+            rate=rate,
+            max_in_flight=max_in_flight,
+            requested_by=requested_by,
         )
 
 
-def cancel(engine: Engine, operation_id: int, *, now: datetime | None = None, actor: str | None = None,
-           reason: str | None = None) -> dict[str, Any]:
+def cancel(
+    engine: Engine,
+    operation_id: int,
+    *,
+    now: datetime | None = None,
+    actor: str | None = None,
+    reason: str | None = None,
+) -> dict[str, Any]:
     """Stop an operation that has not ended (awaiting approval, queued,
     running or paused) -> cancelled, saying who and why. The process doing
     it stops after the chunk in hand, whose runs are still counted."""
@@ -399,23 +457,40 @@ def _why(reason: str | None) -> str | None:
     return truncate(text, REASON_LIMIT) or None
 
 
-def pause(engine: Engine, operation_id: int, *, actor: str, now: datetime | None = None,
-          reason: str | None = None) -> dict[str, Any]:
+def pause(
+    engine: Engine, operation_id: int, *, actor: str, now: datetime | None = None, reason: str | None = None
+) -> dict[str, Any]:
     """queued or running -> paused: no process claims it; the one doing it
     drops it at its next write (the chunk in hand is finished and counted)."""
-    return _changed(engine, operation_id, lambda conn: store.pause(conn, operation_id, now=now or utcnow(), actor=actor,
-                                                                   reason=_why(reason)), NotPausable)
+    return _changed(
+        engine,
+        operation_id,
+        lambda conn: store.pause(conn, operation_id, now=now or utcnow(), actor=actor, reason=_why(reason)),
+        NotPausable,
+    )
 
 
-def go_on(engine: Engine, operation_id: int, *, actor: str, now: datetime | None = None,
-          reason: str | None = None) -> dict[str, Any]:
+def go_on(
+    engine: Engine, operation_id: int, *, actor: str, now: datetime | None = None, reason: str | None = None
+) -> dict[str, Any]:
     """paused -> queued: any process claims it and goes on from its cursor."""
-    return _changed(engine, operation_id, lambda conn: store.go_on(conn, operation_id, now=now or utcnow(), actor=actor,
-                                                                   reason=_why(reason)), NotPaused)
+    return _changed(
+        engine,
+        operation_id,
+        lambda conn: store.go_on(conn, operation_id, now=now or utcnow(), actor=actor, reason=_why(reason)),
+        NotPaused,
+    )
 
 
-def approve(engine: Engine, operation_id: int, *, actor: str, now: datetime | None = None,
-            approver: str | None = None, reason: str | None = None) -> dict[str, Any]:
+def approve(
+    engine: Engine,
+    operation_id: int,
+    *,
+    actor: str,
+    now: datetime | None = None,
+    approver: str | None = None,
+    reason: str | None = None,
+) -> dict[str, Any]:
     """awaiting_approval -> queued, approved by *actor*, who must not be
     the one who asked for it (OwnApproval): neither the same actor nor the
     same principal (*approver*, its key, against the requester's)."""
@@ -423,12 +498,17 @@ def approve(engine: Engine, operation_id: int, *, actor: str, now: datetime | No
 
     def refused(current: Mapping[str, Any]) -> OperationError:
         if current["status"] == states.OPERATION_AWAITING_APPROVAL and (
-                current["actor"] == actor or (current.get("requested_by") or current["actor"]) == key):
+            current["actor"] == actor or (current.get("requested_by") or current["actor"]) == key
+        ):
             return OwnApproval(current)
         return NotAwaitingApproval(current)
-    return _changed(engine, operation_id,
-                    lambda conn: store.approve(conn, operation_id, now=now or utcnow(), actor=actor, key=key,
-                                               reason=_why(reason)), refused)
+
+    return _changed(
+        engine,
+        operation_id,
+        lambda conn: store.approve(conn, operation_id, now=now or utcnow(), actor=actor, key=key, reason=_why(reason)),
+        refused,
+    )
 
 
 def set_pace(engine: Engine, operation_id: int, changes: Mapping[str, Any]) -> dict[str, Any]:
@@ -457,6 +537,7 @@ def find(engine: Engine, operation_id: int) -> dict[str, Any]:
 
 # --- doing it ---------------------------------------------------------------------
 
+
 def signal_key(operation_id: int, workflow_id: str) -> str:
     """The idempotency key of the signal an operation sends one run: a
     repeat stores nothing."""
@@ -466,13 +547,28 @@ def signal_key(operation_id: int, workflow_id: str) -> str:
 def _act(engine: Engine, operation: Mapping[str, Any], workflow_id: str, registry) -> None:
     params = operation["params"] or {}
     if operation["verb"] == verb_table.SIGNAL:
-        verbs.signal(engine, workflow_id, params.get("name"), params.get("payload"),
-                     signal_key(operation["id"], workflow_id), actor=operation["actor"],
-                     operation_id=operation["id"], reason=operation["reason"])
+        verbs.signal(
+            engine,
+            workflow_id,
+            params.get("name"),
+            params.get("payload"),
+            signal_key(operation["id"], workflow_id),
+            actor=operation["actor"],
+            operation_id=operation["id"],
+            reason=operation["reason"],
+        )
         return
-    verbs.perform(engine, operation["verb"], workflow_id, actor=operation["actor"], reason=operation["reason"],
-                  at=params.get("at"), from_step=params.get("from_step"), registry=registry,
-                  operation_id=operation["id"])
+    verbs.perform(
+        engine,
+        operation["verb"],
+        workflow_id,
+        actor=operation["actor"],
+        reason=operation["reason"],
+        at=params.get("at"),
+        from_step=params.get("from_step"),
+        registry=registry,
+        operation_id=operation["id"],
+    )
 
 
 @dataclass
@@ -501,7 +597,7 @@ class _Beat:
     heartbeat every stale_after / BEATS, moving the fence the chunk's
     fenced writes name (they stop it first, so none of them races a renewal)."""
 
-    def __init__(self, runner: "Runner", held: _Held | None) -> None:
+    def __init__(self, runner: Runner, held: _Held | None) -> None:
         self.runner = runner
         self.held = held
         self._stopped = threading.Event()
@@ -515,8 +611,7 @@ class _Beat:
         while not self._stopped.wait(every):
             try:
                 with self.runner.engine.begin() as conn:
-                    fence = store.renew(conn, self.held.operation["id"], fence=self.held.fence,
-                                        now=self.runner.clock())
+                    fence = store.renew(conn, self.held.operation["id"], fence=self.held.fence, now=self.runner.clock())
             except Exception:  # noqa: BLE001  (the next beat tries again; the chunk's own write decides)
                 log.warning("operation %s: could not renew its heartbeat", self.held.operation["id"], exc_info=True)
                 continue
@@ -537,9 +632,19 @@ class Runner:
     """Does operations for one process: step() claims one when it holds
     none and does one chunk of it. Not shared between threads."""
 
-    def __init__(self, engine: Engine, registry=None, *, chunk: int | None = None, stale_after: timedelta = STALE_AFTER,
-                 clock=utcnow, parallel: int = PARALLEL, window: int = workflow_index.WINDOW,
-                 nap: float = pace.NAP, sleep=time.sleep) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        registry=None,
+        *,
+        chunk: int | None = None,
+        stale_after: timedelta = STALE_AFTER,
+        clock=utcnow,
+        parallel: int = PARALLEL,
+        window: int = workflow_index.WINDOW,
+        nap: float = pace.NAP,
+        sleep=time.sleep,
+    ) -> None:
         self.engine = engine
         self.window = window
         # The longest step() sleeps on a spent pace before it answers
@@ -597,8 +702,9 @@ class Runner:
                 store.release(conn, held.operation["id"], fence=held.fence)
                 changes.mark(conn)  # the pages show what its chunks wrote at once
         except Exception:  # noqa: BLE001
-            log.warning("operation %s: could not hand it back; taken over once stale", held.operation["id"],
-                        exc_info=True)
+            log.warning(
+                "operation %s: could not hand it back; taken over once stale", held.operation["id"], exc_info=True
+            )
 
     def release(self) -> None:
         """Give the operation in hand back to the queue (a stopping process)."""
@@ -617,13 +723,15 @@ class Runner:
         except (WrongStatus, RunNotFound):
             return "skipped"
         except WorkflowError as problem:
-            log.info("operation %s: %s refused on %s: %s", operation["id"], operation["verb"], row["workflow_id"],
-                     problem)
+            log.info(
+                "operation %s: %s refused on %s: %s", operation["id"], operation["verb"], row["workflow_id"], problem
+            )
             return "refused"
         return "moved"
 
-    def _fast(self, held: _Held, todo: list[dict[str, Any]], result: Chunk, *, reached: int,
-              paced: pace.Budget, acting: int) -> tuple[list[dict[str, Any]], dict[str, Any] | None | bool]:
+    def _fast(
+        self, held: _Held, todo: list[dict[str, Any]], result: Chunk, *, reached: int, paced: pace.Budget, acting: int
+    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None | bool]:
         """The chunk's runs through the verb's chunk path (chunks.act),
         counted into *result*: the runs left for the per-run verb (all of
         them when the path does not apply or fails), and what the chunk's
@@ -643,23 +751,34 @@ class Runner:
             self._quiet()
             ended = self.clock()
             written = store.progress(
-                conn, operation["id"], fence=held.fence, now=ended, cursor=reached,
+                conn,
+                operation["id"],
+                fence=held.fence,
+                now=ended,
+                cursor=reached,
                 moved=result.moved + len(done.moved) + len(done.already),
-                skipped=result.skipped + len(done.skipped), refused=result.refused,
-                pace_log=pace.logged(paced.log, operation.get("rate"), ended, acting))
+                skipped=result.skipped + len(done.skipped),
+                refused=result.refused,
+                pace_log=pace.logged(paced.log, operation.get("rate"), ended, acting),
+            )
             if written is None:
                 raise _Lost()
             wrote["row"] = written
 
         try:
-            done = chunks.act(self.engine, operation, [row["workflow_id"] for row in todo], registry=self.registry,
-                              now=self.clock(), key_of=lambda workflow_id: signal_key(operation["id"], workflow_id),
-                              then=then)
+            done = chunks.act(
+                self.engine,
+                operation,
+                [row["workflow_id"] for row in todo],
+                registry=self.registry,
+                now=self.clock(),
+                key_of=lambda workflow_id: signal_key(operation["id"], workflow_id),
+                then=then,
+            )
         except _Lost:
             return [], None  # taken over: the chunk rolled back, nothing of it written
         except Exception:  # noqa: BLE001  (rolled back whole: each run on its own then, with its own answer)
-            log.warning("operation %s: the chunk's one transaction failed: run by run", operation["id"],
-                        exc_info=True)
+            log.warning("operation %s: the chunk's one transaction failed: run by run", operation["id"], exc_info=True)
             if not self._beat.running():
                 self._beat = _Beat(self, held)  # stopped for the progress write that did not commit
             return todo, False
@@ -676,19 +795,28 @@ class Runner:
         verb = verb_table.get(operation["verb"])
         result = Chunk(op_id)
         created = operation["created_at"]
-        thresholds = {name: timedelta(seconds=value)
-                      for name, value in (operation["params"] or {}).get("thresholds", {}).items()}
+        thresholds = {
+            name: timedelta(seconds=value) for name, value in (operation["params"] or {}).get("thresholds", {}).items()
+        }
         paced = self._budget(operation)
         with self.engine.connect() as conn:
             stored = filters_of(operation)
             fragments = workflow_index.searches_fragments(conn, stored.q)
-            where, binds = workflow_index.page_where(now=created, fragments=fragments, **thresholds,
-                                                     **_binds(stored, created))
+            where, binds = workflow_index.page_where(
+                now=created, fragments=fragments, **thresholds, **_binds(stored, created)
+            )
             # With the pace spent, one run still tells whether any is
             # left: none, and the operation is done without waiting.
             rows, reached, more = workflow_index.walk(
-                conn, where=where, binds=binds, after_id=operation["cursor"], ceiling_id=operation["ceiling_id"],
-                limit=max(paced.runs, 1), window=self.window, windows=WINDOWS_PER_CHUNK)
+                conn,
+                where=where,
+                binds=binds,
+                after_id=operation["cursor"],
+                ceiling_id=operation["ceiling_id"],
+                limit=max(paced.runs, 1),
+                window=self.window,
+                windows=WINDOWS_PER_CHUNK,
+            )
         if rows and paced.runs == 0:
             return self._wait(held, paced, result)
         now = self.clock()
@@ -730,9 +858,17 @@ class Runner:
         self._quiet()
         ended = self.clock()
         with self.engine.begin() as conn:
-            written = store.progress(conn, op_id, fence=held.fence, now=ended, cursor=reached,
-                                     moved=result.moved, skipped=result.skipped, refused=result.refused,
-                                     pace_log=pace.logged(paced.log, operation.get("rate"), ended, acting))
+            written = store.progress(
+                conn,
+                op_id,
+                fence=held.fence,
+                now=ended,
+                cursor=reached,
+                moved=result.moved,
+                skipped=result.skipped,
+                refused=result.refused,
+                pace_log=pace.logged(paced.log, operation.get("rate"), ended, acting),
+            )
         return self._after(written, result)
 
     def _budget(self, operation: Mapping[str, Any]) -> pace.Budget:
@@ -758,8 +894,16 @@ class Runner:
             return result  # renewed a moment ago
         self._quiet()
         with self.engine.begin() as conn:
-            written = store.progress(conn, held.operation["id"], fence=held.fence, now=self.clock(),
-                                     cursor=held.operation["cursor"], moved=0, skipped=0, refused=0)
+            written = store.progress(
+                conn,
+                held.operation["id"],
+                fence=held.fence,
+                now=self.clock(),
+                cursor=held.operation["cursor"],
+                moved=0,
+                skipped=0,
+                refused=0,
+            )
         return self._after(written, result)
 
     def _after(self, written: dict[str, Any] | None, result: Chunk) -> Chunk:
@@ -794,8 +938,9 @@ class Background:
     queued operations (one cheap look every *poll* seconds when none is
     open), so a dashboard without a worker still finishes what it starts."""
 
-    def __init__(self, engine: Engine, registry=None, *, poll: float = 2.0,
-                 stale_after: timedelta = STALE_AFTER) -> None:
+    def __init__(
+        self, engine: Engine, registry=None, *, poll: float = 2.0, stale_after: timedelta = STALE_AFTER
+    ) -> None:
         self.runner = Runner(engine, registry, stale_after=stale_after)
         self.engine = engine
         self.poll = poll
@@ -809,7 +954,7 @@ class Background:
             self.database_away = False
             log.warning("operations: the database is back")
 
-    def start(self) -> "Background":
+    def start(self) -> Background:
         self.thread.start()
         return self
 
@@ -839,8 +984,11 @@ class Background:
                 # line, not a traceback every two seconds.
                 if not self.database_away:
                     self.database_away = True
-                    log.warning("operations: the database is unavailable (%s); trying again every %.1fs",
-                                first_line(problem), self.poll)
+                    log.warning(
+                        "operations: the database is unavailable (%s); trying again every %.1fs",
+                        first_line(problem),
+                        self.poll,
+                    )
                 self._stop.wait(self.poll)
             except Exception:  # noqa: BLE001  (a bug in one step must not end the thread)
                 log.exception("operations: retrying in %.1fs", self.poll)

@@ -19,9 +19,10 @@ No I/O here: the Runner reads the row and the count and writes the log.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 # The longest a runner sleeps on a spent budget before it looks again (and
 # renews its heartbeat, noticing a pause or a cancel): the claim is kept

@@ -7,8 +7,9 @@ resume verb share this one function.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from ..rules import states
 from .definitions import Workflow
@@ -42,9 +43,7 @@ def plan_for(run: Mapping[str, Any], latest: Mapping[str, Any] | None, definitio
     return ActionPlan(CONTINUE, following.name)
 
 
-def plan_of(
-    run: Mapping[str, Any], latest: Mapping[str, Any] | None, definition: Workflow | None
-) -> ActionPlan | None:
+def plan_of(run: Mapping[str, Any], latest: Mapping[str, Any] | None, definition: Workflow | None) -> ActionPlan | None:
     """What resume would do now, from the run and its latest step row;
     None when the run is not paused, its definition is not registered, or
     the definition no longer declares the step the run would go on from."""
@@ -54,4 +53,3 @@ def plan_of(
         return plan_for(run, latest, definition)
     except KeyError:
         return None
-

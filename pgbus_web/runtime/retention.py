@@ -7,9 +7,9 @@ large prune neither holds locks long nor grows one huge transaction.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Callable
 
 from sqlalchemy.engine import Engine
 
@@ -24,8 +24,14 @@ class PruneResult:
     deleted: int  # 0 on a dry run
 
 
-def prune(engine: Engine, *, before: datetime, dry_run: bool = False, batch: int = BATCH,
-          progress: Callable[[int], None] | None = None) -> PruneResult:
+def prune(
+    engine: Engine,
+    *,
+    before: datetime,
+    dry_run: bool = False,
+    batch: int = BATCH,
+    progress: Callable[[int], None] | None = None,
+) -> PruneResult:
     """Delete the finished runs last updated before *before*; *progress*
     is told how many each batch took."""
     with engine.connect() as conn:

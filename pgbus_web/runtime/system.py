@@ -12,16 +12,17 @@ from __future__ import annotations
 import json
 import traceback
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Mapping
+from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 
-from ..rules import states
 from ..models import batches, signals, steps, workflow_rows
 from ..models.text import truncate
 from ..models.values import RawJson, json_kind, json_problem
+from ..rules import states
 from . import flow
 from .clock import utcnow
 from .definitions import FanOut, ReceivedSignal, Registry, Step, StepContext, Workflow
@@ -50,10 +51,11 @@ def backtrace(exc: BaseException) -> str:
     text = "".join(traceback.format_exception(exc))
     if len(text) <= BACKTRACE_LIMIT:
         return text
-    return "…" + text[-(BACKTRACE_LIMIT - 1):]
+    return "…" + text[-(BACKTRACE_LIMIT - 1) :]
 
 
 # --- start -------------------------------------------------------------------
+
 
 def start(
     engine: Engine,
@@ -102,8 +104,14 @@ def start(
         if not inserted:
             return workflow_rows.find_by_idempotency_key(conn, definition.name, idempotency_key)
         run = workflow_rows.find(conn, workflow_id)
-        flow.record(conn, run, "started", actor=actor or states.APP_ACTOR, now=now,
-                    details={"definition_digest": definition.digest})
+        flow.record(
+            conn,
+            run,
+            "started",
+            actor=actor or states.APP_ACTOR,
+            now=now,
+            details={"definition_digest": definition.digest},
+        )
         _, status = flow.schedule(conn, run, first, actor=actor or states.APP_ACTOR, now=now)
         if status != states.READY:
             _move(conn, run, states.READY, status)
@@ -118,8 +126,14 @@ def _move(conn: Connection, run: Mapping[str, Any], from_, to: str, **attrs: Any
 
 # --- after a step ended ------------------------------------------------------
 
+
 def _advance(
-    conn: Connection, run: Mapping[str, Any], definition: Workflow, step_name: str, *, now: datetime,
+    conn: Connection,
+    run: Mapping[str, Any],
+    definition: Workflow,
+    step_name: str,
+    *,
+    now: datetime,
     start: bool = False,
 ) -> tuple[dict[str, Any], str] | None:
     """The step ended on a run that goes on: schedule the next step (its
@@ -129,8 +143,14 @@ def _advance(
         following = definition.next_step(step_name)
     except KeyError:
         _move(conn, run, run["status"], states.PAUSED, paused_at=now)
-        flow.record(conn, run, "paused", actor=SYSTEM, now=now,
-                    details={"error_class": STEP_NOT_DEFINED_ERROR, "step": step_name})
+        flow.record(
+            conn,
+            run,
+            "paused",
+            actor=SYSTEM,
+            now=now,
+            details={"error_class": STEP_NOT_DEFINED_ERROR, "step": step_name},
+        )
         return None
     if following is None:
         _move(conn, run, run["status"], states.COMPLETED, finished_at=now)
@@ -155,12 +175,25 @@ def _record_failure(
     """The attempt failed: reattempt after the backoff while the budget
     lasts, else pause the run (or fail it, when the step says so)."""
     failed = steps.update_step(
-        conn, row["id"], from_=(states.STEP_IN_PROGRESS, states.STEP_SCHEDULED), now=now,
-        status=states.STEP_FAILED, finished_at=now, error_class=error_class,
-        error_message=truncate(message, ERROR_MESSAGE_LIMIT), error_backtrace=trace,
+        conn,
+        row["id"],
+        from_=(states.STEP_IN_PROGRESS, states.STEP_SCHEDULED),
+        now=now,
+        status=states.STEP_FAILED,
+        finished_at=now,
+        error_class=error_class,
+        error_message=truncate(message, ERROR_MESSAGE_LIMIT),
+        error_backtrace=trace,
     )
-    flow.record(conn, run, "step_failed", actor=SYSTEM, now=now, step=failed,
-                details={"error_class": error_class, "error_message": message})
+    flow.record(
+        conn,
+        run,
+        "step_failed",
+        actor=SYSTEM,
+        now=now,
+        step=failed,
+        details={"error_class": error_class, "error_message": message},
+    )
     flow.flush(conn)  # the streak reads the trail back
     streak = steps.failure_streak(conn, failed)
     if step is not None and streak < step.max_attempts:
@@ -171,16 +204,31 @@ def _record_failure(
         return
     if step is not None and step.on_failure == "fail":
         _move(conn, run, (states.RUNNING, states.PAUSED), states.FAILED, finished_at=now)
-        flow.record(conn, run, "finished", actor=SYSTEM, now=now, step=failed,
-                    details={"status": states.FAILED, "error_class": error_class})
+        flow.record(
+            conn,
+            run,
+            "finished",
+            actor=SYSTEM,
+            now=now,
+            step=failed,
+            details={"status": states.FAILED, "error_class": error_class},
+        )
         return
     if run["status"] == states.RUNNING:
         _move(conn, run, states.RUNNING, states.PAUSED, paused_at=now)
-        flow.record(conn, run, "paused", actor=SYSTEM, now=now, step=failed,
-                    details={"error_class": error_class, "attempts": streak})
+        flow.record(
+            conn,
+            run,
+            "paused",
+            actor=SYSTEM,
+            now=now,
+            step=failed,
+            details={"error_class": error_class, "attempts": streak},
+        )
 
 
 # --- the worker's two transactions around a step -----------------------------
+
 
 @dataclass(frozen=True)
 class Taken:
@@ -223,14 +271,14 @@ def _arguments(run: Mapping[str, Any]) -> dict[str, Any]:
 HANDLED = "handled"
 
 
-def take_step(engine: Engine, registry: Registry, *, now: datetime,
-              worker_id: int | None = None) -> Taken | str | None:
+def take_step(engine: Engine, registry: Registry, *, now: datetime, worker_id: int | None = None) -> Taken | str | None:
     """Claim the oldest due step of a ready run (SKIP LOCKED: runs another
     worker holds are passed over) and mark it started, by *worker_id* (its
     row in pgbus_web_workers, recorded on the step). None when nothing is due."""
     with engine.begin() as conn:
-        claimed = steps.claim_next(conn, now=now, classes=registry.names,
-                                   run_columns=workflow_rows.SELECT_COLUMNS, worker_id=worker_id)
+        claimed = steps.claim_next(
+            conn, now=now, classes=registry.names, run_columns=workflow_rows.SELECT_COLUMNS, worker_id=worker_id
+        )
         if claimed is None:
             return None
         step = {"id": claimed.pop("step_id"), "step_name": claimed.pop("claimed_step_name")}
@@ -239,7 +287,9 @@ def take_step(engine: Engine, registry: Registry, *, now: datetime,
             return _begin(conn, claimed, step, registry.get(claimed["workflow_class"]), now=now)
 
 
-def _begin(conn: Connection, run: dict[str, Any], row: dict[str, Any], definition: Workflow, *, now: datetime) -> Taken | str:
+def _begin(
+    conn: Connection, run: dict[str, Any], row: dict[str, Any], definition: Workflow, *, now: datetime
+) -> Taken | str:
     """Mark a due step of a ready run started (the run's lock held). A
     step that must wait first (its signal is not there, or its batch is
     open) goes back to its wait instead: HANDLED. *row* needs only id and
@@ -257,9 +307,16 @@ def _begin(conn: Connection, run: dict[str, Any], row: dict[str, Any], definitio
         _move(conn, run, states.READY, states.RUNNING)
         flow.flush(conn)
         running = workflow_rows.find(conn, run["workflow_id"])
-        _record_failure(conn, running, row, None, error_class=STEP_NOT_DEFINED_ERROR,
-                        message=f"{definition.name} no longer declares step {row['step_name']!r}",
-                        trace=None, now=now)
+        _record_failure(
+            conn,
+            running,
+            row,
+            None,
+            error_class=STEP_NOT_DEFINED_ERROR,
+            message=f"{definition.name} no longer declares step {row['step_name']!r}",
+            trace=None,
+            now=now,
+        )
         return HANDLED
     # Only a wait_for step ever claims a signal.
     held = signals.held_by_step(conn, run["workflow_id"], row["step_name"]) if spec.wait_for else None
@@ -269,19 +326,29 @@ def _begin(conn: Connection, run: dict[str, Any], row: dict[str, Any], definitio
             _move(conn, run, states.READY, states.WAITING)
             return HANDLED
         held = signals.held_by_step(conn, run["workflow_id"], row["step_name"])
-    started = steps.update_step(conn, row["id"], from_=states.STEP_SCHEDULED, now=now,
-                                status=states.STEP_IN_PROGRESS, started_at=now)
+    started = steps.update_step(
+        conn, row["id"], from_=states.STEP_SCHEDULED, now=now, status=states.STEP_IN_PROGRESS, started_at=now
+    )
     return _started(conn, run, started, definition, spec, held, now=now)
 
 
-def _started(conn: Connection, run: dict[str, Any], started: dict[str, Any], definition: Workflow, spec: Step,
-             held: Mapping[str, Any] | None, *, now: datetime) -> Taken:
+def _started(
+    conn: Connection,
+    run: dict[str, Any],
+    started: dict[str, Any],
+    definition: Workflow,
+    spec: Step,
+    held: Mapping[str, Any] | None,
+    *,
+    now: datetime,
+) -> Taken:
     _move(conn, run, states.READY, states.RUNNING)
     flow.record(conn, run, "step_started", actor=SYSTEM, now=now, step=started)
     signal = None
     if held is not None:
-        signal = ReceivedSignal(id=held["id"], name=held["name"], payload=held["payload"],
-                                idempotency_key=held["idempotency_key"])
+        signal = ReceivedSignal(
+            id=held["id"], name=held["name"], payload=held["payload"], idempotency_key=held["idempotency_key"]
+        )
     return Taken(run=run, step=started, definition=definition, spec=spec, signal=signal)
 
 
@@ -304,8 +371,7 @@ def execute(taken: Taken, *, now: datetime) -> Outcome:
             raise TypeError(f"fan_out step {taken.spec.name} returned {type(result).__name__}, not FanOut")
         return Outcome(ok=True, result=result)
     except Exception as exc:  # noqa: BLE001  (a step's failure, whatever it is, is recorded)
-        return Outcome(ok=False, error_class=error_class_name(exc), error_message=str(exc),
-                       backtrace=backtrace(exc))
+        return Outcome(ok=False, error_class=error_class_name(exc), error_message=str(exc), backtrace=backtrace(exc))
 
 
 def _storable(result: Any) -> dict[str, Any] | None:
@@ -330,7 +396,12 @@ def finish_step(engine: Engine, taken: Taken, outcome: Outcome, *, now: datetime
 
 
 def finish_and_continue(
-    engine: Engine, taken: Taken, outcome: Outcome, *, now: datetime, chain: bool = True,
+    engine: Engine,
+    taken: Taken,
+    outcome: Outcome,
+    *,
+    now: datetime,
+    chain: bool = True,
     worker_id: int | None = None,
 ) -> tuple[str, Taken | None]:
     """finish_step, and with *chain*, when the run's next step is due at
@@ -346,34 +417,64 @@ def finish_and_continue(
             return _finish(conn, run, taken, outcome, now=now, chain=chain)
 
 
-def _finish(conn: Connection, run: dict[str, Any], taken: Taken, outcome: Outcome, *, now: datetime,
-            chain: bool) -> tuple[str, Taken | None]:
+def _finish(
+    conn: Connection, run: dict[str, Any], taken: Taken, outcome: Outcome, *, now: datetime, chain: bool
+) -> tuple[str, Taken | None]:
     ongoing = run["status"] in (states.RUNNING, states.PAUSED)
     done = None
     if ongoing and outcome.ok and not taken.spec.fan_out:
         # The common case in one statement: the guard is the re-read.
-        done = steps.update_step(conn, taken.step["id"], from_=states.STEP_IN_PROGRESS, now=now,
-                                 status=states.STEP_COMPLETED, finished_at=now,
-                                 result=_storable(outcome.result))
+        done = steps.update_step(
+            conn,
+            taken.step["id"],
+            from_=states.STEP_IN_PROGRESS,
+            now=now,
+            status=states.STEP_COMPLETED,
+            finished_at=now,
+            result=_storable(outcome.result),
+        )
     if done is None:
         row = steps.find(conn, taken.step["id"])
         if row is None or row["status"] != states.STEP_IN_PROGRESS or not ongoing:
-            flow.record(conn, run, "late_completion_ignored", actor=SYSTEM, now=now, step=row or taken.step,
-                        details={"outcome": "completed" if outcome.ok else "failed",
-                                 "run_status": run["status"],
-                                 "step_status": row["status"] if row else None,
-                                 "error_class": outcome.error_class})
+            flow.record(
+                conn,
+                run,
+                "late_completion_ignored",
+                actor=SYSTEM,
+                now=now,
+                step=row or taken.step,
+                details={
+                    "outcome": "completed" if outcome.ok else "failed",
+                    "run_status": run["status"],
+                    "step_status": row["status"] if row else None,
+                    "error_class": outcome.error_class,
+                },
+            )
             return "late", None
         if not outcome.ok:
-            _record_failure(conn, run, row, taken.spec, error_class=outcome.error_class,
-                            message=outcome.error_message or "", trace=outcome.backtrace, now=now)
+            _record_failure(
+                conn,
+                run,
+                row,
+                taken.spec,
+                error_class=outcome.error_class,
+                message=outcome.error_message or "",
+                trace=outcome.backtrace,
+                now=now,
+            )
             return "failed", None
         if taken.spec.fan_out:
             _open_fan_out(conn, run, row, outcome.result, now=now)
             return "fanned_out", None
-        done = steps.update_step(conn, row["id"], from_=states.STEP_IN_PROGRESS, now=now,
-                                 status=states.STEP_COMPLETED, finished_at=now,
-                                 result=_storable(outcome.result))
+        done = steps.update_step(
+            conn,
+            row["id"],
+            from_=states.STEP_IN_PROGRESS,
+            now=now,
+            status=states.STEP_COMPLETED,
+            finished_at=now,
+            result=_storable(outcome.result),
+        )
     if taken.spec.wait_for:
         flow.consume_held(conn, run, done["step_name"], now=now)
     flow.record(conn, run, "step_completed", actor=SYSTEM, now=now, step=done)
@@ -395,15 +496,32 @@ def _finish(conn: Connection, run: dict[str, Any], taken: Taken, outcome: Outcom
 
 # --- fan-out -----------------------------------------------------------------
 
-def _open_fan_out(conn: Connection, run: Mapping[str, Any], row: Mapping[str, Any], fan_out: FanOut, *, now: datetime) -> None:
+
+def _open_fan_out(
+    conn: Connection, run: Mapping[str, Any], row: Mapping[str, Any], fan_out: FanOut, *, now: datetime
+) -> None:
     description = fan_out.description or f"{run['workflow_class']}#{row['step_name']}"
-    batch = batches.insert_batch(conn, batch_id=str(uuid.uuid4()), description=description,
-                                 total_jobs=max(int(fan_out.jobs), 0), now=now)
-    waiting = steps.update_step(conn, row["id"], from_=states.STEP_IN_PROGRESS, now=now,
-                                status=states.STEP_WAITING, batch_id=batch["batch_id"], waiting_since=now)
-    flow.record(conn, run, "fan_out_opened", actor=SYSTEM, now=now, step=waiting,
-                details={"batch_id": batch["batch_id"], "description": description,
-                         "total_jobs": batch["total_jobs"]})
+    batch = batches.insert_batch(
+        conn, batch_id=str(uuid.uuid4()), description=description, total_jobs=max(int(fan_out.jobs), 0), now=now
+    )
+    waiting = steps.update_step(
+        conn,
+        row["id"],
+        from_=states.STEP_IN_PROGRESS,
+        now=now,
+        status=states.STEP_WAITING,
+        batch_id=batch["batch_id"],
+        waiting_since=now,
+    )
+    flow.record(
+        conn,
+        run,
+        "fan_out_opened",
+        actor=SYSTEM,
+        now=now,
+        step=waiting,
+        details={"batch_id": batch["batch_id"], "description": description, "total_jobs": batch["total_jobs"]},
+    )
     if run["status"] == states.RUNNING:
         _move(conn, run, states.RUNNING, states.WAITING)
 
@@ -423,11 +541,24 @@ def wake_batches(engine: Engine, registry: Registry, *, now: datetime, limit: in
             if batch is None or batch["status"] != states.BATCH_FINISHED:
                 continue
             counts = {key: batch[key] for key in ("total_jobs", "completed_jobs", "failed_jobs", "discarded_jobs")}
-            done = steps.update_step(conn, row["id"], from_=states.STEP_WAITING, now=now,
-                                     status=states.STEP_COMPLETED, finished_at=now,
-                                     result={"batch_id": batch["batch_id"], **counts})
-            flow.record(conn, run, "fan_out_finished", actor=SYSTEM, now=now, step=done,
-                        details={"batch_id": batch["batch_id"], **counts})
+            done = steps.update_step(
+                conn,
+                row["id"],
+                from_=states.STEP_WAITING,
+                now=now,
+                status=states.STEP_COMPLETED,
+                finished_at=now,
+                result={"batch_id": batch["batch_id"], **counts},
+            )
+            flow.record(
+                conn,
+                run,
+                "fan_out_finished",
+                actor=SYSTEM,
+                now=now,
+                step=done,
+                details={"batch_id": batch["batch_id"], **counts},
+            )
             flow.record(conn, run, "step_completed", actor=SYSTEM, now=now, step=done)
             _advance(conn, run, registry.get(run["workflow_class"]), row["step_name"], now=now)
             woken += 1
@@ -448,16 +579,35 @@ def advance_batches(engine: Engine, *, now: datetime, rng, max_jobs: int = 3, li
 
 # --- the sweep ---------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class SweepResult:
     timed_out: int
     stalled: int
 
 
-def _pause_on(conn: Connection, run: Mapping[str, Any], row: Mapping[str, Any], *, from_: str,
-              error_class: str, message: str, event: str, details: dict[str, Any], now: datetime) -> None:
-    failed = steps.update_step(conn, row["id"], from_=row["status"], now=now, status=states.STEP_FAILED,
-                               finished_at=now, error_class=error_class, error_message=message)
+def _pause_on(
+    conn: Connection,
+    run: Mapping[str, Any],
+    row: Mapping[str, Any],
+    *,
+    from_: str,
+    error_class: str,
+    message: str,
+    event: str,
+    details: dict[str, Any],
+    now: datetime,
+) -> None:
+    failed = steps.update_step(
+        conn,
+        row["id"],
+        from_=row["status"],
+        now=now,
+        status=states.STEP_FAILED,
+        finished_at=now,
+        error_class=error_class,
+        error_message=message,
+    )
     flow.record(conn, run, event, actor=SYSTEM, now=now, step=failed, details=details)
     _move(conn, run, from_, states.PAUSED, paused_at=now)
     flow.record(conn, run, "paused", actor=SYSTEM, now=now, step=failed, details={"error_class": error_class})
@@ -474,30 +624,55 @@ def sweep(engine: Engine, *, now: datetime, stall_threshold: timedelta, limit: i
         with engine.begin() as conn:
             run = workflow_rows.lock_for(conn, candidate["workflow_id"])
             row = steps.find(conn, candidate["step_id"])
-            if (run is None or run["status"] != states.WAITING or row is None
-                    or row["status"] != states.STEP_WAITING or row["timeout_at"] is None
-                    or row["timeout_at"] > now):
+            if (
+                run is None
+                or run["status"] != states.WAITING
+                or row is None
+                or row["status"] != states.STEP_WAITING
+                or row["timeout_at"] is None
+                or row["timeout_at"] > now
+            ):
                 continue
             what = row["wait_for"] or row["batch_id"]
-            _pause_on(conn, run, row, from_=states.WAITING, error_class=states.WAIT_TIMED_OUT_ERROR,
-                      message=f"waited for {what} since {flow.iso(row['waiting_since'])}; "
-                              f"the wait timed out at {flow.iso(row['timeout_at'])}",
-                      event="wait_timed_out",
-                      details={"signal": row["wait_for"], "timeout_at": flow.iso(row["timeout_at"])}, now=now)
+            _pause_on(
+                conn,
+                run,
+                row,
+                from_=states.WAITING,
+                error_class=states.WAIT_TIMED_OUT_ERROR,
+                message=f"waited for {what} since {flow.iso(row['waiting_since'])}; "
+                f"the wait timed out at {flow.iso(row['timeout_at'])}",
+                event="wait_timed_out",
+                details={"signal": row["wait_for"], "timeout_at": flow.iso(row["timeout_at"])},
+                now=now,
+            )
             timed_out += 1
     for candidate in stalls:
         with engine.begin() as conn:
             run = workflow_rows.lock_for(conn, candidate["workflow_id"])
             row = steps.find(conn, candidate["step_id"])
-            if (run is None or run["status"] != states.RUNNING or row is None
-                    or row["status"] != states.STEP_IN_PROGRESS
-                    or row["started_at"] >= now - stall_threshold):
+            if (
+                run is None
+                or run["status"] != states.RUNNING
+                or row is None
+                or row["status"] != states.STEP_IN_PROGRESS
+                or row["started_at"] >= now - stall_threshold
+            ):
                 continue
-            _pause_on(conn, run, row, from_=states.RUNNING, error_class=states.STEP_STALLED_ERROR,
-                      message=f"in progress since {flow.iso(row['started_at'])}, longer than the "
-                              f"stall threshold of {int(stall_threshold.total_seconds())}s",
-                      event="stall_detected",
-                      details={"started_at": flow.iso(row["started_at"]),
-                               "threshold_seconds": int(stall_threshold.total_seconds())}, now=now)
+            _pause_on(
+                conn,
+                run,
+                row,
+                from_=states.RUNNING,
+                error_class=states.STEP_STALLED_ERROR,
+                message=f"in progress since {flow.iso(row['started_at'])}, longer than the "
+                f"stall threshold of {int(stall_threshold.total_seconds())}s",
+                event="stall_detected",
+                details={
+                    "started_at": flow.iso(row["started_at"]),
+                    "threshold_seconds": int(stall_threshold.total_seconds()),
+                },
+                now=now,
+            )
             stalled += 1
     return SweepResult(timed_out=timed_out, stalled=stalled)

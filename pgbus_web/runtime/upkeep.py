@@ -7,8 +7,8 @@ each batch in its own short transaction, so it can run beside the workers.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 from sqlalchemy.engine import Engine
 
@@ -71,7 +71,9 @@ def repair_attention(engine: Engine) -> int:
         return attention_counts.repair(conn)
 
 
-def check(engine: Engine, batch_size: int, examples: int, done: Callable[[int], None] = lambda runs: None) -> CheckResult:
+def check(
+    engine: Engine, batch_size: int, examples: int, done: Callable[[int], None] = lambda runs: None
+) -> CheckResult:
     """Runs whose latest_* columns disagree with their latest step (naming
     up to *examples*), and counts that disagree with the runs. Changes nothing."""
     result = CheckResult()

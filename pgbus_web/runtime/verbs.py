@@ -21,18 +21,18 @@ returns the run's row as it is after the verb.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
-from ..rules import states
 from ..models import events, signals, steps, workflow_rows
 from ..models.values import json_problem
+from ..rules import states, verb_table
 from . import flow
-from ..rules import verb_table
 from .clock import parse_future, utcnow
 from .definitions import Registry, Workflow
 from .errors import (
@@ -64,8 +64,15 @@ class _Verb:
     """One verb's transaction: the locked run, and helpers that keep the
     verb's name, actor and time at hand."""
 
-    def __init__(self, conn: Connection, run: dict[str, Any], verb: str, actor: str, now: datetime,
-                 operation_id: int | None = None):
+    def __init__(
+        self,
+        conn: Connection,
+        run: dict[str, Any],
+        verb: str,
+        actor: str,
+        now: datetime,
+        operation_id: int | None = None,
+    ):
         self.conn = conn
         self.run = run
         self.verb = verb
@@ -92,8 +99,9 @@ class _Verb:
     def event(self, event: str, *, step=None, reason=None, details=None) -> None:
         if self.operation_id is not None:
             details = {**(details or {}), "operation_id": self.operation_id}
-        flow.record(self.conn, self.run, event, actor=self.actor, now=self.now,
-                    step=step, reason=reason, details=details)
+        flow.record(
+            self.conn, self.run, event, actor=self.actor, now=self.now, step=step, reason=reason, details=details
+        )
 
     def move(self, to: str, **attrs: Any) -> None:
         """The verb's one guarded status change; anything but one row moved
@@ -105,8 +113,13 @@ class _Verb:
 
 
 def _run_verb(
-    engine: Engine, workflow_id: str, verb: str, actor: str | None, now: datetime | None,
-    body: Callable[[_Verb], None], operation_id: int | None = None,
+    engine: Engine,
+    workflow_id: str,
+    verb: str,
+    actor: str | None,
+    now: datetime | None,
+    body: Callable[[_Verb], None],
+    operation_id: int | None = None,
 ) -> dict[str, Any]:
     now = now or utcnow()
     with engine.begin() as conn:
@@ -146,6 +159,7 @@ def _go_on(v: _Verb, definition: Workflow, after: str) -> None:
 
 # --- resume, resume_at -------------------------------------------------------
 
+
 def resume_details(plan, at: datetime | None) -> dict[str, Any]:
     """The details of a "resumed" event (also written by runtime/chunks/resume.py)."""
     details = {"action": plan.action, "step": plan.step}
@@ -177,41 +191,67 @@ def _resume(v: _Verb, registry: Registry | None, reason: str | None, at: datetim
     if at is not None:
         # A step waiting on a signal or a batch becomes due at *at*; when it
         # runs it goes back to its wait, unless its signal is there by then.
-        steps.update_step(v.conn, latest["id"], from_=(states.STEP_SCHEDULED, states.STEP_WAITING),
-                          now=v.now, status=states.STEP_SCHEDULED, scheduled_at=at)
+        steps.update_step(
+            v.conn,
+            latest["id"],
+            from_=(states.STEP_SCHEDULED, states.STEP_WAITING),
+            now=v.now,
+            status=states.STEP_SCHEDULED,
+            scheduled_at=at,
+        )
         v.move(states.READY, paused_at=None)
         return
     if latest["status"] == states.STEP_SCHEDULED:
         v.move(states.READY, paused_at=None)  # due when it was due: a timer keeps its time
         return
-    row, status = flow.rewait(v.conn, v.run, latest, definition.get_step(latest["step_name"]),
-                              actor=v.actor, now=v.now)
+    row, status = flow.rewait(v.conn, v.run, latest, definition.get_step(latest["step_name"]), actor=v.actor, now=v.now)
     v.move(status, paused_at=None)
 
 
 def resume(
-    engine: Engine, workflow_id: str, *, reason: str | None = None, actor: str | None = None,
-    registry: Registry | None = None, now: datetime | None = None, operation_id: int | None = None,
+    engine: Engine,
+    workflow_id: str,
+    *,
+    reason: str | None = None,
+    actor: str | None = None,
+    registry: Registry | None = None,
+    now: datetime | None = None,
+    operation_id: int | None = None,
 ) -> dict[str, Any]:
     """paused -> by the action plan: retry the failed step (due now),
     continue with the next step, finish the run, or let the pending step go on."""
-    return _run_verb(engine, workflow_id, "resume", actor, now,
-                     lambda v: _resume(v, registry, _reason(reason), None), operation_id)
+    return _run_verb(
+        engine, workflow_id, "resume", actor, now, lambda v: _resume(v, registry, _reason(reason), None), operation_id
+    )
 
 
 def resume_at(
-    engine: Engine, workflow_id: str, *, at: datetime | str | None, reason: str | None = None,
-    actor: str | None = None, registry: Registry | None = None, now: datetime | None = None,
+    engine: Engine,
+    workflow_id: str,
+    *,
+    at: datetime | str | None,
+    reason: str | None = None,
+    actor: str | None = None,
+    registry: Registry | None = None,
+    now: datetime | None = None,
     operation_id: int | None = None,
 ) -> dict[str, Any]:
     """As resume, with the step due at *at* (which must be in the future)."""
     now = now or utcnow()
     when = parse_future(at, now=now, workflow_id=workflow_id)
-    return _run_verb(engine, workflow_id, "resume_at", actor, now,
-                     lambda v: _resume(v, registry, _reason(reason), when), operation_id)
+    return _run_verb(
+        engine,
+        workflow_id,
+        "resume_at",
+        actor,
+        now,
+        lambda v: _resume(v, registry, _reason(reason), when),
+        operation_id,
+    )
 
 
 # --- run_now, reschedule -----------------------------------------------------
+
 
 def _due_step(v: _Verb) -> dict[str, Any]:
     latest = steps.latest(v.conn, v.workflow_id)
@@ -224,38 +264,64 @@ def _set_due(v: _Verb, event: str, at: datetime, reason: str | None) -> None:
     latest = _due_step(v)
     row = steps.update_step(v.conn, latest["id"], from_=states.STEP_SCHEDULED, now=v.now, scheduled_at=at)
     v.move(states.READY)
-    v.event(event, step=row, reason=reason,
-            details={"at": flow.iso(at), "was": flow.iso(latest["scheduled_at"])})
+    v.event(event, step=row, reason=reason, details={"at": flow.iso(at), "was": flow.iso(latest["scheduled_at"])})
 
 
 def run_now(
-    engine: Engine, workflow_id: str, *, reason: str | None = None, actor: str | None = None,
-    now: datetime | None = None, operation_id: int | None = None,
+    engine: Engine,
+    workflow_id: str,
+    *,
+    reason: str | None = None,
+    actor: str | None = None,
+    now: datetime | None = None,
+    operation_id: int | None = None,
 ) -> dict[str, Any]:
     """ready -> ready with its step due now."""
-    return _run_verb(engine, workflow_id, "run_now", actor, now,
-                     lambda v: _set_due(v, "run_now", v.now, _reason(reason)), operation_id)
+    return _run_verb(
+        engine,
+        workflow_id,
+        "run_now",
+        actor,
+        now,
+        lambda v: _set_due(v, "run_now", v.now, _reason(reason)),
+        operation_id,
+    )
 
 
 def reschedule(
-    engine: Engine, workflow_id: str, *, at: datetime | str | None, reason: str | None = None,
-    actor: str | None = None, now: datetime | None = None, operation_id: int | None = None,
+    engine: Engine,
+    workflow_id: str,
+    *,
+    at: datetime | str | None,
+    reason: str | None = None,
+    actor: str | None = None,
+    now: datetime | None = None,
+    operation_id: int | None = None,
 ) -> dict[str, Any]:
     """ready -> ready with its step due at *at* (in the future)."""
     now = now or utcnow()
     when = parse_future(at, now=now, workflow_id=workflow_id)
-    return _run_verb(engine, workflow_id, "reschedule", actor, now,
-                     lambda v: _set_due(v, "rescheduled", when, _reason(reason)), operation_id)
+    return _run_verb(
+        engine,
+        workflow_id,
+        "reschedule",
+        actor,
+        now,
+        lambda v: _set_due(v, "rescheduled", when, _reason(reason)),
+        operation_id,
+    )
 
 
 # --- skip --------------------------------------------------------------------
+
 
 def _skip(v: _Verb, registry: Registry | None, reason: str | None) -> None:
     definition = v.definition(registry)
     latest = steps.latest(v.conn, v.workflow_id)
     if latest is not None and latest["status"] in states.STEP_OPEN:
-        skipped = steps.update_step(v.conn, latest["id"], from_=states.STEP_OPEN, now=v.now,
-                                    status=states.STEP_SKIPPED, finished_at=v.now)
+        skipped = steps.update_step(
+            v.conn, latest["id"], from_=states.STEP_OPEN, now=v.now, status=states.STEP_SKIPPED, finished_at=v.now
+        )
     else:
         # Paused on a failure (the failed row stays as it ran), or between
         # steps: a skipped row records the step resume would have run.
@@ -266,13 +332,22 @@ def _skip(v: _Verb, registry: Registry | None, reason: str | None) -> None:
         else:
             following = _following(v, definition, latest["step_name"])
             if following is None:
-                raise WrongStatus(v.workflow_id, v.verb, v.run["status"], FROM[v.verb],
-                                  message=f"cannot skip run {v.workflow_id}: its last step already ended")
+                raise WrongStatus(
+                    v.workflow_id,
+                    v.verb,
+                    v.run["status"],
+                    FROM[v.verb],
+                    message=f"cannot skip run {v.workflow_id}: its last step already ended",
+                )
             name = following.name
         v.step(definition, name)
         skipped = steps.insert_step(
-            v.conn, workflow_id=v.workflow_id, step_name=name, now=v.now,
-            status=states.STEP_SKIPPED, attempt=steps.next_attempt(v.conn, v.workflow_id, name),
+            v.conn,
+            workflow_id=v.workflow_id,
+            step_name=name,
+            now=v.now,
+            status=states.STEP_SKIPPED,
+            attempt=steps.next_attempt(v.conn, v.workflow_id, name),
             finished_at=v.now,
         )
     flow.consume_held(v.conn, v.run, skipped["step_name"], now=v.now)
@@ -289,16 +364,24 @@ def _following(v: _Verb, definition: Workflow, name: str):
 
 
 def skip(
-    engine: Engine, workflow_id: str, *, reason: str | None = None, actor: str | None = None,
-    registry: Registry | None = None, now: datetime | None = None, operation_id: int | None = None,
+    engine: Engine,
+    workflow_id: str,
+    *,
+    reason: str | None = None,
+    actor: str | None = None,
+    registry: Registry | None = None,
+    now: datetime | None = None,
+    operation_id: int | None = None,
 ) -> dict[str, Any]:
     """paused, ready or waiting -> the current step skipped; the next one
     scheduled, or the run completed after the last step."""
-    return _run_verb(engine, workflow_id, "skip", actor, now,
-                     lambda v: _skip(v, registry, _reason(reason)), operation_id)
+    return _run_verb(
+        engine, workflow_id, "skip", actor, now, lambda v: _skip(v, registry, _reason(reason)), operation_id
+    )
 
 
 # --- rerun -------------------------------------------------------------------
+
 
 def _rerun(v: _Verb, registry: Registry | None, from_step: str | None, reason: str | None) -> None:
     definition = v.definition(registry)
@@ -315,38 +398,59 @@ def _rerun(v: _Verb, registry: Registry | None, from_step: str | None, reason: s
         constraint = getattr(getattr(exc.orig, "diag", None), "constraint_name", None)
         if constraint != workflow_rows.SUBJECT_INDEX:
             raise
-        raise SubjectBusy(v.workflow_id, v.run["workflow_class"], v.run["subject_type"],
-                          v.run["subject_id"]) from None
+        raise SubjectBusy(v.workflow_id, v.run["workflow_class"], v.run["subject_type"], v.run["subject_id"]) from None
 
 
 def rerun(
-    engine: Engine, workflow_id: str, *, from_step: str | None = None, reason: str | None = None,
-    actor: str | None = None, registry: Registry | None = None, now: datetime | None = None,
+    engine: Engine,
+    workflow_id: str,
+    *,
+    from_step: str | None = None,
+    reason: str | None = None,
+    actor: str | None = None,
+    registry: Registry | None = None,
+    now: datetime | None = None,
     operation_id: int | None = None,
 ) -> dict[str, Any]:
     """completed, failed or cancelled -> ready with a new attempt of
     *from_step* (default: the first step), due now."""
-    return _run_verb(engine, workflow_id, "rerun", actor, now,
-                     lambda v: _rerun(v, registry, from_step, _reason(reason)), operation_id)
+    return _run_verb(
+        engine,
+        workflow_id,
+        "rerun",
+        actor,
+        now,
+        lambda v: _rerun(v, registry, from_step, _reason(reason)),
+        operation_id,
+    )
 
 
 # --- cancel, pause -----------------------------------------------------------
 
+
 def _cancel(v: _Verb, reason: str | None) -> None:
     cancelled = steps.cancel_open(v.conn, v.workflow_id, now=v.now)
     v.move(states.CANCELLED, finished_at=v.now)
-    v.event("cancelled", reason=reason, step=cancelled[-1] if cancelled else None,
-            details={"was": v.run["status"], "cancelled_steps": [step["id"] for step in cancelled]})
+    v.event(
+        "cancelled",
+        reason=reason,
+        step=cancelled[-1] if cancelled else None,
+        details={"was": v.run["status"], "cancelled_steps": [step["id"] for step in cancelled]},
+    )
 
 
 def cancel(
-    engine: Engine, workflow_id: str, *, reason: str | None = None, actor: str | None = None,
-    now: datetime | None = None, operation_id: int | None = None,
+    engine: Engine,
+    workflow_id: str,
+    *,
+    reason: str | None = None,
+    actor: str | None = None,
+    now: datetime | None = None,
+    operation_id: int | None = None,
 ) -> dict[str, Any]:
     """Any ongoing status -> cancelled; its open step rows cancelled. A step
     running at that moment finishes, but its result is ignored."""
-    return _run_verb(engine, workflow_id, "cancel", actor, now, lambda v: _cancel(v, _reason(reason)),
-                     operation_id)
+    return _run_verb(engine, workflow_id, "cancel", actor, now, lambda v: _cancel(v, _reason(reason)), operation_id)
 
 
 def _pause(v: _Verb, reason: str | None) -> None:
@@ -355,15 +459,20 @@ def _pause(v: _Verb, reason: str | None) -> None:
 
 
 def pause(
-    engine: Engine, workflow_id: str, *, reason: str | None = None, actor: str | None = None,
-    now: datetime | None = None, operation_id: int | None = None,
+    engine: Engine,
+    workflow_id: str,
+    *,
+    reason: str | None = None,
+    actor: str | None = None,
+    now: datetime | None = None,
+    operation_id: int | None = None,
 ) -> dict[str, Any]:
     """ready, waiting or running -> paused: nothing new is scheduled until resumed."""
-    return _run_verb(engine, workflow_id, "pause", actor, now, lambda v: _pause(v, _reason(reason)),
-                     operation_id)
+    return _run_verb(engine, workflow_id, "pause", actor, now, lambda v: _pause(v, _reason(reason)), operation_id)
 
 
 # --- signal ------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class SignalResult:
@@ -386,8 +495,9 @@ def _payload(payload: Any, workflow_id: str) -> dict[str, Any]:
     # before the transaction, rather than failing inside it.
     problem = json_problem(dict(payload))
     if problem is not None:
-        raise InvalidPayload(f"it holds what jsonb cannot store ({problem[0]} {problem[1]})".rstrip(),
-                             workflow_id=workflow_id)
+        raise InvalidPayload(
+            f"it holds what jsonb cannot store ({problem[0]} {problem[1]})".rstrip(), workflow_id=workflow_id
+        )
     try:
         return json.loads(json.dumps(dict(payload)))
     except (TypeError, ValueError, RecursionError) as exc:
@@ -395,8 +505,15 @@ def _payload(payload: Any, workflow_id: str) -> dict[str, Any]:
 
 
 def signal(
-    engine: Engine, workflow_id: str, name: str, payload: Any = None, idempotency_key: str | None = None,
-    *, actor: str | None = None, now: datetime | None = None, operation_id: int | None = None,
+    engine: Engine,
+    workflow_id: str,
+    name: str,
+    payload: Any = None,
+    idempotency_key: str | None = None,
+    *,
+    actor: str | None = None,
+    now: datetime | None = None,
+    operation_id: int | None = None,
     reason: str | None = None,
 ) -> SignalResult:
     """Deliver signal *name* to an ongoing run (*reason*, when given, goes
@@ -413,21 +530,26 @@ def signal(
     result: dict[str, Any] = {}
 
     def deliver(v: _Verb) -> None:
-        stored = signals.insert_signal(v.conn, workflow_id=v.workflow_id, name=name, payload=body,
-                                       idempotency_key=key, now=v.now)
+        stored = signals.insert_signal(
+            v.conn, workflow_id=v.workflow_id, name=name, payload=body, idempotency_key=key, now=v.now
+        )
         if stored is None:
             result.update(signal=signals.find_by_key(v.conn, v.workflow_id, key), duplicate=True)
             return
         result.update(signal=stored, duplicate=False)
-        v.event("signal_received", reason=_reason(reason),
-                details={"signal": name, "signal_id": stored["id"], "idempotency_key": key})
+        v.event(
+            "signal_received",
+            reason=_reason(reason),
+            details={"signal": name, "signal_id": stored["id"], "idempotency_key": key},
+        )
         if v.run["status"] != states.WAITING:
             return  # stays pending: a paused run claims it when resumed, a later step when it waits
         latest = steps.latest(v.conn, v.workflow_id)
         if latest is None or latest["status"] != states.STEP_WAITING or latest["wait_for"] != name:
             return
-        due = steps.update_step(v.conn, latest["id"], from_=states.STEP_WAITING, now=v.now,
-                                status=states.STEP_SCHEDULED, scheduled_at=v.now)
+        due = steps.update_step(
+            v.conn, latest["id"], from_=states.STEP_WAITING, now=v.now, status=states.STEP_SCHEDULED, scheduled_at=v.now
+        )
         flow.claim_signal(v.conn, v.run, due, stored, actor=v.actor, now=v.now)
         v.move(states.READY)
         result["signal"] = next(s for s in signals.for_run(v.conn, v.workflow_id) if s["id"] == stored["id"])
@@ -459,8 +581,14 @@ OPTIONS = {
 
 
 def perform(
-    engine: Engine, verb: str, workflow_id: str, *, actor: str | None = None, now: datetime | None = None,
-    operation_id: int | None = None, **options: Any,
+    engine: Engine,
+    verb: str,
+    workflow_id: str,
+    *,
+    actor: str | None = None,
+    now: datetime | None = None,
+    operation_id: int | None = None,
+    **options: Any,
 ) -> dict[str, Any]:
     """Call *verb* by name with the options it takes out of *options*
     (reason, at, from_step, registry); the others are ignored, so a form's
@@ -480,8 +608,13 @@ class BulkResult:
 
 
 def bulk(
-    engine: Engine, verb: str, workflow_ids: Iterable[str], *, actor: str | None = None,
-    now: datetime | None = None, **options: Any,
+    engine: Engine,
+    verb: str,
+    workflow_ids: Iterable[str],
+    *,
+    actor: str | None = None,
+    now: datetime | None = None,
+    **options: Any,
 ) -> BulkResult:
     """*verb* on each run, each in its own transaction: one run that moved
     on (or fails) does not stop or undo the others."""
@@ -498,6 +631,7 @@ def bulk(
         else:
             result.moved += 1
     return result
+
 
 # The payload check signal() applies, for callers that check first (operations).
 parse_payload = _payload

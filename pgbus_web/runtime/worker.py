@@ -22,9 +22,9 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Callable
 
 from sqlalchemy.engine import Engine
 
@@ -32,8 +32,8 @@ from .. import defaults
 from ..models import workflow_activity, workflow_attention
 from . import operations, system
 from .clock import utcnow
-from .heartbeat import Heartbeat, Pulse
 from .definitions import Registry
+from .heartbeat import Heartbeat, Pulse
 
 log = logging.getLogger("pgbus_web.worker")
 
@@ -57,8 +57,15 @@ class TickResult:
 
     @property
     def busy(self) -> bool:
-        return bool(self.steps or self.handled or self.woken or self.timed_out or self.stalled
-                     or self.batches_advanced or self.operation_runs)
+        return bool(
+            self.steps
+            or self.handled
+            or self.woken
+            or self.timed_out
+            or self.stalled
+            or self.batches_advanced
+            or self.operation_runs
+        )
 
 
 class Worker:
@@ -116,8 +123,9 @@ class Worker:
         if self.heartbeat is None:
             return
         held = self.operations.held
-        self.heartbeat.beat(steps_done=self.total_steps, force=force,
-                            operation_id=held.operation["id"] if held is not None else None)
+        self.heartbeat.beat(
+            steps_done=self.total_steps, force=force, operation_id=held.operation["id"] if held is not None else None
+        )
 
     # --- one step, one tick --------------------------------------------------
 
@@ -135,11 +143,21 @@ class Worker:
         while taken is not None:
             outcome = system.execute(taken, now=now or self.clock())
             if not outcome.ok:
-                log.info("%s %s #%s failed: %s: %s", taken.run["workflow_id"], taken.step["step_name"],
-                         taken.step["attempt"], outcome.error_class, outcome.error_message)
+                log.info(
+                    "%s %s #%s failed: %s: %s",
+                    taken.run["workflow_id"],
+                    taken.step["step_name"],
+                    taken.step["attempt"],
+                    outcome.error_class,
+                    outcome.error_message,
+                )
             happened, taken = system.finish_and_continue(
-                self.engine, taken, outcome, now=now or self.clock(),
-                chain=self.chain and not self._stopping.is_set(), worker_id=self.worker_id,
+                self.engine,
+                taken,
+                outcome,
+                now=now or self.clock(),
+                chain=self.chain and not self._stopping.is_set(),
+                worker_id=self.worker_id,
             )
             self.total_steps += 1
             self._steps_in_tick += 1
@@ -170,7 +188,8 @@ class Worker:
         try:
             with self.engine.begin() as conn:
                 found = workflow_attention.stuck_reason_counts(
-                    conn, threshold=self.stall_threshold, waiting_threshold=self.waiting_threshold, now=now)
+                    conn, threshold=self.stall_threshold, waiting_threshold=self.waiting_threshold, now=now
+                )
                 per_class = {name: 0 for name in self.registry.names}
                 for (klass, _), count in found.items():
                     per_class[klass] = per_class.get(klass, 0) + count
@@ -218,8 +237,7 @@ class Worker:
         total = TickResult()
         for _ in range(max_ticks):
             result = self.tick(now=now, sweep=True)
-            for field in ("steps", "handled", "woken", "timed_out", "stalled", "batches_advanced",
-                          "operation_runs"):
+            for field in ("steps", "handled", "woken", "timed_out", "stalled", "batches_advanced", "operation_runs"):
                 setattr(total, field, getattr(total, field) + getattr(result, field))
             if not result.busy:
                 break

@@ -19,7 +19,25 @@ from pgmq.install import get_embedded_install_sql
 from sqlalchemy.engine import Connection, Engine
 
 # The scripts in order: version N is MIGRATIONS[N - 1].
-MIGRATIONS = ("v1.sql", "v2.sql", "v3.sql", "v4.sql", "v5.sql", "v6.sql", "v7.sql", "v8.sql", "v9.sql", "v10.sql", "v11.sql", "v12.sql", "v13.sql", "v14.sql", "v15.sql", "v16.sql", "v17.sql")
+MIGRATIONS = (
+    "v1.sql",
+    "v2.sql",
+    "v3.sql",
+    "v4.sql",
+    "v5.sql",
+    "v6.sql",
+    "v7.sql",
+    "v8.sql",
+    "v9.sql",
+    "v10.sql",
+    "v11.sql",
+    "v12.sql",
+    "v13.sql",
+    "v14.sql",
+    "v15.sql",
+    "v16.sql",
+    "v17.sql",
+)
 SCHEMA_VERSION = len(MIGRATIONS)
 VERSION_TABLE = "pgbus_web_schema"
 
@@ -55,14 +73,10 @@ def _run_script(conn: Connection, script: str) -> None:
 
 def installed_version(conn: Connection) -> int | None:
     """The version recorded in the database, or None when nothing is installed."""
-    exists = conn.execute(
-        sa.text("SELECT to_regclass(:table) IS NOT NULL"), {"table": VERSION_TABLE}
-    ).scalar_one()
+    exists = conn.execute(sa.text("SELECT to_regclass(:table) IS NOT NULL"), {"table": VERSION_TABLE}).scalar_one()
     if not exists:
         return None
-    return conn.execute(
-        sa.text(f"SELECT max(version) FROM {VERSION_TABLE}")
-    ).scalar_one_or_none()
+    return conn.execute(sa.text(f"SELECT max(version) FROM {VERSION_TABLE}")).scalar_one_or_none()
 
 
 def _pgmq_present(conn: Connection) -> bool:
@@ -104,9 +118,7 @@ def install(engine: Engine, *, target: int = SCHEMA_VERSION) -> InstallResult:
             )
         for version in range((current or 0) + 1, target + 1):
             _run_script(conn, _sql(MIGRATIONS[version - 1]))
-            conn.execute(
-                sa.text(f"INSERT INTO {VERSION_TABLE} (version) VALUES (:v)"), {"v": version}
-            )
+            conn.execute(sa.text(f"INSERT INTO {VERSION_TABLE} (version) VALUES (:v)"), {"v": version})
     return InstallResult(target, installed=True, pgmq_installed=pgmq_installed, upgraded_from=current)
 
 
@@ -137,9 +149,17 @@ TABLES = (
 # and the needs-attention counts (kept the same way). The sessions and the
 # access log are with them too: a reading request writes them (a session's
 # last sight, a token's first use from an address), whatever it did.
-DERIVED_TABLES = ("pgbus_web_access_log", "pgbus_web_sessions",
-                  "pgbus_workflow_count_deltas", "pgbus_workflow_counts", "pgbus_web_workers",
-                  "pgbus_workflow_activity_deltas", "pgbus_workflow_activity",
-                  "pgbus_workflow_attention_deltas", "pgbus_workflow_attention_counts",
-                  "pgbus_workflow_step_duration_deltas", "pgbus_workflow_step_durations",
-                  "pgbus_workflow_hour_counts")
+DERIVED_TABLES = (
+    "pgbus_web_access_log",
+    "pgbus_web_sessions",
+    "pgbus_workflow_count_deltas",
+    "pgbus_workflow_counts",
+    "pgbus_web_workers",
+    "pgbus_workflow_activity_deltas",
+    "pgbus_workflow_activity",
+    "pgbus_workflow_attention_deltas",
+    "pgbus_workflow_attention_counts",
+    "pgbus_workflow_step_duration_deltas",
+    "pgbus_workflow_step_durations",
+    "pgbus_workflow_hour_counts",
+)

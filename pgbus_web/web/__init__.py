@@ -3,16 +3,15 @@ on it, its templates and its static files (served by the blueprint itself,
 no CDN). ``pgbus_web.extension.PgbusWeb`` mounts it in a Flask app beside
 the JSON API."""
 
-
 from __future__ import annotations
 
 from flask import Blueprint, current_app, g, request
 
 from .. import bounded, db, i18n
-from .routes import actions, locks, operations, policy, reveal, sessions, views
 from ..plumbing import csrf, reading, run_ids, security, unrouted
-from .drawing import template_names
 from ..plumbing.state import EXTENSION_NAME, state
+from .drawing import template_names
+from .routes import actions, locks, operations, policy, reveal, sessions, views
 
 __all__ = ["STATIC_URL_PATH", "build_blueprint"]
 

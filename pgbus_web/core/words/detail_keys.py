@@ -11,10 +11,33 @@ from ...i18n import t
 
 PREFIX = "pgbus.workflows.audit.details."
 DETAIL_KEYS = (
-    "action", "at", "attempts", "batch_id", "cancelled_steps", "completed_jobs", "definition_digest",
-    "description", "discarded_jobs", "error_class", "error_message", "failed_jobs", "from_step",
-    "idempotency_key", "operation_id", "outcome", "run_status", "signal", "signal_id", "started_at",
-    "status", "step", "step_status", "timeout_at", "total_jobs", "wait_for", "was",
+    "action",
+    "at",
+    "attempts",
+    "batch_id",
+    "cancelled_steps",
+    "completed_jobs",
+    "definition_digest",
+    "description",
+    "discarded_jobs",
+    "error_class",
+    "error_message",
+    "failed_jobs",
+    "from_step",
+    "idempotency_key",
+    "operation_id",
+    "outcome",
+    "run_status",
+    "signal",
+    "signal_id",
+    "started_at",
+    "status",
+    "step",
+    "step_status",
+    "timeout_at",
+    "total_jobs",
+    "wait_for",
+    "was",
 )
 
 

@@ -3,11 +3,12 @@ pages' message, the API's ``message``, the command line's line."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
 
-from ...rules import states
 from ...i18n import current_locale, current_timezone, t
+from ...rules import states
 from . import timefmt
 
 

@@ -19,16 +19,19 @@ import ipaddress
 import json
 import logging
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Callable, Mapping, Optional
+from typing import Any
 
 from markupsafe import Markup, escape
 
-from ...rules import states, stuck as stuck_rules
 from ...i18n import current_locale, current_timezone, t, t_html
 from ...models.values import RawJson
-from . import unusual as odd, timefmt
+from ...rules import states
+from ...rules import stuck as stuck_rules
+from . import timefmt
+from . import unusual as odd
 from .verb_words import WORDS
 
 log = logging.getLogger(__name__)
@@ -70,7 +73,6 @@ BADGE_STALLED = "stalled"
 BADGE_OVERDUE = "overdue"
 
 
-
 @dataclass(frozen=True)
 class RunState:
     """A run in words: ``badge`` (a run status, or ``stalled``/``overdue``),
@@ -83,14 +85,14 @@ class RunState:
     tone: str
     next_key: str
     next_args: dict[str, Any] = field(default_factory=dict)
-    stuck: Optional[str] = None
+    stuck: str | None = None
 
 
-def _get(row: Optional[Mapping[str, Any]], key: str) -> Any:
+def _get(row: Mapping[str, Any] | None, key: str) -> Any:
     return row.get(key) if row else None
 
 
-def _before(moment: Optional[datetime], cutoff: datetime) -> bool:
+def _before(moment: datetime | None, cutoff: datetime) -> bool:
     return moment is not None and timefmt.utc(moment) < timefmt.utc(cutoff)
 
 
@@ -99,7 +101,7 @@ def run_state(
     *,
     now: datetime,
     stall_threshold: timedelta,
-    waiting_threshold: Optional[timedelta] = None,
+    waiting_threshold: timedelta | None = None,
 ) -> RunState:
     """The badge, tone and next sentence of *run*: a pgbus_workflows row
     with ``step`` (its latest step row, or None) and ``batch`` (the batch
@@ -166,7 +168,7 @@ def batch_progress(batch: Mapping[str, Any]) -> tuple[int, int]:
     return done, int(batch.get("total_jobs") or 0)
 
 
-def step_open(status: Optional[str]) -> bool:
+def step_open(status: str | None) -> bool:
     """A step attempt that has not ended: scheduled, waiting or in progress."""
     return status in states.STEP_OPEN
 
@@ -201,7 +203,7 @@ def code(value: Any) -> Markup:
     return Markup(f'<code class="pgbus-code" dir="auto">{escape(value)}</code>')
 
 
-def batch_link(name: Any, batch_id: Optional[str], batch_url: Optional[Callable[[str], str]]) -> Markup:
+def batch_link(name: Any, batch_id: str | None, batch_url: Callable[[str], str] | None) -> Markup:
     """The batch's name as code, linked to its page when *batch_url* (the
     page's address for a batch_id) is given and the batch has an id."""
     label = code(name)
@@ -217,7 +219,7 @@ def next_sentence(
     now: datetime,
     locale: timefmt.LocaleArg = None,
     tz: timefmt.TimeZoneArg = None,
-    batch_url: Optional[Callable[[str], str]] = None,
+    batch_url: Callable[[str], str] | None = None,
 ) -> Markup:
     """The "what happens next" sentence: "Waiting for signal
     <code>shipment_confirmed</code> since <time>3 hours ago</time>". Step and
@@ -239,11 +241,11 @@ def next_sentence(
     return t_html(f"pgbus.workflows.next.{state.next_key}_html", **args)
 
 
-def step_tone(status: Optional[str]) -> str:
+def step_tone(status: str | None) -> str:
     return STEP_TONES.get(status or "", "gray")
 
 
-def signal_tone(status: Optional[str]) -> str:
+def signal_tone(status: str | None) -> str:
     return SIGNAL_TONES.get(status or "", "gray")
 
 
@@ -278,9 +280,14 @@ def event_sentence(event: Mapping[str, Any]) -> str:
     if isinstance(approval, Mapping) and approval.get("approved_by"):
         # Written by an operation a second operator approved (core.reads.with_approvals).
         moment = approval.get("approved_at")
-        sentence = t("pgbus.operations.audit.approved", sentence=sentence, approver=approval["approved_by"],
-                     time=timefmt.short_date_time(moment, locale=current_locale(), tz=current_timezone())
-                     if moment is not None else timefmt.NONE)
+        sentence = t(
+            "pgbus.operations.audit.approved",
+            sentence=sentence,
+            approver=approval["approved_by"],
+            time=timefmt.short_date_time(moment, locale=current_locale(), tz=current_timezone())
+            if moment is not None
+            else timefmt.NONE,
+        )
     return sentence
 
 
@@ -319,7 +326,7 @@ def _ip_literal_ok(literal: str | None) -> bool:
     return True
 
 
-def safe_url(value: Any) -> Optional[str]:
+def safe_url(value: Any) -> str | None:
     """*value* when it is safe to put in an href, else None, as the
     reference's pgbus_workflow_safe_url: a path on this site ("/orders/1042"),
     never "//host" or "/\\host" (browsers read both as another host), or
@@ -345,7 +352,7 @@ def safe_url(value: Any) -> Optional[str]:
     return url
 
 
-def subject_link(run: Mapping[str, Any], subject_url: Optional[Callable[[str, str], Any]]) -> tuple[str, Optional[str]]:
+def subject_link(run: Mapping[str, Any], subject_url: Callable[[str, str], Any] | None) -> tuple[str, str | None]:
     """The run's subject as (label, url): "Order 1042" with the URL the
     host's *subject_url(type, id)* gives, when it is safe; url None
     otherwise. A run without a subject is the dash. A *subject_url* that

@@ -20,11 +20,12 @@ an infinite end is the dash.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from datetime import datetime, timedelta, timezone, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 from functools import lru_cache
-from typing import Iterator, Union
+from typing import Union
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from babel import Locale, UnknownLocaleError
@@ -73,7 +74,7 @@ def zone(tz: TimeZoneArg) -> tzinfo:
     """*tz* as a tzinfo: a zone name ("Europe/Copenhagen"), a tzinfo, or
     None for UTC. An unknown name raises ValueError."""
     if tz is None:
-        return timezone.utc
+        return UTC
     if isinstance(tz, tzinfo):
         return tz
     return _zone_named(str(tz))
@@ -99,8 +100,8 @@ def locale_of(locale: LocaleArg) -> Locale:
 def utc(moment: datetime) -> datetime:
     """*moment* in UTC; a naive datetime is taken to be UTC already."""
     if moment.tzinfo is None:
-        return moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc)
+        return moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
 
 
 def in_zone(moment: datetime, tz: tzinfo) -> datetime:
@@ -145,7 +146,7 @@ def noting_moments() -> Iterator[list]:
 
 
 def relative(moment: datetime, *, now: datetime) -> str:
-    """"just now", "5 minutes ago", "in 2 hours" (plural forms from the catalog)."""
+    """ "just now", "5 minutes ago", "in 2 hours" (plural forms from the catalog)."""
     noted = _noted.get()
     if noted is not None:
         noted.append(moment)
@@ -170,7 +171,7 @@ def relative(moment: datetime, *, now: datetime) -> str:
 
 
 # The first and last moments a clock can read: a window without ends.
-ALWAYS = (datetime.min.replace(tzinfo=timezone.utc), datetime.max.replace(tzinfo=timezone.utc))
+ALWAYS = (datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC))
 # A window's edges are drawn in by this much, so that a moment on an edge,
 # rounded otherwise by relative()'s floating seconds, is not inside it.
 _EDGE = timedelta(milliseconds=1)
@@ -284,7 +285,9 @@ def short_date(moment: datetime, *, locale: LocaleArg = None, tz: TimeZoneArg = 
     return _format_skeleton("MMMd", in_zone(moment, zone(tz)), locale_of(locale))
 
 
-def short_date_time(moment: datetime, *, locale: LocaleArg = None, tz: TimeZoneArg = None, seconds: bool = False) -> str:
+def short_date_time(
+    moment: datetime, *, locale: LocaleArg = None, tz: TimeZoneArg = None, seconds: bool = False
+) -> str:
     """The day and the time in *tz*, glued as the locale does: "Jan 6, 3:05 PM"."""
     if isinstance(moment, Infinite):
         return moment.literal
@@ -325,7 +328,8 @@ def _long_formats(loc: Locale) -> tuple:
     time_pattern = babel_dates.parse_pattern(loc.time_formats["long"].pattern)
     glue = str(loc.datetime_formats["long"]).replace("'", "")
     fields = tuple(
-        value for kind, value in babel_dates.tokenize_pattern(time_pattern.pattern)
+        value
+        for kind, value in babel_dates.tokenize_pattern(time_pattern.pattern)
         if kind == "field" and value[0] in _ZONE_FIELDS
     )
     return glue, date_pattern.format, time_pattern.format, tuple(f"{c * n}" for c, n in fields)
@@ -390,7 +394,9 @@ _tags: dict = {}
 i18n.on_reload(_tags.clear)
 
 
-def _remembered_tag(moment: datetime, kind: str, loc: Locale, zone_info: tzinfo, now: datetime, text: str, draw) -> Markup:
+def _remembered_tag(
+    moment: datetime, kind: str, loc: Locale, zone_info: tzinfo, now: datetime, text: str, draw
+) -> Markup:
     key = (moment, kind, loc, zone_info, in_zone(now, zone_info).date(), current_locale(), text)
     tag = _tags.get(key)
     if tag is None:

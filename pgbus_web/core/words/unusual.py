@@ -26,8 +26,7 @@ def marked(content: Any, *, kind: str) -> Markup:
     """*content* (escaped unless Markup) followed by the marker, in one
     ``pgbus-odd`` element; *kind* says what is odd (``data-odd``)."""
     return Markup(
-        '<span class="pgbus-odd" data-odd="{kind}">{content} '
-        '<span class="pgbus-odd-marker">{marker}</span></span>'
+        '<span class="pgbus-odd" data-odd="{kind}">{content} <span class="pgbus-odd-marker">{marker}</span></span>'
     ).format(kind=kind, content=content, marker=t("pgbus.web.odd.marker"))
 
 

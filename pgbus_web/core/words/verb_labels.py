@@ -8,20 +8,20 @@ definition and the group row.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
-from typing import Any, Mapping
+from typing import Any
 
-from ...rules import states
 from babel.lists import format_list
 
 from ...i18n import current_locale, t, tn
 from ...models.values import is_infinite
-from ...rules import verb_table
+from ...rules import states, verb_table
 from ...runtime.plan import plan_of
 from .. import checks as forms
 from . import timefmt
-from .verb_words import R, WORDS
+from .verb_words import WORDS, R
 
 # The signal form's name in the action area (its route is /signals).
 SIGNAL = verb_table.SIGNAL

@@ -15,7 +15,12 @@ from ...rules import verb_table
 # trail's word for it (event). Message keys, translated when drawn.
 # "retry" is resume on a run paused on an error: the step that failed is
 # tried again, so every place calls it Retry (docs/actions.md).
-A, B, R, E = "pgbus.workflows.actions", "pgbus.workflows.bulk.actions", "pgbus.workflows.resume", "pgbus.workflows.events"
+A, B, R, E = (
+    "pgbus.workflows.actions",
+    "pgbus.workflows.bulk.actions",
+    "pgbus.workflows.resume",
+    "pgbus.workflows.events",
+)
 
 
 @dataclass(frozen=True)

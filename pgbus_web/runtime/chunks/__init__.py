@@ -27,8 +27,9 @@ chunk answers is runtime/chunk_resume.py).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from sqlalchemy.engine import Engine
 
@@ -48,8 +49,14 @@ def covers(verb: str) -> bool:
 
 
 def act(
-    engine: Engine, operation: Mapping[str, Any], workflow_ids: list[str], *, registry: Registry | None,
-    now: datetime, key_of: Callable[[str], str], then: Then | None = None,
+    engine: Engine,
+    operation: Mapping[str, Any],
+    workflow_ids: list[str],
+    *,
+    registry: Registry | None,
+    now: datetime,
+    key_of: Callable[[str], str],
+    then: Then | None = None,
 ) -> ChunkResult:
     """The operation's verb on *workflow_ids* in one transaction, with its
     actor, reason and fields (params) and its id on every audit event.
@@ -58,8 +65,13 @@ def act(
     it commits (the Runner's progress write)."""
     verb = operation["verb"]
     params = operation["params"] or {}
-    common = {"operation_id": operation["id"], "actor": operation["actor"], "reason": operation["reason"],
-              "now": now, "then": then}
+    common = {
+        "operation_id": operation["id"],
+        "actor": operation["actor"],
+        "reason": operation["reason"],
+        "now": now,
+        "then": then,
+    }
     if verb in chunk_resume.VERBS:
         at = parse_future(params.get("at"), now=now) if verb == "resume_at" else None
         return resume.resume_chunk(engine, verb, workflow_ids, at=at, registry=registry, **common)
@@ -73,9 +85,9 @@ def act(
     if verb == "skip":
         return skip.skip_chunk(engine, workflow_ids, registry=registry, **common)
     if verb == "rerun":
-        return rerun.rerun_chunk(engine, workflow_ids, from_step=params.get("from_step"), registry=registry,
-                                 **common)
+        return rerun.rerun_chunk(engine, workflow_ids, from_step=params.get("from_step"), registry=registry, **common)
     if verb == "signal":
-        return signal.signal_chunk(engine, workflow_ids, name=params.get("name") or "",
-                                   payload=params.get("payload"), key_of=key_of, **common)
+        return signal.signal_chunk(
+            engine, workflow_ids, name=params.get("name") or "", payload=params.get("payload"), key_of=key_of, **common
+        )
     raise ValueError(f"no chunk path for {verb!r}")

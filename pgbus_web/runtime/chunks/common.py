@@ -4,7 +4,8 @@ the per-run verb writes it."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from sqlalchemy.engine import Connection
 
@@ -22,7 +23,12 @@ def reason_of(reason: str | None) -> str | None:
 
 
 def lock(
-    conn: Connection, verb: str, workflow_ids: list[str], operation_id: int, *, sets_latest: bool = True,
+    conn: Connection,
+    verb: str,
+    workflow_ids: list[str],
+    operation_id: int,
+    *,
+    sets_latest: bool = True,
 ) -> tuple[ChunkResult, list[dict[str, Any]]]:
     """The runs locked FOR UPDATE SKIP LOCKED in id order; under the locks,
     a run this operation already acted on is "already" (verbs' AlreadyActed),
@@ -31,8 +37,9 @@ def lock(
     others come back as candidates, in id order."""
     allows = verb_table.get(verb).allows
     result = ChunkResult()
-    locked = workflow_rows.lock_many(conn, workflow_ids, sets_latest=sets_latest, commit_unflushed=True,
-                                     columns=workflow_rows.CHUNK_COLUMNS)
+    locked = workflow_rows.lock_many(
+        conn, workflow_ids, sets_latest=sets_latest, commit_unflushed=True, columns=workflow_rows.CHUNK_COLUMNS
+    )
     held = {run["workflow_id"] for run in locked}
     result.rest = [workflow_id for workflow_id in workflow_ids if workflow_id not in held]
     acted = events.operation_acted_among(conn, list(held), operation_id)
@@ -48,7 +55,12 @@ def lock(
 
 
 def lock_and_read(
-    conn: Connection, verb: str, workflow_ids: list[str], operation_id: int, *, latest: bool = False,
+    conn: Connection,
+    verb: str,
+    workflow_ids: list[str],
+    operation_id: int,
+    *,
+    latest: bool = False,
     subjects: bool = False,
 ) -> tuple[ChunkResult, list[dict[str, Any]], dict[str, dict[str, Any]]]:
     """lock() in two statements whatever the verb reads: the runs locked
@@ -60,8 +72,9 @@ def lock_and_read(
     workflow_id."""
     allows = verb_table.get(verb).allows
     result = ChunkResult()
-    locked = workflow_rows.lock_many(conn, workflow_ids, sets_latest=True, commit_unflushed=True,
-                                     columns=workflow_rows.CHUNK_COLUMNS)
+    locked = workflow_rows.lock_many(
+        conn, workflow_ids, sets_latest=True, commit_unflushed=True, columns=workflow_rows.CHUNK_COLUMNS
+    )
     held = {run["workflow_id"] for run in locked}
     result.rest = [workflow_id for workflow_id in workflow_ids if workflow_id not in held]
     known = chunk_writes.facts(conn, locked, operation_id, latest=latest, subjects=subjects)
@@ -89,16 +102,30 @@ def capped_reason(reason: str | None) -> str | None:
 
 
 def event(
-    run: Mapping[str, Any], name: str, *, actor: str, now, operation_id: int | None, step=None,
-    reason: str | None = None, details: Mapping[str, Any] | None = None,
+    run: Mapping[str, Any],
+    name: str,
+    *,
+    actor: str,
+    now,
+    operation_id: int | None,
+    step=None,
+    reason: str | None = None,
+    details: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One event row as the per-run verb writes it: the verb's own events
     (verbs._Verb.event) carry *operation_id*; the moves it shares with the
     worker (flow.schedule, flow.claim_signal) pass None and carry none."""
     if operation_id is not None:
         details = {**(details or {}), "operation_id": operation_id}
-    return events.row(workflow_id=run["workflow_id"], event=name, actor=actor or states.APP_ACTOR,
-                      reason=reason, step=step, details=details, created_at=now)
+    return events.row(
+        workflow_id=run["workflow_id"],
+        event=name,
+        actor=actor or states.APP_ACTOR,
+        reason=reason,
+        step=step,
+        details=details,
+        created_at=now,
+    )
 
 
 def moved_all(moved: list[str], expected: int) -> None:

@@ -22,8 +22,15 @@ EVENTS = {"run_now": "run_now", "reschedule": "rescheduled"}
 
 
 def due_chunk(
-    engine: Engine, verb: str, workflow_ids: list[str], *, operation_id: int, actor: str, reason: str | None,
-    at: datetime | None, now: datetime,
+    engine: Engine,
+    verb: str,
+    workflow_ids: list[str],
+    *,
+    operation_id: int,
+    actor: str,
+    reason: str | None,
+    at: datetime | None,
+    now: datetime,
     then: common.Then | None = None,
 ) -> ChunkResult:
     """*verb* (run_now: due *now*; reschedule: due *at*) on every run: its
@@ -42,13 +49,28 @@ def due_chunk(
             if row is None or row["status"] != states.STEP_SCHEDULED:
                 result.skipped.append(run["workflow_id"])
             else:
-                dues.append({"workflow_id": run["workflow_id"], "run_id": run["id"], "step_id": row["id"],
-                             "was": common.capped(flow.iso(row["scheduled_at"]))})
+                dues.append(
+                    {
+                        "workflow_id": run["workflow_id"],
+                        "run_id": run["id"],
+                        "step_id": row["id"],
+                        "was": common.capped(flow.iso(row["scheduled_at"])),
+                    }
+                )
         if not dues:
             return result
         made_due, moved = chunk_writes.due_and_move(
-            conn, dues, event=EVENTS[verb], from_=FROM[verb], due=due, due_iso=due_iso, now=now, actor=actor,
-            reason=reason, operation_id=operation_id)
+            conn,
+            dues,
+            event=EVENTS[verb],
+            from_=FROM[verb],
+            due=due,
+            due_iso=due_iso,
+            now=now,
+            actor=actor,
+            reason=reason,
+            operation_id=operation_id,
+        )
         if made_due != len(dues) or moved != len(dues):  # cannot happen under the locks; never write half a chunk
             raise RuntimeError(f"{made_due} step rows and {moved} of {len(dues)} runs moved")
         result.moved = [item["workflow_id"] for item in dues]

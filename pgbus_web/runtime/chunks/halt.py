@@ -18,7 +18,13 @@ from . import common
 
 
 def cancel_chunk(
-    engine: Engine, workflow_ids: list[str], *, operation_id: int, actor: str, reason: str | None, now: datetime,
+    engine: Engine,
+    workflow_ids: list[str],
+    *,
+    operation_id: int,
+    actor: str,
+    reason: str | None,
+    now: datetime,
     then: common.Then | None = None,
 ) -> ChunkResult:
     """Every run -> cancelled, its open step rows cancelled; one "cancelled"
@@ -32,8 +38,15 @@ def cancel_chunk(
         if not runs:
             return result
         moved, closed, named = chunk_writes.cancel_and_move(
-            conn, runs, from_=FROM["cancel"], open_=states.STEP_OPEN, now=now, actor=actor, reason=reason,
-            operation_id=operation_id)
+            conn,
+            runs,
+            from_=FROM["cancel"],
+            open_=states.STEP_OPEN,
+            now=now,
+            actor=actor,
+            reason=reason,
+            operation_id=operation_id,
+        )
         # Under the locks every run moves and the rows the events name are
         # those cancelled; anything else rolls the chunk back whole.
         if moved != len(runs) or closed != named:
@@ -45,7 +58,13 @@ def cancel_chunk(
 
 
 def pause_chunk(
-    engine: Engine, workflow_ids: list[str], *, operation_id: int, actor: str, reason: str | None, now: datetime,
+    engine: Engine,
+    workflow_ids: list[str],
+    *,
+    operation_id: int,
+    actor: str,
+    reason: str | None,
+    now: datetime,
     then: common.Then | None = None,
 ) -> ChunkResult:
     """Every run -> paused (paused_at now); one "paused" event per run
@@ -58,14 +77,26 @@ def pause_chunk(
             return result
         ids = [run["workflow_id"] for run in runs]
         latest = steps.latest_of(conn, ids)
-        moved = workflow_rows.move_many(conn, [{"workflow_id": w, "to": states.PAUSED, "paused_at": now}
-                                               for w in ids], from_=FROM["pause"])
+        moved = workflow_rows.move_many(
+            conn, [{"workflow_id": w, "to": states.PAUSED, "paused_at": now} for w in ids], from_=FROM["pause"]
+        )
         common.moved_all(moved, len(runs))
-        events.record_many(conn, [
-            common.event(run, "paused", actor=actor, now=now, operation_id=operation_id, reason=reason,
-                         step=latest.get(run["workflow_id"]), details={"was": run["status"]})
-            for run in runs
-        ])
+        events.record_many(
+            conn,
+            [
+                common.event(
+                    run,
+                    "paused",
+                    actor=actor,
+                    now=now,
+                    operation_id=operation_id,
+                    reason=reason,
+                    step=latest.get(run["workflow_id"]),
+                    details={"was": run["status"]},
+                )
+                for run in runs
+            ],
+        )
         result.moved = ids
         return result
 

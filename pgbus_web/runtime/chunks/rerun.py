@@ -26,8 +26,15 @@ from . import common
 
 
 def rerun_chunk(
-    engine: Engine, workflow_ids: list[str], *, operation_id: int, actor: str, reason: str | None,
-    from_step: str | None, registry: Registry | None, now: datetime,
+    engine: Engine,
+    workflow_ids: list[str],
+    *,
+    operation_id: int,
+    actor: str,
+    reason: str | None,
+    from_step: str | None,
+    registry: Registry | None,
+    now: datetime,
     then: common.Then | None = None,
 ) -> ChunkResult:
     reason = common.capped_reason(reason)
@@ -55,9 +62,12 @@ def rerun_chunk(
             if run["subject_type"] is not None and run["subject_id"] is not None:
                 key = (run["workflow_class"], run["subject_type"], run["subject_id"])
                 subjects[key] = subjects.get(key, 0) + 1
-        held = {run["workflow_id"] for run, _ in planned
-                if known[run["workflow_id"]]["taken"]
-                or subjects.get((run["workflow_class"], run["subject_type"], run["subject_id"]), 0) > 1}
+        held = {
+            run["workflow_id"]
+            for run, _ in planned
+            if known[run["workflow_id"]]["taken"]
+            or subjects.get((run["workflow_class"], run["subject_type"], run["subject_id"]), 0) > 1
+        }
         if held:
             result.rest += [run["workflow_id"] for run, _ in planned if run["workflow_id"] in held]
             planned = [(run, name) for run, name in planned if run["workflow_id"] not in held]
@@ -65,10 +75,27 @@ def rerun_chunk(
             return result
         capped = {name: common.capped(name) for name in set(steps_of.values()) if name is not None}
         written = chunk_writes.schedule_and_move(
-            conn, [{"workflow_id": run["workflow_id"], "run_id": run["id"], "step_name": name, "step_name_capped": capped[name],
-                    "was": run["status"]} for run, name in planned],
-            first="rerun", from_=FROM["rerun"], due=now, due_iso=flow.iso(now), now=now, actor=actor, reason=reason,
-            operation_id=operation_id, clear_finished=True)
+            conn,
+            [
+                {
+                    "workflow_id": run["workflow_id"],
+                    "run_id": run["id"],
+                    "step_name": name,
+                    "step_name_capped": capped[name],
+                    "was": run["status"],
+                }
+                for run, name in planned
+            ],
+            first="rerun",
+            from_=FROM["rerun"],
+            due=now,
+            due_iso=flow.iso(now),
+            now=now,
+            actor=actor,
+            reason=reason,
+            operation_id=operation_id,
+            clear_finished=True,
+        )
         common.moved_all([w for w, row in written.items() if row["moved"]], len(planned))
         result.moved = [run["workflow_id"] for run, _ in planned]
         return result

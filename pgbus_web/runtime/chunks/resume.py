@@ -18,8 +18,17 @@ from . import common
 
 
 def resume_chunk(
-    engine: Engine, verb: str, workflow_ids: list[str], *, operation_id: int, actor: str, reason: str | None,
-    at: datetime | None, registry: Registry | None, now: datetime, then: Then | None = None,
+    engine: Engine,
+    verb: str,
+    workflow_ids: list[str],
+    *,
+    operation_id: int,
+    actor: str,
+    reason: str | None,
+    at: datetime | None,
+    registry: Registry | None,
+    now: datetime,
+    then: Then | None = None,
 ) -> ChunkResult:
     """*verb* (resume or resume_at, due at *at*) on *workflow_ids* in one
     transaction, with the audit events of verbs.resume carrying
@@ -45,13 +54,31 @@ def resume_chunk(
             if plan is None or plan.action not in (RETRY, CONTINUE) or step is None or not flow.plain_schedule(step):
                 result.rest.append(run["workflow_id"])
                 continue
-            planned.append({"workflow_id": run["workflow_id"], "run_id": run["id"], "step_name": plan.step,
-                            "step_name_capped": common.capped(plan.step), "action": plan.action, "from": row})
+            planned.append(
+                {
+                    "workflow_id": run["workflow_id"],
+                    "run_id": run["id"],
+                    "step_name": plan.step,
+                    "step_name_capped": common.capped(plan.step),
+                    "action": plan.action,
+                    "from": row,
+                }
+            )
         if not planned:
             return result
         written = chunk_writes.schedule_and_move(
-            conn, planned, first="resumed", from_=verbs.FROM[verb], due=due, due_iso=common.capped(flow.iso(due)),
-            now=now, actor=actor, reason=reason, operation_id=operation_id, at=at_iso)
+            conn,
+            planned,
+            first="resumed",
+            from_=verbs.FROM[verb],
+            due=due,
+            due_iso=common.capped(flow.iso(due)),
+            now=now,
+            actor=actor,
+            reason=reason,
+            operation_id=operation_id,
+            at=at_iso,
+        )
         common.moved_all([w for w, row in written.items() if row["moved"]], len(planned))
         result.moved = [plan["workflow_id"] for plan in planned]
         return result

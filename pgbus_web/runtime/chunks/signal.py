@@ -11,8 +11,9 @@ back to the per-run verb."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 
@@ -24,8 +25,16 @@ from . import common
 
 
 def signal_chunk(
-    engine: Engine, workflow_ids: list[str], *, operation_id: int, actor: str, reason: str | None,
-    name: str, payload: Any, key_of: Callable[[str], str], now: datetime,
+    engine: Engine,
+    workflow_ids: list[str],
+    *,
+    operation_id: int,
+    actor: str,
+    reason: str | None,
+    name: str,
+    payload: Any,
+    key_of: Callable[[str], str],
+    now: datetime,
     then: common.Then | None = None,
 ) -> ChunkResult:
     """Signal *name* with *payload* to every run, the idempotency key of
@@ -42,14 +51,34 @@ def signal_chunk(
         deliveries = []
         for run in runs:
             row = known[run["workflow_id"]]["latest"]
-            claims = (run["status"] == states.WAITING and row is not None and row["status"] == states.STEP_WAITING
-                      and row["wait_for"] == name)
+            claims = (
+                run["status"] == states.WAITING
+                and row is not None
+                and row["status"] == states.STEP_WAITING
+                and row["wait_for"] == name
+            )
             key = (key_of(run["workflow_id"]) or "").strip() or None
-            deliveries.append({"workflow_id": run["workflow_id"], "run_id": run["id"], "idempotency_key": key, "key_capped": common.capped(key),
-                               "claim_id": row["id"] if claims else None})
+            deliveries.append(
+                {
+                    "workflow_id": run["workflow_id"],
+                    "run_id": run["id"],
+                    "idempotency_key": key,
+                    "key_capped": common.capped(key),
+                    "claim_id": row["id"] if claims else None,
+                }
+            )
         stored = chunk_writes.signal_and_move(
-            conn, deliveries, name=name, name_capped=common.capped(name), payload=body or {}, from_=FROM["signal"],
-            now=now, actor=actor, reason=reason, operation_id=operation_id)
+            conn,
+            deliveries,
+            name=name,
+            name_capped=common.capped(name),
+            payload=body or {},
+            from_=FROM["signal"],
+            now=now,
+            actor=actor,
+            reason=reason,
+            operation_id=operation_id,
+        )
         claiming = [row for row in stored if row["claiming"]]
         if not all(row["due"] and row["moved"] for row in claiming):  # cannot happen under the locks
             raise RuntimeError(f"{sum(row['moved'] for row in claiming)} of {len(claiming)} runs moved")

@@ -68,8 +68,14 @@ def _due(step, now: datetime) -> datetime:
 
 
 def skip_chunk(
-    engine: Engine, workflow_ids: list[str], *, operation_id: int, actor: str, reason: str | None,
-    registry: Registry | None, now: datetime,
+    engine: Engine,
+    workflow_ids: list[str],
+    *,
+    operation_id: int,
+    actor: str,
+    reason: str | None,
+    registry: Registry | None,
+    now: datetime,
     then: common.Then | None = None,
 ) -> ChunkResult:
     reason = common.capped_reason(reason)
@@ -89,22 +95,38 @@ def skip_chunk(
             else:
                 skip_row, name, after = decided
                 due = _due(after, now) if after is not None else None
-                plans.append({"workflow_id": run["workflow_id"], "run_id": run["id"],
-                              "open_id": skip_row["id"] if skip_row is not None else None, "name": name,
-                              "after": after.name if after is not None else None, "due": due,
-                              "due_iso": flow.scheduled_details(due)["at"] if due is not None else None})
+                plans.append(
+                    {
+                        "workflow_id": run["workflow_id"],
+                        "run_id": run["id"],
+                        "open_id": skip_row["id"] if skip_row is not None else None,
+                        "name": name,
+                        "after": after.name if after is not None else None,
+                        "due": due,
+                        "due_iso": flow.scheduled_details(due)["at"] if due is not None else None,
+                    }
+                )
         if not plans:
             return result
         moved, closed, made = chunk_writes.skip_and_move(
-            conn, plans, from_=FROM["skip"], open_=states.STEP_OPEN, now=now, actor=actor, reason=reason,
-            operation_id=operation_id)
+            conn,
+            plans,
+            from_=FROM["skip"],
+            open_=states.STEP_OPEN,
+            now=now,
+            actor=actor,
+            reason=reason,
+            operation_id=operation_id,
+        )
         opened = sum(plan["open_id"] is not None for plan in plans)
         inserts = len(plans) - opened + sum(plan["after"] is not None for plan in plans)
         # Under the locks every run moves and every row is written; anything
         # else rolls the chunk back whole (the caller then goes run by run).
         if (moved, closed, made) != (len(plans), opened, inserts):
-            raise RuntimeError(f"{moved} of {len(plans)} runs moved, {closed} of {opened} rows skipped, "
-                               f"{made} of {inserts} rows written")
+            raise RuntimeError(
+                f"{moved} of {len(plans)} runs moved, {closed} of {opened} rows skipped, "
+                f"{made} of {inserts} rows written"
+            )
         result.moved = [plan["workflow_id"] for plan in plans]
         return result
 

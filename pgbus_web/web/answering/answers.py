@@ -10,17 +10,18 @@ which page to draw around it.
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from flask import Response, flash, make_response, redirect, render_template
 from markupsafe import Markup
 
+from ...core.problems import Refusal
 from ...i18n import current_locale, t
 from ...plumbing import hx
 from . import pages, render
-from ...core.problems import Refusal
 
 log = logging.getLogger(__name__)
+
 
 def error_page(status: int, title: str, message: str) -> Response:
     return render.page(
@@ -95,8 +96,7 @@ def done_anyway(message: str, category: str, location: Callable[[], str]) -> Res
     return make_response(body, 200)
 
 
-def committed(answer: Callable[[], Response], message: str, category: str,
-              location: Callable[[], str]) -> Response:
+def committed(answer: Callable[[], Response], message: str, category: str, location: Callable[[], str]) -> Response:
     """*answer()* for an action whose transaction has committed; whatever
     fails while it reads or draws the page is logged, and the operator
     still reads that it was done (done_anyway), never an error page."""

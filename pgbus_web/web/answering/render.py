@@ -13,7 +13,7 @@ by id), so a poll reads only their queries.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from flask import Response, make_response, render_template
 from jinja2_fragments.flask import render_block, render_blocks

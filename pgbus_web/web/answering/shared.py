@@ -65,8 +65,9 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from flask import current_app, g, request, request_tearing_down
 from markupsafe import Markup, escape
@@ -122,7 +123,7 @@ class _Read(_Once):
     it per viewer kind (_Once each, their value (html, moments' words)),
     in .store."""
 
-    def __init__(self, store: "_Store", marker: str = "") -> None:
+    def __init__(self, store: _Store, marker: str = "") -> None:
         super().__init__()
         self.store = store
         self.drawn: OrderedDict[tuple, _Once] = OrderedDict()
@@ -183,8 +184,14 @@ def forget_all() -> None:
 i18n.on_reload(forget_all)
 
 
-def _claim(store: _Store, table: OrderedDict, key: tuple, make: Callable[[], _Once], bound: int,
-           stale: Callable[[_Once], bool] = lambda once: False) -> tuple[_Once, bool]:
+def _claim(
+    store: _Store,
+    table: OrderedDict,
+    key: tuple,
+    make: Callable[[], _Once],
+    bound: int,
+    stale: Callable[[_Once], bool] = lambda once: False,
+) -> tuple[_Once, bool]:
     """The _Once of *key* in *table*, and whether this request is to work
     it out: when there is none yet, or the one there is *stale*."""
     with store.lock:
@@ -225,8 +232,9 @@ def remember_run(conn: Connection, now: datetime, read: Callable[[Connection], d
     return _remember(conn, now, read, "run", RUNS_KEPT)
 
 
-def _remember(conn: Connection, now: datetime, read: Callable[[Connection], dict[str, Any]], kind: str,
-              kept: int) -> dict[str, Any]:
+def _remember(
+    conn: Connection, now: datetime, read: Callable[[Connection], dict[str, Any]], kind: str, kept: int
+) -> dict[str, Any]:
     if state().settings.subject_url is not None:
         return read(conn)
     details = hx.details()
@@ -246,8 +254,7 @@ def _remember(conn: Connection, now: datetime, read: Callable[[Connection], dict
     key = (*same, bucket)
     with store.lock:
         previous = store.reads.get(key)
-    entry, mine = _claim(store, store.reads, key, lambda: _Read(store, marker), kept,
-                         lambda once: once.behind(marker))
+    entry, mine = _claim(store, store.reads, key, lambda: _Read(store, marker), kept, lambda once: once.behind(marker))
     with store.lock:
         before = store.reads.get((*same, bucket - 1))
     if before is not None and not (before.ready.is_set() and before.value is not None):
@@ -307,7 +314,9 @@ def _unique(moments: list) -> list:
         return moments
 
 
-def drawn(context: Mapping[str, Any], blocks: tuple[str, ...], draw: Callable[[Mapping[str, Any]], str]) -> Markup | None:
+def drawn(
+    context: Mapping[str, Any], blocks: tuple[str, ...], draw: Callable[[Mapping[str, Any]], str]
+) -> Markup | None:
     """*blocks* of a page whose *context* came from remember_index or
     remember_run, drawn
     by *draw* (given the context to draw with) or as drawn before for this
@@ -360,8 +369,9 @@ def _draw(context: Mapping[str, Any], draw: Callable[[Mapping[str, Any]], str]) 
 _behind: set[threading.Thread] = set()
 
 
-def read_behind(store: _Store, context: Mapping[str, Any], key: tuple,
-                draw: Callable[[Mapping[str, Any]], str]) -> None:
+def read_behind(
+    store: _Store, context: Mapping[str, Any], key: tuple, draw: Callable[[Mapping[str, Any]], str]
+) -> None:
     """Make the read _remember put in *context* (BEHIND), and this
     request's drawing of it (*key*), on a thread of its own, while the
     request is answered from the read before. The new read is made ready
@@ -404,8 +414,9 @@ def read_behind(store: _Store, context: Mapping[str, Any], key: tuple,
             with _stores_lock:
                 _behind.discard(thread)
 
-    thread = threading.Thread(target=contextvars.copy_context().run, args=(run,), daemon=True,
-                              name="pgbus-web-read-behind")
+    thread = threading.Thread(
+        target=contextvars.copy_context().run, args=(run,), daemon=True, name="pgbus-web-read-behind"
+    )
     with _stores_lock:
         _behind.add(thread)
     thread.start()

@@ -6,7 +6,8 @@ table beside it, the same numbers."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from markupsafe import Markup, escape
 

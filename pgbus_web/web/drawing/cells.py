@@ -13,17 +13,18 @@ can print it as it is.
 from __future__ import annotations
 
 from collections import abc
+from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, Callable, Mapping, Optional
+from typing import Any
 
 from flask import url_for
 from markupsafe import Markup, escape
 
 from ... import bidi
-from ...i18n import current_locale, current_timezone, on_reload, t, t_html, tn
-from . import dom_ids, template_helpers
 from ...core.words import presenters, timefmt
 from ...core.words.detail_keys import detail_label
+from ...i18n import current_locale, current_timezone, on_reload, t, t_html, tn
+from . import dom_ids, template_helpers
 from .template_helpers import batch_url, run_state, run_url
 
 
@@ -47,7 +48,7 @@ def signal_badge(status: Any) -> Markup:
 
 
 def time_tag(
-    moment: Optional[datetime],
+    moment: datetime | None,
     now: datetime,
     clock: bool = False,
     locale: timefmt.LocaleArg = None,
@@ -61,12 +62,14 @@ def time_tag(
     return timefmt.exact_tag(moment, now=now, locale=locale, tz=tz)
 
 
-def subject(run: Mapping[str, Any], subject_url: Optional[Callable[[str, str], Any]] = None) -> Markup:
+def subject(run: Mapping[str, Any], subject_url: Callable[[str, str], Any] | None = None) -> Markup:
     """The run's subject ("Order 1042"), linked when the host's
     *subject_url* gives a safe address for it."""
     _label, url = presenters.subject_link(run, subject_url)
     if url:
-        return Markup(f'<a class="pgbus-link pgbus-subject" href="{escape(url)}">{escape(presenters.subject_html(run))}</a>')
+        return Markup(
+            f'<a class="pgbus-link pgbus-subject" href="{escape(url)}">{escape(presenters.subject_html(run))}</a>'
+        )
     return Markup(f'<span class="pgbus-subject">{escape(presenters.subject_html(run))}</span>')
 
 
@@ -87,7 +90,7 @@ on_reload(_drawn_rows.clear)
 def run_rows(
     runs: list[Mapping[str, Any]],
     now: datetime,
-    subject_url: Optional[Callable[[str, str], Any]] = None,
+    subject_url: Callable[[str, str], Any] | None = None,
 ) -> Markup:
     """The runs table's body rows: one ``<tr>`` per run (a page's rows, as
     workflows.page gives them) with its badge, class and link, subject,
@@ -131,7 +134,10 @@ def _row_key(run: Mapping[str, Any], state: presenters.RunState, now: datetime, 
         tuple(value for name, value in run.items() if name != "step" and name != "batch"),
         tuple(step.values()) if step else None,
         tuple(batch.values()) if batch else None,
-        state.badge, state.tone, state.next_key, tuple(state.next_args.items()),
+        state.badge,
+        state.tone,
+        state.next_key,
+        tuple(state.next_args.items()),
         tuple(timefmt.relative(moment, now=now) for moment in moments if isinstance(moment, datetime)),
     )
 
@@ -176,8 +182,12 @@ def next_sentence(
     """presenters.next_sentence in its span; the batch it waits for links
     to the batch page."""
     sentence = presenters.next_sentence(
-        run, state, now=now, batch_url=batch_url,
-        locale=locale or current_locale(), tz=tz or current_timezone(),
+        run,
+        state,
+        now=now,
+        batch_url=batch_url,
+        locale=locale or current_locale(),
+        tz=tz or current_timezone(),
     )
     return Markup(f'<span class="pgbus-next-sentence" data-next="{escape(state.next_key)}">{escape(sentence)}</span>')
 
@@ -202,25 +212,31 @@ def attempt_items(attempts: list[Mapping[str, Any]], batches: Mapping[str, Any],
             for column, key in _ATTEMPT_MOMENTS
             if column == "created_at" or attempt.get(column)
         )
-        parts = [head, f'\n          </div>\n          <div class="pgbus-attempt-times">\n            {times}\n          </div>']
+        parts = [
+            head,
+            f'\n          </div>\n          <div class="pgbus-attempt-times">\n            {times}\n          </div>',
+        ]
         if attempt.get("wait_for") or attempt.get("batch_id"):
             waits = ""
             if attempt.get("wait_for"):
-                waits += f'<span>{t_html("pgbus.workflows.show.waits_for_signal_html", signal=presenters.code(attempt["wait_for"]))}</span>'
+                waits += f"<span>{t_html('pgbus.workflows.show.waits_for_signal_html', signal=presenters.code(attempt['wait_for']))}</span>"
             if attempt.get("batch_id"):
                 batch = batches.get(attempt["batch_id"])
                 name = batch["description"] if batch and batch.get("description") else attempt["batch_id"]
-                link = t_html("pgbus.workflows.show.waits_for_batch_html", batch=template_helpers.batch_link(name, attempt["batch_id"]))
+                link = t_html(
+                    "pgbus.workflows.show.waits_for_batch_html",
+                    batch=template_helpers.batch_link(name, attempt["batch_id"]),
+                )
                 progress = ""
                 if batch:
                     done, total = presenters.batch_progress(batch)
-                    progress = f' ({escape(tn("pgbus.workflows.show.batch_progress", total, done=done))})'
+                    progress = f" ({escape(tn('pgbus.workflows.show.batch_progress', total, done=done))})"
                 waits += f"\n            <span>{link}{progress}</span>"
             if attempt.get("waiting_since"):
-                waits += f'<span>{t_html("pgbus.workflows.show.waiting_since_html", time=time_tag(attempt["waiting_since"], now))}</span>'
+                waits += f"<span>{t_html('pgbus.workflows.show.waiting_since_html', time=time_tag(attempt['waiting_since'], now))}</span>"
             # When it gives up only matters while the attempt is open (states.STEP_OPEN).
             if attempt.get("timeout_at") and presenters.step_open(status):
-                waits += f'<span>{t_html("pgbus.workflows.show.timeout_html", time=time_tag(attempt["timeout_at"], now))}</span>'
+                waits += f"<span>{t_html('pgbus.workflows.show.timeout_html', time=time_tag(attempt['timeout_at'], now))}</span>"
             parts.append(f'\n          <div class="pgbus-attempt-times">{waits}\n          </div>')
         error_class, error_message = attempt.get("error_class"), attempt.get("error_message")
         if error_class or error_message:
@@ -232,17 +248,17 @@ def attempt_items(attempts: list[Mapping[str, Any]], batches: Mapping[str, Any],
         if attempt.get("error_backtrace"):
             parts.append(
                 f'\n          <details class="pgbus-backtrace">\n            <summary>{escape(t("pgbus.workflows.show.backtrace"))}</summary>'
-                f'\n            <pre><code>{escape(attempt["error_backtrace"])}</code></pre>\n          </details>'
+                f"\n            <pre><code>{escape(attempt['error_backtrace'])}</code></pre>\n          </details>"
             )
         if attempt.get("result") is not None:
             parts.append(
                 f'\n          <details class="pgbus-result">\n            <summary class="pgbus-muted pgbus-small">'
-                f'{escape(t("pgbus.workflows.show.result"))}</summary>\n            <pre>{presenters.stored_json(attempt["result"])}</pre>'
+                f"{escape(t('pgbus.workflows.show.result'))}</summary>\n            <pre>{presenters.stored_json(attempt['result'])}</pre>"
                 f"\n          </details>"
             )
         items.append(
             f'\n        <li class="pgbus-attempt" id="pgbus-step-{escape(attempt.get("id"))}" data-status="{escape(status)}">'
-            f'{"".join(parts)}\n        </li>'
+            f"{''.join(parts)}\n        </li>"
         )
     return Markup("".join(items))
 
@@ -267,12 +283,14 @@ def audit_items(events: list[Mapping[str, Any]], now: datetime) -> Markup:
         if details and isinstance(details, abc.Mapping):
             pairs = "".join(
                 f'\n          <div><dt dir="auto" data-key="{escape(key)}">{escape(detail_label(key))}</dt>'
-                f'<dd>{template_helpers.detail_words(key, value, now)}</dd></div>'
+                f"<dd>{template_helpers.detail_words(key, value, now)}</dd></div>"
                 for key, value in details.items()
             )
             shown = f'\n        <dl class="pgbus-audit-details">{pairs}\n        </dl>'
         elif details is not None and not isinstance(details, abc.Mapping):
-            shown = f'\n        <p class="pgbus-audit-details">{presenters.stored_json(details, object_expected=True)}</p>'
+            shown = (
+                f'\n        <p class="pgbus-audit-details">{presenters.stored_json(details, object_expected=True)}</p>'
+            )
         else:
             shown = ""
         items.append(

@@ -16,7 +16,8 @@ by ``.``, which no escaped part holds.
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 _KEPT = re.compile(r"[A-Za-z0-9-]")
 
@@ -24,8 +25,7 @@ _KEPT = re.compile(r"[A-Za-z0-9-]")
 def escape_part(value: Any) -> str:
     text = "" if value is None else str(value)
     return "".join(
-        char if _KEPT.fullmatch(char) else "".join(f"_{byte:02x}" for byte in char.encode("utf-8"))
-        for char in text
+        char if _KEPT.fullmatch(char) else "".join(f"_{byte:02x}" for byte in char.encode("utf-8")) for char in text
     )
 
 

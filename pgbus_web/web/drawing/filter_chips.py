@@ -43,11 +43,19 @@ def chips(filters: RunFilters) -> list[dict[str, Any]]:
                 "query": filters.query(**{name: None}),
             }
         )
-    for key, matches in (("pgbus.workflows.filters.argument", filters.arguments),
-                         ("pgbus.workflows.filters.signal_payload", filters.signals)):
+    for key, matches in (
+        ("pgbus.workflows.filters.argument", filters.arguments),
+        ("pgbus.workflows.filters.signal_payload", filters.signals),
+    ):
         for match in matches:
-            found.append({"name": match.name, "label": t(key, path=match.path), "value": match.value,
-                          "query": filters.query(**{match.name: None})})
+            found.append(
+                {
+                    "name": match.name,
+                    "label": t(key, path=match.path),
+                    "value": match.value,
+                    "query": filters.query(**{match.name: None}),
+                }
+            )
     return found
 
 

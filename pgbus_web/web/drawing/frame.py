@@ -60,9 +60,7 @@ def nav() -> list[dict[str, Any]]:
         if endpoint in NAV_POWERS and not _may(NAV_POWERS[endpoint]):
             continue
         section = NAV_SECTIONS.get(endpoint, (endpoint,))
-        items.append(
-            {"url": url_for(endpoint), "label": t(key), "current": request.endpoint in section}
-        )
+        items.append({"url": url_for(endpoint), "label": t(key), "current": request.endpoint in section})
     return items
 
 

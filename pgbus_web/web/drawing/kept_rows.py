@@ -19,8 +19,9 @@ when full, as cells.run_rows), and forgotten with the catalogs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
 from flask import current_app, request
 from markupsafe import Markup
@@ -64,11 +65,20 @@ def kept_row(kind: str, now: datetime, moments: tuple, *values: Any, caller: Cal
     """The row *caller* draws, or the same row drawn before for the same
     *values*, the same words for *moments* at *now* and the same viewer."""
     zone = timefmt.zone(i18n.current_timezone())
-    words = tuple(timefmt.relative(moment, now=now) if isinstance(moment, datetime) else moment
-                  for moment in moments)
+    words = tuple(timefmt.relative(moment, now=now) if isinstance(moment, datetime) else moment for moment in moments)
     try:
-        key = (kind, str(i18n.current_locale()), str(zone), timefmt.in_zone(now, zone).date(), may_act(), powers_key(),
-               request.script_root, _plain(moments), words, _plain(values))
+        key = (
+            kind,
+            str(i18n.current_locale()),
+            str(zone),
+            timefmt.in_zone(now, zone).date(),
+            may_act(),
+            powers_key(),
+            request.script_root,
+            _plain(moments),
+            words,
+            _plain(values),
+        )
         hash(key)
     except TypeError:  # a value that cannot be a key: drawn, not kept
         return Markup(caller())

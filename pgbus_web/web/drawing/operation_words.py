@@ -3,20 +3,18 @@ part of the preview is skipped, the progress (rate, time left)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any, Mapping
+from typing import Any
 
-from ...rules import states
+from ...core import checks, operation_reads
+from ...core.words import timefmt, verb_labels
+from ...core.words.presenters import RUN_TONES, _humanize
 from ...i18n import t
+from ...rules import states, verb_table
 from ...rules.run_filters import FilterError, parse
 from ...rules.states import OPERATION as STATUSES
 from ...rules.states import OPERATION_OPEN as OPEN
-from ...core import operation_reads
-from ...core.words import verb_labels
-from ...core import checks
-from ...core.words import timefmt
-from ...core.words.presenters import RUN_TONES, _humanize
-from ...rules import verb_table
 from . import template_helpers
 
 
@@ -48,8 +46,12 @@ def operation_preview(preview: Any) -> dict[str, Any]:
     skips = []
     for skip in preview.skips:
         if skip["why"] == "status":
-            why = t("pgbus.operations.preview.skip_status", status=t(f"pgbus.workflows.statuses.{skip['status']}")
-                    if skip["status"] in states.RUN else skip["status"])
+            why = t(
+                "pgbus.operations.preview.skip_status",
+                status=t(f"pgbus.workflows.statuses.{skip['status']}")
+                if skip["status"] in states.RUN
+                else skip["status"],
+            )
         else:
             why = t("pgbus.operations.preview.skip_class", workflow_class=skip["workflow_class"])
         skips.append({"count": skip["count"], "why": why})
@@ -111,8 +113,13 @@ def operation_progress(operation: Mapping[str, Any], *, now: datetime) -> dict[s
 
 
 # A stuck reason's badge tone (the one the attention list gives its status).
-_REASON_TONES = {states.STALLED: "red", states.PAUSED_ERROR: "red", states.PAUSED_MANUAL: "yellow",
-                 states.OVERDUE: "yellow", states.WAITING_OVERDUE: "yellow"}
+_REASON_TONES = {
+    states.STALLED: "red",
+    states.PAUSED_ERROR: "red",
+    states.PAUSED_MANUAL: "yellow",
+    states.OVERDUE: "yellow",
+    states.WAITING_OVERDUE: "yellow",
+}
 
 
 def outcome_groups(found: operation_reads.Outcome) -> list[dict[str, Any]]:
@@ -143,8 +150,10 @@ def created_message(operation: Mapping[str, Any]) -> str:
 
 def created_messages(operation: Mapping[str, Any]) -> set[str]:
     """Every message its creation may have flashed."""
-    return {t("pgbus.operations.awaiting", operation_id=operation["id"]),
-            t("pgbus.operations.started", operation_id=operation["id"])}
+    return {
+        t("pgbus.operations.awaiting", operation_id=operation["id"]),
+        t("pgbus.operations.started", operation_id=operation["id"]),
+    }
 
 
 def pace_lines(rate: float | None, max_in_flight: int | None, runs: int | None = None) -> list[str]:
@@ -154,8 +163,13 @@ def pace_lines(rate: float | None, max_in_flight: int | None, runs: int | None =
     if rate:
         shown = format_rate(rate)
         if runs:
-            lines.append(t("pgbus.operations.pace.rate_for", rate=shown,
-                           duration=timefmt.duration(timedelta(seconds=runs / rate))))
+            lines.append(
+                t(
+                    "pgbus.operations.pace.rate_for",
+                    rate=shown,
+                    duration=timefmt.duration(timedelta(seconds=runs / rate)),
+                )
+            )
         else:
             lines.append(t("pgbus.operations.pace.rate_line", rate=shown))
     if max_in_flight:

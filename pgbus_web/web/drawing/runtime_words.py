@@ -13,25 +13,23 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Any, Optional
+from typing import Any
 
 from markupsafe import Markup, escape
 
-from ...i18n import t_html
 from ...core.words import timefmt
+from ...i18n import t_html
 
 # The sweep's sentences (runtime/system.py), anchored whole: a message that
 # only looks like one is shown as stored.
-_STALLED = re.compile(
-    r"in progress since (?P<since>\S+), longer than the stall threshold of (?P<seconds>\d{1,12})s"
-)
+_STALLED = re.compile(r"in progress since (?P<since>\S+), longer than the stall threshold of (?P<seconds>\d{1,12})s")
 _TIMED_OUT = re.compile(r"waited for (?P<what>.{1,500}) since (?P<since>\S+); the wait timed out at (?P<at>\S+)")
 
 # An ISO 8601 moment as the runtime stores it in details (flow.iso).
 _ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d{1,6})?)?(Z|[+-]\d\d:\d\d)?")
 
 
-def moment(text: Any) -> Optional[datetime]:
+def moment(text: Any) -> datetime | None:
     """*text* as a datetime when it is an ISO 8601 moment, else None."""
     if not isinstance(text, str) or not _ISO.fullmatch(text.strip()):
         return None
@@ -45,12 +43,13 @@ def _clock_tag(at: datetime, *, now: datetime, locale, tz) -> Markup:
     # "since 3:05:07 PM" reads in every language where "since 5 minutes
     # ago" does not: the wall clock, the full moment in the title.
     return Markup('<time datetime="{}" title="{}">{}</time>').format(
-        timefmt.iso(at), timefmt.absolute(at, locale=locale, tz=tz),
+        timefmt.iso(at),
+        timefmt.absolute(at, locale=locale, tz=tz),
         timefmt.clock(at, now=now, locale=locale, tz=tz, seconds=True),
     )
 
 
-def error_message(message: Optional[str], *, now: datetime, locale=None, tz=None) -> Markup:
+def error_message(message: str | None, *, now: datetime, locale=None, tz=None) -> Markup:
     """A step's stored error message: the sweep's sentences in the
     operator's language with formatted times, anything else as stored."""
     if not message:
@@ -73,14 +72,18 @@ def error_message(message: Optional[str], *, now: datetime, locale=None, tz=None
     return Markup(escape(message))
 
 
-def detail_value(key: Any, value: Any, *, now: datetime, locale=None, tz=None) -> Optional[Markup]:
+def detail_value(key: Any, value: Any, *, now: datetime, locale=None, tz=None) -> Markup | None:
     """An audit detail's value through the time formatter when it is a
     moment (an ISO string) or a span in seconds (a key ending in
     ``_seconds``); None for any other value (shown as stored JSON)."""
     at = moment(value)
     if at is not None:
         return timefmt.exact_tag(at, now=now, locale=locale, tz=tz)
-    if isinstance(key, str) and key.endswith("_seconds") and isinstance(value, (int, float)) \
-            and not isinstance(value, bool):
+    if (
+        isinstance(key, str)
+        and key.endswith("_seconds")
+        and isinstance(value, (int, float))
+        and not isinstance(value, bool)
+    ):
         return Markup(escape(timefmt.duration(value)))
     return None

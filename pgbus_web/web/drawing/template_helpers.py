@@ -5,8 +5,9 @@ settings and the clock of the request being answered."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
 
 from babel.lists import format_list
 from babel.numbers import format_decimal
@@ -14,12 +15,12 @@ from flask import current_app, g, url_for
 from markupsafe import Markup
 
 from ... import bidi
-from ...rules import run_filters as filters
-from ...i18n import current_locale, current_timezone
-from . import dom_ids, filter_chips, runtime_words
 from ...core.words import presenters, timefmt, verb_labels
+from ...i18n import current_locale, current_timezone
 from ...plumbing import run_ids
 from ...plumbing.security import current_policy
+from ...rules import run_filters as filters
+from . import dom_ids, filter_chips, runtime_words
 
 
 def run_state(run: Mapping[str, Any], now: datetime) -> presenters.RunState:

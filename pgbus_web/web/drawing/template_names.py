@@ -10,16 +10,17 @@ rather than silently overwritten.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Any
 
 from flask import Blueprint
 
 from ... import bidi, i18n
+from ...core.words import presenters, timefmt
+from ...plumbing import csrf, reading
 from ..routes import actions, operations, reveal
 from . import activity_chart, cells, filter_chips, frame, kept_rows, template_helpers, timeline
-from ...plumbing import csrf, reading
-from ...core.words import presenters, timefmt
 
 # The one global the macros read: pgbus_web.t(...), pgbus_web.presenters...
 MACRO_GLOBAL = "pgbus_web"

@@ -20,17 +20,18 @@ row's tooltip.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from markupsafe import Markup, escape
 
 from ... import bidi
-from ...rules import states
+from ...core.words import timefmt
 from ...i18n import t
 from ...models.values import Infinite
-from ...core.words import timefmt
+from ...rules import states
 
 SERIES = ("waited", "queued", "waiting", "paused", "ran_ok", "ran_failed", "ran_open", "ran_cancelled")
 
@@ -90,7 +91,7 @@ class Segment:
 _STEP_MOMENTS = ("created_at", "scheduled_at", "waiting_since", "started_at", "finished_at", "updated_at")
 
 
-def _u(moment: Optional[datetime]) -> Optional[datetime]:
+def _u(moment: datetime | None) -> datetime | None:
     """The moment in UTC; None when missing or infinite (off the axis)."""
     if moment is None or isinstance(moment, Infinite):
         return None
@@ -154,7 +155,7 @@ def attempt_segments(step: Mapping[str, Any], *, now: datetime) -> list[Segment]
 
 
 def paused_periods(
-    events: Iterable[Mapping[str, Any]], *, now: datetime, run_status: Optional[str] = None
+    events: Iterable[Mapping[str, Any]], *, now: datetime, run_status: str | None = None
 ) -> list[Segment]:
     """When the run was paused, from its audit trail (oldest first).
 
@@ -165,7 +166,7 @@ def paused_periods(
     (unless *run_status* says the run is no longer paused).
     """
     periods: list[Segment] = []
-    start: Optional[datetime] = None
+    start: datetime | None = None
     tentative = False
     for event in events:
         name, at = event.get("event"), _u(event.get("created_at"))
@@ -207,8 +208,8 @@ def legend(
     events: Sequence[Mapping[str, Any]] = (),
     *,
     now: datetime,
-    run_status: Optional[str] = None,
-    labels: Optional[Mapping[str, Any]] = None,
+    run_status: str | None = None,
+    labels: Mapping[str, Any] | None = None,
 ) -> list[dict[str, str]]:
     """The series the chart draws, in SERIES order, each with its words and
     its glyph (GLYPHS, "" when colour and the bar's edge say enough)."""
@@ -219,8 +220,11 @@ def legend(
     drawn = {segment.series for step in steps for segment in attempt_segments(step, now=now)}
     if paused_periods(events, now=now, run_status=run_status):
         drawn.add("paused")
-    return [{"series": name, "label": labels["series"][name], "glyph": GLYPHS.get(name, "")}
-            for name in SERIES if name in drawn]
+    return [
+        {"series": name, "label": labels["series"][name], "glyph": GLYPHS.get(name, "")}
+        for name in SERIES
+        if name in drawn
+    ]
 
 
 def _ellipsize(text: str, limit: int = LABEL_CHARS) -> str:
@@ -256,7 +260,7 @@ class _Axis:
         first = math.ceil((self.start.timestamp() + offset) / step) * step
         moments, local = [], first
         while local - offset <= self.end.timestamp():
-            moments.append(datetime.fromtimestamp(local - offset, tz=timezone.utc))
+            moments.append(datetime.fromtimestamp(local - offset, tz=UTC))
             local += step
         return step, moments
 
@@ -283,10 +287,10 @@ def render(
     events: Sequence[Mapping[str, Any]] = (),
     *,
     now: datetime,
-    labels: Optional[Mapping[str, Any]] = None,
+    labels: Mapping[str, Any] | None = None,
     locale: timefmt.LocaleArg = None,
     tz: timefmt.TimeZoneArg = None,
-    run_status: Optional[str] = None,
+    run_status: str | None = None,
 ) -> Markup:
     """The run's timeline as an inline ``<svg>``: *steps* are its step rows
     (every attempt, oldest first), *events* its audit trail; *labels* the
@@ -339,8 +343,10 @@ def render(
     if axis.start <= now <= axis.end:
         x = _num(axis.x(now))
         parts.append(
-            Markup('<g class="pgbus-tl-now-mark"><line class="pgbus-tl-now" x1="{x}" x2="{x}" y1="{y1}" y2="{y2}"/>'
-                   "<title>{label}</title></g>").format(x=x, y1=top - 4, y2=height - 4, label=labels["now"])
+            Markup(
+                '<g class="pgbus-tl-now-mark"><line class="pgbus-tl-now" x1="{x}" x2="{x}" y1="{y1}" y2="{y2}"/>'
+                "<title>{label}</title></g>"
+            ).format(x=x, y1=top - 4, y2=height - 4, label=labels["now"])
         )
     parts.append(Markup("</svg>"))
     return Markup("").join(parts)
@@ -368,8 +374,10 @@ def _axis(axis: _Axis, top: int, height: int, *, locale, tz) -> Markup:
             f'<text class="pgbus-tl-tick-label" x="{x}" y="{top - 10}" text-anchor="middle">{escape(text)}</text>'
             f"<title>{escape(title)}</title></g>"
         )
-    baseline = (f'<line class="pgbus-tl-axis-line" x1="{LABEL_WIDTH}" x2="{LABEL_WIDTH + CHART_WIDTH}" '
-                f'y1="{top - 4}" y2="{top - 4}"/>')
+    baseline = (
+        f'<line class="pgbus-tl-axis-line" x1="{LABEL_WIDTH}" x2="{LABEL_WIDTH + CHART_WIDTH}" '
+        f'y1="{top - 4}" y2="{top - 4}"/>'
+    )
     return Markup(f'<g class="pgbus-tl-axis">{baseline}{"".join(ticks)}</g>')
 
 
@@ -396,8 +404,10 @@ def _bar(segment: Segment, axis: _Axis, y: int, labels, *, now, locale, tz) -> M
     if glyph:
         # A shape as well as a colour: a failed run of a step is told from
         # a good one without seeing colours (WCAG 1.4.1).
-        bar += (f'<text class="pgbus-tl-glyph" data-series="{series}" x="{escape(_num(x1 + 2))}" '
-                f'y="{y + ROW_HEIGHT // 2 + 4}" aria-hidden="true">{escape(glyph)}</text>')
+        bar += (
+            f'<text class="pgbus-tl-glyph" data-series="{series}" x="{escape(_num(x1 + 2))}" '
+            f'y="{y + ROW_HEIGHT // 2 + 4}" aria-hidden="true">{escape(glyph)}</text>'
+        )
     return Markup(bar)
 
 
@@ -438,9 +448,16 @@ def _attempt_row(step, segments, axis, y, index, labels, markers, *, now, locale
         if event.get("step_id") is not None and event.get("step_id") == step.get("id"):
             x, mid = axis.x(event["created_at"]), y + ROW_HEIGHT // 2
             parts.append(
-                Markup('<path class="pgbus-tl-marker" d="M{x0} {mid} L{x} {top} L{x1} {mid} L{x} {bottom} Z">'
-                       "<title>{title}</title></path>").format(
-                    x0=_num(x - 5), x=_num(x), x1=_num(x + 5), mid=mid, top=mid - 6, bottom=mid + 6,
+                Markup(
+                    '<path class="pgbus-tl-marker" d="M{x0} {mid} L{x} {top} L{x1} {mid} L{x} {bottom} Z">'
+                    "<title>{title}</title></path>"
+                ).format(
+                    x0=_num(x - 5),
+                    x=_num(x),
+                    x1=_num(x + 5),
+                    mid=mid,
+                    top=mid - 6,
+                    bottom=mid + 6,
                     title=labels["wait_timed_out"],
                 )  # fmt: skip
             )

@@ -20,7 +20,8 @@ Who may act, and the CSRF token, are checked before any of these run
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from flask import (
     Blueprint,
@@ -33,27 +34,31 @@ from flask import (
 )
 from werkzeug.exceptions import Forbidden, RequestEntityTooLarge
 
+from ...core import acts, checks, permissions, problems
+from ...core import reads as context
+from ...core.words import done
+from ...core.words import verb_labels as buttons
 from ...i18n import current_timezone, t
+from ...plumbing import csrf, hx, run_ids
+from ...plumbing.security import UNSAFE_METHODS, actor, may, principal
+from ...plumbing.state import state
 from ...runtime import errors, verbs
 from ...runtime.clock import utcnow
 from ..answering import answers, pages, render
-from ...core.words import done, verb_labels as buttons
-from ...core import reads as context, checks, problems
-from ...core import acts, permissions
-from ...plumbing import csrf, hx, run_ids
 from . import views
-from ...plumbing.state import state
-from ...plumbing.security import UNSAFE_METHODS, actor, may, principal
 
 log = logging.getLogger(__name__)
-
 
 
 # --- answers -------------------------------------------------------------------
 
 
 def run_answer(
-    workflow_id: str, status: int, message: str, category: str, refused: Mapping[str, Any] | None = None,
+    workflow_id: str,
+    status: int,
+    message: str,
+    category: str,
+    refused: Mapping[str, Any] | None = None,
     run: dict[str, Any] | None = None,
 ) -> Response:
     """The run as it is now, with *message*; *refused* (verb, values,
@@ -125,14 +130,19 @@ def run_action(workflow_id: str, verb: str):
     try:
         acts.permit_class(state().database.primary, principal(), verb, run["workflow_class"])
         after = verbs.perform(
-            state().database.primary, verb, workflow_id,
-            actor=actor(), registry=state().settings.registry, **options.options(),
+            state().database.primary,
+            verb,
+            workflow_id,
+            actor=actor(),
+            registry=state().settings.registry,
+            **options.options(),
         )
     except (errors.WorkflowError, permissions.NotPermitted) as problem:
         return workflow_error(workflow_id, verb, problem, names)
     message = done.verb_done(verb, run, after, options.at)
-    return answers.committed(lambda: run_answer(workflow_id, 200, message, "ok", run=after), message, "ok",
-                             _run_url(workflow_id))
+    return answers.committed(
+        lambda: run_answer(workflow_id, 200, message, "ok", run=after), message, "ok", _run_url(workflow_id)
+    )
 
 
 def _run_url(workflow_id: str) -> Callable[[], str]:
@@ -157,8 +167,12 @@ def send_signal(workflow_id: str):
     except (errors.WorkflowError, permissions.NotPermitted) as problem:
         return workflow_error(workflow_id, buttons.SIGNAL, problem, names)
     message, category = done.signal_done(result, signal.name, signal.idempotency_key)
-    return answers.committed(lambda: run_answer(workflow_id, 200, message, category, run=result.run), message, category,
-                     _run_url(workflow_id))
+    return answers.committed(
+        lambda: run_answer(workflow_id, 200, message, category, run=result.run),
+        message,
+        category,
+        _run_url(workflow_id),
+    )
 
 
 # --- refusals before the view ----------------------------------------------------
@@ -167,7 +181,9 @@ def send_signal(workflow_id: str):
 def forbidden(problem: Forbidden):
     """403: a viewer posting (security.py), or a page the host hides."""
     if request.method in UNSAFE_METHODS:
-        return answers.message_answer(403, t("pgbus.web.errors.forbidden_title"), t("pgbus.workflows.forms.errors.forbidden"))
+        return answers.message_answer(
+            403, t("pgbus.web.errors.forbidden_title"), t("pgbus.workflows.forms.errors.forbidden")
+        )
     return views.http_error(problem)
 
 
@@ -188,16 +204,22 @@ def too_large(problem: RequestEntityTooLarge):
 
 def _run_actions(run, definition, now, refused=None):
     # Only the buttons the policy lets this person press are drawn.
-    return [action for action in buttons.run_actions(run, definition, now=now, tz=current_timezone(), refused=refused)
-            if may(action.verb, run.get("workflow_class"))]
+    return [
+        action
+        for action in buttons.run_actions(run, definition, now=now, tz=current_timezone(), refused=refused)
+        if may(action.verb, run.get("workflow_class"))
+    ]
 
 
 def _group_actions(group):
     loaded = context.definition_of(state().settings, group.get("workflow_class")) is not None
     # A group's button may be named for the incident ("retry" is resume):
     # the policy is asked about the verb it does.
-    return [action for action in buttons.group_actions(group, loaded)
-            if may(buttons.BULK_VERBS.get(action.verb, action.verb), group.get("workflow_class"))]
+    return [
+        action
+        for action in buttons.group_actions(group, loaded)
+        if may(buttons.BULK_VERBS.get(action.verb, action.verb), group.get("workflow_class"))
+    ]
 
 
 # Live refresh reads these fragments only every REFRESH_SELDOM_EVERY-th

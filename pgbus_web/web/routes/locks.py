@@ -21,9 +21,9 @@ from __future__ import annotations
 import logging
 
 from flask import (
-    abort,
     Blueprint,
     Response,
+    abort,
     make_response,
     redirect,
     render_template,
@@ -31,19 +31,18 @@ from flask import (
     url_for,
 )
 
+from ...core import problems
+from ...core.checks import FormError
+from ...core.lock_filters import MAX_KEY, MAX_QUEUE, LockFilters, parse, text
+from ...core.lock_reads import locks_context
 from ...i18n import t, tn
 from ...locks import actions
+from ...plumbing import hx, reading
+from ...plumbing.security import may_release_locks
+from ...plumbing.state import state
 from ...rules.limits import ID_MAX
 from ...rules.run_filters import FilterError
 from ..answering import answers, pages, render
-from ...plumbing import hx
-from ...core import problems
-from ...plumbing import reading
-from ...plumbing.state import state
-from ...core.checks import FormError
-from ...core.lock_reads import locks_context
-from ...core.lock_filters import MAX_KEY, MAX_QUEUE, LockFilters, parse, text
-from ...plumbing.security import may_release_locks
 
 log = logging.getLogger(__name__)
 
@@ -172,10 +171,12 @@ def reap():
 def _for_lock_holders(view):
     """*view* for whoever may release locks (may_release_locks); 403 before
     anything is read for anyone else."""
+
     def guarded(*args, **kwargs):
         if not may_release_locks():
             abort(403)
         return view(*args, **kwargs)
+
     guarded.__name__ = view.__name__
     guarded.__doc__ = view.__doc__
     return guarded

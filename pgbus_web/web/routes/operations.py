@@ -33,22 +33,20 @@ from flask import (
 )
 from werkzeug.datastructures import MultiDict
 
+from ...core import checks, operation_acts, operation_reads, permissions, problems
+from ...core import reads as context
+from ...core.words import verb_labels
+from ...i18n import current_timezone, t
+from ...plumbing import hx, reading
+from ...plumbing.security import current_policy, principal
+from ...plumbing.state import state
 from ...rules import run_filters as filters
 from ...rules import states, verb_table
-from ...i18n import current_timezone, t
-from ...core import operation_reads
 from ...runtime import errors, operations
 from ...runtime.clock import utcnow
 from ..answering import answers, pages, render
-from ...core.words import verb_labels
-from ...core import reads as context, checks, problems
-from ...core import operation_acts, permissions
-from ...plumbing.security import current_policy, principal
 from ..drawing import filter_chips, operation_words
-from ...plumbing import hx
 from . import views
-from ...plumbing import reading
-from ...plumbing.state import state
 
 # Operations listed on GET /workflows/operations.
 RECENT = 50
@@ -63,8 +61,14 @@ def _filters() -> filters.RunFilters:
     return filters.parse_query(MultiDict(parse_qsl(request.form.get(checks.QUERY_FIELD, ""), keep_blank_values=True)))
 
 
-def preview_answer(preview: operations.Preview, form: dict[str, Any], *, status: int = 200,
-                   message: str | None = None, errors_by_field: dict[str, str] | None = None) -> Response:
+def preview_answer(
+    preview: operations.Preview,
+    form: dict[str, Any],
+    *,
+    status: int = 200,
+    message: str | None = None,
+    errors_by_field: dict[str, str] | None = None,
+) -> Response:
     """The preview: a page, or with htmx the dialog alone (with the message
     in the messages area)."""
     page = {
@@ -76,8 +80,9 @@ def preview_answer(preview: operations.Preview, form: dict[str, Any], *, status:
         "statuses": states.RUN,
         "tz_name": str(current_timezone()),
         **operation_words.operation_preview(preview),
-        **operation_words.pace_preview(preview, form, operation_acts.approval(state().database.primary,
-                                                                              state().settings)),
+        **operation_words.pace_preview(
+            preview, form, operation_acts.approval(state().database.primary, state().settings)
+        ),
     }
     page.update(views.common())
     if hx.details().request:
@@ -92,8 +97,9 @@ def preview_answer(preview: operations.Preview, form: dict[str, Any], *, status:
 
 def _shown(parsed: checks.OperationForm, run_filters: filters.RunFilters) -> dict[str, Any]:
     """What the form's fields show again, as typed."""
-    values = {name: request.form.get(name, "") for name in ("at", "from_step", "name", "payload", "rate",
-                                                            "max_in_flight")}
+    values = {
+        name: request.form.get(name, "") for name in ("at", "from_step", "name", "payload", "rate", "max_in_flight")
+    }
     values.update(verb=parsed.verb, reason=parsed.reason or "", query=urlencode(run_filters.query()))
     if parsed is not None and parsed.params.get("at") is not None and not values["at"].strip():
         values["at"] = checks.local_input(parsed.params["at"], checks.form_zone(request.form, current_timezone()))
@@ -134,16 +140,33 @@ def answer(run_filters: filters.RunFilters, parsed: checks.OperationForm, *, now
             return _refused(problems.refusal(problem, verb=parsed.verb))
         return preview_answer(shown, _shown(parsed, run_filters))
     try:
-        created = operation_acts.start(engine, settings, who, run_filters, parsed.verb, parsed.params,
-                                       reason=parsed.reason, expected=parsed.expected, now=now, **parsed.pace)
+        created = operation_acts.start(
+            engine,
+            settings,
+            who,
+            run_filters,
+            parsed.verb,
+            parsed.params,
+            reason=parsed.reason,
+            expected=parsed.expected,
+            now=now,
+            **parsed.pace,
+        )
     except operations.CountChanged as problem:
         refusal = problems.refusal(problem)
-        return preview_answer(problem.preview, _shown(parsed, run_filters), status=refusal.status, message=refusal.message)
+        return preview_answer(
+            problem.preview, _shown(parsed, run_filters), status=refusal.status, message=refusal.message
+        )
     except operations.ReasonMissing as problem:
         refusal = problems.refusal(problem)
         shown = operation_acts.preview(engine, settings, who, run_filters, parsed.verb, parsed.params, now=now)
-        return preview_answer(shown, _shown(parsed, run_filters), status=refusal.status, message=refusal.message,
-                              errors_by_field={"reason": refusal.message})
+        return preview_answer(
+            shown,
+            _shown(parsed, run_filters),
+            status=refusal.status,
+            message=refusal.message,
+            errors_by_field={"reason": refusal.message},
+        )
     except (errors.WorkflowError, operations.OperationError, permissions.NotPermitted) as problem:
         return _refused(problems.refusal(problem, verb=parsed.verb))
     location = url_for("pgbus_web.operation", operation_id=created["id"])
@@ -176,13 +199,19 @@ def group_action(verb: str):
         run_filters = filters.parse(filters.group_query(group))
         parsed = checks.parse_operation(
             MultiDict({**request.form.to_dict(), "verb": verb_labels.BULK_VERBS[verb], "reason": note or ""}),
-            tz=current_timezone(), now=utcnow(), verbs=operations.VERBS)
+            tz=current_timezone(),
+            now=utcnow(),
+            verbs=operations.VERBS,
+        )
     except (checks.FormError, filters.FilterError) as problem:
         return answers.refused(problems.refusal(problem))
     class_loaded = context.definition_of(settings, group["workflow_class"]) is not None
     if verb not in verb_labels.bulk_verbs(group, class_loaded):
-        message = t("pgbus.workflows.bulk.not_offered", action=verb_labels.bulk_label(verb),
-                    reason=t(f"pgbus.workflows.attention.reasons.{group['reason']}"))
+        message = t(
+            "pgbus.workflows.bulk.not_offered",
+            action=verb_labels.bulk_label(verb),
+            reason=t(f"pgbus.workflows.attention.reasons.{group['reason']}"),
+        )
         return answers.message_answer(422, t("pgbus.web.errors.bad_request_title"), message)
     return answer(run_filters, parsed, now=utcnow())
 
@@ -200,8 +229,12 @@ def _page(operation: dict[str, Any]) -> dict[str, Any]:
     page["starts_work"] = operation["verb"] in verb_table.STARTS_WORK
     page["can_approve"] = operation_acts.may_approve(state().database.primary, principal(), operation)
     page["can_steer"] = operation_acts.may_steer(state().database.primary, principal(), operation)
-    page["polling"] = page["open"] or page["held"] or any(group["total"] for group in page["outcomes"] if group["kind"] == "moving")
-    page["chips"] = filter_chips.chips(operations.filters_of(operation)) if operation_words.filters_readable(operation) else []
+    page["polling"] = (
+        page["open"] or page["held"] or any(group["total"] for group in page["outcomes"] if group["kind"] == "moving")
+    )
+    page["chips"] = (
+        filter_chips.chips(operations.filters_of(operation)) if operation_words.filters_readable(operation) else []
+    )
     page.update(views.common())
     return page
 
@@ -222,8 +255,11 @@ def show(operation_id: int):
         if ended:
             # "Operation N started." is stale once it is done: the flash is
             # taken, and every other message shown.
-            page["pgbus_messages"] = [(category, message) for category, message
-                                      in get_flashed_messages(with_categories=True) if message not in created]
+            page["pgbus_messages"] = [
+                (category, message)
+                for category, message in get_flashed_messages(with_categories=True)
+                if message not in created
+            ]
         return render.page(pages.OPERATION.template, page, pages.OPERATION.fragments)
     response = render.page(pages.OPERATION.template, page, pages.OPERATION.fragments)
     if not page["polling"]:
@@ -231,8 +267,9 @@ def show(operation_id: int):
         response.status_code = 286
     if ended:
         # The banner the creation flashed goes with the poll that sees it done.
-        response.set_data(response.get_data(as_text=True) + render_template(
-            pages.MESSAGES_TEMPLATE, pgbus_messages=[], oob=True))
+        response.set_data(
+            response.get_data(as_text=True) + render_template(pages.MESSAGES_TEMPLATE, pgbus_messages=[], oob=True)
+        )
     return response
 
 
@@ -243,16 +280,21 @@ def cancel(operation_id: int):
     except operations.OperationNotFound as problem:
         return answers.refused(problems.refusal(problem))
     try:
-        cancelled = operation_acts.cancel(state().database.primary, principal(), operation_id,
-                                          reason=request.form.get("reason"))
+        cancelled = operation_acts.cancel(
+            state().database.primary, principal(), operation_id, reason=request.form.get("reason")
+        )
     except (operations.OperationError, permissions.NotPermitted) as problem:
         refusal = problems.refusal(problem)
         if refusal.status == 404:
             return answers.refused(refusal)
         return _operation_answer(operation_id, refusal.status, refusal.message, "warn")
     message = t("pgbus.operations.cancelled", operation_id=cancelled["id"])
-    return answers.committed(lambda: _operation_answer(operation_id, 200, message, "ok"), message, "ok",
-                             lambda: url_for("pgbus_web.operation", operation_id=operation_id))
+    return answers.committed(
+        lambda: _operation_answer(operation_id, 200, message, "ok"),
+        message,
+        "ok",
+        lambda: url_for("pgbus_web.operation", operation_id=operation_id),
+    )
 
 
 def _change(operation_id: int, change, done_key: str):
@@ -270,33 +312,49 @@ def _change(operation_id: int, change, done_key: str):
             return answers.refused(refusal)
         return _operation_answer(operation_id, refusal.status, refusal.message, "warn")
     message = t(done_key, operation_id=changed["id"])
-    return answers.committed(lambda: _operation_answer(operation_id, 200, message, "ok"), message, "ok",
-                             lambda: url_for("pgbus_web.operation", operation_id=operation_id))
+    return answers.committed(
+        lambda: _operation_answer(operation_id, 200, message, "ok"),
+        message,
+        "ok",
+        lambda: url_for("pgbus_web.operation", operation_id=operation_id),
+    )
 
 
 def pause(operation_id: int):
     """POST /workflows/operations/<id>/pause."""
-    return _change(operation_id, lambda engine, op: operation_acts.pause(
-        engine, principal(), op, reason=request.form.get("reason")), "pgbus.operations.paused")
+    return _change(
+        operation_id,
+        lambda engine, op: operation_acts.pause(engine, principal(), op, reason=request.form.get("reason")),
+        "pgbus.operations.paused",
+    )
 
 
 def go_on(operation_id: int):
     """POST /workflows/operations/<id>/resume."""
-    return _change(operation_id, lambda engine, op: operation_acts.go_on(
-        engine, principal(), op, reason=request.form.get("reason")), "pgbus.operations.resumed")
+    return _change(
+        operation_id,
+        lambda engine, op: operation_acts.go_on(engine, principal(), op, reason=request.form.get("reason")),
+        "pgbus.operations.resumed",
+    )
 
 
 def approve(operation_id: int):
     """POST /workflows/operations/<id>/approve."""
-    return _change(operation_id, lambda engine, op: operation_acts.approve(
-        engine, principal(), op, reason=request.form.get("reason")), "pgbus.operations.approved")
+    return _change(
+        operation_id,
+        lambda engine, op: operation_acts.approve(engine, principal(), op, reason=request.form.get("reason")),
+        "pgbus.operations.approved",
+    )
 
 
 def set_pace(operation_id: int):
     """POST /workflows/operations/<id>/pace: rate and max_in_flight (a
     field sent empty clears it)."""
-    return _change(operation_id, lambda engine, op: operation_acts.set_pace(
-        engine, principal(), op, checks.parse_pace(request.form)), "pgbus.operations.pace_set")
+    return _change(
+        operation_id,
+        lambda engine, op: operation_acts.set_pace(engine, principal(), op, checks.parse_pace(request.form)),
+        "pgbus.operations.pace_set",
+    )
 
 
 def _operation_answer(operation_id: int, status: int, message: str, category: str) -> Response:
@@ -335,9 +393,11 @@ def operation_verbs(fitting=None, filters=None) -> list[dict[str, str]]:
     the policy lets this person use on some class (the preview then names
     a class they may not act on)."""
     who, kept = principal(), current_policy()
-    return [{"name": verb, "label": operation_words.operation_verb(verb, filters)}
-            for verb in operations.VERBS if (fitting is None or verb in fitting)
-            and permissions.may_some(who, verb, kept)]
+    return [
+        {"name": verb, "label": operation_words.operation_verb(verb, filters)}
+        for verb in operations.VERBS
+        if (fitting is None or verb in fitting) and permissions.may_some(who, verb, kept)
+    ]
 
 
 # What the templates call (template_names.py gives them).
@@ -351,12 +411,16 @@ def register(blueprint: Blueprint) -> None:
     blueprint.add_url_rule("/workflows/operations", "operations", recent, methods=["GET"])
     blueprint.add_url_rule("/workflows/operations", "operation_create", create, methods=["POST"])
     blueprint.add_url_rule("/workflows/operations/<int:operation_id>", "operation", show, methods=["GET"])
-    blueprint.add_url_rule("/workflows/operations/<int:operation_id>/cancel", "operation_cancel", cancel,
-                           methods=["POST"])
-    blueprint.add_url_rule("/workflows/operations/<int:operation_id>/cancel", "operation_cancel_page",
-                           back_to_page, methods=["GET"])
+    blueprint.add_url_rule(
+        "/workflows/operations/<int:operation_id>/cancel", "operation_cancel", cancel, methods=["POST"]
+    )
+    blueprint.add_url_rule(
+        "/workflows/operations/<int:operation_id>/cancel", "operation_cancel_page", back_to_page, methods=["GET"]
+    )
     for name, view in (("pause", pause), ("resume", go_on), ("approve", approve), ("pace", set_pace)):
-        blueprint.add_url_rule(f"/workflows/operations/<int:operation_id>/{name}", f"operation_{name}", view,
-                               methods=["POST"])
-        blueprint.add_url_rule(f"/workflows/operations/<int:operation_id>/{name}", f"operation_{name}_page",
-                               back_to_page, methods=["GET"])
+        blueprint.add_url_rule(
+            f"/workflows/operations/<int:operation_id>/{name}", f"operation_{name}", view, methods=["POST"]
+        )
+        blueprint.add_url_rule(
+            f"/workflows/operations/<int:operation_id>/{name}", f"operation_{name}_page", back_to_page, methods=["GET"]
+        )

@@ -58,14 +58,29 @@ def change(key: str):
     version = int(version_text) if version_text.isdigit() else None
     try:
         value = None if reset else policy_changes.parse_value(form.get("value", ""))
-        made = policy_changes.change(state().database.primary, principal(), key, value,
-                                     reason=form.get("reason"), expected_version=version, reset=reset)
+        made = policy_changes.change(
+            state().database.primary,
+            principal(),
+            key,
+            value,
+            reason=form.get("reason"),
+            expected_version=version,
+            reset=reset,
+        )
     except (policy.PolicyError, permissions.NotPermitted) as problem:
         refusal = problems.refusal(problem)
         if refusal.status == 403:
             return answers.refused(refusal)
-        return _page({"key": key, "message": refusal.message, "field": refusal.field or "value",
-                      "value": form.get("value", ""), "reason": form.get("reason", "")}, refusal.status)
+        return _page(
+            {
+                "key": key,
+                "message": refusal.message,
+                "field": refusal.field or "value",
+                "value": form.get("value", ""),
+                "reason": form.get("reason", ""),
+            },
+            refusal.status,
+        )
     answers.flash_message("ok", t("pgbus.policy.changed", rule=made["key"]))
     return redirect(url_for("pgbus_web.policy") + f"#pgbus-policy-{made['key']}", 303)
 

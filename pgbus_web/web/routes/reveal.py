@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from flask import Blueprint, make_response, render_template, request
 
-from ...core import permissions, problems, reads as context, reveal as revealing
+from ...core import permissions, problems
+from ...core import reads as context
+from ...core import reveal as revealing
 from ...i18n import t
 from ...plumbing import hx, run_ids, security
 from ...plumbing.state import state
@@ -28,8 +30,13 @@ PANEL_TEMPLATE = "pgbus_web/_run_revealed.html"
 
 def reveal(workflow_id: str):
     try:
-        page = revealing.reveal(state().database.primary, state().settings, workflow_id,
-                                principal=security.principal(), reason=request.form.get("reason"))
+        page = revealing.reveal(
+            state().database.primary,
+            state().settings,
+            workflow_id,
+            principal=security.principal(),
+            reason=request.form.get("reason"),
+        )
     except context.NotFound:
         return answers.refused(problems.run_not_found(workflow_id))
     except permissions.NotPermitted as problem:
@@ -37,9 +44,11 @@ def reveal(workflow_id: str):
     message = t("pgbus.workflows.reveal.done")
     page.update(views.common())
     if hx.details().request:
-        body = (render_template(PANEL_TEMPLATE, **page)
-                + render.fragments(pages.RUN.template, ("run_audit",), page)
-                + answers.messages("warn", message))
+        body = (
+            render_template(PANEL_TEMPLATE, **page)
+            + render.fragments(pages.RUN.template, ("run_audit",), page)
+            + answers.messages("warn", message)
+        )
         return render.answer(body, 200)
     page["pgbus_messages"] = [("warn", message)]
     return make_response(render_template(pages.RUN.template, **page), 200)
@@ -52,8 +61,9 @@ def may_reveal(workflow_class: str | None) -> bool:
 
 def register(blueprint: Blueprint) -> None:
     # A static last segment: it wins over actions.py's <verb>.
-    blueprint.add_url_rule(f"/workflows/<{run_ids.CONVERTER}:workflow_id>/reveal", "run_reveal", reveal,
-                           methods=["POST"])
+    blueprint.add_url_rule(
+        f"/workflows/<{run_ids.CONVERTER}:workflow_id>/reveal", "run_reveal", reveal, methods=["POST"]
+    )
 
 
 # What the templates call (template_names.py gives them).

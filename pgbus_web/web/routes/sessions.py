@@ -31,8 +31,13 @@ def show() -> Response:
         lines = access_log.latest(_engine(), principal(), current_policy())
     except permissions.NotPermitted as refused:
         return answers.refused(problems.refusal(refused))
-    page = {"sessions": found["sessions"], "tokens": [sessions.token_shown(row) for row in found["tokens"]],
-            "lines": lines, "now": utcnow(), "who": principal()}
+    page = {
+        "sessions": found["sessions"],
+        "tokens": [sessions.token_shown(row) for row in found["tokens"]],
+        "lines": lines,
+        "now": utcnow(),
+        "who": principal(),
+    }
     page.update(views.common())
     return render.page(pages.SESSIONS.template, page, pages.SESSIONS.fragments)
 
@@ -49,8 +54,10 @@ def _done(act, message) -> Response:
 
 def end(session_id: str) -> Response:
     """POST /sessions/<id>/end."""
-    return _done(lambda: sessions.end(_engine(), principal(), current_policy(), session_id),
-                 lambda row: t("pgbus.sessions.ended", name=row["name"]))
+    return _done(
+        lambda: sessions.end(_engine(), principal(), current_policy(), session_id),
+        lambda row: t("pgbus.sessions.ended", name=row["name"]),
+    )
 
 
 def end_all() -> Response:
@@ -58,14 +65,18 @@ def end_all() -> Response:
     name = request.form.get("name", "").strip()
     if not name:
         return answers.refused(problems.session_name_missing())
-    return _done(lambda: sessions.end_all(_engine(), principal(), current_policy(), name),
-                 lambda _: t("pgbus.sessions.ended_all", name=name))
+    return _done(
+        lambda: sessions.end_all(_engine(), principal(), current_policy(), name),
+        lambda _: t("pgbus.sessions.ended_all", name=name),
+    )
 
 
 def revoke_token(name: str) -> Response:
     """POST /tokens/<name>/revoke."""
-    return _done(lambda: sessions.revoke_token(_engine(), principal(), current_policy(), name),
-                 lambda _: t("pgbus.sessions.token_revoked", name=name))
+    return _done(
+        lambda: sessions.revoke_token(_engine(), principal(), current_policy(), name),
+        lambda _: t("pgbus.sessions.token_revoked", name=name),
+    )
 
 
 def register(blueprint: Blueprint) -> None:

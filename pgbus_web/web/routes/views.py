@@ -10,22 +10,23 @@ from flask import Blueprint, Response, jsonify, redirect, request, stream_with_c
 from sqlalchemy import exc as sa_exc
 from werkzeug.exceptions import HTTPException, InternalServerError
 
-from ...rules import run_filters as filters
-from ...rules.limits import ID_MAX
 from ... import db
+from ...core import compare as comparing
+from ...core import exports, problems, redacting, worker_reads
+from ...core import reads as context
 from ...db import SchemaProblem
 from ...i18n import t
+from ...plumbing import reading, run_ids, security
+from ...plumbing.security import may_act
+from ...plumbing.state import state
+from ...rules import run_filters as filters
+from ...rules.limits import ID_MAX
 from ...runtime import verbs
 from ...runtime.clock import utcnow
 from ..answering import answers, not_modified, pages, render, shared
-from ...core import compare as comparing, exports, reads as context, problems, redacting, worker_reads
-from ...plumbing import run_ids
-from ...plumbing import reading
-from ...plumbing.state import state
-from ...plumbing import security
-from ...plumbing.security import may_act
 
 log = logging.getLogger(__name__)
+
 
 def searchable(run_filters: filters.RunFilters) -> filters.RunFilters:
     """*run_filters*, unless they search by a value the policy redacts and
@@ -50,8 +51,7 @@ def index():
         tag, unchanged = not_modified.check(conn)
         if unchanged is not None:
             return unchanged
-        page = context.index_context(conn, state().settings, run_filters, parts=parts,
-                                     remember=shared.remember_index)
+        page = context.index_context(conn, state().settings, run_filters, parts=parts, remember=shared.remember_index)
     page.update(common(), filter_error=error)
     response = render.page(pages.INDEX.template, page, pages.INDEX.fragments, status=400 if error else 200)
     return not_modified.tagged(response, tag)
@@ -66,11 +66,15 @@ def export(fmt: str):
         made = exports.export(state().database.read, state().settings, run_filters, fmt)
     except filters.FilterError as problem:
         return answers.error_page_for(problems.refusal(problem))
-    return Response(stream_with_context(made.chunks), content_type=made.content_type, headers={
-        "Content-Disposition": exports.content_disposition(made.filename),
-        "X-Pgbus-Export-Ceiling-Id": str(made.ceiling_id),
-        "Cache-Control": "no-store",
-    })
+    return Response(
+        stream_with_context(made.chunks),
+        content_type=made.content_type,
+        headers={
+            "Content-Disposition": exports.content_disposition(made.filename),
+            "X-Pgbus-Export-Ceiling-Id": str(made.ceiling_id),
+            "Cache-Control": "no-store",
+        },
+    )
 
 
 # The run page's windows of older attempts and events (context.Window).
@@ -86,8 +90,9 @@ def _window_cursors() -> dict[str, int]:
         if value is None:
             continue
         if not (value.isascii() and value.isdigit() and 0 < len(value) <= 19 and 0 < int(value) <= ID_MAX):
-            raise filters.FilterError(t(
-                "pgbus.workflows.show.window.bad_cursor", name=name, value=problems.printable(value)))
+            raise filters.FilterError(
+                t("pgbus.workflows.show.window.bad_cursor", name=name, value=problems.printable(value))
+            )
         cursors[name] = int(value)
     return cursors
 
@@ -109,8 +114,9 @@ def workflow(workflow_id: str):
             # kind of viewer (shared.py): any committed write moves the
             # marker, so an operator's own change shows on the next page.
             now = context.utcnow()
-            page = shared.remember_run(conn, now, lambda on: context.run_context(
-                on, state().settings, workflow_id, now, **cursors))
+            page = shared.remember_run(
+                conn, now, lambda on: context.run_context(on, state().settings, workflow_id, now, **cursors)
+            )
     except context.NotFound:
         owner = _action_owner(workflow_id)
         if owner is not None:
@@ -238,9 +244,7 @@ def database_unavailable(problem: Exception):
         # It answered, too slowly: "not answering" would send the operator
         # looking for an outage (docs/operations.md, the million-run trial).
         return answers.error_page(503, t("pgbus.web.errors.too_slow_title"), t("pgbus.web.errors.too_slow"))
-    return answers.error_page(
-        503, t("pgbus.web.errors.unavailable_title"), t("pgbus.web.errors.unavailable")
-    )
+    return answers.error_page(503, t("pgbus.web.errors.unavailable_title"), t("pgbus.web.errors.unavailable"))
 
 
 def http_error(problem: HTTPException):
