@@ -169,7 +169,7 @@ BATCH_COLUMNS = (
 
 def _at(key: str, moment: float) -> tuple:
     """Details holding one moment, formatted once the run is placed in time."""
-    return ('{"%s": "' % key, moment, '"}')
+    return (f'{{"{key}": "', moment, '"}')
 
 
 class _Run:
@@ -261,9 +261,9 @@ class _Run:
             row[S_WAITING_SINCE] = self.t
             if step.wait_timeout:
                 row[S_TIMEOUT] = self.t + step.wait_timeout.total_seconds()
-                details = ('{"signal": "%s", "timeout_at": "' % step.wait_for, row[S_TIMEOUT], '"}')
+                details = (f'{{"signal": "{step.wait_for}", "timeout_at": "', row[S_TIMEOUT], '"}')
             else:
-                details = '{"signal": "%s"}' % step.wait_for
+                details = f'{{"signal": "{step.wait_for}"}}'
             self.event("step_waiting", row, actor=actor, reason=reason, details=details)
             self.status = states.WAITING
             return row
@@ -294,7 +294,7 @@ class _Run:
         row[S_STATUS] = states.STEP_FAILED
         row[S_FINISHED] = row[S_UPDATED] = self.t
         row[S_ERROR_CLASS], row[S_ERROR_MESSAGE], row[S_BACKTRACE] = error_class, message, backtrace
-        self.event("step_failed", row, details='{"error_class": "%s", "error_message": "%s"}' % (error_class, message))
+        self.event("step_failed", row, details=f'{{"error_class": "{error_class}", "error_message": "{message}"}}')
 
     def consume_held(self, step_name) -> None:
         if not self.signals:
@@ -307,7 +307,7 @@ class _Run:
     # -- run-level moves ------------------------------------------------------
 
     def begin(self) -> None:
-        self.event("started", actor=APP, details='{"definition_digest": "%s"}' % self.digest)
+        self.event("started", actor=APP, details=f'{{"definition_digest": "{self.digest}"}}')
         self.schedule(self.steps_def[0], actor=APP)
 
     def finish(self, status=states.COMPLETED, step=None, error_class=None) -> None:
@@ -315,22 +315,20 @@ class _Run:
         self.finished_at = self.t
         self.paused_at = None
         details = (
-            '{"status": "%s", "error_class": "%s"}' % (status, error_class)
-            if error_class
-            else '{"status": "%s"}' % status
+            f'{{"status": "{status}", "error_class": "{error_class}"}}' if error_class else f'{{"status": "{status}"}}'
         )
         self.event("finished", step, details=details)
 
     def pause_on_error(self, row, attempts: int) -> None:
         self.status = states.PAUSED
         self.paused_at = self.t
-        self.event("paused", row, details='{"error_class": "%s", "attempts": %d}' % (row[S_ERROR_CLASS], attempts))
+        self.event("paused", row, details=f'{{"error_class": "{row[S_ERROR_CLASS]}", "attempts": {attempts:d}}}')
 
     def pause_by_operator(self, actor, reason) -> None:
         was = self.status
         self.status = states.PAUSED
         self.paused_at = self.t
-        self.event("paused", self.steps[-1], actor=actor, reason=reason, details='{"was": "%s"}' % was)
+        self.event("paused", self.steps[-1], actor=actor, reason=reason, details=f'{{"was": "{was}"}}')
 
     def cancel(self, actor, reason) -> None:
         was = self.status
@@ -348,7 +346,7 @@ class _Run:
             cancelled[-1] if cancelled else None,
             actor=actor,
             reason=reason,
-            details='{"was": "%s", "cancelled_steps": [%s]}' % (was, ids),
+            details=f'{{"was": "{was}", "cancelled_steps": [{ids}]}}',
         )
 
     def signal(self, name, payload, *, actor=APP) -> list:
@@ -358,18 +356,18 @@ class _Run:
         # id, name, payload, idempotency_key, status, claimed_by_step_id, claimed_at, consumed_at, created_at
         signal = [signal_id, name, payload, key, states.SIGNAL_PENDING, None, None, None, self.t]
         self.signals.append(signal)
+        quoted_key = f'"{key}"' if key else "null"
         self.event(
             "signal_received",
             actor=actor,
-            details='{"signal": "%s", "signal_id": %d, "idempotency_key": %s}'
-            % (name, signal_id, f'"{key}"' if key else "null"),
+            details=f'{{"signal": "{name}", "signal_id": {signal_id:d}, "idempotency_key": {quoted_key}}}',
         )
         return signal
 
     def claim(self, signal, row, *, actor=SYSTEM) -> None:
         signal[4], signal[5], signal[6] = states.SIGNAL_CLAIMED, row[S_ID], self.t
         self.event(
-            "signal_claimed", row, actor=actor, details='{"signal": "%s", "signal_id": %d}' % (signal[1], signal[0])
+            "signal_claimed", row, actor=actor, details=f'{{"signal": "{signal[1]}", "signal_id": {signal[0]:d}}}'
         )
 
     # -- whole steps ------------------------------------------------------------
@@ -439,7 +437,7 @@ class _Run:
         self.event(
             "fan_out_opened",
             row,
-            details='{"batch_id": "%s", "description": "%s", "total_jobs": %d}' % (batch_id, description, jobs),
+            details=f'{{"batch_id": "{batch_id}", "description": "{description}", "total_jobs": {jobs:d}}}',
         )
         return batch
 
@@ -449,14 +447,13 @@ class _Run:
         failed = 1 if self.rng.random() < 0.05 else 0
         batch[3], batch[4], batch[6], batch[8] = batch[2] - failed, failed, states.BATCH_FINISHED, self.t
         self.wait(0.5, 5.0)  # the worker notices the finished batch
-        counts = '"total_jobs": %d, "completed_jobs": %d, "failed_jobs": %d, "discarded_jobs": 0' % (
-            batch[2],
-            batch[3],
-            failed,
+        counts = (
+            f'"total_jobs": {batch[2]:d}, "completed_jobs": {batch[3]:d}, '
+            f'"failed_jobs": {failed:d}, "discarded_jobs": 0'
         )
         row[S_STATUS], row[S_FINISHED], row[S_UPDATED] = states.STEP_COMPLETED, self.t, self.t
-        row[S_RESULT] = '{"batch_id": "%s", %s}' % (batch[0], counts)
-        self.event("fan_out_finished", row, details='{"batch_id": "%s", %s}' % (batch[0], counts))
+        row[S_RESULT] = f'{{"batch_id": "{batch[0]}", {counts}}}'
+        self.event("fan_out_finished", row, details=f'{{"batch_id": "{batch[0]}", {counts}}}')
         self.event("step_completed", row)
 
     def play_until(self, stop: int, fails: dict[str, int] | None = None) -> None:
@@ -511,7 +508,7 @@ def _completed(run: _Run, now: float) -> None:
         run.arguments[_FLAG[name]] = step.max_attempts
         run.t += rng.uniform(5 * MINUTE, 2 * DAY)
         actor, reason = run.operator(), run.reason("resume")
-        run.event("resumed", failed, actor=actor, reason=reason, details='{"action": "retry", "step": "%s"}' % name)
+        run.event("resumed", failed, actor=actor, reason=reason, details=f'{{"action": "retry", "step": "{name}"}}')
         run.paused_at = None
         run.schedule(step, actor=actor)
         run.play_step(step)
@@ -541,7 +538,7 @@ def _completed(run: _Run, now: float) -> None:
         run.t += rng.uniform(HOUR, 3 * DAY)
         actor = run.operator()
         run.event(
-            "rerun", actor=actor, reason=run.reason("rerun"), details='{"from_step": "%s", "was": "failed"}' % step.name
+            "rerun", actor=actor, reason=run.reason("rerun"), details=f'{{"from_step": "{step.name}", "was": "failed"}}'
         )
         run.finished_at = None
         run.schedule(step, actor=actor)
@@ -636,10 +633,10 @@ def _paused_error(run: _Run, now: float) -> None:
         row[S_ERROR_CLASS] = states.WAIT_TIMED_OUT_ERROR
         row[S_ERROR_MESSAGE] = (message, step.wait_for, row[S_WAITING_SINCE], row[S_TIMEOUT])
         run.event(
-            "wait_timed_out", row, details=('{"signal": "%s", "timeout_at": "' % step.wait_for, row[S_TIMEOUT], '"}')
+            "wait_timed_out", row, details=(f'{{"signal": "{step.wait_for}", "timeout_at": "', row[S_TIMEOUT], '"}')
         )
         run.status, run.paused_at = states.PAUSED, run.t
-        run.event("paused", row, details='{"error_class": "%s"}' % states.WAIT_TIMED_OUT_ERROR)
+        run.event("paused", row, details=f'{{"error_class": "{states.WAIT_TIMED_OUT_ERROR}"}}')
     else:
         name = "capture_payment" if run.definition.name == demo.ORDER else "send_welcome_email"
         index = _index(run, name)
@@ -668,9 +665,9 @@ def _stalled(run: _Run, now: float) -> None:
     row[S_STATUS], row[S_FINISHED], row[S_UPDATED] = states.STEP_FAILED, run.t, run.t
     row[S_ERROR_CLASS] = states.STEP_STALLED_ERROR
     row[S_ERROR_MESSAGE] = ("in progress since %s, longer than the stall threshold of " + f"{threshold}s", started)
-    run.event("stall_detected", row, details=('{"started_at": "', started, '", "threshold_seconds": %d}' % threshold))
+    run.event("stall_detected", row, details=('{"started_at": "', started, f'", "threshold_seconds": {threshold:d}}}'))
     run.status, run.paused_at = states.PAUSED, run.t
-    run.event("paused", row, details='{"error_class": "%s"}' % states.STEP_STALLED_ERROR)
+    run.event("paused", row, details=f'{{"error_class": "{states.STEP_STALLED_ERROR}"}}')
     _place_paused(run, now)
 
 
@@ -953,32 +950,32 @@ class Chunk:
     def uuid(self) -> str:
         """A random version-4 uuid's text, as str(uuid.UUID(int=..., version=4))."""
         bits = self.rng.getrandbits(128) & _UUID_KEEP | _UUID_V4
-        h = "%032x" % bits
+        h = f"{bits:032x}"
         return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
     def result_for(self, run: _Run, step_name: str) -> str:
         args = run.arguments
         if step_name == "reserve_stock":
-            return '{"reserved": true, "order_id": %d}' % args["order_id"]
+            return f'{{"reserved": true, "order_id": {args["order_id"]:d}}}'
         if step_name in ("capture_payment", "issue_refund"):
             key = "captured_cents" if step_name == "capture_payment" else "refunded_cents"
-            return '{"%s": %d}' % (key, args["amount_cents"])
+            return f'{{"{key}": {args["amount_cents"]:d}}}'
         if step_name == "create_account":
-            return '{"user_id": %d}' % args["user_id"]
+            return f'{{"user_id": {args["user_id"]:d}}}'
         if step_name == "activate":
             return '{"active": true}'
         if step_name == "validate_refund":
             return '{"valid": true}'
         if step_name == "await_shipment":
-            return '{"tracking": "%s"}' % run.tracking
+            return f'{{"tracking": "{run.tracking}"}}'
         if step_name == "await_profile":
             return '{"profile": {"complete": true}}'
         return '{"sent": true}'
 
     def payload_for(self, run: _Run, signal: str) -> str:
         if signal == demo.SHIPMENT_SIGNAL:
-            run.tracking = "1Z%010d" % self.rng.randrange(10**10)
-            return '{"carrier": "%s", "tracking": "%s"}' % (self.rng.choice(CARRIERS), run.tracking)
+            run.tracking = f"1Z{self.rng.randrange(10**10):010d}"
+            return f'{{"carrier": "{self.rng.choice(CARRIERS)}", "tracking": "{run.tracking}"}}'
         return '{"complete": true}'
 
     def play(self, story: str, number: int) -> None:
@@ -1020,7 +1017,7 @@ class Chunk:
         subject_type = demo.SUBJECT_TYPES[klass] if has_subject else None
         subject_id = str(run.number) if has_subject else None
         key = f"{subject_type.lower()}-{run.number}" if has_subject and self.rng.random() < 0.6 else None
-        args = ", ".join('"%s": %s' % (name, _json(value)) for name, value in run.arguments.items())
+        args = ", ".join(f'"{name}": {_json(value)}' for name, value in run.arguments.items())
         created = ts[0.0]
         steps = run.steps
         # The latest step's facts on the run, as the steps trigger keeps
@@ -1048,7 +1045,7 @@ class Chunk:
                         klass,
                         run.status,
                         run.current_step or NULL,
-                        text("{%s}" % args),
+                        text(f"{{{args}}}"),
                         subject_type or NULL,
                         subject_id or NULL,
                         key or NULL,
