@@ -19,9 +19,9 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import ContextManager
 
 from sqlalchemy.engine import Connection
 
@@ -131,7 +131,7 @@ def _batches(
 
 
 def _chunks(
-    connect: Callable[[], ContextManager[Connection]],
+    connect: Callable[[], AbstractContextManager[Connection]],
     settings: Settings,
     filters: RunFilters,
     fmt: str,
@@ -148,7 +148,7 @@ def _chunks(
 
 
 def export(
-    connect: Callable[[], ContextManager[Connection]],
+    connect: Callable[[], AbstractContextManager[Connection]],
     settings: Settings,
     filters: RunFilters,
     fmt: str,
@@ -183,7 +183,7 @@ class Excerpt:
 
 
 def excerpt(
-    connect: Callable[[], ContextManager[Connection]],
+    connect: Callable[[], AbstractContextManager[Connection]],
     settings: Settings,
     filters: RunFilters,
     fmt: str,

@@ -25,7 +25,6 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta, tzinfo
 from functools import lru_cache
-from typing import Union
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from babel import Locale, UnknownLocaleError
@@ -58,8 +57,8 @@ _RELATIVE_UNITS = (
 # Durations: two units at most ("1h 5m", "2d 3h"); below one second, ms.
 _DURATION_UNITS = (("days", 86400), ("hours", 3600), ("minutes", 60), ("seconds", 1))
 
-TimeZoneArg = Union[str, tzinfo, None]
-LocaleArg = Union[str, Locale, None]
+TimeZoneArg = str | tzinfo | None
+LocaleArg = str | Locale | None
 
 
 @lru_cache(maxsize=64)
@@ -156,10 +155,8 @@ def relative(moment: datetime, *, now: datetime) -> str:
     span = abs(seconds)
     if span < JUST_NOW_SECONDS:
         return t("pgbus.time.now")
-    for unit, size in _RELATIVE_UNITS:
-        if span >= size:
-            count = int(span // size)
-            break
+    unit, size, _larger = _unit_of(span)
+    count = int(span // size)
     key = (current_locale(), unit, count, seconds > 0)
     text = _relative_texts.get(key)
     if text is None:
@@ -168,6 +165,18 @@ def relative(moment: datetime, *, now: datetime) -> str:
             _relative_texts.clear()
         _relative_texts[key] = text
     return text
+
+
+def _unit_of(span: float) -> tuple[str, float, float]:
+    """The largest of relative()'s units that *span* seconds hold at least
+    once: its name, its size and the size of the next larger unit."""
+    larger = float("inf")
+    for unit, size in _RELATIVE_UNITS:
+        if span >= size:
+            return unit, size, larger
+        larger = size
+    unit, size = _RELATIVE_UNITS[-1]
+    return unit, size, larger
 
 
 # The first and last moments a clock can read: a window without ends.
@@ -190,12 +199,8 @@ def same_words(moment: datetime, *, now: datetime) -> tuple[datetime, datetime]:
     if span < JUST_NOW_SECONDS:
         low, high = -JUST_NOW_SECONDS, JUST_NOW_SECONDS
     else:
-        larger = float("inf")
-        for unit, size in _RELATIVE_UNITS:
-            if span >= size:
-                count = int(span // size)
-                break
-            larger = size
+        _unit, size, larger = _unit_of(span)
+        count = int(span // size)
         # The same words while the span is in [count, count + 1) units and
         # no larger unit fits.
         near, far = count * size, min((count + 1) * size, larger)
