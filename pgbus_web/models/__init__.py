@@ -4,14 +4,45 @@ workflow_attention, workflow_index, workflow_upkeep).
 
 Every function takes an open SQLAlchemy ``Connection`` (the caller owns the
 transaction) and returns plain dicts, ints or sets. SQL text is written once,
-here, with named binds; nothing is built from input.
+here, with named binds; nothing is built from input. A status the SQL
+names is read from rules/states (``STATES``) and a column list
+it spells out from rules/columns, never written as a literal again
+(tests/models/test_declared_once.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy.engine import Row
+
+from ..rules import states
+
+
+def quoted(value: str) -> str:
+    """*value*, one of rules/states' names, as a SQL literal: only those
+    constants, which hold no quote, never input."""
+    if "'" in value:
+        raise ValueError(f"not a plain name: {value!r}")
+    return f"'{value}'"
+
+
+def among(values: Iterable[str]) -> str:
+    """*values* (a tuple of rules/states) as an ``IN`` list: ``('a', 'b')``."""
+    return f"({', '.join(quoted(value) for value in values)})"
+
+
+# rules/states' names as the SQL reads them: STATES.READY is ``'ready'``,
+# STATES.TERMINAL is ``('completed', 'failed', 'cancelled')`` (an IN list).
+STATES = SimpleNamespace(
+    **{
+        name: quoted(value) if isinstance(value, str) else among(value)
+        for name, value in vars(states).items()
+        if name.isupper() and (isinstance(value, str) or isinstance(value, tuple))
+    }
+)
 
 
 def as_dict(row: Row | None) -> dict[str, Any] | None:

@@ -1,6 +1,6 @@
 """pgbus_web_operations: one verb on every run a filter matches, done in
-chunks (runtime/operations.py holds the rules, docs/operations.md the
-crash-safety argument).
+chunks (runtime/operation_policy.py and operation_runner.py hold the rules,
+docs/operations.md the crash-safety argument).
 
 Whoever holds an operation proves it with the heartbeat it last wrote (the
 *fence*): every write of progress names it, so a process whose operation
@@ -17,7 +17,8 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection
 
-from . import as_dict, as_dicts
+from ..rules import states
+from . import STATES, among, as_dict, as_dicts
 
 COLUMNS = (
     "id, verb, filters, ceiling_id, params, reason, actor, status, total, moved, skipped, "
@@ -26,7 +27,10 @@ COLUMNS = (
     "held_seconds, requested_by, cancelled_by, cancel_reason, approve_reason, pause_reason, resume_reason"
 )
 # Statuses an operation may still leave for another (cancel stops any of them).
-UNFINISHED = "('awaiting_approval', 'queued', 'running', 'paused')"
+UNFINISHED = STATES.OPERATION_UNFINISHED
+# Statuses a chunk in hand still lands its counts in: running, or cancelled
+# or paused while the chunk ran.
+_COUNTED = among((states.OPERATION_RUNNING, states.OPERATION_CANCELLED, states.OPERATION_PAUSED))
 
 _INSERT = sa.text(
     f"""
@@ -99,7 +103,7 @@ def any_open(conn: Connection) -> bool:
     """True when an operation is queued or running (the serving process's
     cheap look before it tries a claim)."""
     return conn.execute(
-        sa.text("SELECT EXISTS (SELECT 1 FROM pgbus_web_operations WHERE status IN ('queued', 'running'))")
+        sa.text(f"SELECT EXISTS (SELECT 1 FROM pgbus_web_operations WHERE status IN {STATES.OPERATION_OPEN})")
     ).scalar_one()
 
 
@@ -138,10 +142,11 @@ def claim(
             sa.text(
                 f"""
             UPDATE pgbus_web_operations
-            SET status = 'running', heartbeat_at = :now, started_at = COALESCE(started_at, :now)
+            SET status = {STATES.OPERATION_RUNNING}, heartbeat_at = :now, started_at = COALESCE(started_at, :now)
             WHERE id = (
                 SELECT id FROM pgbus_web_operations
-                WHERE (status = 'queued' OR (status = 'running' AND heartbeat_at < :stale_before)) {only}
+                WHERE (status = {STATES.OPERATION_QUEUED}
+                       OR (status = {STATES.OPERATION_RUNNING} AND heartbeat_at < :stale_before)) {only}
                 ORDER BY id
                 LIMIT 1
                 FOR UPDATE SKIP LOCKED
@@ -178,7 +183,7 @@ def progress(
             SET moved = moved + :moved, skipped = skipped + :skipped, refused = refused + :refused,
                 cursor = GREATEST(cursor, :cursor), heartbeat_at = :now,
                 pace_log = COALESCE(:pace_log, pace_log)
-            WHERE id = :id AND heartbeat_at = :fence AND status IN ('running', 'cancelled', 'paused')
+            WHERE id = :id AND heartbeat_at = :fence AND status IN {_COUNTED}
             RETURNING {COLUMNS}
             """
             ).bindparams(sa.bindparam("pace_log", type_=JSONB(none_as_null=True))),
@@ -212,10 +217,10 @@ def finish(conn: Connection, operation_id: int, *, fence: datetime, now: datetim
                 WHERE e.details ? 'operation_id' AND e.details ->> 'operation_id' = :operation
             )
             UPDATE pgbus_web_operations
-            SET status = 'done', finished_at = :now, heartbeat_at = :now, moved = acted.runs,
+            SET status = {STATES.OPERATION_DONE}, finished_at = :now, heartbeat_at = :now, moved = acted.runs,
                 skipped = skipped + GREATEST(total - acted.runs - skipped - refused, 0)
             FROM acted
-            WHERE id = :id AND heartbeat_at = :fence AND status = 'running'
+            WHERE id = :id AND heartbeat_at = :fence AND status = {STATES.OPERATION_RUNNING}
             RETURNING {COLUMNS}
             """
             ),
@@ -228,8 +233,9 @@ def fail(conn: Connection, operation_id: int, *, fence: datetime, now: datetime,
     return (
         conn.execute(
             sa.text(
-                "UPDATE pgbus_web_operations SET status = 'failed', finished_at = :now, error = :error "
-                "WHERE id = :id AND heartbeat_at = :fence AND status = 'running'"
+                f"UPDATE pgbus_web_operations SET status = {STATES.OPERATION_FAILED}, finished_at = :now, "
+                "error = :error "
+                f"WHERE id = :id AND heartbeat_at = :fence AND status = {STATES.OPERATION_RUNNING}"
             ),
             {"id": int(operation_id), "fence": fence, "now": now, "error": error[:1000]},
         ).rowcount
@@ -243,8 +249,8 @@ def release(conn: Connection, operation_id: int, *, fence: datetime) -> bool:
     return (
         conn.execute(
             sa.text(
-                "UPDATE pgbus_web_operations SET status = 'queued', heartbeat_at = NULL "
-                "WHERE id = :id AND heartbeat_at = :fence AND status = 'running'"
+                f"UPDATE pgbus_web_operations SET status = {STATES.OPERATION_QUEUED}, heartbeat_at = NULL "
+                f"WHERE id = :id AND heartbeat_at = :fence AND status = {STATES.OPERATION_RUNNING}"
             ),
             {"id": int(operation_id), "fence": fence},
         ).rowcount
@@ -261,7 +267,7 @@ def cancel(
         conn.execute(
             sa.text(
                 f"""
-            UPDATE pgbus_web_operations SET status = 'cancelled', finished_at = :now,
+            UPDATE pgbus_web_operations SET status = {STATES.OPERATION_CANCELLED}, finished_at = :now,
                    cancelled_by = :actor, cancel_reason = :reason
             WHERE id = :id AND status IN {UNFINISHED}
             RETURNING {COLUMNS}
@@ -279,7 +285,7 @@ def renew(conn: Connection, operation_id: int, *, fence: datetime, now: datetime
     return conn.execute(
         sa.text(
             "UPDATE pgbus_web_operations SET heartbeat_at = :now "
-            "WHERE id = :id AND heartbeat_at = :fence AND status = 'running' RETURNING heartbeat_at"
+            f"WHERE id = :id AND heartbeat_at = :fence AND status = {STATES.OPERATION_RUNNING} RETURNING heartbeat_at"
         ),
         {"id": int(operation_id), "fence": fence, "now": now},
     ).scalar()
@@ -295,9 +301,9 @@ def pause(
         conn.execute(
             sa.text(
                 f"""
-            UPDATE pgbus_web_operations SET status = 'paused', paused_at = :now, paused_by = :actor,
+            UPDATE pgbus_web_operations SET status = {STATES.OPERATION_PAUSED}, paused_at = :now, paused_by = :actor,
                    pause_reason = :reason
-            WHERE id = :id AND status IN ('queued', 'running')
+            WHERE id = :id AND status IN {STATES.OPERATION_OPEN}
             RETURNING {COLUMNS}
             """
             ),
@@ -315,10 +321,10 @@ def go_on(
         conn.execute(
             sa.text(
                 f"""
-            UPDATE pgbus_web_operations SET status = 'queued', resumed_at = :now, resumed_by = :actor,
+            UPDATE pgbus_web_operations SET status = {STATES.OPERATION_QUEUED}, resumed_at = :now, resumed_by = :actor,
                    resume_reason = :reason,
                    held_seconds = held_seconds + GREATEST(EXTRACT(EPOCH FROM (:now - paused_at)), 0)
-            WHERE id = :id AND status = 'paused'
+            WHERE id = :id AND status = {STATES.OPERATION_PAUSED}
             RETURNING {COLUMNS}
             """
             ),
@@ -336,9 +342,9 @@ def approve(
         conn.execute(
             sa.text(
                 f"""
-            UPDATE pgbus_web_operations SET status = 'queued', approved_at = :now, approved_by = :actor,
-                   approve_reason = :reason
-            WHERE id = :id AND status = 'awaiting_approval' AND actor <> :actor
+            UPDATE pgbus_web_operations
+            SET status = {STATES.OPERATION_QUEUED}, approved_at = :now, approved_by = :actor, approve_reason = :reason
+            WHERE id = :id AND status = {STATES.OPERATION_AWAITING_APPROVAL} AND actor <> :actor
               AND COALESCE(requested_by, actor) <> :key
             RETURNING {COLUMNS}
             """

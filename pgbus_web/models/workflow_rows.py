@@ -16,7 +16,8 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from . import as_dict, as_dicts
+from ..rules.columns import LATEST_STEP_FIELDS, latest_list, step_fields_list
+from . import STATES, as_dict, as_dicts
 from .workers import WORKER_SETTING
 
 # Columns insert_run and transition may write; names outside this list are
@@ -164,14 +165,14 @@ def waiting_for_signal(conn: Connection, signal: str, *, waiting_before: datetim
     return (
         conn.execute(
             sa.text(
-                """
+                f"""
             SELECT w.workflow_id
             FROM pgbus_workflows w
             JOIN LATERAL (
                 SELECT wait_for, waiting_since FROM pgbus_workflow_steps
                 WHERE workflow_id = w.workflow_id ORDER BY id DESC LIMIT 1
             ) s ON TRUE
-            WHERE w.status = 'waiting' AND s.wait_for = :signal AND s.waiting_since < :before
+            WHERE w.status = {STATES.WAITING} AND s.wait_for = :signal AND s.waiting_since < :before
             ORDER BY w.id DESC
             LIMIT :limit
             """
@@ -185,23 +186,17 @@ def waiting_for_signal(conn: Connection, signal: str, *, waiting_before: datetim
 
 # The run's latest step, as the latest_* triggers read it (schema/v2.sql):
 # joined into a run UPDATE by a writer that keeps latest_* itself.
-_LATEST_FROM = """
+_LATEST_FROM = f"""
     FROM (SELECT 1) AS one
     LEFT JOIN LATERAL (
-        SELECT id AS l_id, step_name AS l_step_name, status AS l_status, error_class AS l_error_class,
-               scheduled_at AS l_scheduled_at, waiting_since AS l_waiting_since, timeout_at AS l_timeout_at
+        SELECT {", ".join(f"{field} AS l_{field}" for field in LATEST_STEP_FIELDS)}
         FROM pgbus_workflow_steps
         WHERE workflow_id = :workflow_id
         ORDER BY id DESC
         LIMIT 1
     ) l ON TRUE
 """
-_LATEST_SET = (
-    ", (latest_step_id, latest_step_name, latest_step_status, latest_error_class,"
-    " latest_scheduled_at, latest_waiting_since, latest_timeout_at) ="
-    " (l.l_id, l.l_step_name, l.l_status, l.l_error_class, l.l_scheduled_at,"
-    " l.l_waiting_since, l.l_timeout_at)"
-)
+_LATEST_SET = f", ({latest_list()}) = ({step_fields_list('l', 'l_')})"
 
 
 def transition(
@@ -233,10 +228,7 @@ _SYNC_LATEST = sa.text(
     + _LATEST_SET
     + _LATEST_FROM
     + " WHERE w.workflow_id = :workflow_id"
-    " AND (w.latest_step_id, w.latest_step_name, w.latest_step_status, w.latest_error_class,"
-    " w.latest_scheduled_at, w.latest_waiting_since, w.latest_timeout_at)"
-    " IS DISTINCT FROM (l.l_id, l.l_step_name, l.l_status, l.l_error_class, l.l_scheduled_at,"
-    " l.l_waiting_since, l.l_timeout_at)"
+    + f" AND ({latest_list('w')}) IS DISTINCT FROM ({step_fields_list('l', 'l_')})"
 )
 
 
@@ -355,7 +347,7 @@ def newest_completed(conn: Connection, workflow_class: str, *, other_than: str) 
     row = conn.execute(
         sa.text(
             "SELECT workflow_id FROM pgbus_workflows WHERE workflow_class = :workflow_class"
-            " AND status = 'completed' AND workflow_id <> :other_than ORDER BY id DESC LIMIT 1"
+            f" AND status = {STATES.COMPLETED} AND workflow_id <> :other_than ORDER BY id DESC LIMIT 1"
         ),
         {"workflow_class": workflow_class, "other_than": other_than},
     ).first()

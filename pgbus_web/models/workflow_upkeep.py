@@ -9,14 +9,14 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from ..rules.columns import latest_assignments, latest_list, step_fields_list
+from . import STATES
+
 
 def count_stale(conn: Connection, *, before: datetime) -> int:
     """How many runs pruning at *before* would remove."""
     return conn.execute(
-        sa.text(
-            "SELECT count(*) FROM pgbus_workflows "
-            "WHERE status IN ('completed', 'failed', 'cancelled') AND updated_at < :before"
-        ),
+        sa.text(f"SELECT count(*) FROM pgbus_workflows WHERE status IN {STATES.TERMINAL} AND updated_at < :before"),
         {"before": before},
     ).scalar_one()
 
@@ -27,15 +27,15 @@ def delete_stale(conn: Connection, *, before: datetime, limit: int = 1000) -> in
     # snapshot and the row lock is re-checked on its new version and kept.
     return conn.execute(
         sa.text(
-            """
+            f"""
             DELETE FROM pgbus_workflows
             WHERE id IN (
                 SELECT id FROM pgbus_workflows
-                WHERE status IN ('completed', 'failed', 'cancelled') AND updated_at < :before
+                WHERE status IN {STATES.TERMINAL} AND updated_at < :before
                 ORDER BY updated_at
                 LIMIT :limit
             )
-            AND status IN ('completed', 'failed', 'cancelled') AND updated_at < :before
+            AND status IN {STATES.TERMINAL} AND updated_at < :before
             """
         ),
         {"before": before, "limit": int(limit)},
@@ -44,30 +44,19 @@ def delete_stale(conn: Connection, *, before: datetime, limit: int = 1000) -> in
 
 # --- The latest_* columns against the steps ------------------------------------
 
-# A run's latest_* columns and the columns of its latest step row they copy
-# (schema/v2.sql keeps them equal on every write while triggers fire).
-LATEST_COLUMNS = (
-    "latest_step_id",
-    "latest_step_name",
-    "latest_step_status",
-    "latest_error_class",
-    "latest_scheduled_at",
-    "latest_waiting_since",
-    "latest_timeout_at",
-)
-_LATEST_STEP = """
+# A run's latest_* columns against the columns of its latest step row they
+# copy (rules/columns; schema/v2.sql keeps them equal on every write while
+# triggers fire).
+_LATEST_STEP = f"""
     LEFT JOIN LATERAL (
-        SELECT id, step_name, status, error_class, scheduled_at, waiting_since, timeout_at
+        SELECT {step_fields_list()}
         FROM pgbus_workflow_steps
         WHERE workflow_id = w.workflow_id
         ORDER BY id DESC
         LIMIT 1
     ) s ON TRUE
 """
-_LATEST_DIFFERS = (
-    f"({', '.join('w.' + name for name in LATEST_COLUMNS)}) IS DISTINCT FROM "
-    "(s.id, s.step_name, s.status, s.error_class, s.scheduled_at, s.waiting_since, s.timeout_at)"
-)
+_LATEST_DIFFERS = f"({latest_list('w')}) IS DISTINCT FROM ({step_fields_list('s')})"
 
 
 def next_batch(conn: Connection, *, after_id: int, size: int) -> tuple[int, int] | None:
@@ -127,13 +116,7 @@ def repair_latest(conn: Connection, *, after_id: int, last_id: int) -> int:
     )
     if not ids:
         return 0
-    assignments = ", ".join(
-        f"{column} = truth.{source}"
-        for column, source in zip(
-            LATEST_COLUMNS,
-            ("id", "step_name", "status", "error_class", "scheduled_at", "waiting_since", "timeout_at"),
-        )
-    )
+    assignments = latest_assignments("truth")
     return conn.execute(
         sa.text(
             f"""

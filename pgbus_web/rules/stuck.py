@@ -28,19 +28,14 @@ import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Union
+from typing import Any
 
 from . import states
+from .columns import LATEST_OF_STEP
 
 # The run's latest_* columns a rule may read, each with the field of the
-# latest step row it copies.
-STEP_FIELD_OF = {
-    "latest_step_status": "status",
-    "latest_error_class": "error_class",
-    "latest_scheduled_at": "scheduled_at",
-    "latest_waiting_since": "waiting_since",
-    "latest_timeout_at": "timeout_at",
-}
+# latest step row it copies (rules/columns declares them).
+STEP_FIELD_OF = LATEST_OF_STEP
 # The run's own column a rule's "since" may name besides those.
 RUN_COLUMNS = ("paused_at",)
 
@@ -52,7 +47,7 @@ class Param:
     name: str
 
 
-Value = Union[str, Param]
+Value = str | Param
 
 
 @dataclass(frozen=True)
@@ -84,7 +79,7 @@ class Before:
     value: Param
 
 
-Condition = Union[Equals, DistinctFrom, IsNull, Before]
+Condition = Equals | DistinctFrom | IsNull | Before
 
 
 @dataclass(frozen=True)
