@@ -8,15 +8,23 @@ directory and delete it at the end. Each test starts from empty tables.
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import uuid
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from browser import launched
 
-from pgbus_web import db, schema
+# For now some test modules still import shared parts of others, which
+# may sit in another layer's folder: every folder is importable.
+for _folder in sorted(Path(__file__).resolve().parent.iterdir()):
+    if _folder.is_dir() and _folder.name not in {"support", "vendor", "__pycache__"} and str(_folder) not in sys.path:
+        sys.path.append(str(_folder))
+
+from support.browser import launched  # noqa: E402
+
+from pgbus_web import db, schema  # noqa: E402
 
 TEST_DATABASE_URL_ENV = "PGBUS_TEST_DATABASE_URL"
 
@@ -77,7 +85,7 @@ def new_id():
 @pytest.fixture
 def driver(engine):
     """Drives runs through the runtime with a hand-moved clock."""
-    from runtime_support import Driver
+    from support.runtime_support import Driver
 
     return Driver(engine)
 
@@ -85,7 +93,7 @@ def driver(engine):
 @pytest.fixture
 def runs(engine):
     """Writes runs in any state directly (web_helpers.Runs)."""
-    from web_helpers import Runs
+    from support.web_helpers import Runs
 
     return Runs(engine)
 
@@ -94,7 +102,7 @@ def runs(engine):
 def app(database):
     """The standalone app with the demo definitions; its actor is named by
     the X-User header, as a host's login would name it."""
-    from action_support import operator_app
+    from support.action_support import operator_app
 
     return operator_app(database)
 
@@ -107,7 +115,7 @@ def client(app):
 @pytest.fixture
 def browser(app):
     """A test client that holds the CSRF token, as an operator's browser."""
-    from action_support import Browser
+    from support.action_support import Browser
 
     return Browser(app.test_client())
 
@@ -124,7 +132,7 @@ def chromium():
 @pytest.fixture
 def locks(engine):
     """Builds uniqueness locks in each state (lock_support.Locks)."""
-    from lock_support import Locks
+    from support.lock_support import Locks
 
     return Locks(engine)
 
@@ -135,16 +143,16 @@ def _stop_operation_threads(monkeypatch):
     run_operations, on by default): every one a test's app starts is
     stopped when the test ends, so none outlives its app and holds the
     session's connections."""
-    from pgbus_web.runtime import operations
+    from pgbus_web.runtime import operation_runner
 
     started = []
-    start = operations.Background.start
+    start = operation_runner.Background.start
 
     def recorded(self):
         started.append(self)
         return start(self)
 
-    monkeypatch.setattr(operations.Background, "start", recorded)
+    monkeypatch.setattr(operation_runner.Background, "start", recorded)
     yield
     for background in started:
         background.stop(timeout=5)

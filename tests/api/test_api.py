@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
-from action_support import (
+from support.action_support import (
     Browser,
     completed,
     events_of,
@@ -20,7 +20,7 @@ from action_support import (
     signals_of,
     waiting_for_shipment,
 )
-from api_support import DOCUMENT, Api, patch, put, template_of, token_for
+from support.api_support import DOCUMENT, Api, patch, put, template_of, token_for
 from openapi_spec_validator import validate
 from test_operations import THRESHOLDS
 from test_web_bad_input import everything
@@ -117,7 +117,7 @@ def test_every_documented_operation_answers_as_documented(app, engine, runs, loc
 def test_the_answer_check_catches_an_answer_that_differs():
     """Control for the check every answer goes through."""
     import jsonschema
-    from api_support import check_answer
+    from support.api_support import check_answer
     from flask import Response
 
     good = Response('{"classes": [], "totals": {}, "total": 0}', 200, mimetype="application/json")
@@ -414,7 +414,7 @@ def test_a_post_without_a_body_is_an_empty_object(operator, runs, engine):
 
 
 def test_standalone_sign_in_answers_401_as_a_problem_and_a_token_passes(database, engine, runs, tmp_path):
-    from auth_support import signed_in_app, write_users
+    from support.auth_support import signed_in_app, write_users
 
     app = signed_in_app(database, write_users(tmp_path / "users"))
     refused = Api(app.test_client()).get("/runs")

@@ -13,12 +13,12 @@ import time
 
 import pytest
 import sqlalchemy as sa
-from action_support import Browser, paused_on_capture
-from auth_support import OPERATOR, VIEWER, sign_in, signed_in_app, write_users
+from support.action_support import Browser, paused_on_capture
+from support.auth_support import OPERATOR, VIEWER, sign_in, signed_in_app, write_users
 from flask import Flask
 from flask.sessions import SecureCookieSessionInterface
 from test_web_bad_input import everything
-from web_helpers import Runs, soup
+from support.web_helpers import Runs, soup
 
 from pgbus_web.auth import session as sessions
 from pgbus_web.auth.throttle import PER_NAME_ADDRESS
@@ -323,7 +323,7 @@ def test_http_basic_for_scripts(app, engine, run_id):
 
 @pytest.fixture
 def proxied(database):
-    from web_helpers import make_app
+    from support.web_helpers import make_app
 
     from pgbus_web.auth import Auth
 
@@ -373,13 +373,13 @@ def test_the_trusted_header_from_another_address_is_ignored(proxied, engine, run
 
 
 def test_without_sign_in_the_app_is_as_before(database):
-    from web_helpers import make_app
+    from support.web_helpers import make_app
 
     assert make_app(database).test_client().get("/workflows").status_code == 200
 
 
 def test_basic_credentials_stop_working_when_the_password_changes(app, users_file):
-    from auth_support import CHEAP
+    from support.auth_support import CHEAP
 
     from pgbus_web.auth import passwords, users
 

@@ -10,9 +10,9 @@ host's settings."""
 from __future__ import annotations
 
 import pytest
-from action_support import Browser, paused_on_capture
+from support.action_support import Browser, paused_on_capture
 from flask import Flask
-from web_helpers import Runs, make_app
+from support.web_helpers import Runs, make_app
 
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.extension import PgbusWeb

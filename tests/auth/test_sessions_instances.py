@@ -10,7 +10,7 @@ from __future__ import annotations
 import http.client
 import json
 
-from auth_support import OPERATOR, VIEWER
+from support.auth_support import OPERATOR, VIEWER
 from test_several_instances import Client, instances, sign_in, signed_in_as  # noqa: F401  (the fixture)
 
 from pgbus_web.core import tokens

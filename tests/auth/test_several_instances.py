@@ -24,9 +24,9 @@ from urllib.parse import urlencode
 
 import pytest
 import sqlalchemy as sa
-from auth_support import OPERATOR, VIEWER, write_users
+from support.auth_support import OPERATOR, VIEWER, write_users
 from bs4 import BeautifulSoup
-from operation_support import seed_paused
+from support.operation_support import seed_paused
 from prometheus_client.parser import text_string_to_metric_families
 
 from pgbus_web.auth import throttle

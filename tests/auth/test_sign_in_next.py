@@ -8,8 +8,8 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from auth_support import VIEWER, sign_in, signed_in_app, write_users
-from web_helpers import soup
+from support.auth_support import VIEWER, sign_in, signed_in_app, write_users
+from support.web_helpers import soup
 
 START = "/workflows"
 

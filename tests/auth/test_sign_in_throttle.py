@@ -12,8 +12,8 @@ import threading
 import time
 
 import pytest
-from auth_support import OPERATOR, VIEWER, sign_in, write_users
-from web_helpers import make_app, soup
+from support.auth_support import OPERATOR, VIEWER, sign_in, write_users
+from support.web_helpers import make_app, soup
 
 from pgbus_web import db
 from pgbus_web.auth import Auth, passwords

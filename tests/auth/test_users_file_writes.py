@@ -10,7 +10,7 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from auth_support import write_users
+from support.auth_support import write_users
 
 from pgbus_web.auth import users
 

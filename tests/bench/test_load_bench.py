@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pgbus_web.demo import seed as seeding
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "load.py"
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "load.py"
 ROW = re.compile(
     r"^(first page|filtered page|run page|floor \(file\))\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)"
     r"\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)$"

@@ -13,12 +13,12 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
-from action_support import ago, operator_app
-from auth_support import signed_in_app, write_users
-from browser import WAIT_MS, axe_violations, requires_chromium, serve
-from lock_support import Locks
-from session_support import seed_sessions
-from web_helpers import every_state, step
+from support.action_support import ago, operator_app
+from support.auth_support import signed_in_app, write_users
+from support.browser import WAIT_MS, axe_violations, requires_chromium, serve
+from support.lock_support import Locks
+from support.session_support import seed_sessions
+from support.web_helpers import every_state, step
 
 from pgbus_web.core import policy
 from pgbus_web.core import reads as context

@@ -14,9 +14,9 @@ never downloads a browser here."""
 from __future__ import annotations
 
 import pytest
-from action_support import ago, events_of, operator_app, paused_on_capture, run_row
-from browser import WAIT_MS, requires_chromium, serve
-from web_helpers import step
+from support.action_support import ago, events_of, operator_app, paused_on_capture, run_row
+from support.browser import WAIT_MS, requires_chromium, serve
+from support.web_helpers import step
 
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import operations as store

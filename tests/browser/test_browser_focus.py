@@ -11,9 +11,9 @@ Skipped only when /usr/bin/chromium is missing (CI installs it)."""
 from __future__ import annotations
 
 import pytest
-from action_support import ago, operator_app, paused_on_capture
-from browser import WAIT_MS, requires_chromium, serve
-from web_helpers import step
+from support.action_support import ago, operator_app, paused_on_capture
+from support.browser import WAIT_MS, requires_chromium, serve
+from support.web_helpers import step
 
 from pgbus_web.rules import states
 from pgbus_web.web.routes.actions import REFRESH_SELDOM_EVERY

@@ -10,8 +10,8 @@ Skipped only when /usr/bin/chromium is missing (CI installs it)."""
 from __future__ import annotations
 
 import pytest
-from action_support import ago, operator_app, paused_on_capture
-from browser import WAIT_MS, requires_chromium, serve
+from support.action_support import ago, operator_app, paused_on_capture
+from support.browser import WAIT_MS, requires_chromium, serve
 
 pytestmark = requires_chromium
 

@@ -8,8 +8,8 @@ run by each form it accepts, and a near miss finds nothing."""
 from __future__ import annotations
 
 import pytest
-from browser import WAIT_MS, requires_chromium, serve
-from web_helpers import Runs, every_state, make_app, step, utcnow
+from support.browser import WAIT_MS, requires_chromium, serve
+from support.web_helpers import Runs, every_state, make_app, step, utcnow
 
 from pgbus_web.rules import states
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-from action_support import ago, operator_app, paused_on_capture
-from browser import WAIT_MS, requires_chromium, serve
+from support.action_support import ago, operator_app, paused_on_capture
+from support.browser import WAIT_MS, requires_chromium, serve
 from playwright.sync_api import Error, expect
 
 from pgbus_web.demo.workflows import REGISTRY

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-from action_support import operator_app
-from browser import WAIT_MS, requires_chromium, serve
-from lock_support import Locks
-from session_support import seed_sessions
-from web_helpers import every_state
+from support.action_support import operator_app
+from support.browser import WAIT_MS, requires_chromium, serve
+from support.lock_support import Locks
+from support.session_support import seed_sessions
+from support.web_helpers import every_state
 
 from pgbus_web.core import policy, reads
 from pgbus_web.demo.workflows import REGISTRY

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from action_support import operator_app, paused_on_capture
-from browser import WAIT_MS, requires_chromium, serve
+from support.action_support import operator_app, paused_on_capture
+from support.browser import WAIT_MS, requires_chromium, serve
 from playwright.sync_api import expect
 
 from pgbus_web.demo.workflows import REGISTRY

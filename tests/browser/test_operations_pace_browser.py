@@ -9,8 +9,8 @@ naming a directory each view is saved there as a PNG."""
 from __future__ import annotations
 
 import pytest
-from action_support import ago, operator_app, paused_on_capture
-from browser import WAIT_MS, axe_violations, requires_chromium, serve
+from support.action_support import ago, operator_app, paused_on_capture
+from support.browser import WAIT_MS, axe_violations, requires_chromium, serve
 from test_screenshots_browser import CUT_TEXT, DIALOG, GROUP_BUTTON, INSIDE, saved_to, with_locale
 
 from pgbus_web.core import reads as context

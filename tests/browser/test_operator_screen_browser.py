@@ -12,10 +12,10 @@ Skipped only when /usr/bin/chromium is missing (CI installs it)."""
 from __future__ import annotations
 
 import pytest
-from action_support import ago, paused_on_capture
-from browser import WAIT_MS, requires_chromium
+from support.action_support import ago, paused_on_capture
+from support.browser import WAIT_MS, requires_chromium
 from test_locales_browser import app, pages, server  # noqa: F401 (fixtures)
-from web_helpers import step as step_
+from support.web_helpers import step as step_
 
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.runtime import operations
@@ -286,7 +286,7 @@ ALL_LOCALES = ("da", "de", "es", "fi", "fr", "it", "ja", "nb", "nl", "pt", "sv")
 
 
 def test_the_backtrace_is_named_in_every_language(chromium, server, runs):  # noqa: F811
-    from web_helpers import step
+    from support.web_helpers import step
 
     from pgbus_web.i18n import force_locale, t
 
@@ -315,7 +315,7 @@ def test_the_backtrace_is_named_in_every_language(chromium, server, runs):  # no
 
 
 def test_the_audit_trail_names_its_details_in_the_operators_language(chromium, server, runs):  # noqa: F811
-    from web_helpers import step
+    from support.web_helpers import step
 
     from pgbus_web.core.words.detail_keys import detail_label
     from pgbus_web.i18n import force_locale
@@ -404,7 +404,7 @@ def test_a_time_too_far_ahead_is_bounded_and_refused_in_the_operators_words(chro
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_the_audit_trails_link_to_an_operation_is_not_told_by_colour_alone(chromium, server, runs, scheme):  # noqa: F811
-    from browser import axe_violations
+    from support.browser import axe_violations
 
     paused = runs.make(
         "paused",
@@ -427,8 +427,8 @@ def test_the_audit_trails_link_to_an_operation_is_not_told_by_colour_alone(chrom
 
 
 def test_the_definitions_option_is_never_split_at_its_dashes(chromium, database, runs):  # noqa: F811
-    from action_support import operator_app
-    from browser import serve
+    from support.action_support import operator_app
+    from support.browser import serve
 
     for index in range(2):
         paused_on_capture(runs, paused_at=ago(minutes=5 + index))
@@ -550,7 +550,7 @@ def test_the_insights_charts_have_a_time_axis_and_say_what_they_summarise(chromi
 
 
 def test_keys_for_an_incident(chromium, app, server, runs, engine):  # noqa: F811
-    from browser import axe_violations
+    from support.browser import axe_violations
 
     from pgbus_web.i18n import force_locale, t
 
@@ -597,8 +597,8 @@ def test_keys_for_an_incident(chromium, app, server, runs, engine):  # noqa: F81
 
 
 def test_the_focused_run_stays_in_place_while_new_runs_wait_above_it(chromium, database, runs):
-    from action_support import operator_app
-    from browser import serve
+    from support.action_support import operator_app
+    from support.browser import serve
 
     from pgbus_web.rules import states
 

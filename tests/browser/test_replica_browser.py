@@ -10,9 +10,9 @@ import os
 from pathlib import Path
 
 import pytest
-from action_support import operator_app, paused_on_capture, run_row
-from browser import WAIT_MS, axe_violations, serve
-from replica_support import _caught_up, replica, wait_for  # noqa: F401 (fixtures)
+from support.action_support import operator_app, paused_on_capture, run_row
+from support.browser import WAIT_MS, axe_violations, serve
+from support.replica_support import _caught_up, replica, wait_for  # noqa: F401 (fixtures)
 
 from pgbus_web import db
 

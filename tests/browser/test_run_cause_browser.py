@@ -7,9 +7,9 @@ Skipped only when /usr/bin/chromium is missing (CI installs it)."""
 from __future__ import annotations
 
 import pytest
-from action_support import ago, operator_app
-from browser import WAIT_MS, requires_chromium, serve
-from web_helpers import step
+from support.action_support import ago, operator_app
+from support.browser import WAIT_MS, requires_chromium, serve
+from support.web_helpers import step
 
 from pgbus_web.rules import states
 

@@ -14,10 +14,10 @@ import os
 from pathlib import Path
 
 import pytest
-from action_support import ago, paused_on_capture
-from browser import WAIT_MS, requires_chromium
+from support.action_support import ago, paused_on_capture
+from support.browser import WAIT_MS, requires_chromium
 from test_locales_browser import LOCALES, app, pages, server  # noqa: F401 (fixtures)
-from web_helpers import step
+from support.web_helpers import step
 
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.runtime import operations

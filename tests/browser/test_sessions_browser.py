@@ -7,10 +7,10 @@ access log)."""
 from __future__ import annotations
 
 import pytest
-from api_support import Api, token_for
-from auth_support import CHEAP, OPERATOR, VIEWER, sign_in
-from browser import WAIT_MS, requires_chromium, serve
-from web_helpers import make_app
+from support.api_support import Api, token_for
+from support.auth_support import CHEAP, OPERATOR, VIEWER, sign_in
+from support.browser import WAIT_MS, requires_chromium, serve
+from support.web_helpers import make_app
 
 from pgbus_web.auth import Auth, User, passwords, users
 

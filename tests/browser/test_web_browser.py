@@ -14,8 +14,8 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
-from browser import WAIT_MS, requires_chromium, serve
-from web_helpers import every_state, make_app, step, utcnow
+from support.browser import WAIT_MS, requires_chromium, serve
+from support.web_helpers import every_state, make_app, step, utcnow
 
 from pgbus_web.models import uniqueness_keys
 from pgbus_web.rules import states
@@ -253,7 +253,7 @@ def test_locks_release_buttons_are_inside_the_table_on_a_desktop(chromium, serve
 def test_a_refused_lock_release_is_shown_in_place(chromium, server, engine):
     """A refusal keeps its status (404: the lock went meanwhile) and the
     page still shows why, swapped in place: the one refusal convention."""
-    from lock_support import Locks
+    from support.lock_support import Locks
 
     locks = Locks(engine)
     locks.acquire("gone-meanwhile", age=timedelta(hours=2))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 
 import sqlalchemy as sa
-from api_support import Api
+from support.api_support import Api
 from click.testing import CliRunner
 
 from pgbus_web.launch import main_group

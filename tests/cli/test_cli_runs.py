@@ -79,7 +79,7 @@ def json_lines_of(text: str) -> list[dict]:
 
 
 def test_a_table_is_cut_to_the_terminal_width(cli, runs, engine):
-    from web_helpers import step
+    from support.web_helpers import step
 
     runs.make("paused", step("capture_payment", "failed", error_class="E" * 50), workflow_class="A" * 80)
     narrow = cli("runs", "list", columns=70)

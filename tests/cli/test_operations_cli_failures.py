@@ -9,7 +9,7 @@ import threading
 
 import sqlalchemy as sa
 from click.testing import CliRunner
-from operation_support import seed_paused
+from support.operation_support import seed_paused
 
 from pgbus_web.cli import bulk as bulk_cli
 from pgbus_web.demo.workflows import REGISTRY

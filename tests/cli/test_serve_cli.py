@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from auth_support import write_users
+from support.auth_support import write_users
 from click.testing import CliRunner
 
 from pgbus_web import db, schema
@@ -176,7 +176,7 @@ def test_serve_with_another_schema_version_is_one_line(empty_database):
 
 
 def test_health_is_503_with_the_reason_while_the_schema_is_missing(empty_database):
-    from web_helpers import make_app
+    from support.web_helpers import make_app
 
     database = db.Database.from_urls(empty_database)
     try:
@@ -351,7 +351,7 @@ def test_a_stopped_serve_gives_its_operation_back_to_the_queue(engine, database_
     # serve runs queued operations in a thread of its own; stopped while
     # it holds one, it must hand it back (status queued), so another
     # process takes it at once rather than after the stale heartbeat.
-    from operation_support import seed_paused
+    from support.operation_support import seed_paused
     from test_operations import THRESHOLDS, query
 
     from pgbus_web.demo.workflows import REGISTRY

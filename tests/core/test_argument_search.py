@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 from test_web_bad_input import everything, page_message
-from web_helpers import make_app, soup, step, text_of
+from support.web_helpers import make_app, soup, step, text_of
 
 from pgbus_web import defaults, schema
 from pgbus_web.core.settings import Settings
@@ -111,7 +111,7 @@ def test_an_argument_search_shows_as_a_chip_and_the_filter_form_keeps_it(client,
 
 
 def test_the_api_the_cli_and_mcp_take_the_same_filter(app, engine, database_url, found):
-    from api_support import Api, token_for
+    from support.api_support import Api, token_for
 
     api = Api(app.test_client(), token_for(engine, "reader", "viewer"))
     answer = api.get("/runs?arg.customer_id=42")
@@ -177,7 +177,7 @@ def _sentence(key: str, query: dict) -> str:
 
 
 def _doors(app, engine, database_url):
-    from api_support import Api, token_for
+    from support.api_support import Api, token_for
     from mcp.server.mcpserver.exceptions import ToolError
 
     api = Api(app.test_client(), token_for(engine, "reader", "viewer"))

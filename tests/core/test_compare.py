@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 from flask import url_for
-from web_helpers import soup, step, text_of, utcnow
+from support.web_helpers import soup, step, text_of, utcnow
 
 from pgbus_web.core import compare
 from pgbus_web.core.compare import ADDED, CHANGED, EQUAL, REMOVED, CompareRefused, Side

@@ -207,7 +207,7 @@ def same(sentence: str) -> str:
 
 @pytest.fixture
 def doors(browser, app, engine, database_url):
-    from api_support import Api, token_for
+    from support.api_support import Api, token_for
 
     api = Api(app.test_client(), token_for(engine, "deploy-bot", "operator"))
     tools = Tools(engine, Settings(registry=demo.REGISTRY))
@@ -244,7 +244,7 @@ def test_every_door_refuses_the_same_bad_input_with_the_same_sentence(case, door
 
 
 def test_an_operation_id_past_bigint_is_no_operation_at_every_door_that_takes_one(browser, app, engine, driver):
-    from api_support import Api, token_for
+    from support.api_support import Api, token_for
     from mcp.server.mcpserver.exceptions import ToolError
 
     api = Api(app.test_client(), token_for(engine, "bot", "operator"))
@@ -315,7 +315,7 @@ class _AnswersYesAfter(io.RawIOBase):
 def test_a_count_that_changed_is_refused_with_the_same_sentence_at_every_door(
     browser, app, engine, driver, database_url
 ):
-    from api_support import Api, token_for
+    from support.api_support import Api, token_for
     from mcp.server.mcpserver.exceptions import ToolError
 
     api = Api(app.test_client(), token_for(engine, "deploy-bot", "operator"))

@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 from test_web_bad_input import page_message
-from web_helpers import make_app, step
+from support.web_helpers import make_app, step
 
 from pgbus_web.core import exports
 from pgbus_web.core.settings import Settings
@@ -185,7 +185,7 @@ def test_the_answer_streams_chunk_by_chunk(client, engine):
 
 
 def test_the_api_and_the_command_line_export_the_same_rows(app, engine, database_url, made, tmp_path):
-    from api_support import Api, token_for
+    from support.api_support import Api, token_for
 
     api = Api(app.test_client(), token_for(engine, "reader", "viewer"))  # a viewer may export
     answer = api.client.get(
@@ -226,7 +226,7 @@ def test_the_api_and_the_command_line_export_the_same_rows(app, engine, database
 
 
 def test_a_refused_filter_or_format_is_a_400_with_its_sentence(app, client, engine, made):
-    from api_support import Api, token_for
+    from support.api_support import Api, token_for
 
     api = Api(app.test_client(), token_for(engine, "reader", "viewer"))
     with force_locale("en"):

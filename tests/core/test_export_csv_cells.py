@@ -11,7 +11,7 @@ import io
 import json
 
 import pytest
-from web_helpers import make_app
+from support.web_helpers import make_app
 
 from pgbus_web.models import workflow_index
 from pgbus_web.rules import states

@@ -9,8 +9,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 import sqlalchemy as sa
-from action_support import Browser, operator_app
-from web_helpers import Runs, soup, step, text_of, utcnow
+from support.action_support import Browser, operator_app
+from support.web_helpers import Runs, soup, step, text_of, utcnow
 
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import operations as store
@@ -150,7 +150,7 @@ def test_run_all_again_is_an_operation_on_the_groups_filter(browser, engine, mad
 
 
 def test_no_buttons_for_a_viewer_and_a_note_when_nothing_failed(database, runs):
-    from web_helpers import make_app
+    from support.web_helpers import make_app
 
     failed(runs, "RefundWorkflow", step("issue_refund", "failed", error_class="ValueError"))
     viewer = make_app(database, can_act=lambda request: False).test_client()

@@ -10,12 +10,12 @@ import json
 import time
 
 import pytest
-from action_support import Browser, paused_on_capture
-from api_support import Api, put, token_for
-from auth_support import CHEAP, sign_in
+from support.action_support import Browser, paused_on_capture
+from support.api_support import Api, put, token_for
+from support.auth_support import CHEAP, sign_in
 from click.testing import CliRunner
 from test_operations import everything
-from web_helpers import make_app, soup, text_of
+from support.web_helpers import make_app, soup, text_of
 
 from pgbus_web.auth import Auth, User, passwords, users
 from pgbus_web.core import operation_acts, permissions, policy, problems

@@ -21,14 +21,14 @@ from contextlib import ExitStack
 
 import pytest
 import sqlalchemy as sa
-from action_support import ago
-from api_support import token_for
-from auth_support import CHEAP
+from support.action_support import ago
+from support.api_support import token_for
+from support.auth_support import CHEAP
 from click.testing import CliRunner
-from operation_support import seed_paused
+from support.operation_support import seed_paused
 from test_mcp import answer, session
 from test_several_instances import Client, _free_port, csrf_token, eventually, process, sign_in, up
-from web_helpers import step
+from support.web_helpers import step
 
 from pgbus_web.auth import User, passwords, users
 from pgbus_web.launch import main_group

@@ -12,12 +12,12 @@ import json
 from datetime import timedelta
 
 import pytest
-from action_support import events_of, operator_app
-from api_support import Api, token_for
+from support.action_support import events_of, operator_app
+from support.api_support import Api, token_for
 from click.testing import CliRunner
 from test_mcp import refusal, session
 from test_web_bad_input import everything
-from web_helpers import step, utcnow
+from support.web_helpers import step, utcnow
 
 from pgbus_web.core import policy, redacting
 from pgbus_web.i18n import force_locale, t
@@ -238,7 +238,7 @@ def test_an_admins_reveal_shows_the_values_and_leaves_an_audit_line_at_every_doo
     page = client.get(f"/workflows/{first}", headers=admin).get_data(as_text=True)
     # An admin reads the page redacted too, with the form that reveals.
     assert CARD not in page and "pgbus-reveal-form" in page
-    from action_support import Browser
+    from support.action_support import Browser
 
     browser = Browser(client, user="root")
     browser.load(f"/workflows/{first}")
@@ -297,7 +297,7 @@ def test_a_viewer_cannot_reveal_at_any_door_and_nothing_is_written(database, dat
     viewer_token = token_for(engine, "grafana", "viewer")
     before = everything(engine)
     # The page: a viewer's POST is refused before the view (403).
-    from action_support import Browser
+    from support.action_support import Browser
 
     browser = Browser(app.test_client(), user="vic")
     browser.load(f"/workflows/{first}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta, timezone
 
-from action_support import paused_on_capture, waiting_for_shipment
+from support.action_support import paused_on_capture, waiting_for_shipment
 from test_web_odd_values import set_column
 
 from pgbus_web import defaults

@@ -6,7 +6,7 @@ matches or none offers nothing of the kind."""
 from __future__ import annotations
 
 from flask import url_for
-from web_helpers import soup, step
+from support.web_helpers import soup, step
 
 from pgbus_web.rules import states
 

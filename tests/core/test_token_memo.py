@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 import sqlalchemy as sa
-from api_support import Api, token_for
+from support.api_support import Api, token_for
 
 from pgbus_web.core import tokens
 

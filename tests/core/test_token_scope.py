@@ -8,8 +8,8 @@ from __future__ import annotations
 import hashlib
 
 import sqlalchemy as sa
-from action_support import paused_on_capture
-from api_support import Api, put
+from support.action_support import paused_on_capture
+from support.api_support import Api, put
 from click.testing import CliRunner
 from test_mcp import answer, refusal, session  # first: the MCP client binds stderr when imported
 from test_operations import everything

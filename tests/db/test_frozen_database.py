@@ -23,8 +23,8 @@ from pathlib import Path
 import psutil
 import pytest
 import sqlalchemy as sa
-from served import running
-from web_helpers import soup, text_of
+from support.served import running
+from support.web_helpers import soup, text_of
 
 from pgbus_web import bounded, db, schema
 from pgbus_web.app import create_app

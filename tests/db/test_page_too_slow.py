@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from test_frozen_database import app_on
-from web_helpers import soup, text_of
+from support.web_helpers import soup, text_of
 
 from pgbus_web.i18n import force_locale, t
 

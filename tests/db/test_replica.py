@@ -12,10 +12,10 @@ answer."""
 from __future__ import annotations
 
 import pytest
-from action_support import Browser, operator_app, paused_on_capture, run_row
-from api_support import Api, token_for
-from replica_support import _caught_up, replica, wait_for  # noqa: F401 (fixtures)
-from web_helpers import soup, text_of
+from support.action_support import Browser, operator_app, paused_on_capture, run_row
+from support.api_support import Api, token_for
+from support.replica_support import _caught_up, replica, wait_for  # noqa: F401 (fixtures)
+from support.web_helpers import soup, text_of
 
 from pgbus_web import db
 from pgbus_web.core.settings import SettingError, Settings, check
@@ -338,7 +338,7 @@ def test_an_idle_caught_up_replica_is_not_behind(engine, replica, made):
 def test_every_door_that_writes_pins_the_browser_and_a_refusal_does_not(engine, runs, replica, made):
     from datetime import timedelta
 
-    from action_support import completed
+    from support.action_support import completed
 
     from pgbus_web.runtime import operations
 

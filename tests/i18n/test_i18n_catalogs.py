@@ -13,7 +13,7 @@ from babel.messages.pofile import read_po
 
 from pgbus_web import catalog_files, i18n
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LOCALES = ("en", "da", "de", "es", "fi", "fr", "it", "ja", "nb", "nl", "pt", "sv")
 
 

@@ -13,7 +13,7 @@ from babel.messages.pofile import read_po
 
 from pgbus_web import catalog_files, i18n
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # The other word, in any case and inside a compound (Workflow-Ausführung,
 # Ausführungsnummer); the verb "ausführen" (run now) is not it.
 OTHER_WORD = re.compile(r"ausführung", re.IGNORECASE)

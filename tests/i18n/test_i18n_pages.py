@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from web_helpers import every_state, soup
+from support.web_helpers import every_state, soup
 
 from pgbus_web import i18n
 
@@ -92,7 +92,7 @@ PAUSED_ERROR_GROUP = {
 
 @pytest.mark.parametrize("locale", LOCALES)
 def test_action_answers_are_fully_translated(database, runs, locale):  # noqa: F811
-    from action_support import Browser, operator_app
+    from support.action_support import Browser, operator_app
 
     made = every_state(runs)
     browser = Browser(operator_app(database).test_client())

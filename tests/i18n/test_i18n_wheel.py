@@ -20,7 +20,7 @@ import pytest
 
 from pgbus_web import catalog_files, i18n
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

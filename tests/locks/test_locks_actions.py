@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
-from lock_support import FLOOR, QUEUE
+from support.lock_support import FLOOR, QUEUE
 
 from pgbus_web.locks import FRESH, GONE, LIVE, PARKED, actions
 from pgbus_web.models import uniqueness_keys

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from click.testing import CliRunner
-from lock_support import FLOOR
+from support.lock_support import FLOOR
 
 from pgbus_web.launch import main_group
 from pgbus_web.locks import FRESH, LIVE, PARKED

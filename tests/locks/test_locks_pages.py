@@ -7,8 +7,8 @@ import re
 from datetime import timedelta
 
 import pytest
-from lock_support import FLOOR, QUEUE
-from web_helpers import make_app, soup, text_of
+from support.lock_support import FLOOR, QUEUE
+from support.web_helpers import make_app, soup, text_of
 
 from pgbus_web.locks import FRESH, GONE, LIVE, ORPHAN, PARKED, STATES
 

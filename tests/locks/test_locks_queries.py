@@ -7,7 +7,7 @@ from datetime import UTC, timedelta
 
 import pytest
 import sqlalchemy as sa
-from lock_support import FLOOR, QUEUE, Locks
+from support.lock_support import FLOOR, QUEUE, Locks
 
 from pgbus_web.locks import FRESH, GONE, LIVE, ORPHAN, PARKED, STATES
 from pgbus_web.locks.seed import seed_locks, split

@@ -243,7 +243,7 @@ def test_with_a_token_mcp_acts_as_its_principal_under_the_policy(database_url, d
     """The server acts as the principal of the token it is given: its
     actor, its grants (a refused verb is the pages' 403 sentence, nothing
     changed), and the policy's approval, which it cannot skip."""
-    from api_support import token_for
+    from support.api_support import token_for
 
     from pgbus_web.core import permissions, policy, problems
     from pgbus_web.i18n import force_locale

@@ -10,7 +10,7 @@ import io
 import json
 
 import pytest
-from api_support import Api, token_for
+from support.api_support import Api, token_for
 from test_compare import make_pair
 from test_mcp import answer, refusal, session
 from test_web_bad_input import everything

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from api_support import token_for
-from auth_support import OPERATOR, VIEWER, signed_in_app, write_users
+from support.api_support import token_for
+from support.auth_support import OPERATOR, VIEWER, signed_in_app, write_users
 from prometheus_client.parser import text_string_to_metric_families
-from web_helpers import make_app
+from support.web_helpers import make_app
 
 from pgbus_web.extension import PgbusWeb
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def samples(response) -> dict[tuple[str, tuple], float]:
@@ -216,7 +216,7 @@ def test_the_example_alerting_rules_pass_promtool():
     assert "SUCCESS: 6 rules found" in checked.stdout
     # The rules fire on the metrics' series and stay quiet on the controls.
     tested = subprocess.run(
-        [PROMTOOL or "promtool", "test", "rules", str(ROOT / "tests/alerts_test.yml")], capture_output=True, text=True
+        [PROMTOOL or "promtool", "test", "rules", str(ROOT / "tests/metrics/alerts_test.yml")], capture_output=True, text=True
     )
     assert tested.returncode == 0, tested.stdout + tested.stderr
 

@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
-from action_support import paused_on_capture
-from web_helpers import make_app, soup, text_of
+from support.action_support import paused_on_capture
+from support.web_helpers import make_app, soup, text_of
 
 from pgbus_web.core import reads as context
 from pgbus_web.i18n import force_locale, t, tn

@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
-from action_support import paused_on_capture
+from support.action_support import paused_on_capture
 from test_attention_shared import block, role_app, without_tokens
-from web_helpers import soup, step
+from support.web_helpers import soup, step
 
 from pgbus_web.core import reads as context
 from pgbus_web.i18n import force_locale, tn

@@ -8,7 +8,7 @@ import re
 from datetime import timedelta
 
 import sqlalchemy as sa
-from runtime_support import T0, Driver
+from support.runtime_support import T0, Driver
 
 from pgbus_web import defaults
 from pgbus_web.demo import workflows as demo

@@ -661,7 +661,7 @@ def test_definition_outdated(run_digest, current_digest, outdated):
 
 
 def test_waiting_for_signal_lists_the_runs_whose_latest_step_waits_for_it_since_before(runs, engine):
-    from web_helpers import step
+    from support.web_helpers import step
 
     now = datetime.now(UTC)
     old = now - timedelta(minutes=10)

@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 from test_operations import THRESHOLDS, create, everything, query
 from test_schema_upgrade import scratch  # noqa: F401  (a fixture)
-from web_helpers import Runs, make_app, soup, step, text_of
+from support.web_helpers import Runs, make_app, soup, step, text_of
 
 from pgbus_web import schema
 from pgbus_web.demo.workflows import REGISTRY

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from browser import WAIT_MS, axe_violations, requires_chromium, serve
-from web_helpers import Runs, make_app, soup, text_of
+from support.browser import WAIT_MS, axe_violations, requires_chromium, serve
+from support.web_helpers import Runs, make_app, soup, text_of
 
 from pgbus_web.core.words.timefmt import duration
 from pgbus_web.demo import workflows as demo

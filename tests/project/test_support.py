@@ -3,7 +3,7 @@ driver reaches each starting point, the browser holds a CSRF token."""
 
 from __future__ import annotations
 
-from runtime_support import snapshot
+from support.runtime_support import snapshot
 
 from pgbus_web.demo import workflows as demo
 from pgbus_web.plumbing import csrf
@@ -32,7 +32,7 @@ def test_browser_reads_its_token_from_the_page(browser):
 
 
 def test_in_ci_a_missing_chromium_fails_the_browser_tests(monkeypatch, tmp_path):
-    import browser
+    from support import browser
     import pytest
 
     monkeypatch.setattr(browser, "CHROMIUM", tmp_path / "no-chromium")
@@ -53,9 +53,13 @@ def test_one_chromium_for_the_whole_suite():
     import re
     from pathlib import Path
 
-    here = Path(__file__).parent
+    tests = Path(__file__).resolve().parents[1]
     launching = re.compile(r"\blaunched\(\)|\bdef chromium\(")
-    found = {path.name for path in here.glob("*.py") if launching.search(path.read_text(encoding="utf-8"))}
-    # browser.py defines launched(), conftest.py the one fixture, and this
-    # file tests the launch itself (and names the pattern).
-    assert found == {"browser.py", "conftest.py", "test_support.py"}, found
+    found = {
+        path.relative_to(tests).as_posix()
+        for path in tests.rglob("*.py")
+        if "vendor" not in path.parts and launching.search(path.read_text(encoding="utf-8"))
+    }
+    # support/browser.py defines launched(), conftest.py the one fixture,
+    # and this file tests the launch itself (and names the pattern).
+    assert found == {"support/browser.py", "conftest.py", "project/test_support.py"}, found

@@ -13,8 +13,8 @@ import json
 
 import pytest
 import sqlalchemy as sa
-from action_support import message, paused_on_capture
-from api_support import Api, token_for
+from support.action_support import message, paused_on_capture
+from support.api_support import Api, token_for
 from click.testing import CliRunner
 from test_web_bad_input import everything
 

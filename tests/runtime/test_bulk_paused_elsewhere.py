@@ -9,7 +9,7 @@ import threading
 import time
 
 from click.testing import CliRunner
-from operation_support import seed_paused
+from support.operation_support import seed_paused
 
 from pgbus_web.launch import main_group
 from pgbus_web.models import operations as store

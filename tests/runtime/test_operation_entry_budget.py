@@ -10,9 +10,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 import sqlalchemy as sa
-from action_support import ALICE, operator_app
-from operation_support import seed_paused
-from web_helpers import soup, text_of
+from support.action_support import ALICE, operator_app
+from support.operation_support import seed_paused
+from support.web_helpers import soup, text_of
 
 from pgbus_web.core import reads
 from pgbus_web.models import workflow_index

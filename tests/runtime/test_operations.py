@@ -15,9 +15,9 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
-from action_support import ago, paused_on_capture, ready_later
-from operation_support import wait_for_the_dead
-from web_helpers import step
+from support.action_support import ago, paused_on_capture, ready_later
+from support.operation_support import wait_for_the_dead
+from support.web_helpers import step
 
 from pgbus_web import defaults
 from pgbus_web.demo.workflows import REGISTRY
@@ -424,7 +424,7 @@ def test_kill_minus_nine_mid_chunk_then_takeover_finishes_without_doing_anything
 
 
 def test_the_index_lists_the_runs_an_operation_touched(engine, runs, client):
-    from web_helpers import soup
+    from support.web_helpers import soup
 
     touched = [paused_on_capture(runs) for _ in range(3)]
     untouched = ready_later(runs)

@@ -9,12 +9,12 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 import pytest
-from action_support import Browser, operator_app, paused_on_capture
-from api_support import Api, patch, token_for
-from auth_support import CHEAP, sign_in
+from support.action_support import Browser, operator_app, paused_on_capture
+from support.api_support import Api, patch, token_for
+from support.auth_support import CHEAP, sign_in
 from click.testing import CliRunner
 from test_operations import everything
-from web_helpers import make_app, soup, text_of
+from support.web_helpers import make_app, soup, text_of
 
 from pgbus_web.auth import Auth, User, passwords, users
 from pgbus_web.core import problems
@@ -391,7 +391,7 @@ def test_the_api_preview_says_the_pace_and_that_it_will_wait(tokens, runs, engin
 
 
 def test_bulk_with_a_rate_does_it_here_at_that_pace(database_url, engine):
-    from operation_support import seed_paused
+    from support.operation_support import seed_paused
     from test_operations_pace import acted_at, busiest_second
 
     seed_paused(engine, 24)

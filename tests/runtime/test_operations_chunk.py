@@ -8,8 +8,8 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
-from action_support import ago, paused_on_capture, ready_later
-from web_helpers import step
+from support.action_support import ago, paused_on_capture, ready_later
+from support.web_helpers import step
 
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import events as event_rows

@@ -20,8 +20,8 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
-from operation_support import wait_for_the_dead
-from web_helpers import step
+from support.operation_support import wait_for_the_dead
+from support.web_helpers import step
 
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.rules import run_filters as filters

@@ -11,7 +11,7 @@ import time
 
 import sqlalchemy as sa
 from click.testing import CliRunner
-from operation_support import seed_paused
+from support.operation_support import seed_paused
 from test_operations import THRESHOLDS, everything, query
 
 from pgbus_web.demo.workflows import REGISTRY
@@ -64,7 +64,7 @@ def test_a_worker_tick_does_an_operation_chunk_by_chunk(engine):
 
 
 def test_the_serving_process_does_operations_unless_turned_off(engine, database):
-    from web_helpers import make_app
+    from support.web_helpers import make_app
 
     seed_paused(engine, 30)
     off = make_app(database)  # run_operations=False

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import sqlalchemy as sa
-from action_support import paused_on_capture
+from support.action_support import paused_on_capture
 from sqlalchemy import event
 
 from pgbus_web import defaults

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
-from operation_support import seed_paused
+from support.operation_support import seed_paused
 from test_operations import THRESHOLDS, everything, query
 
 from pgbus_web.core import problems

@@ -4,7 +4,7 @@ reached through the runtime itself, and checked against what resume then does.""
 from __future__ import annotations
 
 import pytest
-from runtime_support import Driver
+from support.runtime_support import Driver
 
 from pgbus_web.demo import workflows as demo
 from pgbus_web.models import steps

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from runtime_support import Driver
+from support.runtime_support import Driver
 
 from pgbus_web.demo import workflows as demo
 from pgbus_web.models import batches, steps

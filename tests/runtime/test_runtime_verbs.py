@@ -9,7 +9,7 @@ import threading
 from datetime import timedelta
 
 import pytest
-from runtime_support import Driver, snapshot
+from support.runtime_support import Driver, snapshot
 
 from pgbus_web.demo import workflows as demo
 from pgbus_web.models import workflow_rows

@@ -8,7 +8,7 @@ import threading
 from datetime import timedelta
 
 import pytest
-from runtime_support import T0, Driver
+from support.runtime_support import T0, Driver
 
 from pgbus_web.demo import workflows as demo
 from pgbus_web.models import workflow_attention, workflow_rows

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-from runtime_support import T0
+from support.runtime_support import T0
 from sqlalchemy import event
 from test_latest_step_columns import (
     add_run,

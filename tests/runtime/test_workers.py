@@ -16,9 +16,9 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-import slow_workflows
+from support import slow_workflows
 import sqlalchemy as sa
-from web_helpers import make_app, soup, text_of
+from support.web_helpers import make_app, soup, text_of
 
 from pgbus_web.core import settings as settings_module
 from pgbus_web.core import worker_reads
@@ -29,7 +29,7 @@ from pgbus_web.runtime import system
 from pgbus_web.runtime.heartbeat import SERVE, WORKER, Heartbeat
 from pgbus_web.runtime.worker import Worker
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 GONE_AFTER = timedelta(seconds=2)
 
 
@@ -101,7 +101,7 @@ def test_a_killed_worker_is_flagged_on_the_index_before_its_run_stalls(engine, d
     other = system.start(engine, demo.REFUND, {"refund_id": 7}, registry=demo.REGISTRY)
     app = make_app(database, worker_gone_after=GONE_AFTER)
     client = app.test_client()
-    process = _worker_process(database_url, "slow_workflows")
+    process = _worker_process(database_url, "support.slow_workflows")
     try:
         row = _wait_for(lambda: _row_of(engine, process.pid))
         assert row is not None, process.stderr.read() if process.poll() is not None else "no heartbeat row"
@@ -454,8 +454,8 @@ def test_the_api_lists_queues(engine, database):
 
 
 def test_a_poll_draws_the_banner_anew_when_a_worker_falls_silent(database, engine, runs, monkeypatch):
-    from action_support import ago, operator_app
-    from web_helpers import step
+    from support.action_support import ago, operator_app
+    from support.web_helpers import step
 
     from pgbus_web.rules import states
     from pgbus_web.web.answering import not_modified

@@ -9,7 +9,7 @@ import json
 from datetime import timedelta
 from typing import Any
 
-from web_helpers import Runs, make_app, soup, step, text_of, utcnow
+from support.web_helpers import Runs, make_app, soup, step, text_of, utcnow
 
 from pgbus_web.plumbing import csrf
 from pgbus_web.rules import states

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from argon2 import PasswordHasher, profiles
-from web_helpers import make_app, soup
+from support.web_helpers import make_app, soup
 
 from pgbus_web.auth import Auth, User, passwords, users
 

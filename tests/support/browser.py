@@ -70,7 +70,7 @@ def launched():
 
 
 # axe-core, vendored as a test asset (scripts/vendor_assets.sh; never served).
-AXE = Path(__file__).parent / "vendor" / "axe.min.js"
+AXE = Path(__file__).parent.parent / "vendor" / "axe.min.js"
 # The rules the pages are held to: WCAG 2.2 A and AA (target size among
 # them) and axe's best practices.
 AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa", "best-practice"]

@@ -11,7 +11,7 @@ import threading
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
-from action_support import (
+from support.action_support import (
     Browser,
     ago,
     completed,
@@ -26,8 +26,8 @@ from action_support import (
     steps_of,
     waiting_for_shipment,
 )
-from runtime_support import snapshot
-from web_helpers import soup, step, text_of
+from support.runtime_support import snapshot
+from support.web_helpers import soup, step, text_of
 
 from pgbus_web.core import checks as forms
 from pgbus_web.rules import states

@@ -8,10 +8,10 @@ database exactly as before."""
 from __future__ import annotations
 
 import pytest
-from action_support import ago, events_of, message, paused_on_capture, run_row
-from operation_support import seed_paused
-from runtime_support import snapshot
-from web_helpers import soup, step, text_of
+from support.action_support import ago, events_of, message, paused_on_capture, run_row
+from support.operation_support import seed_paused
+from support.runtime_support import snapshot
+from support.web_helpers import soup, step, text_of
 
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import operations as store
@@ -284,7 +284,7 @@ def test_bulk_is_post_only(browser):
 def test_without_the_definitions_the_index_says_which_verbs_are_hidden_and_how_to_load_them(
     database, runs, locale, words
 ):
-    from action_support import Browser, operator_app
+    from support.action_support import Browser, operator_app
 
     paused_group(runs, 2)
     unloaded = Browser(operator_app(database, registry=None).test_client())

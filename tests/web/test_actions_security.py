@@ -9,7 +9,7 @@ import json
 import logging
 
 import pytest
-from action_support import (
+from support.action_support import (
     Browser,
     events_of,
     message,
@@ -19,8 +19,8 @@ from action_support import (
 )
 from flask import Flask
 from itsdangerous import URLSafeTimedSerializer
-from runtime_support import snapshot
-from web_helpers import soup
+from support.runtime_support import snapshot
+from support.web_helpers import soup
 
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.extension import PgbusWeb
@@ -194,7 +194,7 @@ def test_the_operator_hook_is_given_the_request(database, runs, engine):
 
 
 def test_the_actor_defaults_to_remote_user_then_anonymous(database, runs, engine):
-    from web_helpers import make_app
+    from support.web_helpers import make_app
 
     first, second = paused_on_capture(runs), paused_on_capture(runs)
     client = make_app(database).test_client()

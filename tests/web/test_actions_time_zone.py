@@ -7,8 +7,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from action_support import message, paused_on_capture, ready_later, steps_of
-from web_helpers import soup
+from support.action_support import message, paused_on_capture, ready_later, steps_of
+from support.web_helpers import soup
 
 
 def url(workflow_id: str, verb: str) -> str:

@@ -5,9 +5,9 @@ a 405."""
 
 from __future__ import annotations
 
-from action_support import paused_on_capture, run_row
-from runtime_support import snapshot
-from web_helpers import soup, text_of
+from support.action_support import paused_on_capture, run_row
+from support.runtime_support import snapshot
+from support.web_helpers import soup, text_of
 
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.runtime import operations

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
-from web_helpers import Runs, make_app, soup, text_of
+from support.web_helpers import Runs, make_app, soup, text_of
 
 from pgbus_web.demo import workflows as demo
 from pgbus_web.models import workflow_activity

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from api_support import Api, token_for
+from support.api_support import Api, token_for
 from click.testing import CliRunner
 from test_compare import make_pair
 from test_web_bad_input import everything

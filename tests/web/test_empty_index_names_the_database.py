@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 import sqlalchemy as sa
-from web_helpers import make_app, soup, text_of
+from support.web_helpers import make_app, soup, text_of
 
 from pgbus_web import db
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 import http.client
 
 import pytest
-from action_support import Browser, paused_on_capture
+from support.action_support import Browser, paused_on_capture
 from flask import Flask
-from served import running
+from support.served import running
 from test_web_bad_input import everything
 from waitress.server import create_server
-from web_helpers import Runs, make_app
+from support.web_helpers import Runs, make_app
 
 from pgbus_web import db
 from pgbus_web.demo.workflows import REGISTRY

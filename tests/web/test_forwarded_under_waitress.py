@@ -11,10 +11,10 @@ from __future__ import annotations
 import http.client
 
 import pytest
-from auth_support import write_users
+from support.auth_support import write_users
 from bs4 import BeautifulSoup
-from served import running
-from web_helpers import make_app
+from support.served import running
+from support.web_helpers import make_app
 
 from pgbus_web.auth import Auth
 from pgbus_web.launch.serve import create_server

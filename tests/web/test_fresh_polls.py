@@ -9,9 +9,9 @@ import time
 
 import pytest
 import sqlalchemy as sa
-from action_support import ago, operator_app
+from support.action_support import ago, operator_app
 from test_live_refresh import statements
-from web_helpers import soup, step
+from support.web_helpers import soup, step
 
 from pgbus_web.models import changes
 from pgbus_web.rules import states

@@ -13,7 +13,7 @@ import pytest
 from babel.messages.catalog import Catalog
 from babel.messages.mofile import write_mo
 from flask import Blueprint, Flask, render_template_string, request
-from web_helpers import soup, text_of
+from support.web_helpers import soup, text_of
 
 from pgbus_web import i18n
 from pgbus_web.extension import PgbusWeb, SettingError, state

@@ -9,10 +9,10 @@ from __future__ import annotations
 from contextlib import contextmanager
 from datetime import timedelta
 
-from action_support import ago, operator_app, paused_on_capture
+from support.action_support import ago, operator_app, paused_on_capture
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
-from web_helpers import soup, step
+from support.web_helpers import soup, step
 
 from pgbus_web.models import workflow_attention, workflow_counts
 from pgbus_web.rules import states

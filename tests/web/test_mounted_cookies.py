@@ -4,7 +4,7 @@ pages never receive them."""
 
 from __future__ import annotations
 
-from browser import requires_chromium, serve
+from support.browser import requires_chromium, serve
 from flask import Flask
 
 from pgbus_web.demo.workflows import REGISTRY

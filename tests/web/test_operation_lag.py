@@ -10,7 +10,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 import sqlalchemy as sa
-from action_support import Browser, running
+from support.action_support import Browser, running
 from test_run_page_shared import OPERATOR, badge, clock, page, role_app, statements  # noqa: F401  (fixtures)
 
 from pgbus_web import defaults

@@ -11,10 +11,10 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import sqlalchemy as sa
-from action_support import operator_app
-from browser import WAIT_MS, requires_chromium, serve
+from support.action_support import operator_app
+from support.browser import WAIT_MS, requires_chromium, serve
 from playwright.sync_api import expect
-from web_helpers import soup, step, text_of, utcnow
+from support.web_helpers import soup, step, text_of, utcnow
 
 from pgbus_web.models import operation_outcomes
 from pgbus_web.models import operations as store
@@ -227,7 +227,7 @@ def _failing_operation(runs, engine, failed: int, completed: int) -> int:
 
 
 def test_the_page_the_api_and_the_command_line_say_the_same_outcome(browser, app, runs, engine):
-    from api_support import Api, token_for
+    from support.api_support import Api, token_for
     from click.testing import CliRunner
 
     from pgbus_web.launch import main_group

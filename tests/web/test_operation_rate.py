@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from action_support import paused_on_capture
+from support.action_support import paused_on_capture
 from sqlalchemy import text
 from test_operations_web import URL, ask, operations_of
-from web_helpers import soup, text_of
+from support.web_helpers import soup, text_of
 
 from pgbus_web.runtime import operations
 from pgbus_web.runtime.clock import utcnow

@@ -9,9 +9,9 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 import pytest
-from action_support import paused_on_capture, ready_later
+from support.action_support import paused_on_capture, ready_later
 from test_operations import THRESHOLDS, everything
-from web_helpers import soup, text_of
+from support.web_helpers import soup, text_of
 
 from pgbus_web.core import policy
 from pgbus_web.demo.workflows import REGISTRY
@@ -185,7 +185,7 @@ def test_bad_input_gets_a_clear_answer_and_writes_nothing(browser, runs, engine,
 
 
 def test_a_viewer_cannot_post(database, runs, engine):
-    from action_support import Browser, operator_app
+    from support.action_support import Browser, operator_app
 
     paused_on_capture(runs)
     app = operator_app(database, can_act=lambda request: False)
@@ -213,7 +213,7 @@ def test_the_index_offers_the_entry_only_with_a_filter(browser, runs):
 
 
 def test_the_entry_says_how_many_runs_the_preview_would_count(browser, runs, engine, database, monkeypatch):
-    from action_support import Browser, operator_app
+    from support.action_support import Browser, operator_app
 
     from pgbus_web.core import reads as context
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from web_helpers import make_app, soup, step, text_of, utcnow
+from support.web_helpers import make_app, soup, step, text_of, utcnow
 
 from pgbus_web.rules import states
 

@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 
 import pytest
 import sqlalchemy as sa
-from action_support import Browser, running
-from web_helpers import make_app, soup
+from support.action_support import Browser, running
+from support.web_helpers import make_app, soup
 
 from pgbus_web import i18n
 from pgbus_web.core import reads as context

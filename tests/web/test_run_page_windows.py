@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-from action_support import ago, operator_app
+from support.action_support import ago, operator_app
 from test_web_bad_input import everything
-from web_helpers import soup, step
+from support.web_helpers import soup, step
 
 from pgbus_web.core import reads
 from pgbus_web.rules import states

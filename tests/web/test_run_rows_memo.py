@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
-from web_helpers import Runs, every_state, make_app, soup, step
+from support.web_helpers import Runs, every_state, make_app, soup, step
 
 from pgbus_web.core import reads as context
 from pgbus_web.rules import states

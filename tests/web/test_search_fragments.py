@@ -19,7 +19,7 @@ from test_operations import THRESHOLDS, create, query
 from test_schema_upgrade import scratch  # noqa: F401  (a fixture)
 from test_search import listed
 from test_search_one_match import run_url
-from web_helpers import Runs, make_app, soup, step
+from support.web_helpers import Runs, make_app, soup, step
 
 from pgbus_web import db, schema
 from pgbus_web.demo.workflows import REGISTRY
@@ -124,8 +124,8 @@ def test_the_hint_says_a_fragment_is_looked_for(client, made):
 
 
 def test_the_api_the_command_line_and_the_mcp_server_take_a_fragment(database, database_url, engine, made):
-    from action_support import operator_app
-    from api_support import Api, token_for
+    from support.action_support import operator_app
+    from support.api_support import Api, token_for
 
     api = Api(operator_app(database).test_client(), token_for(engine, "reader", "viewer"))
     found = api.get(f"/runs?q={RUN_ID[-12:]}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from flask import url_for
-from web_helpers import soup
+from support.web_helpers import soup
 
 from pgbus_web.models import run_lookups
 from pgbus_web.rules import states

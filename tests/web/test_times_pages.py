@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from action_support import ago, operator_app
-from browser import WAIT_MS, requires_chromium, serve
-from web_helpers import soup, step, text_of
+from support.action_support import ago, operator_app
+from support.browser import WAIT_MS, requires_chromium, serve
+from support.web_helpers import soup, step, text_of
 
 from pgbus_web import i18n
 from pgbus_web.rules import states

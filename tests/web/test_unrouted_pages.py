@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from test_every_answer import MOUNTS, assert_dashboard_headers
 from test_web_bad_input import everything
-from web_helpers import soup, text_of
+from support.web_helpers import soup, text_of
 
 from pgbus_web.i18n import force_locale, t
 

@@ -11,14 +11,14 @@ from datetime import UTC
 
 import pytest
 import sqlalchemy as sa
-from action_support import (
+from support.action_support import (
     message,
     operator_app,
     paused_on_capture,
     ready_later,
 )
-from lock_support import QUEUE
-from web_helpers import soup, text_of
+from support.lock_support import QUEUE
+from support.web_helpers import soup, text_of
 
 from pgbus_web.i18n import force_locale, t
 from pgbus_web.schema import TABLES

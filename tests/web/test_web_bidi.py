@@ -7,9 +7,9 @@ subject whose id holds one is never linked."""
 from __future__ import annotations
 
 import pytest
-from action_support import Browser, ago, operator_app
+from support.action_support import Browser, ago, operator_app
 from bs4 import NavigableString
-from web_helpers import soup, step, text_of
+from support.web_helpers import soup, step, text_of
 
 from pgbus_web import bidi
 from pgbus_web.rules import states

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 from flask import Flask
-from web_helpers import every_state, make_app, soup, text_of
+from support.web_helpers import every_state, make_app, soup, text_of
 
 from pgbus_web import db
 from pgbus_web.extension import PgbusWeb

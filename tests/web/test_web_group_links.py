@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlsplit
 
-from web_helpers import soup, step, text_of
+from support.web_helpers import soup, step, text_of
 
 from pgbus_web import defaults
 from pgbus_web.models import workflow_attention

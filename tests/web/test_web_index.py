@@ -7,7 +7,7 @@ from __future__ import annotations
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from web_helpers import every_state, make_app, soup, step, text_of
+from support.web_helpers import every_state, make_app, soup, step, text_of
 
 from pgbus_web.rules import states
 from pgbus_web.rules.run_filters import RANGES
@@ -96,7 +96,7 @@ def test_filters(client, runs, query, expected):
 def test_time_range_filters(client, runs):
     from datetime import timedelta
 
-    from web_helpers import utcnow
+    from support.web_helpers import utcnow
 
     now = utcnow()
     old = runs.make(states.COMPLETED, created_at=now - timedelta(days=3))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from web_helpers import Runs, every_state, step, utcnow
+from support.web_helpers import Runs, every_state, step, utcnow
 
 from pgbus_web.models import batches, steps, workflow_attention, workflow_counts, workflow_index
 from pgbus_web.rules import states

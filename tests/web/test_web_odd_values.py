@@ -13,7 +13,7 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
-from action_support import (
+from support.action_support import (
     Browser,
     ago,
     events_of,
@@ -24,7 +24,7 @@ from action_support import (
     run_row,
     waiting_for_shipment,
 )
-from web_helpers import soup, step, text_of
+from support.web_helpers import soup, step, text_of
 
 from pgbus_web.core import policy
 from pgbus_web.demo.workflows import REGISTRY
@@ -430,7 +430,7 @@ def test_a_lock_stamped_at_infinity_renders_marked(browser, engine, locks, liter
 
 
 def test_the_locks_page_after_a_lock_at_infinity(engine, locks, database):
-    from action_support import operator_app as make
+    from support.action_support import operator_app as make
 
     client = make(database, page_size=1).test_client()
     locks.acquire("a-key")

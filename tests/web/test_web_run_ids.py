@@ -6,7 +6,7 @@ work through the links the dashboard itself writes (url_for)."""
 from __future__ import annotations
 
 import pytest
-from action_support import (
+from support.action_support import (
     completed,
     events_of,
     later,
@@ -15,7 +15,7 @@ from action_support import (
     run_row,
 )
 from flask import url_for
-from web_helpers import soup, step, text_of
+from support.web_helpers import soup, step, text_of
 
 from pgbus_web.plumbing import run_ids
 from pgbus_web.rules import states
