@@ -139,7 +139,7 @@ def servers(url: str, processes: int, threads: int) -> Iterator[tuple[int, list[
     nginx = None
     root = None
     try:
-        for port, process in zip(ports, started):
+        for port, process in zip(ports, started, strict=True):
             try:
                 wait_until_up(port)
             except SystemExit:

@@ -223,7 +223,7 @@ def report(options, times, shares) -> None:
     )
     none = times["none", "writes"]
     for name in DATABASES:
-        ratios = [a / b for a, b in zip(times[name, "writes"], none)]
+        ratios = [a / b for a, b in zip(times[name, "writes"], none, strict=True)]
         print(
             f"    {name:10} {median(times[name, 'writes']) * 1e6:8.1f} µs a step   / none {median(ratios):6.3f}"
             f"  (rounds {min(ratios):.3f} to {max(ratios):.3f})"
@@ -243,7 +243,7 @@ def report(options, times, shares) -> None:
         none = times["none", "worker"]
         print(f"  worker, {options.worker_pairs} rounds of {options.worker_runs} runs x {STEPS} no-op steps:")
         for name in DATABASES:
-            ratios = [a / b for a, b in zip(times[name, "worker"], none)]
+            ratios = [a / b for a, b in zip(times[name, "worker"], none, strict=True)]
             print(
                 f"    {name:10} {median(times[name, 'worker']):8.0f} steps/s   / none {median(ratios):6.3f}"
                 f"  (rounds {min(ratios):.3f} to {max(ratios):.3f})"

@@ -52,7 +52,7 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], total_width: in
         over -= take
     lines = []
     for row in [list(headers)] + body:
-        line = GAP.join(_cut(text, size).ljust(size) for text, size in zip(row, widths)).rstrip()
+        line = GAP.join(_cut(text, size).ljust(size) for text, size in zip(row, widths, strict=False)).rstrip()
         lines.append(_cut(line, total_width))
     return lines
 

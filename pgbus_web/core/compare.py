@@ -106,7 +106,7 @@ def same(a: Any, b: Any) -> bool:
     if kind == "object":
         return a.keys() == b.keys() and all(same(a[key], b[key]) for key in a)
     if kind == "array":
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
     if kind == "raw":
         return str(a) == str(b)
     return a == b

@@ -53,4 +53,4 @@ def as_dicts(rows) -> list[dict[str, Any]]:
     # The names once per result, zipped with each row's values: a row's
     # _mapping view costs more than the dict made from it.
     keys = list(rows.keys())
-    return [dict(zip(keys, row)) for row in rows.all()]
+    return [dict(zip(keys, row, strict=True)) for row in rows.all()]

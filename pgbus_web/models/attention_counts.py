@@ -138,7 +138,7 @@ def add(conn: Connection, counts: Mapping[tuple, int]) -> None:
     if not counts:
         return
     # One array of keys' fields each, rebuilt into the keys server-side.
-    fields = list(zip(*counts))
+    fields = list(zip(*counts, strict=True))
     conn.execute(
         sa.text(
             "INSERT INTO pgbus_workflow_attention_deltas (key, runs) "

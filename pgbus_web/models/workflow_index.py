@@ -221,13 +221,13 @@ def _split_page_rows(result) -> list[dict[str, Any]]:
     workflow_id = run_at[run_keys.index("workflow_id")]
     split = []
     for row in result.all():
-        run = dict(zip(run_keys, [row[i] for i in run_at]))
+        run = dict(zip(run_keys, [row[i] for i in run_at], strict=True))
         step = None
         if row[step_id] is not None:
-            step = dict(zip(step_keys, [row[i] for i in step_at]))
+            step = dict(zip(step_keys, [row[i] for i in step_at], strict=True))
             step["workflow_id"] = row[workflow_id]
         run["step"] = step
-        run["batch"] = dict(zip(batch_keys, [row[i] for i in batch_at])) if row[batch_id] is not None else None
+        run["batch"] = dict(zip(batch_keys, [row[i] for i in batch_at], strict=True)) if row[batch_id] is not None else None
         split.append(run)
     return split
 

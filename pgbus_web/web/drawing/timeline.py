@@ -23,6 +23,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from typing import Any
 
 from markupsafe import Markup, escape
@@ -137,7 +138,7 @@ def attempt_segments(step: Mapping[str, Any], *, now: datetime) -> list[Segment]
     points.sort()
 
     segments: list[Segment] = []
-    for (start, rank), (end, next_rank) in zip(points, points[1:]):
+    for (start, rank), (end, next_rank) in pairwise(points):
         if rank == _FINISHED:
             break
         kind = _KIND_AFTER[rank]
@@ -364,7 +365,7 @@ def _axis(axis: _Axis, top: int, height: int, *, locale, tz) -> Markup:
     texts = _tick_labels(step, moments, locale=locale, tz=tz)
     ticks = []
     loc, zone_info = timefmt.locale_of(locale), timefmt.zone(tz)
-    for moment, text in zip(moments, texts):
+    for moment, text in zip(moments, texts, strict=True):
         x = escape(_num(axis.x(moment)))
         # The full moment as the locale writes it, remembered (timefmt):
         # the same round moments come back on every refresh.
