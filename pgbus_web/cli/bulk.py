@@ -17,8 +17,8 @@ from collections.abc import Iterable
 import click
 
 from .. import db, progress
-from ..core import acts, checks, operation_acts, operation_reads, operation_runs, permissions, settings
-from ..core.settings import Settings
+from ..core import acts, checks, operation_acts, operation_reads, operation_runs, permissions
+from ..core.settings_loader import default_of
 from ..core.words import timefmt
 from ..rules import run_filters as index_filters
 from ..rules import states
@@ -29,13 +29,14 @@ from .common import (
     engine_from,
     friendly_errors,
     input_refused,
+    load_settings,
     main_group,
     principal,
     refused,
     token_option,
 )
 from .operations import outcome_lines
-from .worker import DEFINITIONS_ENV, load_registry
+from .worker import DEFINITIONS_ENV
 
 # The filters the runs index reads (GET /workflows?NAME=VALUE).
 FILTER_NAMES = index_filters.NAMES
@@ -88,19 +89,6 @@ def describe(preview: operations.Preview) -> list[str]:
     return lines
 
 
-def approval_of(threshold, verbs) -> tuple[int | None, tuple[str, ...] | None]:
-    """The approval rule the options (or PGBUS_WEB_APPROVAL_*) add to the
-    policy's, checked as the dashboard's settings are: they can make an
-    operation wait, never spare it the policy's wait."""
-    if threshold is not None and threshold < 0:
-        raise click.UsageError("--approval-threshold takes a whole number of runs, 0 or more")
-    try:
-        named = settings.approval_verbs(verbs) if verbs else None
-    except settings.SettingError as problem:
-        raise click.UsageError(str(problem)) from None
-    return threshold, named
-
-
 def pace_words(pace, runs: int) -> list[str]:
     """The pace asked for, as the preview says it."""
     lines = []
@@ -133,32 +121,26 @@ def _bar_total(operation) -> int:
 @click.option(
     "--definitions",
     metavar="MODULE",
-    envvar=DEFINITIONS_ENV,
-    show_envvar=True,
-    help="Module exposing REGISTRY (needed by resume, resume_at, skip and rerun).",
+    help=f"Module exposing REGISTRY (needed by resume, resume_at, skip and rerun); else {DEFINITIONS_ENV} "
+    "or the settings file's definitions.",
 )
 @click.option(
     "--statement-timeout",
     type=click.FloatRange(min=0.01),
-    default=db.STATEMENT_TIMEOUT,
-    show_default=True,
     metavar="SECONDS",
-    help="A statement, cancelled by the server: a chunk that fails is tried again, then left queued.",
+    help="A statement, cancelled by the server: a chunk that fails is tried again, then left queued "
+    f"(the setting statement_timeout; default {default_of('statement_timeout'):g}).",
 )
 @click.option("--rate", help="Runs per second at most (e.g. 50 or 0.5); changeable later (`pgbus-web operations set`).")
 @click.option("--max-in-flight", help="Runs it started whose step is still scheduled or running, at most.")
 @click.option(
     "--approval-threshold",
     type=int,
-    envvar="PGBUS_WEB_APPROVAL_THRESHOLD",
-    show_envvar=True,
     help="Also wait for another principal's approval above this many runs of --approval-verbs (the "
     "policy's approval rule applies in any case).",
 )
 @click.option(
     "--approval-verbs",
-    envvar="PGBUS_WEB_APPROVAL_VERBS",
-    show_envvar=True,
     metavar="VERB,...",
     help="The verbs --approval-threshold applies to (default: every verb).",
 )
@@ -201,15 +183,22 @@ def bulk(
             rate=rate,
             max_in_flight=max_in_flight,
         )
-        own_threshold, own_verbs = approval_of(approval_threshold, approval_verbs)
     except (index_filters.FilterError, checks.FormError) as problem:
         raise input_refused(problem) from None
-    registry = load_registry(definitions) if definitions else None
+    # The approval options (or PGBUS_WEB_APPROVAL_*, or the settings file)
+    # add to the policy's approval: they can make an operation wait, never
+    # spare it the policy's wait.
+    command_settings = load_settings(
+        definitions=definitions,
+        statement_timeout=statement_timeout,
+        approval_threshold=approval_threshold,
+        approval_verbs=approval_verbs,
+    ).settings
+    own_threshold, own_verbs = command_settings.approval_threshold, command_settings.approval_verbs
     params = parsed.params
     # A chunk acts on operations.PARALLEL runs at once, each on its own
     # connection; one more for the look at the operation between chunks.
-    engine = engine_for(database_url, statement_timeout)
-    command_settings = Settings(registry=registry)
+    engine = engine_for(database_url, command_settings.statement_timeout)
     try:
         who = principal(engine, token)
         approval = operation_acts.approval(engine, threshold=own_threshold, verbs=own_verbs)
@@ -263,7 +252,7 @@ def bulk(
             )
             raise SystemExit(1)
         click.echo(f"Operation {operation['id']} started.")
-        final = _run(engine, registry, operation)
+        final = _run(engine, command_settings.registry, operation)
         click.echo(
             f"Operation {final['id']} {final['status']}: moved {final['moved']}, skipped {final['skipped']}, "
             f"refused {final['refused']} of {final['total']}."

@@ -4,12 +4,16 @@ turning known failures into one-line errors."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import click
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from .. import __version__
-from ..core import permissions, policy, problems, tokens
+from ..core import permissions, policy, problems, settings_loader, tokens
+from ..core.settings import SettingError
 from ..db import DATABASE_URL_ENV, Bounds, DatabaseUrlError, create_engine
 from ..progress import MissingExtra
 
@@ -20,12 +24,64 @@ def main_group() -> None:
     """Operator dashboard for pgbus workflows on PostgreSQL."""
 
 
-database_url_option = click.option(
-    "--database-url",
-    envvar=DATABASE_URL_ENV,
-    show_envvar=True,
-    help="PostgreSQL URL, e.g. postgresql://user:pass@localhost:5432/app",
+# A command's settings come from one loader (core/settings_loader.py):
+# defaults, the --config file, the environment, then the options. The
+# context keeps the file and the options naming a setting, so that
+# load_settings() merges them wherever the command asks.
+_CONFIG = "pgbus_web.config"
+_OPTIONS = "pgbus_web.options"
+
+
+def _remember_config(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    if value is not None:
+        ctx.meta[_CONFIG] = value
+    return value
+
+
+def load_settings(
+    *, flags: dict[str, str] | None = None, registry: bool = True, **options: Any
+) -> settings_loader.Loaded:
+    """This command's settings: *options* (by setting name, None when not
+    given) over the environment over the settings file over the defaults;
+    a wrong one is the command's one-line error, before anything starts."""
+    ctx = click.get_current_context()
+    merged = {**ctx.meta.get(_OPTIONS, {}), **options}
+    try:
+        return settings_loader.load(merged, config=ctx.meta.get(_CONFIG), flags=flags, registry=registry)
+    except SettingError as exc:
+        raise InputRefused(str(exc)) from None
+
+
+def _database_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """The database URL the loader settles on: the option, else
+    PGBUS_DATABASE_URL, else the settings file's. Every setting is
+    checked here, so a wrong one stops any command that opens the database."""
+    ctx.meta.setdefault(_OPTIONS, {})["database_url"] = value
+    if ctx.resilient_parsing:
+        return value
+    return load_settings(registry=False).settings.database_url
+
+
+config_option = click.option(
+    "--config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    is_eager=True,
+    expose_value=False,
+    callback=_remember_config,
+    help=f"A settings file (TOML: docs/settings.md); else {settings_loader.CONFIG_ENV}'s.",
 )
+
+
+def database_url_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """--database-url and --config, the two every command that opens the database takes."""
+    func = click.option(
+        "--database-url",
+        callback=_database_url,
+        help=f"PostgreSQL URL, e.g. postgresql://user:pass@localhost:5432/app; else {DATABASE_URL_ENV} "
+        "or the settings file's database_url.",
+    )(func)
+    return config_option(func)
 
 
 TOKEN_ENV = "PGBUS_WEB_TOKEN"
@@ -75,6 +131,8 @@ def friendly_errors(func):
             return func(*args, **kwargs)
         except (DatabaseUrlError, MissingExtra) as exc:
             raise click.ClickException(str(exc)) from None
+        except SettingError as exc:
+            raise InputRefused(str(exc)) from None
         except OperationalError as exc:
             raise click.ClickException(f"cannot reach the database: {first_line(exc)}") from None
         except DBAPIError as exc:

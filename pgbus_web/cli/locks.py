@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import click
 
-from .. import db, defaults
+from .. import db
+from ..core.settings_loader import default_of
 from ..locks import actions
-from .common import database_url_option, engine_from, friendly_errors, main_group
+from .common import database_url_option, engine_from, friendly_errors, load_settings, main_group
 
 # A dry run lists this many of the locks it would release, then a count.
 LISTED = 20
@@ -45,27 +44,29 @@ def _listing(plan: actions.ReapPlan) -> list[str]:
 @click.option(
     "--older-than",
     type=click.IntRange(min=1),
-    default=int(defaults.LOCK_AGE_FLOOR.total_seconds()),
-    show_default=True,
     metavar="SECONDS",
-    help="Age floor: locks acquired more recently are never reaped.",
+    help="Age floor: locks acquired more recently are never reaped (the setting lock_age_floor; default "
+    f"{default_of('lock_age_floor').total_seconds():g}).",
 )
 @friendly_errors
-def reap(database_url: str | None, dry_run: bool, older_than: int) -> None:
+def reap(database_url: str | None, dry_run: bool, older_than: int | None) -> None:
     """Release orphaned uniqueness locks.
 
     Takes locks acquired more than --older-than seconds ago that are unbound
     and carried by no parked job, or bound to a PGMQ message that no longer
     exists. Never a parked job's lock, never one bound to a live message.
     """
+    age_floor = load_settings(
+        lock_age_floor=older_than, flags={"lock_age_floor": "--older-than"}, registry=False
+    ).settings.lock_age_floor
     engine = engine_from(database_url, db.Bounds(statement=db.WORKER_STATEMENT_TIMEOUT))
     try:
         with engine.begin() as conn:
-            result = actions.reap(conn, age_floor=timedelta(seconds=older_than), dry_run=dry_run)
+            result = actions.reap(conn, age_floor=age_floor, dry_run=dry_run)
     finally:
         engine.dispose()
     plan = result.plan
-    floor = _describe(older_than)
+    floor = _describe(age_floor.total_seconds())
     detail = (
         f"{len(plan.orphans)} unbound with no parked job, {len(plan.gone)} bound to a message that no longer exists"
     )

@@ -13,7 +13,6 @@ import click
 
 from ..core import checks, operation_acts, operation_reads, permissions, problems
 from ..core import representations as rep
-from ..core.settings import Settings
 from ..i18n import t
 from ..runtime import operations
 from ..runtime.clock import utcnow
@@ -23,6 +22,7 @@ from .common import (
     engine_from,
     friendly_errors,
     input_refused,
+    load_settings,
     main_group,
     principal,
     token_option,
@@ -119,7 +119,7 @@ def show(operation_id, database_url, as_json) -> None:
     op_id = _id(operation_id)
     engine = engine_from(database_url, pool_size=1, max_overflow=0)
     try:
-        found = operation_reads.with_outcome(engine, Settings(), op_id, utcnow())
+        found = operation_reads.with_outcome(engine, load_settings(registry=False).settings, op_id, utcnow())
     finally:
         engine.dispose()
     if found is None:

@@ -19,6 +19,7 @@ import click
 from ..core import acts, checks, exports, permissions, policy, problems, redacting
 from ..core.compare import CompareRefused
 from ..core.settings import Settings
+from ..core.settings_loader import default_of
 from ..rules import run_filters, states, verb_table
 from ..runtime import errors
 from . import output
@@ -28,24 +29,25 @@ from .common import (
     engine_from,
     friendly_errors,
     input_refused,
+    load_settings,
     main_group,
     principal,
     token_option,
 )
-from .worker import DEFINITIONS_ENV, load_registry
+from .worker import DEFINITIONS_ENV
 
 json_option = click.option("--json", "as_json", is_flag=True, help="JSON Lines for scripts, not a table.")
 definitions_option = click.option(
     "--definitions",
     metavar="MODULE",
-    envvar=DEFINITIONS_ENV,
-    show_envvar=True,
-    help="Module exposing REGISTRY: the workflow definitions (resume, resume_at, skip and rerun need them).",
+    help="Module exposing REGISTRY: the workflow definitions (resume, resume_at, skip and rerun need them); "
+    f"else {DEFINITIONS_ENV} or the settings file's definitions.",
 )
 
 
 def _settings(definitions: str | None, **values) -> Settings:
-    return Settings(registry=load_registry(definitions) if definitions else None, **values)
+    """The command's settings (core/settings_loader.py), *values* its options."""
+    return load_settings(definitions=definitions, **values).settings
 
 
 def _refused(problem: Exception, **names) -> click.ClickException:
@@ -89,7 +91,11 @@ def runs_group() -> None:
 @click.option("--to", "created_to", metavar="MOMENT", help="Only runs created before (ISO 8601).")
 @click.option("--operation", type=int, help="Only runs this operation acted on.")
 @click.option("--before", type=int, metavar="ID", help="The page older than this run id (the cursor printed).")
-@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True, help="Runs on the page.")
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 1000),
+    help=f"Runs on the page (default: the setting page_size, {default_of('page_size')}).",
+)
 @click.option(
     "--filter",
     "filter_pairs",
@@ -146,7 +152,7 @@ def list_runs(
         filters = acts.filters_from({**named, **pairs})
     except run_filters.FilterError as problem:
         raise input_refused(problem) from None
-    settings = _settings(definitions, page_size=limit)
+    settings = load_settings(definitions=definitions, page_size=limit, flags={"page_size": "--limit"}).settings
     engine = engine_from(database_url, pool_size=1, max_overflow=0)
     try:
         page = acts.runs(engine, settings, _searchable(engine, filters, token))
@@ -221,7 +227,7 @@ def export_runs(database_url, fmt, filter_pairs, output_path, token=None):
     engine = engine_from(database_url, pool_size=1, max_overflow=0)
     try:
         filters = _searchable(engine, filters, token)
-        made = exports.export(engine.connect, Settings(), filters, fmt)
+        made = exports.export(engine.connect, load_settings(registry=False).settings, filters, fmt)
         stream = click.open_file(output_path or "-", "wb")
         try:
             for chunk in made.chunks:

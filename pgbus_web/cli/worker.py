@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 import signal
-from datetime import timedelta
 
 import click
 
-from .. import db, defaults
-from ..core import policy
+from .. import db
+from ..core import policy, settings_loader
+from ..core.settings import moved_to_policy
 from ..db import describe_url
 from ..runtime import definitions as loading
 from ..runtime import operations
@@ -18,11 +18,14 @@ from ..runtime.heartbeat import INTERVAL as HEARTBEAT_INTERVAL
 from ..runtime.heartbeat import WORKER as WORKER_KIND
 from ..runtime.heartbeat import Heartbeat
 from ..runtime.worker import POLL_INTERVAL, SWEEP_INTERVAL, Worker
-from .common import database_url_option, engine_from, friendly_errors, main_group
+from .common import database_url_option, engine_from, friendly_errors, load_settings, main_group
 
-# Every command that takes --definitions reads it from here too, so one
-# environment (a container's) gives the same definitions to all of them.
-DEFINITIONS_ENV = "PGBUS_WEB_DEFINITIONS"
+# Every command that takes --definitions reads it from here too (through
+# the settings loader), so one environment (a container's) or one settings
+# file gives the same definitions to all of them.
+DEFINITIONS_ENV = settings_loader.variable(settings_loader.DEFINITIONS)
+# The takeover's default, as Settings declares it (shown in --help).
+STALE_AFTER = settings_loader.default_of("operation_stale_after")
 
 
 def load_registry(module_name: str) -> Registry:
@@ -38,11 +41,9 @@ def load_registry(module_name: str) -> Registry:
 @click.option(
     "--definitions",
     "definitions",
-    required=True,
     metavar="MODULE",
-    envvar=DEFINITIONS_ENV,
-    show_envvar=True,
-    help="Python module exposing REGISTRY, e.g. pgbus_web.demo.workflows",
+    help=f"Python module exposing REGISTRY, e.g. pgbus_web.demo.workflows; else {DEFINITIONS_ENV} "
+    "or the settings file's definitions (one of them is needed).",
 )
 @click.option(
     "--poll-interval",
@@ -71,10 +72,9 @@ def load_registry(module_name: str) -> Registry:
 @click.option(
     "--operation-stale-after",
     type=click.FloatRange(min=0.1),
-    default=defaults.OPERATION_STALE_AFTER.total_seconds(),
-    show_default=True,
     metavar="SECONDS",
-    help="Take over an operation whose holder has not renewed its heartbeat for this long.",
+    help="Take over an operation whose holder has not renewed its heartbeat for this long "
+    f"(the setting operation_stale_after; default {STALE_AFTER.total_seconds():g}).",
 )
 @click.option(
     "--heartbeat-interval",
@@ -108,11 +108,13 @@ def worker(
 
     Any number of workers may run against one database side by side."""
     if stall_threshold is not None:
+        raise click.UsageError(str(moved_to_policy("stall_threshold")))
+    loaded = load_settings(definitions=definitions, operation_stale_after=operation_stale_after)
+    registry = loaded.settings.registry
+    if registry is None:
         raise click.UsageError(
-            "the stall threshold is a rule of the policy, the same for every process: "
-            "pgbus-web policy set stall_threshold SECONDS --reason WHY"
+            f"the worker needs --definitions MODULE (or {DEFINITIONS_ENV}, or definitions in the settings file)"
         )
-    registry = load_registry(definitions)
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s"
     )
@@ -134,7 +136,7 @@ def worker(
         sweep_interval=sweep_interval,
         thresholds=lambda: policy.current(engine).thresholds(),
         simulate_batches=simulate_batches,
-        operation_stale_after=timedelta(seconds=operation_stale_after),
+        operation_stale_after=loaded.settings.operation_stale_after,
         heartbeat=Heartbeat(engine, WORKER_KIND, interval=heartbeat_interval),
     )
 

@@ -3,16 +3,12 @@ heartbeat (alive, gone, stopped), then the PGMQ queues' depth."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import click
 
-from .. import defaults
 from ..core import worker_reads
-from ..core.settings import SettingError, Settings, check
-from ..i18n import available_locales
+from ..core.settings_loader import default_of
 from . import output
-from .common import database_url_option, engine_from, friendly_errors, main_group
+from .common import database_url_option, engine_from, friendly_errors, load_settings, main_group
 
 
 @main_group.command("workers")
@@ -21,20 +17,16 @@ from .common import database_url_option, engine_from, friendly_errors, main_grou
 @click.option(
     "--gone-after",
     type=click.FloatRange(min=0.1),
-    default=defaults.WORKER_GONE_AFTER.total_seconds(),
-    show_default=True,
     metavar="SECONDS",
-    envvar="PGBUS_WEB_WORKER_GONE_AFTER",
-    show_envvar=True,
-    help="A heartbeat older than this is gone.",
+    help="A heartbeat older than this is gone (the setting worker_gone_after; default "
+    f"{default_of('worker_gone_after').total_seconds():g}).",
 )
 @friendly_errors
 def workers(database_url, as_json, gone_after):
     """Workers and serving processes, alive first, and the PGMQ queues."""
-    try:
-        settings = check(Settings(worker_gone_after=timedelta(seconds=gone_after)), available_locales())
-    except SettingError as problem:
-        raise click.BadParameter(str(problem), param_hint="--gone-after") from None
+    settings = load_settings(
+        worker_gone_after=gone_after, flags={"worker_gone_after": "--gone-after"}, registry=False
+    ).settings
     engine = engine_from(database_url, pool_size=1, max_overflow=0)
     try:
         found = worker_reads.listing(engine, settings)

@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import db, defaults
 from ..i18n import match_locale
+from ..metrics import INTERVAL as METRICS_INTERVAL
 from ..rules import verb_table
 
 # Runs per page of the index.
@@ -97,7 +98,7 @@ class Settings:
     # in the standalone one; needs prometheus_client (the metrics extra).
     metrics: bool | None = None
     # A scrape reads the database at most once per this many seconds.
-    metrics_interval: float = 15.0
+    metrics_interval: float = METRICS_INTERVAL
     # Secret used to sign CSRF tokens when the host app has no SECRET_KEY.
     secret_key: str | None = None
     # How long a request waits on the database, in seconds (pgbus_web.db;
@@ -118,7 +119,12 @@ class Settings:
 
 
 class SettingError(ValueError):
-    """A setting with a value the dashboard cannot use; the message names it."""
+    """A setting with a value the dashboard cannot use; the message names it
+    (and ``setting`` does, when it is about one setting)."""
+
+    def __init__(self, message: str, setting: str | None = None) -> None:
+        super().__init__(message)
+        self.setting = setting
 
 
 # The lowest stall threshold the policy takes (core/policy.STALL_BOUNDS).
@@ -143,7 +149,8 @@ MOVED_TO_POLICY = ("stall_threshold", "waiting_threshold")
 def moved_to_policy(name: str) -> SettingError:
     return SettingError(
         f"pgbus-web setting {name} is a rule of the policy now, the same for every process: "
-        f"pgbus-web policy set {name} SECONDS --reason WHY (docs/policy.md)"
+        f"pgbus-web policy set {name} SECONDS --reason WHY (docs/policy.md)",
+        name,
     )
 
 
@@ -151,7 +158,7 @@ _SECONDS = ("connect_timeout", "statement_timeout", "pool_timeout", "health_time
 
 
 def _refuse(name: str, wanted: str, value: Any) -> SettingError:
-    return SettingError(f"pgbus-web setting {name} must be {wanted}; got {value!r}")
+    return SettingError(f"pgbus-web setting {name} must be {wanted}; got {value!r}", name)
 
 
 def _whole(value: Any) -> bool:

@@ -5,10 +5,17 @@ from __future__ import annotations
 
 import click
 
-from ..cli.common import database_url_option, engine_from, friendly_errors, main_group, principal, token_option
-from ..cli.worker import DEFINITIONS_ENV, load_registry
+from ..cli.common import (
+    database_url_option,
+    engine_from,
+    friendly_errors,
+    load_settings,
+    main_group,
+    principal,
+    token_option,
+)
+from ..cli.worker import DEFINITIONS_ENV
 from ..core import permissions
-from ..core.settings import Settings
 from ..mcp import server as mcp_server
 from ..progress import MissingExtra
 
@@ -23,9 +30,8 @@ from ..progress import MissingExtra
 @click.option(
     "--definitions",
     metavar="MODULE",
-    envvar=DEFINITIONS_ENV,
-    show_envvar=True,
-    help="Module exposing REGISTRY: the workflow definitions (resume, resume_at, skip and rerun need them).",
+    help="Module exposing REGISTRY: the workflow definitions (resume, resume_at, skip and rerun need them); "
+    f"else {DEFINITIONS_ENV} or the settings file's definitions.",
 )
 @token_option
 @friendly_errors
@@ -35,7 +41,7 @@ def mcp(database_url, allow_actions, definitions, token):
         import mcp as _sdk  # noqa: F401  (the extra's package, checked before the database)
     except ImportError:
         raise MissingExtra("mcp", "mcp") from None
-    settings = Settings(registry=load_registry(definitions) if definitions else None)
+    settings = load_settings(definitions=definitions).settings
     engine = engine_from(database_url, pool_size=2, max_overflow=0)
     try:
         who = principal(engine, token, permissions.MCP)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import logging
 import signal
@@ -15,10 +16,11 @@ from ..access_log import AccessLog
 from ..access_log import log as _access
 from ..app import create_app
 from ..auth import Auth, UsersFileError, passwords
-from ..cli.common import database_url_option, engine_from, friendly_errors, main_group
+from ..cli.common import database_url_option, engine_from, friendly_errors, load_settings, main_group
 from ..cli.users import USERS_FILE_ENV
-from ..cli.worker import DEFINITIONS_ENV, load_registry
+from ..cli.worker import DEFINITIONS_ENV
 from ..core.settings import Settings
+from ..core.settings_loader import REPLICA_URL_ENV, default_of, variable
 from ..db import describe_url
 from ..plumbing import forwarded
 from ..progress import MissingExtra
@@ -61,19 +63,17 @@ def build_app(
     database_url,
     replica_url=None,
     *,
-    registry=None,
-    secret_key=None,
+    settings: Settings | None = None,
     trusted_proxies=0,
     trusted_proxy_addresses=(),
     auth=None,
-    replica_max_lag=db.REPLICA_MAX_LAG,
-    **timeouts,
+    **values,
 ):
     """The standalone app for one database, its primary checked with one
-    round trip; *registry* the workflow definitions or None;
-    *timeouts* are Settings' ``*_timeout`` fields; *auth* a
-    pgbus_web.auth.Auth (sign-in) or None."""
-    settings = Settings(registry=registry, secret_key=secret_key, replica_max_lag=replica_max_lag, **timeouts)
+    round trip; *settings* the loader's (``serve``'s) or Settings'
+    defaults, with *values* (Settings' fields: registry, secret_key, the
+    timeouts, ...) over them; *auth* a pgbus_web.auth.Auth (sign-in) or None."""
+    settings = dataclasses.replace(settings or Settings(), **values)
     primary = engine_from(database_url, bounds=settings.bounds())
     # The replica unchecked: one that is down at start is read around
     # (pages read the primary) until it answers.
@@ -181,22 +181,22 @@ def auth_from(host, users_file, trusted_header, trusted_role_header, trusted_pro
     return auth
 
 
-def _seconds(name: str, default: float, help: str, minimum: float = 0.1):
+def _seconds(name: str, help: str, minimum: float = 0.1):
+    """An option of a setting in seconds; its default and its variable are
+    the setting's (core/settings_loader.py)."""
+    setting = name.replace("-", "_")
     return click.option(
         f"--{name}",
         type=click.FloatRange(min=minimum),
-        default=default,
-        show_default=True,
-        envvar=f"PGBUS_WEB_{name.upper().replace('-', '_')}",
         metavar="SECONDS",
-        help=help,
+        help=f"{help} [default: {default_of(setting):g}; {variable(setting)}]",
     )
 
 
 @main_group.command("serve")
 @database_url_option
 @click.option(
-    "--replica-url", envvar="PGBUS_REPLICA_URL", show_envvar=True, help="Read-only replica the pages may read from."
+    "--replica-url", help=f"Read-only replica the pages may read from; else {REPLICA_URL_ENV} or the settings file's."
 )
 @click.option(
     "--host",
@@ -227,16 +227,14 @@ def _seconds(name: str, default: float, help: str, minimum: float = 0.1):
 @click.option(
     "--definitions",
     metavar="MODULE",
-    envvar=DEFINITIONS_ENV,
-    show_envvar=True,
-    help="Module exposing REGISTRY: offers the verbs that need a run's step list.",
+    help=f"Module exposing REGISTRY: offers the verbs that need a run's step list; else {DEFINITIONS_ENV} "
+    "or the settings file's definitions.",
 )
 @click.option(
     "--secret-key",
-    envvar="PGBUS_WEB_SECRET_KEY",
-    show_envvar=True,
     help="Signs sessions and CSRF tokens; give every process behind one address the same "
-    "(otherwise a random key: sign-ins and forms last as long as the process).",
+    f"(otherwise a random key: sign-ins and forms last as long as the process); else {variable('secret_key')} "
+    "or the settings file's.",
 )
 @click.option(
     "--users-file",
@@ -301,35 +299,28 @@ def _seconds(name: str, default: float, help: str, minimum: float = 0.1):
     show_envvar=True,
     help="One line per request on stdout, in the format of the other log lines.",
 )
-@_seconds(
-    "connect-timeout", db.CONNECT_TIMEOUT, "Opening a database connection (whole seconds, at least 2).", minimum=2
-)
+@_seconds("connect-timeout", "Opening a database connection (whole seconds, at least 2).", minimum=2)
 @_seconds(
     "statement-timeout",
-    db.STATEMENT_TIMEOUT,
     f"A page's statement, cancelled by the server; the client gives up {db.ANSWER_GRACE}s later.",
 )
-@_seconds("pool-timeout", db.POOL_TIMEOUT, "Waiting for a free connection when all are in use.")
-@_seconds("health-timeout", db.HEALTH_TIMEOUT, "/health in all (its own connection; at least 2s to connect).")
+@_seconds("pool-timeout", "Waiting for a free connection when all are in use.")
+@_seconds("health-timeout", "/health in all (its own connection; at least 2s to connect).")
 @_seconds(
     "replica-max-lag",
-    db.REPLICA_MAX_LAG,
     "Pages read --replica-url only while it is at most this far behind the primary (docs/replica.md).",
     minimum=0,
 )
-@_seconds("metrics-interval", 15.0, "/metrics reads the database at most once per this (docs/metrics.md).")
+@_seconds("metrics-interval", "/metrics reads the database at most once per this (docs/metrics.md).")
 @click.option(
     "--approval-threshold",
     type=click.IntRange(min=0),
-    envvar="PGBUS_WEB_APPROVAL_THRESHOLD",
-    show_envvar=True,
     metavar="RUNS",
-    help="Also wait for another principal's approval above this many runs of --approval-verbs (the policy's approval rule applies in any case; this can only add waits).",
+    help="Also wait for another principal's approval above this many runs of --approval-verbs "
+    "(the policy's approval rule applies in any case; this can only add waits).",
 )
 @click.option(
     "--approval-verbs",
-    envvar="PGBUS_WEB_APPROVAL_VERBS",
-    show_envvar=True,
     metavar="VERB,...",
     help="The verbs --approval-threshold applies to (default: every verb).",
 )
@@ -373,8 +364,21 @@ def serve(
         forwarded.networks(trusted_proxy)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
-    # Before the socket and the database: a wrong module name is the whole answer.
-    registry = load_registry(definitions) if definitions else None
+    # Before the socket and the database: a wrong setting (a module name
+    # without REGISTRY, a bad value in the file) is the whole answer.
+    loaded = load_settings(
+        replica_url=replica_url,
+        definitions=definitions,
+        secret_key=secret_key,
+        connect_timeout=connect_timeout,
+        statement_timeout=statement_timeout,
+        pool_timeout=pool_timeout,
+        health_timeout=health_timeout,
+        replica_max_lag=replica_max_lag,
+        metrics_interval=metrics_interval,
+        approval_threshold=approval_threshold,
+        approval_verbs=approval_verbs,
+    )
     # The socket first: a port in use fails before any database work.
     later = Later()
     server = create_server(later, host, port, threads)
@@ -382,20 +386,11 @@ def serve(
         check_schema(database_url, install=install_schema)
         app = build_app(
             database_url,
-            replica_url,
-            registry=registry,
-            secret_key=secret_key,
+            loaded.settings.replica_url,
+            settings=loaded.settings,
             trusted_proxies=trusted_proxies,
             trusted_proxy_addresses=trusted_proxy,
             auth=auth,
-            connect_timeout=connect_timeout,
-            statement_timeout=statement_timeout,
-            pool_timeout=pool_timeout,
-            health_timeout=health_timeout,
-            metrics_interval=metrics_interval,
-            replica_max_lag=replica_max_lag,
-            approval_threshold=approval_threshold,
-            approval_verbs=approval_verbs or None,
         )
     except BaseException:
         server.close()

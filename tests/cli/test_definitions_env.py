@@ -33,8 +33,10 @@ def test_every_command_taking_definitions_reads_them_from_the_environment(comman
     result = CliRunner().invoke(
         main_group, [*command, "--database-url", NOWHERE], env={"PGBUS_WEB_DEFINITIONS": NOT_DEFINITIONS}
     )
-    assert result.exit_code == 1, result.output
+    # A setting the command cannot use: refused before anything starts.
+    assert result.exit_code == 2, result.output
     assert f"{NOT_DEFINITIONS} has no REGISTRY" in result.output
+    assert "(environment PGBUS_WEB_DEFINITIONS)" in result.output
 
 
 @pytest.mark.parametrize("command", [["serve"], ["worker"], ["mcp"], ["runs", "show"], ["bulk"], ["attention"]])
