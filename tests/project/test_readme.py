@@ -1,7 +1,7 @@
 """The README as a newcomer reads it: its first lines are the commands to
 run (a virtual environment, the demo, the tests), every install is from the
-checkout (pgbus-web is not published), and it says what the tests need and
-what the secret key is for."""
+checkout (pgbus-web is not published), it says what the tests need and
+what the secret key is for, and its Documentation list names every doc."""
 
 from __future__ import annotations
 
@@ -48,3 +48,25 @@ def test_it_says_what_the_tests_need_and_what_the_secret_key_is_for():
     assert "PGBUS_WEB_SECRET_KEY" in flat
     assert "every sign-in is lost on a restart" in flat
     assert "Several instances behind one address need the same key" in flat
+
+
+def unlisted_docs(readme: str, docs: list[str]) -> tuple[list[str], list[str]]:
+    """The docs the README's Documentation list leaves out (each Markdown doc
+    needs a line of its own, any other file a mention), and the docs it
+    lists that do not exist."""
+    section = readme.split("\n## Documentation\n", 1)[1].split("\n## ", 1)[0]
+    own_lines = set(re.findall(r"^- `docs/([^`]+)`:", section, flags=re.MULTILINE))
+    mentioned = set(re.findall(r"`docs/([^`]+)`", section))
+    left_out = [name for name in docs if name not in (own_lines if name.endswith(".md") else mentioned)]
+    gone = sorted(mentioned - set(docs))
+    return left_out, gone
+
+
+def test_the_readme_lists_every_doc():
+    docs = sorted(path.name for path in (ROOT / "docs").iterdir() if path.is_file())
+    assert "package.md" in docs and "alerts.yml" in docs  # control: the folder is read
+    assert unlisted_docs(README, docs) == ([], [])
+    # Control: a doc added without a line in the list, and a line left for a
+    # doc that went, are both caught.
+    assert unlisted_docs(README, [*docs, "newcomer.md"]) == (["newcomer.md"], [])
+    assert unlisted_docs(README, [name for name in docs if name != "times.md"]) == ([], ["times.md"])
