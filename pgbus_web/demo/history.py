@@ -58,7 +58,9 @@ def _plan() -> dict[str, list]:
         definition = demo.REGISTRY.get(klass)
         names = list(definition.step_names)
         for number, name in enumerate(names):
-            for key, value in zip(plan, (position, number, klass, definition.digest, name, len(names), before), strict=True):
+            for key, value in zip(
+                plan, (position, number, klass, definition.digest, name, len(names), before), strict=True
+            ):
                 plan[key].append(value)
         before += len(names)
     return plan

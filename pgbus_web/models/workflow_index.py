@@ -227,7 +227,9 @@ def _split_page_rows(result) -> list[dict[str, Any]]:
             step = dict(zip(step_keys, [row[i] for i in step_at], strict=True))
             step["workflow_id"] = row[workflow_id]
         run["step"] = step
-        run["batch"] = dict(zip(batch_keys, [row[i] for i in batch_at], strict=True)) if row[batch_id] is not None else None
+        run["batch"] = (
+            dict(zip(batch_keys, [row[i] for i in batch_at], strict=True)) if row[batch_id] is not None else None
+        )
         split.append(run)
     return split
 
@@ -759,7 +761,10 @@ def _csv_cell(text: str) -> str:
     one look at its first character and four searches."""
     codes = ", ".join(str(ord(start)) for start in CSV_FORMULA_STARTS)
     escaped = f"CASE WHEN ascii({text}) IN ({codes}) THEN '''' || {text} ELSE {text} END"
-    special = f"""strpos({text}, ',') > 0 OR strpos({text}, '"') > 0 OR strpos({text}, E'\\n') > 0 OR strpos({text}, E'\\r') > 0"""
+    special = (
+        f"""strpos({text}, ',') > 0 OR strpos({text}, '"') > 0"""
+        f" OR strpos({text}, E'\\n') > 0 OR strpos({text}, E'\\r') > 0"
+    )
     return (
         f"""CASE WHEN {text} IS NULL THEN '' WHEN {special} THEN '"' || replace({escaped}, '"', '""') || '"'"""
         f" WHEN ascii({text}) IN ({codes}) THEN '''' || {text} ELSE {text} END"

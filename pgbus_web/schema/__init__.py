@@ -140,8 +140,9 @@ TABLES = (
 )
 
 # Tables whose rows are kept from the tables above by triggers (v3.sql's run
-# counts, the needs-attention counts of the schema version that adds them): emptied with them, but not data of their own, so a comparison
-# of the tables' rows leaves them out (their rows depend on when deltas were
+# counts, the needs-attention counts of the schema version that adds them):
+# emptied with them, but not data of their own, so a comparison of the
+# tables' rows leaves them out (their rows depend on when deltas were
 # folded; their sums are what counts). pgbus_web_workers is with them for
 # the same reason: each running process rewrites its own row every few
 # seconds (its heartbeat), whatever a request did; and the runs' activity

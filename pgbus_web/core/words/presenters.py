@@ -225,7 +225,8 @@ def next_sentence(
     <code>shipment_confirmed</code> since <time>3 hours ago</time>". Step and
     signal names as code, past moments relative (``ago``, ``late``), due
     times and deadlines as the clock (``time``), the batch by its name,
-    linked to its page through *batch_url* (a batch_id's address); ``count`` picks the plural form of a batch's "7 of 12 jobs done"."""
+    linked to its page through *batch_url* (a batch_id's address);
+    ``count`` picks the plural form of a batch's "7 of 12 jobs done"."""
     args: dict[str, Any] = {}
     for key, value in state.next_args.items():
         if key in ("step", "signal"):

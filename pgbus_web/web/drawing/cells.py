@@ -156,18 +156,21 @@ def _run_row(
             step_cell += f' <span class="pgbus-muted pgbus-small">#{escape(step["attempt"])}</span>'
     else:
         step_cell = '<span class="pgbus-muted">—</span>'
+    row_id, badge = dom_ids.run_row_id(workflow_id), escape(state.badge)
     head = f"""
-        <tr class="pgbus-run-row" id="{dom_ids.run_row_id(workflow_id)}" data-workflow-id="{escape(workflow_id)}" data-badge="{escape(state.badge)}">
+        <tr class="pgbus-run-row" id="{row_id}" data-workflow-id="{escape(workflow_id)}" data-badge="{badge}">
           <td data-label="{status}">{run_badge(state)}</td>
           <td data-label="{run_label}">
             <a class="pgbus-class" dir="auto" href="{escape(run_url(workflow_id))}">{escape(run["workflow_class"])}</a>
             <div class="pgbus-run-link pgbus-muted"><bdi>{escape(workflow_id[:8])}</bdi></div>
           </td>
           <td data-label="{subject_label}">"""
+    sentence = next_sentence(run, state, now, locale, tz)
+    created = timefmt.exact_tag(run["created_at"], now=now, locale=locale, tz=tz)
     tail = f"""</td>
           <td data-label="{step_label}">{step_cell}</td>
-          <td class="pgbus-next" data-label="{next_label}">{next_sentence(run, state, now, locale, tz)}</td>
-          <td class="pgbus-nowrap pgbus-small" data-label="{age}">{timefmt.exact_tag(run["created_at"], now=now, locale=locale, tz=tz)}</td>
+          <td class="pgbus-next" data-label="{next_label}">{sentence}</td>
+          <td class="pgbus-nowrap pgbus-small" data-label="{age}">{created}</td>
         </tr>"""
     return head, tail
 
@@ -219,7 +222,8 @@ def attempt_items(attempts: list[Mapping[str, Any]], batches: Mapping[str, Any],
         if attempt.get("wait_for") or attempt.get("batch_id"):
             waits = ""
             if attempt.get("wait_for"):
-                waits += f"<span>{t_html('pgbus.workflows.show.waits_for_signal_html', signal=presenters.code(attempt['wait_for']))}</span>"
+                signal = presenters.code(attempt["wait_for"])
+                waits += f"<span>{t_html('pgbus.workflows.show.waits_for_signal_html', signal=signal)}</span>"
             if attempt.get("batch_id"):
                 batch = batches.get(attempt["batch_id"])
                 name = batch["description"] if batch and batch.get("description") else attempt["batch_id"]
@@ -233,31 +237,38 @@ def attempt_items(attempts: list[Mapping[str, Any]], batches: Mapping[str, Any],
                     progress = f" ({escape(tn('pgbus.workflows.show.batch_progress', total, done=done))})"
                 waits += f"\n            <span>{link}{progress}</span>"
             if attempt.get("waiting_since"):
-                waits += f"<span>{t_html('pgbus.workflows.show.waiting_since_html', time=time_tag(attempt['waiting_since'], now))}</span>"
+                since = time_tag(attempt["waiting_since"], now)
+                waits += f"<span>{t_html('pgbus.workflows.show.waiting_since_html', time=since)}</span>"
             # When it gives up only matters while the attempt is open (states.STEP_OPEN).
             if attempt.get("timeout_at") and presenters.step_open(status):
-                waits += f"<span>{t_html('pgbus.workflows.show.timeout_html', time=time_tag(attempt['timeout_at'], now))}</span>"
+                gives_up = time_tag(attempt["timeout_at"], now)
+                waits += f"<span>{t_html('pgbus.workflows.show.timeout_html', time=gives_up)}</span>"
             parts.append(f'\n          <div class="pgbus-attempt-times">{waits}\n          </div>')
         error_class, error_message = attempt.get("error_class"), attempt.get("error_message")
         if error_class or error_message:
             colon = ": " if error_class and error_message else ""
+            words = template_helpers.error_words(error_message, now)
             parts.append(
-                f'\n          <p class="pgbus-error"><span class="pgbus-error-class" dir="auto">{escape(error_class or "")}</span>'
-                f'{colon}<span class="pgbus-error-message" dir="auto">{template_helpers.error_words(error_message, now)}</span></p>'
+                '\n          <p class="pgbus-error">'
+                f'<span class="pgbus-error-class" dir="auto">{escape(error_class or "")}</span>'
+                f'{colon}<span class="pgbus-error-message" dir="auto">{words}</span></p>'
             )
         if attempt.get("error_backtrace"):
             parts.append(
-                f'\n          <details class="pgbus-backtrace">\n            <summary>{escape(t("pgbus.workflows.show.backtrace"))}</summary>'
+                '\n          <details class="pgbus-backtrace">'
+                f"\n            <summary>{escape(t('pgbus.workflows.show.backtrace'))}</summary>"
                 f"\n            <pre><code>{escape(attempt['error_backtrace'])}</code></pre>\n          </details>"
             )
         if attempt.get("result") is not None:
             parts.append(
                 f'\n          <details class="pgbus-result">\n            <summary class="pgbus-muted pgbus-small">'
-                f"{escape(t('pgbus.workflows.show.result'))}</summary>\n            <pre>{presenters.stored_json(attempt['result'])}</pre>"
+                f"{escape(t('pgbus.workflows.show.result'))}</summary>"
+                f"\n            <pre>{presenters.stored_json(attempt['result'])}</pre>"
                 f"\n          </details>"
             )
         items.append(
-            f'\n        <li class="pgbus-attempt" id="pgbus-step-{escape(attempt.get("id"))}" data-status="{escape(status)}">'
+            f'\n        <li class="pgbus-attempt" id="pgbus-step-{escape(attempt.get("id"))}"'
+            f' data-status="{escape(status)}">'
             f"{''.join(parts)}\n        </li>"
         )
     return Markup("".join(items))

@@ -371,7 +371,8 @@ def _axis(axis: _Axis, top: int, height: int, *, locale, tz) -> Markup:
         # the same round moments come back on every refresh.
         title = timefmt.stamp(moment, loc, zone_info)[1]
         ticks.append(
-            f'<g class="pgbus-tl-tick"><line class="pgbus-tl-gridline" x1="{x}" x2="{x}" y1="{top - 4}" y2="{height - 4}"/>'
+            '<g class="pgbus-tl-tick">'
+            f'<line class="pgbus-tl-gridline" x1="{x}" x2="{x}" y1="{top - 4}" y2="{height - 4}"/>'
             f'<text class="pgbus-tl-tick-label" x="{x}" y="{top - 10}" text-anchor="middle">{escape(text)}</text>'
             f"<title>{escape(title)}</title></g>"
         )
