@@ -157,13 +157,13 @@ def bench(url: str, sizes: list[int]) -> None:
             )
     print()
     print(f"{'runs':>10}  {'door':<10} {'rows/s':>9}  {'RSS before':>10}  {'peak':>8}  {'growth':>8}")
-    for size, door, fmt, rows, rate, baseline, peak, growth in results:
+    for size, door, fmt, _rows, rate, baseline, peak, growth in results:
         print(
             f"{size:>10,}  {door + ' ' + fmt:<10} {rate:>9,.0f}  {baseline / 1024:>8.1f}MB  {peak / 1024:>6.1f}MB"
             f"  {growth / 1024:>6.1f}MB"
         )
     by_door: dict[tuple[str, str], list[tuple[int, int]]] = {}
-    for size, door, fmt, rows, rate, baseline, peak, growth in results:
+    for size, door, fmt, *_, growth in results:
         by_door.setdefault((door, fmt), []).append((size, growth))
     print()
     for (door, fmt), grown in by_door.items():

@@ -130,8 +130,8 @@ def pick_targets(engine) -> list[tuple[str, str, dict]]:
     with engine.connect() as conn:
         pair = conn.execute(
             sa.text(
-                "SELECT f.workflow_id, (SELECT c.workflow_id FROM pgbus_workflows c WHERE c.workflow_class = f.workflow_class"
-                " AND c.status = 'completed' ORDER BY c.id DESC LIMIT 1)"
+                "SELECT f.workflow_id, (SELECT c.workflow_id FROM pgbus_workflows c"
+                " WHERE c.workflow_class = f.workflow_class AND c.status = 'completed' ORDER BY c.id DESC LIMIT 1)"
                 " FROM pgbus_workflows f WHERE f.status = 'failed' ORDER BY f.id DESC LIMIT 1"
             )
         ).first()

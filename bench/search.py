@@ -129,18 +129,18 @@ def search(bench_url: str, runs: int, repeat: int) -> None:
         # A fragment's own condition, with its index and without (a
         # sequential read of every run, what LIKE costs where pg_trgm is not).
         alone = []
-        for label, text in forms:
+        for label, fragment in forms:
             if label not in FRAGMENT_FORMS:
                 continue
-            pattern = {"pattern": "%" + workflow_index.like_literal(workflow_index.ascii_lower(text)) + "%"}
+            pattern = {"pattern": "%" + workflow_index.like_literal(workflow_index.ascii_lower(fragment)) + "%"}
             statement = sa.text(
                 'SELECT count(*) FROM pgbus_workflows WHERE lower(workflow_id COLLATE "C") LIKE :pattern'
             )
 
-            def indexed(conn, pattern=pattern):
+            def indexed(conn, pattern=pattern, statement=statement):
                 return conn.execute(statement, pattern).scalar_one()
 
-            def unindexed(conn, pattern=pattern):
+            def unindexed(conn, pattern=pattern, statement=statement):
                 conn.execute(sa.text("SET LOCAL enable_bitmapscan = off"))
                 conn.execute(sa.text("SET LOCAL enable_indexscan = off"))
                 return conn.execute(statement, pattern).scalar_one()
@@ -159,7 +159,7 @@ def search(bench_url: str, runs: int, repeat: int) -> None:
         print(explain_text(engine, statement, parameters))
         print()
         print("summary (median / slowest of", repeat, "calls; the median as a ratio to the whole run id's):")
-        for label, text, count, found, median, slowest in summary:
+        for label, _text, count, found, median, slowest in summary:
             print(
                 f"  {label:<42} {count:>3} runs  {'found' if found else '-':<5}  "
                 f"{median * 1000:7.2f} ms / {slowest * 1000:7.2f} ms  {median / floor:5.1f}x"
@@ -261,7 +261,8 @@ def seeded_searches(engine) -> list[tuple[str, dict[str, str]]]:
         ).scalar_one()
         payload = conn.execute(
             sa.text(
-                "SELECT payload FROM pgbus_workflow_signals WHERE id >= (SELECT max(id) / 2 FROM pgbus_workflow_signals)"
+                "SELECT payload FROM pgbus_workflow_signals"
+                " WHERE id >= (SELECT max(id) / 2 FROM pgbus_workflow_signals)"
                 " AND payload ? 'tracking' ORDER BY id LIMIT 1"
             )
         ).scalar_one()
