@@ -144,7 +144,7 @@ def servers(url: str, processes: int, threads: int) -> Iterator[tuple[int, list[
                 wait_until_up(port)
             except SystemExit:
                 process.terminate()
-                raise SystemExit(f"serve did not start: {process.communicate(timeout=10)[1][-2000:]}")
+                raise SystemExit(f"serve did not start: {process.communicate(timeout=10)[1][-2000:]}") from None
         front = ports[0]
         if processes > 1:
             binary = shutil.which("nginx") or "/usr/sbin/nginx"
