@@ -15,12 +15,12 @@ PACKAGE = ROOT / "pgbus_web"
 MAP = ROOT / "docs" / "package.md"
 
 # A path under pgbus_web/ written in backticks: a folder (`core/`), a file
-# (`core/reads.py`, `schema/v6.sql`, `app.py`), or a module and a name in
-# it (`core/reads.find_run`, `runtime/worker.Worker.tick`). Paths under
-# tests/ (and pgbus_web/ itself) are read from the checkout's root.
-_PATH = re.compile(
-    r"`(?P<path>(?:[a-z_]\w*/)*(?:[a-z_]\w*/|\w+\.(?:py|sql)|(?:[a-z_]\w*/)[a-z_]\w*(?:\.\w+)+))`"
-)
+# (`core/reads.py`, `schema/v6.sql`, `app.py`, `web/static/keys.js`), or a
+# module and a name in it (`core/reads.find_run`,
+# `runtime/worker.Worker.tick`). Paths under tests/ (and pgbus_web/
+# itself) are read from the checkout's root.
+_FILE = r"[\w.-]+\.(?:py|sql|html|js|css|json|toml|yml)"
+_PATH = re.compile(rf"`(?P<path>(?:[a-z_]\w*/)*(?:[a-z_]\w*/|{_FILE}|(?:[a-z_]\w*/)[a-z_]\w*(?:\.\w+)+))`")
 # Where the map must name every module, not only the folder: the domain
 # and the two layers below it, whose modules a door is told to look up.
 EVERY_MODULE_OF = ("core", "models", "rules")
@@ -49,7 +49,7 @@ def missing(path: str, package: Path = PACKAGE, root: Path = ROOT) -> str | None
     base = root if path.startswith(("tests/", "pgbus_web/")) else package
     if path.endswith("/"):
         return None if (base / path).is_dir() else "no such folder"
-    if path.endswith((".py", ".sql")):
+    if re.fullmatch(rf"(?:\w+/)*{_FILE}", path):
         return None if (base / path).is_file() else "no such file"
     folder, _, dotted = path.rpartition("/")
     module_name, *attributes = dotted.split(".")
@@ -107,6 +107,8 @@ def test_a_wrong_name_in_the_map_fails():
     assert missing("core/reads.find_runs") == "reads has no find_runs"
     assert missing("core/nothing.find_run") == "no such module"
     assert missing("tests/project/test_nothing.py") == "no such file"
+    assert missing("web/static/nothing.js") == "no such file"
+    assert named_paths("`web/static/vendor/htmx.min.js`") == {"web/static/vendor/htmx.min.js"}
     text = MAP.read_text(encoding="utf-8")
     planted = text.replace("`core/reads.py`", "`core/raeds.py`")
     assert planted != text
