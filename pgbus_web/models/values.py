@@ -30,10 +30,12 @@ import json
 import math
 import re
 from datetime import UTC, datetime, timedelta, tzinfo
-from typing import Any
+from typing import Any, SupportsIndex
 
 import sqlalchemy as sa
 from psycopg import adapt, postgres
+from psycopg.abc import AdaptContext, Buffer, DumperKey
+from psycopg.adapt import PyFormat
 from psycopg.types import json as pg_json
 from sqlalchemy.engine import Engine
 
@@ -71,7 +73,7 @@ class Infinite(datetime):
     def __repr__(self) -> str:
         return f"Infinite({self.literal!r}{'' if self.tzinfo else ', naive'})"
 
-    def isoformat(self, *args, **kwargs) -> str:
+    def isoformat(self, *args: Any, **kwargs: Any) -> str:
         return self.literal
 
     def timestamp(self) -> float:
@@ -80,78 +82,78 @@ class Infinite(datetime):
     def astimezone(self, tz: tzinfo | None = None) -> Infinite:
         return Infinite.of(self.sign, tz or UTC)
 
-    def replace(self, *args, **kwargs) -> Infinite:
+    def replace(self, *args: Any, **kwargs: Any) -> Infinite:
         # Only the zone may change: infinity has no fields to set.
         return Infinite.of(self.sign, kwargs.get("tzinfo", self.tzinfo))
 
-    def __add__(self, other):
+    def __add__(self, other: object) -> Any:
         if isinstance(other, timedelta):
             return self
         return NotImplemented
 
     __radd__ = __add__
 
-    def __sub__(self, other):
+    def __sub__(self, other: object) -> Any:
         if isinstance(other, timedelta):
             return self
         if isinstance(other, datetime):
             raise OverflowError(f"{self.literal} has no finite distance to {other}")
         return NotImplemented
 
-    def __rsub__(self, other):
+    def __rsub__(self, other: object) -> Any:
         if isinstance(other, datetime):
             raise OverflowError(f"{other} has no finite distance to {self.literal}")
         return NotImplemented
 
     # Ordered as PostgreSQL orders them; equal only to the same infinity
     # (not to the last finite microsecond datetime can hold).
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         if isinstance(other, Infinite):
             return self.sign == other.sign
         if isinstance(other, datetime):
             return False
         return NotImplemented
 
-    def __ne__(self, other):
+    def __ne__(self, other: object) -> bool:
         result = self.__eq__(other)
         return result if result is NotImplemented else not result
 
     def __hash__(self) -> int:
         return hash(("pgbus-infinite", self.sign))
 
-    def _compare(self, other) -> int | None:
+    def _compare(self, other: object) -> int | None:
         if isinstance(other, Infinite):
             return (self.sign > other.sign) - (self.sign < other.sign)
         if isinstance(other, datetime):
             return self.sign
         return None
 
-    def __lt__(self, other):
+    def __lt__(self, other: object) -> bool:
         order = self._compare(other)
         return NotImplemented if order is None else order < 0
 
-    def __le__(self, other):
+    def __le__(self, other: object) -> bool:
         order = self._compare(other)
         return NotImplemented if order is None else order <= 0
 
-    def __gt__(self, other):
+    def __gt__(self, other: object) -> bool:
         order = self._compare(other)
         return NotImplemented if order is None else order > 0
 
-    def __ge__(self, other):
+    def __ge__(self, other: object) -> bool:
         order = self._compare(other)
         return NotImplemented if order is None else order >= 0
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (Infinite.of, (self.sign, self.tzinfo))
 
-    def __reduce_ex__(self, protocol):
+    def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:
         return self.__reduce__()
 
-    def __copy__(self):
+    def __copy__(self) -> Infinite:
         return self
 
-    def __deepcopy__(self, memo):
+    def __deepcopy__(self, memo: Any) -> Infinite:
         return self
 
 
@@ -199,16 +201,19 @@ def loads(data: Any) -> Any:
 # --- loaders and dumpers on our connections ----------------------------------
 
 
-def _infinite_loader(base: type, tz: tzinfo | None) -> type:
+def _infinite_loader(base: type[adapt.Loader], tz: tzinfo | None) -> type[adapt.Loader]:
     """A loader for timestamptz (or timestamp) text that reads ±infinity as
     Infinite and hands every other value to psycopg's own loader *base*."""
 
     class InfiniteLoader(adapt.Loader):
-        def __init__(self, oid: int, context=None):
+        # Marks our loader, so that a connection is given it once.
+        pgbus_infinite = True
+
+        def __init__(self, oid: int, context: AdaptContext | None = None):
             super().__init__(oid, context)
             self._finite = base(oid, context)
 
-        def load(self, data):
+        def load(self, data: Buffer) -> Any:
             if data == _PLUS:
                 return Infinite.of(1, tz)
             if data == _MINUS:
@@ -224,13 +229,13 @@ class InfiniteDumper(adapt.Dumper):
 
     oid = TIMESTAMPTZ_OID
 
-    def get_key(self, obj, format):
+    def get_key(self, obj: Any, format: PyFormat) -> DumperKey:
         return self.cls if obj.tzinfo else (self.cls,)
 
-    def upgrade(self, obj, format):
+    def upgrade(self, obj: Any, format: PyFormat) -> adapt.Dumper:
         return self if obj.tzinfo else _NaiveInfiniteDumper(self.cls)
 
-    def dump(self, obj):
+    def dump(self, obj: Infinite) -> Buffer:
         return obj.literal.encode()
 
 
@@ -238,7 +243,7 @@ class _NaiveInfiniteDumper(InfiniteDumper):
     oid = TIMESTAMP_OID
 
 
-def adapt_connection(dbapi_connection) -> None:
+def adapt_connection(dbapi_connection: Any) -> None:
     """Give one psycopg connection the loaders and the dumpers (once; the
     lists' dumper is text_arrays', for speed)."""
     adapters = dbapi_connection.adapters
@@ -248,14 +253,13 @@ def adapt_connection(dbapi_connection) -> None:
     for oid, tz in ((TIMESTAMPTZ_OID, UTC), (TIMESTAMP_OID, None)):
         base = adapters.get_loader(oid, adapt.pq.Format.TEXT)
         loader = _infinite_loader(base, tz)
-        loader.pgbus_infinite = True
         adapters.register_loader(oid, loader)
     adapters.register_dumper(Infinite, InfiniteDumper)
     text_arrays.register(adapters)
     pg_json.set_json_loads(loads, dbapi_connection)
 
 
-def _on_checkout(dbapi_connection, connection_record, connection_proxy) -> None:
+def _on_checkout(dbapi_connection: Any, connection_record: Any, connection_proxy: Any) -> None:
     adapt_connection(dbapi_connection)
 
 
