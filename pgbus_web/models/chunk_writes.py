@@ -29,7 +29,8 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection
 
-from . import as_dicts
+from ..rules.columns import LATEST_OF_STEP, latest_assignments, step_fields_list
+from . import STATES, as_dicts
 
 # The latest step row's columns facts() reads (what the verbs decide from
 # and what their events name).
@@ -63,12 +64,12 @@ _LATEST_JOIN = f"""
 # Whether another ongoing run holds the run's class and subject (the
 # one-ongoing-run-per-subject index, workflow_rows.SUBJECT_INDEX): one
 # probe of that index per run.
-_TAKEN = """
+_TAKEN = f"""
            (m.subject_type IS NOT NULL AND m.subject_id IS NOT NULL AND EXISTS (
                SELECT 1 FROM pgbus_workflows w
                WHERE w.workflow_class = m.workflow_class AND w.subject_type = m.subject_type
                  AND w.subject_id = m.subject_id AND w.workflow_id <> m.workflow_id
-                 AND w.status IN ('ready', 'running', 'waiting', 'paused'))) AS taken
+                 AND w.status IN {STATES.ONGOING})) AS taken
 """
 
 
@@ -114,11 +115,7 @@ def facts(
 # (alias s: id, step_name, status, error_class, scheduled_at, waiting_since,
 # timeout_at), as the steps' trigger would copy them; the chunk declared
 # that it keeps them itself (workflow_rows.LATEST_BY_WRITER).
-_LATEST_FROM_ROW = """
-        latest_step_id = s.id, latest_step_name = s.step_name, latest_step_status = s.status,
-        latest_error_class = s.error_class, latest_scheduled_at = s.scheduled_at,
-        latest_waiting_since = s.waiting_since, latest_timeout_at = s.timeout_at
-"""
+_LATEST_FROM_ROW = latest_assignments("s")
 _STEP_RETURNING = (
     "s.id, s.workflow_id, s.step_name, s.status, s.attempt, s.error_class, s.scheduled_at, "
     "s.waiting_since, s.timeout_at"
@@ -158,7 +155,7 @@ WITH m AS (
 ), scheduled AS (
     INSERT INTO pgbus_workflow_steps AS s
         (workflow_id, step_name, status, attempt, scheduled_at, created_at, updated_at)
-    SELECT m.workflow_id, m.step_name, 'scheduled',
+    SELECT m.workflow_id, m.step_name, {STATES.STEP_SCHEDULED},
            (SELECT COALESCE(max(p.attempt), 0) + 1 FROM pgbus_workflow_steps p
             WHERE p.workflow_id = m.workflow_id AND p.step_name = m.step_name),
            :due, :now, :now
@@ -166,7 +163,7 @@ WITH m AS (
     RETURNING {step_returning}
 ), moved AS (
     UPDATE pgbus_workflows w
-    SET status = 'ready', updated_at = now(), current_step = s.step_name, paused_at = NULL,
+    SET status = {STATES.READY}, updated_at = now(), current_step = s.step_name, paused_at = NULL,
         finished_at = CASE WHEN :clear_finished THEN NULL ELSE w.finished_at END,
         {latest}
     FROM scheduled s
@@ -219,7 +216,11 @@ def schedule_and_move(
     if not plans:
         return {}
     statement = _SCHEDULE_AND_MOVE.format(
-        step_returning=_STEP_RETURNING, latest=_LATEST_FROM_ROW, event_columns=_EVENT_COLUMNS, first=_FIRST_EVENT[first]
+        step_returning=_STEP_RETURNING,
+        latest=_LATEST_FROM_ROW,
+        event_columns=_EVENT_COLUMNS,
+        first=_FIRST_EVENT[first],
+        STATES=STATES,
     )
     starts = [plan.get("from") for plan in plans]
     rows = as_dicts(
@@ -258,10 +259,10 @@ WITH m AS (
     UPDATE pgbus_workflow_steps s SET scheduled_at = :due, updated_at = :now
     FROM m
     WHERE s.id = m.step_id AND s.workflow_id = ANY(CAST(:workflow_ids AS text[])) AND s.workflow_id = m.workflow_id
-      AND s.status = 'scheduled'
+      AND s.status = {STATES.STEP_SCHEDULED}
     RETURNING {step_returning}, m.was, m.n
 ), moved AS (
-    UPDATE pgbus_workflows w SET status = 'ready', updated_at = now(), {latest}
+    UPDATE pgbus_workflows w SET status = {STATES.READY}, updated_at = now(), {latest}
     FROM due s
     WHERE w.workflow_id = s.workflow_id AND w.id = ANY(CAST(:run_ids AS bigint[]))
       AND w.status = ANY(:from_statuses)
@@ -304,7 +305,7 @@ def due_and_move(
     if not dues:
         return 0, 0
     statement = _DUE_AND_MOVE.format(
-        step_returning=_STEP_RETURNING, latest=_LATEST_FROM_ROW, event_columns=_EVENT_COLUMNS
+        step_returning=_STEP_RETURNING, latest=_LATEST_FROM_ROW, event_columns=_EVENT_COLUMNS, STATES=STATES
     )
     row = conn.execute(
         sa.text(statement),
@@ -335,19 +336,19 @@ WITH m AS (
     INSERT INTO pgbus_workflow_signals AS g
         (workflow_id, name, payload, idempotency_key, status, claimed_by_step_id, claimed_at, created_at)
     SELECT m.workflow_id, CAST(:name AS text), :payload, m.idempotency_key,
-           CASE WHEN m.claim_id IS NULL THEN 'pending' ELSE 'claimed' END, m.claim_id,
+           CASE WHEN m.claim_id IS NULL THEN {STATES.SIGNAL_PENDING} ELSE {STATES.SIGNAL_CLAIMED} END, m.claim_id,
            CASE WHEN m.claim_id IS NULL THEN NULL ELSE CAST(:now AS timestamptz) END, :now
     FROM m ORDER BY m.n
     ON CONFLICT (workflow_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING g.id, g.workflow_id, g.claimed_by_step_id
 ), due AS (
-    UPDATE pgbus_workflow_steps s SET status = 'scheduled', scheduled_at = :now, updated_at = :now
+    UPDATE pgbus_workflow_steps s SET status = {STATES.STEP_SCHEDULED}, scheduled_at = :now, updated_at = :now
     FROM stored g
     WHERE s.id = g.claimed_by_step_id AND s.workflow_id = ANY(CAST(:workflow_ids AS text[]))
-      AND s.workflow_id = g.workflow_id AND s.status = 'waiting'
+      AND s.workflow_id = g.workflow_id AND s.status = {STATES.STEP_WAITING}
     RETURNING {step_returning}, g.id AS signal_id
 ), moved AS (
-    UPDATE pgbus_workflows w SET status = 'ready', updated_at = now(), {latest}
+    UPDATE pgbus_workflows w SET status = {STATES.READY}, updated_at = now(), {latest}
     FROM due s
     WHERE w.workflow_id = s.workflow_id AND w.id = ANY(CAST(:run_ids AS bigint[]))
       AND w.status = ANY(:from_statuses)
@@ -406,7 +407,7 @@ def signal_and_move(
     if not deliveries:
         return []
     statement = _SIGNAL_AND_MOVE.format(
-        step_returning=_STEP_RETURNING, latest=_LATEST_FROM_ROW, event_columns=_EVENT_COLUMNS
+        step_returning=_STEP_RETURNING, latest=_LATEST_FROM_ROW, event_columns=_EVENT_COLUMNS, STATES=STATES
     )
     return as_dicts(
         conn.execute(
@@ -435,20 +436,17 @@ WITH m AS (
     SELECT * FROM unnest(CAST(:workflow_ids AS text[]), CAST(:run_ids AS bigint[]), CAST(:was AS text[]))
         WITH ORDINALITY AS m(workflow_id, run_id, was, n)
 ), closed AS (
-    UPDATE pgbus_workflow_steps s SET status = 'cancelled', finished_at = :now, updated_at = :now
+    UPDATE pgbus_workflow_steps s SET status = {STATES.STEP_CANCELLED}, finished_at = :now, updated_at = :now
     WHERE s.workflow_id = ANY(CAST(:workflow_ids AS text[])) AND s.status = ANY(:open)
     RETURNING s.id
 ), moved AS (
     -- Every part of one statement reads the rows as they were before it:
     -- the latest row is cancelled here exactly when it was open.
     UPDATE pgbus_workflows w
-    SET status = 'cancelled', finished_at = :now, updated_at = now(),
-        latest_step_id = l.id, latest_step_name = l.step_name,
-        latest_step_status = CASE WHEN l.status = ANY(:open) THEN 'cancelled' ELSE l.status END,
-        latest_error_class = l.error_class, latest_scheduled_at = l.scheduled_at,
-        latest_waiting_since = l.waiting_since, latest_timeout_at = l.timeout_at
+    SET status = {STATES.CANCELLED}, finished_at = :now, updated_at = now(),
+        {latest_cancelled}
     FROM m LEFT JOIN LATERAL (
-        SELECT id, step_name, status, error_class, scheduled_at, waiting_since, timeout_at
+        SELECT {step_fields}
         FROM pgbus_workflow_steps WHERE workflow_id = m.workflow_id ORDER BY id DESC LIMIT 1
     ) l ON TRUE
     WHERE w.workflow_id = m.workflow_id AND w.id = ANY(CAST(:run_ids AS bigint[]))
@@ -459,7 +457,7 @@ WITH m AS (
     -- joined from another CTE (planned as one row: a nested loop of every
     -- row by every row).
     INSERT INTO pgbus_workflow_events ({event_columns})
-    SELECT moved.workflow_id, 'cancelled', CAST(:actor AS text), CAST(:reason AS text), o.last_id, o.last_name,
+    SELECT moved.workflow_id, CAST(:event AS text), CAST(:actor AS text), CAST(:reason AS text), o.last_id, o.last_name,
            o.last_attempt,
            jsonb_build_object('was', moved.was, 'cancelled_steps', o.ids,
                               'operation_id', CAST(:operation_id AS bigint)),
@@ -500,11 +498,12 @@ def cancel_and_move(
     if not runs:
         return 0, 0, 0
     row = conn.execute(
-        sa.text(_CANCEL_AND_MOVE.format(event_columns=_EVENT_COLUMNS)),
+        sa.text(_CANCEL_AND_MOVE_STATEMENT),
         {
             "workflow_ids": [run["workflow_id"] for run in runs],
             "run_ids": [int(run["id"]) for run in runs],
             "was": [run["status"] for run in runs],
+            "event": "cancelled",
             "open": list(open_),
             "from_statuses": list(from_),
             "now": now,
@@ -516,13 +515,25 @@ def cancel_and_move(
     return int(row.moved), int(row.closed), int(row.open)
 
 
+# latest_* from each run's latest row, cancelled here when it was open.
+_LATEST_CANCELLED = ", ".join(
+    f"{column} = CASE WHEN l.status = ANY(:open) THEN {STATES.STEP_CANCELLED} ELSE l.status END"
+    if field == "status"
+    else f"{column} = l.{field}"
+    for column, field in LATEST_OF_STEP.items()
+)
+_CANCEL_AND_MOVE_STATEMENT = _CANCEL_AND_MOVE.format(
+    event_columns=_EVENT_COLUMNS, latest_cancelled=_LATEST_CANCELLED, step_fields=step_fields_list(), STATES=STATES
+)
+
+
 _SKIP_AND_MOVE = """
 WITH m AS (
     SELECT * FROM unnest(CAST(:workflow_ids AS text[]), CAST(:open_ids AS bigint[]), CAST(:names AS text[]),
                          CAST(:afters AS text[]), CAST(:dues AS timestamptz[]), CAST(:dues_iso AS text[]))
         WITH ORDINALITY AS m(workflow_id, open_id, name, after_name, due, due_iso, n)
 ), closed AS (
-    UPDATE pgbus_workflow_steps s SET status = 'skipped', finished_at = :now, updated_at = :now
+    UPDATE pgbus_workflow_steps s SET status = {STATES.STEP_SKIPPED}, finished_at = :now, updated_at = :now
     FROM m
     WHERE s.id = m.open_id AND s.workflow_id = ANY(CAST(:workflow_ids AS text[])) AND s.workflow_id = m.workflow_id
       AND s.status = ANY(:open)
@@ -537,26 +548,26 @@ WITH m AS (
             WHERE p.workflow_id = r.workflow_id AND p.step_name = r.step_name),
            r.scheduled_at, r.finished_at, :now, :now
     FROM (
-        SELECT m.n, 1 AS k, m.workflow_id, m.name AS step_name, 'skipped' AS status,
+        SELECT m.n, 1 AS k, m.workflow_id, m.name AS step_name, {STATES.STEP_SKIPPED} AS status,
                CAST(NULL AS timestamptz) AS scheduled_at, CAST(:now AS timestamptz) AS finished_at
         FROM m WHERE m.open_id IS NULL
         UNION ALL
-        SELECT m.n, 2, m.workflow_id, m.after_name, 'scheduled', m.due, NULL
+        SELECT m.n, 2, m.workflow_id, m.after_name, {STATES.STEP_SCHEDULED}, m.due, NULL
         FROM m WHERE m.after_name IS NOT NULL
     ) r
     ORDER BY r.n, r.k
     RETURNING {step_returning}
 ), consumed AS (
     -- The signal each skipped step held (signals.held_by_step), used up.
-    UPDATE pgbus_workflow_signals g SET status = 'consumed', consumed_at = :now
+    UPDATE pgbus_workflow_signals g SET status = {STATES.SIGNAL_CONSUMED}, consumed_at = :now
     FROM (
         SELECT DISTINCT ON (m.workflow_id, m.name) h.id
-        FROM m JOIN pgbus_workflow_signals h ON h.workflow_id = m.workflow_id AND h.status = 'claimed'
+        FROM m JOIN pgbus_workflow_signals h ON h.workflow_id = m.workflow_id AND h.status = {STATES.SIGNAL_CLAIMED}
          AND h.claimed_by_step_id IN (
              SELECT id FROM pgbus_workflow_steps WHERE workflow_id = m.workflow_id AND step_name = m.name)
         ORDER BY m.workflow_id, m.name, h.id
     ) held
-    WHERE g.id = held.id AND g.status = 'claimed'
+    WHERE g.id = held.id AND g.status = {STATES.SIGNAL_CLAIMED}
     RETURNING g.id
 ), facts AS (
     -- Each run's plan and the rows written for it, as one list to group:
@@ -564,7 +575,8 @@ WITH m AS (
     -- loop of every row by every row).
     SELECT m.workflow_id, m.n, m.due_iso, NULL AS role, {no_row} FROM m
     UNION ALL SELECT s.workflow_id, NULL, NULL, 'k', {row_columns} FROM closed s
-    UNION ALL SELECT s.workflow_id, NULL, NULL, CASE WHEN s.status = 'skipped' THEN 'k' ELSE 'a' END, {row_columns}
+    UNION ALL SELECT s.workflow_id, NULL, NULL, CASE WHEN s.status = {STATES.STEP_SKIPPED} THEN 'k' ELSE 'a' END,
+                     {row_columns}
     FROM made s
 ), per_run AS (
     -- k: the run's skipped row; a: the row scheduled after it, if any.
@@ -575,7 +587,7 @@ WITH m AS (
     -- After the last step the run completes; otherwise it is ready on the
     -- step scheduled. latest_* from the newer of the run's rows written.
     UPDATE pgbus_workflows w
-    SET status = CASE WHEN p.a_id IS NULL THEN 'completed' ELSE 'ready' END,
+    SET status = CASE WHEN p.a_id IS NULL THEN {STATES.COMPLETED} ELSE {STATES.READY} END,
         current_step = CASE WHEN p.a_id IS NULL THEN w.current_step ELSE p.a_step_name END,
         finished_at = CASE WHEN p.a_id IS NULL THEN CAST(:now AS timestamptz) ELSE w.finished_at END,
         paused_at = NULL, updated_at = now(),
@@ -600,7 +612,7 @@ WITH m AS (
                CASE WHEN p.a_id IS NULL THEN 'finished' ELSE 'step_scheduled' END, NULL,
                p.a_id, p.a_step_name, p.a_attempt,
                CASE WHEN p.a_id IS NULL
-                    THEN jsonb_build_object('status', 'completed', 'operation_id', CAST(:operation_id AS bigint))
+                    THEN jsonb_build_object('status', {STATES.COMPLETED}, 'operation_id', CAST(:operation_id AS bigint))
                     ELSE jsonb_build_object('at', p.due_iso) END
         FROM moved p
     ) e
@@ -667,16 +679,8 @@ _ROW_TYPES = {
     "waiting_since": "timestamptz",
     "timeout_at": "timestamptz",
 }
-_LATEST_COLUMNS = {
-    "id": "latest_step_id",
-    "step_name": "latest_step_name",
-    "status": "latest_step_status",
-    "error_class": "latest_error_class",
-    "scheduled_at": "latest_scheduled_at",
-    "waiting_since": "latest_waiting_since",
-    "timeout_at": "latest_timeout_at",
-}
 _SKIP_AND_MOVE_STATEMENT = _SKIP_AND_MOVE.format(
+    STATES=STATES,
     step_returning=_STEP_RETURNING,
     event_columns=_EVENT_COLUMNS,
     no_row=", ".join(f"CAST(NULL AS {_ROW_TYPES[name]}) AS {name}" for name in _ROW_COLUMNS),
@@ -688,6 +692,6 @@ _SKIP_AND_MOVE_STATEMENT = _SKIP_AND_MOVE.format(
     ),
     latest_from_roles=", ".join(
         f"{column} = CASE WHEN p.a_id IS NULL THEN p.k_{name} ELSE p.a_{name} END"
-        for name, column in _LATEST_COLUMNS.items()
+        for column, name in LATEST_OF_STEP.items()
     ),
 )
