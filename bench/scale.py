@@ -67,7 +67,7 @@ from pgbus_web.app import create_app  # noqa: E402
 from pgbus_web.demo import database as demo_database  # noqa: E402
 from pgbus_web.demo.seed import seed  # noqa: E402
 from pgbus_web.demo.workflows import REGISTRY  # noqa: E402
-from pgbus_web.models import changes, workflow_counts, workflow_rows  # noqa: E402
+from pgbus_web.models import changes, recount, workflow_counts, workflow_rows  # noqa: E402
 from pgbus_web.web.answering import shared  # noqa: E402
 from pgbus_web.web.drawing import cells  # noqa: E402
 
@@ -255,7 +255,7 @@ def page_rows(url: str, repeat: int, rows: dict[str, Row]) -> int:
     row = rows["counts"]
     counts_ms, floor_ms = timed(counts, repeat), timed(one_row, repeat)
     with engine.connect() as conn:
-        wrong = workflow_counts.count_mismatches(conn)
+        wrong = recount.count_mismatches(conn)
     _, statement, parameters = capture(engine, lambda conn: workflow_counts.status_counts(conn))
     server_ms = explain(engine, statement, parameters)["Execution Time"]
     row.measured, row.floor = f"{counts_ms:.2f} ms", f"{floor_ms:.2f} ms one PK read"

@@ -1,6 +1,6 @@
 """The paused and failed runs counted by group key, as the triggers of
 the schema version that adds them keep them (pgbus_workflow_attention_counts and its deltas): read,
-checked against count(*), refilled, folded and added to.
+folded and added to (checked against count(*) and refilled by models/recount.py).
 
 A key is ``[workflow_class, status, step, latest_error_class,
 latest_step_status]`` (the step being ``COALESCE(latest_step_name,
@@ -15,9 +15,12 @@ from collections.abc import Iterable, Mapping
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from ..rules import states
+from . import STATES, among
+
 # The statuses whose runs are counted: a paused run's stuck reason does not
 # depend on the clock, and the failed runs have their own groups.
-STATUSES = ("paused", "failed")
+STATUSES = (states.PAUSED, states.FAILED)
 # The positions in a key (SQL arrays count from 1).
 CLASS, STATUS, STEP, ERROR_CLASS, STEP_STATUS = 1, 2, 3, 4, 5
 
@@ -33,10 +36,11 @@ def key_sql(alias: str) -> str:
 def moment_sql(alias: str) -> str:
     """The moment a run of *alias* is ordered by in its group: when it was
     paused, or when it failed (the moments index's second column)."""
-    return f"(CASE WHEN {alias}.status = 'failed' THEN {alias}.finished_at ELSE {alias}.paused_at END)"
+    return f"(CASE WHEN {alias}.status = {STATES.FAILED} THEN {alias}.finished_at ELSE {alias}.paused_at END)"
 
 
-_IN_STATUSES = ", ".join(f"'{status}'" for status in STATUSES)
+# STATUSES as an IN list.
+IN_STATUSES = among(STATUSES)
 
 # The kept counts by key: the folded totals plus the deltas not folded yet.
 # A few dozen rows whatever the history.
@@ -61,7 +65,7 @@ def _probe(order: str, extra: str = "") -> str:
     return f"""
         SELECT {moment_sql("r")} AS since, r.id
         FROM pgbus_workflows r
-        WHERE {key_sql("r")} = {{key}} AND r.status IN ({_IN_STATUSES}) {extra}
+        WHERE {key_sql("r")} = {{key}} AND r.status IN {IN_STATUSES} {extra}
         ORDER BY {order}
         LIMIT 1
     """
@@ -80,50 +84,6 @@ def kept(conn: Connection) -> dict[tuple, int]:
     """{key (a tuple): runs} as kept."""
     rows = conn.execute(sa.text(kept_sql(by_class=False)))
     return {tuple(key): int(runs) for key, runs in rows}
-
-
-def counted(conn: Connection) -> dict[tuple, int]:
-    """kept() as count(*) over the runs themselves: what it must equal."""
-    rows = conn.execute(
-        sa.text(
-            f"SELECT {key_sql('w')} AS key, count(*) FROM pgbus_workflows w "
-            f"WHERE w.status IN ({_IN_STATUSES}) GROUP BY 1"
-        )
-    )
-    return {tuple(key): runs for key, runs in rows}
-
-
-def mismatches(conn: Connection) -> dict[tuple, tuple[int, int]]:
-    """{key: (kept, counted)} where they differ, both read in one snapshot
-    (the caller's transaction, made repeatable read here). Changes nothing."""
-    conn.execute(sa.text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY"))
-    return differences(kept(conn), counted(conn))
-
-
-def differences(have: Mapping[tuple, int], want: Mapping[tuple, int]) -> dict[tuple, tuple[int, int]]:
-    keys = sorted(set(have) | set(want), key=lambda key: tuple("" if v is None else v for v in key))
-    return {key: (have.get(key, 0), want.get(key, 0)) for key in keys if have.get(key, 0) != want.get(key, 0)}
-
-
-def repair(conn: Connection) -> int:
-    """Refill the kept counts from count(*); how many keys were wrong
-    (nothing is written when none was). The deltas table is locked first,
-    which waits for every transaction that wrote a delta and holds the next
-    ones at their trigger until the caller commits."""
-    conn.execute(sa.text("LOCK TABLE pgbus_workflow_attention_deltas IN EXCLUSIVE MODE"))
-    wrong = len(differences(kept(conn), counted(conn)))
-    if not wrong:
-        return 0
-    conn.execute(sa.text("DELETE FROM pgbus_workflow_attention_deltas"))
-    conn.execute(sa.text("DELETE FROM pgbus_workflow_attention_counts"))
-    conn.execute(
-        sa.text(
-            f"INSERT INTO pgbus_workflow_attention_counts (key, runs) "
-            f"SELECT {key_sql('w')}, count(*) FROM pgbus_workflows w "
-            f"WHERE w.status IN ({_IN_STATUSES}) GROUP BY 1"
-        )
-    )
-    return wrong
 
 
 def fold(conn: Connection) -> None:
@@ -166,7 +126,7 @@ def add_runs(conn: Connection, workflow_ids: Iterable[str]) -> None:
             sa.text(
                 f"INSERT INTO pgbus_workflow_attention_deltas (key, runs) "
                 f"SELECT {key_sql('w')}, count(*) FROM pgbus_workflows w "
-                f"WHERE w.workflow_id = ANY(CAST(:ids AS text[])) AND w.status IN ({_IN_STATUSES}) "
+                f"WHERE w.workflow_id = ANY(CAST(:ids AS text[])) AND w.status IN {IN_STATUSES} "
                 f"GROUP BY 1"
             ),
             {"ids": ids},

@@ -161,35 +161,6 @@ def per_day(conn: Connection, workflow_class: str, *, now: datetime, days: int =
     return [{"day": datetime.combine(day, time(), UTC), "steps": steps} for day, steps in by_day.items()]
 
 
-def recount(conn: Connection, workflow_class: str, *, since: date) -> dict[tuple[date, str], tuple[int, float, float]]:
-    """{(day, step): (attempts, median, p95)} computed exactly from the
-    steps there are (``percentile_cont`` over the same attempts, negative
-    run times as 0): the check of the kept histograms (tests)."""
-    rows = conn.execute(
-        sa.text(
-            """
-            SELECT (s.finished_at AT TIME ZONE 'UTC')::date AS day, s.step_name, count(*) AS attempts,
-                   percentile_cont(0.5) WITHIN GROUP (ORDER BY s.seconds) AS median_seconds,
-                   percentile_cont(0.95) WITHIN GROUP (ORDER BY s.seconds) AS p95_seconds
-            FROM (
-                SELECT s.step_name, s.finished_at,
-                       greatest(0, EXTRACT(EPOCH FROM s.finished_at - s.started_at)::float8) AS seconds
-                FROM pgbus_workflow_steps s JOIN pgbus_workflows w ON w.workflow_id = s.workflow_id
-                WHERE w.workflow_class = :workflow_class
-                  AND s.started_at IS NOT NULL AND s.finished_at IS NOT NULL
-                  AND isfinite(s.started_at) AND isfinite(s.finished_at)
-            ) AS s
-            WHERE (s.finished_at AT TIME ZONE 'UTC')::date >= :since
-            GROUP BY 1, 2
-            """
-        ),
-        {"workflow_class": workflow_class, "since": since},
-    )
-    return {
-        (row.day, row.step_name): (int(row.attempts), float(row.median_seconds), float(row.p95_seconds)) for row in rows
-    }
-
-
 def within_bound(kept: float, exact: float) -> bool:
     """Whether a kept percentile is as near the exact one as documented."""
     return abs(kept - exact) <= RELATIVE_ERROR * abs(exact) + ABSOLUTE_ERROR + 1e-9

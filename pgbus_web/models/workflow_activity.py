@@ -17,7 +17,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from . import as_dicts
+from ..rules import states
+from . import STATES, among, as_dicts
+
+# The runs' ends the rollup counts.
+ENDED = among((states.COMPLETED, states.FAILED))
 
 # Buckets a series has: (its width, how many).
 BUCKETS = {"hour": (timedelta(hours=1), 24), "day": (timedelta(days=1), 30)}
@@ -87,30 +91,6 @@ def record_stuck(conn: Connection, counts: dict[str, int], *, hour: datetime) ->
     )
 
 
-def recount(conn: Connection, workflow_class: str, *, since: datetime) -> dict[datetime, tuple[int, int, int]]:
-    """{hour: (started, completed, failed)} counted from the runs themselves
-    (every hour with any), as the rollup keeps them for runs that ended
-    once: the check of the rollup (tests, ``db check``)."""
-    rows = conn.execute(
-        sa.text(
-            """
-            SELECT hour, sum(started) AS started, sum(completed) AS completed, sum(failed) AS failed FROM (
-                SELECT date_trunc('hour', created_at, 'UTC') AS hour, 1 AS started, 0 AS completed, 0 AS failed
-                FROM pgbus_workflows WHERE workflow_class = :workflow_class
-                UNION ALL
-                SELECT date_trunc('hour', updated_at, 'UTC'), 0, (status = 'completed')::int,
-                       (status = 'failed')::int
-                FROM pgbus_workflows WHERE workflow_class = :workflow_class AND status IN ('completed', 'failed')
-            ) AS history
-            WHERE hour >= :since
-            GROUP BY hour
-            """
-        ),
-        {"workflow_class": workflow_class, "since": since},
-    )
-    return {row.hour: (int(row.started), int(row.completed), int(row.failed)) for row in rows}
-
-
 def kept(conn: Connection, workflow_class: str, *, since: datetime) -> dict[datetime, tuple[int, int, int]]:
     """{hour: (started, completed, failed)} as the rollup has them (folded
     rows and deltas), every hour with any count."""
@@ -144,7 +124,7 @@ def add_runs(conn: Connection, workflow_ids: Iterable[str] | None) -> None:
         return
     conn.execute(
         sa.text(
-            """
+            f"""
             INSERT INTO pgbus_workflow_activity_deltas (workflow_class, hour, started, completed, failed)
             SELECT workflow_class, date_trunc('hour', created_at, 'UTC'), count(*), 0, 0
             FROM pgbus_workflows
@@ -152,10 +132,11 @@ def add_runs(conn: Connection, workflow_ids: Iterable[str] | None) -> None:
             GROUP BY 1, 2
             UNION ALL
             SELECT workflow_class, date_trunc('hour', updated_at, 'UTC'), 0,
-                   count(*) FILTER (WHERE status = 'completed'), count(*) FILTER (WHERE status = 'failed')
+                   count(*) FILTER (WHERE status = {STATES.COMPLETED}),
+                   count(*) FILTER (WHERE status = {STATES.FAILED})
             FROM pgbus_workflows
             WHERE (CAST(:ids AS text[]) IS NULL OR workflow_id = ANY(CAST(:ids AS text[])))
-              AND status IN ('completed', 'failed')
+              AND status IN {ENDED}
             GROUP BY 1, 2
             """
         ),

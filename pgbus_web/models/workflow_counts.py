@@ -1,6 +1,6 @@
 """The runs counted by class and status: read from the counts schema/v3.sql's
-triggers keep (pgbus_workflow_counts and its deltas), checked against
-count(*), refilled, folded and added to. The same triggers keep them per
+triggers keep (pgbus_workflow_counts and its deltas), folded and added to
+(checked against count(*) and refilled by models/recount.py). The same triggers keep them per
 hour of created_at too (pgbus_workflow_hour_counts, the schema version
 that adds it; docs/insights.md): a class's counts over a range of
 created_at sum its full hours from there.
@@ -37,15 +37,6 @@ def status_counts(conn: Connection, workflow_class: str | None = None) -> dict[t
     return {(klass, status): int(runs) for klass, status, runs in rows}
 
 
-def counted_status_counts(conn: Connection) -> dict[tuple[str, str], int]:
-    """status_counts as count(*) over the runs themselves: what the kept
-    counts must equal (db check, the tests)."""
-    rows = conn.execute(
-        sa.text("SELECT workflow_class, status, count(*) AS runs FROM pgbus_workflows GROUP BY workflow_class, status")
-    )
-    return {(klass, status): runs for klass, status, runs in rows}
-
-
 def hour_counts(conn: Connection) -> dict[tuple[str, str, datetime], int]:
     """{(workflow_class, status, hour): runs} as the kept hourly counts have
     them (folded rows and the deltas that carry an hour), every nonzero one."""
@@ -64,69 +55,6 @@ def hour_counts(conn: Connection) -> dict[tuple[str, str, datetime], int]:
         )
     )
     return {(klass, status, hour): int(runs) for klass, status, hour, runs in rows}
-
-
-def counted_hour_counts(conn: Connection) -> dict[tuple[str, str, datetime], int]:
-    """hour_counts as count(*) over the runs themselves."""
-    rows = conn.execute(
-        sa.text(
-            "SELECT workflow_class, status, date_trunc('hour', created_at, 'UTC') AS hour, count(*) "
-            "FROM pgbus_workflows GROUP BY 1, 2, 3"
-        )
-    )
-    return {(klass, status, hour): runs for klass, status, hour, runs in rows}
-
-
-def _differing(kept: Mapping, counted: Mapping) -> list:
-    return [key for key in sorted(set(kept) | set(counted)) if kept.get(key, 0) != counted.get(key, 0)]
-
-
-def count_mismatches(conn: Connection) -> dict[tuple[str, str], tuple[int, int]]:
-    """{(class, status): (kept, counted)} where the kept counts differ from
-    count(*), both read in one snapshot; an hour whose kept count differs
-    is named as (class, "status at hour"). Changes nothing."""
-    conn.execute(sa.text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY"))
-    kept, counted = status_counts(conn), counted_status_counts(conn)
-    found = {key: (kept.get(key, 0), counted.get(key, 0)) for key in _differing(kept, counted)}
-    kept_hours, counted_hours = hour_counts(conn), counted_hour_counts(conn)
-    for klass, status, hour in _differing(kept_hours, counted_hours):
-        key = (klass, status, hour)
-        found[(klass, f"{status} at {hour.astimezone(UTC):%Y-%m-%d %H:00} UTC")] = (
-            kept_hours.get(key, 0),
-            counted_hours.get(key, 0),
-        )
-    return found
-
-
-def repair_counts(conn: Connection) -> int:
-    """Refill the kept counts from count(*); the number of (class, status)
-    pairs that were wrong (nothing is written when none was). In the caller's transaction: the deltas table is
-    locked first, which waits for every transaction that has written a
-    delta and holds off the next ones (their runs' writes wait at their
-    trigger) until this commits, so what is counted and what is kept match."""
-    conn.execute(sa.text("LOCK TABLE pgbus_workflow_count_deltas IN EXCLUSIVE MODE"))
-    kept, counted = status_counts(conn), counted_status_counts(conn)
-    wrong = len(_differing(kept, counted)) + len(_differing(hour_counts(conn), counted_hour_counts(conn)))
-    if not wrong:
-        return 0
-    conn.execute(sa.text("DELETE FROM pgbus_workflow_count_deltas"))
-    conn.execute(sa.text("DELETE FROM pgbus_workflow_counts"))
-    conn.execute(sa.text("DELETE FROM pgbus_workflow_hour_counts"))
-    conn.execute(
-        sa.text(
-            "INSERT INTO pgbus_workflow_counts (workflow_class, status, runs) "
-            "SELECT workflow_class, status, count(*) FROM pgbus_workflows "
-            "GROUP BY workflow_class, status"
-        )
-    )
-    conn.execute(
-        sa.text(
-            "INSERT INTO pgbus_workflow_hour_counts (workflow_class, hour, status, runs) "
-            "SELECT workflow_class, date_trunc('hour', created_at, 'UTC'), status, count(*) "
-            "FROM pgbus_workflows GROUP BY 1, 2, 3"
-        )
-    )
-    return wrong
 
 
 def fold_counts(conn: Connection) -> None:

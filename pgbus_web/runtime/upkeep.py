@@ -1,7 +1,7 @@
 """Checking and repairing what the triggers keep: the runs' latest_*
 columns, the kept counts by class and status and the paused and failed
-runs' counts by group key (``pgbus-web db check``
-and ``db repair``). Both walk the runs in batches by id; a repair writes
+runs' counts by group key, against their reference recounts
+(models/recount.py; ``pgbus-web db check`` and ``db repair``). Both walk the runs in batches by id; a repair writes
 each batch in its own short transaction, so it can run beside the workers.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.engine import Engine
 
-from ..models import attention_counts, workflow_counts, workflow_upkeep
+from ..models import recount, workflow_counts, workflow_upkeep
 
 # Runs per batch: big enough that a million runs take a hundred round trips,
 # small enough that a repair's transaction holds its row locks for moments.
@@ -61,14 +61,14 @@ def repair_latest(engine: Engine, batch_size: int, done: Callable[[int], None] =
 def repair_counts(engine: Engine) -> int:
     """Refill the kept counts that disagree with the runs; how many."""
     with engine.begin() as conn:
-        return workflow_counts.repair_counts(conn)
+        return recount.repair_counts(conn)
 
 
 def repair_attention(engine: Engine) -> int:
     """Refill the needs-attention counts by key if any disagrees with the
     runs; how many disagreed."""
     with engine.begin() as conn:
-        return attention_counts.repair(conn)
+        return recount.repair_attention(conn)
 
 
 def check(
@@ -87,7 +87,7 @@ def check(
         result.named += ids
         done(runs)
     with engine.connect() as conn:
-        result.counts = workflow_counts.count_mismatches(conn)
+        result.counts = recount.count_mismatches(conn)
     with engine.connect() as conn:
-        result.attention = attention_counts.mismatches(conn)
+        result.attention = recount.attention_mismatches(conn)
     return result

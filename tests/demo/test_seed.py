@@ -14,7 +14,7 @@ from pgbus_web.demo import seed as seeding
 from pgbus_web.demo import stories
 from pgbus_web.demo import workflows as demo
 from pgbus_web.launch import main_group
-from pgbus_web.models import workflow_attention, workflow_counts
+from pgbus_web.models import recount, workflow_attention, workflow_counts
 from pgbus_web.rules import states
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
@@ -210,7 +210,7 @@ def test_the_kept_run_counts_count_the_seeded_runs(engine, seeded):
     from pgbus_web.models import workflow_counts
 
     with engine.connect() as conn:
-        kept, counted = workflow_counts.status_counts(conn), workflow_counts.counted_status_counts(conn)
+        kept, counted = workflow_counts.status_counts(conn), recount.status_counts(conn)
     assert kept == counted and sum(kept.values()) == RUNS
 
 
@@ -222,11 +222,11 @@ def test_the_kept_activity_and_step_durations_count_the_seeded_runs(engine, seed
     compared = 0
     with engine.connect() as conn:
         for workflow_class in demo.REGISTRY.names:
-            assert workflow_activity.kept(conn, workflow_class, since=long_ago) == workflow_activity.recount(
+            assert workflow_activity.kept(conn, workflow_class, since=long_ago) == recount.activity_hours(
                 conn, workflow_class, since=long_ago
             )
             kept = step_durations.histograms(conn, workflow_class, since=long_ago.date())
-            exact = step_durations.recount(conn, workflow_class, since=long_ago.date())
+            exact = recount.step_duration_days(conn, workflow_class, since=long_ago.date())
             assert {key: sum(n for _, n in histogram) for key, histogram in kept.items()} == {
                 key: attempts for key, (attempts, _, _) in exact.items()
             }

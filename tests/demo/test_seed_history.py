@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from pgbus_web.demo import workflows as demo
 from pgbus_web.demo.history import seed_history
 from pgbus_web.launch import main_group
-from pgbus_web.models import changes, workflow_counts
+from pgbus_web.models import changes, recount, workflow_counts
 from pgbus_web.rules import states
 
 
@@ -27,7 +27,7 @@ def test_history_runs_are_finished_whole_and_consistent(engine, runs, database_u
     assert (result.runs, scalar(engine, "SELECT count(*) FROM pgbus_workflows")) == (2_345, 2_346)
     assert result.steps == scalar(engine, "SELECT count(*) FROM pgbus_workflow_steps") - 0
     with engine.connect() as conn:
-        kept, counted = workflow_counts.status_counts(conn), workflow_counts.counted_status_counts(conn)
+        kept, counted = workflow_counts.status_counts(conn), recount.status_counts(conn)
         assert changes.marker(conn) > marker
     assert kept == counted
     statuses = {status: sum(n for (_, s), n in counted.items() if s == status) for status in states.RUN}

@@ -17,7 +17,7 @@ from pgbus_web import db, schema
 from pgbus_web.demo import empty_load
 from pgbus_web.demo import seed as seeding
 from pgbus_web.launch import main_group
-from pgbus_web.models import changes, workflow_counts
+from pgbus_web.models import changes, recount, workflow_counts
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 SEQUENCES = (
@@ -172,7 +172,7 @@ def test_a_seed_into_tables_with_runs_writes_chunk_by_chunk(engine):
     assert catalog(engine) == before
     with engine.connect() as conn:
         assert workflow_counts.count_runs(conn) == 60
-        assert workflow_counts.status_counts(conn) == workflow_counts.counted_status_counts(conn)
+        assert workflow_counts.status_counts(conn) == recount.status_counts(conn)
 
 
 def test_one_table_with_a_row_is_enough_to_write_chunk_by_chunk(engine):

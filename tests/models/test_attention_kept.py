@@ -1,7 +1,7 @@
 """The needs-attention groups, the counts by reason and the failed runs'
 groups, read from what the triggers keep (schema: the version that adds
 the needs-attention counts), against the same answers counted from every
-run (models.workflow_attention.counted_*, the query the first screen ran
+run (models.recount, the query the first screen ran
 before), after random histories: step inserts, updates, deletes, moves and
 renumberings (the reference comparison's histories), then run status and
 class changes, failures, deletes, rolled-back savepoints, a TRUNCATE,
@@ -36,7 +36,7 @@ from pgbus_web.core.settings import Settings
 from pgbus_web.demo import history
 from pgbus_web.demo import seed as seeding
 from pgbus_web.launch import main_group
-from pgbus_web.models import attention_counts, workflow_attention, workflow_index, workflow_rows
+from pgbus_web.models import attention_counts, recount, workflow_attention, workflow_index, workflow_rows
 from pgbus_web.rules import run_filters, states
 
 SEEDS = (11, 12, 13, 14)
@@ -151,29 +151,27 @@ def assert_kept_equals_counted(engine) -> tuple[int, set[str]]:
     moment of interest; the number of groups compared and their reasons."""
     compared, reasons = 0, set()
     with engine.connect() as conn:
-        assert attention_counts.kept(conn) == attention_counts.counted(conn)
-        assert workflow_attention.failed_groups(conn) == workflow_attention.counted_failed_groups(conn)
-        assert workflow_attention.failed_groups(conn, limit=2) == workflow_attention.counted_failed_groups(
-            conn, limit=2
-        )
+        assert attention_counts.kept(conn) == recount.attention_key_counts(conn)
+        assert workflow_attention.failed_groups(conn) == recount.failed_groups(conn)
+        assert workflow_attention.failed_groups(conn, limit=2) == recount.failed_groups(conn, limit=2)
         for now in moments(engine) + [T0 + 90 * MINUTE]:
             for waiting in (None, WAITING_THRESHOLD):
                 kwargs = {"threshold": THRESHOLD, "now": now, "waiting_threshold": waiting}
-                assert workflow_attention.stuck_reason_summary(
+                assert workflow_attention.stuck_reason_summary(conn, **kwargs) == recount.stuck_reason_summary(
                     conn, **kwargs
-                ) == workflow_attention.counted_stuck_reason_summary(conn, **kwargs)
-                groups = workflow_attention.counted_attention_groups(conn, **kwargs)
+                )
+                groups = recount.attention_groups(conn, **kwargs)
                 assert_same_groups(workflow_attention.attention_groups(conn, **kwargs), groups)
                 compared += len(groups)
                 reasons |= {group["reason"] for group in groups}
                 for klass in CLASSES:
                     assert_same_groups(
                         workflow_attention.attention_groups(conn, workflow_class=klass, **kwargs),
-                        workflow_attention.counted_attention_groups(conn, workflow_class=klass, **kwargs),
+                        recount.attention_groups(conn, workflow_class=klass, **kwargs),
                     )
                     assert workflow_attention.stuck_reason_summary(
                         conn, workflow_class=klass, **kwargs
-                    ) == workflow_attention.counted_stuck_reason_summary(conn, workflow_class=klass, **kwargs)
+                    ) == recount.stuck_reason_summary(conn, workflow_class=klass, **kwargs)
     return compared, reasons
 
 
@@ -191,9 +189,7 @@ def assert_filter_counts_equal_the_runs_listed(engine) -> int:
     nonempty = 0
     with engine.connect() as conn:
         for now in moments(engine):
-            groups = workflow_attention.counted_attention_groups(
-                conn, threshold=THRESHOLD, now=now, waiting_threshold=WAITING_THRESHOLD
-            )
+            groups = recount.attention_groups(conn, threshold=THRESHOLD, now=now, waiting_threshold=WAITING_THRESHOLD)
             views = [run_filters.RunFilters(reason=reason) for reason in states.STUCK_REASONS]
             views += [
                 run_filters.RunFilters(reason=reason, workflow_class=klass)
@@ -248,7 +244,7 @@ def test_writes_with_the_triggers_off_are_found_by_check_and_refilled_by_repair(
         conn.execute(sa.text("DELETE FROM pgbus_workflows WHERE id % 7 = 0"))
     with engine.connect() as conn:
         before = attention_counts.kept(conn)
-        assert before != attention_counts.counted(conn)
+        assert before != recount.attention_key_counts(conn)
     checked = CliRunner().invoke(main_group, ["db", "check", "--database-url", database_url])
     assert checked.exit_code == 1, checked.output
     assert "needs-attention counts by group disagree with the runs" in checked.output
@@ -276,7 +272,7 @@ def test_a_truncate_and_a_fold_keep_them_exact(engine):
     with engine.begin() as conn:
         conn.execute(sa.text("TRUNCATE pgbus_workflows CASCADE"))
     with engine.connect() as conn:
-        assert attention_counts.kept(conn) == {} == attention_counts.counted(conn)
+        assert attention_counts.kept(conn) == {} == recount.attention_key_counts(conn)
         assert workflow_attention.failed_groups(conn) == []
     build_history(engine, 32, runs=20)
     shake(engine, random.Random(32), rounds=30)
@@ -289,10 +285,10 @@ def test_seeded_runs_are_kept_as_the_triggers_would_keep_them(engine):
     # History: finished runs, some failed, written by INSERT ... SELECT.
     history.seed_history(engine, runs=60, now=T0, chunk_size=25)
     with engine.connect() as conn:
-        assert attention_counts.kept(conn) == attention_counts.counted(conn)
-        assert workflow_attention.failed_groups(conn) == workflow_attention.counted_failed_groups(conn)
+        assert attention_counts.kept(conn) == recount.attention_key_counts(conn)
+        assert workflow_attention.failed_groups(conn) == recount.failed_groups(conn)
         kwargs = {"threshold": THRESHOLD, "now": T0, "waiting_threshold": WAITING_THRESHOLD}
-        groups = workflow_attention.counted_attention_groups(conn, **kwargs)
+        groups = recount.attention_groups(conn, **kwargs)
         assert groups
         assert_same_groups(workflow_attention.attention_groups(conn, **kwargs), groups)
 
@@ -369,8 +365,8 @@ def test_the_upgrade_counts_the_runs_already_there(_installed_engine, database_u
             assert conn.execute(sa.text("SELECT to_regclass('pgbus_workflow_attention_counts')")).scalar() is None
         assert schema.install(scratch).upgraded_from == adds - 1
         with scratch.connect() as conn:
-            assert attention_counts.counted(conn)
-            assert attention_counts.kept(conn) == attention_counts.counted(conn)
+            assert recount.attention_key_counts(conn)
+            assert attention_counts.kept(conn) == recount.attention_key_counts(conn)
         assert_kept_equals_counted(scratch)
     finally:
         next(maker, None)

@@ -20,7 +20,7 @@ from pgbus_web import schema
 from pgbus_web.demo import seed as seeding
 from pgbus_web.demo.history import seed_history
 from pgbus_web.launch import main_group
-from pgbus_web.models import workflow_counts
+from pgbus_web.models import recount, workflow_counts
 from pgbus_web.rules import states
 
 T0 = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
@@ -100,7 +100,7 @@ def assert_exact(engine, rng, classes=CLASSES + ("Moved",)) -> int:
     number of runs the ranges held (to show the check was not vacuous)."""
     seen = 0
     with engine.connect() as conn:
-        assert workflow_counts.hour_counts(conn) == workflow_counts.counted_hour_counts(conn)
+        assert workflow_counts.hour_counts(conn) == recount.hour_counts(conn)
         for start, end in ranges(rng, engine):
             for workflow_class in classes:
                 truth = recounted(conn, workflow_class, start, end)
@@ -180,9 +180,9 @@ def test_db_check_finds_wrong_hours_and_repair_refills_them(engine, database_url
             sa.text("UPDATE pgbus_workflows SET created_at = created_at - interval '3 hours' WHERE id % 4 = 0")
         )
     with engine.connect() as conn:
-        assert workflow_counts.status_counts(conn) == workflow_counts.counted_status_counts(conn)
+        assert workflow_counts.status_counts(conn) == recount.status_counts(conn)
         before = workflow_counts.hour_counts(conn)
-        assert before != workflow_counts.counted_hour_counts(conn)
+        assert before != recount.hour_counts(conn)
 
     checked = CliRunner().invoke(main_group, ["db", "check", "--database-url", database_url])
     assert checked.exit_code == 1, checked.output
@@ -216,8 +216,8 @@ def test_the_upgrade_fills_the_hours_from_a_recount(scratch):  # noqa: F811
         conn.execute(sa.text("UPDATE pgbus_workflows SET status = 'failed' WHERE id % 7 = 0"))
     schema.install(engine)
     with engine.connect() as conn:
-        assert workflow_counts.status_counts(conn) == workflow_counts.counted_status_counts(conn)
-        truth = workflow_counts.counted_hour_counts(conn)
+        assert workflow_counts.status_counts(conn) == recount.status_counts(conn)
+        truth = recount.hour_counts(conn)
         assert workflow_counts.hour_counts(conn) == truth and sum(truth.values()) == 400
     for number in range(10):
         with engine.begin() as conn:

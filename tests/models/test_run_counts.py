@@ -17,7 +17,7 @@ from test_schema_upgrade import scratch  # noqa: F401 (a fixture)
 
 from pgbus_web import schema
 from pgbus_web.launch import main_group
-from pgbus_web.models import workflow_counts, workflow_rows, workflow_upkeep
+from pgbus_web.models import recount, workflow_counts, workflow_rows, workflow_upkeep
 from pgbus_web.rules import states
 
 CLASSES = ("Order", "Refund", "Onboarding")
@@ -31,7 +31,7 @@ def kept(engine) -> dict:
 
 def counted(engine) -> dict:
     with engine.connect() as conn:
-        return workflow_counts.counted_status_counts(conn)
+        return recount.status_counts(conn)
 
 
 def assert_exact(engine) -> dict:
@@ -230,7 +230,7 @@ def test_an_upgrade_from_version_2_fills_the_counts_from_the_runs(scratch):  # n
     schema.install(engine, target=2)
     with engine.begin() as conn:
         insert_runs(conn, random.Random(5), "old", 50)
-        truth = workflow_counts.counted_status_counts(conn)
+        truth = recount.status_counts(conn)
     result = CliRunner().invoke(main_group, ["db", "install", "--database-url", url])
     assert result.exit_code == 0, result.output
     assert kept(engine) == truth and sum(truth.values()) == 50

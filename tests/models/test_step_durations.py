@@ -18,7 +18,7 @@ from support.web_helpers import Runs, make_app, soup, text_of
 
 from pgbus_web.core.words.timefmt import duration
 from pgbus_web.demo import workflows as demo
-from pgbus_web.models import step_durations
+from pgbus_web.models import recount, step_durations
 from pgbus_web.runtime import system
 from pgbus_web.runtime.worker import Worker
 
@@ -81,7 +81,7 @@ def _compare(engine, workflow_class):
     (day, step), and whether the attempts and the days agree exactly."""
     with engine.connect() as conn:
         kept = step_durations.histograms(conn, workflow_class, since=LONG_AGO)
-        exact = step_durations.recount(conn, workflow_class, since=LONG_AGO)
+        exact = recount.step_duration_days(conn, workflow_class, since=LONG_AGO)
     assert set(kept) == set(exact)
     pairs = []
     for key, histogram in kept.items():
@@ -152,7 +152,7 @@ def test_pruning_runs_leaves_the_kept_durations(engine):
         conn.execute(sa.text("DELETE FROM pgbus_workflows WHERE workflow_class = :c"), {"c": demo.ORDER})
     with engine.connect() as conn:
         after = step_durations.per_day(conn, demo.ORDER, now=now)
-        recounted = step_durations.recount(conn, demo.ORDER, since=LONG_AGO)
+        recounted = recount.step_duration_days(conn, demo.ORDER, since=LONG_AGO)
     assert len(before) == 5 and after == before
     assert recounted == {}  # the control: the steps themselves are gone
 
@@ -202,7 +202,7 @@ def test_the_page_shows_the_days_and_takes_odd_stored_values(engine, database):
     charge = today[0].select_one('tr[data-step="charge"]')
     cells = [text_of(cell) for cell in charge.select("td")]
     with engine.connect() as conn:
-        exact = step_durations.recount(conn, demo.ORDER, since=LONG_AGO)
+        exact = recount.step_duration_days(conn, demo.ORDER, since=LONG_AGO)
     attempts, median, p95 = exact[(now.date(), "charge")]
     assert attempts == 4 and cells[0] == "4"
     # The median of 0, 2, 2, huge is 2 s, kept within the bound: "2s".

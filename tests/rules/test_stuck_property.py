@@ -106,8 +106,8 @@ def _insert(conn, runs) -> list[str]:
 
 def _sql_reasons(conn, waiting_threshold) -> dict[str, str]:
     """Each stuck run's reason as the needs-attention queries give it."""
-    binds = workflow_attention._stuck_binds(THRESHOLD, NOW, waiting_threshold)
-    inner = workflow_attention._stuck_runs_sql(stuck.rules_for(binds), by_class=False)
+    binds = workflow_attention.stuck_binds(THRESHOLD, NOW, waiting_threshold)
+    inner = workflow_attention.stuck_runs_sql(stuck.rules_for(binds), by_class=False)
     rows = conn.execute(sa.text(f"SELECT workflow_id, reason FROM ({inner}) s WHERE reason IS NOT NULL"), binds)
     return dict(rows.all())
 

@@ -14,7 +14,7 @@ from test_latest_step_columns import T0, add_run, add_step, assert_columns_match
 
 from pgbus_web import db, schema
 from pgbus_web.launch import main_group
-from pgbus_web.models import workflow_attention, workflow_upkeep
+from pgbus_web.models import recount, workflow_upkeep
 from pgbus_web.rules import states
 
 
@@ -42,7 +42,7 @@ def stuck(engine):
     # Counted from the runs' latest_* columns themselves (what version 1
     # left wrong), not from the kept counts a later version adds.
     with engine.connect() as conn:
-        summary = workflow_attention.counted_stuck_reason_summary(conn, threshold=timedelta(minutes=10), now=T0)
+        summary = recount.stuck_reason_summary(conn, threshold=timedelta(minutes=10), now=T0)
     return {key: runs for key, (runs, _) in summary.items()}
 
 

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from support.web_helpers import Runs, make_app, soup, text_of
 
 from pgbus_web.demo import workflows as demo
-from pgbus_web.models import workflow_activity
+from pgbus_web.models import recount, workflow_activity
 from pgbus_web.runtime import system
 from pgbus_web.runtime.worker import Worker
 
@@ -57,7 +57,7 @@ def _kept_and_recounted(engine, workflow_class):
     with engine.connect() as conn:
         return (
             workflow_activity.kept(conn, workflow_class, since=LONG_AGO),
-            workflow_activity.recount(conn, workflow_class, since=LONG_AGO),
+            recount.activity_hours(conn, workflow_class, since=LONG_AGO),
         )
 
 
@@ -105,7 +105,7 @@ def test_a_series_has_every_bucket_with_zeros_and_sums_the_hours_of_a_day(engine
     with engine.connect() as conn:
         hours = workflow_activity.series(conn, demo.REFUND, bucket="hour", now=now)
         days = workflow_activity.series(conn, demo.REFUND, bucket="day", now=now)
-        recounted = workflow_activity.recount(conn, demo.REFUND, since=LONG_AGO)
+        recounted = recount.activity_hours(conn, demo.REFUND, since=LONG_AGO)
     assert len(hours) == 24 and len(days) == 30
     assert hours[-1]["start"] == _hour(now) and hours[0]["start"] == _hour(now) - timedelta(hours=23)
     for row in hours:
@@ -145,7 +145,7 @@ def test_the_insights_page_draws_the_series_and_its_table(engine, database):
     rows = hourly.select("tbody tr")
     assert len(rows) == 24 and len(daily.select("tbody tr")) == 30
     with engine.connect() as conn:
-        recounted = workflow_activity.recount(conn, demo.REFUND, since=LONG_AGO)
+        recounted = recount.activity_hours(conn, demo.REFUND, since=LONG_AGO)
     for row in rows:
         start = datetime.fromisoformat(row["data-start"])
         cells = [text_of(cell) for cell in row.select("td")]
