@@ -58,7 +58,7 @@ from pgbus_web import db, defaults, schema  # noqa: E402
 from pgbus_web.demo.workflows import ORDER_WORKFLOW, REGISTRY  # noqa: E402
 from pgbus_web.models import workflow_rows  # noqa: E402
 from pgbus_web.rules import run_filters as filters  # noqa: E402
-from pgbus_web.runtime import operations  # noqa: E402
+from pgbus_web.runtime import operation_policy, operation_preview, operation_record, operation_runner  # noqa: E402
 from pgbus_web.runtime.definitions import Registry, Workflow  # noqa: E402
 
 BENCH_DATABASE = "pgbus_bench_operations"
@@ -76,12 +76,12 @@ RUNNER = """
 import sys, time
 from pgbus_web import db
 from pgbus_web.demo.workflows import ORDER_WORKFLOW, REGISTRY
-from pgbus_web.runtime import operations
+from pgbus_web.runtime import operation_runner
 from pgbus_web.runtime.definitions import Registry, Workflow
 registry = Registry([*REGISTRY,
                      *(Workflow(name, ORDER_WORKFLOW.steps) for name in sys.argv[3].split(","))])
 engine = db.create_engine(sys.argv[1])
-runner = operations.Runner(engine, registry, chunk=int(sys.argv[4]) or None)
+runner = operation_runner.Runner(engine, registry, chunk=int(sys.argv[4]) or None)
 started = time.monotonic()
 while runner.step(int(sys.argv[2])) is not None:
     pass
@@ -399,7 +399,7 @@ def bench(bench_url: str, matching: int, total: int, verbs: list[str], preview_r
             if case.whole_floor:
                 steps_written, steps_seconds = floor(engine, case, whole=True)
                 steps_rate = steps_written / steps_seconds
-            operation = operations.create(
+            operation = operation_policy.create(
                 engine,
                 run_filters,
                 case.verb,
@@ -425,7 +425,7 @@ def bench(bench_url: str, matching: int, total: int, verbs: list[str], preview_r
             )
             during = fragment_times(client, 100_000, stop=lambda: runner.poll() is not None, every=FRAGMENT_EVERY)
             elapsed = float(runner.communicate()[0].strip())
-            done = operations.find(engine, operation["id"])
+            done = operation_record.find(engine, operation["id"])
             rate, floor_rate = done["moved"] / elapsed, written / floor_seconds
             rows.append((case.verb, done, rate, floor_rate, p95(during) / p95(before), p95(during), steps_rate))
             with_steps = (
@@ -445,7 +445,7 @@ def bench(bench_url: str, matching: int, total: int, verbs: list[str], preview_r
             )
         print(
             f"\n{matching} matching runs of {matching * len(cases) + background}, chunks of "
-            f"{chunk or operations.CHUNK_PATH}; "
+            f"{chunk or operation_runner.CHUNK_PATH}; "
             f"fragment idle p95 {p95(idle) * 1000:.0f} ms"
         )
         print(
@@ -470,11 +470,13 @@ def bench(bench_url: str, matching: int, total: int, verbs: list[str], preview_r
                 bulk_runs.insert(bench_url, preview_runs - paused, bulk_runs.PAUSED_AFTER_FAILURE)
                 print(f"seeded {preview_runs - paused} more paused runs in {time.monotonic() - started:.1f}s")
             run_filters = filters.parse({"status": "paused"})
-            operations.preview(engine, run_filters, "resume", registry=REGISTRY, thresholds=THRESHOLDS)
+            operation_preview.preview(engine, run_filters, "resume", registry=REGISTRY, thresholds=THRESHOLDS)
             times = []
             for _ in range(5):
                 started = time.perf_counter()
-                shown = operations.preview(engine, run_filters, "resume", registry=REGISTRY, thresholds=THRESHOLDS)
+                shown = operation_preview.preview(
+                    engine, run_filters, "resume", registry=REGISTRY, thresholds=THRESHOLDS
+                )
                 times.append(time.perf_counter() - started)
             print(
                 f"preview of status=paused over {shown.total} runs: median {statistics.median(times) * 1000:.0f} ms,"

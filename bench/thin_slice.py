@@ -34,7 +34,8 @@ import scratch  # noqa: E402
 from pgbus_web import db, defaults, schema  # noqa: E402
 from pgbus_web.models import workflow_index, workflow_rows  # noqa: E402
 from pgbus_web.rules import run_filters  # noqa: E402
-from pgbus_web.runtime import operations  # noqa: E402
+from pgbus_web.runtime import operation_preview, operation_runner  # noqa: E402
+from pgbus_web.runtime.clock import utcnow  # noqa: E402
 
 BENCH_DATABASE = "pgbus_bench_thin_slice"
 THRESHOLDS = {"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaults.WAITING_THRESHOLD}
@@ -123,12 +124,12 @@ def rows_read(node: dict) -> int:
 def statements(conn, values: dict, window: int) -> None:
     """The preview's count and sample and the first chunk's walk."""
     parsed = run_filters.parse(values)
-    now = operations.utcnow()
-    binds = operations._binds(parsed, now)
+    now = utcnow()
+    binds = operation_preview.filter_binds(parsed, now)
     ceiling = workflow_rows.highest_id(conn)
     where, where_binds = workflow_index.page_where(now=now, ceiling_id=ceiling, **THRESHOLDS, **binds)
     _, holding = workflow_index.count_by_window(conn, where=where, binds=where_binds, ceiling_id=ceiling, window=window)
-    workflow_index.sample_in(conn, holding, limit=operations.SAMPLE_SIZE, now=now, **THRESHOLDS, **binds)
+    workflow_index.sample_in(conn, holding, limit=operation_preview.SAMPLE_SIZE, now=now, **THRESHOLDS, **binds)
     where, binds = workflow_index.page_where(now=now, **THRESHOLDS, **binds)
     workflow_index.walk(
         conn,
@@ -136,9 +137,9 @@ def statements(conn, values: dict, window: int) -> None:
         binds=binds,
         after_id=0,
         ceiling_id=ceiling,
-        limit=operations.CHUNK,
+        limit=operation_runner.CHUNK,
         window=window,
-        windows=operations.WINDOWS_PER_CHUNK if window < WHOLE else 1,
+        windows=operation_runner.WINDOWS_PER_CHUNK if window < WHOLE else 1,
     )
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from .. import __version__
 from ..rules import states, verb_table
 from ..rules.limits import REASON_LIMIT
-from ..runtime.operations import VERBS as OPERATION_VERBS
+from ..runtime.operation_record import VERBS as OPERATION_VERBS
 from ..runtime.verbs import VERBS
 
 JSON = "application/json"

@@ -23,7 +23,7 @@ from ..core.words import done
 from ..i18n import t
 from ..plumbing.state import state
 from ..rules import run_filters, states, verb_table
-from ..runtime import errors, operations, verbs
+from ..runtime import errors, operation_record, verbs
 from ..runtime.clock import utcnow
 from . import body, guard, reads
 from .answers import json_answer
@@ -166,7 +166,7 @@ def start_operation() -> Response:
             body.as_form({k: v for k, v in given.items() if k != "filters"}),
             tz=UTC,
             now=now,
-            verbs=operations.VERBS,
+            verbs=operation_record.VERBS,
         )
     except body.BodyError as refused:
         return _refused(refused)
@@ -202,9 +202,9 @@ def start_operation() -> Response:
             now=now,
             **parsed.pace,
         )
-    except operations.CountChanged as refused:
+    except operation_record.CountChanged as refused:
         return from_refusal(problems.refusal(refused), preview=rep.preview(refused.preview, stuck_of=stuck))
-    except (errors.WorkflowError, operations.OperationError, permissions.NotPermitted) as refused:
+    except (errors.WorkflowError, operation_record.OperationError, permissions.NotPermitted) as refused:
         return from_refusal(problems.refusal(refused, verb=parsed.verb))
     location = url_for("pgbus_api.operation", operation_id=created["id"])
     if created["status"] == states.OPERATION_AWAITING_APPROVAL:
@@ -234,11 +234,11 @@ def _operation_change(operation_id: int, fields: Mapping[str, str], change, done
         return _refused(refused)
     try:
         checks.operation_id(operation_id)
-    except operations.OperationNotFound as refused:
+    except operation_record.OperationNotFound as refused:
         return from_refusal(problems.refusal(refused))
     try:
         changed = change(state().database.primary, operation_id, given)
-    except (operations.OperationError, checks.FormError, permissions.NotPermitted) as refused:
+    except (operation_record.OperationError, checks.FormError, permissions.NotPermitted) as refused:
         return from_refusal(problems.refusal(refused))
     return json_answer({"message": t(done_key, operation_id=changed["id"]), "operation": rep.operation(changed)})
 

@@ -22,7 +22,7 @@ from ..core.settings_loader import default_of
 from ..core.words import timefmt
 from ..rules import run_filters as index_filters
 from ..rules import states
-from ..runtime import errors, operations
+from ..runtime import errors, operation_preview, operation_record, operation_runner
 from ..runtime.clock import utcnow
 from .common import (
     database_url_option,
@@ -61,15 +61,15 @@ def filter_values(pairs: Iterable[str]) -> dict[str, str]:
 
 
 def engine_for(database_url: str | None, statement_timeout: float = db.STATEMENT_TIMEOUT):
-    """The command's engine: a chunk acts on operations.PARALLEL runs at
+    """The command's engine: a chunk acts on operation_runner.PARALLEL runs at
     once, each on its own connection, and one more looks at the operation
     between chunks."""
     return engine_from(
-        database_url, db.Bounds(statement=statement_timeout), pool_size=operations.PARALLEL + 1, max_overflow=0
+        database_url, db.Bounds(statement=statement_timeout), pool_size=operation_runner.PARALLEL + 1, max_overflow=0
     )
 
 
-def describe(preview: operations.Preview) -> list[str]:
+def describe(preview: operation_preview.Preview) -> list[str]:
     by_status = ", ".join(f"{status} {runs}" for status, runs in preview.by_status.items()) or "none"
     lines = [
         f"{preview.total} runs match {preview.query or '(no filter)'} (up to run id {preview.ceiling_id}): {by_status}.",
@@ -105,7 +105,7 @@ def _bar_total(operation) -> int:
 
 @main_group.command("bulk")
 @database_url_option
-@click.argument("verb", type=click.Choice(operations.VERBS))
+@click.argument("verb", type=click.Choice(operation_record.VERBS))
 @click.option(
     "--filter",
     "filter_pairs",
@@ -196,7 +196,7 @@ def bulk(
     ).settings
     own_threshold, own_verbs = command_settings.approval_threshold, command_settings.approval_verbs
     params = parsed.params
-    # A chunk acts on operations.PARALLEL runs at once, each on its own
+    # A chunk acts on operation_runner.PARALLEL runs at once, each on its own
     # connection; one more for the look at the operation between chunks.
     engine = engine_for(database_url, command_settings.statement_timeout)
     try:
@@ -206,7 +206,7 @@ def bulk(
             shown = operation_acts.preview(engine, command_settings, who, run_filters, verb, params)
         except permissions.NotPermitted as problem:
             raise refused(problem) from None
-        except (errors.WorkflowError, operations.OperationError) as problem:
+        except (errors.WorkflowError, operation_record.OperationError) as problem:
             raise click.ClickException(str(problem)) from None
         for line in describe(shown):
             click.echo(line)
@@ -239,11 +239,11 @@ def bulk(
                 approval_verbs=own_verbs,
                 **parsed.pace,
             )
-        except operations.CeilingNotForVerb as problem:
+        except operation_record.CeilingNotForVerb as problem:
             raise input_refused(problem) from None
-        except (operations.CountChanged, permissions.NotPermitted, operation_acts.RateAbovePolicy) as problem:
+        except (operation_record.CountChanged, permissions.NotPermitted, operation_acts.RateAbovePolicy) as problem:
             raise refused(problem) from None
-        except (errors.WorkflowError, operations.OperationError) as problem:
+        except (errors.WorkflowError, operation_record.OperationError) as problem:
             raise click.ClickException(str(problem)) from None
         if operation["status"] == states.OPERATION_AWAITING_APPROVAL:
             click.echo(
@@ -287,9 +287,9 @@ def held_line(operation) -> str | None:
 def stopped_line(engine, op_id: int, problem: BaseException) -> str:
     """Why this command stopped doing operation *op_id*, and who finishes
     it, in one line."""
-    reason = operations.first_line(problem)
+    reason = operation_runner.first_line(problem)
     try:
-        status = operations.find(engine, op_id)["status"]
+        status = operation_record.find(engine, op_id)["status"]
     except Exception:  # noqa: BLE001  (the database is away too)
         status = None
     if status == states.OPERATION_QUEUED:
@@ -297,7 +297,7 @@ def stopped_line(engine, op_id: int, problem: BaseException) -> str:
     elif status in states.OPERATION_OPEN or status is None:
         left = (
             f"any `pgbus-web worker` or serving dashboard takes it over once its heartbeat is "
-            f"{operations.STALE_AFTER.total_seconds():g}s old"
+            f"{operation_runner.STALE_AFTER.total_seconds():g}s old"
         )
     else:
         left = f"it is {status}"

@@ -14,7 +14,7 @@ import click
 from ..core import checks, operation_acts, operation_reads, permissions, problems
 from ..core import representations as rep
 from ..i18n import t
-from ..runtime import operations
+from ..runtime import operation_record
 from ..runtime.clock import utcnow
 from . import output
 from .common import (
@@ -81,7 +81,7 @@ def describe(operation) -> list[str]:
 def _id(value: str) -> int:
     try:
         return checks.operation_id(value)
-    except operations.OperationNotFound as problem:
+    except operation_record.OperationNotFound as problem:
         raise click.ClickException(problems.refusal(problem).message) from None
 
 
@@ -93,9 +93,9 @@ def _change(database_url, operation_id: str, change, done_key: str, token: str |
     try:
         try:
             changed = change(engine, principal(engine, token), op_id)
-        except operations.CeilingNotForVerb as problem:
+        except operation_record.CeilingNotForVerb as problem:
             raise input_refused(problem) from None
-        except (operations.OperationError, permissions.NotPermitted) as problem:
+        except (operation_record.OperationError, permissions.NotPermitted) as problem:
             raise click.ClickException(problems.refusal(problem).message) from None
     finally:
         engine.dispose()
@@ -123,7 +123,7 @@ def show(operation_id, database_url, as_json) -> None:
     finally:
         engine.dispose()
     if found is None:
-        raise click.ClickException(problems.refusal(operations.OperationNotFound(op_id)).message)
+        raise click.ClickException(problems.refusal(operation_record.OperationNotFound(op_id)).message)
     operation, outcome = found
     if as_json:
         output.echo_json_lines(

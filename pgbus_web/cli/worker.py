@@ -12,7 +12,7 @@ from ..core import policy, settings_loader
 from ..core.settings import moved_to_policy
 from ..db import describe_url
 from ..runtime import definitions as loading
-from ..runtime import operations
+from ..runtime import operation_runner
 from ..runtime.definitions import Registry
 from ..runtime.heartbeat import INTERVAL as HEARTBEAT_INTERVAL
 from ..runtime.heartbeat import WORKER as WORKER_KIND
@@ -124,10 +124,10 @@ def worker(
     # Only statements are bounded: a step's own code runs outside any wait
     # on the server, however long it takes.
     bounds = db.Bounds(statement=statement_timeout)
-    # An operation's chunk acts on operations.PARALLEL runs at once, each on
+    # An operation's chunk acts on operation_runner.PARALLEL runs at once, each on
     # its own connection.
     engine = engine_from(
-        database_url, bounds, pool_size=max(2, operations.PARALLEL), max_overflow=0, pool_pre_ping=False
+        database_url, bounds, pool_size=max(2, operation_runner.PARALLEL), max_overflow=0, pool_pre_ping=False
     )
     runner = Worker(
         engine,

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from ..rules import run_filters, verb_table
-from ..runtime import operations, verbs
+from ..runtime import operation_record, verbs
 from ..runtime.clock import utcnow
 from ..runtime.errors import (
     InvalidPayload,
@@ -206,7 +206,7 @@ def operation_input(
     proposed here: nobody saw a default to confirm it."""
     found = run_filters.parse_strict(filters or {})
     form = checks.as_form(verb=verb, reason=reason, confirmed=True, **fields)
-    parsed = checks.parse_operation(form, tz=UTC, now=now, verbs=operations.VERBS)
+    parsed = checks.parse_operation(form, tz=UTC, now=now, verbs=operation_record.VERBS)
     if require_reason:
         checks.require_reason(form)
     return found, parsed

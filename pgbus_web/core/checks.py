@@ -22,7 +22,7 @@ from ..i18n import current_locale, parse_timezone, t
 from ..models import values
 from ..rules import states, verb_table
 from ..rules.limits import ID_MAX, REASON_LIMIT
-from ..runtime import errors, operations
+from ..runtime import errors, operation_record
 from .words import timefmt
 
 # Longest signal name and idempotency key accepted: names are identifiers,
@@ -184,7 +184,7 @@ def operation_id(value: Any) -> int:
     query rather than answer none."""
     text = str(value).strip()
     if not (text.isascii() and text.isdigit()) or not 0 < int(text) <= ID_MAX:
-        raise operations.OperationNotFound(text[:50])
+        raise operation_record.OperationNotFound(text[:50])
     return int(text)
 
 

@@ -1,6 +1,6 @@
 """Operations as every door asks for them, under the policy: preview,
 start, approve, pause, go on, cancel and pace, each for a proven
-principal. The runtime (runtime/operations.py) does them; this module
+principal. The runtime (runtime/operation_*.py) does them; this module
 decides whether the principal may, with the policy's rules (thresholds,
 approval, highest rate) read here, once, for every door.
 """
@@ -16,14 +16,14 @@ from sqlalchemy.engine import Engine
 from ..rules import roles, states
 from ..rules.approval import Approval
 from ..rules.run_filters import RunFilters
-from ..runtime import operations
+from ..runtime import operation_policy, operation_preview, operation_record
 from ..runtime.clock import utcnow
 from . import permissions, policy, redacting
 from .permissions import Principal
 from .settings import Settings
 
 
-class RateAbovePolicy(operations.OperationError):
+class RateAbovePolicy(operation_record.OperationError):
     """A rate above the policy's max_rate."""
 
     code = "rate_above_policy"
@@ -50,7 +50,7 @@ def approval(
 
 
 def _permit(principal: Principal, kept: policy.Policy):
-    def permit(shown: operations.Preview) -> None:
+    def permit(shown: operation_preview.Preview) -> None:
         permissions.require_all(principal, shown.verb, shown.classes, kept)
 
     return permit
@@ -65,13 +65,13 @@ def preview(
     params: Mapping[str, Any] | None = None,
     *,
     now: datetime | None = None,
-) -> operations.Preview:
+) -> operation_preview.Preview:
     """What *verb* on every run *run_filters* matches would do now;
     NotPermitted naming the first class *principal* may not use it on."""
     kept = policy.current(engine)
     # A count of the runs holding a redacted value tells the value (docs/redaction.md).
     redacting.require_search(run_filters, principal, kept)
-    shown = operations.preview(
+    shown = operation_preview.preview(
         engine, run_filters, verb, params, registry=settings.registry, thresholds=kept.thresholds(), now=now
     )
     _permit(principal, kept)(shown)
@@ -110,7 +110,7 @@ def start(
     kept = policy.current(engine)
     redacting.require_search(run_filters, principal, kept)
     rule = approval(engine, settings, threshold=approval_threshold, verbs=approval_verbs)
-    return operations.create(
+    return operation_policy.create(
         engine,
         run_filters,
         verb,
@@ -130,7 +130,7 @@ def start(
 
 
 def _find(engine: Engine, operation_id: int) -> dict[str, Any]:
-    return operations.find(engine, operation_id)
+    return operation_record.find(engine, operation_id)
 
 
 def _classes(operation: Mapping[str, Any]) -> list[str] | None:
@@ -197,9 +197,9 @@ def approve(
     if principal.break_glass:
         raise permissions.NotPermitted(principal, roles.APPROVE)
     if operation["status"] == states.OPERATION_AWAITING_APPROVAL and _asked_by(operation, principal):
-        raise operations.OwnApproval(operation)
+        raise operation_record.OwnApproval(operation)
     _require_on(principal, roles.APPROVE, operation, kept)
-    return operations.approve(
+    return operation_policy.approve(
         engine, operation_id, actor=principal.actor, approver=principal.key, reason=reason, now=now or utcnow()
     )
 
@@ -208,21 +208,21 @@ def pause(
     engine: Engine, principal: Principal, operation_id: int, *, reason: str | None = None, now: datetime | None = None
 ) -> dict[str, Any]:
     _steer(engine, principal, operation_id)
-    return operations.pause(engine, operation_id, actor=principal.actor, reason=reason, now=now or utcnow())
+    return operation_record.pause(engine, operation_id, actor=principal.actor, reason=reason, now=now or utcnow())
 
 
 def go_on(
     engine: Engine, principal: Principal, operation_id: int, *, reason: str | None = None, now: datetime | None = None
 ) -> dict[str, Any]:
     _steer(engine, principal, operation_id)
-    return operations.go_on(engine, operation_id, actor=principal.actor, reason=reason, now=now or utcnow())
+    return operation_record.go_on(engine, operation_id, actor=principal.actor, reason=reason, now=now or utcnow())
 
 
 def cancel(
     engine: Engine, principal: Principal, operation_id: int, *, reason: str | None = None, now: datetime | None = None
 ) -> dict[str, Any]:
     _steer(engine, principal, operation_id)
-    return operations.cancel(engine, operation_id, actor=principal.actor, reason=reason, now=now or utcnow())
+    return operation_record.cancel(engine, operation_id, actor=principal.actor, reason=reason, now=now or utcnow())
 
 
 def set_pace(engine: Engine, principal: Principal, operation_id: int, changes: Mapping[str, Any]) -> dict[str, Any]:
@@ -230,4 +230,4 @@ def set_pace(engine: Engine, principal: Principal, operation_id: int, changes: M
     kept = policy.current(engine)
     if "rate" in changes:
         changes = {**changes, "rate": _rate(kept, changes["rate"])}
-    return operations.set_pace(engine, operation_id, changes)
+    return operation_policy.set_pace(engine, operation_id, changes)

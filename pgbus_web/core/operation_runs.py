@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from ..rules import states
-from ..runtime import operations
+from ..runtime import operation_record, operation_runner
 
 # A failed chunk (a statement timed out, the connection dropped) is handed
 # back by the Runner and tried again this many times, a little later each
@@ -37,13 +37,13 @@ def run_to_end(
     moment) the row is returned as it is. Ctrl-C gives the operation back
     to the queue before it goes on up, so any worker finishes it; so does
     a chunk that fails more than RETRIES times in a row."""
-    runner = operations.Runner(engine, registry)
+    runner = operation_runner.Runner(engine, registry)
     failures = 0
     try:
         while True:
             try:
                 chunk = runner.step(operation_id)
-                current = operations.find(engine, operation_id)
+                current = operation_record.find(engine, operation_id)
             except Exception:  # noqa: BLE001  (the chunk was handed back: tried again, then raised)
                 failures += 1
                 if failures > RETRIES:

@@ -17,7 +17,7 @@ from ..i18n import t
 from ..locks import actions as lock_actions
 from ..rules import roles, states
 from ..rules.run_filters import FilterError
-from ..runtime import errors, operations
+from ..runtime import errors, operation_record
 from . import checks
 from .compare import CompareRefused
 from .operation_acts import RateAbovePolicy
@@ -173,10 +173,10 @@ def operation_not_found(operation_id) -> Refusal:
     )
 
 
-def _operation(problem: operations.OperationError) -> Refusal:
-    if isinstance(problem, operations.ReasonMissing):
+def _operation(problem: operation_record.OperationError) -> Refusal:
+    if isinstance(problem, operation_record.ReasonMissing):
         return Refusal(422, t("pgbus.operations.errors.reason_missing"), field="reason")
-    if isinstance(problem, operations.NothingFits):
+    if isinstance(problem, operation_record.NothingFits):
         return Refusal(
             422,
             t(
@@ -185,17 +185,17 @@ def _operation(problem: operations.OperationError) -> Refusal:
                 total=problem.preview.total,
             ),
         )
-    if isinstance(problem, operations.CountChanged):
+    if isinstance(problem, operation_record.CountChanged):
         return Refusal(
             409, t("pgbus.operations.errors.count_changed", expected=problem.expected, total=problem.preview.total)
         )
-    if isinstance(problem, operations.OperationNotFound):
+    if isinstance(problem, operation_record.OperationNotFound):
         return operation_not_found(problem.operation_id)
-    if isinstance(problem, operations.NotCancellable):
+    if isinstance(problem, operation_record.NotCancellable):
         return Refusal(
             409, t("pgbus.operations.errors.not_cancellable", status=t(f"pgbus.operations.statuses.{problem.status}"))
         )
-    if isinstance(problem, operations.NotPausable):
+    if isinstance(problem, operation_record.NotPausable):
         return Refusal(
             409,
             t(
@@ -204,7 +204,7 @@ def _operation(problem: operations.OperationError) -> Refusal:
                 status=t(f"pgbus.operations.statuses.{problem.status}"),
             ),
         )
-    if isinstance(problem, operations.NotPaused):
+    if isinstance(problem, operation_record.NotPaused):
         return Refusal(
             409,
             t(
@@ -213,7 +213,7 @@ def _operation(problem: operations.OperationError) -> Refusal:
                 status=t(f"pgbus.operations.statuses.{problem.status}"),
             ),
         )
-    if isinstance(problem, operations.NotAwaitingApproval):
+    if isinstance(problem, operation_record.NotAwaitingApproval):
         return Refusal(
             409,
             t(
@@ -222,7 +222,7 @@ def _operation(problem: operations.OperationError) -> Refusal:
                 status=t(f"pgbus.operations.statuses.{problem.status}"),
             ),
         )
-    if isinstance(problem, operations.OwnApproval):
+    if isinstance(problem, operation_record.OwnApproval):
         return Refusal(
             403,
             t(
@@ -232,7 +232,7 @@ def _operation(problem: operations.OperationError) -> Refusal:
             ),
             title_key="pgbus.web.errors.forbidden_title",
         )
-    if isinstance(problem, operations.PaceEnded):
+    if isinstance(problem, operation_record.PaceEnded):
         return Refusal(
             409,
             t(
@@ -241,7 +241,7 @@ def _operation(problem: operations.OperationError) -> Refusal:
                 status=t(f"pgbus.operations.statuses.{problem.status}"),
             ),
         )
-    if isinstance(problem, operations.CeilingNotForVerb):
+    if isinstance(problem, operation_record.CeilingNotForVerb):
         return Refusal(
             422,
             t("pgbus.operations.errors.ceiling_not_for_verb", action=verb_labels.verb_label(problem.verb)),
@@ -350,7 +350,7 @@ def refusal(problem: Exception, *, verb: str | None = None, workflow_id: str | N
             t("pgbus.policy.errors.rate_above", rate=f"{problem.rate:g}", highest=f"{problem.highest:g}"),
             field="rate",
         )
-    if isinstance(problem, operations.OperationError):
+    if isinstance(problem, operation_record.OperationError):
         return _operation(problem)
     if isinstance(problem, checks.FormError):
         return Refusal(problem.status, problem.message, field=problem.field)

@@ -401,7 +401,7 @@ def operation_outcome(found, operation_id: int) -> dict[str, Any]:
 
 
 def preview(shown, *, stuck_of=None) -> dict[str, Any]:
-    """An operation's preview (runtime.operations.Preview): what it would
+    """An operation's preview (runtime.operation_preview.Preview): what it would
     do now; *stuck_of*(run) gives each sampled run its stuck reason."""
     return {
         "verb": shown.verb,

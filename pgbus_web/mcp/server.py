@@ -45,7 +45,7 @@ from ..core.compare import CompareRefused
 from ..core.settings import Settings
 from ..i18n import t
 from ..rules import run_filters, states
-from ..runtime import errors, operations
+from ..runtime import errors, operation_record
 from ..runtime.clock import utcnow
 
 NAME = "pgbus-web"
@@ -71,10 +71,10 @@ def _refused(problem: Exception, **names):
         (
             checks.FormError,
             run_filters.FilterError,
-            operations.OperationNotFound,
+            operation_record.OperationNotFound,
             CompareRefused,
             permissions.NotPermitted,
-            operations.OperationError,
+            operation_record.OperationError,
             errors.AttemptsUsedUp,
         ),
     ) or problems.is_input(problem):
@@ -107,7 +107,7 @@ def _filters(values: dict[str, Any], *, cursors: bool = False) -> run_filters.Ru
 def _operation_id(value: Any) -> int:
     try:
         return checks.operation_id(value)
-    except operations.OperationNotFound as problem:
+    except operation_record.OperationNotFound as problem:
         raise _refused(problem) from None
 
 
@@ -277,7 +277,7 @@ class Tools:
             shown = operation_acts.preview(
                 self.engine, self.settings, self.principal, found, parsed.verb, parsed.params
             )
-        except (errors.WorkflowError, operations.OperationError, permissions.NotPermitted) as problem:
+        except (errors.WorkflowError, operation_record.OperationError, permissions.NotPermitted) as problem:
             raise _refused(problem, verb=verb) from None
         return rep.preview(shown)
 
@@ -285,8 +285,8 @@ class Tools:
         """An operation: its verb, filters, status and how many runs it moved, skipped and refused."""
         operation_id = _operation_id(operation_id)
         try:
-            return {"operation": rep.operation(operations.find(self.engine, operation_id))}
-        except operations.OperationNotFound as problem:
+            return {"operation": rep.operation(operation_record.find(self.engine, operation_id))}
+        except operation_record.OperationNotFound as problem:
             raise _refused(problem) from None
 
     # --- acts --------------------------------------------------------------
@@ -387,7 +387,7 @@ class Tools:
                 expected=int(expected_runs),
                 **parsed.pace,
             )
-        except (errors.WorkflowError, operations.OperationError, permissions.NotPermitted) as problem:
+        except (errors.WorkflowError, operation_record.OperationError, permissions.NotPermitted) as problem:
             raise _refused(problem, verb=verb) from None
         if operation["status"] == states.OPERATION_AWAITING_APPROVAL:
             return {"operation": rep.operation(operation)}
@@ -404,7 +404,7 @@ class Tools:
                     operation_acts.cancel(self.engine, self.principal, operation_id, reason=reason)
                 )
             }
-        except (operations.OperationError, permissions.NotPermitted) as problem:
+        except (operation_record.OperationError, permissions.NotPermitted) as problem:
             raise _refused(problem) from None
 
     # --- helpers -------------------------------------------------------------

@@ -28,7 +28,7 @@ from sqlalchemy.engine import Engine
 
 from ..models import workers as store
 from .clock import utcnow
-from .operations import Background
+from .operation_runner import Background
 
 log = logging.getLogger("pgbus_web.heartbeat")
 
@@ -146,7 +146,7 @@ class Pulse:
 
 
 class ServingOperations(Background):
-    """The serving process's operations thread (runtime/operations.Background)
+    """The serving process's operations thread (runtime/operation_runner.Background)
     with a heartbeat: beaten each time its loop hears from the database
     (every *poll* seconds at least), marked stopped when it is stopped."""
 

@@ -12,7 +12,7 @@ options: ``actor`` (default "app"), ``reason``, ``at`` (an aware datetime or
 an ISO 8601 string with a zone, in the future), ``from_step``, ``registry``
 (the definitions, needed by resume, resume_at, skip and rerun), ``now``
 (tests pass it) and ``operation_id`` (an operation acting on many runs,
-runtime/operations.py: its id goes into every audit event the verb writes,
+runtime/operation_runner.py: its id goes into every audit event the verb writes,
 and a run that operation already acted on raises AlreadyActed under the
 row lock, so a chunk done again after a crash acts on nobody twice). Each
 returns the run's row as it is after the verb.

@@ -1,6 +1,6 @@
 """The worker: runs due steps, wakes steps whose batch finished, and sweeps
 for timed-out waits and stalled steps, and does one chunk of a queued or
-running operation per tick (runtime/operations.py).
+running operation per tick (runtime/operation_runner.py).
 
 Any number of workers may run side by side: a due step is claimed with
 ``FOR UPDATE SKIP LOCKED`` on its run, and marked in progress in that same
@@ -30,7 +30,7 @@ from sqlalchemy.engine import Engine
 
 from .. import defaults
 from ..models import workflow_activity, workflow_attention
-from . import operations, system
+from . import operation_runner, system
 from .clock import utcnow
 from .definitions import Registry
 from .heartbeat import Heartbeat, Pulse
@@ -82,7 +82,7 @@ class Worker:
         chain: bool = True,
         clock: Callable[[], datetime] = utcnow,
         rng: random.Random | None = None,
-        operation_stale_after: timedelta = operations.STALE_AFTER,
+        operation_stale_after: timedelta = operation_runner.STALE_AFTER,
         heartbeat: Heartbeat | None = None,
         thresholds: Callable[[], dict[str, timedelta]] | None = None,
     ) -> None:
@@ -107,7 +107,9 @@ class Worker:
         self._last_sweep: float | None = None
         self.total_steps = 0
         self._steps_in_tick = 0
-        self.operations = operations.Runner(engine, registry, clock=clock, stale_after=operation_stale_after, nap=0)
+        self.operations = operation_runner.Runner(
+            engine, registry, clock=clock, stale_after=operation_stale_after, nap=0
+        )
         self.heartbeat = heartbeat
         # The hour whose stuck runs this worker recorded (insights over time).
         self._stuck_hour: datetime | None = None

@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
+from openapi_spec_validator import validate
 from support.action_support import (
     Browser,
     completed,
@@ -21,7 +22,6 @@ from support.action_support import (
     waiting_for_shipment,
 )
 from support.api_support import DOCUMENT, Api, patch, put, template_of, token_for
-from openapi_spec_validator import validate
 from test_operations import THRESHOLDS
 from test_web_bad_input import everything
 from test_web_odd_values import set_column
@@ -31,7 +31,8 @@ from pgbus_web.i18n import force_locale, t
 from pgbus_web.models import operations as operation_store
 from pgbus_web.plumbing import csrf
 from pgbus_web.rules import states
-from pgbus_web.runtime import operations as operation_runtime
+from pgbus_web.rules.approval import Approval
+from pgbus_web.runtime import operation_policy, operation_record
 
 
 @pytest.fixture
@@ -82,16 +83,16 @@ def test_every_documented_operation_answers_as_documented(app, engine, runs, loc
     operator.post(f"/operations/{operation_id}/pause")
     operator.post(f"/operations/{operation_id}/resume")
     # One another operator asked for, waiting for approval.
-    waiting_approval = operation_runtime.create(
+    waiting_approval = operation_policy.create(
         operator.client.application.extensions["pgbus_web"].database.primary,
-        operation_runtime.filters_of({"filters": {"status": "ready"}}),
+        operation_record.filters_of({"filters": {"status": "ready"}}),
         "cancel",
         None,
         reason="tour",
         actor="dashboard:alice",
         expected=None,
         thresholds=THRESHOLDS,
-        approval=operation_runtime.Approval(0),
+        approval=Approval(0),
     )
     operator.post(f"/operations/{waiting_approval['id']}/approve", {"reason": "checked the filter"})
     operator.get("/policy")
@@ -117,8 +118,8 @@ def test_every_documented_operation_answers_as_documented(app, engine, runs, loc
 def test_the_answer_check_catches_an_answer_that_differs():
     """Control for the check every answer goes through."""
     import jsonschema
-    from support.api_support import check_answer
     from flask import Response
+    from support.api_support import check_answer
 
     good = Response('{"classes": [], "totals": {}, "total": 0}', 200, mimetype="application/json")
     check_answer("GET", "/api/v1/counts", good)

@@ -35,7 +35,7 @@ from pgbus_web.plumbing import csrf
 SECRET = "one key for every instance"
 DEFINITIONS = "pgbus_web.demo.workflows"
 # Enough runs for several chunks of an operation: a cancel takes the chunk
-# path, whose chunks hold runtime/operations.CHUNK_PATH runs.
+# path, whose chunks hold runtime/operation_runner.CHUNK_PATH runs.
 RUNS = 2_500
 # The machine may be busy: a deadline only bounds a wait for a state.
 PATIENCE = 120.0

@@ -24,7 +24,7 @@ from pgbus_web.core import policy
 from pgbus_web.core import reads as context
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.rules import states
-from pgbus_web.runtime import operations
+from pgbus_web.runtime import operation_policy, operation_record
 
 pytestmark = requires_chromium
 
@@ -87,9 +87,9 @@ def seeded(app, runs, engine) -> dict[str, str]:
     locks = Locks(engine)
     locks.queue()
     locks.acquire("pgbus:unique:RebuildSearchIndexJob:42", age=timedelta(minutes=20))
-    created = operations.create(
+    created = operation_policy.create(
         engine,
-        operations.filters_of({"filters": {"status": "paused"}}),
+        operation_record.filters_of({"filters": {"status": "paused"}}),
         "resume",
         None,
         reason="gateway back",

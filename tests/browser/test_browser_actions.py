@@ -21,7 +21,7 @@ from support.web_helpers import step
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import operations as store
 from pgbus_web.rules import states
-from pgbus_web.runtime import operations, verbs
+from pgbus_web.runtime import operation_runner, verbs
 
 # The run page's badge. Waits go through locators: the page's CSP (rightly)
 # refuses the eval that a string predicate would need.
@@ -125,7 +125,7 @@ def test_a_groups_button_opens_the_operation_dialog_and_its_page_reaches_done(se
     dialog.locator("button.pgbus-operation-start").click()
     page.wait_for_url("**/workflows/operations/*")
     assert page.locator("#pgbus-operation").get_attribute("data-status") == "queued"
-    runner = operations.Runner(engine, REGISTRY)
+    runner = operation_runner.Runner(engine, REGISTRY)
     while runner.step() is not None:
         pass
     page.locator('#pgbus-operation[data-status="done"]').wait_for()

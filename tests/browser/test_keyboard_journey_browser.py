@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
+from playwright.sync_api import Error, expect
 from support.action_support import ago, operator_app, paused_on_capture
 from support.browser import WAIT_MS, requires_chromium, serve
-from playwright.sync_api import Error, expect
 
 from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.runtime import operations
+from pgbus_web.runtime import operation_runner
 
 pytestmark = requires_chromium
 
@@ -78,7 +78,7 @@ class Keys:
 
 
 def finish(engine):
-    runner = operations.Runner(engine, REGISTRY)
+    runner = operation_runner.Runner(engine, REGISTRY)
     while runner.step() is not None:
         pass
 

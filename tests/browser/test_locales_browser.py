@@ -18,7 +18,7 @@ from support.web_helpers import every_state
 
 from pgbus_web.core import policy, reads
 from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.runtime import operations
+from pgbus_web.runtime import operation_policy, operation_record
 
 pytestmark = requires_chromium
 
@@ -61,9 +61,9 @@ def pages(app, runs, engine) -> dict[str, str]:
     )
     Locks(engine).queue()
     seed_sessions(engine)
-    created = operations.create(
+    created = operation_policy.create(
         engine,
-        operations.filters_of({"filters": {"status": "paused"}}),
+        operation_record.filters_of({"filters": {"status": "paused"}}),
         "resume",
         None,
         reason="gateway back",

@@ -11,12 +11,12 @@ from __future__ import annotations
 import re
 
 import pytest
+from playwright.sync_api import expect
 from support.action_support import operator_app, paused_on_capture
 from support.browser import WAIT_MS, requires_chromium, serve
-from playwright.sync_api import expect
 
 from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.runtime import operations
+from pgbus_web.runtime import operation_runner
 
 pytestmark = requires_chromium
 
@@ -29,7 +29,7 @@ def server(database):
 
 
 def finish(engine):
-    runner = operations.Runner(engine, REGISTRY)
+    runner = operation_runner.Runner(engine, REGISTRY)
     while runner.step() is not None:
         pass
 

@@ -15,7 +15,7 @@ from test_screenshots_browser import CUT_TEXT, DIALOG, GROUP_BUTTON, INSIDE, sav
 
 from pgbus_web.core import reads as context
 from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.runtime import operations
+from pgbus_web.runtime import operation_policy, operation_record
 
 pytestmark = requires_chromium
 
@@ -47,8 +47,8 @@ def paths(app, runs, engine):
         paused_on_capture(runs, paused_at=ago(minutes=5 + index))
     settings = app.extensions["pgbus_web"].settings
     common = dict(registry=REGISTRY, thresholds=context.thresholds(engine), expected=None)
-    paused_filter = operations.filters_of({"filters": {"status": "paused"}})
-    awaiting = operations.create(
+    paused_filter = operation_record.filters_of({"filters": {"status": "paused"}})
+    awaiting = operation_policy.create(
         engine,
         paused_filter,
         "resume",
@@ -60,7 +60,7 @@ def paths(app, runs, engine):
         approval=context.approval(engine, settings),
         **common,
     )
-    held = operations.create(
+    held = operation_policy.create(
         engine,
         paused_filter,
         "resume",
@@ -70,7 +70,7 @@ def paths(app, runs, engine):
         rate=0.5,
         **common,
     )
-    operations.pause(engine, held["id"], actor="dashboard:bob")
+    operation_record.pause(engine, held["id"], actor="dashboard:bob")
     return {
         "awaiting": f"/workflows/operations/{awaiting['id']}",
         "paused": f"/workflows/operations/{held['id']}",

@@ -14,11 +14,11 @@ from __future__ import annotations
 import pytest
 from support.action_support import ago, paused_on_capture
 from support.browser import WAIT_MS, requires_chromium
-from test_locales_browser import app, pages, server  # noqa: F401 (fixtures)
 from support.web_helpers import step as step_
+from test_locales_browser import app, pages, server  # noqa: F401 (fixtures)
 
 from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.runtime import operations
+from pgbus_web.runtime import operation_policy, operation_record, operation_runner
 
 pytestmark = requires_chromium
 
@@ -91,9 +91,9 @@ def test_a_verb_has_one_word_from_the_menu_to_the_audit_trail(chromium, app, ser
     paused = [paused_on_capture(runs, paused_at=ago(minutes=5 + index)) for index in range(3)]
     # Runs paused on an error, resumed by an operation on their filter:
     # the step that failed is tried again.
-    operations.create(
+    operation_policy.create(
         engine,
-        operations.filters_of({"filters": {"reason": "paused_error"}}),
+        operation_record.filters_of({"filters": {"reason": "paused_error"}}),
         "resume",
         None,
         reason="gateway back",
@@ -102,7 +102,7 @@ def test_a_verb_has_one_word_from_the_menu_to_the_audit_trail(chromium, app, ser
         registry=REGISTRY,
         thresholds=reads.thresholds(app.extensions["pgbus_web"].database.primary),
     )
-    runner = operations.Runner(engine, REGISTRY)
+    runner = operation_runner.Runner(engine, REGISTRY)
     while runner.step() is not None:
         pass
     still_paused = paused_on_capture(runs, paused_at=ago(minutes=1))

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from support.action_support import ago, paused_on_capture
 from support.browser import WAIT_MS, requires_chromium
-from test_locales_browser import LOCALES, app, pages, server  # noqa: F401 (fixtures)
 from support.web_helpers import step
+from test_locales_browser import LOCALES, app, pages, server  # noqa: F401 (fixtures)
 
 from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.runtime import operations
+from pgbus_web.runtime import operation_runner
 
 pytestmark = requires_chromium
 
@@ -69,7 +69,7 @@ def paths(app, runs, engine):  # noqa: F811 (the fixture of test_locales_browser
     found = pages(app, runs, engine)
     # A needs-attention group with Retry, for the dialog; the operation done.
     paused = [paused_on_capture(runs, paused_at=ago(minutes=5 + index)) for index in range(3)]
-    runner = operations.Runner(engine, REGISTRY)
+    runner = operation_runner.Runner(engine, REGISTRY)
     while runner.step() is not None:
         pass
     # A search inside the arguments, with its chips and the export links.

@@ -15,7 +15,7 @@ from pgbus_web.cli import bulk as bulk_cli
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.launch import main_group
 from pgbus_web.models import operations as store
-from pgbus_web.runtime import operations
+from pgbus_web.runtime import operation_runner
 from pgbus_web.runtime.worker import Worker
 
 
@@ -101,12 +101,12 @@ def test_a_failed_chunk_is_tried_again_before_the_command_gives_up(engine):
 
 
 def test_the_command_and_the_worker_have_a_connection_for_each_run_a_chunk_does_at_once(engine):
-    assert operations.PARALLEL > 2  # control: the two connections they had were too few
+    assert operation_runner.PARALLEL > 2  # control: the two connections they had were too few
     made = bulk_cli.engine_for(_url(engine))
     try:
-        assert made.pool.size() >= operations.PARALLEL + 1
+        assert made.pool.size() >= operation_runner.PARALLEL + 1
         # Every thread of a chunk holds a connection at once, none waits.
-        held, gate = [], threading.Barrier(operations.PARALLEL, timeout=10)
+        held, gate = [], threading.Barrier(operation_runner.PARALLEL, timeout=10)
 
         def hold():
             with made.connect() as conn:
@@ -114,11 +114,11 @@ def test_the_command_and_the_worker_have_a_connection_for_each_run_a_chunk_does_
                 held.append(1)
                 gate.wait()
 
-        threads = [threading.Thread(target=hold) for _ in range(operations.PARALLEL)]
+        threads = [threading.Thread(target=hold) for _ in range(operation_runner.PARALLEL)]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
-        assert len(held) == operations.PARALLEL and not gate.broken
+        assert len(held) == operation_runner.PARALLEL and not gate.broken
     finally:
         made.dispose()

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from support.auth_support import write_users
 from click.testing import CliRunner
+from support.auth_support import write_users
 
 from pgbus_web import db, schema
 from pgbus_web.auth import passwords, users
@@ -356,12 +356,12 @@ def test_a_stopped_serve_gives_its_operation_back_to_the_queue(engine, database_
 
     from pgbus_web.demo.workflows import REGISTRY
     from pgbus_web.models import operations as store
-    from pgbus_web.runtime import operations
+    from pgbus_web.runtime import operation_policy
 
     seed_paused(engine, 3000)
     # Paced, so that it lasts ten seconds at least: cancel's chunks do 3,000
     # runs in about one, and a loaded machine could finish it before the stop.
-    operation = operations.create(
+    operation = operation_policy.create(
         engine,
         query(status="paused"),
         "cancel",

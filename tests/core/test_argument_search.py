@@ -13,8 +13,8 @@ import threading
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
-from test_web_bad_input import everything, page_message
 from support.web_helpers import make_app, soup, step, text_of
+from test_web_bad_input import everything, page_message
 
 from pgbus_web import defaults, schema
 from pgbus_web.core.settings import Settings
@@ -24,7 +24,7 @@ from pgbus_web.launch import main_group
 from pgbus_web.mcp.server import Tools
 from pgbus_web.models import workflow_index
 from pgbus_web.rules import run_filters, states
-from pgbus_web.runtime import operations
+from pgbus_web.runtime import operation_policy, operation_preview, operation_record
 
 THRESHOLDS = {"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaults.WAITING_THRESHOLD}
 
@@ -133,12 +133,12 @@ def test_the_api_the_cli_and_mcp_take_the_same_filter(app, engine, database_url,
 
 def test_an_operation_keeps_the_argument_filter_and_acts_on_its_runs_only(client, engine, found):
     filters = run_filters.parse_query({"arg.customer_id": "42"})
-    created = operations.create(
+    created = operation_policy.create(
         engine, filters, "cancel", None, reason="r", actor="test", expected=2, thresholds=THRESHOLDS
     )
     assert created["filters"] == {"arg.customer_id": "42"}
-    assert operations.filters_of(created) == filters
-    preview = operations.preview(engine, filters, "cancel", None, thresholds=THRESHOLDS)
+    assert operation_record.filters_of(created) == filters
+    preview = operation_preview.preview(engine, filters, "cancel", None, thresholds=THRESHOLDS)
     assert preview.total == 2
     # Its page shows the filter as a chip.
     page = soup(client.get(f"/workflows/operations/{created['id']}"))
@@ -177,8 +177,8 @@ def _sentence(key: str, query: dict) -> str:
 
 
 def _doors(app, engine, database_url):
-    from support.api_support import Api, token_for
     from mcp.server.mcpserver.exceptions import ToolError
+    from support.api_support import Api, token_for
 
     api = Api(app.test_client(), token_for(engine, "reader", "viewer"))
     client = app.test_client()

@@ -27,8 +27,9 @@ from pgbus_web.demo import workflows as demo
 from pgbus_web.i18n import t
 from pgbus_web.launch import main_group
 from pgbus_web.mcp.server import Tools
+from pgbus_web.rules import run_filters
 from pgbus_web.rules.limits import REASON_LIMIT
-from pgbus_web.runtime import operations
+from pgbus_web.runtime import operation_policy
 
 DOORS = ("page", "api", "cli", "mcp")
 DEFINITIONS = ("--definitions", "pgbus_web.demo.workflows")
@@ -244,8 +245,8 @@ def test_every_door_refuses_the_same_bad_input_with_the_same_sentence(case, door
 
 
 def test_an_operation_id_past_bigint_is_no_operation_at_every_door_that_takes_one(browser, app, engine, driver):
-    from support.api_support import Api, token_for
     from mcp.server.mcpserver.exceptions import ToolError
+    from support.api_support import Api, token_for
 
     api = Api(app.test_client(), token_for(engine, "bot", "operator"))
     tools = Tools(engine, Settings(registry=demo.REGISTRY))
@@ -260,9 +261,9 @@ def test_an_operation_id_past_bigint_is_no_operation_at_every_door_that_takes_on
     assert everything(engine) == before
     # The control: an id that names an operation is read at the same doors.
     workflow_id = driver.paused_on_capture(order_id=300)
-    created = operations.create(
+    created = operation_policy.create(
         engine,
-        operations.index_filters.parse({"q": workflow_id}),
+        run_filters.parse({"q": workflow_id}),
         "cancel",
         None,
         reason="r",
@@ -315,8 +316,8 @@ class _AnswersYesAfter(io.RawIOBase):
 def test_a_count_that_changed_is_refused_with_the_same_sentence_at_every_door(
     browser, app, engine, driver, database_url
 ):
-    from support.api_support import Api, token_for
     from mcp.server.mcpserver.exceptions import ToolError
+    from support.api_support import Api, token_for
 
     api = Api(app.test_client(), token_for(engine, "deploy-bot", "operator"))
     filters = {"workflow_class": demo.ORDER, "reason": "paused_error"}

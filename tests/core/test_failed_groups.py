@@ -15,7 +15,7 @@ from support.web_helpers import Runs, soup, step, text_of, utcnow
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import operations as store
 from pgbus_web.rules import states
-from pgbus_web.runtime import operations
+from pgbus_web.runtime import operation_runner
 
 URL = "/workflows/operations"
 
@@ -139,7 +139,7 @@ def test_run_all_again_is_an_operation_on_the_groups_filter(browser, engine, mad
     with engine.connect() as conn:
         (operation,) = store.recent(conn)
     assert operation["filters"] == link_query and operation["total"] == 3
-    runner = operations.Runner(engine, REGISTRY)
+    runner = operation_runner.Runner(engine, REGISTRY)
     while runner.step() is not None:
         pass
     with engine.connect() as conn:

@@ -10,12 +10,12 @@ import json
 import time
 
 import pytest
+from click.testing import CliRunner
 from support.action_support import Browser, paused_on_capture
 from support.api_support import Api, put, token_for
 from support.auth_support import CHEAP, sign_in
-from click.testing import CliRunner
-from test_operations import everything
 from support.web_helpers import make_app, soup, text_of
+from test_operations import everything
 
 from pgbus_web.auth import Auth, User, passwords, users
 from pgbus_web.core import operation_acts, permissions, policy, problems
@@ -26,7 +26,7 @@ from pgbus_web.launch import main_group
 from pgbus_web.models import operations as store
 from pgbus_web.models import policy_rows
 from pgbus_web.rules import run_filters, states
-from pgbus_web.runtime import operations
+from pgbus_web.runtime import operation_record
 
 PAUSED = {"status": "paused"}
 # name: (role, groups, password)
@@ -360,7 +360,7 @@ def test_the_policys_approval_holds_at_every_door_and_the_requester_never_approv
     assert otto.post(f"/workflows/operations/{page_op['id']}/approve").status_code == 403
     assert api.post(f"/operations/{api_op['id']}/approve").status_code == 403
     own = cli(database_url, "operations", "approve", str(api_op["id"]), token=otto_token)
-    assert own.exit_code == 1 and sentence(operations.OwnApproval(api_op)) in own.output
+    assert own.exit_code == 1 and sentence(operation_record.OwnApproval(api_op)) in own.output
     # Break-glass (no token) never approves; an operator without the approve power neither.
     assert "break-glass" in cli(database_url, "operations", "approve", str(api_op["id"])).output
     other_operator = token_for(engine, "someone", "operator")

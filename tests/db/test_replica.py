@@ -343,7 +343,8 @@ def test_every_door_that_writes_pins_the_browser_and_a_refusal_does_not(engine, 
 
     from support.action_support import completed
 
-    from pgbus_web.runtime import operations
+    from pgbus_web.rules import run_filters
+    from pgbus_web.runtime import operation_policy
 
     paused = paused_on_capture(runs)
     done = completed(runs)
@@ -362,9 +363,9 @@ def test_every_door_that_writes_pins_the_browser_and_a_refusal_does_not(engine, 
 
     # A lock action, an operation, a verb: done, so pinned.
     assert pinned_by("/locks/reap") == (303, True, True)
-    created = operations.create(
+    created = operation_policy.create(
         engine,
-        operations.index_filters.parse({"q": paused}),
+        run_filters.parse({"q": paused}),
         "cancel",
         None,
         reason="r",

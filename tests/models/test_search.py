@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
+from support.web_helpers import Runs, make_app, soup, step, text_of
 from test_operations import THRESHOLDS, create, everything, query
 from test_schema_upgrade import scratch  # noqa: F401  (a fixture)
-from support.web_helpers import Runs, make_app, soup, step, text_of
 
 from pgbus_web import schema
 from pgbus_web.demo.workflows import REGISTRY
@@ -20,7 +20,7 @@ from pgbus_web.i18n import force_locale, t
 from pgbus_web.models import operations as store
 from pgbus_web.models import workflow_index, workflow_rows
 from pgbus_web.rules import states
-from pgbus_web.runtime import operations
+from pgbus_web.runtime import operation_preview, operation_runner
 
 RUN_ID = "6ced4f1b-9a3e-4c55-8d1e-0a2b3c4d5e6f"
 # Shares the first seven characters with RUN_ID: an 8-character prefix
@@ -161,13 +161,15 @@ def test_a_search_that_cannot_be_right_is_refused_and_changes_nothing(client, en
 
 
 def test_an_operation_stores_the_search_and_acts_on_its_runs_only(engine, found):
-    shown = operations.preview(engine, query(q="100615"), "cancel", None, registry=REGISTRY, thresholds=THRESHOLDS)
+    shown = operation_preview.preview(
+        engine, query(q="100615"), "cancel", None, registry=REGISTRY, thresholds=THRESHOLDS
+    )
     assert shown.total == 2 and shown.query == {"q": "100615"}
     operation = create(engine, verb="cancel", expected=1, q="order 100615")
     with engine.connect() as conn:
         stored = store.find(conn, operation["id"])
     assert (stored["filters"], stored["total"]) == ({"q": "order 100615"}, 1)
-    runner = operations.Runner(engine, REGISTRY)
+    runner = operation_runner.Runner(engine, REGISTRY)
     while runner.step() is not None:
         pass
     with engine.connect() as conn:

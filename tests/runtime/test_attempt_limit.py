@@ -13,9 +13,9 @@ import json
 
 import pytest
 import sqlalchemy as sa
+from click.testing import CliRunner
 from support.action_support import message, paused_on_capture
 from support.api_support import Api, token_for
-from click.testing import CliRunner
 from test_web_bad_input import everything
 
 from pgbus_web.core.settings import Settings
@@ -134,11 +134,11 @@ def test_an_operation_refuses_the_run_at_the_columns_end_and_moves_the_others(ru
     # whole, and each run is then done on its own, with its own answer.
     from pgbus_web import defaults
     from pgbus_web.rules import run_filters
-    from pgbus_web.runtime import operations
+    from pgbus_web.runtime import operation_policy, operation_runner
 
     full = at_attempt(runs, engine, ATTEMPT_MAX)
     others = [at_attempt(runs, engine, 3) for _ in range(2)]
-    operation = operations.create(
+    operation = operation_policy.create(
         engine,
         run_filters.parse({"workflow_class": demo.ORDER}),
         "resume",
@@ -149,7 +149,7 @@ def test_an_operation_refuses_the_run_at_the_columns_end_and_moves_the_others(ru
         registry=demo.REGISTRY,
         thresholds={"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaults.WAITING_THRESHOLD},
     )
-    runner = operations.Runner(engine, demo.REGISTRY)
+    runner = operation_runner.Runner(engine, demo.REGISTRY)
     for _ in range(1000):
         if runner.step() is None:
             break

@@ -14,7 +14,7 @@ from support.operation_support import seed_paused
 from pgbus_web.launch import main_group
 from pgbus_web.models import operations as store
 from pgbus_web.rules import states
-from pgbus_web.runtime import operations
+from pgbus_web.runtime import operation_record
 
 
 def _pause_once_started(engine, stop: threading.Event) -> None:
@@ -22,7 +22,7 @@ def _pause_once_started(engine, stop: threading.Event) -> None:
         with engine.connect() as conn:
             found = store.recent(conn)
         if found and found[0]["moved"] > 0:
-            operations.pause(engine, found[0]["id"], actor="dashboard:olga")
+            operation_record.pause(engine, found[0]["id"], actor="dashboard:olga")
             return
         time.sleep(0.05)
 

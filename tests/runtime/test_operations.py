@@ -24,7 +24,7 @@ from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import operations as store
 from pgbus_web.rules import run_filters as filters
 from pgbus_web.rules import states
-from pgbus_web.runtime import errors, operations, verbs
+from pgbus_web.runtime import errors, operation_policy, operation_preview, operation_record, operation_runner, verbs
 from pgbus_web.runtime.clock import utcnow
 from pgbus_web.schema import TABLES
 
@@ -44,7 +44,7 @@ def query(**values):
 
 
 def create(engine, verb="resume", expected=None, reason="gateway back", params=None, **filter_values):
-    return operations.create(
+    return operation_policy.create(
         engine,
         query(**filter_values),
         verb,
@@ -58,7 +58,7 @@ def create(engine, verb="resume", expected=None, reason="gateway back", params=N
 
 
 def finish(engine, runner=None, **kwargs):
-    runner = runner or operations.Runner(engine, REGISTRY, **kwargs)
+    runner = runner or operation_runner.Runner(engine, REGISTRY, **kwargs)
     for _ in range(10_000):
         if runner.step() is None:
             break
@@ -106,7 +106,7 @@ def test_preview_counts_by_status_and_says_why_it_skips(engine, runs):
         states.PAUSED, step("x", "failed"), workflow_class="OnboardingWorkflow", paused_at=ago(minutes=3), subject=False
     )
 
-    shown = operations.preview(
+    shown = operation_preview.preview(
         engine, query(workflow_class="OrderWorkflow"), "resume", registry=REGISTRY, thresholds=THRESHOLDS
     )
     assert shown.total == 6
@@ -115,11 +115,15 @@ def test_preview_counts_by_status_and_says_why_it_skips(engine, runs):
     assert {(s["status"], s["count"]) for s in shown.skips} == {(states.READY, 2), (states.COMPLETED, 1)}
     assert {run["workflow_id"] for run in shown.sample} >= set(paused) and len(shown.sample) == 6
 
-    everyone = operations.preview(engine, query(status="paused"), "resume", registry=REGISTRY, thresholds=THRESHOLDS)
+    everyone = operation_preview.preview(
+        engine, query(status="paused"), "resume", registry=REGISTRY, thresholds=THRESHOLDS
+    )
     assert everyone.total == 5 and everyone.fits == 4
     assert everyone.skips == [{"why": "class_not_loaded", "workflow_class": "GhostWorkflow", "count": 1}]
     # Control: a verb that needs no definition fits the ghost too.
-    cancel = operations.preview(engine, query(status="paused"), "cancel", registry=REGISTRY, thresholds=THRESHOLDS)
+    cancel = operation_preview.preview(
+        engine, query(status="paused"), "cancel", registry=REGISTRY, thresholds=THRESHOLDS
+    )
     assert cancel.fits == 5 and cancel.skips == []
 
 
@@ -127,7 +131,9 @@ def test_preview_matches_the_index_for_the_same_filters(engine, runs):
     for _ in range(4):
         paused_on_capture(runs)
     runs.make(states.PAUSED, step("reserve_stock", "completed"), paused_at=ago(minutes=1))  # paused_manual
-    shown = operations.preview(engine, query(reason="paused_error"), "skip", registry=REGISTRY, thresholds=THRESHOLDS)
+    shown = operation_preview.preview(
+        engine, query(reason="paused_error"), "skip", registry=REGISTRY, thresholds=THRESHOLDS
+    )
     from pgbus_web.models import workflow_index
 
     with engine.connect() as conn:
@@ -197,7 +203,7 @@ def test_a_signal_operation_uses_a_key_per_operation_and_run(engine, runs):
     assert done["moved"] == 1
     with engine.connect() as conn:
         keys = conn.execute(sa.text("SELECT idempotency_key FROM pgbus_workflow_signals")).scalars().all()
-    assert keys == [operations.signal_key(operation["id"], waiting)]
+    assert keys == [operation_runner.signal_key(operation["id"], waiting)]
     assert statuses(engine, [waiting]) == {waiting: states.READY}
     # The run's audit trail says why, as every other verb's does.
     with engine.connect() as conn:
@@ -214,17 +220,17 @@ def test_cancel_stops_it_and_keeps_the_chunk_in_hand_counted(engine, runs):
     for _ in range(6):
         paused_on_capture(runs)
     operation = create(engine, status="paused")
-    runner = operations.Runner(engine, REGISTRY, chunk=2)
+    runner = operation_runner.Runner(engine, REGISTRY, chunk=2)
     first = runner.step()
     assert first.moved == 2 and first.status == "running"
-    operations.cancel(engine, operation["id"])
+    operation_record.cancel(engine, operation["id"])
     assert runner.step() is not None  # the chunk in hand
     assert runner.step() is None  # nothing more: it is cancelled
     with engine.connect() as conn:
         now = store.find(conn, operation["id"])
     assert now["status"] == "cancelled" and now["moved"] == len(events_of(engine, "resumed", operation["id"])) == 4
-    with pytest.raises(operations.NotCancellable):
-        operations.cancel(engine, operation["id"])
+    with pytest.raises(operation_record.NotCancellable):
+        operation_record.cancel(engine, operation["id"])
 
 
 # --- refusals write nothing ----------------------------------------------------------
@@ -234,12 +240,12 @@ def test_cancel_stops_it_and_keeps_the_chunk_in_hand_counted(engine, runs):
     "verb, params, reason, expected, filter_values, refusal",
     [
         ("explode", None, "r", None, {}, errors.UnknownVerb),
-        ("resume", None, "  ", None, {}, operations.ReasonMissing),
+        ("resume", None, "  ", None, {}, operation_record.ReasonMissing),
         ("resume_at", {"at": "2001-01-01T00:00:00+00:00"}, "r", None, {}, errors.InvalidTime),
         ("signal", {"name": "s", "payload": "[1, 2]"}, "r", None, {}, errors.InvalidPayload),
         ("signal", {"name": " "}, "r", None, {}, errors.InvalidSignalName),
-        ("rerun", None, "r", None, {"status": "paused"}, operations.NothingFits),
-        ("resume", None, "r", 99, {"status": "paused"}, operations.CountChanged),
+        ("rerun", None, "r", None, {"status": "paused"}, operation_record.NothingFits),
+        ("resume", None, "r", 99, {"status": "paused"}, operation_record.CountChanged),
     ],
 )
 def test_bad_input_is_refused_and_writes_nothing(engine, runs, verb, params, reason, expected, filter_values, refusal):
@@ -248,7 +254,7 @@ def test_bad_input_is_refused_and_writes_nothing(engine, runs, verb, params, rea
     with pytest.raises(refusal) as caught:
         create(engine, verb, expected=expected, reason=reason, params=params, **filter_values)
     assert everything(engine) == before
-    if refusal is operations.CountChanged:
+    if refusal is operation_record.CountChanged:
         assert caught.value.preview.total == 1  # the fresh preview comes back
     # Control: the same filter with a good verb, reason and count is accepted.
     create(engine, "resume", expected=1, reason="ok", status="paused")
@@ -271,7 +277,7 @@ def test_two_operations_and_single_verbs_racing_move_each_run_once(engine, runs)
 
     def run_operation(operation_id):
         try:
-            runner = operations.Runner(engine, REGISTRY, chunk=7)
+            runner = operation_runner.Runner(engine, REGISTRY, chunk=7)
             while runner.step(operation_id) is not None:
                 pass
         except Exception as problem:  # noqa: BLE001
@@ -311,7 +317,7 @@ def test_two_operations_and_single_verbs_racing_move_each_run_once(engine, runs)
 def test_an_abandoned_operation_is_taken_over_and_nothing_is_done_twice(engine, runs):
     paused = [paused_on_capture(runs) for _ in range(10)]
     operation = create(engine, status="paused")
-    crashed = operations.Runner(engine, REGISTRY, chunk=4)
+    crashed = operation_runner.Runner(engine, REGISTRY, chunk=4)
     assert crashed.step().moved == 4  # committed: cursor past run 4
     # The crash: runs 5 and 6 acted on in their own transactions, the
     # chunk's progress never written. They are no longer paused, so the
@@ -326,9 +332,9 @@ def test_an_abandoned_operation_is_taken_over_and_nothing_is_done_twice(engine, 
             operation_id=operation["id"],
         )
     # Not stale yet: nobody else takes it.
-    assert operations.Runner(engine, REGISTRY).step() is None
+    assert operation_runner.Runner(engine, REGISTRY).step() is None
     later = utcnow() + timedelta(minutes=5)
-    taker = operations.Runner(engine, REGISTRY, chunk=4, clock=lambda: later)
+    taker = operation_runner.Runner(engine, REGISTRY, chunk=4, clock=lambda: later)
     finish(engine, taker)
     with engine.connect() as conn:
         done = store.find(conn, operation["id"])
@@ -351,10 +357,10 @@ def test_runs_a_stale_holder_acts_on_after_the_takeover_are_counted_once(engine,
     # moved, once, never as skipped.
     paused = [paused_on_capture(runs) for _ in range(10)]
     operation = create(engine, **filter_values)
-    slow = operations.Runner(engine, REGISTRY, chunk=4)
+    slow = operation_runner.Runner(engine, REGISTRY, chunk=4)
     assert slow.step().moved == 4
     later = utcnow() + timedelta(minutes=5)
-    taker = operations.Runner(engine, REGISTRY, chunk=2, clock=lambda: later)
+    taker = operation_runner.Runner(engine, REGISTRY, chunk=2, clock=lambda: later)
     assert taker.claim() is not None
     # The slow holder's chunk in hand lands now, after the claim.
     for workflow_id in paused[4:8]:
@@ -377,9 +383,9 @@ CHILD = """
 import sys
 from pgbus_web import db, defaults
 from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.runtime import operations
+from pgbus_web.runtime import operation_runner
 engine = db.create_engine(sys.argv[1])
-runner = operations.Runner(engine, REGISTRY, chunk=50)
+runner = operation_runner.Runner(engine, REGISTRY, chunk=50)
 print("claimed", flush=True)
 while runner.step() is not None:
     pass
@@ -413,10 +419,10 @@ def test_kill_minus_nine_mid_chunk_then_takeover_finishes_without_doing_anything
     acted = len(events_of(engine, event, operation["id"]))
     assert killed["status"] == "running" and 75 <= acted < 400
     # Taken over once the setting's time has passed since its last heartbeat, not before.
-    early = killed["heartbeat_at"] + operations.STALE_AFTER - timedelta(seconds=1)
-    assert operations.Runner(engine, REGISTRY, clock=lambda: early).claim() is None
-    later = killed["heartbeat_at"] + operations.STALE_AFTER + timedelta(seconds=1)
-    finish(engine, operations.Runner(engine, REGISTRY, chunk=7, clock=lambda: later))
+    early = killed["heartbeat_at"] + operation_runner.STALE_AFTER - timedelta(seconds=1)
+    assert operation_runner.Runner(engine, REGISTRY, clock=lambda: early).claim() is None
+    later = killed["heartbeat_at"] + operation_runner.STALE_AFTER + timedelta(seconds=1)
+    finish(engine, operation_runner.Runner(engine, REGISTRY, chunk=7, clock=lambda: later))
     with engine.connect() as conn:
         done = store.find(conn, operation["id"])
     assert sorted(events_of(engine, event)) == sorted(paused)  # each run once
@@ -446,25 +452,25 @@ def test_the_index_lists_the_runs_an_operation_touched(engine, runs, client):
 def test_a_dead_holder_is_taken_over_after_the_setting_and_a_live_one_keeps_its_heartbeat(engine, runs):
     # The default is well under a minute; a holder renews its heartbeat
     # every third of it while a chunk lasts, so only a dead one goes stale.
-    assert operations.STALE_AFTER == defaults.OPERATION_STALE_AFTER <= timedelta(seconds=15)
+    assert operation_runner.STALE_AFTER == defaults.OPERATION_STALE_AFTER <= timedelta(seconds=15)
     for _ in range(3):
         paused_on_capture(runs)
     operation = create(engine, status="paused")
     stale_after = timedelta(seconds=0.6)
-    live = operations.Runner(engine, REGISTRY, stale_after=stale_after)
+    live = operation_runner.Runner(engine, REGISTRY, stale_after=stale_after)
     assert live.claim() is not None
     first_fence = live.held.fence
-    beat = operations._Beat(live, live.held)  # what step() runs while a chunk is in hand
+    beat = operation_runner._Beat(live, live.held)  # what step() runs while a chunk is in hand
     try:
         time.sleep(stale_after.total_seconds() * 2.5)
-        assert operations.Runner(engine, REGISTRY, stale_after=stale_after).claim() is None  # renewed: alive
+        assert operation_runner.Runner(engine, REGISTRY, stale_after=stale_after).claim() is None  # renewed: alive
     finally:
         beat.stop()
     assert live.held.fence > first_fence
     # Its next fenced write holds: the renewals moved the fence it names.
     assert live.step() is not None and live.held is not None
     # Dead (no more steps, no renewals): taken over once the setting passed.
-    taker = operations.Runner(engine, REGISTRY, stale_after=stale_after)
+    taker = operation_runner.Runner(engine, REGISTRY, stale_after=stale_after)
     assert taker.claim() is None
     time.sleep(stale_after.total_seconds() * 1.5)
     assert taker.claim()["id"] == operation["id"]
@@ -480,12 +486,12 @@ def test_operation_stale_after_is_a_setting_in_seconds_or_a_timedelta_above_zero
     from pgbus_web.core.settings import SettingError, Settings, check
 
     assert check(Settings(operation_stale_after=5), ("en",)).operation_stale_after == timedelta(seconds=5)
-    assert Settings().operation_stale_after == operations.STALE_AFTER == timedelta(seconds=15)
+    assert Settings().operation_stale_after == operation_runner.STALE_AFTER == timedelta(seconds=15)
     for wrong in (0, -1, "15s", None):
         with pytest.raises(SettingError, match="operation_stale_after"):
             check(Settings(operation_stale_after=wrong), ("en",))
     # The serving process's thread takes over after it.
-    background = operations.Background(None, stale_after=timedelta(seconds=3))
+    background = operation_runner.Background(None, stale_after=timedelta(seconds=3))
     assert background.runner.stale_after == timedelta(seconds=3)
 
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 import pytest
+from click.testing import CliRunner
 from support.action_support import Browser, operator_app, paused_on_capture
 from support.api_support import Api, patch, token_for
 from support.auth_support import CHEAP, sign_in
-from click.testing import CliRunner
-from test_operations import everything
 from support.web_helpers import make_app, soup, text_of
+from test_operations import everything
 
 from pgbus_web.auth import Auth, User, passwords, users
 from pgbus_web.core import problems
@@ -23,7 +23,8 @@ from pgbus_web.i18n import force_locale, t
 from pgbus_web.launch import main_group
 from pgbus_web.models import operations as store
 from pgbus_web.rules import states
-from pgbus_web.runtime import operations
+from pgbus_web.rules.approval import Approval
+from pgbus_web.runtime import operation_policy, operation_record, operation_runner
 
 URL = "/workflows/operations"
 PAUSED = urlencode({"status": "paused"})
@@ -48,14 +49,14 @@ def only_operation(engine):
 
 
 def finish(engine):
-    runner = operations.Runner(engine, REGISTRY)
+    runner = operation_runner.Runner(engine, REGISTRY)
     while runner.step() is not None:
         pass
 
 
 def own_approval_sentence(operation) -> str:
     with force_locale("en"):
-        return problems.refusal(operations.OwnApproval(operation)).message
+        return problems.refusal(operation_record.OwnApproval(operation)).message
 
 
 def rate_sentence(value: str) -> str:
@@ -121,7 +122,7 @@ def test_two_signed_in_operators_one_asks_the_other_approves(people, runs, engin
     )
     page_url = f"{URL}/{created['id']}"
     # Nobody claims it while it waits.
-    assert operations.Runner(engine, REGISTRY).step() is None
+    assert operation_runner.Runner(engine, REGISTRY).step() is None
     # The requester: no button, and a post is refused with the sentence.
     own_page = soup(otto.client.get(page_url))
     assert own_page.select_one(".pgbus-operation-awaiting") is not None
@@ -148,7 +149,7 @@ def test_two_signed_in_operators_one_asks_the_other_approves(people, runs, engin
     paused_page = soup(otto.client.get(page_url))
     assert paused_page.select_one("form.pgbus-operation-resume") is not None
     assert "dashboard:otto" in text_of(paused_page.select_one(".pgbus-operation-paused-by"))
-    assert operations.Runner(engine, REGISTRY).step() is None
+    assert operation_runner.Runner(engine, REGISTRY).step() is None
     assert olga.post(f"{page_url}/resume").status_code == 303
     assert find(engine, created["id"])["resumed_by"] == "dashboard:olga"
     # The pace from the page: a bad rate refused with its sentence, an empty one removes it.
@@ -259,7 +260,7 @@ def test_two_tokens_one_asks_the_other_approves(tokens, runs, engine):
     ceiling = asker.post("/operations", {**body, "expected": 1, "verb": "cancel", "max_in_flight": 3})
     assert (
         ceiling.status_code == 422
-        and ceiling.json_body["detail"] == problems.refusal(operations.CeilingNotForVerb("cancel")).message
+        and ceiling.json_body["detail"] == problems.refusal(operation_record.CeilingNotForVerb("cancel")).message
     )
     assert everything(engine) == before
 
@@ -277,7 +278,10 @@ def test_cancel_works_from_paused_through_the_api(tokens, runs, engine):
     ended = patch(asker, url, {"rate": 3})
     assert ended.status_code == 409
     with force_locale("en"):
-        assert ended.json_body["detail"] == problems.refusal(operations.PaceEnded(find(engine, created["id"]))).message
+        assert (
+            ended.json_body["detail"]
+            == problems.refusal(operation_record.PaceEnded(find(engine, created["id"]))).message
+        )
 
 
 # --- command line -------------------------------------------------------------------------
@@ -330,7 +334,7 @@ def test_the_command_line_asks_waits_and_refuses_its_own_approval(database_url, 
     bad = cli("operations", "set", str(created["id"]), "--rate", "0")
     assert bad.exit_code == 2 and rate_sentence("0") in bad.output
     assert everything(engine) == before
-    operations.approve(engine, created["id"], actor="dashboard:olga")
+    operation_policy.approve(engine, created["id"], actor="dashboard:olga")
     assert cli("operations", "set", str(created["id"]), "--rate", "", "--max-in-flight", "7").exit_code == 0
     assert (find(engine, created["id"])["rate"], find(engine, created["id"])["max_in_flight"]) == (None, 7)
     paused = cli("operations", "pause", str(created["id"]), "--reason", "downstream slow")
@@ -366,7 +370,7 @@ def test_the_approval_settings_are_checked_and_read_from_config(database):
             make_app(database, **wrong)
     # Unset, nothing waits.
     default = make_app(database).extensions["pgbus_web"].settings
-    assert not operations.Approval(default.approval_threshold, default.approval_verbs).needed("cancel", 10**9)
+    assert not Approval(default.approval_threshold, default.approval_verbs).needed("cancel", 10**9)
 
 
 def test_the_api_preview_says_the_pace_and_that_it_will_wait(tokens, runs, engine):

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from pgbus_web import defaults
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.rules import run_filters as filters
-from pgbus_web.runtime import operations
+from pgbus_web.runtime import operation_policy, operation_preview, operation_runner
 
 THRESHOLDS = {"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaults.WAITING_THRESHOLD}
 EARLY, BULK, LATE = 2_000, 90_000, 8_000
@@ -100,7 +100,7 @@ def reads(engine, call) -> list[tuple[float, str]]:
 
 
 def preview(engine, window, **values):
-    return operations.preview(
+    return operation_preview.preview(
         engine,
         filters.parse(values),
         "rerun" if values.get("status") == "failed" else "resume",
@@ -136,7 +136,7 @@ def test_the_preview_reads_one_window_per_statement_and_counts_the_same(thin_sli
     assert (now.total, now.by_status, now.fits) == (before.total, before.by_status, before.fits)
     assert now.total == (EARLY if "paused" in values.values() or "refund" in values.values() else LATE)
     assert [run["workflow_id"] for run in now.sample] == [run["workflow_id"] for run in before.sample]
-    assert len(now.sample) == operations.SAMPLE_SIZE
+    assert len(now.sample) == operation_preview.SAMPLE_SIZE
 
 
 @pytest.mark.parametrize("values", [{"step": "capture_payment"}, {"status": "failed"}])
@@ -145,7 +145,7 @@ def test_a_chunk_walk_reads_one_window_per_statement_where_one_walk_read_the_tab
     # along the primary key to reach the failed ones. With the status the
     # planner may pick either; each window is bounded whichever it picks.
     engine = thin_slice
-    operation = operations.create(
+    operation = operation_policy.create(
         engine,
         filters.parse(values),
         "rerun",
@@ -156,7 +156,7 @@ def test_a_chunk_walk_reads_one_window_per_statement_where_one_walk_read_the_tab
         registry=REGISTRY,
         thresholds=THRESHOLDS,
     )
-    bounded = operations.Runner(engine, REGISTRY, chunk=20, window=WINDOW, parallel=1)
+    bounded = operation_runner.Runner(engine, REGISTRY, chunk=20, window=WINDOW, parallel=1)
     chunks = []
     walked = reads(engine, lambda: [chunks.append(bounded.step()) for _ in range(3)])
     assert max(rows for rows, _ in walked) <= WINDOW
@@ -167,13 +167,13 @@ def test_a_chunk_walk_reads_one_window_per_statement_where_one_walk_read_the_tab
         cursor = conn.execute(
             sa.text("SELECT cursor, moved FROM pgbus_web_operations WHERE id = :id"), {"id": operation["id"]}
         ).one()
-    assert operations.WINDOWS_PER_CHUNK * WINDOW < EARLY + BULK < 2 * operations.WINDOWS_PER_CHUNK * WINDOW
+    assert operation_runner.WINDOWS_PER_CHUNK * WINDOW < EARLY + BULK < 2 * operation_runner.WINDOWS_PER_CHUNK * WINDOW
     assert [chunk.moved for chunk in chunks] == [0, 20, 20] and cursor.moved == 40
     assert cursor.cursor == EARLY + BULK + 40
     bounded.release()
     # Control: one window over the table (the walk before) reads the
     # completed runs along the primary key in one statement.
-    whole = operations.Runner(engine, REGISTRY, chunk=20, window=WHOLE, parallel=1)
+    whole = operation_runner.Runner(engine, REGISTRY, chunk=20, window=WHOLE, parallel=1)
     with engine.begin() as conn:
         conn.execute(sa.text("UPDATE pgbus_web_operations SET cursor = 0 WHERE id = :id"), {"id": operation["id"]})
     walked = reads(engine, lambda: whole.step())
@@ -241,7 +241,7 @@ V14_STUCK = """
 """
 V14_CLASS_STATUS = "CREATE INDEX pgbus_workflows_class_status ON pgbus_workflows (workflow_class, status)"
 MANY = 20_000
-CHUNK = operations.CHUNK_PATH
+CHUNK = operation_runner.CHUNK_PATH
 
 
 @pytest.fixture
@@ -274,7 +274,7 @@ def _walk_reads(engine) -> float:
     """The most entries one statement over the runs read in an operation's
     first chunk, the operation resuming the paused RefundWorkflow runs
     (cancelled after it)."""
-    operation = operations.create(
+    operation = operation_policy.create(
         engine,
         filters.parse({"workflow_class": "RefundWorkflow", "status": "paused"}),
         "resume",
@@ -285,7 +285,7 @@ def _walk_reads(engine) -> float:
         registry=REGISTRY,
         thresholds=THRESHOLDS,
     )
-    runner = operations.Runner(engine, REGISTRY, chunk=CHUNK, window=WINDOW, parallel=1)
+    runner = operation_runner.Runner(engine, REGISTRY, chunk=CHUNK, window=WINDOW, parallel=1)
     walked = reads(engine, lambda: runner.step(operation["id"]))
     runner.release()
     with engine.begin() as conn:

@@ -13,8 +13,8 @@ from support.web_helpers import step
 
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import events as event_rows
-from pgbus_web.rules import states
-from pgbus_web.runtime import chunk_resume, errors, operations, verbs
+from pgbus_web.rules import run_filters, states
+from pgbus_web.runtime import chunk_resume, errors, operation_policy, operation_record, operation_runner, verbs
 from pgbus_web.runtime.chunks import resume as chunk_resume_path
 from pgbus_web.runtime.clock import utcnow
 
@@ -186,9 +186,9 @@ def test_runs_already_acted_on_or_locked_are_not_done_here(engine, runs):
 
 def test_a_chunk_whose_transaction_fails_is_done_run_by_run(engine, runs, monkeypatch):
     paused = [paused_on_capture(runs) for _ in range(5)]
-    operation = operations.create(
+    operation = operation_policy.create(
         engine,
-        operations.index_filters.parse({"status": "paused"}),
+        run_filters.parse({"status": "paused"}),
         "resume",
         None,
         reason="r",
@@ -202,10 +202,10 @@ def test_a_chunk_whose_transaction_fails_is_done_run_by_run(engine, runs, monkey
         raise sa.exc.OperationalError("INSERT", {}, Exception("the chunk's statement failed"))
 
     monkeypatch.setattr(chunk_resume_path, "resume_chunk", broken)
-    runner = operations.Runner(engine, REGISTRY)
+    runner = operation_runner.Runner(engine, REGISTRY)
     while runner.step() is not None:
         pass
-    done = operations.find(engine, operation["id"])
+    done = operation_record.find(engine, operation["id"])
     assert (done["status"], done["moved"], done["skipped"], done["refused"]) == ("done", 5, 0, 0)
     with engine.connect() as conn:
         assert event_rows.operation_acted_among(conn, paused, operation["id"]) == set(paused)
@@ -217,9 +217,9 @@ def test_both_paths_leave_the_same_counts(engine, runs, monkeypatch, chunk_path)
         monkeypatch.setattr(chunk_resume, "VERBS", ())
     kinds(runs)
     kinds(runs)
-    operation = operations.create(
+    operation = operation_policy.create(
         engine,
-        operations.index_filters.parse({}),
+        run_filters.parse({}),
         "resume",
         None,
         reason="r",
@@ -228,8 +228,8 @@ def test_both_paths_leave_the_same_counts(engine, runs, monkeypatch, chunk_path)
         registry=REGISTRY,
         thresholds={"threshold": timedelta(minutes=5), "waiting_threshold": timedelta(hours=1)},
     )
-    runner = operations.Runner(engine, REGISTRY, chunk=4)
+    runner = operation_runner.Runner(engine, REGISTRY, chunk=4)
     while runner.step() is not None:
         pass
-    done = operations.find(engine, operation["id"])
+    done = operation_record.find(engine, operation["id"])
     assert (done["status"], done["moved"], done["skipped"], done["refused"]) == ("done", 10, 2, 2)

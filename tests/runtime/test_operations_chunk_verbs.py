@@ -26,7 +26,7 @@ from support.web_helpers import step
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.rules import run_filters as filters
 from pgbus_web.rules import states
-from pgbus_web.runtime import chunks, errors, operations, verbs
+from pgbus_web.runtime import chunks, errors, operation_policy, operation_record, operation_runner, verbs
 from pgbus_web.runtime.clock import utcnow
 
 OPERATION = 77
@@ -329,7 +329,7 @@ def operation(verb: str, params=None) -> dict:
 
 
 def per_run(engine, op, workflow_id) -> str:
-    """The per-run verb as the Runner calls it (operations._act, Runner._one), at NOW."""
+    """The per-run verb as the Runner calls it (operation_runner._act, Runner._one), at NOW."""
     params = op["params"] or {}
     try:
         if op["verb"] == "signal":
@@ -338,7 +338,7 @@ def per_run(engine, op, workflow_id) -> str:
                 workflow_id,
                 params.get("name"),
                 params.get("payload"),
-                operations.signal_key(op["id"], workflow_id),
+                operation_runner.signal_key(op["id"], workflow_id),
                 actor=op["actor"],
                 operation_id=op["id"],
                 reason=op["reason"],
@@ -373,7 +373,7 @@ def chunk(engine, op, workflow_ids):
         workflow_ids,
         registry=REGISTRY,
         now=NOW,
-        key_of=lambda workflow_id: operations.signal_key(op["id"], workflow_id),
+        key_of=lambda workflow_id: operation_runner.signal_key(op["id"], workflow_id),
     )
 
 
@@ -585,7 +585,7 @@ def test_an_operation_counts_the_same_on_both_paths(engine, runs, monkeypatch, v
         monkeypatch.setattr(chunks, "VERBS", ())
     kinds = universe(runs, "a")
     params = PARAMS.get(verb)
-    created = operations.create(
+    created = operation_policy.create(
         engine,
         filters.parse({}),
         verb,
@@ -596,10 +596,10 @@ def test_an_operation_counts_the_same_on_both_paths(engine, runs, monkeypatch, v
         registry=REGISTRY,
         thresholds=THRESHOLDS,
     )
-    runner = operations.Runner(engine, REGISTRY, chunk=8)
+    runner = operation_runner.Runner(engine, REGISTRY, chunk=8)
     while runner.step() is not None:
         pass
-    done = operations.find(engine, created["id"])
+    done = operation_record.find(engine, created["id"])
     tally = {"moved": 0, "skipped": 0, "refused": 0}
     for name in kinds:
         tally[expected_for(verb, SHAPE.get(name, name))[0]] += 1
@@ -623,7 +623,7 @@ import sys, time
 from pgbus_web import db
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import operations as store
-from pgbus_web.runtime import chunks, operations
+from pgbus_web.runtime import chunks, operation_runner
 if sys.argv[2] == "per-run":
     chunks.VERBS = ()
 written = store.progress
@@ -632,7 +632,7 @@ def progress(*args, **kwargs):
     return written(*args, **kwargs)
 store.progress = progress
 engine = db.create_engine(sys.argv[1])
-runner = operations.Runner(engine, REGISTRY, chunk=50)
+runner = operation_runner.Runner(engine, REGISTRY, chunk=50)
 while runner.step() is not None:
     pass
 """
@@ -644,7 +644,7 @@ def test_kill_minus_nine_mid_operation_then_takeover_acts_on_each_run_once(engin
     # transaction, its progress included); cancel here goes run by run. The
     # taker's chunks do not line up with the dead process's.
     paused = [universe_one(runs) for _ in range(300)]
-    created = operations.create(
+    created = operation_policy.create(
         engine,
         filters.parse({"status": "paused"}),
         verb,
@@ -665,13 +665,13 @@ def test_kill_minus_nine_mid_operation_then_takeover_acts_on_each_run_once(engin
     finally:
         child.wait(10)
     wait_for_the_dead(engine, created["id"])
-    assert operations.find(engine, created["id"])["status"] == "running"
+    assert operation_record.find(engine, created["id"])["status"] == "running"
     assert 75 <= acted_by(engine, event, created["id"]) < 300
     taken_over = utcnow() + timedelta(minutes=5)
-    runner = operations.Runner(engine, REGISTRY, chunk=7, clock=lambda: taken_over)
+    runner = operation_runner.Runner(engine, REGISTRY, chunk=7, clock=lambda: taken_over)
     while runner.step() is not None:
         pass
-    done = operations.find(engine, created["id"])
+    done = operation_record.find(engine, created["id"])
     with engine.connect() as conn:
         per_run_events = conn.execute(
             sa.text("SELECT workflow_id, count(*) FROM pgbus_workflow_events WHERE event = :e GROUP BY workflow_id"),

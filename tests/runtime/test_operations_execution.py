@@ -17,12 +17,12 @@ from test_operations import THRESHOLDS, everything, query
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.launch import main_group
 from pgbus_web.models import operations as store
-from pgbus_web.runtime import operations
+from pgbus_web.runtime import operation_policy
 from pgbus_web.runtime.worker import Worker
 
 
 def _create(engine, **filter_values):
-    return operations.create(
+    return operation_policy.create(
         engine,
         query(**filter_values),
         "resume",
@@ -221,7 +221,7 @@ def test_ctrl_c_leaves_it_for_the_workers_and_says_so(engine):
     assert operation["status"] == "queued" and 0 < operation["moved"] < RUNS_FOR_CTRL_C
     # A worker finishes it, every run resumed once (unpaced: a drain stops
     # at a spent budget).
-    operations.set_pace(engine, operation["id"], {"rate": None})
+    operation_policy.set_pace(engine, operation["id"], {"rate": None})
     Worker(engine, REGISTRY, steps_per_tick=0).drain()
     with engine.connect() as conn:
         done = store.find(conn, operation["id"])

@@ -10,7 +10,7 @@ import time
 
 import sqlalchemy as sa
 
-from pgbus_web.runtime import operations
+from pgbus_web.runtime import operation_runner
 
 LOOK = "SELECT EXISTS (SELECT 1 FROM pgbus_web_operations WHERE status IN ('queued', 'running'))"
 
@@ -33,14 +33,14 @@ def _idle_in_a_transaction(engine) -> list[str]:
 def test_between_two_looks_the_thread_holds_no_transaction(engine, monkeypatch):
     # Control: the looks happen (counted around the real one).
     looks = []
-    real = operations.store.any_open
+    real = operation_runner.store.any_open
 
     def counted(conn):
         looks.append(1)
         return real(conn)
 
-    monkeypatch.setattr(operations.store, "any_open", counted)
-    background = operations.Background(engine, poll=1.0).start()
+    monkeypatch.setattr(operation_runner.store, "any_open", counted)
+    background = operation_runner.Background(engine, poll=1.0).start()
     try:
         seen = []
         deadline = time.monotonic() + 3

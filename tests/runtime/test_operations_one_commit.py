@@ -1,6 +1,6 @@
 """A chunk of the chunk path is one commit: its runs, their events, and
 the operation's counts, cursor and pace log under the holder's fence
-(runtime/operations.Runner._fast, docs/operations.md). A holder whose
+(runtime/operation_runner.Runner._fast, docs/operations.md). A holder whose
 fence is gone by then changes nothing: the chunk rolls back whole."""
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ from __future__ import annotations
 from datetime import timedelta
 
 import sqlalchemy as sa
-from support.action_support import paused_on_capture
 from sqlalchemy import event
+from support.action_support import paused_on_capture
 
 from pgbus_web import defaults
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import operations as store
 from pgbus_web.rules import run_filters as filters
-from pgbus_web.runtime import operations
+from pgbus_web.runtime import operation_policy, operation_runner
 from pgbus_web.runtime.clock import utcnow
 
 THRESHOLDS = {"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaults.WAITING_THRESHOLD}
@@ -24,7 +24,7 @@ QUIET = timedelta(minutes=10)
 
 
 def create(engine, verb):
-    return operations.create(
+    return operation_policy.create(
         engine,
         filters.parse({"status": "paused"}),
         verb,
@@ -72,7 +72,7 @@ class Commits:
 def test_a_chunk_of_the_chunk_path_is_one_commit_with_its_progress(engine, runs):
     ids = [paused_on_capture(runs) for _ in range(6)]
     operation = create(engine, "cancel")
-    runner = operations.Runner(engine, REGISTRY, chunk=4, stale_after=QUIET)
+    runner = operation_runner.Runner(engine, REGISTRY, chunk=4, stale_after=QUIET)
     assert runner.claim() is not None
     commits = Commits(engine)
     try:
@@ -94,11 +94,11 @@ def test_a_chunk_of_the_chunk_path_is_one_commit_with_its_progress(engine, runs)
     # commits each run and then the progress, apart.
     commits = Commits(engine)
     try:
-        saved, operations.chunks.VERBS = operations.chunks.VERBS, ()
+        saved, operation_runner.chunks.VERBS = operation_runner.chunks.VERBS, ()
         try:
             second = runner.step()
         finally:
-            operations.chunks.VERBS = saved
+            operation_runner.chunks.VERBS = saved
     finally:
         commits.close()
     assert second.moved == 2 and commits.count == 3
@@ -107,10 +107,10 @@ def test_a_chunk_of_the_chunk_path_is_one_commit_with_its_progress(engine, runs)
 def test_a_holder_whose_fence_is_gone_rolls_its_chunk_back_whole(engine, runs):
     ids = [paused_on_capture(runs) for _ in range(6)]
     operation = create(engine, "cancel")
-    slow = operations.Runner(engine, REGISTRY, chunk=4, stale_after=QUIET)
+    slow = operation_runner.Runner(engine, REGISTRY, chunk=4, stale_after=QUIET)
     assert slow.claim() is not None
     later = utcnow() + QUIET + timedelta(minutes=1)
-    taker = operations.Runner(engine, REGISTRY, chunk=4, stale_after=QUIET, clock=lambda: later)
+    taker = operation_runner.Runner(engine, REGISTRY, chunk=4, stale_after=QUIET, clock=lambda: later)
     assert taker.claim()["id"] == operation["id"]  # the slow holder's heartbeat looked stale
     lost = slow.step()
     assert lost.lost and slow.held is None

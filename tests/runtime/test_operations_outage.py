@@ -9,7 +9,7 @@ import time
 
 from sqlalchemy import exc as sa_exc
 
-from pgbus_web.runtime import operations
+from pgbus_web.runtime import operation_runner
 
 POLL = 0.02
 
@@ -44,7 +44,7 @@ def _wait(predicate, timeout=10.0):
 def test_an_outage_and_its_end_are_logged_once_each(engine, caplog):
     flaky = Flaky(engine)
     caplog.set_level(logging.INFO, logger="pgbus_web.operations")
-    background = operations.Background(flaky, poll=POLL).start()
+    background = operation_runner.Background(flaky, poll=POLL).start()
     try:
         assert _wait(lambda: flaky.looks >= 10)
         down = [record for record in caplog.records if record.name == "pgbus_web.operations"]

@@ -21,13 +21,14 @@ from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import events
 from pgbus_web.models import operations as store
 from pgbus_web.rules import states
-from pgbus_web.runtime import operations, pace
+from pgbus_web.rules.approval import Approval
+from pgbus_web.runtime import operation_policy, operation_record, operation_runner, pace
 
 ALICE, BOB = "dashboard:alice", "dashboard:bob"
 
 
 def create(engine, verb="resume", *, actor=ALICE, approval=None, **pace_values):
-    return operations.create(
+    return operation_policy.create(
         engine,
         query(status="paused"),
         verb,
@@ -113,7 +114,7 @@ def test_a_rate_holds_over_every_second_of_the_audit_trail(engine):
     seed_paused(engine, 45)
     created = create(engine, rate=15)
     assert created["rate"] == 15 and created["status"] == states.OPERATION_QUEUED
-    runner = operations.Runner(engine, REGISTRY)
+    runner = operation_runner.Runner(engine, REGISTRY)
     waits = 0
     while (chunk := runner.step()) is not None:
         waits += chunk.waited > 0
@@ -131,7 +132,7 @@ def test_a_rate_holds_over_every_second_of_the_audit_trail(engine):
 def test_two_runners_taking_turns_share_the_one_budget_on_the_row(engine):
     seed_paused(engine, 40)
     created = create(engine, rate=20)
-    first, second = operations.Runner(engine, REGISTRY), operations.Runner(engine, REGISTRY)
+    first, second = operation_runner.Runner(engine, REGISTRY), operation_runner.Runner(engine, REGISTRY)
     turns = 0
     for _ in range(1000):
         runner = (first, second)[turns % 2]
@@ -150,10 +151,10 @@ def test_two_runners_taking_turns_share_the_one_budget_on_the_row(engine):
 def test_the_rate_changed_while_it_runs_is_read_at_the_next_chunk(engine):
     seed_paused(engine, 30)
     created = create(engine, rate=2)
-    runner = operations.Runner(engine, REGISTRY, sleep=lambda seconds: None)
+    runner = operation_runner.Runner(engine, REGISTRY, sleep=lambda seconds: None)
     runner.step()
     assert find(engine, created["id"])["moved"] == 1  # a quarter of 2, at least one
-    operations.set_pace(engine, created["id"], {"rate": None})
+    operation_policy.set_pace(engine, created["id"], {"rate": None})
     runner.step()  # the chunk in hand had the old rate: a wait or one run
     runner.step()
     assert find(engine, created["id"])["moved"] >= 25
@@ -195,7 +196,7 @@ def settle(engine, workflow_ids):
 def test_max_in_flight_never_has_more_runs_started_and_unsettled(engine):
     seed_paused(engine, 20)
     created = create(engine, max_in_flight=4)
-    runner = operations.Runner(engine, REGISTRY, sleep=lambda seconds: None)
+    runner = operation_runner.Runner(engine, REGISTRY, sleep=lambda seconds: None)
     seen = []
     for _ in range(200):
         chunk = runner.step()
@@ -217,7 +218,7 @@ def test_max_in_flight_never_has_more_runs_started_and_unsettled(engine):
 def test_a_run_that_went_on_to_its_next_step_is_no_longer_in_flight(engine):
     seed_paused(engine, 3)
     created = create(engine, max_in_flight=10)
-    operations.Runner(engine, REGISTRY).step()
+    operation_runner.Runner(engine, REGISTRY).step()
     with engine.connect() as conn:
         assert events.operation_in_flight(conn, created["id"]) == 3
     [first, *_] = in_flight_ids(engine, created["id"])
@@ -237,7 +238,7 @@ def test_a_run_that_went_on_to_its_next_step_is_no_longer_in_flight(engine):
 def test_a_ceiling_of_runs_in_flight_is_refused_for_a_verb_that_starts_no_work(engine):
     seed_paused(engine, 2)
     before = everything(engine)
-    with pytest.raises(operations.CeilingNotForVerb) as refused:
+    with pytest.raises(operation_record.CeilingNotForVerb) as refused:
         create(engine, "cancel", max_in_flight=3)
     assert problems.refusal(refused.value).status == 422
     assert everything(engine) == before
@@ -249,9 +250,9 @@ def test_a_ceiling_of_runs_in_flight_is_refused_for_a_verb_that_starts_no_work(e
 def test_a_paused_operation_is_not_claimed_and_goes_on_where_it_stopped(engine):
     seed_paused(engine, 12)
     created = create(engine)
-    holder = operations.Runner(engine, REGISTRY, chunk=5)
+    holder = operation_runner.Runner(engine, REGISTRY, chunk=5)
     holder.step()
-    paused = operations.pause(engine, created["id"], actor=BOB)
+    paused = operation_record.pause(engine, created["id"], actor=BOB)
     assert (paused["status"], paused["paused_by"]) == (states.OPERATION_PAUSED, BOB)
     # The holder finishes the chunk in hand, writes its counts and drops it.
     chunk = holder.step()
@@ -259,14 +260,14 @@ def test_a_paused_operation_is_not_claimed_and_goes_on_where_it_stopped(engine):
     row = find(engine, created["id"])
     assert row["moved"] == 10 and row["cursor"] > 0
     # No process claims it, and it holds no lock: a run is free to change.
-    assert operations.Runner(engine, REGISTRY).step() is None
-    with pytest.raises(operations.NotPausable):
-        operations.pause(engine, created["id"], actor=BOB)
-    gone_on = operations.go_on(engine, created["id"], actor=ALICE)
+    assert operation_runner.Runner(engine, REGISTRY).step() is None
+    with pytest.raises(operation_record.NotPausable):
+        operation_record.pause(engine, created["id"], actor=BOB)
+    gone_on = operation_record.go_on(engine, created["id"], actor=ALICE)
     assert (gone_on["status"], gone_on["resumed_by"]) == (states.OPERATION_QUEUED, ALICE)
-    with pytest.raises(operations.NotPaused):
-        operations.go_on(engine, created["id"], actor=ALICE)
-    taker = operations.Runner(engine, REGISTRY)
+    with pytest.raises(operation_record.NotPaused):
+        operation_record.go_on(engine, created["id"], actor=ALICE)
+    taker = operation_runner.Runner(engine, REGISTRY)
     while taker.step() is not None:
         pass
     done = find(engine, created["id"])
@@ -277,10 +278,10 @@ def test_a_paused_operation_is_not_claimed_and_goes_on_where_it_stopped(engine):
 def test_a_paused_operation_can_still_be_cancelled(engine):
     seed_paused(engine, 3)
     created = create(engine)
-    operations.pause(engine, created["id"], actor=BOB)
-    assert operations.cancel(engine, created["id"])["status"] == states.OPERATION_CANCELLED
-    with pytest.raises(operations.NotPaused):
-        operations.go_on(engine, created["id"], actor=BOB)
+    operation_record.pause(engine, created["id"], actor=BOB)
+    assert operation_record.cancel(engine, created["id"])["status"] == states.OPERATION_CANCELLED
+    with pytest.raises(operation_record.NotPaused):
+        operation_record.go_on(engine, created["id"], actor=BOB)
 
 
 # --- approval ---------------------------------------------------------------------
@@ -288,22 +289,22 @@ def test_a_paused_operation_can_still_be_cancelled(engine):
 
 def test_over_the_threshold_it_waits_for_another_operator(engine):
     seed_paused(engine, 4)
-    rule = operations.Approval(threshold=3, verbs=("resume", "cancel"))
+    rule = Approval(threshold=3, verbs=("resume", "cancel"))
     created = create(engine, approval=rule)
     assert created["status"] == states.OPERATION_AWAITING_APPROVAL
-    assert operations.Runner(engine, REGISTRY).step() is None  # never claimed
+    assert operation_runner.Runner(engine, REGISTRY).step() is None  # never claimed
     before = everything(engine)
-    with pytest.raises(operations.OwnApproval) as refused:
-        operations.approve(engine, created["id"], actor=ALICE)
+    with pytest.raises(operation_record.OwnApproval) as refused:
+        operation_policy.approve(engine, created["id"], actor=ALICE)
     assert problems.refusal(refused.value).status == 403
     assert "alice" in problems.refusal(refused.value).message
     assert everything(engine) == before
-    approved = operations.approve(engine, created["id"], actor=BOB)
+    approved = operation_policy.approve(engine, created["id"], actor=BOB)
     assert (approved["status"], approved["approved_by"]) == (states.OPERATION_QUEUED, BOB)
     assert approved["approved_at"] is not None
-    with pytest.raises(operations.NotAwaitingApproval):
-        operations.approve(engine, created["id"], actor=BOB)
-    runner = operations.Runner(engine, REGISTRY)
+    with pytest.raises(operation_record.NotAwaitingApproval):
+        operation_policy.approve(engine, created["id"], actor=BOB)
+    runner = operation_runner.Runner(engine, REGISTRY)
     while runner.step() is not None:
         pass
     assert find(engine, created["id"])["moved"] == 4
@@ -325,17 +326,14 @@ def test_over_the_threshold_it_waits_for_another_operator(engine):
 
 def test_at_or_under_the_threshold_or_another_verb_it_starts_at_once(engine):
     seed_paused(engine, 3)
-    assert create(engine, approval=operations.Approval(threshold=3))["status"] == states.OPERATION_QUEUED
-    assert (
-        create(engine, approval=operations.Approval(threshold=0, verbs=("cancel",)))["status"]
-        == states.OPERATION_QUEUED
-    )
-    assert create(engine, approval=operations.Approval(threshold=2))["status"] == states.OPERATION_AWAITING_APPROVAL
+    assert create(engine, approval=Approval(threshold=3))["status"] == states.OPERATION_QUEUED
+    assert create(engine, approval=Approval(threshold=0, verbs=("cancel",)))["status"] == states.OPERATION_QUEUED
+    assert create(engine, approval=Approval(threshold=2))["status"] == states.OPERATION_AWAITING_APPROVAL
 
 
 def test_an_operation_awaiting_approval_can_be_cancelled_and_then_not_approved(engine):
     seed_paused(engine, 3)
-    created = create(engine, approval=operations.Approval(threshold=1))
-    operations.cancel(engine, created["id"])
-    with pytest.raises(operations.NotAwaitingApproval):
-        operations.approve(engine, created["id"], actor=BOB)
+    created = create(engine, approval=Approval(threshold=1))
+    operation_record.cancel(engine, created["id"])
+    with pytest.raises(operation_record.NotAwaitingApproval):
+        operation_policy.approve(engine, created["id"], actor=BOB)

@@ -16,7 +16,7 @@ from support.web_helpers import soup, step, text_of
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import operations as store
 from pgbus_web.rules import states
-from pgbus_web.runtime import operations
+from pgbus_web.runtime import operation_runner
 
 CAPTURE_GROUP = {
     "workflow_class": "OrderWorkflow",
@@ -67,7 +67,7 @@ def recent(engine):
 
 
 def finish(engine):
-    runner = operations.Runner(engine, REGISTRY)
+    runner = operation_runner.Runner(engine, REGISTRY)
     while runner.step() is not None:
         pass
 

@@ -10,7 +10,7 @@ from support.runtime_support import snapshot
 from support.web_helpers import soup, text_of
 
 from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.runtime import operations
+from pgbus_web.runtime import operation_runner
 
 
 def test_skip_and_cancel_write_their_question_inside_the_form(browser, runs):
@@ -63,7 +63,7 @@ def test_a_plain_bulk_action_leads_to_the_preview_then_the_operation_page(browse
     done = browser.post(confirm["action"], {**confirm_fields, "reason": "gateway back"})
     assert done.status_code == 303
     assert "/workflows/operations/" in done.headers["Location"]
-    runner = operations.Runner(engine, REGISTRY)
+    runner = operation_runner.Runner(engine, REGISTRY)
     while runner.step() is not None:
         pass
     assert {run_row(engine, workflow_id)["status"] for workflow_id in ids} == {"ready"}

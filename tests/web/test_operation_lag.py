@@ -17,7 +17,7 @@ from pgbus_web import defaults
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import changes
 from pgbus_web.rules import run_filters as filters
-from pgbus_web.runtime import operations
+from pgbus_web.runtime import operation_policy, operation_record, operation_runner
 from pgbus_web.web.answering import shared
 
 CANCEL = "UPDATE pgbus_workflows SET status = 'cancelled', finished_at = now() WHERE workflow_id = :w"
@@ -81,7 +81,7 @@ def test_an_operations_end_shows_at_once(database, engine, runs, clock, monkeypa
     workflow_id = running(runs)
     alice = Browser(role_app(database).test_client(), OPERATOR)
     before = page(alice, workflow_id)
-    operation = operations.create(
+    operation = operation_policy.create(
         engine,
         filters.parse({"q": workflow_id}),
         "cancel",
@@ -92,10 +92,10 @@ def test_an_operations_end_shows_at_once(database, engine, runs, clock, monkeypa
         registry=REGISTRY,
         thresholds={"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaults.WAITING_THRESHOLD},
     )
-    runner = operations.Runner(engine, REGISTRY)
+    runner = operation_runner.Runner(engine, REGISTRY)
     while runner.step(operation["id"]) is not None:
         pass
-    assert operations.find(engine, operation["id"])["moved"] == 1
+    assert operation_record.find(engine, operation["id"])["moved"] == 1
     after = page(alice, workflow_id)
     assert badge(after) != badge(before)
     assert badge(after) == badge(page(Browser(role_app(database).test_client(), OPERATOR), workflow_id))

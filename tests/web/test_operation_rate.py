@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from support.action_support import paused_on_capture
 from sqlalchemy import text
-from test_operations_web import URL, ask, operations_of
+from support.action_support import paused_on_capture
 from support.web_helpers import soup, text_of
+from test_operations_web import URL, ask, operations_of
 
-from pgbus_web.runtime import operations
+from pgbus_web.runtime import operation_record
 from pgbus_web.runtime.clock import utcnow
 
 
@@ -56,8 +56,8 @@ def test_no_pause_is_counted_in_the_rate(browser, runs, engine):
     # paused 30 min, 20 s worked, paused 30 min, 30 s worked.
     _set(engine, operation_id, status="running", finished_at=None)
     for pause_at, go_on_at in ((10, 1810), (1830, 3630)):
-        operations.pause(engine, operation_id, actor="dashboard:otto", now=started + timedelta(seconds=pause_at))
-        operations.go_on(engine, operation_id, actor="dashboard:otto", now=started + timedelta(seconds=go_on_at))
+        operation_record.pause(engine, operation_id, actor="dashboard:otto", now=started + timedelta(seconds=pause_at))
+        operation_record.go_on(engine, operation_id, actor="dashboard:otto", now=started + timedelta(seconds=go_on_at))
         _set(engine, operation_id, status="running")
     _set(engine, operation_id, status="done", finished_at=started + timedelta(seconds=3660))
     # 600 runs in 60 working seconds.
@@ -69,8 +69,8 @@ def test_the_time_left_after_a_pause_is_at_the_working_rate(browser, runs, engin
     now = utcnow()
     started = now - timedelta(hours=1, seconds=60)
     _set(engine, operation_id, status="running", started_at=started, total=1200, moved=600, skipped=0)
-    operations.pause(engine, operation_id, actor="dashboard:otto", now=started + timedelta(seconds=30))
-    operations.go_on(engine, operation_id, actor="dashboard:otto", now=now - timedelta(seconds=30))
+    operation_record.pause(engine, operation_id, actor="dashboard:otto", now=started + timedelta(seconds=30))
+    operation_record.go_on(engine, operation_id, actor="dashboard:otto", now=now - timedelta(seconds=30))
     _set(engine, operation_id, status="running")
     # 600 left at 10 runs/s is a minute (a second more as the request
     # takes its time); counting the pause it said "1h 1m".

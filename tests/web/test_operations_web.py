@@ -10,13 +10,14 @@ from urllib.parse import urlencode
 
 import pytest
 from support.action_support import paused_on_capture, ready_later
-from test_operations import THRESHOLDS, everything
 from support.web_helpers import soup, text_of
+from test_operations import THRESHOLDS, everything
 
 from pgbus_web.core import policy
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import operations as store
-from pgbus_web.runtime import operations
+from pgbus_web.rules import run_filters
+from pgbus_web.runtime import operation_policy, operation_preview, operation_record, operation_runner
 
 URL = "/workflows/operations"
 PAUSED = urlencode({"status": "paused"})
@@ -28,7 +29,7 @@ def operations_of(engine):
 
 
 def finish(engine):
-    runner = operations.Runner(engine, REGISTRY)
+    runner = operation_runner.Runner(engine, REGISTRY)
     while runner.step() is not None:
         pass
 
@@ -109,9 +110,9 @@ def test_confirming_creates_the_operation_and_leads_to_its_page(browser, runs, e
 
 def test_a_running_operation_polls_itself_and_can_be_cancelled(browser, runs, engine):
     paused_on_capture(runs)
-    created = operations.create(
+    created = operation_policy.create(
         engine,
-        operations.filters_of({"filters": {"status": "paused"}}),
+        operation_record.filters_of({"filters": {"status": "paused"}}),
         "resume",
         None,
         reason="r",
@@ -221,8 +222,8 @@ def test_the_entry_says_how_many_runs_the_preview_would_count(browser, runs, eng
         paused_on_capture(runs)
     ready_later(runs)
     label = text_of(soup(browser.load("/workflows?status=paused")).select_one(".pgbus-operation-entry label"))
-    shown = operations.preview(
-        engine, operations.index_filters.parse({"status": "paused"}), "resume", registry=REGISTRY, thresholds=THRESHOLDS
+    shown = operation_preview.preview(
+        engine, run_filters.parse({"status": "paused"}), "resume", registry=REGISTRY, thresholds=THRESHOLDS
     )
     assert shown.total == 3 and label == "Act on all 3 matching runs"
     # The live refresh of the runs block (htmx) says it too, and one run is one run.

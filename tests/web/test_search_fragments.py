@@ -14,12 +14,12 @@ import uuid
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
+from support.web_helpers import Runs, make_app, soup, step
 from test_mcp import answer, session
 from test_operations import THRESHOLDS, create, query
 from test_schema_upgrade import scratch  # noqa: F401  (a fixture)
 from test_search import listed
 from test_search_one_match import run_url
-from support.web_helpers import Runs, make_app, soup, step
 
 from pgbus_web import db, schema
 from pgbus_web.demo.workflows import REGISTRY
@@ -27,7 +27,7 @@ from pgbus_web.i18n import force_locale, t
 from pgbus_web.launch import main_group
 from pgbus_web.models import workflow_index
 from pgbus_web.rules import states
-from pgbus_web.runtime import operations
+from pgbus_web.runtime import operation_preview, operation_runner
 
 RUN_ID = "6ced4f1b-9a3e-4c55-8d1e-0a2b3c4d5e6f"
 # Shares RUN_ID's first seven characters, nothing after them.
@@ -146,10 +146,12 @@ def test_the_api_the_command_line_and_the_mcp_server_take_a_fragment(database, d
 
 
 def test_an_operation_on_a_fragment_acts_on_that_run_only(engine, made):
-    shown = operations.preview(engine, query(q=RUN_ID[9:17]), "cancel", None, registry=REGISTRY, thresholds=THRESHOLDS)
+    shown = operation_preview.preview(
+        engine, query(q=RUN_ID[9:17]), "cancel", None, registry=REGISTRY, thresholds=THRESHOLDS
+    )
     assert shown.total == 1
     create(engine, verb="cancel", expected=1, q=RUN_ID[-12:])
-    runner = operations.Runner(engine, REGISTRY)
+    runner = operation_runner.Runner(engine, REGISTRY)
     while runner.step() is not None:
         pass
     with engine.connect() as conn:

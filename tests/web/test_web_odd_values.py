@@ -31,7 +31,7 @@ from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.i18n import force_locale, t
 from pgbus_web.models import events, steps, workflow_attention
 from pgbus_web.rules import states
-from pgbus_web.runtime import operations
+from pgbus_web.runtime import operation_runner
 
 MARKER = "unusual value"
 
@@ -547,7 +547,7 @@ def test_a_done_signal_and_bulk_action_whose_answers_fail_to_draw_still_answer_s
     # A group's button is an operation: created, then done by a runner.
     response = browser.post("/workflows/bulk/cancel", group, htmx=htmx)
     assert response.status_code == (200 if htmx else 303)
-    runner = operations.Runner(engine, REGISTRY)
+    runner = operation_runner.Runner(engine, REGISTRY)
     while runner.step() is not None:
         pass
     assert run_row(engine, paused)["status"] == states.CANCELLED

@@ -12,7 +12,7 @@ the index matches, previewed, confirmed with a reason, then tracked.
   start one awaiting approval, .../pace changes its rate and ceiling.
 - GET /workflows/operations: the recent ones.
 
-Routes stay thin: checks.py reads the form, runtime/operations.py decides,
+Routes stay thin: checks.py reads the form, core/operation_acts.py decides,
 problems.py words a refusal, answers.py answers.
 """
 
@@ -42,7 +42,7 @@ from ...plumbing.security import current_policy, principal
 from ...plumbing.state import state
 from ...rules import run_filters as filters
 from ...rules import states, verb_table
-from ...runtime import errors, operations
+from ...runtime import errors, operation_preview, operation_record
 from ...runtime.clock import utcnow
 from ..answering import answers, pages, render
 from ..drawing import filter_chips, operation_words
@@ -62,7 +62,7 @@ def _filters() -> filters.RunFilters:
 
 
 def preview_answer(
-    preview: operations.Preview,
+    preview: operation_preview.Preview,
     form: dict[str, Any],
     *,
     status: int = 200,
@@ -120,7 +120,7 @@ def create():
     now = utcnow()
     try:
         run_filters = _filters()
-        parsed = checks.parse_operation(request.form, tz=current_timezone(), now=now, verbs=operations.VERBS)
+        parsed = checks.parse_operation(request.form, tz=current_timezone(), now=now, verbs=operation_record.VERBS)
     except (filters.FilterError, checks.FormError) as problem:
         return _refused(problems.refusal(problem))
     return answer(run_filters, parsed, now=now)
@@ -136,7 +136,7 @@ def answer(run_filters: filters.RunFilters, parsed: checks.OperationForm, *, now
     if not parsed.confirmed:
         try:
             shown = operation_acts.preview(engine, settings, who, run_filters, parsed.verb, parsed.params, now=now)
-        except (errors.WorkflowError, operations.OperationError, permissions.NotPermitted) as problem:
+        except (errors.WorkflowError, operation_record.OperationError, permissions.NotPermitted) as problem:
             return _refused(problems.refusal(problem, verb=parsed.verb))
         return preview_answer(shown, _shown(parsed, run_filters))
     try:
@@ -152,12 +152,12 @@ def answer(run_filters: filters.RunFilters, parsed: checks.OperationForm, *, now
             now=now,
             **parsed.pace,
         )
-    except operations.CountChanged as problem:
+    except operation_record.CountChanged as problem:
         refusal = problems.refusal(problem)
         return preview_answer(
             problem.preview, _shown(parsed, run_filters), status=refusal.status, message=refusal.message
         )
-    except operations.ReasonMissing as problem:
+    except operation_record.ReasonMissing as problem:
         refusal = problems.refusal(problem)
         shown = operation_acts.preview(engine, settings, who, run_filters, parsed.verb, parsed.params, now=now)
         return preview_answer(
@@ -167,7 +167,7 @@ def answer(run_filters: filters.RunFilters, parsed: checks.OperationForm, *, now
             message=refusal.message,
             errors_by_field={"reason": refusal.message},
         )
-    except (errors.WorkflowError, operations.OperationError, permissions.NotPermitted) as problem:
+    except (errors.WorkflowError, operation_record.OperationError, permissions.NotPermitted) as problem:
         return _refused(problems.refusal(problem, verb=parsed.verb))
     location = url_for("pgbus_web.operation", operation_id=created["id"])
     message = operation_words.created_message(created)
@@ -201,7 +201,7 @@ def group_action(verb: str):
             MultiDict({**request.form.to_dict(), "verb": verb_labels.BULK_VERBS[verb], "reason": note or ""}),
             tz=current_timezone(),
             now=utcnow(),
-            verbs=operations.VERBS,
+            verbs=operation_record.VERBS,
         )
     except (checks.FormError, filters.FilterError) as problem:
         return answers.refused(problems.refusal(problem))
@@ -233,7 +233,9 @@ def _page(operation: dict[str, Any]) -> dict[str, Any]:
         page["open"] or page["held"] or any(group["total"] for group in page["outcomes"] if group["kind"] == "moving")
     )
     page["chips"] = (
-        filter_chips.chips(operations.filters_of(operation)) if operation_words.filters_readable(operation) else []
+        filter_chips.chips(operation_record.filters_of(operation))
+        if operation_words.filters_readable(operation)
+        else []
     )
     page.update(views.common())
     return page
@@ -277,13 +279,13 @@ def cancel(operation_id: int):
     """POST /workflows/operations/<id>/cancel."""
     try:
         checks.operation_id(operation_id)
-    except operations.OperationNotFound as problem:
+    except operation_record.OperationNotFound as problem:
         return answers.refused(problems.refusal(problem))
     try:
         cancelled = operation_acts.cancel(
             state().database.primary, principal(), operation_id, reason=request.form.get("reason")
         )
-    except (operations.OperationError, permissions.NotPermitted) as problem:
+    except (operation_record.OperationError, permissions.NotPermitted) as problem:
         refusal = problems.refusal(problem)
         if refusal.status == 404:
             return answers.refused(refusal)
@@ -302,11 +304,11 @@ def _change(operation_id: int, change, done_key: str):
     pace): *change*(engine, id) decides; the page answers with the message."""
     try:
         checks.operation_id(operation_id)
-    except operations.OperationNotFound as problem:
+    except operation_record.OperationNotFound as problem:
         return answers.refused(problems.refusal(problem))
     try:
         changed = change(state().database.primary, operation_id)
-    except (operations.OperationError, checks.FormError, permissions.NotPermitted) as problem:
+    except (operation_record.OperationError, checks.FormError, permissions.NotPermitted) as problem:
         refusal = problems.refusal(problem)
         if refusal.status == 404:
             return answers.refused(refusal)
@@ -395,7 +397,7 @@ def operation_verbs(fitting=None, filters=None) -> list[dict[str, str]]:
     who, kept = principal(), current_policy()
     return [
         {"name": verb, "label": operation_words.operation_verb(verb, filters)}
-        for verb in operations.VERBS
+        for verb in operation_record.VERBS
         if (fitting is None or verb in fitting) and permissions.may_some(who, verb, kept)
     ]
 
