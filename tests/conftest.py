@@ -8,23 +8,18 @@ directory and delete it at the end. Each test starts from empty tables.
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 import uuid
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from pgbus_web import db, schema
+from support.browser import launched
 
-# For now some test modules still import shared parts of others, which
-# may sit in another layer's folder: every folder is importable.
-for _folder in sorted(Path(__file__).resolve().parent.iterdir()):
-    if _folder.is_dir() and _folder.name not in {"support", "vendor", "__pycache__"} and str(_folder) not in sys.path:
-        sys.path.append(str(_folder))
-
-from support.browser import launched  # noqa: E402
-
-from pgbus_web import db, schema  # noqa: E402
+# Fixtures several modules share, with the helpers they stand on
+# (tests/support; docs/testing.md).
+pytest_plugins = ["support.fixtures", "support.instances", "support.replica_support"]
 
 TEST_DATABASE_URL_ENV = "PGBUS_TEST_DATABASE_URL"
 

@@ -10,10 +10,9 @@ from __future__ import annotations
 import http.client
 import json
 
-from support.auth_support import OPERATOR, VIEWER
-from test_several_instances import Client, instances, sign_in, signed_in_as  # noqa: F401  (the fixture)
-
 from pgbus_web.core import tokens
+from support.auth_support import OPERATOR, VIEWER
+from support.instances import Client, sign_in, signed_in_as
 
 
 def api(port: int, method: str, path: str, token: str, body: dict | None = None):
@@ -29,7 +28,7 @@ def api(port: int, method: str, path: str, token: str, body: dict | None = None)
         connection.close()
 
 
-def test_an_admin_ends_a_session_and_a_token_and_both_processes_refuse_them_at_once(instances):  # noqa: F811
+def test_an_admin_ends_a_session_and_a_token_and_both_processes_refuse_them_at_once(instances):
     engine, a, b = instances
     admin, _ = tokens.add(engine, "security-admin", "admin")
     bot, _ = tokens.add(engine, "otto-bot", "operator", read_only=True)

@@ -13,107 +13,19 @@ assertion is on how long anything took."""
 from __future__ import annotations
 
 import base64
-import http.client
-import json
-import os
-import subprocess
-import sys
-import time
-from contextlib import ExitStack, contextmanager
 from urllib.parse import urlencode
 
-import pytest
 import sqlalchemy as sa
-from support.auth_support import OPERATOR, VIEWER, write_users
-from bs4 import BeautifulSoup
-from support.operation_support import seed_paused
-from prometheus_client.parser import text_string_to_metric_families
-
 from pgbus_web.auth import throttle
 from pgbus_web.plumbing import csrf
+from prometheus_client.parser import text_string_to_metric_families
+from support.auth_support import OPERATOR, VIEWER
+from support.instances import Client, csrf_token, eventually, page_of, sign_in, signed_in_as
+from support.operation_support import seed_paused
 
-SECRET = "one key for every instance"
-DEFINITIONS = "pgbus_web.demo.workflows"
 # Enough runs for several chunks of an operation: a cancel takes the chunk
 # path, whose chunks hold runtime/operation_runner.CHUNK_PATH runs.
 RUNS = 2_500
-# The machine may be busy: a deadline only bounds a wait for a state.
-PATIENCE = 120.0
-METRICS_INTERVAL = "1"
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class Client:
-    """A browser's part that matters here: it keeps the cookies the
-    instances set, whichever instance it talks to."""
-
-    def __init__(self) -> None:
-        self.cookies: dict[str, str] = {}
-
-    def request(
-        self, port: int, method: str, path: str, form: dict | None = None, headers: dict[str, str] | None = None
-    ):
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        sent = {"Accept": "text/html", **(headers or {})}
-        if self.cookies:
-            sent["Cookie"] = "; ".join(f"{name}={value}" for name, value in self.cookies.items())
-        body = None
-        if form is not None:
-            body = urlencode(form)
-            sent["Content-Type"] = "application/x-www-form-urlencoded"
-        try:
-            connection.request(method, path, body=body, headers=sent)
-            response = connection.getresponse()
-            text = response.read().decode()
-        finally:
-            connection.close()
-        for header in response.headers.get_all("Set-Cookie") or []:
-            name, _, rest = header.partition("=")
-            value = rest.split(";", 1)[0]
-            if value and "max-age=0" not in header.lower():
-                self.cookies[name] = value
-            else:
-                self.cookies.pop(name, None)
-        return response.status, response.headers, text
-
-    def get(self, port, path, **kwargs):
-        return self.request(port, "GET", path, **kwargs)
-
-    def post(self, port, path, form, **kwargs):
-        return self.request(port, "POST", path, form=form, **kwargs)
-
-
-def page_of(text: str) -> BeautifulSoup:
-    return BeautifulSoup(text, "html.parser")
-
-
-def csrf_token(text: str) -> str:
-    return json.loads(page_of(text).select_one("body")["hx-headers"])[csrf.HEADER_NAME]
-
-
-def sign_in(client: Client, port: int, name: str, password: str) -> int:
-    status, _, text = client.get(port, "/sign-in")
-    assert status == 200
-    token = page_of(text).select_one("input[name=token]")["value"]
-    status, _, _ = client.post(
-        port, "/sign-in", {"token": token, "name": name, "password": password, "next": "/workflows"}
-    )
-    return status
-
-
-def signed_in_as(client: Client, port: int) -> str | None:
-    """Who the instance at *port* takes the client for (None: asked to sign in)."""
-    status, _, text = client.get(port, "/workflows")
-    if status != 200:
-        return None
-    return page_of(text).select_one(".pgbus-account span").get_text(" ", strip=True)
 
 
 def run_counts(port: int) -> dict[tuple[str, str], float]:
@@ -138,85 +50,6 @@ def database_counts(engine) -> dict[tuple[str, str], float]:
             )
         )
     return found
-
-
-def eventually(check, what: str):
-    """*check()*'s first truthy answer, waiting as long as PATIENCE allows."""
-    deadline = time.monotonic() + PATIENCE
-    while True:
-        found = check()
-        if found:
-            return found
-        assert time.monotonic() < deadline, f"never: {what}"
-        time.sleep(0.2)
-
-
-@contextmanager
-def process(command, env, log_path):
-    with open(log_path, "w") as log:
-        # A session of its own: whatever is left at the end goes with its group.
-        started = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        yield started
-    finally:
-        if started.poll() is None:
-            started.terminate()
-            try:
-                started.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(started.pid, 9)
-                started.wait(timeout=10)
-
-
-def up(port: int, started, log_path) -> bool:
-    if started.poll() is not None:
-        raise AssertionError(log_path.read_text())
-    try:
-        return Client().get(port, "/health")[0] == 200
-    except OSError:
-        return False
-
-
-@pytest.fixture
-def instances(engine, database_url, tmp_path):
-    """(engine, port of A, port of B): two serve processes and a worker,
-    one database, one secret key, one users file."""
-    users_file = write_users(tmp_path / "users")
-    env = {**os.environ, "PGBUS_DATABASE_URL": database_url, "PGBUS_WEB_SECRET_KEY": SECRET}
-    ports = [_free_port(), _free_port()]
-    with ExitStack() as stack:
-        for label, port in zip("ab", ports):
-            log_path = tmp_path / f"serve-{label}.log"
-            started = stack.enter_context(
-                process(
-                    [
-                        sys.executable,
-                        "-m",
-                        "pgbus_web",
-                        "serve",
-                        "--port",
-                        str(port),
-                        "--users-file",
-                        str(users_file),
-                        "--definitions",
-                        DEFINITIONS,
-                        "--metrics-interval",
-                        METRICS_INTERVAL,
-                        "--no-access-log",
-                    ],
-                    env,
-                    log_path,
-                )
-            )
-            eventually(lambda: up(port, started, log_path), f"serve {label} answers /health")
-        stack.enter_context(
-            process(
-                [sys.executable, "-m", "pgbus_web", "worker", "--definitions", DEFINITIONS, "--poll-interval", "0.2"],
-                env,
-                tmp_path / "worker.log",
-            )
-        )
-        yield engine, ports[0], ports[1]
 
 
 def test_two_instances_and_a_worker_behave_as_one(instances):

@@ -10,9 +10,8 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from support.auth_support import write_users
-
 from pgbus_web.auth import users
+from support.auth_support import write_users
 
 PARALLEL = 10
 

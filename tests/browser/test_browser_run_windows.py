@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-from support.action_support import operator_app
+from support.action_support import long_history, operator_app
 from support.browser import WAIT_MS, requires_chromium, serve
-from test_run_page_windows import long_history
 
 pytestmark = requires_chromium
 

@@ -9,108 +9,20 @@ Skipped only when /usr/bin/chromium is missing (CI installs it)."""
 from __future__ import annotations
 
 import pytest
-import sqlalchemy as sa
-from support.action_support import operator_app
 from support.browser import WAIT_MS, requires_chromium, serve
-from support.lock_support import Locks
-from support.session_support import seed_sessions
-from support.web_helpers import every_state
-
-from pgbus_web.core import policy, reads
-from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.runtime import operation_policy, operation_record
+from support.page_layout import LOCALES, admin_app, pages
 
 pytestmark = requires_chromium
-
-LOCALES = ["en", "de", "ja"]
 
 
 @pytest.fixture
 def app(database):
-    # An admin: the Policy page shows its forms too.
-    return operator_app(
-        database,
-        actor_name=lambda request: "browser",
-        refresh_interval=600,
-        worker_gone_after=300,
-        role_of=lambda request: "admin",
-    )
+    return admin_app(database)
 
 
 @pytest.fixture
 def server(app):
     yield from serve(app)
-
-
-def pages(app, runs, engine) -> dict[str, str]:
-    made = every_state(runs)
-    # A changed rule with a long value: the Policy page's value and history.
-    policy.change(
-        engine,
-        "grants",
-        [
-            {
-                "to": "group:payments-on-call",
-                "role": "operator",
-                "classes": ["OrderWorkflow", "RefundWorkflow"],
-                "verbs": ["resume", "rerun"],
-            }
-        ],
-        actor="dashboard:alice",
-        reason="the payments on-call retries payments and refunds, nothing else",
-    )
-    Locks(engine).queue()
-    seed_sessions(engine)
-    created = operation_policy.create(
-        engine,
-        operation_record.filters_of({"filters": {"status": "paused"}}),
-        "resume",
-        None,
-        reason="gateway back",
-        actor="dashboard:alice",
-        expected=None,
-        registry=REGISTRY,
-        thresholds=reads.thresholds(app.extensions["pgbus_web"].database.primary),
-    )
-    with engine.begin() as conn:
-        batch_id = conn.execute(sa.text("SELECT batch_id FROM pgbus_batches LIMIT 1")).scalar_one()
-        # Workers alive, stopped and gone; the gone one holds the running
-        # run's step (the index's banner).
-        gone = (
-            conn.execute(
-                sa.text(
-                    "INSERT INTO pgbus_web_workers (kind, host, pid, started_at, heartbeat_at, steps_done, stopped_at) VALUES"
-                    " ('worker', 'worker-1.prod.example.com', 4242, now() - interval '3 hours', now(), 1280, NULL),"
-                    " ('serve', 'web-1', 17, now() - interval '1 day', now() - interval '2 hours', 0,"
-                    "  now() - interval '2 hours'),"
-                    " ('worker', 'worker-2.prod.example.com', 977, now() - interval '5 hours', now() - interval '6 minutes',"
-                    "  5120, NULL) RETURNING id"
-                )
-            )
-            .scalars()
-            .all()[-1]
-        )
-        conn.execute(
-            sa.text(
-                "UPDATE pgbus_workflow_steps SET worker_id = :w WHERE workflow_id = :id AND status = 'in_progress'"
-            ),
-            {"w": gone, "id": made["running"]},
-        )
-        conn.execute(sa.text("SELECT pgmq.create('refunds')"))
-        conn.execute(sa.text("SELECT pgmq.send_batch('refunds', ARRAY['{}', '{}', '{}']::jsonb[])"))
-        conn.execute(sa.text("UPDATE pgmq.q_refunds SET enqueued_at = now() - interval '40 minutes'"))
-    return {
-        "index": "/workflows",
-        "run": f"/workflows/{made['paused_error']}",
-        "batch": f"/batches/{batch_id}",
-        "insights": "/workflows/insights/OrderWorkflow",
-        "operations": "/workflows/operations",
-        "operation": f"/workflows/operations/{created['id']}",
-        "locks": "/locks",
-        "workers": "/workers",
-        "policy": "/policy",
-        "sessions": "/sessions",
-    }
 
 
 @pytest.mark.parametrize("locale", LOCALES)

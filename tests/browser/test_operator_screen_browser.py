@@ -12,15 +12,28 @@ Skipped only when /usr/bin/chromium is missing (CI installs it)."""
 from __future__ import annotations
 
 import pytest
-from support.action_support import ago, paused_on_capture
-from support.browser import WAIT_MS, requires_chromium
-from support.web_helpers import step as step_
-from test_locales_browser import app, pages, server  # noqa: F401 (fixtures)
-
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.runtime import operation_policy, operation_record, operation_runner
+from support.action_support import ago, paused_on_capture
+from support.browser import WAIT_MS, requires_chromium, serve
+from support.page_layout import (
+    admin_app,
+    pages,  # noqa: F401 (fixtures)
+)
+from support.web_helpers import step as step_
 
 pytestmark = requires_chromium
+
+
+@pytest.fixture
+def app(database):
+    return admin_app(database)
+
+
+@pytest.fixture
+def server(app):
+    yield from serve(app)
+
 
 SIZES = [(1280, 800), (390, 844)]
 size_ids = lambda size: f"{size[0]}x{size[1]}"  # noqa: E731
@@ -60,7 +73,7 @@ SPILLING_FRAMES = """() => {
 
 
 @pytest.mark.parametrize("size", SIZES, ids=size_ids)
-def test_the_insights_tables_scroll_inside_their_boxes(chromium, app, server, runs, engine, size):  # noqa: F811
+def test_the_insights_tables_scroll_inside_their_boxes(chromium, app, server, runs, engine, size):
     paths = pages(app, runs, engine)
     context, page = opened(chromium, size)
     problems = {}
@@ -83,7 +96,7 @@ def test_the_insights_tables_scroll_inside_their_boxes(chromium, app, server, ru
     assert problems == {}, problems
 
 
-def test_a_verb_has_one_word_from_the_menu_to_the_audit_trail(chromium, app, server, runs, engine):  # noqa: F811
+def test_a_verb_has_one_word_from_the_menu_to_the_audit_trail(chromium, app, server, runs, engine):
     from pgbus_web.core import reads
     from pgbus_web.core.words.verb_words import WORDS
     from pgbus_web.i18n import force_locale, t
@@ -158,7 +171,7 @@ LABELS_OVER_VALUES = """() => {
 }"""
 
 
-def test_stacked_labels_wrap_inside_their_column_on_a_phone(chromium, app, server, runs, engine):  # noqa: F811
+def test_stacked_labels_wrap_inside_their_column_on_a_phone(chromium, app, server, runs, engine):
     paths = pages(app, runs, engine)
     context, page = opened(chromium, (390, 844))
     over = {}
@@ -179,7 +192,7 @@ CHIP_CLOSE_INSIDE = """() => { const r = document.querySelector('.pgbus-chip[dat
 
 
 @pytest.mark.parametrize("size", SIZES, ids=size_ids)
-def test_a_long_search_keeps_the_page_and_its_chip_on_screen(chromium, server, runs, size):  # noqa: F811
+def test_a_long_search_keeps_the_page_and_its_chip_on_screen(chromium, server, runs, size):
     runs.make("completed")
     search = "x" * 200
     context, page = opened(chromium, size)
@@ -196,7 +209,7 @@ def test_a_long_search_keeps_the_page_and_its_chip_on_screen(chromium, server, r
         context.close()
 
 
-def test_a_pasted_search_too_long_is_refused_in_words(chromium, server, runs):  # noqa: F811
+def test_a_pasted_search_too_long_is_refused_in_words(chromium, server, runs):
     from pgbus_web.i18n import tn
     from pgbus_web.rules.run_filters import MAX_TEXT
 
@@ -213,7 +226,7 @@ def test_a_pasted_search_too_long_is_refused_in_words(chromium, server, runs):  
         context.close()
 
 
-def test_a_too_short_id_fragment_says_how_long_one_must_be(chromium, server, runs):  # noqa: F811
+def test_a_too_short_id_fragment_says_how_long_one_must_be(chromium, server, runs):
     from pgbus_web.i18n import t
     from pgbus_web.models.workflow_index import SEARCH_ID_FRAGMENT_MIN, SEARCH_ID_PREFIX_MIN
 
@@ -230,10 +243,9 @@ def test_a_too_short_id_fragment_says_how_long_one_must_be(chromium, server, run
         context.close()
 
 
-def test_a_filtered_list_says_its_count_in_the_heading(chromium, app, server, runs, engine):  # noqa: F811
-    from playwright.sync_api import expect
-
+def test_a_filtered_list_says_its_count_in_the_heading(chromium, app, server, runs, engine):
     from pgbus_web.i18n import force_locale, tn
+    from playwright.sync_api import expect
 
     pages(app, runs, engine)
     for index in range(3):
@@ -264,7 +276,7 @@ def test_a_filtered_list_says_its_count_in_the_heading(chromium, app, server, ru
 
 
 @pytest.mark.parametrize("size", SIZES, ids=size_ids)
-def test_the_groups_that_need_attention_start_on_the_first_screen(chromium, app, server, runs, engine, size):  # noqa: F811
+def test_the_groups_that_need_attention_start_on_the_first_screen(chromium, app, server, runs, engine, size):
     # Every state, a gone worker's banner above the groups, and the counts
     # of three classes: a busy first screen.
     pages(app, runs, engine)
@@ -285,10 +297,9 @@ def test_the_groups_that_need_attention_start_on_the_first_screen(chromium, app,
 ALL_LOCALES = ("da", "de", "es", "fi", "fr", "it", "ja", "nb", "nl", "pt", "sv")
 
 
-def test_the_backtrace_is_named_in_every_language(chromium, server, runs):  # noqa: F811
-    from support.web_helpers import step
-
+def test_the_backtrace_is_named_in_every_language(chromium, server, runs):
     from pgbus_web.i18n import force_locale, t
+    from support.web_helpers import step
 
     with force_locale("en"):
         english = t("pgbus.workflows.show.backtrace")
@@ -314,11 +325,10 @@ def test_the_backtrace_is_named_in_every_language(chromium, server, runs):  # no
     assert english_in == []
 
 
-def test_the_audit_trail_names_its_details_in_the_operators_language(chromium, server, runs):  # noqa: F811
-    from support.web_helpers import step
-
+def test_the_audit_trail_names_its_details_in_the_operators_language(chromium, server, runs):
     from pgbus_web.core.words.detail_keys import detail_label
     from pgbus_web.i18n import force_locale
+    from support.web_helpers import step
 
     shown = {"attempts": 3, "error_class": "TimeoutError", "operation_id": 12}
     paused = runs.make(
@@ -361,7 +371,7 @@ LOCK_FORM = """() => {
 
 
 @pytest.mark.parametrize("size", SIZES, ids=size_ids)
-def test_the_locks_filter_buttons_sit_on_one_line_beside_the_fields(chromium, server, locks, size):  # noqa: F811
+def test_the_locks_filter_buttons_sit_on_one_line_beside_the_fields(chromium, server, locks, size):
     locks.queue()
     context, page = opened(chromium, size)
     off = {}
@@ -378,7 +388,7 @@ def test_the_locks_filter_buttons_sit_on_one_line_beside_the_fields(chromium, se
     assert off == {}, off
 
 
-def test_a_time_too_far_ahead_is_bounded_and_refused_in_the_operators_words(chromium, server, runs):  # noqa: F811
+def test_a_time_too_far_ahead_is_bounded_and_refused_in_the_operators_words(chromium, server, runs):
     paused = runs.make(
         "paused", step_("send_receipt", "scheduled", scheduled_at=ago(hours=1)), paused_at=ago(minutes=30)
     )
@@ -403,7 +413,7 @@ def test_a_time_too_far_ahead_is_bounded_and_refused_in_the_operators_words(chro
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_the_audit_trails_link_to_an_operation_is_not_told_by_colour_alone(chromium, server, runs, scheme):  # noqa: F811
+def test_the_audit_trails_link_to_an_operation_is_not_told_by_colour_alone(chromium, server, runs, scheme):
     from support.browser import axe_violations
 
     paused = runs.make(
@@ -426,9 +436,8 @@ def test_the_audit_trails_link_to_an_operation_is_not_told_by_colour_alone(chrom
     assert found == []
 
 
-def test_the_definitions_option_is_never_split_at_its_dashes(chromium, database, runs):  # noqa: F811
+def test_the_definitions_option_is_never_split_at_its_dashes(chromium, database, runs):
     from support.action_support import operator_app
-    from support.browser import serve
 
     for index in range(2):
         paused_on_capture(runs, paused_at=ago(minutes=5 + index))
@@ -451,7 +460,7 @@ def test_the_definitions_option_is_never_split_at_its_dashes(chromium, database,
     assert split == {}, split
 
 
-def test_japanese_writes_its_parentheses_full_width_on_the_compare_page(chromium, server, runs):  # noqa: F811
+def test_japanese_writes_its_parentheses_full_width_on_the_compare_page(chromium, server, runs):
     # The failed refund beside a completed one: an outcome with its error
     # in parentheses, the same definition's sentence, and an argument
     # whose type changed.
@@ -503,7 +512,7 @@ SPLIT_WORDS = """(word) => {
 }"""
 
 
-def test_japanese_prose_breaks_between_phrases_not_inside_words(chromium, app, server, runs, engine):  # noqa: F811
+def test_japanese_prose_breaks_between_phrases_not_inside_words(chromium, app, server, runs, engine):
     paths = pages(app, runs, engine)
     context, page = opened(chromium, (390, 844))
     split = {}
@@ -519,7 +528,7 @@ def test_japanese_prose_breaks_between_phrases_not_inside_words(chromium, app, s
     assert split == {}, split
 
 
-def test_the_insights_charts_have_a_time_axis_and_say_what_they_summarise(chromium, app, server, runs, engine):  # noqa: F811
+def test_the_insights_charts_have_a_time_axis_and_say_what_they_summarise(chromium, app, server, runs, engine):
     paths = pages(app, runs, engine)
     context, page = opened(chromium, (390, 844))
     found = {}
@@ -549,10 +558,9 @@ def test_the_insights_charts_have_a_time_axis_and_say_what_they_summarise(chromi
     assert all(all(checks) for checks in found.values()), found
 
 
-def test_keys_for_an_incident(chromium, app, server, runs, engine):  # noqa: F811
-    from support.browser import axe_violations
-
+def test_keys_for_an_incident(chromium, app, server, runs, engine):
     from pgbus_web.i18n import force_locale, t
+    from support.browser import axe_violations
 
     pages(app, runs, engine)
     context, page = opened(chromium, (1280, 800))
@@ -597,10 +605,8 @@ def test_keys_for_an_incident(chromium, app, server, runs, engine):  # noqa: F81
 
 
 def test_the_focused_run_stays_in_place_while_new_runs_wait_above_it(chromium, database, runs):
-    from support.action_support import operator_app
-    from support.browser import serve
-
     from pgbus_web.rules import states
+    from support.action_support import operator_app
 
     # Five runs on a page of five: the focused last one would go to page 2.
     made = [paused_on_capture(runs, created_at=ago(hours=2, minutes=index)) for index in range(5)]

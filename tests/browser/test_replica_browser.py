@@ -10,11 +10,13 @@ import os
 from pathlib import Path
 
 import pytest
+from pgbus_web import db
 from support.action_support import operator_app, paused_on_capture, run_row
 from support.browser import WAIT_MS, axe_violations, serve
-from support.replica_support import _caught_up, replica, wait_for  # noqa: F401 (fixtures)
+from support.replica_support import wait_for
 
-from pgbus_web import db
+# Each test starts, and leaves, with the replica caught up (replica_support).
+pytestmark = pytest.mark.usefixtures("replica_caught_up")
 
 LONG_DELAY = 3600
 # Polls a resumed page must survive, each read back from the page.

@@ -10,62 +10,33 @@ Skipped only when /usr/bin/chromium is missing (CI installs it)."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
-from support.action_support import ago, paused_on_capture
-from support.browser import WAIT_MS, requires_chromium
-from support.web_helpers import step
-from test_locales_browser import LOCALES, app, pages, server  # noqa: F401 (fixtures)
-
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.runtime import operation_runner
+from support.action_support import ago, paused_on_capture
+from support.browser import WAIT_MS, requires_chromium, serve
+from support.page_layout import CUT_TEXT, DIALOG, GROUP_BUTTON, INSIDE, LOCALES, admin_app, pages, saved_to, with_locale  # noqa: F401 (fixtures)
+from support.web_helpers import step
 
 pytestmark = requires_chromium
 
-SCREENSHOTS_ENV = "PGBUS_TEST_SCREENSHOTS"
-SIZES = [(1280, 800), (390, 844)]
-SCHEMES = ["light", "dark"]
-DIALOG = "dialog#pgbus-operation-dialog"
-GROUP_BUTTON = '#pgbus-attention tr.pgbus-attention-group[data-reason="paused_error"] form[data-verb="retry"] button'
 
-# Visible elements that hide their overflow yet hold wider text than they
-# show; hidden on purpose (visually hidden, 1px) or clamped ones aside.
-CUT_TEXT = """() => {
-  const cut = [];
-  for (const el of document.querySelectorAll('body *')) {
-    const style = getComputedStyle(el);
-    const hides = ['hidden', 'clip'].includes(style.overflowX);
-    if (!hides || style.visibility === 'hidden' || el.closest('[data-pgbus-clamp]')) continue;
-    const box = el.getBoundingClientRect();
-    if (box.width <= 1 || box.height <= 1 || !el.textContent.trim()) continue;
-    if (el.scrollWidth > el.clientWidth + 1) {
-      cut.push(el.tagName.toLowerCase() + '.' + el.className + ' ' + el.scrollWidth + '>' + el.clientWidth
-               + ' ' + el.textContent.trim().slice(0, 40));
-    }
-  }
-  return cut;
-}"""
-INSIDE = """(sel) => { const r = document.querySelector(sel).getBoundingClientRect();
-  return r.top >= 0 && r.left >= 0 && r.bottom <= innerHeight && r.right <= innerWidth; }"""
-
-
-def saved_to() -> Path | None:
-    named = os.environ.get(SCREENSHOTS_ENV)
-    if not named:
-        return None
-    folder = Path(named)
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
-def with_locale(path: str, locale: str) -> str:
-    return f"{path}{'&' if '?' in path else '?'}locale={locale}"
+@pytest.fixture
+def app(database):
+    return admin_app(database)
 
 
 @pytest.fixture
-def paths(app, runs, engine):  # noqa: F811 (the fixture of test_locales_browser)
+def server(app):
+    yield from serve(app)
+
+
+SIZES = [(1280, 800), (390, 844)]
+SCHEMES = ["light", "dark"]
+
+
+@pytest.fixture
+def paths(app, runs, engine):
     found = pages(app, runs, engine)
     # A needs-attention group with Retry, for the dialog; the operation done.
     paused = [paused_on_capture(runs, paused_at=ago(minutes=5 + index)) for index in range(3)]
@@ -115,7 +86,7 @@ def paths(app, runs, engine):  # noqa: F811 (the fixture of test_locales_browser
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("size", SIZES, ids=lambda size: f"{size[0]}x{size[1]}")
-def test_every_page_in_every_language_fits_and_cuts_no_text(chromium, server, paths, size, scheme):  # noqa: F811
+def test_every_page_in_every_language_fits_and_cuts_no_text(chromium, server, paths, size, scheme):
     width, height = size
     folder = saved_to()
     context = chromium.new_context(

@@ -14,11 +14,10 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
-from support.browser import WAIT_MS, requires_chromium, serve
-from support.web_helpers import every_state, make_app, step, utcnow
-
 from pgbus_web.models import uniqueness_keys
 from pgbus_web.rules import states
+from support.browser import WAIT_MS, requires_chromium, serve
+from support.web_helpers import every_state, make_app, step, utcnow
 
 pytestmark = requires_chromium
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 import hashlib
 
 import sqlalchemy as sa
-from support.api_support import Api
 from click.testing import CliRunner
-
 from pgbus_web.launch import main_group
+from support.api_support import Api
 
 
 def run(database_url, *args):

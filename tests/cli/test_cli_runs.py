@@ -9,9 +9,8 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from test_web_bad_input import everything
-
 from pgbus_web.launch import main_group
+from support.refusals import everything
 
 DEFINITIONS = ("--definitions", "pgbus_web.demo.workflows")
 
@@ -208,7 +207,7 @@ def test_attention_lists_the_groups(cli, driver):
 def test_odd_stored_values_never_break_a_table_or_json(cli, driver, engine):
     """Timestamps at ±infinity, JSON Python cannot read, a line break and a
     control character in a stored error: listed, shown and in JSON alike."""
-    from test_web_odd_values import set_column
+    from support.web_helpers import set_column
 
     workflow_id = driver.paused_on_capture()
     set_column(engine, "pgbus_workflows", "updated_at", "infinity", workflow_id)

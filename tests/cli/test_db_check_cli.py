@@ -8,14 +8,8 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
-from test_latest_step_columns import (
-    add_run,
-    add_step,
-    assert_columns_match,
-    row_versions,
-)
-
 from pgbus_web.launch import main_group
+from support.latest_steps import add_run, add_step, assert_columns_match, row_versions
 
 # The last line of a check: every stored policy rule reads (docs/policy.md).
 POLICY_CLEAN = "Every stored policy rule is one the dashboard can read."

@@ -22,11 +22,10 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
-from support.auth_support import write_users
-
 from pgbus_web import db, schema
 from pgbus_web.auth import passwords, users
 from pgbus_web.launch import main_group
+from support.auth_support import write_users
 
 # A port nothing listens on: any database work would fail with "cannot reach".
 DEAD_URL = "postgresql://pgbus:pgbus@127.0.0.1:9/pgbus"
@@ -351,12 +350,10 @@ def test_a_stopped_serve_gives_its_operation_back_to_the_queue(engine, database_
     # serve runs queued operations in a thread of its own; stopped while
     # it holds one, it must hand it back (status queued), so another
     # process takes it at once rather than after the stale heartbeat.
-    from support.operation_support import seed_paused
-    from test_operations import THRESHOLDS, query
-
     from pgbus_web.demo.workflows import REGISTRY
     from pgbus_web.models import operations as store
     from pgbus_web.runtime import operation_policy
+    from support.operation_support import THRESHOLDS, query, seed_paused
 
     seed_paused(engine, 3000)
     # Paced, so that it lasts ten seconds at least: cancel's chunks do 3,000

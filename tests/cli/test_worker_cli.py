@@ -11,7 +11,6 @@ import time
 
 import pytest
 from click.testing import CliRunner
-
 from pgbus_web.demo import workflows as demo
 from pgbus_web.launch import main_group
 from pgbus_web.models import workflow_rows

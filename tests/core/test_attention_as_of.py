@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from support.action_support import paused_on_capture
-from support.web_helpers import soup
-
 from pgbus_web.i18n import force_locale, t
 from pgbus_web.runtime.clock import utcnow
+from support.action_support import paused_on_capture
+from support.web_helpers import soup
 
 
 def as_of(response):

@@ -5,17 +5,14 @@ sentence, nothing stored changed."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
 import sqlalchemy as sa
 from flask import url_for
-from support.web_helpers import soup, step, text_of, utcnow
-
 from pgbus_web.core import compare
 from pgbus_web.core.compare import ADDED, CHANGED, EQUAL, REMOVED, CompareRefused, Side
 from pgbus_web.models.values import RawJson
 from pgbus_web.rules import states
+from support.web_helpers import make_pair, soup, step, text_of
 
 # --- the diff ----------------------------------------------------------------
 
@@ -114,42 +111,6 @@ def test_the_step_order_is_the_definitions_then_first_attempts():
     named = lambda *names: [{"name": name} for name in names]  # noqa: E731
     assert compare.step_order(named("b", "x"), named("y", "b"), ("a", "b")) == ["a", "b", "x", "y"]
     assert compare.step_order(named("b", "x"), named("y", "b")) == ["b", "x", "y"]
-
-
-def make_pair(runs, **b_overrides):
-    """A failed refund and one that completed, of one customer but for
-    different amounts."""
-    ago = utcnow() - timedelta(minutes=10)
-    failed = runs.make(
-        states.FAILED,
-        step("validate_refund", "completed", started_at=ago, finished_at=ago + timedelta(seconds=2)),
-        step(
-            "issue_refund",
-            "failed",
-            attempt=1,
-            error_class="GatewayTimeout",
-            error_message="gateway did not answer\nat line 3",
-        ),
-        step(
-            "issue_refund",
-            "failed",
-            attempt=2,
-            error_class="GatewayTimeout",
-            error_message="gateway did not answer\nat line 3",
-        ),
-        workflow_class="RefundWorkflow",
-        arguments={"customer_id": 42, "amount": 100, "items": ["a"]},
-    )
-    done = runs.make(
-        states.COMPLETED,
-        step("validate_refund", "completed"),
-        step("issue_refund", "completed"),
-        step("notify_customer", "completed"),
-        workflow_class="RefundWorkflow",
-        arguments={"customer_id": 42, "amount": 250, "items": ["a", "b"]},
-        **b_overrides,
-    )
-    return failed, done
 
 
 def test_two_runs_part_at_the_first_step_that_ended_differently(engine, app, runs):

@@ -17,15 +17,14 @@ from datetime import datetime
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
-from test_web_bad_input import page_message
-from support.web_helpers import make_app, step
-
 from pgbus_web.core import exports
 from pgbus_web.core.settings import Settings
 from pgbus_web.i18n import force_locale, t
 from pgbus_web.launch import main_group
 from pgbus_web.models import workflow_index
 from pgbus_web.rules import run_filters, states
+from support.refusals import page_message
+from support.web_helpers import make_app, step
 
 FILENAME = re.compile(
     r'attachment; filename="pgbus-runs_(?P<filter>[A-Za-z0-9._-]+)_(?P<moment>\d{8}T\d{6}Z)\.(csv|ndjson)"'

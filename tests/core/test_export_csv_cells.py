@@ -11,10 +11,9 @@ import io
 import json
 
 import pytest
-from support.web_helpers import make_app
-
 from pgbus_web.models import workflow_index
 from pgbus_web.rules import states
+from support.web_helpers import make_app
 
 TRICKY = [
     "plain",

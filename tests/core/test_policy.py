@@ -11,12 +11,6 @@ import time
 
 import pytest
 from click.testing import CliRunner
-from support.action_support import Browser, paused_on_capture
-from support.api_support import Api, put, token_for
-from support.auth_support import CHEAP, sign_in
-from support.web_helpers import make_app, soup, text_of
-from test_operations import everything
-
 from pgbus_web.auth import Auth, User, passwords, users
 from pgbus_web.core import operation_acts, permissions, policy, problems
 from pgbus_web.core.settings import Settings
@@ -27,6 +21,12 @@ from pgbus_web.models import operations as store
 from pgbus_web.models import policy_rows
 from pgbus_web.rules import run_filters, states
 from pgbus_web.runtime import operation_record
+from support.action_support import Browser, paused_on_capture
+from support.api_support import Api, put, token_for
+from support.auth_support import CHEAP, sign_in
+from support.policy_support import cli, set_rule
+from support.refusals import everything
+from support.web_helpers import make_app, soup, text_of
 
 PAUSED = {"status": "paused"}
 # name: (role, groups, password)
@@ -41,18 +41,9 @@ PEOPLE = {
 PAYMENTS_GRANT = {"to": "group:payments", "role": "operator", "classes": ["Order*"], "verbs": ["resume"]}
 
 
-def set_rule(engine, key, value, actor="test:admin"):
-    return policy.change(engine, key, value, actor=actor, reason="the test's")
-
-
 def sentence(problem) -> str:
     with force_locale("en"):
         return problems.refusal(problem).message
-
-
-def cli(database_url, *args, token=None):
-    env = {"PGBUS_WEB_TOKEN": token or "", "LOGNAME": "someoneelse", "PGBUS_WEB_APPROVAL_THRESHOLD": ""}
-    return CliRunner().invoke(main_group, [*args, "--database-url", database_url], env=env, catch_exceptions=False)
 
 
 @pytest.fixture

@@ -21,19 +21,18 @@ from contextlib import ExitStack
 
 import pytest
 import sqlalchemy as sa
-from support.action_support import ago
-from support.api_support import token_for
-from support.auth_support import CHEAP
 from click.testing import CliRunner
-from support.operation_support import seed_paused
-from test_mcp import answer, session
-from test_several_instances import Client, _free_port, csrf_token, eventually, process, sign_in, up
-from support.web_helpers import step
-
 from pgbus_web.auth import User, passwords, users
 from pgbus_web.launch import main_group
 from pgbus_web.plumbing import csrf
 from pgbus_web.rules import states
+from support.action_support import ago
+from support.api_support import token_for
+from support.auth_support import CHEAP
+from support.instances import Client, _free_port, csrf_token, eventually, process, sign_in, up
+from support.mcp_support import answer, session
+from support.operation_support import seed_paused
+from support.web_helpers import step
 
 DEFINITIONS = "pgbus_web.demo.workflows"
 RUNS = 1_500

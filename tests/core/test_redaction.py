@@ -9,40 +9,20 @@ so every "not there" below could fail."""
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 
 import pytest
-from support.action_support import events_of, operator_app
-from support.api_support import Api, token_for
 from click.testing import CliRunner
-from test_mcp import refusal, session
-from test_web_bad_input import everything
-from support.web_helpers import step, utcnow
-
 from pgbus_web.core import policy, redacting
 from pgbus_web.i18n import force_locale, t
 from pgbus_web.launch import main_group
 from pgbus_web.rules import redaction, states
+from support.action_support import events_of, operator_app
+from support.api_support import Api, token_for
+from support.mcp_support import refusal, session
+from support.refusals import everything
+from support.web_helpers import CARD, _card_run
 
-CARD = "4111111111111111"
 CARD_JSON = f'"{CARD}"'
-
-
-def _card_run(runs, order_id: int) -> str:
-    ago = utcnow() - timedelta(minutes=30)
-    return runs.make(
-        states.PAUSED,
-        step(
-            "reserve_stock",
-            "completed",
-            finished_at=ago,
-            result={"reserved": True, "card_number": CARD, "payment": {"card_number": CARD, "last4": "1111"}},
-        ),
-        step("capture_payment", "failed", error_class="TimeoutError", error_message="gateway timeout", finished_at=ago),
-        arguments={"order_id": order_id, "card_number": CARD, "customer": {"name": "Ada", "card_number": CARD}},
-        signals_=[{"name": "card_updated", "payload": {"card_number": CARD, "note": "new card"}}],
-        paused_at=ago,
-    )
 
 
 @pytest.fixture

@@ -5,19 +5,12 @@ matches or none offers nothing of the kind."""
 
 from __future__ import annotations
 
-from flask import url_for
-from support.web_helpers import soup, step
-
 from pgbus_web.rules import states
+from support.web_helpers import run_url, soup, step
 
 RUN_ID = "6ced4f1b-9a3e-4c55-8d1e-0a2b3c4d5e6f"
 NEIGHBOUR_ID = "6ced4f1a-0000-4000-8000-000000000000"
 FOCUSABLE = "a[href], button, input:not([type=hidden]), select, textarea"
-
-
-def run_url(app, workflow_id: str) -> str:
-    with app.test_request_context():
-        return url_for("pgbus_web.workflow", workflow_id=workflow_id)
 
 
 def make(runs):

@@ -10,7 +10,6 @@ from datetime import timedelta
 
 import click
 import pytest
-
 from pgbus_web.core import settings_loader
 from pgbus_web.core.settings import SettingError, Settings
 from pgbus_web.core.settings_loader import DEFAULT, ENVIRONMENT, FILE, OPTION, load

@@ -9,7 +9,6 @@ import xml.etree.ElementTree as ET
 from datetime import UTC, datetime, timedelta
 
 import pytest
-
 from pgbus_web.web.drawing import timeline
 
 NOW = datetime(2026, 1, 5, 14, 5, 3, tzinfo=UTC)

@@ -23,20 +23,14 @@ from pathlib import Path
 import psutil
 import pytest
 import sqlalchemy as sa
-from support.served import running
-from support.web_helpers import soup, text_of
-
 from pgbus_web import bounded, db, schema
 from pgbus_web.app import create_app
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.launch import serve
+from support.frozen import CONNECT, HEALTH, STATEMENT, app_on
+from support.served import running
+from support.web_helpers import soup, text_of
 
-# The pages' bounds in these tests (seconds), small so the tests are quick;
-# the connect bound is the longest so that a request stuck on a frozen
-# server outlives the health check by a clear margin.
-CONNECT = 6
-STATEMENT = 2
-HEALTH = 2
 # What a loaded machine may add to a bound before a test calls it a hang.
 SLACK = 3
 
@@ -114,21 +108,6 @@ class Call:
     def wait(self, seconds: float) -> Call:
         self._thread.join(timeout=seconds)
         return self
-
-
-def app_on(url: str, **settings):
-    values = {
-        "database_url": url,
-        "registry": REGISTRY,
-        "TESTING": True,
-        "connect_timeout": CONNECT,
-        "statement_timeout": STATEMENT,
-        "health_timeout": HEALTH,
-        # The pool is the pages' alone here: no operations thread takes a connection.
-        "run_operations": False,
-    }
-    values.update(settings)
-    return create_app(values)
 
 
 def get(app, path: str):

@@ -12,14 +12,16 @@ answer."""
 from __future__ import annotations
 
 import pytest
-from support.action_support import Browser, operator_app, paused_on_capture, run_row
-from support.api_support import Api, token_for
-from support.replica_support import _caught_up, replica, wait_for  # noqa: F401 (fixtures)
-from support.web_helpers import soup, text_of
-
 from pgbus_web import db
 from pgbus_web.core.settings import SettingError, Settings, check
 from pgbus_web.plumbing import reading
+from support.action_support import Browser, operator_app, paused_on_capture, run_row
+from support.api_support import Api, token_for
+from support.replica_support import wait_for
+from support.web_helpers import soup, text_of
+
+# Each test starts, and leaves, with the replica caught up (replica_support).
+pytestmark = pytest.mark.usefixtures("replica_caught_up")
 
 # An apply delay far longer than any test takes: what the primary writes
 # meanwhile stays off the replica until the test lifts it.
@@ -294,7 +296,6 @@ def test_the_replica_is_looked_at_once_per_interval_however_many_requests(engine
 def test_the_lag_bound_comes_from_the_config_and_the_command_line(database_url):
     from click.testing import CliRunner
     from flask import Flask
-
     from pgbus_web.cli.common import main_group
     from pgbus_web.core import settings_loader
     from pgbus_web.extension import PgbusWeb
@@ -341,10 +342,9 @@ def test_an_idle_caught_up_replica_is_not_behind(engine, replica, made):
 def test_every_door_that_writes_pins_the_browser_and_a_refusal_does_not(engine, runs, replica, made):
     from datetime import timedelta
 
-    from support.action_support import completed
-
     from pgbus_web.rules import run_filters
     from pgbus_web.runtime import operation_policy
+    from support.action_support import completed
 
     paused = paused_on_capture(runs)
     done = completed(runs)

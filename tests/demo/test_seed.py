@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
-
 from pgbus_web import defaults, schema
 from pgbus_web.demo import seed as seeding
 from pgbus_web.demo import stories

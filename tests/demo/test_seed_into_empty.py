@@ -12,7 +12,6 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
-
 from pgbus_web import db, schema
 from pgbus_web.demo import empty_load
 from pgbus_web.demo import seed as seeding

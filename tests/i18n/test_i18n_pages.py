@@ -7,9 +7,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from support.web_helpers import every_state, soup
-
 from pgbus_web import i18n
+from support.web_helpers import every_state, soup
 
 LOCALES = i18n.available_locales()
 # A message key: "pgbus." and at least two more dotted parts ("pgbus.css" is not one).

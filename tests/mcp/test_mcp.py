@@ -6,48 +6,11 @@ is a tool error that writes nothing."""
 
 from __future__ import annotations
 
-import json
-import sys
-from concurrent.futures import ThreadPoolExecutor
-
-import anyio
 import pytest
-from mcp import Client, StdioServerParameters
-from test_web_bad_input import everything
-
 from pgbus_web.i18n import t
 from pgbus_web.mcp.server import ACT_TOOLS, READ_TOOLS
-
-DEFINITIONS = ["--definitions", "pgbus_web.demo.workflows"]
-
-
-def session(database_url, *options, calls):
-    """Spawn `pgbus-web mcp`, run *calls*(client) in the session, return what it returns."""
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "pgbus_web", "mcp", "--database-url", database_url, *DEFINITIONS, *options],
-    )
-
-    async def main():
-        async with Client(params) as client:
-            return await calls(client)
-
-    # In a thread of its own: once the session's Chromium is up (conftest.py),
-    # Playwright's sync API holds an event loop on the main thread.
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(anyio.run, main).result()
-
-
-def answer(result) -> dict:
-    assert not result.is_error, result.content
-    if result.structured_content is not None:
-        return result.structured_content
-    return json.loads(result.content[0].text)
-
-
-def refusal(result) -> str:
-    assert result.is_error, result
-    return " ".join(getattr(part, "text", "") for part in result.content)
+from support.mcp_support import answer, refusal, session
+from support.refusals import everything
 
 
 def test_a_read_only_session_lists_groups_finds_and_shows_runs(database_url, driver, engine):
@@ -167,7 +130,6 @@ def _statuses(engine):
 @pytest.mark.parametrize("option", ["--allow-actions", None])
 def test_the_command_needs_a_database(option):
     from click.testing import CliRunner
-
     from pgbus_web.launch import main_group
 
     result = CliRunner().invoke(
@@ -243,10 +205,9 @@ def test_with_a_token_mcp_acts_as_its_principal_under_the_policy(database_url, d
     """The server acts as the principal of the token it is given: its
     actor, its grants (a refused verb is the pages' 403 sentence, nothing
     changed), and the policy's approval, which it cannot skip."""
-    from support.api_support import token_for
-
     from pgbus_web.core import permissions, policy, problems
     from pgbus_web.i18n import force_locale
+    from support.api_support import token_for
 
     policy.change(
         engine,

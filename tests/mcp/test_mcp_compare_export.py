@@ -10,13 +10,12 @@ import io
 import json
 
 import pytest
-from support.api_support import Api, token_for
-from test_compare import make_pair
-from test_mcp import answer, refusal, session
-from test_web_bad_input import everything
-
 from pgbus_web.models import workflow_index
 from pgbus_web.rules import states
+from support.api_support import Api, token_for
+from support.mcp_support import answer, refusal, session
+from support.refusals import everything
+from support.web_helpers import make_pair
 
 
 @pytest.fixture

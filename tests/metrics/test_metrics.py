@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from pgbus_web.extension import PgbusWeb
+from prometheus_client.parser import text_string_to_metric_families
 from support.api_support import token_for
 from support.auth_support import OPERATOR, VIEWER, signed_in_app, write_users
-from prometheus_client.parser import text_string_to_metric_families
 from support.web_helpers import make_app
-
-from pgbus_web.extension import PgbusWeb
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -64,7 +63,6 @@ def test_a_scrape_counts_runs_and_the_stuck_gauge_falls_after_a_resume_and_the_i
 
     # As an operator would: the stuck group from the command line, one run resumed there.
     from click.testing import CliRunner
-
     from pgbus_web.launch import main_group
 
     listed = CliRunner().invoke(main_group, ["attention", "--database-url", database_url])

@@ -17,7 +17,15 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
-from test_stuck_reference import (
+from pgbus_web.core import policy, reads
+from pgbus_web.core.settings import Settings
+from pgbus_web.demo import history
+from pgbus_web.demo import seed as seeding
+from pgbus_web.launch import main_group
+from pgbus_web.models import attention_counts, recount, workflow_attention, workflow_index, workflow_rows
+from pgbus_web.rules import run_filters, states
+from support.fixtures import scratch_database
+from support.stuck_reference import (
     CLASSES,
     MINUTE,
     STEP_NAMES,
@@ -30,14 +38,6 @@ from test_stuck_reference import (
     moments,
     random_step,
 )
-
-from pgbus_web.core import policy, reads
-from pgbus_web.core.settings import Settings
-from pgbus_web.demo import history
-from pgbus_web.demo import seed as seeding
-from pgbus_web.launch import main_group
-from pgbus_web.models import attention_counts, recount, workflow_attention, workflow_index, workflow_rows
-from pgbus_web.rules import run_filters, states
 
 SEEDS = (11, 12, 13, 14)
 STATUSES = ("paused", "paused", "failed", "failed", "ready", "waiting", "running", "completed", "cancelled")
@@ -344,11 +344,7 @@ def test_the_upgrade_counts_the_runs_already_there(_installed_engine, database_u
     """A database at the version before is upgraded with paused and failed
     runs in it: the kept counts start equal to a full count, and the
     groups read from them equal the groups counted."""
-    from test_schema_upgrade import scratch as scratch_fixture
-
-    maker = scratch_fixture.__wrapped__(_installed_engine, database_url)
-    url, scratch = next(maker)
-    try:
+    with scratch_database(_installed_engine, database_url) as (url, scratch):
         from pgbus_web import schema
 
         # The version before the one that adds the kept groups (found by its
@@ -368,5 +364,3 @@ def test_the_upgrade_counts_the_runs_already_there(_installed_engine, database_u
             assert recount.attention_key_counts(conn)
             assert attention_counts.kept(conn) == recount.attention_key_counts(conn)
         assert_kept_equals_counted(scratch)
-    finally:
-        next(maker, None)

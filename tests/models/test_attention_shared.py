@@ -12,13 +12,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
-from support.action_support import paused_on_capture
-from support.web_helpers import make_app, soup, text_of
-
 from pgbus_web.core import reads as context
 from pgbus_web.i18n import force_locale, t, tn
 from pgbus_web.plumbing import csrf
 from pgbus_web.web.answering import shared
+from support.action_support import paused_on_capture
+from support.index_views import block, role_app, without_tokens
+from support.web_helpers import soup, text_of
 
 # A multiple of shared.READ_EVERY seconds: T0 and T0 + 7 s are one bucket.
 T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
@@ -37,11 +37,6 @@ def clock(monkeypatch):
     return held
 
 
-def role_app(database):
-    """One app for operators and viewers: X-Role: operator may act."""
-    return make_app(database, can_act=lambda request: request.headers.get("X-Role") == "operator")
-
-
 def page(client, locale="en", tz="UTC", role="operator", **headers):
     client.set_cookie("pgbus_tz", tz)
     response = client.get(f"/workflows?locale={locale}", headers={"X-Role": role, **headers})
@@ -49,21 +44,8 @@ def page(client, locale="en", tz="UTC", role="operator", **headers):
     return response
 
 
-def block(response):
-    found = soup(response).select_one("#pgbus-attention")
-    assert found is not None
-    return found
-
-
 def body_token(response) -> str:
     return json.loads(soup(response).select_one("body")["hx-headers"])[csrf.HEADER_NAME]
-
-
-def without_tokens(node) -> str:
-    """*node*'s HTML with the CSRF tokens blanked (each browser has its own)."""
-    for field in node.select(f"input[name={csrf.FIELD_NAME}]"):
-        field["value"] = ""
-    return str(node)
 
 
 def groups_table(response) -> str:

@@ -13,15 +13,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
-from test_run_counts import CLASSES, random_step
-from test_schema_upgrade import scratch  # noqa: F401 (a fixture)
-
 from pgbus_web import schema
 from pgbus_web.demo import seed as seeding
 from pgbus_web.demo.history import seed_history
 from pgbus_web.launch import main_group
 from pgbus_web.models import recount, workflow_counts
 from pgbus_web.rules import states
+from support.count_checks import CLASSES, random_step
 
 T0 = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 

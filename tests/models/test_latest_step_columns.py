@@ -8,53 +8,13 @@ import re
 from datetime import timedelta
 
 import sqlalchemy as sa
-from support.runtime_support import T0, Driver
-
 from pgbus_web import defaults
 from pgbus_web.demo import workflows as demo
 from pgbus_web.models import workflow_attention, workflow_index, workflow_rows
 from pgbus_web.rules import states
 from pgbus_web.runtime import verbs
-
-LATEST = ("step_id", "step_name", "step_status", "error_class", "scheduled_at", "waiting_since", "timeout_at")
-
-
-def run_columns(engine) -> dict[str, tuple]:
-    """{workflow_id: the run's latest_* columns}."""
-    with engine.connect() as conn:
-        rows = conn.execute(
-            sa.text(
-                "SELECT workflow_id, latest_step_id, latest_step_name, latest_step_status, latest_error_class, "
-                "latest_scheduled_at, latest_waiting_since, latest_timeout_at FROM pgbus_workflows"
-            )
-        )
-        return {row[0]: tuple(row[1:]) for row in rows}
-
-
-def latest_step_rows(engine) -> dict[str, tuple]:
-    """{workflow_id: the same facts read from the run's highest-id step row}
-    (all None for a run without steps)."""
-    with engine.connect() as conn:
-        rows = conn.execute(
-            sa.text(
-                """
-            SELECT w.workflow_id, s.id, s.step_name, s.status, s.error_class,
-                   s.scheduled_at, s.waiting_since, s.timeout_at
-            FROM pgbus_workflows w
-            LEFT JOIN LATERAL (
-                SELECT * FROM pgbus_workflow_steps WHERE workflow_id = w.workflow_id
-                ORDER BY id DESC LIMIT 1
-            ) s ON TRUE
-            """
-            )
-        )
-        return {row[0]: tuple(row[1:]) for row in rows}
-
-
-def assert_columns_match(engine) -> dict[str, dict]:
-    columns = run_columns(engine)
-    assert columns == latest_step_rows(engine)
-    return {workflow_id: dict(zip(LATEST, values)) for workflow_id, values in columns.items()}
+from support.latest_steps import LATEST, add_run, add_step, assert_columns_match, row_versions, run_columns, sql
+from support.runtime_support import T0, Driver
 
 
 def test_the_runtime_transitions_keep_them_equal_to_the_latest_step(engine, driver: Driver):
@@ -233,44 +193,6 @@ def test_a_groups_message_is_its_newest_runs_ties_to_the_higher_id_and_no_since_
 # --- Every write to the steps, deletes and moves included (schema/v2.sql) ------
 
 STUCK = {"threshold": timedelta(minutes=10), "now": T0}
-
-
-def add_run(engine, workflow_id: str, status: str = "paused", **attrs) -> str:
-    with engine.begin() as conn:
-        workflow_rows.insert_run(
-            conn,
-            {
-                "workflow_id": workflow_id,
-                "workflow_class": "Hand",
-                "status": status,
-                "paused_at": T0 - timedelta(hours=1),
-                **attrs,
-            },
-        )
-    return workflow_id
-
-
-def add_step(engine, workflow_id: str, name: str, status: str, **columns) -> int:
-    names = ["workflow_id", "step_name", "status", *columns]
-    with engine.begin() as conn:
-        return conn.execute(
-            sa.text(
-                f"INSERT INTO pgbus_workflow_steps ({', '.join(names)}) "
-                f"VALUES ({', '.join(':' + n for n in names)}) RETURNING id"
-            ),
-            {"workflow_id": workflow_id, "step_name": name, "status": status, **columns},
-        ).scalar_one()
-
-
-def sql(engine, statement: str, **binds) -> None:
-    with engine.begin() as conn:
-        conn.execute(sa.text(statement), binds)
-
-
-def row_versions(engine) -> dict[str, str]:
-    """{workflow_id: the run row's version}: unchanged when nothing wrote the row."""
-    with engine.connect() as conn:
-        return dict(conn.execute(sa.text("SELECT workflow_id, xmin::text FROM pgbus_workflows")).all())
 
 
 def reasons(engine) -> dict[tuple[str, str], int]:

@@ -9,7 +9,6 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 import sqlalchemy as sa
-
 from pgbus_web import db
 from pgbus_web.models import values
 from pgbus_web.models.values import INFINITY, MINUS_INFINITY, Infinite, RawJson

@@ -9,8 +9,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
-from sqlalchemy.exc import OperationalError
-
 from pgbus_web.models import (
     events,
     signals,
@@ -22,6 +20,7 @@ from pgbus_web.models import (
     workflow_upkeep,
 )
 from pgbus_web.rules import states, stuck
+from sqlalchemy.exc import OperationalError
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 THRESHOLD = timedelta(minutes=10)

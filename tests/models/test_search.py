@@ -10,10 +10,6 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-from support.web_helpers import Runs, make_app, soup, step, text_of
-from test_operations import THRESHOLDS, create, everything, query
-from test_schema_upgrade import scratch  # noqa: F401  (a fixture)
-
 from pgbus_web import schema
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.i18n import force_locale, t
@@ -21,6 +17,9 @@ from pgbus_web.models import operations as store
 from pgbus_web.models import workflow_index, workflow_rows
 from pgbus_web.rules import states
 from pgbus_web.runtime import operation_preview, operation_runner
+from support.operation_support import THRESHOLDS, create, query
+from support.refusals import everything
+from support.web_helpers import Runs, listed, make_app, soup, step, text_of
 
 RUN_ID = "6ced4f1b-9a3e-4c55-8d1e-0a2b3c4d5e6f"
 # Shares the first seven characters with RUN_ID: an 8-character prefix
@@ -55,12 +54,6 @@ def found(runs):
 @pytest.fixture
 def client(database):
     return make_app(database).test_client()
-
-
-def listed(client, q: str) -> list[str]:
-    response = client.get("/workflows", query_string={"q": q})
-    assert response.status_code == 200, response.get_data(as_text=True)[:500]
-    return [row["data-workflow-id"] for row in soup(response).select("tr.pgbus-run-row")]
 
 
 @pytest.mark.parametrize(
@@ -226,7 +219,6 @@ def test_the_prefix_bounds_are_exact_at_the_edges():
 
 def test_the_command_line_reads_the_search(engine, found):
     from click.testing import CliRunner
-
     from pgbus_web.launch import main_group
 
     url = engine.url.render_as_string(hide_password=False)

@@ -9,9 +9,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 import pgbus_web
+import pytest
 
 PACKAGE = Path(pgbus_web.__file__).resolve().parent
 

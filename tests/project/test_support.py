@@ -3,10 +3,9 @@ driver reaches each starting point, the browser holds a CSRF token."""
 
 from __future__ import annotations
 
-from support.runtime_support import snapshot
-
 from pgbus_web.demo import workflows as demo
 from pgbus_web.plumbing import csrf
+from support.runtime_support import snapshot
 
 
 def test_snapshot_sees_every_written_row(engine, driver):
@@ -32,8 +31,8 @@ def test_browser_reads_its_token_from_the_page(browser):
 
 
 def test_in_ci_a_missing_chromium_fails_the_browser_tests(monkeypatch, tmp_path):
-    from support import browser
     import pytest
+    from support import browser
 
     monkeypatch.setattr(browser, "CHROMIUM", tmp_path / "no-chromium")
     monkeypatch.setenv("CI", "true")

@@ -10,13 +10,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 import sqlalchemy as sa
-from support.action_support import ALICE, operator_app
-from support.operation_support import seed_paused
-from support.web_helpers import soup, text_of
-
 from pgbus_web.core import reads
 from pgbus_web.models import workflow_index
 from pgbus_web.rules import verb_table
+from support.action_support import ALICE, operator_app
+from support.operation_support import seed_paused
+from support.web_helpers import soup, text_of
 
 QUERY = {"status": "paused", "since": "24h"}
 

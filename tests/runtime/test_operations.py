@@ -15,20 +15,17 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
-from support.action_support import ago, paused_on_capture, ready_later
-from support.operation_support import wait_for_the_dead
-from support.web_helpers import step
-
 from pgbus_web import defaults
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import operations as store
 from pgbus_web.rules import run_filters as filters
 from pgbus_web.rules import states
-from pgbus_web.runtime import errors, operation_policy, operation_preview, operation_record, operation_runner, verbs
+from pgbus_web.runtime import errors, operation_preview, operation_record, operation_runner, verbs
 from pgbus_web.runtime.clock import utcnow
 from pgbus_web.schema import TABLES
-
-THRESHOLDS = {"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaults.WAITING_THRESHOLD}
+from support.action_support import ago, paused_on_capture, ready_later
+from support.operation_support import THRESHOLDS, create, query, wait_for_the_dead
+from support.web_helpers import step
 
 
 def everything(engine):
@@ -37,24 +34,6 @@ def everything(engine):
             table: sorted(tuple(map(repr, row)) for row in conn.execute(sa.text(f"SELECT * FROM {table}")))
             for table in TABLES
         }
-
-
-def query(**values):
-    return filters.parse(values)
-
-
-def create(engine, verb="resume", expected=None, reason="gateway back", params=None, **filter_values):
-    return operation_policy.create(
-        engine,
-        query(**filter_values),
-        verb,
-        params,
-        reason=reason,
-        actor="dashboard:alice",
-        expected=expected,
-        registry=REGISTRY,
-        thresholds=THRESHOLDS,
-    )
 
 
 def finish(engine, runner=None, **kwargs):

@@ -10,12 +10,6 @@ from urllib.parse import urlencode
 
 import pytest
 from click.testing import CliRunner
-from support.action_support import Browser, operator_app, paused_on_capture
-from support.api_support import Api, patch, token_for
-from support.auth_support import CHEAP, sign_in
-from support.web_helpers import make_app, soup, text_of
-from test_operations import everything
-
 from pgbus_web.auth import Auth, User, passwords, users
 from pgbus_web.core import problems
 from pgbus_web.demo.workflows import REGISTRY
@@ -25,6 +19,11 @@ from pgbus_web.models import operations as store
 from pgbus_web.rules import states
 from pgbus_web.rules.approval import Approval
 from pgbus_web.runtime import operation_policy, operation_record, operation_runner
+from support.action_support import Browser, operator_app, paused_on_capture
+from support.api_support import Api, patch, token_for
+from support.auth_support import CHEAP, sign_in
+from support.refusals import everything
+from support.web_helpers import make_app, soup, text_of
 
 URL = "/workflows/operations"
 PAUSED = urlencode({"status": "paused"})
@@ -395,8 +394,7 @@ def test_the_api_preview_says_the_pace_and_that_it_will_wait(tokens, runs, engin
 
 
 def test_bulk_with_a_rate_does_it_here_at_that_pace(database_url, engine):
-    from support.operation_support import seed_paused
-    from test_operations_pace import acted_at, busiest_second
+    from support.operation_support import acted_at, busiest_second, seed_paused
 
     seed_paused(engine, 24)
     done = CliRunner().invoke(

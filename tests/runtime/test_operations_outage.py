@@ -7,9 +7,8 @@ from __future__ import annotations
 import logging
 import time
 
-from sqlalchemy import exc as sa_exc
-
 from pgbus_web.runtime import operation_runner
+from sqlalchemy import exc as sa_exc
 
 POLL = 0.02
 

@@ -11,9 +11,6 @@ from datetime import datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
-from support.operation_support import seed_paused
-from test_operations import THRESHOLDS, everything, query
-
 from pgbus_web.core import problems
 from pgbus_web.core import reads as context
 from pgbus_web.core.words import presenters
@@ -23,6 +20,8 @@ from pgbus_web.models import operations as store
 from pgbus_web.rules import states
 from pgbus_web.rules.approval import Approval
 from pgbus_web.runtime import operation_policy, operation_record, operation_runner, pace
+from support.operation_support import THRESHOLDS, acted_at, busiest_second, query, seed_paused
+from support.refusals import everything
 
 ALICE, BOB = "dashboard:alice", "dashboard:bob"
 
@@ -41,28 +40,6 @@ def create(engine, verb="resume", *, actor=ALICE, approval=None, **pace_values):
         approval=approval,
         **pace_values,
     )
-
-
-def acted_at(engine, operation_id) -> list[datetime]:
-    """When each run was acted on: its event of this operation (one per run)."""
-    with engine.connect() as conn:
-        return list(
-            conn.execute(
-                sa.text(
-                    "SELECT min(created_at) FROM pgbus_workflow_events WHERE details ->> 'operation_id' = :op "
-                    "GROUP BY workflow_id ORDER BY 1"
-                ),
-                {"op": str(operation_id)},
-            ).scalars()
-        )
-
-
-def busiest_second(moments: list[datetime]) -> int:
-    """The most moments in any window [t, t + 1 s), t one of them."""
-    best = 0
-    for i, start in enumerate(moments):
-        best = max(best, sum(1 for moment in moments[i:] if moment - start < timedelta(seconds=1)))
-    return best
 
 
 def find(engine, operation_id):

@@ -16,10 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from support import slow_workflows
 import sqlalchemy as sa
-from support.web_helpers import make_app, soup, text_of
-
 from pgbus_web.core import settings as settings_module
 from pgbus_web.core import worker_reads
 from pgbus_web.demo import workflows as demo
@@ -28,6 +25,8 @@ from pgbus_web.models import pgmq_queues
 from pgbus_web.runtime import system
 from pgbus_web.runtime.heartbeat import SERVE, WORKER, Heartbeat
 from pgbus_web.runtime.worker import Worker
+from support import slow_workflows
+from support.web_helpers import make_app, soup, text_of
 
 TESTS = Path(__file__).resolve().parents[1]
 GONE_AFTER = timedelta(seconds=2)
@@ -401,7 +400,6 @@ def _two_rows(engine):
 
 def test_the_command_line_lists_workers_and_queues(engine, database_url):
     from click.testing import CliRunner
-
     from pgbus_web.launch import main_group
 
     _two_rows(engine)
@@ -454,11 +452,10 @@ def test_the_api_lists_queues(engine, database):
 
 
 def test_a_poll_draws_the_banner_anew_when_a_worker_falls_silent(database, engine, runs, monkeypatch):
-    from support.action_support import ago, operator_app
-    from support.web_helpers import step
-
     from pgbus_web.rules import states
     from pgbus_web.web.answering import not_modified
+    from support.action_support import ago, operator_app
+    from support.web_helpers import step
 
     still = (time.time() // not_modified.TIME_BUCKET + 0.5) * not_modified.TIME_BUCKET
     monkeypatch.setattr(not_modified, "_now", lambda: still)

@@ -4,38 +4,17 @@ gets a database of its own on the test server."""
 
 from __future__ import annotations
 
-import uuid
 from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
-from test_latest_step_columns import T0, add_run, add_step, assert_columns_match, sql
-
-from pgbus_web import db, schema
+from pgbus_web import schema
 from pgbus_web.launch import main_group
 from pgbus_web.models import recount, workflow_upkeep
 from pgbus_web.rules import states
-
-
-@pytest.fixture
-def scratch(_installed_engine, database_url):
-    """(url, engine) of an empty database, dropped afterwards."""
-    name = f"pgbus_scratch_{uuid.uuid4().hex[:12]}"
-    # Its own engine, without the pages' statement_timeout: creating and
-    # dropping a database waits on the disk, which a busy machine makes slow.
-    admin = sa.create_engine(_installed_engine.url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    url = sa.engine.make_url(database_url).set(database=name).render_as_string(hide_password=False)
-    engine = db.create_engine(url)
-    try:
-        yield url, engine
-    finally:
-        engine.dispose()
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE "{name}" WITH (FORCE)'))
-        admin.dispose()
+from support.latest_steps import add_run, add_step, assert_columns_match, sql
+from support.runtime_support import T0
 
 
 def stuck(engine):
@@ -141,7 +120,6 @@ def test_a_version_16_database_keeps_its_tokens_and_gets_sessions_and_the_access
     import hashlib
 
     import sqlalchemy as sa
-
     from pgbus_web.core import tokens
 
     _, engine = scratch

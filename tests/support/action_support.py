@@ -9,10 +9,11 @@ import json
 from datetime import timedelta
 from typing import Any
 
-from support.web_helpers import Runs, make_app, soup, step, text_of, utcnow
-
+import sqlalchemy as sa
 from pgbus_web.plumbing import csrf
 from pgbus_web.rules import states
+
+from support.web_helpers import Runs, make_app, soup, step, text_of, utcnow
 
 ALICE = "alice"
 
@@ -155,3 +156,31 @@ def signals_of(engine, workflow_id: str) -> list[dict[str, Any]]:
 def message(response) -> str:
     """The text of the messages area of an answer (a page, or htmx's oob part)."""
     return text_of(soup(response).select_one("#pgbus-messages"))
+
+
+def long_history(engine, runs, attempts: int, events: int) -> str:
+    """A paused run with *attempts* failed attempts of capture_payment (the
+    last one is its latest step) and *events* audit events."""
+    run = runs.make(
+        states.PAUSED, step("reserve_stock", "completed", finished_at=ago(hours=2)), paused_at=ago(minutes=5)
+    )
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, attempt, error_class, "
+                "error_message, created_at, started_at, finished_at) "
+                "SELECT :w, 'capture_payment', 'failed', g, 'GatewayError', 'declined ' || g, "
+                "now() - interval '1 hour' + g * interval '1 second', now() - interval '1 hour' + g * interval '1 second', "
+                "now() - interval '1 hour' + g * interval '2 second' FROM generate_series(1, :n) g"
+            ),
+            {"w": run, "n": attempts},
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO pgbus_workflow_events (workflow_id, event, actor, step_name, attempt, created_at) "
+                "SELECT :w, 'step_failed', 'system', 'capture_payment', g, now() - interval '1 hour' + g * interval '1 second' "
+                "FROM generate_series(1, :n) g"
+            ),
+            {"w": run, "n": events},
+        )
+    return run

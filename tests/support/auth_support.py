@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from argon2 import PasswordHasher, profiles
-from support.web_helpers import make_app, soup
-
 from pgbus_web.auth import Auth, User, passwords, users
+
+from support.web_helpers import make_app, soup
 
 VIEWER = ("vera", "viewer password")
 OPERATOR = ("otto", "operator password")

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import time
+from datetime import datetime, timedelta
+from urllib.parse import urlencode
 
 import sqlalchemy as sa
-
-from pgbus_web.demo.workflows import ORDER_WORKFLOW
+from pgbus_web import defaults
+from pgbus_web.demo.workflows import ORDER_WORKFLOW, REGISTRY
+from pgbus_web.models import operations as store
+from pgbus_web.rules import run_filters as filters
+from pgbus_web.runtime import operation_policy
 
 SEED = [
     sa.text(
@@ -67,3 +72,61 @@ def wait_for_the_dead(engine, operation_id: int, seconds: float = 60) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
+
+
+THRESHOLDS = {"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaults.WAITING_THRESHOLD}
+
+
+def query(**values):
+    return filters.parse(values)
+
+
+def create(engine, verb="resume", expected=None, reason="gateway back", params=None, **filter_values):
+    return operation_policy.create(
+        engine,
+        query(**filter_values),
+        verb,
+        params,
+        reason=reason,
+        actor="dashboard:alice",
+        expected=expected,
+        registry=REGISTRY,
+        thresholds=THRESHOLDS,
+    )
+
+
+URL = "/workflows/operations"
+
+
+PAUSED = urlencode({"status": "paused"})
+
+
+def operations_of(engine):
+    with engine.connect() as conn:
+        return store.recent(conn)
+
+
+def ask(browser, verb="resume", query=PAUSED, **fields):
+    return browser.post(URL, {"verb": verb, "query": query, **fields}, htmx=fields.pop("htmx", False))
+
+
+def acted_at(engine, operation_id) -> list[datetime]:
+    """When each run was acted on: its event of this operation (one per run)."""
+    with engine.connect() as conn:
+        return list(
+            conn.execute(
+                sa.text(
+                    "SELECT min(created_at) FROM pgbus_workflow_events WHERE details ->> 'operation_id' = :op "
+                    "GROUP BY workflow_id ORDER BY 1"
+                ),
+                {"op": str(operation_id)},
+            ).scalars()
+        )
+
+
+def busiest_second(moments: list[datetime]) -> int:
+    """The most moments in any window [t, t + 1 s), t one of them."""
+    best = 0
+    for i, start in enumerate(moments):
+        best = max(best, sum(1 for moment in moments[i:] if moment - start < timedelta(seconds=1)))
+    return best

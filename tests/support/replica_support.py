@@ -20,7 +20,6 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import sqlalchemy as sa
-
 from pgbus_web import db
 
 # Seconds for anything the replica does on a loaded machine (start,
@@ -191,7 +190,9 @@ class StreamingReplica:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-# Fixtures for the modules that use the replica (imported by name there).
+# Fixtures (a plugin, registered by conftest.py): the session's one replica,
+# started only when a test asks for it, and a module's
+# `pytest.mark.usefixtures("replica_caught_up")`.
 
 
 @pytest.fixture(scope="session")
@@ -204,8 +205,8 @@ def replica(database_url, _installed_engine):
         started.close()
 
 
-@pytest.fixture(autouse=True)
-def _caught_up(replica, engine):
+@pytest.fixture
+def replica_caught_up(replica, engine):
     """Each test starts, and leaves, with the replica running, no apply
     delay, and everything the primary wrote (the emptied tables) replayed."""
     replica.catch_up()

@@ -11,10 +11,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import sqlalchemy as sa
 from bs4 import BeautifulSoup
-
+from flask import Flask, url_for
 from pgbus_web.demo.workflows import REGISTRY
+from pgbus_web.extension import PgbusWeb
 from pgbus_web.models import batches, events, signals, steps, workflow_rows
+from pgbus_web.plumbing import security
 from pgbus_web.rules import states
 
 
@@ -230,3 +233,108 @@ def every_state(runs: Runs) -> dict[str, str]:
         "no_steps": runs.make(states.READY, subject=None),
     }
     return made
+
+
+def set_column(engine, table: str, column: str, value: str, workflow_id: str, where: str = "") -> None:
+    # The table and column names come from this file's parameters, never from input.
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                f"UPDATE {table} SET {column} = CAST(:value AS {_type(column)}) "
+                f"WHERE workflow_id = :workflow_id {where}"
+            ),
+            {"value": value, "workflow_id": workflow_id},
+        )
+
+
+def _type(column: str) -> str:
+    return "jsonb" if column in ("arguments", "payload", "result", "details") else "timestamptz"
+
+
+def make_pair(runs, **b_overrides):
+    """A failed refund and one that completed, of one customer but for
+    different amounts."""
+    ago = utcnow() - timedelta(minutes=10)
+    failed = runs.make(
+        states.FAILED,
+        step("validate_refund", "completed", started_at=ago, finished_at=ago + timedelta(seconds=2)),
+        step(
+            "issue_refund",
+            "failed",
+            attempt=1,
+            error_class="GatewayTimeout",
+            error_message="gateway did not answer\nat line 3",
+        ),
+        step(
+            "issue_refund",
+            "failed",
+            attempt=2,
+            error_class="GatewayTimeout",
+            error_message="gateway did not answer\nat line 3",
+        ),
+        workflow_class="RefundWorkflow",
+        arguments={"customer_id": 42, "amount": 100, "items": ["a"]},
+    )
+    done = runs.make(
+        states.COMPLETED,
+        step("validate_refund", "completed"),
+        step("issue_refund", "completed"),
+        step("notify_customer", "completed"),
+        workflow_class="RefundWorkflow",
+        arguments={"customer_id": 42, "amount": 250, "items": ["a", "b"]},
+        **b_overrides,
+    )
+    return failed, done
+
+
+def listed(client, q: str) -> list[str]:
+    response = client.get("/workflows", query_string={"q": q})
+    assert response.status_code == 200, response.get_data(as_text=True)[:500]
+    return [row["data-workflow-id"] for row in soup(response).select("tr.pgbus-run-row")]
+
+
+def run_url(app, workflow_id: str) -> str:
+    with app.test_request_context():
+        return url_for("pgbus_web.workflow", workflow_id=workflow_id)
+
+
+CARD = "4111111111111111"
+
+
+def _card_run(runs, order_id: int) -> str:
+    ago = utcnow() - timedelta(minutes=30)
+    return runs.make(
+        states.PAUSED,
+        step(
+            "reserve_stock",
+            "completed",
+            finished_at=ago,
+            result={"reserved": True, "card_number": CARD, "payment": {"card_number": CARD, "last4": "1111"}},
+        ),
+        step("capture_payment", "failed", error_class="TimeoutError", error_message="gateway timeout", finished_at=ago),
+        arguments={"order_id": order_id, "card_number": CARD, "customer": {"name": "Ada", "card_number": CARD}},
+        signals_=[{"name": "card_updated", "payload": {"card_number": CARD, "note": "new card"}}],
+        paused_at=ago,
+    )
+
+
+def host_app(database) -> Flask:
+    """A host with a page of its own at /, the dashboard at /ops."""
+    host = Flask("host")
+    host.config["SECRET_KEY"] = "host secret"
+
+    @host.get("/")
+    def home():
+        return "host home"
+
+    PgbusWeb(host, url_prefix="/ops", database=database, registry=REGISTRY, actor_name=lambda request: "alice")
+    return host
+
+
+MOUNTS = {"": lambda database: make_app(database), "/ops": host_app}
+
+
+def assert_dashboard_headers(response) -> None:
+    for name, value in security.SECURITY_HEADERS.items():
+        assert response.headers.get(name) == value, (response.status_code, name)
+    assert "HX-Request" in response.headers.get("Vary", "")

@@ -9,6 +9,11 @@ import json
 import logging
 
 import pytest
+from flask import Flask
+from itsdangerous import URLSafeTimedSerializer
+from pgbus_web.demo.workflows import REGISTRY
+from pgbus_web.extension import PgbusWeb
+from pgbus_web.plumbing import csrf, security
 from support.action_support import (
     Browser,
     events_of,
@@ -17,14 +22,8 @@ from support.action_support import (
     paused_on_capture,
     run_row,
 )
-from flask import Flask
-from itsdangerous import URLSafeTimedSerializer
 from support.runtime_support import snapshot
 from support.web_helpers import soup
-
-from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.extension import PgbusWeb
-from pgbus_web.plumbing import csrf, security
 
 GROUP = {
     "workflow_class": "OrderWorkflow",

@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from support.api_support import Api, token_for
 from click.testing import CliRunner
-from test_compare import make_pair
-from test_web_bad_input import everything
-
 from pgbus_web.launch import main_group
+from support.api_support import Api, token_for
+from support.refusals import everything
+from support.web_helpers import make_pair
 
 DEFINITIONS = ("--definitions", "pgbus_web.demo.workflows")
 

@@ -10,37 +10,17 @@ from __future__ import annotations
 import http.client
 
 import pytest
-from support.action_support import Browser, paused_on_capture
-from flask import Flask
-from support.served import running
-from test_web_bad_input import everything
-from waitress.server import create_server
-from support.web_helpers import Runs, make_app
-
 from pgbus_web import db
-from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.extension import PgbusWeb
 from pgbus_web.plumbing import csrf, security
+from support.action_support import Browser, paused_on_capture
+from support.refusals import everything
+from support.served import running
+from support.web_helpers import MOUNTS, Runs, assert_dashboard_headers, host_app, make_app
+from waitress.server import create_server
 
 # A port nothing listens on: every connection is refused at once.
 DEAD_URL = "postgresql://pgbus:pgbus@127.0.0.1:9/pgbus"
 HOSTILE = "evil.example"
-
-
-def host_app(database) -> Flask:
-    """A host with a page of its own at /, the dashboard at /ops."""
-    host = Flask("host")
-    host.config["SECRET_KEY"] = "host secret"
-
-    @host.get("/")
-    def home():
-        return "host home"
-
-    PgbusWeb(host, url_prefix="/ops", database=database, registry=REGISTRY, actor_name=lambda request: "alice")
-    return host
-
-
-MOUNTS = {"": lambda database: make_app(database), "/ops": host_app}
 
 
 @pytest.fixture(params=sorted(MOUNTS), ids=lambda prefix: f"at {prefix or '/'}")
@@ -52,12 +32,6 @@ def mounted(request, database):
 @pytest.fixture
 def runs(engine) -> Runs:
     return Runs(engine)
-
-
-def assert_dashboard_headers(response) -> None:
-    for name, value in security.SECURITY_HEADERS.items():
-        assert response.headers.get(name) == value, (response.status_code, name)
-    assert "HX-Request" in response.headers.get("Vary", "")
 
 
 def assert_same_origin(response) -> None:

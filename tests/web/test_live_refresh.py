@@ -6,32 +6,14 @@ test_browser_actions.py."""
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from datetime import timedelta
-
-from support.action_support import ago, operator_app, paused_on_capture
-from sqlalchemy import event
-from sqlalchemy.engine import Engine
-from support.web_helpers import soup, step
 
 from pgbus_web.models import workflow_attention, workflow_counts
 from pgbus_web.rules import states
 from pgbus_web.web.routes import actions
-
-
-@contextmanager
-def statements():
-    """Every SQL statement any engine sends while the block runs."""
-    seen: list[str] = []
-
-    def record(conn, cursor, statement, parameters, context, executemany):
-        seen.append(" ".join(statement.split()))
-
-    event.listen(Engine, "before_cursor_execute", record)
-    try:
-        yield seen
-    finally:
-        event.remove(Engine, "before_cursor_execute", record)
+from support.action_support import ago, operator_app, paused_on_capture
+from support.statements import statements
+from support.web_helpers import soup, step
 
 
 def attention_sql(engine) -> set[str]:

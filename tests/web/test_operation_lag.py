@@ -10,15 +10,14 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 import sqlalchemy as sa
-from support.action_support import Browser, running
-from test_run_page_shared import OPERATOR, badge, clock, page, role_app, statements  # noqa: F401  (fixtures)
-
 from pgbus_web import defaults
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import changes
 from pgbus_web.rules import run_filters as filters
 from pgbus_web.runtime import operation_policy, operation_record, operation_runner
 from pgbus_web.web.answering import shared
+from support.action_support import Browser, running
+from support.run_views import OPERATOR, badge, page, role_app  # noqa: F401  (fixtures)
 
 CANCEL = "UPDATE pgbus_workflows SET status = 'cancelled', finished_at = now() WHERE workflow_id = :w"
 
@@ -31,16 +30,16 @@ def cancel_behind(engine, workflow_id: str, *, by_operation: bool) -> None:
 
 
 def test_a_chunks_write_shows_once_the_read_has_stood_for_the_lag(
-    database, engine, runs, clock, statements, monkeypatch
+    database, engine, runs, bucket_clock, sent_statements, monkeypatch
 ):
     monkeypatch.setattr(shared, "OPERATION_LAG", 3600.0)
     workflow_id = running(runs)
     alice = Browser(role_app(database).test_client(), OPERATOR)
     before = page(alice, workflow_id)
     cancel_behind(engine, workflow_id, by_operation=True)
-    statements.clear()
+    sent_statements.clear()
     held = page(alice, workflow_id)
-    assert len(statements) == 1, statements  # the marker only: the read stands
+    assert len(sent_statements) == 1, sent_statements  # the marker only: the read stands
     assert badge(held) == badge(before)
     # The same read, once it has stood for the lag, is read again, behind
     # the request that found it old: that one is shown the read before.
@@ -53,7 +52,7 @@ def test_a_chunks_write_shows_once_the_read_has_stood_for_the_lag(
     assert badge(after) == badge(fresh)
 
 
-def test_any_other_write_shows_at_once(database, engine, runs, clock, monkeypatch):
+def test_any_other_write_shows_at_once(database, engine, runs, bucket_clock, monkeypatch):
     monkeypatch.setattr(shared, "OPERATION_LAG", 3600.0)
     workflow_id = running(runs)
     alice = Browser(role_app(database).test_client(), OPERATOR)
@@ -76,7 +75,7 @@ def test_the_marker_without_operations_moves_for_every_other_write(engine, runs)
     assert third[0] > second[0] and third[1] > second[1]
 
 
-def test_an_operations_end_shows_at_once(database, engine, runs, clock, monkeypatch):
+def test_an_operations_end_shows_at_once(database, engine, runs, bucket_clock, monkeypatch):
     monkeypatch.setattr(shared, "OPERATION_LAG", 3600.0)
     workflow_id = running(runs)
     alice = Browser(role_app(database).test_client(), OPERATOR)
@@ -101,7 +100,7 @@ def test_an_operations_end_shows_at_once(database, engine, runs, clock, monkeypa
     assert badge(after) == badge(page(Browser(role_app(database).test_client(), OPERATOR), workflow_id))
 
 
-def test_the_read_behind_keeps_no_request_waiting(database, engine, runs, clock, statements, monkeypatch):
+def test_the_read_behind_keeps_no_request_waiting(database, engine, runs, bucket_clock, sent_statements, monkeypatch):
     """While the new read is held up (the runs table locked by another
     transaction), the request that started it and the one after are
     answered from the read before, on the marker alone; once the lock goes,
@@ -114,24 +113,24 @@ def test_the_read_behind_keeps_no_request_waiting(database, engine, runs, clock,
     cancel_behind(engine, workflow_id, by_operation=True)
     with engine.connect() as holder:
         holder.execute(sa.text("LOCK TABLE pgbus_workflows IN ACCESS EXCLUSIVE MODE"))
-        statements.clear()
+        sent_statements.clear()
         assert badge(page(alice, workflow_id)) == badge(before)
         assert badge(page(bob, workflow_id)) == badge(before)
         # Each request read its marker, and the read behind began on its own.
-        markers = [statement for statement in statements if "pgbus_web_change" in statement]
-        assert len(markers) == 2, statements
+        markers = [statement for statement in sent_statements if "pgbus_web_change" in statement]
+        assert len(markers) == 2, sent_statements
         assert len(shared._behind) == 1
         holder.rollback()
     shared.settle()
     assert not shared._behind
-    statements.clear()
+    sent_statements.clear()
     after = page(bob, workflow_id)
-    assert len(statements) == 1, statements  # the marker: read and drawn behind
+    assert len(sent_statements) == 1, sent_statements  # the marker: read and drawn behind
     assert badge(after) != badge(before)
     assert badge(after) == badge(page(Browser(role_app(database).test_client(), OPERATOR), workflow_id))
 
 
-def test_a_read_behind_that_fails_is_read_by_the_next_request(database, engine, runs, clock, monkeypatch):
+def test_a_read_behind_that_fails_is_read_by_the_next_request(database, engine, runs, bucket_clock, monkeypatch):
     monkeypatch.setattr(shared, "OPERATION_LAG", 0.0)
     workflow_id = running(runs)
     alice = Browser(role_app(database).test_client(), OPERATOR)
@@ -149,7 +148,7 @@ def test_a_read_behind_that_fails_is_read_by_the_next_request(database, engine, 
 
 
 def _short_timeout(read):
-    """reading.read, its statements cancelled after 200 ms (for this
+    """reading.read, its sent_statements cancelled after 200 ms (for this
     transaction only: the pooled connection keeps its own setting)."""
 
     @contextmanager

@@ -11,14 +11,13 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import sqlalchemy as sa
-from support.action_support import operator_app
-from support.browser import WAIT_MS, requires_chromium, serve
-from playwright.sync_api import expect
-from support.web_helpers import soup, step, text_of, utcnow
-
 from pgbus_web.models import operation_outcomes
 from pgbus_web.models import operations as store
 from pgbus_web.rules import states
+from playwright.sync_api import expect
+from support.action_support import operator_app
+from support.browser import WAIT_MS, requires_chromium, serve
+from support.web_helpers import soup, step, text_of, utcnow
 
 
 def acted_on(runs, operation_id: int, status: str, *attempts, **columns) -> str:
@@ -227,10 +226,9 @@ def _failing_operation(runs, engine, failed: int, completed: int) -> int:
 
 
 def test_the_page_the_api_and_the_command_line_say_the_same_outcome(browser, app, runs, engine):
-    from support.api_support import Api, token_for
     from click.testing import CliRunner
-
     from pgbus_web.launch import main_group
+    from support.api_support import Api, token_for
 
     failing = _failing_operation(runs, engine, failed=8, completed=3)
     fine = _failing_operation(runs, engine, failed=3, completed=8)  # control

@@ -9,33 +9,20 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 import pytest
-from support.action_support import paused_on_capture, ready_later
-from support.web_helpers import soup, text_of
-from test_operations import THRESHOLDS, everything
-
 from pgbus_web.core import policy
 from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.models import operations as store
 from pgbus_web.rules import run_filters
 from pgbus_web.runtime import operation_policy, operation_preview, operation_record, operation_runner
-
-URL = "/workflows/operations"
-PAUSED = urlencode({"status": "paused"})
-
-
-def operations_of(engine):
-    with engine.connect() as conn:
-        return store.recent(conn)
+from support.action_support import paused_on_capture, ready_later
+from support.operation_support import PAUSED, THRESHOLDS, URL, ask, operations_of
+from support.refusals import everything
+from support.web_helpers import soup, text_of
 
 
 def finish(engine):
     runner = operation_runner.Runner(engine, REGISTRY)
     while runner.step() is not None:
         pass
-
-
-def ask(browser, verb="resume", query=PAUSED, **fields):
-    return browser.post(URL, {"verb": verb, "query": query, **fields}, htmx=fields.pop("htmx", False))
 
 
 def test_the_preview_without_javascript_is_a_page_that_writes_nothing(browser, runs, engine):
@@ -214,9 +201,8 @@ def test_the_index_offers_the_entry_only_with_a_filter(browser, runs):
 
 
 def test_the_entry_says_how_many_runs_the_preview_would_count(browser, runs, engine, database, monkeypatch):
-    from support.action_support import Browser, operator_app
-
     from pgbus_web.core import reads as context
+    from support.action_support import Browser, operator_app
 
     for _ in range(3):
         paused_on_capture(runs)

@@ -1,4 +1,4 @@
-"""A run's page is read once per change marker and clock bucket and drawn
+"""A run's page is read once per change marker and bucket_clock bucket and drawn
 once per kind of viewer (web/answering/shared.remember_run), as the
 index is: the operator who changes the run sees the change on the next
 page, and no viewer is shown a drawing made for another role, language
@@ -6,56 +6,12 @@ or zone."""
 
 from __future__ import annotations
 
-import time
-from datetime import UTC, datetime
-
-import pytest
-import sqlalchemy as sa
-from support.action_support import Browser, running
-from support.web_helpers import make_app, soup
-
-from pgbus_web import i18n
-from pgbus_web.core import reads as context
 from pgbus_web.plumbing import csrf
-from pgbus_web.web.answering import shared
+from support.action_support import Browser, running
+from support.run_views import OPERATOR, badge, page, role_app
+from support.web_helpers import soup
 
-OPERATOR = "alice"
 VIEWER = "victor"
-
-
-@pytest.fixture
-def clock(monkeypatch):
-    """The pages' clock, held at the start of a bucket (shared.READ_EVERY),
-    so that every page of a test is one bucket's."""
-
-    class Clock:
-        now = datetime.fromtimestamp(time.time() // shared.READ_EVERY * shared.READ_EVERY, UTC)
-
-    held = Clock()
-    monkeypatch.setattr(context, "utcnow", lambda: held.now)
-    return held
-
-
-def role_app(database):
-    """Alice may act, anyone else only views."""
-    return make_app(
-        database,
-        can_act=lambda request: request.headers.get("X-User") == OPERATOR,
-        actor_name=lambda request: request.headers.get("X-User"),
-    )
-
-
-@pytest.fixture
-def statements(engine):
-    """The statements the pages send, counted (.clear() to start again)."""
-    seen: list[str] = []
-
-    def count(conn, cursor, statement, parameters, context, executemany):
-        seen.append(statement)
-
-    sa.event.listen(engine, "before_cursor_execute", count)
-    yield seen
-    sa.event.remove(engine, "before_cursor_execute", count)
 
 
 def header(response) -> str:
@@ -67,31 +23,18 @@ def header(response) -> str:
     return str(found)
 
 
-def badge(response) -> str:
-    return soup(response).select_one("#pgbus-run-header .pgbus-run-title").get_text(" ", strip=True)
-
-
-def page(browser: Browser, workflow_id: str, locale: str = "en", tz: str = "UTC"):
-    # By cookie, not ?locale=: every viewer asks the same address.
-    browser.client.set_cookie(i18n.TIMEZONE_COOKIE, tz)
-    browser.client.set_cookie(i18n.LOCALE_COOKIE, locale)
-    response = browser.load(f"/workflows/{workflow_id}")
-    assert response.status_code == 200
-    return response
-
-
-def test_the_operators_change_shows_at_once(database, runs, clock, statements):
+def test_the_operators_change_shows_at_once(database, runs, bucket_clock, sent_statements):
     workflow_id = running(runs)
     alice = Browser(role_app(database).test_client(), OPERATOR)
     before = page(alice, workflow_id)
-    statements.clear()
+    sent_statements.clear()
     again = page(alice, workflow_id)
     # Kept: the second page read only the change marker (the control that
     # the page below is not fresh merely because nothing is kept).
-    assert len(statements) == 1, statements
+    assert len(sent_statements) == 1, sent_statements
     assert header(again) == header(before)
 
-    # The clock does not move: the cancel's commit moves the marker.
+    # The bucket_clock does not move: the cancel's commit moves the marker.
     response = alice.post(f"/workflows/{workflow_id}/cancel", {"reason": "duplicate order"})
     assert response.status_code == 303
     after = page(alice, workflow_id)
@@ -103,7 +46,7 @@ def test_the_operators_change_shows_at_once(database, runs, clock, statements):
     assert str(soup(after).select_one("#pgbus-run-audit")) == str(soup(fresh).select_one("#pgbus-run-audit"))
 
 
-def test_each_kind_of_viewer_gets_its_own_drawing(database, runs, clock, statements):
+def test_each_kind_of_viewer_gets_its_own_drawing(database, runs, bucket_clock, sent_statements):
     workflow_id = running(runs)
     app = role_app(database)
     kinds = [
@@ -128,8 +71,8 @@ def test_each_kind_of_viewer_gets_its_own_drawing(database, runs, clock, stateme
     # kept drawing (one statement, the marker), with its own token.
     other = Browser(app.test_client(), OPERATOR)
     other.load("/workflows")  # its own CSRF cookie and token
-    statements.clear()
+    sent_statements.clear()
     shown = page(other, workflow_id)
-    assert len(statements) == 1, statements
+    assert len(sent_statements) == 1, sent_statements
     assert other.token and other.token != browsers[(OPERATOR, "en", "UTC")].token
     assert {field["value"] for field in soup(shown).select(f"input[name={csrf.FIELD_NAME}]")} == {other.token}

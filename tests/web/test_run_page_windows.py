@@ -8,40 +8,11 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-from support.action_support import ago, operator_app
-from test_web_bad_input import everything
-from support.web_helpers import soup, step
-
 from pgbus_web.core import reads
 from pgbus_web.rules import states
-
-
-def long_history(engine, runs, attempts: int, events: int) -> str:
-    """A paused run with *attempts* failed attempts of capture_payment (the
-    last one is its latest step) and *events* audit events."""
-    run = runs.make(
-        states.PAUSED, step("reserve_stock", "completed", finished_at=ago(hours=2)), paused_at=ago(minutes=5)
-    )
-    with engine.begin() as conn:
-        conn.execute(
-            sa.text(
-                "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, attempt, error_class, "
-                "error_message, created_at, started_at, finished_at) "
-                "SELECT :w, 'capture_payment', 'failed', g, 'GatewayError', 'declined ' || g, "
-                "now() - interval '1 hour' + g * interval '1 second', now() - interval '1 hour' + g * interval '1 second', "
-                "now() - interval '1 hour' + g * interval '2 second' FROM generate_series(1, :n) g"
-            ),
-            {"w": run, "n": attempts},
-        )
-        conn.execute(
-            sa.text(
-                "INSERT INTO pgbus_workflow_events (workflow_id, event, actor, step_name, attempt, created_at) "
-                "SELECT :w, 'step_failed', 'system', 'capture_payment', g, now() - interval '1 hour' + g * interval '1 second' "
-                "FROM generate_series(1, :n) g"
-            ),
-            {"w": run, "n": events},
-        )
-    return run
+from support.action_support import long_history, operator_app
+from support.refusals import everything
+from support.web_helpers import soup, step
 
 
 @pytest.fixture

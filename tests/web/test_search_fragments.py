@@ -14,13 +14,6 @@ import uuid
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
-from support.web_helpers import Runs, make_app, soup, step
-from test_mcp import answer, session
-from test_operations import THRESHOLDS, create, query
-from test_schema_upgrade import scratch  # noqa: F401  (a fixture)
-from test_search import listed
-from test_search_one_match import run_url
-
 from pgbus_web import db, schema
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.i18n import force_locale, t
@@ -28,6 +21,9 @@ from pgbus_web.launch import main_group
 from pgbus_web.models import workflow_index
 from pgbus_web.rules import states
 from pgbus_web.runtime import operation_preview, operation_runner
+from support.mcp_support import answer, session
+from support.operation_support import THRESHOLDS, create, query
+from support.web_helpers import Runs, listed, make_app, run_url, soup, step
 
 RUN_ID = "6ced4f1b-9a3e-4c55-8d1e-0a2b3c4d5e6f"
 # Shares RUN_ID's first seven characters, nothing after them.

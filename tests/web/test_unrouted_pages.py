@@ -7,11 +7,9 @@ answers outside the prefix are left alone."""
 from __future__ import annotations
 
 import pytest
-from test_every_answer import MOUNTS, assert_dashboard_headers
-from test_web_bad_input import everything
-from support.web_helpers import soup, text_of
-
 from pgbus_web.i18n import force_locale, t
+from support.refusals import everything
+from support.web_helpers import MOUNTS, assert_dashboard_headers, soup, text_of
 
 
 @pytest.fixture(params=sorted(MOUNTS), ids=lambda prefix: f"at {prefix or '/'}")

@@ -10,7 +10,8 @@ import logging
 from datetime import UTC
 
 import pytest
-import sqlalchemy as sa
+from pgbus_web.i18n import force_locale, t
+from pgbus_web.web.routes import views
 from support.action_support import (
     message,
     operator_app,
@@ -18,35 +19,10 @@ from support.action_support import (
     ready_later,
 )
 from support.lock_support import QUEUE
+from support.refusals import everything, page_message
 from support.web_helpers import soup, text_of
 
-from pgbus_web.i18n import force_locale, t
-from pgbus_web.schema import TABLES
-from pgbus_web.web.routes import views
-
 NUL = "a\x00b"
-
-
-def everything(engine) -> dict[str, list[tuple]]:
-    """Every row of every dashboard table, to prove nothing was written.
-    Not the sign-in's own bookkeeping (the throttle's counts, the session
-    generations), which a refused sign-in writes on purpose."""
-    with engine.connect() as conn:
-        return {
-            table: sorted(tuple(map(repr, row)) for row in conn.execute(sa.text(f"SELECT * FROM {table}")))
-            for table in TABLES
-            if not table.startswith("pgbus_web_sign_in")
-        }
-
-
-def page_message(response) -> str:
-    page = soup(response)
-    node = (
-        page.select_one(".pgbus-error-message")
-        or page.select_one(".pgbus-notice-error")
-        or page.select_one("#pgbus-messages")
-    )
-    return text_of(node)
 
 
 def nul_filter(name: str) -> str:
@@ -191,11 +167,7 @@ def test_a_time_further_ahead_than_the_horizon_is_refused(browser, runs, engine,
     from pgbus_web.core.words import timefmt
 
     sent = datetime.fromisoformat(at)
-    shown = " ".join(
-        timefmt.absolute(
-            sent if sent.tzinfo else sent.replace(tzinfo=UTC), locale="en", tz=UTC
-        ).split()
-    )
+    shown = " ".join(timefmt.absolute(sent if sent.tzinfo else sent.replace(tzinfo=UTC), locale="en", tz=UTC).split())
     assert message(response).startswith(f"{shown} is too far ahead; choose a time before ")
     assert at not in message(response)
     form = soup(response).select_one("details.pgbus-action[data-verb=resume_at]")

@@ -13,6 +13,12 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
+from pgbus_web.core import policy
+from pgbus_web.demo.workflows import REGISTRY
+from pgbus_web.i18n import force_locale, t
+from pgbus_web.models import events, steps, workflow_attention
+from pgbus_web.rules import states
+from pgbus_web.runtime import operation_runner
 from support.action_support import (
     Browser,
     ago,
@@ -24,14 +30,7 @@ from support.action_support import (
     run_row,
     waiting_for_shipment,
 )
-from support.web_helpers import soup, step, text_of
-
-from pgbus_web.core import policy
-from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.i18n import force_locale, t
-from pgbus_web.models import events, steps, workflow_attention
-from pgbus_web.rules import states
-from pgbus_web.runtime import operation_runner
+from support.web_helpers import set_column, soup, step, text_of
 
 MARKER = "unusual value"
 
@@ -44,22 +43,6 @@ def odd_texts(page) -> list[str]:
         assert marker is not None and text_of(marker) == t("pgbus.web.odd.marker")
         found.append(text_of(node).removesuffix(text_of(marker)).strip())
     return found
-
-
-def set_column(engine, table: str, column: str, value: str, workflow_id: str, where: str = "") -> None:
-    # The table and column names come from this file's parameters, never from input.
-    with engine.begin() as conn:
-        conn.execute(
-            sa.text(
-                f"UPDATE {table} SET {column} = CAST(:value AS {_type(column)}) "
-                f"WHERE workflow_id = :workflow_id {where}"
-            ),
-            {"value": value, "workflow_id": workflow_id},
-        )
-
-
-def _type(column: str) -> str:
-    return "jsonb" if column in ("arguments", "payload", "result", "details") else "timestamptz"
 
 
 def assert_page(response, *expected: str) -> None:

@@ -6,6 +6,9 @@ work through the links the dashboard itself writes (url_for)."""
 from __future__ import annotations
 
 import pytest
+from flask import url_for
+from pgbus_web.plumbing import run_ids
+from pgbus_web.rules import states
 from support.action_support import (
     completed,
     events_of,
@@ -14,11 +17,7 @@ from support.action_support import (
     paused_on_capture,
     run_row,
 )
-from flask import url_for
 from support.web_helpers import soup, step, text_of
-
-from pgbus_web.plumbing import run_ids
-from pgbus_web.rules import states
 
 IDS = [
     "orders/1042",
