@@ -4,7 +4,7 @@ that offers it (the index's links, ``GET /api/v1/runs/export``,
 
 The export is pinned to a ceiling: the highest run id when it starts, so
 a run created while it streams is not in it (as an operation's walk). Its
-rows come through a server-side cursor (models.workflow_index.export_rows)
+rows come through a server-side cursor (models.workflow_export.export_rows)
 and leave as chunks of bytes, so memory does not grow with the count.
 
 The columns are stable keys (EXPORT_COLUMNS, the API's own names), not the
@@ -18,15 +18,16 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy.engine import Connection
 
 from ..i18n import t
-from ..models import workflow_index, workflow_rows
+from ..models import workflow_export, workflow_index, workflow_rows
 from ..rules import run_filters
 from ..rules.run_filters import FilterError, RunFilters
 from ..runtime.clock import utcnow
@@ -35,7 +36,7 @@ from .reads import thresholds
 from .settings import Settings
 
 FORMATS = {"csv": "text/csv; charset=utf-8", "ndjson": "application/x-ndjson; charset=utf-8"}
-COLUMNS = workflow_index.EXPORT_COLUMNS
+COLUMNS = workflow_export.EXPORT_COLUMNS
 # Rows read from the server per fetch, each fetch one chunk sent on.
 CHUNK_ROWS = 1000
 # The most runs, and characters, an excerpt holds (``excerpt``: an export
@@ -82,7 +83,7 @@ def content_disposition(name: str) -> str:
     return f'attachment; filename="{name}"'
 
 
-def _encoder(fmt: str) -> Callable[[list], str]:
+def _encoder(fmt: str) -> Callable[[Sequence[str]], str]:
     """A batch of export_rows' lines as the format's text (the CSV header
     aside): the server made each CSV line whole, an NDJSON line lacks its
     line feed."""
@@ -105,7 +106,7 @@ def _batches(
     *,
     batch: int = CHUNK_ROWS,
     limit: int | None = None,
-):
+) -> Generator[Sequence[Any], None, None]:
     binds = filters.page_binds(now)
     began = conn.in_transaction()
     given = thresholds(conn)
@@ -115,7 +116,7 @@ def _batches(
         # the export's cursor begins a transaction of its own (export_rows).
         conn.rollback()
     where, where_binds = workflow_index.page_where(now=now, **given, **binds)
-    return workflow_index.export_rows(
+    return workflow_export.export_rows(
         conn,
         where=where,
         binds=where_binds,

@@ -35,7 +35,8 @@ from ..models import changes, policy_rows
 from ..models.text import truncate
 from ..rules import redaction, roles
 from ..rules.approval import Approval
-from ..rules.limits import REASON_LIMIT
+from ..rules.limits import RATE_MAX, REASON_LIMIT
+from ..rules.stuck import Thresholds
 from ..runtime.clock import utcnow
 from .settings import STALL_FLOOR
 
@@ -61,8 +62,6 @@ KEYS = (STALL_THRESHOLD, WAITING_THRESHOLD, APPROVAL, MAX_RATE, REDACT, GRANTS)
 STALL_BOUNDS = (int(STALL_FLOOR.total_seconds()), 7 * 86400)
 WAITING_BOUNDS = (60, 365 * 86400)
 APPROVAL_MAX = 1_000_000_000
-# The operations table's own CHECK on rate.
-RATE_MAX = 100_000
 CLASS_PATTERN = re.compile(r"^[A-Za-z0-9_:.*?-]{1,200}$")
 PRINCIPAL = re.compile(r"^(user|group|token):[A-Za-z0-9._@-]{1,64}$")
 
@@ -121,7 +120,7 @@ class Policy:
     # The stored rows (key -> row), for the Policy page and its versions.
     rows: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, compare=False, repr=False)
 
-    def thresholds(self) -> dict[str, timedelta]:
+    def thresholds(self) -> Thresholds:
         """The stuck-run thresholds, as the models' queries take them."""
         return {"threshold": self.stall_threshold, "waiting_threshold": self.waiting_threshold}
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
@@ -23,15 +23,18 @@ from ..models import (
     steps,
     workflow_activity,
     workflow_attention,
+    workflow_capped_counts,
     workflow_counts,
     workflow_index,
     workflow_rows,
+    workflow_search,
 )
 from ..models import operations as operation_rows
 from ..rules import states, stuck, verb_table
 from ..rules.approval import Approval
 from ..rules.run_filters import RANGES, RunFilters
 from ..runtime.clock import utcnow
+from ..runtime.definitions import Workflow
 from . import policy as policy_rules
 from . import redacting, worker_reads
 from .settings import Settings
@@ -62,7 +65,7 @@ def policy_of(source: Connection | Engine) -> policy_rules.Policy:
     return policy_rules.current(source)
 
 
-def thresholds(source: Connection | Engine) -> dict[str, timedelta]:
+def thresholds(source: Connection | Engine) -> stuck.Thresholds:
     """The stuck-run thresholds of the policy, as the models' queries take them."""
     return policy_of(source).thresholds()
 
@@ -86,7 +89,7 @@ def approval(source: Connection | Engine, settings: Settings) -> Approval:
     return policy_of(source).approval.tightened(settings.approval_threshold, settings.approval_verbs)
 
 
-def definition_of(settings: Settings, workflow_class: str | None):
+def definition_of(settings: Settings, workflow_class: str | None) -> Workflow | None:
     """The class's definition when it is loaded here (its registry has
     it), else None: the verbs that need its step list are not offered."""
     registry = settings.registry
@@ -132,7 +135,7 @@ def _count_table(counts: dict[tuple[str, str], int]) -> dict[str, Any]:
     that has runs, with totals."""
     classes = sorted({klass for klass, _ in counts})
     statuses = [status for status in states.RUN if any(s == status for _, s in counts)]
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "workflow_class": klass,
             "counts": {status: counts.get((klass, status), 0) for status in statuses},
@@ -239,7 +242,7 @@ def index_context(
         "database_place": db.place(conn) if "counts" in parts and not counts["rows"] else None,
         # The search box's hint says whether a fragment from anywhere in an
         # id is looked for (the whole page only: no fragment draws the box).
-        "fragment_search": set(parts) >= set(INDEX_PARTS) and workflow_index.fragment_index_present(conn),
+        "fragment_search": set(parts) >= set(INDEX_PARTS) and workflow_search.fragment_index_present(conn),
     }
     if filters is not None and "runs" in parts:
         context.update(index_runs(conn, settings, filters, now))
@@ -308,15 +311,19 @@ def matching_statuses(
     binds = filters.page_binds(now)
     binds.pop("before_id", None)
     binds.pop("after_id", None)
-    fragments = workflow_index.searches_fragments(conn, filters.q)
+    fragments = workflow_search.searches_fragments(conn, filters.q)
     where, where_binds = workflow_index.page_where(now=now, fragments=fragments, **thresholds(conn), **binds)
-    return workflow_index.status_counts_up_to(conn, where=where, binds=where_binds, cap=MATCHING_CAP, budget=budget)
+    return workflow_capped_counts.status_counts_up_to(
+        conn, where=where, binds=where_binds, cap=MATCHING_CAP, budget=budget
+    )
 
 
 # --- one run ---------------------------------------------------------------
 
 
-def _step_groups(shown: list[dict[str, Any]], named: list[dict[str, Any]], definition) -> list[dict[str, Any]]:
+def _step_groups(
+    shown: list[dict[str, Any]], named: list[dict[str, Any]], definition: Workflow | None
+) -> list[dict[str, Any]]:
     """The run's steps in the definition's order (steps it has that the
     run has not reached yet come with no attempts), then any step the
     definition no longer has, in the order the run met it. Each with its
@@ -356,7 +363,9 @@ class Window:
         return self.before is not None or self.older is not None
 
 
-def _window(rows: list[dict[str, Any]], size: int, total: int, before: int | None):
+def _window(
+    rows: list[dict[str, Any]], size: int, total: int, before: int | None
+) -> tuple[list[dict[str, Any]], Window]:
     """The newest *size* of *rows* (read with one extra, oldest first) and their Window."""
     older = len(rows) > size
     rows = rows[-size:] if older else rows
@@ -548,7 +557,7 @@ def change_marker(conn: Connection) -> int:
     return changes.marker(conn)
 
 
-def replica_health(database) -> dict | None:
+def replica_health(database: db.Database) -> dict[str, Any] | None:
     """/health's word on the replica (None without one): its state
     (streaming, lagging, unreachable, not_standby), the seconds it is
     behind at most (null when unknown), the bound, and where pages read

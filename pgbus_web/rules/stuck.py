@@ -28,7 +28,7 @@ import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 from . import states
 from .columns import LATEST_OF_STEP
@@ -38,6 +38,13 @@ from .columns import LATEST_OF_STEP
 STEP_FIELD_OF = LATEST_OF_STEP
 # The run's own column a rule's "since" may name besides those.
 RUN_COLUMNS = ("paused_at",)
+
+
+class Thresholds(TypedDict):
+    """The policy's stuck-run thresholds, as the models' queries take them."""
+
+    threshold: timedelta
+    waiting_threshold: timedelta
 
 
 @dataclass(frozen=True)
@@ -94,7 +101,9 @@ class Rule:
 
     @property
     def params(self) -> frozenset[str]:
-        return frozenset(c.value.name for c in self.conditions if isinstance(getattr(c, "value", None), Param))
+        return frozenset(
+            c.value.name for c in self.conditions if not isinstance(c, IsNull) and isinstance(c.value, Param)
+        )
 
 
 STALLED_ERROR = Param("stalled_error")
@@ -271,8 +280,8 @@ def _holds(condition: Condition, facts: Mapping[str, Any], given: Mapping[str, A
     if column is None or value is None:
         return False
     if isinstance(condition, Equals):
-        return column == value
-    return _moment(column) < _moment(value)
+        return bool(column == value)
+    return bool(_moment(column) < _moment(value))
 
 
 def reason_of(status: str | None, facts: Mapping[str, Any], given: Mapping[str, Any]) -> str | None:

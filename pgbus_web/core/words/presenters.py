@@ -112,8 +112,8 @@ def run_state(
     step = run.get("step")
     step_name = _get(step, "step_name") or run.get("current_step")
     step_status = _get(step, "status")
-    tone = RUN_TONES.get(status)
-    if tone is None:
+    tone = RUN_TONES.get(status) if status is not None else None
+    if tone is None or status is None:
         raise ValueError(f"unknown run status {status!r}")
     stuck = stuck_rules.reason_of_run(run, now=now, threshold=stall_threshold, waiting_threshold=waiting_threshold)
 
@@ -154,7 +154,7 @@ def run_state(
 
     ended = run.get("finished_at") or run.get("updated_at")
     if status == states.FAILED and step_status == states.STEP_FAILED and _get(step, "error_class"):
-        return RunState(status, tone, "failed", {"step": step_name, "error": step["error_class"], "ago": ended})
+        return RunState(status, tone, "failed", {"step": step_name, "error": _get(step, "error_class"), "ago": ended})
     if status == states.FAILED:
         return RunState(status, tone, "failed_plain", {"ago": ended})
     return RunState(status, tone, status, {"ago": ended})
@@ -173,7 +173,9 @@ def step_open(status: str | None) -> bool:
     return status in states.STEP_OPEN
 
 
-def _waiting_state(run, step, step_name, *, stuck) -> RunState:
+def _waiting_state(
+    run: Mapping[str, Any], step: Mapping[str, Any] | None, step_name: str | None, *, stuck: str | None
+) -> RunState:
     # The sentence's "since" falls back to updated_at for a step without
     # waiting_since; the stuck rule does not (rules.stuck says why).
     since = _get(step, "waiting_since") or run.get("updated_at")
@@ -187,7 +189,7 @@ def _waiting_state(run, step, step_name, *, stuck) -> RunState:
     elif batch_id:
         key, args = "waiting_batch_unknown", {"batch": batch_id, "batch_id": batch_id, "ago": since}
     elif _get(step, "wait_for"):
-        key, args = "waiting_signal", {"signal": step["wait_for"], "ago": since}
+        key, args = "waiting_signal", {"signal": _get(step, "wait_for"), "ago": since}
     else:
         key, args = "waiting", {"step": step_name or timefmt.NONE, "ago": since}
     if deadline is not None and key != "waiting_batch_unknown":
@@ -265,7 +267,7 @@ def event_sentence(event: Mapping[str, Any]) -> str:
     details = event.get("details")
     if name == "resumed" and isinstance(details, Mapping) and details.get("action") == "retry":
         # A resume that tried the failed step again: reported as offered.
-        what = t(WORDS["retry"].event)
+        what = t(WORDS["retry"].event or "")
     sentence = t("pgbus.workflows.audit.by", event=what, actor=event.get("actor") or "")
     if event.get("step_name"):
         if event.get("attempt") is not None:
@@ -362,7 +364,9 @@ def subject_link(run: Mapping[str, Any], subject_url: Callable[[str, str], Any] 
     parts = _subject_parts(run)
     if not parts:
         return timefmt.NONE, None
-    subject_type, subject_id = run.get("subject_type"), run.get("subject_id")
+    # As stored: the host's function is given the id None for a subject without one.
+    subject_type: Any = run.get("subject_type")
+    subject_id: Any = run.get("subject_id")
     label = " ".join(parts)
     if subject_url is None:
         return label, None

@@ -20,11 +20,12 @@ an infinite end is the dash.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import UTC, date, datetime, timedelta, tzinfo
 from functools import lru_cache
+from typing import Any, cast
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from babel import Locale, UnknownLocaleError
@@ -120,7 +121,7 @@ def iso(moment: datetime) -> str:
 
 # "5 minutes ago" per (locale, unit, count, past): a page writes the same
 # few dozen of them many times.
-_relative_texts: dict = {}
+_relative_texts: dict[tuple[str, str, int, bool], str] = {}
 _RELATIVE_TEXTS_MAX = 4096
 i18n.on_reload(_relative_texts.clear)
 
@@ -130,13 +131,13 @@ i18n.on_reload(_relative_texts.clear)
 # relative to now: what a formatted moment shows depends on now only
 # through relative() and the viewer's date, so the drawing stands as long
 # as each of these reads the same words and the date is the same.
-_noted: ContextVar[list | None] = ContextVar("pgbus_web_noted_moments", default=None)
+_noted: ContextVar[list[datetime] | None] = ContextVar("pgbus_web_noted_moments", default=None)
 
 
 @contextmanager
-def noting_moments() -> Iterator[list]:
+def noting_moments() -> Iterator[list[datetime]]:
     """The list of every moment given to relative() inside the block."""
-    noted: list = []
+    noted: list[datetime] = []
     token = _noted.set(noted)
     try:
         yield noted
@@ -196,6 +197,8 @@ def same_words(moment: datetime, *, now: datetime) -> tuple[datetime, datetime]:
     at = utc(moment)
     seconds = (utc(now) - at).total_seconds()
     span = abs(seconds)
+    low: float
+    high: float
     if span < JUST_NOW_SECONDS:
         low, high = -JUST_NOW_SECONDS, JUST_NOW_SECONDS
     else:
@@ -223,7 +226,8 @@ def _skeleton_format(loc: Locale, skeleton: str) -> str:
     # done once per (locale, skeleton) rather than per moment.
     if skeleton not in loc.datetime_skeletons:
         skeleton = babel_dates.match_skeleton(skeleton, loc.datetime_skeletons) or skeleton
-    return babel_dates.parse_pattern(loc.datetime_skeletons[skeleton]).format
+    # Babel annotates DateTimePattern.format as a DateTimeFormat; parse_pattern makes it the %-format text.
+    return cast(str, babel_dates.parse_pattern(loc.datetime_skeletons[skeleton]).format)
 
 
 def _format_skeleton(skeleton: str, local: datetime, loc: Locale) -> str:
@@ -241,7 +245,7 @@ def _join_date_time(loc: Locale, date_text: str, time_text: str) -> str:
 _MOMENT_TEXTS_MAX = 20_000
 # Wall clocks per (moment, locale, zone, seconds, the viewer's day): the
 # timeline's bars and a page's moments are drawn again on every refresh.
-_clock_texts: dict = {}
+_clock_texts: dict[tuple[Any, ...], str] = {}
 
 
 def clock(
@@ -306,17 +310,17 @@ def short_date_time(
 _ZONE_FIELDS = frozenset("zvVOZXx")
 # Zone texts per (locale, zone, offset, dst, abbreviation): Babel's zone
 # naming is the slow part of a moment's title and a page names few zones.
-_zone_texts: dict = {}
+_zone_texts: dict[tuple[Any, ...], dict[str, str]] = {}
 _ZONE_TEXTS_MAX = 1024
 # Date texts per (locale, day): a page's moments fall on a few days.
-_date_texts: dict = {}
+_date_texts: dict[tuple[Locale, date], str] = {}
 _DATE_TEXTS_MAX = 4096
 
 
 class _Fields(babel_dates.DateTimeFormat):
     """Babel's field formatter, with the zone's fields from _zone_texts."""
 
-    def __init__(self, value: datetime, locale: Locale, zone_texts: dict) -> None:
+    def __init__(self, value: datetime, locale: Locale, zone_texts: dict[str, str]) -> None:
         self.value, self.locale, self.reference_date = value, locale, None
         self.zone_texts = zone_texts
 
@@ -326,7 +330,7 @@ class _Fields(babel_dates.DateTimeFormat):
 
 
 @lru_cache(maxsize=32)
-def _long_formats(loc: Locale) -> tuple:
+def _long_formats(loc: Locale) -> tuple[str, str, str, tuple[str, ...]]:
     """(glue, date pattern, time pattern, zone fields) of the locale's "long"
     date-time, as babel_dates.format_datetime(..., "long") joins them."""
     date_pattern = babel_dates.parse_pattern(loc.date_formats["long"].pattern)
@@ -337,10 +341,12 @@ def _long_formats(loc: Locale) -> tuple:
         for kind, value in babel_dates.tokenize_pattern(time_pattern.pattern)
         if kind == "field" and value[0] in _ZONE_FIELDS
     )
-    return glue, date_pattern.format, time_pattern.format, tuple(f"{c * n}" for c, n in fields)
+    # Babel annotates DateTimePattern.format as a DateTimeFormat; parse_pattern makes it the %-format text.
+    date_format, time_format = cast(str, date_pattern.format), cast(str, time_pattern.format)
+    return glue, date_format, time_format, tuple(f"{c * n}" for c, n in cast(tuple[tuple[str, int], ...], fields))
 
 
-def _zone_fields(loc: Locale, local: datetime, names: tuple) -> dict:
+def _zone_fields(loc: Locale, local: datetime, names: tuple[str, ...]) -> dict[str, str]:
     key = (loc, local.tzinfo, local.utcoffset(), local.dst(), local.tzname())
     texts = _zone_texts.get(key)
     if texts is None:
@@ -369,14 +375,14 @@ def absolute(moment: datetime, *, locale: LocaleArg = None, tz: TimeZoneArg = No
         if len(_date_texts) >= _DATE_TEXTS_MAX:
             _date_texts.clear()
         date_text = _date_texts[day] = date_format % fields
-    return glue.replace("{0}", time_format % fields).replace("{1}", date_text)
+    return glue.replace("{0}", str(time_format % fields)).replace("{1}", date_text)
 
 
 # A moment's ISO text and long title per (moment, locale, zone): a page's
 # rows are drawn again on every refresh and by every viewer in the same
 # zone, and Babel's formatting is most of a moment's cost. (Its wall clock
 # is clock()'s, remembered there.) Cleared whole when full, as above.
-_stamps: dict = {}
+_stamps: dict[tuple[datetime, Locale, tzinfo], tuple[str, str]] = {}
 
 
 def stamp(moment: datetime, loc: Locale, zone_info: tzinfo) -> tuple[str, str]:
@@ -395,12 +401,12 @@ def stamp(moment: datetime, loc: Locale, zone_info: tzinfo) -> tuple[str, str]:
 # language and relative words now): a run page has about 80 of them, drawn
 # again on every refresh. The relative words are worked out first (a few
 # dictionary reads) and are part of the key, so the tag changes with them.
-_tags: dict = {}
+_tags: dict[tuple[Any, ...], Markup] = {}
 i18n.on_reload(_tags.clear)
 
 
 def _remembered_tag(
-    moment: datetime, kind: str, loc: Locale, zone_info: tzinfo, now: datetime, text: str, draw
+    moment: datetime, kind: str, loc: Locale, zone_info: tzinfo, now: datetime, text: str, draw: Callable[[], Markup]
 ) -> Markup:
     key = (moment, kind, loc, zone_info, in_zone(now, zone_info).date(), current_locale(), text)
     tag = _tags.get(key)
@@ -484,7 +490,7 @@ def duration(value: timedelta | float | int | None) -> str:
     if seconds < 1:
         return tn("pgbus.time.units.milliseconds", int(round(seconds * 1000)))
     whole = int(seconds)
-    parts = []
+    parts: list[tuple[str, int]] = []
     for unit, size in _DURATION_UNITS:
         count, whole = divmod(whole, size)
         if parts or count:
