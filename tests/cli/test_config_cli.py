@@ -10,6 +10,7 @@ from datetime import timedelta
 
 import pytest
 from click.testing import CliRunner
+
 from pgbus_web.cli import worker as worker_command
 from pgbus_web.core import worker_reads
 from pgbus_web.launch import main_group

@@ -10,6 +10,7 @@ from datetime import timedelta
 
 import click
 import pytest
+
 from pgbus_web.core import settings_loader
 from pgbus_web.core.settings import SettingError, Settings
 from pgbus_web.core.settings_loader import DEFAULT, ENVIRONMENT, FILE, OPTION, load
@@ -184,3 +185,22 @@ def test_the_secret_key_is_masked_and_durations_are_seconds():
     assert settings_loader.shown("secret_key", None) is None
     assert settings_loader.shown("worker_gone_after", timedelta(seconds=30)) == 30
     assert settings_loader.shown("approval_verbs", ("cancel",)) == ["cancel"]
+
+
+def test_the_blueprint_goes_through_the_same_checks_and_defaults():
+    """A host app keeps its keywords and app.config; the values are checked
+    as the loader's are, with the same sentence, over the same defaults."""
+    from flask import Flask
+
+    from pgbus_web.extension import PgbusWeb
+
+    app = Flask(__name__)
+    app.config["PGBUS_WEB_PAGE_SIZE"] = 0
+    with pytest.raises(SettingError) as mounted:
+        PgbusWeb(run_operations=False).settings_for(app)
+    with pytest.raises(SettingError) as loaded:
+        load({"page_size": 0}, environ={}, registry=False)
+    said = "pgbus-web setting page_size must be a whole number of 1 or more; got 0"
+    assert str(mounted.value) == said and str(loaded.value) == f"{said} (option --page-size)"
+    settings, _prefix = PgbusWeb(run_operations=False).settings_for(Flask(__name__))
+    assert settings == load({"run_operations": False}, environ={}, registry=False).settings
