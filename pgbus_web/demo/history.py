@@ -16,6 +16,7 @@ written: the latest_* columns, the kept counts and the change marker.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -23,8 +24,9 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from ..models import attention_counts, changes, workflow_counts, workflow_rows
+from ..models import STATES, attention_counts, changes, workflow_counts, workflow_rows
 from ..progress import bar as progress_bar
+from ..rules.columns import latest_list
 from . import workflows as demo
 from .seed import _may_skip_row_checks, check_schema
 from .stories import UTC
@@ -66,6 +68,16 @@ def _plan() -> dict[str, list]:
     return plan
 
 
+def _sql(text: str) -> str:
+    """*text* with ``{step}`` the seconds a step takes, ``{latest}`` the
+    runs' latest_* columns (rules/columns), ``{key}`` a run's key of the
+    needs-attention counts and ``{STATES.NAME}`` a status
+    (models.STATES); its other braces (JSON) as written."""
+    text = text.replace("{step}", str(STEP_SECONDS)).replace("{latest}", latest_list())
+    text = text.replace("{key}", attention_counts.key_sql("pgbus_workflows"))
+    return re.sub(r"\{STATES\.(\w+)\}", lambda name: getattr(STATES, name.group(1)), text)
+
+
 _PLAN_TABLE = """
     CREATE TEMPORARY TABLE pgbus_history_plan ON COMMIT DROP AS
     SELECT * FROM unnest(CAST(:p AS int[]), CAST(:k AS int[]), CAST(:klass AS text[]),
@@ -86,39 +98,39 @@ _RUNS = """
                -- uuid-shaped and rising with n: each chunk's index entries go
                -- to the right edge of the workflow_id indexes, not at random.
                '00000000-0000-4000-8000-' || lpad(to_hex(n), 12, '0') AS workflow_id,
-               CASE WHEN (n * 7919) % 100 < 94 THEN 'completed'
-                    WHEN (n * 7919) % 100 < 97 THEN 'failed' ELSE 'cancelled' END AS status,
+               CASE WHEN (n * 7919) % 100 < 94 THEN {STATES.COMPLETED}
+                    WHEN (n * 7919) % 100 < 97 THEN {STATES.FAILED} ELSE {STATES.CANCELLED} END AS status,
                CAST(:oldest AS timestamptz) + (n - :numbered_from) * CAST(:spacing AS interval) AS t0,
                :step_base + (i / 10) * :cycle_steps AS step_base
         FROM numbered
     )
 """
 
-_INSERT_RUNS = (
+_INSERT_RUNS = _sql(
     _RUNS
     + """,
     inserted AS (
         INSERT INTO pgbus_workflows (
             workflow_id, workflow_class, status, current_step, arguments, definition_digest,
             started_at, finished_at, created_at, updated_at,
-            latest_step_id, latest_step_name, latest_step_status, latest_error_class,
-            latest_scheduled_at)
+            {latest})
         SELECT run.workflow_id, plan.workflow_class, run.status, plan.step_name,
                jsonb_build_object('history', run.n), plan.digest,
                run.t0, run.t0 + plan.steps * interval '{step} seconds',
                run.t0, run.t0 + plan.steps * interval '{step} seconds',
                run.step_base + plan.before_steps + plan.k, plan.step_name,
-               CASE run.status WHEN 'failed' THEN 'failed' WHEN 'cancelled' THEN 'cancelled' ELSE 'completed' END,
-               CASE WHEN run.status = 'failed' THEN 'GatewayError' END,
-               run.t0 + plan.k * interval '{step} seconds'
+               CASE run.status WHEN {STATES.FAILED} THEN {STATES.STEP_FAILED}
+                               WHEN {STATES.CANCELLED} THEN {STATES.STEP_CANCELLED} ELSE {STATES.STEP_COMPLETED} END,
+               CASE WHEN run.status = {STATES.FAILED} THEN 'GatewayError' END,
+               run.t0 + plan.k * interval '{step} seconds', NULL, NULL
         FROM run JOIN pgbus_history_plan plan ON plan.p = run.p AND plan.k = plan.steps - 1
         ORDER BY run.n
-        RETURNING workflow_class, status, ARRAY[workflow_class, status, COALESCE(latest_step_name, current_step),
-                                                latest_error_class, latest_step_status] AS key,
+        -- The key of the needs-attention counts (attention_counts.key_sql).
+        RETURNING workflow_class, status, {key} AS key,
                   date_trunc('hour', created_at, 'UTC') AS hour
     )
     SELECT workflow_class, status, key, hour, count(*) FROM inserted GROUP BY workflow_class, status, key, hour
-""".replace("{step}", str(STEP_SECONDS))
+"""
 )
 
 _STEPS = """,
@@ -128,9 +140,9 @@ _STEPS = """,
                run.t0 + plan.k * interval '{step} seconds' AS scheduled_at
         FROM run JOIN pgbus_history_plan plan ON plan.p = run.p
     )
-""".replace("{step}", str(STEP_SECONDS))
+"""
 
-_INSERT_STEPS = (
+_INSERT_STEPS = _sql(
     _RUNS
     + _STEPS
     + """
@@ -138,14 +150,15 @@ _INSERT_STEPS = (
         id, workflow_id, step_name, status, attempt, scheduled_at, started_at, finished_at,
         error_class, error_message, result, created_at, updated_at)
     SELECT id, workflow_id, step_name,
-           CASE WHEN last AND run_status = 'failed' THEN 'failed'
-                WHEN last AND run_status = 'cancelled' THEN 'cancelled' ELSE 'completed' END,
+           CASE WHEN last AND run_status = {STATES.FAILED} THEN {STATES.STEP_FAILED}
+                WHEN last AND run_status = {STATES.CANCELLED} THEN {STATES.STEP_CANCELLED}
+                ELSE {STATES.STEP_COMPLETED} END,
            1, scheduled_at,
-           CASE WHEN last AND run_status = 'cancelled' THEN NULL ELSE scheduled_at + interval '1 second' END,
+           CASE WHEN last AND run_status = {STATES.CANCELLED} THEN NULL ELSE scheduled_at + interval '1 second' END,
            scheduled_at + interval '3 seconds',
-           CASE WHEN last AND run_status = 'failed' THEN 'GatewayError' END,
-           CASE WHEN last AND run_status = 'failed' THEN 'card declined by the gateway' END,
-           CASE WHEN last AND run_status <> 'completed' THEN NULL ELSE '{"ok": true}'::jsonb END,
+           CASE WHEN last AND run_status = {STATES.FAILED} THEN 'GatewayError' END,
+           CASE WHEN last AND run_status = {STATES.FAILED} THEN 'card declined by the gateway' END,
+           CASE WHEN last AND run_status <> {STATES.COMPLETED} THEN NULL ELSE '{"ok": true}'::jsonb END,
            scheduled_at, scheduled_at + interval '3 seconds'
     FROM step
     ORDER BY id
@@ -153,7 +166,7 @@ _INSERT_STEPS = (
 )
 
 # Each step's events, then the run's first and last, in the order of time.
-_INSERT_EVENTS = (
+_INSERT_EVENTS = _sql(
     _RUNS
     + _STEPS
     + """
@@ -170,22 +183,22 @@ _INSERT_EVENTS = (
         FROM step
         CROSS JOIN LATERAL (VALUES
             (1, 'step_scheduled', 'system', NULL, jsonb_build_object('at', scheduled_at), scheduled_at),
-            (2, CASE WHEN last AND run_status = 'cancelled' THEN 'cancelled' ELSE 'step_started' END,
-                CASE WHEN last AND run_status = 'cancelled' THEN 'dashboard:ops' ELSE 'system' END,
-                CASE WHEN last AND run_status = 'cancelled' THEN 'no longer needed' END,
+            (2, CASE WHEN last AND run_status = {STATES.CANCELLED} THEN {STATES.CANCELLED} ELSE 'step_started' END,
+                CASE WHEN last AND run_status = {STATES.CANCELLED} THEN 'dashboard:ops' ELSE 'system' END,
+                CASE WHEN last AND run_status = {STATES.CANCELLED} THEN 'no longer needed' END,
                 '{}'::jsonb, scheduled_at + interval '1 second'),
-            (3, CASE WHEN last AND run_status = 'failed' THEN 'step_failed' ELSE 'step_completed' END,
+            (3, CASE WHEN last AND run_status = {STATES.FAILED} THEN 'step_failed' ELSE 'step_completed' END,
                 'system', NULL,
-                CASE WHEN last AND run_status = 'failed'
+                CASE WHEN last AND run_status = {STATES.FAILED}
                      THEN '{"error_class": "GatewayError", "error_message": "card declined by the gateway"}'::jsonb
                      ELSE '{}'::jsonb END,
                 scheduled_at + interval '3 seconds'),
-            (4, CASE WHEN last AND run_status <> 'cancelled' THEN 'finished' END, 'system', NULL,
-                CASE WHEN run_status = 'failed' THEN '{"status": "failed", "error_class": "GatewayError"}'::jsonb
+            (4, CASE WHEN last AND run_status <> {STATES.CANCELLED} THEN 'finished' END, 'system', NULL,
+                CASE WHEN run_status = {STATES.FAILED} THEN '{"status": "failed", "error_class": "GatewayError"}'::jsonb
                      ELSE '{"status": "completed"}'::jsonb END,
                 scheduled_at + interval '3 seconds')
         ) AS e (seq, event, actor, reason, details, at)
-        WHERE e.event IS NOT NULL AND NOT (e.seq = 3 AND last AND run_status = 'cancelled')
+        WHERE e.event IS NOT NULL AND NOT (e.seq = 3 AND last AND run_status = {STATES.CANCELLED})
     ) events
     ORDER BY n, k, seq
 """

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from .. import defaults
 from ..rules import states
+from ..rules.columns import latest_list
 from ..runtime.definitions import Workflow
 from . import workflows as demo
 
@@ -154,9 +155,7 @@ STEP_COLUMNS = (
 )
 RUN_COLUMNS = (
     "workflow_id, workflow_class, status, current_step, arguments, subject_type, subject_id, "
-    "idempotency_key, definition_digest, paused_at, started_at, finished_at, created_at, updated_at, "
-    "latest_step_id, latest_step_name, latest_step_status, latest_error_class, latest_scheduled_at, "
-    "latest_waiting_since, latest_timeout_at"
+    "idempotency_key, definition_digest, paused_at, started_at, finished_at, created_at, updated_at, " + latest_list()
 )
 EVENT_COLUMNS = "workflow_id, event, actor, reason, step_id, step_name, attempt, details, created_at"
 SIGNAL_COLUMNS = (

@@ -19,12 +19,14 @@ from sqlalchemy.engine import Connection
 
 from ..rules import states
 from ..rules.limits import ID_MAX, REASON_LIMIT
-from . import as_dicts
+from . import among, as_dicts
 from .text import truncate
 
 # A cap so that one long detail cannot bloat the trail (a reason's is
 # rules.limits.REASON_LIMIT).
 DETAIL_LIMIT = 1_000
+# A latest step row that is due or started (its run not yet moved on).
+_DUE_OR_STARTED = among((states.STEP_SCHEDULED, states.STEP_IN_PROGRESS))
 
 _INSERT = sa.text(
     """
@@ -226,7 +228,7 @@ def operation_in_flight(conn: Connection, operation_id: int) -> int:
     return int(
         conn.execute(
             sa.text(
-                """
+                f"""
             SELECT count(*) FROM (
                 SELECT e.workflow_id, max(e.created_at) AS acted_at FROM pgbus_workflow_events e
                 WHERE e.details ? 'operation_id' AND e.details ->> 'operation_id' = :operation_id
@@ -234,7 +236,7 @@ def operation_in_flight(conn: Connection, operation_id: int) -> int:
             ) acted
             JOIN pgbus_workflows w ON w.workflow_id = acted.workflow_id
             JOIN pgbus_workflow_steps s ON s.id = w.latest_step_id
-            WHERE w.latest_step_status IN ('scheduled', 'in_progress')
+            WHERE w.latest_step_status IN {_DUE_OR_STARTED}
               AND s.created_at <= acted.acted_at + make_interval(secs => :slack)
             """
             ),

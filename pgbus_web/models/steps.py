@@ -10,8 +10,9 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection
 
 from ..rules.limits import ATTEMPT_MAX, ID_MAX
-from . import as_dict, as_dicts
+from . import STATES, as_dict, as_dicts
 from .workers import CURRENT_WORKER_SQL, WORKER_SETTING
+from .workflow_rows import LATEST_BY_WRITER
 
 COLUMNS = (
     "id, workflow_id, step_name, status, attempt, scheduled_at, started_at, finished_at, "
@@ -254,9 +255,10 @@ def start(conn: Connection, step_id: int, *, now) -> dict[str, Any] | None:
     (the caller then reads it and decides)."""
     row = conn.execute(
         sa.text(
-            "UPDATE pgbus_workflow_steps SET status = 'in_progress', started_at = :now, updated_at = :now, "
+            f"UPDATE pgbus_workflow_steps SET status = {STATES.STEP_IN_PROGRESS}, started_at = :now, "
+            "updated_at = :now, "
             f"worker_id = {CURRENT_WORKER_SQL} "
-            f"WHERE id = :id AND status = 'scheduled' AND batch_id IS NULL RETURNING {COLUMNS}"
+            f"WHERE id = :id AND status = {STATES.STEP_SCHEDULED} AND batch_id IS NULL RETURNING {COLUMNS}"
         ),
         {"id": step_id, "now": now},
     ).first()
@@ -275,9 +277,9 @@ def cancel_open(conn: Connection, workflow_id: str, *, now) -> list[dict[str, An
         sa.text(
             f"""
             UPDATE pgbus_workflow_steps
-            SET status = 'cancelled', finished_at = :now, updated_at = :now
+            SET status = {STATES.STEP_CANCELLED}, finished_at = :now, updated_at = :now
             WHERE workflow_id = :workflow_id
-              AND status IN ('scheduled', 'waiting', 'in_progress')
+              AND status IN {STATES.STEP_OPEN}
             RETURNING {COLUMNS}
             """
         ),
@@ -312,14 +314,14 @@ def failure_streak(conn: Connection, step: dict[str, Any]) -> int:
     only the worker's own reattempts use up the budget."""
     return conn.execute(
         sa.text(
-            """
+            f"""
             SELECT count(*) FROM pgbus_workflow_steps s
             WHERE s.workflow_id = :workflow_id AND s.step_name = :step_name
-              AND s.id <= :id AND s.status = 'failed'
+              AND s.id <= :id AND s.status = {STATES.STEP_FAILED}
               AND s.id > COALESCE((
                   SELECT max(id) FROM pgbus_workflow_steps
                   WHERE workflow_id = :workflow_id AND step_name = :step_name
-                    AND id < :id AND status <> 'failed'), 0)
+                    AND id < :id AND status <> {STATES.STEP_FAILED}), 0)
               AND s.id >= COALESCE((
                   SELECT max(step_id) FROM pgbus_workflow_events
                   WHERE workflow_id = :workflow_id AND step_name = :step_name
@@ -345,11 +347,11 @@ def claim_due(conn: Connection, *, now, classes, limit: int = 1) -> list[dict[st
     deadlock. The caller re-reads the step under that lock."""
     rows = conn.execute(
         sa.text(
-            """
+            f"""
             SELECT s.id AS step_id, w.workflow_id
             FROM pgbus_workflow_steps s
             JOIN pgbus_workflows w ON w.workflow_id = s.workflow_id
-            WHERE s.status = 'scheduled' AND s.scheduled_at <= :now AND w.status = 'ready'
+            WHERE s.status = {STATES.STEP_SCHEDULED} AND s.scheduled_at <= :now AND w.status = {STATES.READY}
               AND w.workflow_class = ANY(:classes)
             ORDER BY s.scheduled_at, s.id
             LIMIT :limit
@@ -376,12 +378,12 @@ def claim_next(
         sa.text(
             f"""
             SELECT s.id AS step_id, s.step_name AS claimed_step_name,
-                   set_config('pgbus_web.latest_by_writer', 'on', true) AS latest_by_writer,
+                   set_config('{LATEST_BY_WRITER}', 'on', true) AS latest_by_writer,
                    set_config('{WORKER_SETTING}', :worker_id, true) AS worker_declared,
                    {", ".join("w." + column.strip() for column in run_columns.split(","))}
             FROM pgbus_workflow_steps s
             JOIN pgbus_workflows w ON w.workflow_id = s.workflow_id
-            WHERE s.status = 'scheduled' AND s.scheduled_at <= :now AND w.status = 'ready'
+            WHERE s.status = {STATES.STEP_SCHEDULED} AND s.scheduled_at <= :now AND w.status = {STATES.READY}
               AND w.workflow_class = ANY(:classes)
             ORDER BY s.scheduled_at, s.id
             LIMIT 1
@@ -400,9 +402,9 @@ def timed_out_waits(conn: Connection, *, now, limit: int = 100) -> list[dict[str
     """Waiting steps whose deadline passed: (step_id, workflow_id), oldest deadline first."""
     rows = conn.execute(
         sa.text(
-            """
+            f"""
             SELECT id AS step_id, workflow_id FROM pgbus_workflow_steps
-            WHERE status = 'waiting' AND timeout_at IS NOT NULL AND timeout_at <= :now
+            WHERE status = {STATES.STEP_WAITING} AND timeout_at IS NOT NULL AND timeout_at <= :now
             ORDER BY timeout_at
             LIMIT :limit
             """
@@ -416,9 +418,9 @@ def stalled(conn: Connection, *, started_before, limit: int = 100) -> list[dict[
     """Steps in progress since before *started_before*: (step_id, workflow_id)."""
     rows = conn.execute(
         sa.text(
-            """
+            f"""
             SELECT id AS step_id, workflow_id FROM pgbus_workflow_steps
-            WHERE status = 'in_progress' AND started_at < :started_before
+            WHERE status = {STATES.STEP_IN_PROGRESS} AND started_at < :started_before
             ORDER BY started_at
             LIMIT :limit
             """
@@ -432,13 +434,13 @@ def waiting_on_finished_batches(conn: Connection, *, classes, limit: int = 100) 
     """Steps of waiting runs of *classes* whose batch has finished: (step_id, workflow_id)."""
     rows = conn.execute(
         sa.text(
-            """
+            f"""
             SELECT s.id AS step_id, s.workflow_id
             FROM pgbus_workflow_steps s
             JOIN pgbus_batches b ON b.batch_id = s.batch_id
             JOIN pgbus_workflows w ON w.workflow_id = s.workflow_id
-            WHERE s.status = 'waiting' AND b.status = 'finished'
-              AND w.status = 'waiting' AND w.workflow_class = ANY(:classes)
+            WHERE s.status = {STATES.STEP_WAITING} AND b.status = {STATES.BATCH_FINISHED}
+              AND w.status = {STATES.WAITING} AND w.workflow_class = ANY(:classes)
             ORDER BY b.finished_at, s.id
             LIMIT :limit
             """
@@ -467,7 +469,7 @@ def duration_percentiles(
     rows = as_dicts(
         conn.execute(
             sa.text(
-                """
+                f"""
                 WITH recent AS (
                     SELECT workflow_id FROM pgbus_workflows
                     WHERE workflow_class = :workflow_class AND created_at >= :created_from
@@ -477,7 +479,7 @@ def duration_percentiles(
                 SELECT (SELECT count(*) FROM recent) AS runs,
                        s.step_name,
                        count(*) AS attempts,
-                       count(*) FILTER (WHERE s.status = 'failed') AS failed,
+                       count(*) FILTER (WHERE s.status = {STATES.STEP_FAILED}) AS failed,
                        percentile_cont(0.5) WITHIN GROUP (ORDER BY s.seconds) AS median_seconds,
                        percentile_cont(0.95) WITHIN GROUP (ORDER BY s.seconds) AS p95_seconds
                 FROM recent

@@ -16,10 +16,13 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from . import as_dict, as_dicts
+from ..rules import states
+from . import as_dict, as_dicts, quoted
 
 KINDS = ("worker", "serve")
 STATES = ("alive", "gone", "stopped")
+# A step a worker holds.
+_IN_PROGRESS = quoted(states.STEP_IN_PROGRESS)
 COLUMNS = "id, kind, host, pid, started_at, heartbeat_at, steps_done, operation_id, stopped_at"
 
 # What a row is, read against a cutoff: one CASE, read by every query here.
@@ -106,7 +109,7 @@ def listing(conn: Connection, *, cutoff: datetime, limit: int) -> list[dict[str,
             f"""
             SELECT {COLUMNS}, {STATE_SQL} AS state,
                    (SELECT count(*) FROM pgbus_workflow_steps s
-                     WHERE s.status = 'in_progress' AND s.worker_id = k.id) AS holding
+                     WHERE s.status = {_IN_PROGRESS} AND s.worker_id = k.id) AS holding
             FROM pgbus_web_workers k
             ORDER BY CASE WHEN stopped_at IS NOT NULL THEN 2 WHEN heartbeat_at >= :cutoff THEN 0 ELSE 1 END,
                      heartbeat_at DESC, id DESC
@@ -142,7 +145,7 @@ def gone_holding(conn: Connection, *, cutoff: datetime, recent: datetime, run_li
                 SELECT count(*) AS holding,
                        (array_agg(s.workflow_id ORDER BY s.id))[1:CAST(:run_limit AS integer)] AS runs
                 FROM pgbus_workflow_steps s
-                WHERE s.status = 'in_progress' AND s.worker_id = k.id
+                WHERE s.status = {_IN_PROGRESS} AND s.worker_id = k.id
             ) h
             WHERE k.stopped_at IS NULL AND k.heartbeat_at < :cutoff AND (h.holding > 0 OR k.heartbeat_at >= :recent)
             ORDER BY k.heartbeat_at, k.id
