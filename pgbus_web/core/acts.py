@@ -29,6 +29,7 @@ from . import reads as context
 from . import representations as rep
 from . import reveal as revealing
 from .settings import Settings
+from .words import done
 
 # Refusals that are the caller's input, not the run's state (exit code 2).
 BAD_INPUT = (InvalidTime, InvalidPayload, InvalidSignalName, UnknownStep, UnknownVerb)
@@ -130,12 +131,17 @@ def permit_run(engine: Engine, principal: permissions.Principal, verb: str, work
     """NotPermitted when *principal* may not use *verb* on the run's class
     (a run's class never changes, so it is read before the verb's own
     transaction). A run that is not there is the verb's to refuse."""
-    if not context.storable(workflow_id):
-        return
-    with engine.connect() as conn:
-        row = context.find_run(conn, workflow_id)
+    row = _stored(engine, workflow_id)
     if row is not None:
         permissions.require(principal, verb, row["workflow_class"], context.policy_of(engine))
+
+
+def _stored(engine: Engine, workflow_id: str) -> Mapping[str, Any] | None:
+    """The run's row as it is now (None: there is none)."""
+    if not context.storable(workflow_id):
+        return None
+    with engine.connect() as conn:
+        return context.find_run(conn, workflow_id)
 
 
 def act(
@@ -153,17 +159,37 @@ def act(
     The reason is required (these doors have no form to show it was
     forgotten). Raises checks.FormError for the input (the pages' checks)
     and the runtime's WorkflowError (RunNotFound, WrongStatus, ...)."""
+    return act_said(
+        engine, settings, verb, workflow_id, principal=principal, reason=reason, at=at, from_step=from_step
+    )[0]
+
+
+def act_said(
+    engine: Engine,
+    settings: Settings,
+    verb: str,
+    workflow_id: str,
+    *,
+    principal: permissions.Principal,
+    reason: str | None,
+    at: str | None = None,
+    from_step: str | None = None,
+) -> tuple[dict[str, Any], str]:
+    """act(), and the sentence every door says once the verb went through
+    (words/done.py: the pages' message, the API's)."""
     if verb not in checks.VERB_FIELDS:
         raise UnknownVerb(str(verb)[:50])
     checks.workflow_id(workflow_id)
     form = checks.as_form(reason=reason, at=at, from_step=from_step)
     options = checks.parse_verb(verb, form, tz=UTC, now=utcnow())
     checks.require_reason(form)
-    permit_run(engine, principal, verb, workflow_id)
+    before = _stored(engine, workflow_id)
+    if before is not None:
+        permissions.require(principal, verb, before["workflow_class"], context.policy_of(engine))
     row = verbs.perform(
         engine, verb, workflow_id, actor=principal.actor, registry=settings.registry, **options.options()
     )
-    return run(engine, settings, workflow_id, row=row)
+    return run(engine, settings, workflow_id, row=row), done.verb_done(verb, before or {}, row, options.at)
 
 
 def send_signal(
@@ -181,6 +207,33 @@ def send_signal(
     """Signal *name* to one run; its signal, whether it was a duplicate, and
     the run after it. *reason* goes on its audit event (*require_reason*:
     the door asks for one). Raises checks.FormError for the input."""
+    return signal_said(
+        engine,
+        settings,
+        workflow_id,
+        name,
+        payload,
+        principal=principal,
+        idempotency_key=idempotency_key,
+        reason=reason,
+        require_reason=require_reason,
+    )[0]
+
+
+def signal_said(
+    engine: Engine,
+    settings: Settings,
+    workflow_id: str,
+    name: str,
+    payload: Any,
+    *,
+    principal: permissions.Principal,
+    idempotency_key: str | None = None,
+    reason: str | None = None,
+    require_reason: bool = False,
+) -> tuple[dict[str, Any], str]:
+    """send_signal(), and the sentence every door says once it went
+    through (words/done.py)."""
     checks.workflow_id(workflow_id)
     signal = checks.parse_signal(checks.as_form(name=name, payload=payload, idempotency_key=idempotency_key))
     form = checks.as_form(reason=reason)
@@ -189,11 +242,12 @@ def send_signal(
     result = verbs.signal(
         engine, workflow_id, signal.name, signal.payload, signal.idempotency_key, actor=principal.actor, reason=checked
     )
-    return {
+    answer = {
         "signal": rep.signal(result.signal),
         "duplicate": result.duplicate,
         "run": run(engine, settings, workflow_id),
     }
+    return answer, done.signal_done(result, signal.name, signal.idempotency_key)[0]
 
 
 def operation_input(

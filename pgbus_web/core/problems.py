@@ -321,6 +321,144 @@ def _compare(problem: CompareRefused) -> Refusal:
     return Refusal(400, t(key, name=printable(problem.name or "")[:50], value=value))
 
 
+# --- what a door refuses before the core is asked --------------------------------
+
+FORBIDDEN_TITLE = "pgbus.web.errors.forbidden_title"
+NOT_FOUND_TITLE = "pgbus.web.errors.not_found_title"
+
+
+def forbidden() -> Refusal:
+    """A caller who may not act (or not see) asked to."""
+    return Refusal(403, t("pgbus.workflows.forms.errors.forbidden"), title_key=FORBIDDEN_TITLE)
+
+
+def csrf_refused() -> Refusal:
+    """A page's form without its CSRF token (or with a stale one)."""
+    return Refusal(400, t("pgbus.workflows.forms.errors.csrf"))
+
+
+def api_csrf_refused() -> Refusal:
+    """A request to the API, with a session's cookie, without its CSRF token."""
+    return Refusal(400, t("pgbus.api.errors.csrf"))
+
+
+def too_large(max_kib: int) -> Refusal:
+    """A body longer than *max_kib* KiB."""
+    return Refusal(
+        413,
+        t("pgbus.workflows.forms.errors.too_large", max=max_kib),
+        title_key="pgbus.workflows.forms.errors.too_large_title",
+    )
+
+
+def sign_in_required() -> Refusal:
+    return Refusal(401, t("pgbus.web.auth.required"))
+
+
+def http_refusal(status: int) -> Refusal:
+    """An API request no view took (no such address, a method it does not
+    take, any other of Werkzeug's refusals)."""
+    if status == 404:
+        return Refusal(404, t("pgbus.api.errors.not_found"), title_key=NOT_FOUND_TITLE)
+    if status == 405:
+        return Refusal(405, t("pgbus.api.errors.method"))
+    return Refusal(status, t("pgbus.api.errors.http", status=status))
+
+
+def page_refusal(status: int) -> Refusal | None:
+    """A page's 403, 404 or 405 (None: Werkzeug's own answer stays)."""
+    found = {
+        403: (FORBIDDEN_TITLE, "pgbus.web.errors.forbidden"),
+        404: (NOT_FOUND_TITLE, "pgbus.web.errors.not_found"),
+        405: ("pgbus.web.errors.method_title", "pgbus.web.errors.method"),
+    }.get(status)
+    if found is None:
+        return None
+    title, message = found
+    return Refusal(status, t(message), title_key=title)
+
+
+def database_unavailable(*, too_slow: bool) -> Refusal:
+    """The database is away, or answered too slowly (said apart: "not
+    answering" would send the operator looking for an outage)."""
+    if too_slow:
+        return Refusal(503, t("pgbus.web.errors.too_slow"), title_key="pgbus.web.errors.too_slow_title")
+    return Refusal(503, t("pgbus.web.errors.unavailable"), title_key="pgbus.web.errors.unavailable_title")
+
+
+def server_error() -> Refusal:
+    """Anything a view did not expect (the log keeps the traceback)."""
+    return Refusal(500, t("pgbus.web.errors.server"), title_key="pgbus.web.errors.server_title")
+
+
+def body_not_json_type() -> Refusal:
+    return Refusal(415, t("pgbus.api.errors.not_json_type"))
+
+
+def body_not_json(detail: str) -> Refusal:
+    return Refusal(400, t("pgbus.api.errors.not_json", detail=detail))
+
+
+def body_not_object() -> Refusal:
+    return Refusal(422, t("pgbus.api.errors.not_object"))
+
+
+def unstorable(value: str) -> Refusal:
+    """A value jsonb cannot store (its first 40 characters shown)."""
+    return Refusal(422, t("pgbus.api.errors.unstorable", value=value[:40]))
+
+
+def unknown_field(name: str, known) -> Refusal:
+    """A field (or a tool's argument) that is not one of *known*."""
+    return Refusal(
+        422, t("pgbus.api.errors.unknown_field", field=name[:50], known=", ".join(known) or "-"), field=name[:50]
+    )
+
+
+def wrong_type(name: str, kind: str, *, field: str | None = None) -> Refusal:
+    """Field *name* sent as another JSON type than *kind*."""
+    return Refusal(422, t("pgbus.api.errors.wrong_type", field=name, kind=kind), field=field or name)
+
+
+def value_missing() -> Refusal:
+    """A policy rule's change without its value."""
+    return Refusal(422, t("pgbus.policy.errors.value_missing"), field="value")
+
+
+def field_missing(name: str) -> Refusal:
+    """A lock action's form without field *name*."""
+    return Refusal(400, t("pgbus.locks.errors.missing", name=name), field=name)
+
+
+def bad_message_id(value: str) -> Refusal:
+    return Refusal(400, t("pgbus.locks.errors.bad_message_id", value=value), field="msg_id")
+
+
+def bad_window_cursor(name: str, value: str) -> Refusal:
+    """A run page's window cursor that is not a run's event id."""
+    return Refusal(400, t("pgbus.workflows.show.window.bad_cursor", name=name, value=printable(value)))
+
+
+def bad_choice(name: str, value: str, allowed) -> Refusal:
+    """Filter *name* given a value that is none of *allowed*."""
+    return Refusal(
+        400,
+        t("pgbus.workflows.filters.errors.choice", name=name, value=printable(value), allowed=", ".join(allowed)),
+    )
+
+
+def not_offered(verb: str, reason: str) -> Refusal:
+    """A needs-attention group's button its stuck *reason* does not offer."""
+    return Refusal(
+        422,
+        t(
+            "pgbus.workflows.bulk.not_offered",
+            action=verb_labels.bulk_label(verb),
+            reason=t(f"pgbus.workflows.attention.reasons.{reason}"),
+        ),
+    )
+
+
 def exit_code(refusal: Refusal) -> int:
     """The command line's exit code for *refusal*."""
     return EXIT_INPUT if refusal.status in INPUT_STATUSES else EXIT_REFUSED
