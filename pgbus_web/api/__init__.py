@@ -12,8 +12,8 @@ from flask import Blueprint, Flask, Response, url_for
 from werkzeug.exceptions import HTTPException
 
 from .. import i18n
+from ..core.problems import http_refusal, too_large
 from ..core.tokens import Caller
-from ..i18n import t
 from ..plumbing import csrf, reading, run_ids, security, unrouted
 from ..plumbing.state import state
 from . import guard, openapi, reads, reveal, sessions, writes
@@ -29,16 +29,11 @@ BLUEPRINT = "pgbus_api"
 def _http_error(error: HTTPException) -> Response:
     """Werkzeug's refusals (404, 405, 413, ...) as problems."""
     status = error.code or 500
-    if status == 413:
-        detail = t("pgbus.workflows.forms.errors.too_large", max=csrf.MAX_BODY // 1024)
-    elif status == 404:
-        detail = t("pgbus.api.errors.not_found")
-    elif status == 405:
-        detail = t("pgbus.api.errors.method")
-    else:
-        detail = t("pgbus.api.errors.http", status=status)
+    refusal = too_large(csrf.MAX_BODY // 1024) if status == 413 else http_refusal(status)
     # A 405's Allow header names the methods the address takes.
-    return problem(status, detail, headers={name: value for name, value in error.get_headers() if name == "Allow"})
+    return problem(
+        status, refusal.message, headers={name: value for name, value in error.get_headers() if name == "Allow"}
+    )
 
 
 def _no_store(response: Response) -> Response:

@@ -13,7 +13,7 @@ from typing import Any
 
 from flask import request
 
-from ..i18n import t
+from ..core import problems
 from ..models import values
 
 STRING, OBJECT, INTEGER, BOOLEAN = "string", "object", "integer", "boolean"
@@ -28,6 +28,11 @@ class BodyError(Exception):
         self.status = status
         self.message = message
         self.field = field
+
+
+def refused(refusal: problems.Refusal) -> BodyError:
+    """The body refused in the refusal table's words (core/problems.py)."""
+    return BodyError(refusal.status, refusal.message, field=refusal.field)
 
 
 def _is(value: Any, kind: str) -> bool:
@@ -58,7 +63,7 @@ def read(fields: Mapping[str, str], *, nulls: bool = False) -> dict[str, Any]:
     (with *nulls*: kept as None, a PATCH's "remove this"). No body at all
     is an empty object; anything but JSON is 415."""
     if _sent_other_than_json():
-        raise BodyError(415, t("pgbus.api.errors.not_json_type"))
+        raise refused(problems.body_not_json_type())
     raw = request.get_data(cache=True)
     if not raw.strip():
         return {}
@@ -67,28 +72,24 @@ def read(fields: Mapping[str, str], *, nulls: bool = False) -> dict[str, Any]:
         json.loads(text)
     except (ValueError, RecursionError) as problem:
         detail = getattr(problem, "msg", None) or str(problem)[:100] or type(problem).__name__
-        raise BodyError(400, t("pgbus.api.errors.not_json", detail=detail)) from None
+        raise refused(problems.body_not_json(detail)) from None
     # values.loads keeps a number a float cannot hold as the text it was
     # (RawJson): refused, rather than stored as another number.
     body = values.loads(text)
     if isinstance(body, values.RawJson):
-        raise BodyError(422, t("pgbus.api.errors.unstorable", value=text[:40]))
+        raise refused(problems.unstorable(text))
     if not isinstance(body, dict):
-        raise BodyError(422, t("pgbus.api.errors.not_object"))
+        raise refused(problems.body_not_object())
     found = values.json_problem(body)
     if found is not None:
-        raise BodyError(422, t("pgbus.api.errors.unstorable", value=found[1][:40]))
+        raise refused(problems.unstorable(found[1]))
     for name in body:
         if name not in fields:
-            raise BodyError(
-                422,
-                t("pgbus.api.errors.unknown_field", field=name[:50], known=", ".join(fields) or "-"),
-                field=name[:50],
-            )
+            raise refused(problems.unknown_field(name, fields))
     given = {name: value for name, value in body.items() if value is not None or nulls}
     for name, value in given.items():
         if value is not None and not _is(value, fields[name]):
-            raise BodyError(422, t("pgbus.api.errors.wrong_type", field=name, kind=fields[name]), field=name)
+            raise refused(problems.wrong_type(name, fields[name]))
     return given
 
 

@@ -18,12 +18,11 @@ from flask import Response, g, request
 from werkzeug.exceptions import HTTPException
 
 from ..core import permissions, problems, tokens
-from ..i18n import t
 from ..plumbing import csrf, security, unrouted
 from ..plumbing.security import actor as dashboard_actor
 from ..plumbing.state import state
 from ..rules import roles
-from .problems import problem
+from .problems import from_refusal, problem
 
 _CALLER = "_pgbus_api_caller"
 
@@ -57,7 +56,7 @@ def _refused_token(token: str) -> Response:
 
 
 def _forbidden() -> Response:
-    return problem(403, t("pgbus.workflows.forms.errors.forbidden"))
+    return from_refusal(problems.forbidden())
 
 
 def _token_acts(found: tokens.Caller) -> bool:
@@ -99,7 +98,7 @@ def check() -> Response | None:
                 if "WWW-Authenticate" in response.headers
                 else None
             )
-            return problem(401, t("pgbus.web.auth.required"), headers=headers)
+            return from_refusal(problems.sign_in_required(), headers=headers)
         if response.status_code == 503:
             # The sign-in cannot tell callers apart (its users file is broken).
             return problem(503, response.get_data(as_text=True).strip())
@@ -110,7 +109,7 @@ def check() -> Response | None:
         try:
             csrf.validate()
         except csrf.CSRFError:
-            return problem(400, t("pgbus.api.errors.csrf"))
+            return from_refusal(problems.api_csrf_refused())
     return None
 
 

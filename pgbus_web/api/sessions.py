@@ -6,7 +6,7 @@ from __future__ import annotations
 from flask import Response
 
 from ..core import access_log, permissions, problems, sessions
-from ..i18n import t
+from ..core.words import results
 from ..plumbing import security
 from ..plumbing.state import state
 from . import body, guard
@@ -52,7 +52,7 @@ def end(session_id: str) -> Response:
         return problem(refused.status, refused.message, field=refused.field)
     except (permissions.NotPermitted, sessions.SessionNotFound) as refused:
         return from_refusal(problems.refusal(refused))
-    return json_answer({"message": t("pgbus.sessions.ended", name=row["name"]), "ended": 1})
+    return json_answer({"message": results.session_ended(row["name"]), "ended": 1})
 
 
 def end_all() -> Response:
@@ -68,7 +68,7 @@ def end_all() -> Response:
         ended = sessions.end_all(_engine(), guard.principal(), security.current_policy(), name)
     except permissions.NotPermitted as refused:
         return from_refusal(problems.refusal(refused))
-    return json_answer({"message": t("pgbus.sessions.ended_all", name=name), "ended": ended})
+    return json_answer({"message": results.sessions_ended(name), "ended": ended})
 
 
 def revoke_token(name: str) -> Response:
@@ -80,4 +80,4 @@ def revoke_token(name: str) -> Response:
         return problem(refused.status, refused.message, field=refused.field)
     except (permissions.NotPermitted, sessions.TokenNotFound) as refused:
         return from_refusal(problems.refusal(refused))
-    return json_answer({"message": t("pgbus.sessions.token_revoked", name=name), "ended": 1})
+    return json_answer({"message": results.token_revoked(name), "ended": 1})

@@ -19,10 +19,9 @@ from ..core import acts, checks, operation_acts, permissions, policy, policy_cha
 from ..core import checks as forms
 from ..core import reads as context
 from ..core import representations as rep
-from ..core.words import done
-from ..i18n import t
+from ..core.words import done, results
 from ..plumbing.state import state
-from ..rules import run_filters, states, verb_table
+from ..rules import run_filters, verb_table
 from ..runtime import errors, operation_record, verbs
 from ..runtime.clock import utcnow
 from . import body, guard, reads
@@ -145,9 +144,7 @@ def _filters(given: dict[str, Any]) -> run_filters.RunFilters:
     raw = given.get("filters") or {}
     for name, value in raw.items():
         if isinstance(value, bool) or not isinstance(value, (str, int)):
-            raise body.BodyError(
-                422, t("pgbus.api.errors.wrong_type", field=f"filters.{name[:50]}", kind=body.STRING), field="filters"
-            )
+            raise body.refused(problems.wrong_type(f"filters.{name[:50]}", body.STRING, field="filters"))
     try:
         return run_filters.parse_strict(raw)
     except run_filters.FilterError as refused:
@@ -207,11 +204,11 @@ def start_operation() -> Response:
     except (errors.WorkflowError, operation_record.OperationError, permissions.NotPermitted) as refused:
         return from_refusal(problems.refusal(refused, verb=parsed.verb))
     location = url_for("pgbus_api.operation", operation_id=created["id"])
-    if created["status"] == states.OPERATION_AWAITING_APPROVAL:
-        message = t("pgbus.operations.awaiting", operation_id=created["id"])
-    else:
-        message = t("pgbus.operations.started", operation_id=created["id"])
-    return json_answer({"message": message, "operation": rep.operation(created)}, 201, {"Location": location})
+    return json_answer(
+        {"message": results.operation_created(created), "operation": rep.operation(created)},
+        201,
+        {"Location": location},
+    )
 
 
 def cancel_operation(operation_id: int) -> Response:
@@ -220,14 +217,15 @@ def cancel_operation(operation_id: int) -> Response:
         operation_id,
         WHY_FIELDS,
         lambda engine, op, given: operation_acts.cancel(engine, guard.principal(), op, reason=given.get("reason")),
-        "pgbus.operations.cancelled",
+        results.operation_cancelled,
     )
 
 
-def _operation_change(operation_id: int, fields: Mapping[str, str], change, done_key: str, *, nulls: bool = False):
+def _operation_change(operation_id: int, fields: Mapping[str, str], change, said, *, nulls: bool = False):
     """A change of operation *operation_id*: its body (*fields*) read,
-    *change*(engine, id, given) decides, the answer is the message and the
-    operation as it is now."""
+    *change*(engine, id, given) decides, the answer is the message
+    (*said*(the operation), results.py's sentence) and the operation as
+    it is now."""
     try:
         given = body.read(fields, nulls=nulls)
     except body.BodyError as refused:
@@ -240,7 +238,7 @@ def _operation_change(operation_id: int, fields: Mapping[str, str], change, done
         changed = change(state().database.primary, operation_id, given)
     except (operation_record.OperationError, checks.FormError, permissions.NotPermitted) as refused:
         return from_refusal(problems.refusal(refused))
-    return json_answer({"message": t(done_key, operation_id=changed["id"]), "operation": rep.operation(changed)})
+    return json_answer({"message": said(changed), "operation": rep.operation(changed)})
 
 
 def pause_operation(operation_id: int) -> Response:
@@ -249,7 +247,7 @@ def pause_operation(operation_id: int) -> Response:
         operation_id,
         WHY_FIELDS,
         lambda engine, op, given: operation_acts.pause(engine, guard.principal(), op, reason=given.get("reason")),
-        "pgbus.operations.paused",
+        results.operation_paused,
     )
 
 
@@ -259,7 +257,7 @@ def resume_operation(operation_id: int) -> Response:
         operation_id,
         WHY_FIELDS,
         lambda engine, op, given: operation_acts.go_on(engine, guard.principal(), op, reason=given.get("reason")),
-        "pgbus.operations.resumed",
+        results.operation_resumed,
     )
 
 
@@ -269,7 +267,7 @@ def approve_operation(operation_id: int) -> Response:
         operation_id,
         WHY_FIELDS,
         lambda engine, op, given: operation_acts.approve(engine, guard.principal(), op, reason=given.get("reason")),
-        "pgbus.operations.approved",
+        results.operation_approved,
     )
 
 
@@ -281,7 +279,7 @@ def pace_operation(operation_id: int) -> Response:
         form = {name: "" if value is None else str(value) for name, value in given.items()}
         return operation_acts.set_pace(engine, guard.principal(), op, checks.parse_pace(form))
 
-    return _operation_change(operation_id, PACE_FIELDS, change, "pgbus.operations.pace_set", nulls=True)
+    return _operation_change(operation_id, PACE_FIELDS, change, results.operation_paced, nulls=True)
 
 
 POLICY_FIELDS = {"value": body.ANY, "reason": body.STRING, "version": body.INTEGER}
@@ -295,7 +293,7 @@ def set_policy_rule(key: str) -> Response:
     except body.BodyError as refused:
         return _refused(refused)
     if "value" not in given:
-        return problem(422, t("pgbus.policy.errors.value_missing"), field="value")
+        return from_refusal(problems.value_missing())
     try:
         made = policy_changes.change(
             state().database.primary,
@@ -307,4 +305,4 @@ def set_policy_rule(key: str) -> Response:
         )
     except (policy.PolicyError, permissions.NotPermitted) as refused:
         return from_refusal(problems.refusal(refused))
-    return json_answer({"message": t("pgbus.policy.changed", rule=made["key"]), "change": rep.policy_change(made)})
+    return json_answer({"message": results.policy_changed(made["key"]), "change": rep.policy_change(made)})

@@ -43,7 +43,6 @@ from ..core import reads as context
 from ..core import representations as rep
 from ..core.compare import CompareRefused
 from ..core.settings import Settings
-from ..i18n import t
 from ..rules import run_filters, states
 from ..runtime import errors, operation_record
 from ..runtime.clock import utcnow
@@ -98,7 +97,7 @@ def _typed(value: Any) -> Any:
 def _filters(values: dict[str, Any], *, cursors: bool = False) -> run_filters.RunFilters:
     try:
         if not isinstance(values, dict):
-            raise run_filters.FilterError(t("pgbus.api.errors.wrong_type", field="filters", kind="object"))
+            raise run_filters.FilterError(problems.wrong_type("filters", "object").message)
         return run_filters.parse_strict(values, cursors=cursors)
     except run_filters.FilterError as problem:
         raise _refused(problem) from None
@@ -452,7 +451,7 @@ def unknown_argument(tool: str, arguments: dict[str, Any]) -> str | None:
         return None
     for name in arguments:
         if name not in known:
-            return t("pgbus.api.errors.unknown_field", field=str(name)[:50], known=", ".join(known) or "-")
+            return problems.unknown_field(str(name), known).message
     return None
 
 

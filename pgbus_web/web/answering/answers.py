@@ -16,7 +16,8 @@ from flask import Response, flash, make_response, redirect, render_template
 from markupsafe import Markup
 
 from ...core.problems import Refusal
-from ...i18n import current_locale, t
+from ...core.words import results
+from ...i18n import current_locale
 from ...plumbing import hx
 from . import pages, render
 
@@ -79,7 +80,7 @@ def done_anyway(message: str, category: str, location: Callable[[], str]) -> Res
     again), saying it was done and that the page could not be redrawn.
     htmx gets the messages area alone; a plain form the redirect to
     *location()*, or, failing that too, a bare page with the messages."""
-    note = t("pgbus.workflows.forms.redraw_failed")
+    note = results.redraw_failed()
     category = category if category in ("ok", "warn") else "ok"
     if not hx.details().request:
         try:

@@ -8,14 +8,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ...core import checks, operation_reads
-from ...core.words import timefmt, verb_labels
+from ...core.words import pace, verb_labels
 from ...core.words.presenters import RUN_TONES, _humanize
 from ...i18n import t
 from ...rules import states, verb_table
 from ...rules.run_filters import FilterError, parse
 from ...rules.states import OPERATION as STATUSES
 from ...rules.states import OPERATION_OPEN as OPEN
-from . import template_helpers
 
 
 def operation_verb(verb: str, filters: Mapping[str, Any] | None) -> str:
@@ -141,57 +140,16 @@ def outcome_groups(found: operation_reads.Outcome) -> list[dict[str, Any]]:
     return groups
 
 
-def created_message(operation: Mapping[str, Any]) -> str:
-    """What its creation says: started, or waiting for a second operator."""
-    if operation.get("status") == states.OPERATION_AWAITING_APPROVAL:
-        return t("pgbus.operations.awaiting", operation_id=operation["id"])
-    return t("pgbus.operations.started", operation_id=operation["id"])
-
-
-def created_messages(operation: Mapping[str, Any]) -> set[str]:
-    """Every message its creation may have flashed."""
-    return {
-        t("pgbus.operations.awaiting", operation_id=operation["id"]),
-        t("pgbus.operations.started", operation_id=operation["id"]),
-    }
-
-
-def pace_lines(rate: float | None, max_in_flight: int | None, runs: int | None = None) -> list[str]:
-    """The pace in words: the rate (and, given *runs*, about how long it
-    takes at that rate) and the ceiling of runs in flight."""
-    lines = []
-    if rate:
-        shown = format_rate(rate)
-        if runs:
-            lines.append(
-                t(
-                    "pgbus.operations.pace.rate_for",
-                    rate=shown,
-                    duration=timefmt.duration(timedelta(seconds=runs / rate)),
-                )
-            )
-        else:
-            lines.append(t("pgbus.operations.pace.rate_line", rate=shown))
-    if max_in_flight:
-        lines.append(t("pgbus.operations.pace.in_flight_line", count=max_in_flight))
-    return lines
-
-
-def format_rate(rate: float) -> str:
-    """A rate as the operator's language writes it: 50, 0.5 (0,5)."""
-    return template_helpers.number(round(rate, 3) if rate != int(rate) else int(rate))
-
-
 def pace_preview(preview: Any, form: Mapping[str, Any], approval: Any) -> dict[str, Any]:
     """What the preview says of the pace typed into its form (nothing of a
     value the form will refuse), whether the verb takes a ceiling of runs
     in flight, and whether the operation will wait for approval."""
     try:
-        pace = checks.parse_pace({name: str(form.get(name) or "") for name in checks.PACE_FIELDS})
+        paced = checks.parse_pace({name: str(form.get(name) or "") for name in checks.PACE_FIELDS})
     except checks.FormError:
-        pace = {}
+        paced = {}
     return {
-        "pace_lines": pace_lines(pace.get("rate"), pace.get("max_in_flight"), preview.fits),
+        "pace_lines": pace.pace_lines(paced.get("rate"), paced.get("max_in_flight"), preview.fits),
         "starts_work": preview.verb in verb_table.STARTS_WORK,
         "needs_approval": approval.needed(preview.verb, preview.fits),
         "approval_threshold": approval.threshold,

@@ -38,7 +38,7 @@ from ...core import acts, checks, permissions, problems
 from ...core import reads as context
 from ...core.words import done
 from ...core.words import verb_labels as buttons
-from ...i18n import current_timezone, t
+from ...i18n import current_timezone
 from ...plumbing import csrf, hx, run_ids
 from ...plumbing.security import UNSAFE_METHODS, actor, may, principal
 from ...plumbing.state import state
@@ -181,22 +181,19 @@ def send_signal(workflow_id: str):
 def forbidden(problem: Forbidden):
     """403: a viewer posting (security.py), or a page the host hides."""
     if request.method in UNSAFE_METHODS:
-        return answers.message_answer(
-            403, t("pgbus.web.errors.forbidden_title"), t("pgbus.workflows.forms.errors.forbidden")
-        )
+        refusal = problems.forbidden()
+        return answers.message_answer(refusal.status, refusal.title, refusal.message)
     return views.http_error(problem)
 
 
 def csrf_failed(problem: csrf.CSRFError):
-    return answers.message_answer(400, t("pgbus.web.errors.bad_request_title"), t("pgbus.workflows.forms.errors.csrf"))
+    refusal = problems.csrf_refused()
+    return answers.message_answer(refusal.status, refusal.title, refusal.message)
 
 
 def too_large(problem: RequestEntityTooLarge):
-    return answers.message_answer(
-        413,
-        t("pgbus.workflows.forms.errors.too_large_title"),
-        t("pgbus.workflows.forms.errors.too_large", max=csrf.MAX_BODY // 1024),
-    )
+    refusal = problems.too_large(csrf.MAX_BODY // 1024)
+    return answers.message_answer(refusal.status, refusal.title, refusal.message)
 
 
 # --- template helpers ------------------------------------------------------------

@@ -35,7 +35,7 @@ from ...core import problems
 from ...core.checks import FormError
 from ...core.lock_filters import MAX_KEY, MAX_QUEUE, LockFilters, parse, text
 from ...core.lock_reads import locks_context
-from ...i18n import t, tn
+from ...core.words import results
 from ...locks import actions
 from ...plumbing import hx, reading
 from ...plumbing.security import may_release_locks
@@ -82,7 +82,8 @@ def _field(name: str, limit: int) -> str:
     except FilterError as problem:
         raise FormError(name, str(problem), status=400) from None
     if value is None:
-        raise FormError(name, t("pgbus.locks.errors.missing", name=name), status=400)
+        refusal = problems.field_missing(name)
+        raise FormError(name, refusal.message, status=refusal.status)
     return value
 
 
@@ -90,7 +91,8 @@ def _msg_id() -> int:
     value = _field("msg_id", 20).strip()
     # isascii: "²" is a digit to str.isdigit, and not to int().
     if not (value.isascii() and value.isdigit()) or not 0 < int(value) <= ID_MAX:
-        raise FormError("msg_id", t("pgbus.locks.errors.bad_message_id", value=value), status=400)
+        refusal = problems.bad_message_id(value)
+        raise FormError("msg_id", refusal.message, status=refusal.status)
     return int(value)
 
 
@@ -136,7 +138,7 @@ def release():
     def work(conn) -> str:
         lock_key = _field("lock_key", MAX_KEY)
         actions.release_lock(conn, lock_key)
-        return t("pgbus.locks.results.released", lock_key=lock_key)
+        return results.lock_released(lock_key)
 
     return _act(work)
 
@@ -149,8 +151,7 @@ def discard():
         queue_name = _field("queue_name", MAX_QUEUE)
         msg_id = _msg_id()
         done = actions.discard_message(conn, lock_key, queue_name=queue_name, msg_id=msg_id)
-        key = "pgbus.locks.results.discarded" if done.lock_released else "pgbus.locks.results.discarded_kept"
-        return t(key, msg_id=msg_id, queue=done.queue_name)
+        return results.message_discarded(msg_id, done.queue_name, lock_released=done.lock_released)
 
     return _act(work)
 
@@ -160,10 +161,7 @@ def reap():
 
     def work(conn) -> str:
         result = actions.reap(conn, age_floor=state().settings.lock_age_floor)
-        message = tn("pgbus.locks.results.reaped", result.released)
-        if result.kept:
-            message += " " + tn("pgbus.locks.results.reap_kept", result.kept)
-        return message
+        return results.locks_reaped(result.released, result.kept)
 
     return _act(work)
 

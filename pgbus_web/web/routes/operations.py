@@ -35,8 +35,8 @@ from werkzeug.datastructures import MultiDict
 
 from ...core import checks, operation_acts, operation_reads, permissions, problems
 from ...core import reads as context
-from ...core.words import verb_labels
-from ...i18n import current_timezone, t
+from ...core.words import pace, results, verb_labels
+from ...i18n import current_timezone
 from ...plumbing import hx, reading
 from ...plumbing.security import current_policy, principal
 from ...plumbing.state import state
@@ -170,7 +170,7 @@ def answer(run_filters: filters.RunFilters, parsed: checks.OperationForm, *, now
     except (errors.WorkflowError, operation_record.OperationError, permissions.NotPermitted) as problem:
         return _refused(problems.refusal(problem, verb=parsed.verb))
     location = url_for("pgbus_web.operation", operation_id=created["id"])
-    message = operation_words.created_message(created)
+    message = results.operation_created(created)
     return answers.committed(lambda: _to_operation(location, message), message, "ok", lambda: location)
 
 
@@ -207,12 +207,8 @@ def group_action(verb: str):
         return answers.refused(problems.refusal(problem))
     class_loaded = context.definition_of(settings, group["workflow_class"]) is not None
     if verb not in verb_labels.bulk_verbs(group, class_loaded):
-        message = t(
-            "pgbus.workflows.bulk.not_offered",
-            action=verb_labels.bulk_label(verb),
-            reason=t(f"pgbus.workflows.attention.reasons.{group['reason']}"),
-        )
-        return answers.message_answer(422, t("pgbus.web.errors.bad_request_title"), message)
+        refusal = problems.not_offered(verb, group["reason"])
+        return answers.message_answer(refusal.status, refusal.title, refusal.message)
     return answer(run_filters, parsed, now=utcnow())
 
 
@@ -225,7 +221,7 @@ def _page(operation: dict[str, Any]) -> dict[str, Any]:
     page["outcome"] = found
     # The page stays live while the operation works and, after, while the
     # runs it acted on still move (their outcome counts change).
-    page["pace_lines"] = operation_words.pace_lines(operation.get("rate"), operation.get("max_in_flight"))
+    page["pace_lines"] = pace.pace_lines(operation.get("rate"), operation.get("max_in_flight"))
     page["starts_work"] = operation["verb"] in verb_table.STARTS_WORK
     page["can_approve"] = operation_acts.may_approve(state().database.primary, principal(), operation)
     page["can_steer"] = operation_acts.may_steer(state().database.primary, principal(), operation)
@@ -249,7 +245,7 @@ def show(operation_id: int):
         return answers.error_page_for(problems.operation_not_found(operation_id))
     page = _page(found)
     ended = found["status"] in ENDED_QUIETLY
-    created = operation_words.created_messages(found)
+    created = results.operation_created_all(found)
     if not render.requested_blocks(pages.OPERATION.fragments):
         # Reached from its start (the flash says so): the page opens with
         # focus on the operation, so a keyboard is not sent back to the top.
@@ -290,7 +286,7 @@ def cancel(operation_id: int):
         if refusal.status == 404:
             return answers.refused(refusal)
         return _operation_answer(operation_id, refusal.status, refusal.message, "warn")
-    message = t("pgbus.operations.cancelled", operation_id=cancelled["id"])
+    message = results.operation_cancelled(cancelled)
     return answers.committed(
         lambda: _operation_answer(operation_id, 200, message, "ok"),
         message,
@@ -299,9 +295,10 @@ def cancel(operation_id: int):
     )
 
 
-def _change(operation_id: int, change, done_key: str):
+def _change(operation_id: int, change, done):
     """A change of an operation from its page (pause, go on, approve, its
-    pace): *change*(engine, id) decides; the page answers with the message."""
+    pace): *change*(engine, id) decides; the page answers with *done*(the
+    operation), results.py's sentence."""
     try:
         checks.operation_id(operation_id)
     except operation_record.OperationNotFound as problem:
@@ -313,7 +310,7 @@ def _change(operation_id: int, change, done_key: str):
         if refusal.status == 404:
             return answers.refused(refusal)
         return _operation_answer(operation_id, refusal.status, refusal.message, "warn")
-    message = t(done_key, operation_id=changed["id"])
+    message = done(changed)
     return answers.committed(
         lambda: _operation_answer(operation_id, 200, message, "ok"),
         message,
@@ -327,7 +324,7 @@ def pause(operation_id: int):
     return _change(
         operation_id,
         lambda engine, op: operation_acts.pause(engine, principal(), op, reason=request.form.get("reason")),
-        "pgbus.operations.paused",
+        results.operation_paused,
     )
 
 
@@ -336,7 +333,7 @@ def go_on(operation_id: int):
     return _change(
         operation_id,
         lambda engine, op: operation_acts.go_on(engine, principal(), op, reason=request.form.get("reason")),
-        "pgbus.operations.resumed",
+        results.operation_resumed,
     )
 
 
@@ -345,7 +342,7 @@ def approve(operation_id: int):
     return _change(
         operation_id,
         lambda engine, op: operation_acts.approve(engine, principal(), op, reason=request.form.get("reason")),
-        "pgbus.operations.approved",
+        results.operation_approved,
     )
 
 
@@ -355,7 +352,7 @@ def set_pace(operation_id: int):
     return _change(
         operation_id,
         lambda engine, op: operation_acts.set_pace(engine, principal(), op, checks.parse_pace(request.form)),
-        "pgbus.operations.pace_set",
+        results.operation_paced,
     )
 
 

@@ -14,7 +14,7 @@ import json
 from flask import Blueprint, Response, redirect, request, url_for
 
 from ...core import permissions, policy, policy_changes, problems
-from ...i18n import t
+from ...core.words import results
 from ...plumbing.security import may, principal
 from ...plumbing.state import state
 from ...rules import roles
@@ -81,7 +81,7 @@ def change(key: str):
             },
             refusal.status,
         )
-    answers.flash_message("ok", t("pgbus.policy.changed", rule=made["key"]))
+    answers.flash_message("ok", results.policy_changed(made["key"]))
     return redirect(url_for("pgbus_web.policy") + f"#pgbus-policy-{made['key']}", 303)
 
 

@@ -17,7 +17,7 @@ from flask import Blueprint, make_response, render_template, request
 from ...core import permissions, problems
 from ...core import reads as context
 from ...core import reveal as revealing
-from ...i18n import t
+from ...core.words import results
 from ...plumbing import hx, run_ids, security
 from ...plumbing.state import state
 from ...rules import roles
@@ -41,7 +41,7 @@ def reveal(workflow_id: str):
         return answers.refused(problems.run_not_found(workflow_id))
     except permissions.NotPermitted as problem:
         return answers.refused(problems.refusal(problem, workflow_id=workflow_id))
-    message = t("pgbus.workflows.reveal.done")
+    message = results.revealed()
     page.update(views.common())
     if hx.details().request:
         body = (

@@ -12,7 +12,7 @@ from __future__ import annotations
 from flask import Blueprint, Response, redirect, request, url_for
 
 from ...core import access_log, permissions, problems, sessions
-from ...i18n import t
+from ...core.words import results
 from ...plumbing.security import current_policy, principal
 from ...plumbing.state import state
 from ...runtime.clock import utcnow
@@ -56,7 +56,7 @@ def end(session_id: str) -> Response:
     """POST /sessions/<id>/end."""
     return _done(
         lambda: sessions.end(_engine(), principal(), current_policy(), session_id),
-        lambda row: t("pgbus.sessions.ended", name=row["name"]),
+        lambda row: results.session_ended(row["name"]),
     )
 
 
@@ -67,7 +67,7 @@ def end_all() -> Response:
         return answers.refused(problems.session_name_missing())
     return _done(
         lambda: sessions.end_all(_engine(), principal(), current_policy(), name),
-        lambda _: t("pgbus.sessions.ended_all", name=name),
+        lambda _: results.sessions_ended(name),
     )
 
 
@@ -75,7 +75,7 @@ def revoke_token(name: str) -> Response:
     """POST /tokens/<name>/revoke."""
     return _done(
         lambda: sessions.revoke_token(_engine(), principal(), current_policy(), name),
-        lambda _: t("pgbus.sessions.token_revoked", name=name),
+        lambda _: results.token_revoked(name),
     )
 
 

@@ -15,7 +15,6 @@ from ...core import compare as comparing
 from ...core import exports, problems, redacting, worker_reads
 from ...core import reads as context
 from ...db import SchemaProblem
-from ...i18n import t
 from ...plumbing import reading, run_ids, security
 from ...plumbing.security import may_act
 from ...plumbing.state import state
@@ -90,9 +89,7 @@ def _window_cursors() -> dict[str, int]:
         if value is None:
             continue
         if not (value.isascii() and value.isdigit() and 0 < len(value) <= 19 and 0 < int(value) <= ID_MAX):
-            raise filters.FilterError(
-                t("pgbus.workflows.show.window.bad_cursor", name=name, value=problems.printable(value))
-            )
+            raise filters.FilterError(problems.bad_window_cursor(name, value).message)
         cursors[name] = int(value)
     return cursors
 
@@ -104,7 +101,7 @@ def workflow(workflow_id: str):
     try:
         cursors = _window_cursors()
     except filters.FilterError as problem:
-        return answers.error_page(400, t("pgbus.web.errors.bad_request_title"), str(problem))
+        return answers.error_page_for(problems.refusal(problem))
     try:
         with reading.read() as conn:
             tag, unchanged = not_modified.check(conn)
@@ -174,16 +171,7 @@ def insights(workflow_class: str):
     """GET /workflows/insights/<workflow_class>: one class over a range."""
     range_name = request.args.get("since") or context.DEFAULT_INSIGHTS_RANGE
     if range_name not in filters.RANGES:
-        return answers.error_page(
-            400,
-            t("pgbus.web.errors.bad_request_title"),
-            t(
-                "pgbus.workflows.filters.errors.choice",
-                name="since",
-                value=problems.printable(range_name),
-                allowed=", ".join(filters.RANGES),
-            ),
-        )
+        return answers.error_page_for(problems.bad_choice("since", range_name, filters.RANGES))
     try:
         with reading.read() as conn:
             page = context.insights_context(conn, state().settings, workflow_class, range_name)
@@ -243,20 +231,15 @@ def database_unavailable(problem: Exception):
     if db.cancelled(problem):
         # It answered, too slowly: "not answering" would send the operator
         # looking for an outage (docs/operations.md, the million-run trial).
-        return answers.error_page(503, t("pgbus.web.errors.too_slow_title"), t("pgbus.web.errors.too_slow"))
-    return answers.error_page(503, t("pgbus.web.errors.unavailable_title"), t("pgbus.web.errors.unavailable"))
+        return answers.error_page_for(problems.database_unavailable(too_slow=True))
+    return answers.error_page_for(problems.database_unavailable(too_slow=False))
 
 
 def http_error(problem: HTTPException):
-    titles = {
-        403: ("pgbus.web.errors.forbidden_title", "pgbus.web.errors.forbidden"),
-        404: ("pgbus.web.errors.not_found_title", "pgbus.web.errors.not_found"),
-        405: ("pgbus.web.errors.method_title", "pgbus.web.errors.method"),
-    }
-    if problem.code not in titles:
+    refusal = problems.page_refusal(problem.code)
+    if refusal is None:
         return problem
-    title, message = titles[problem.code]
-    response = answers.error_page(problem.code, t(title), t(message))
+    response = answers.error_page_for(refusal)
     # A 405's Allow header names the methods the address takes.
     for name, value in problem.get_headers():
         if name == "Allow":
@@ -267,7 +250,7 @@ def http_error(problem: HTTPException):
 def server_error(problem: InternalServerError):
     """500: anything a view did not expect. Flask has logged the exception
     with its traceback before calling this; the operator reads a sentence."""
-    return answers.error_page(500, t("pgbus.web.errors.server_title"), t("pgbus.web.errors.server"))
+    return answers.error_page_for(problems.server_error())
 
 
 def register(blueprint: Blueprint) -> None:
