@@ -21,7 +21,7 @@ from typing import Any
 from ..i18n import current_locale, parse_timezone, t
 from ..models import values
 from ..rules import states, verb_table
-from ..rules.limits import ID_MAX, REASON_LIMIT
+from ..rules.limits import ID_MAX, RATE_MAX, REASON_LIMIT
 from ..runtime import errors, operation_record
 from .words import timefmt
 
@@ -423,7 +423,7 @@ def parse_operation(form: Mapping[str, str], *, tz: tzinfo, now: datetime, verbs
 
 # The pace's fields and bounds (runtime/pace.py).
 PACE_FIELDS = ("rate", "max_in_flight")
-MAX_RATE = 100_000
+MAX_RATE = RATE_MAX  # the column's CHECK (rules/limits)
 MAX_IN_FLIGHT = 1_000_000
 
 

@@ -15,3 +15,7 @@ ID_MAX = 2**63 - 1
 # The doors refuse a longer one (core/checks.py); a runtime caller's is
 # cut to it with an ellipsis (models/text.truncate), never refused.
 REASON_LIMIT = 1_000
+# An operation's highest pace, runs per second: the column's CHECK
+# (pgbus_web_operations.rate <= 100000); a door refuses a faster one
+# (core/checks.py), and the policy's highest rate is at most this.
+RATE_MAX = 100_000
