@@ -24,9 +24,6 @@ from . import guard
 from .answers import json_answer
 from .problems import from_refusal
 
-# Operations listed by GET /operations, newest first.
-RECENT_OPERATIONS = 50
-
 
 def stuck_of(now: datetime):
     """The run -> stuck reason function for rows read at *now*."""
@@ -140,7 +137,7 @@ def attention() -> Response:
 def operations() -> Response:
     """GET /operations: the recent operations, newest first."""
     with reading.read() as conn:
-        rows = operation_reads.recent(conn, limit=RECENT_OPERATIONS)
+        rows = operation_reads.recent(conn)
     return json_answer({"operations": [rep.operation(row) for row in rows]})
 
 

@@ -19,8 +19,9 @@ from .reads import thresholds
 from .settings import Settings
 
 
-def recent(conn: Connection, limit: int) -> list[dict[str, Any]]:
-    """The newest *limit* operations, newest first."""
+def recent(conn: Connection, limit: int = store.RECENT) -> list[dict[str, Any]]:
+    """The newest *limit* operations (the recent ones every door lists:
+    models.operations.RECENT), newest first."""
     return store.recent(conn, limit=limit)
 
 

@@ -26,6 +26,8 @@ COLUMNS = (
     "rate, max_in_flight, pace_log, paused_at, paused_by, resumed_at, resumed_by, approved_at, approved_by, "
     "held_seconds, requested_by, cancelled_by, cancel_reason, approve_reason, pause_reason, resume_reason"
 )
+# How many operations the recent ones are (the pages' list, GET /operations).
+RECENT = 50
 # Statuses an operation may still leave for another (cancel stops any of them).
 UNFINISHED = STATES.OPERATION_UNFINISHED
 # Statuses a chunk in hand still lands its counts in: running, or cancelled
@@ -89,8 +91,8 @@ def find(conn: Connection, operation_id: int) -> dict[str, Any] | None:
     )
 
 
-def recent(conn: Connection, *, limit: int = 50) -> list[dict[str, Any]]:
-    """The newest operations first."""
+def recent(conn: Connection, *, limit: int = RECENT) -> list[dict[str, Any]]:
+    """The newest *limit* operations first."""
     return as_dicts(
         conn.execute(
             sa.text(f"SELECT {COLUMNS} FROM pgbus_web_operations ORDER BY created_at DESC, id DESC LIMIT :limit"),

@@ -48,8 +48,6 @@ from ..answering import answers, pages, render
 from ..drawing import filter_chips, operation_words
 from . import views
 
-# Operations listed on GET /workflows/operations.
-RECENT = 50
 # The statuses whose page no longer shows the creation's banner (a
 # cancelled one shows its own message instead).
 ENDED_QUIETLY = (states.OPERATION_DONE, states.OPERATION_FAILED)
@@ -373,7 +371,7 @@ def _operation_answer(operation_id: int, status: int, message: str, category: st
 def recent():
     """GET /workflows/operations."""
     with reading.read() as conn:
-        rows = operation_reads.recent(conn, limit=RECENT)
+        rows = operation_reads.recent(conn)
     now = utcnow()
     page = {"operations": [dict(row, **operation_words.operation_progress(row, now=now)) for row in rows], "now": now}
     page.update(views.common())
