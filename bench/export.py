@@ -185,7 +185,7 @@ def python_csv_floor(url: str, query: dict) -> float:
 
     from pgbus_web.core import exports
     from pgbus_web.core.settings import Settings
-    from pgbus_web.models import workflow_index
+    from pgbus_web.models import workflow_export
     from pgbus_web.rules import run_filters
 
     engine = scratch.read_only_engine(url, pool_size=1, max_overflow=0)
@@ -193,7 +193,7 @@ def python_csv_floor(url: str, query: dict) -> float:
     now = exports.utcnow()
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\r\n")
-    starts = tuple(workflow_index.CSV_FORMULA_STARTS)
+    starts = tuple(workflow_export.CSV_FORMULA_STARTS)
     rows = 0
     started = time.perf_counter()
     with engine.connect() as conn:

@@ -44,7 +44,7 @@ def capture(engine, call: Callable[[Any], Any]) -> tuple[Any, str, Any]:
     finally:
         sa.event.remove(engine, "before_cursor_execute", before)
     # Not the pool's ping, nor the savepoint and statement timeout round a
-    # statement given a budget (models/workflow_index._within).
+    # statement given a budget (models/statement_budget.within).
     statements = [
         (s, p)
         for s, p in seen

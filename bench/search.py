@@ -50,7 +50,7 @@ from queries import capture, timed  # noqa: E402  (bench/queries.py)
 
 from pgbus_web import db, defaults, schema  # noqa: E402
 from pgbus_web.core import tokens  # noqa: E402
-from pgbus_web.models import workflow_attention, workflow_index  # noqa: E402
+from pgbus_web.models import workflow_attention, workflow_index, workflow_search  # noqa: E402
 from pgbus_web.rules import run_filters  # noqa: E402
 
 BENCH_DATABASE = "pgbus_bench_search"
@@ -132,7 +132,7 @@ def search(bench_url: str, runs: int, repeat: int) -> None:
         for label, fragment in forms:
             if label not in FRAGMENT_FORMS:
                 continue
-            pattern = {"pattern": "%" + workflow_index.like_literal(workflow_index.ascii_lower(fragment)) + "%"}
+            pattern = {"pattern": "%" + workflow_search.like_literal(workflow_search.ascii_lower(fragment)) + "%"}
             statement = sa.text(
                 'SELECT count(*) FROM pgbus_workflows WHERE lower(workflow_id COLLATE "C") LIKE :pattern'
             )

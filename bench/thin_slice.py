@@ -32,7 +32,7 @@ import bulk_runs  # noqa: E402
 import scratch  # noqa: E402
 
 from pgbus_web import db, defaults, schema  # noqa: E402
-from pgbus_web.models import workflow_index, workflow_rows  # noqa: E402
+from pgbus_web.models import workflow_index, workflow_rows, workflow_windows  # noqa: E402
 from pgbus_web.rules import run_filters  # noqa: E402
 from pgbus_web.runtime import operation_preview, operation_runner  # noqa: E402
 from pgbus_web.runtime.clock import utcnow  # noqa: E402
@@ -128,10 +128,12 @@ def statements(conn, values: dict, window: int) -> None:
     binds = operation_preview.filter_binds(parsed, now)
     ceiling = workflow_rows.highest_id(conn)
     where, where_binds = workflow_index.page_where(now=now, ceiling_id=ceiling, **THRESHOLDS, **binds)
-    _, holding = workflow_index.count_by_window(conn, where=where, binds=where_binds, ceiling_id=ceiling, window=window)
-    workflow_index.sample_in(conn, holding, limit=operation_preview.SAMPLE_SIZE, now=now, **THRESHOLDS, **binds)
+    _, holding = workflow_windows.count_by_window(
+        conn, where=where, binds=where_binds, ceiling_id=ceiling, window=window
+    )
+    workflow_windows.sample_in(conn, holding, limit=operation_preview.SAMPLE_SIZE, now=now, **THRESHOLDS, **binds)
     where, binds = workflow_index.page_where(now=now, **THRESHOLDS, **binds)
-    workflow_index.walk(
+    workflow_windows.walk(
         conn,
         where=where,
         binds=binds,
@@ -162,9 +164,9 @@ def restarter(pg_ctl: str | None, data: str | None):
 def report(url: str, restart_server) -> None:
     engine = db.create_engine(url, db.UNBOUNDED_STATEMENTS)
     with engine.connect() as conn:
-        print(f"{workflow_rows.highest_id(conn):,} runs; window {workflow_index.WINDOW:,} ids")
+        print(f"{workflow_rows.highest_id(conn):,} runs; window {workflow_windows.WINDOW:,} ids")
     for values in FILTERS:
-        for label, window in (("one walk (before)", WHOLE), ("by window (now)", workflow_index.WINDOW)):
+        for label, window in (("one walk (before)", WHOLE), ("by window (now)", workflow_windows.WINDOW)):
             if restart_server is not None:
                 engine.dispose()
                 restart_server()

@@ -1,5 +1,5 @@
 """pgbus_workflows, read for a run by the short id the pages print: the
-search box's own prefix range (workflow_index.py), served by its index.
+search box's own prefix range (workflow_search.py), served by its index.
 """
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from .workflow_index import SEARCH_ID_PREFIX_MIN, _successor, ascii_lower
+from .workflow_search import SEARCH_ID_PREFIX_MIN, _successor, ascii_lower
 
 # The range of search_where's id prefix branch, so that it reads the same
 # expression index (schema v3's pgbus_workflows_search_id), in its order.

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from ..models import workflow_index, workflow_rows
+from ..models import workflow_index, workflow_rows, workflow_search, workflow_windows
 from ..rules import run_filters as index_filters
 from ..rules import states
 from .clock import utcnow
@@ -65,7 +65,7 @@ def preview(
     registry=None,
     thresholds: Mapping[str, timedelta],
     now: datetime | None = None,
-    window: int = workflow_index.WINDOW,
+    window: int = workflow_windows.WINDOW,
 ) -> Preview:
     """What *verb* on every run *run_filters* matches would do now. Read in
     one repeatable-read snapshot, so the ceiling, counts and sample agree."""
@@ -76,15 +76,15 @@ def preview(
         conn = conn.execution_options(isolation_level="REPEATABLE READ")
         with conn.begin():
             ceiling = workflow_rows.highest_id(conn)
-            fragments = workflow_index.searches_fragments(conn, run_filters.q)
+            fragments = workflow_search.searches_fragments(conn, run_filters.q)
             where, where_binds = workflow_index.page_where(
                 now=now, ceiling_id=ceiling, fragments=fragments, **thresholds, **binds
             )
             # One window of ids per statement (bounded walks, docs/operations.md).
-            counts, holding = workflow_index.count_by_window(
+            counts, holding = workflow_windows.count_by_window(
                 conn, where=where, binds=where_binds, ceiling_id=ceiling, window=window
             )
-            sample = workflow_index.sample_in(
+            sample = workflow_windows.sample_in(
                 conn, holding, limit=SAMPLE_SIZE, now=now, fragments=fragments, **thresholds, **binds
             )
     by_status: dict[str, int] = {}

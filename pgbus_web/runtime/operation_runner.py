@@ -31,7 +31,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine
 
 from .. import defaults
-from ..models import changes, events, workflow_index
+from ..models import changes, events, workflow_index, workflow_search, workflow_windows
 from ..models import operations as store
 from ..rules import states, verb_table
 from . import chunks, pace, verbs
@@ -58,7 +58,7 @@ BEATS = 3
 # own transaction: one run's transaction is a dozen round trips, so a
 # single connection waits on the server most of the time.
 PARALLEL = 4
-# Id windows (workflow_index.WINDOW each, one statement each) a chunk's walk
+# Id windows (workflow_windows.WINDOW each, one statement each) a chunk's walk
 # reads at most before it commits where it got to: a thin slice of a big
 # table is crossed in bounded steps, its heartbeat renewed between them.
 WINDOWS_PER_CHUNK = 10
@@ -169,7 +169,7 @@ class Runner:
         stale_after: timedelta = STALE_AFTER,
         clock=utcnow,
         parallel: int = PARALLEL,
-        window: int = workflow_index.WINDOW,
+        window: int = workflow_windows.WINDOW,
         nap: float = pace.NAP,
         sleep=time.sleep,
     ) -> None:
@@ -329,13 +329,13 @@ class Runner:
         paced = self._budget(operation)
         with self.engine.connect() as conn:
             stored = filters_of(operation)
-            fragments = workflow_index.searches_fragments(conn, stored.q)
+            fragments = workflow_search.searches_fragments(conn, stored.q)
             where, binds = workflow_index.page_where(
                 now=created, fragments=fragments, **thresholds, **filter_binds(stored, created)
             )
             # With the pace spent, one run still tells whether any is
             # left: none, and the operation is done without waiting.
-            rows, reached, more = workflow_index.walk(
+            rows, reached, more = workflow_windows.walk(
                 conn,
                 where=where,
                 binds=binds,

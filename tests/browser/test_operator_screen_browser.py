@@ -12,8 +12,6 @@ Skipped only when /usr/bin/chromium is missing (CI installs it)."""
 from __future__ import annotations
 
 import pytest
-from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.runtime import operation_policy, operation_record, operation_runner
 from support.action_support import ago, paused_on_capture
 from support.browser import WAIT_MS, requires_chromium, serve
 from support.page_layout import (
@@ -21,6 +19,9 @@ from support.page_layout import (
     pages,  # noqa: F401 (fixtures)
 )
 from support.web_helpers import step as step_
+
+from pgbus_web.demo.workflows import REGISTRY
+from pgbus_web.runtime import operation_policy, operation_record, operation_runner
 
 pytestmark = requires_chromium
 
@@ -228,7 +229,7 @@ def test_a_pasted_search_too_long_is_refused_in_words(chromium, server, runs):
 
 def test_a_too_short_id_fragment_says_how_long_one_must_be(chromium, server, runs):
     from pgbus_web.i18n import t
-    from pgbus_web.models.workflow_index import SEARCH_ID_FRAGMENT_MIN, SEARCH_ID_PREFIX_MIN
+    from pgbus_web.models.workflow_search import SEARCH_ID_FRAGMENT_MIN, SEARCH_ID_PREFIX_MIN
 
     made = runs.make("completed")
     context, page = opened(chromium, (390, 844))
@@ -244,8 +245,9 @@ def test_a_too_short_id_fragment_says_how_long_one_must_be(chromium, server, run
 
 
 def test_a_filtered_list_says_its_count_in_the_heading(chromium, app, server, runs, engine):
-    from pgbus_web.i18n import force_locale, tn
     from playwright.sync_api import expect
+
+    from pgbus_web.i18n import force_locale, tn
 
     pages(app, runs, engine)
     for index in range(3):
@@ -298,8 +300,9 @@ ALL_LOCALES = ("da", "de", "es", "fi", "fr", "it", "ja", "nb", "nl", "pt", "sv")
 
 
 def test_the_backtrace_is_named_in_every_language(chromium, server, runs):
-    from pgbus_web.i18n import force_locale, t
     from support.web_helpers import step
+
+    from pgbus_web.i18n import force_locale, t
 
     with force_locale("en"):
         english = t("pgbus.workflows.show.backtrace")
@@ -326,9 +329,10 @@ def test_the_backtrace_is_named_in_every_language(chromium, server, runs):
 
 
 def test_the_audit_trail_names_its_details_in_the_operators_language(chromium, server, runs):
+    from support.web_helpers import step
+
     from pgbus_web.core.words.detail_keys import detail_label
     from pgbus_web.i18n import force_locale
-    from support.web_helpers import step
 
     shown = {"attempts": 3, "error_class": "TimeoutError", "operation_id": 12}
     paused = runs.make(
@@ -559,8 +563,9 @@ def test_the_insights_charts_have_a_time_axis_and_say_what_they_summarise(chromi
 
 
 def test_keys_for_an_incident(chromium, app, server, runs, engine):
-    from pgbus_web.i18n import force_locale, t
     from support.browser import axe_violations
+
+    from pgbus_web.i18n import force_locale, t
 
     pages(app, runs, engine)
     context, page = opened(chromium, (1280, 800))
@@ -605,8 +610,9 @@ def test_keys_for_an_incident(chromium, app, server, runs, engine):
 
 
 def test_the_focused_run_stays_in_place_while_new_runs_wait_above_it(chromium, database, runs):
-    from pgbus_web.rules import states
     from support.action_support import operator_app
+
+    from pgbus_web.rules import states
 
     # Five runs on a page of five: the focused last one would go to page 2.
     made = [paused_on_capture(runs, created_at=ago(hours=2, minutes=index)) for index in range(5)]

@@ -13,6 +13,9 @@ import threading
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
+from support.refusals import everything, page_message
+from support.web_helpers import make_app, soup, step, text_of
+
 from pgbus_web import defaults, schema
 from pgbus_web.core.settings import Settings
 from pgbus_web.demo import workflows as demo
@@ -22,8 +25,6 @@ from pgbus_web.mcp.server import Tools
 from pgbus_web.models import workflow_index
 from pgbus_web.rules import run_filters, states
 from pgbus_web.runtime import operation_policy, operation_preview, operation_record
-from support.refusals import everything, page_message
-from support.web_helpers import make_app, soup, step, text_of
 
 THRESHOLDS = {"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaults.WAITING_THRESHOLD}
 

@@ -17,14 +17,15 @@ from datetime import datetime
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
+from support.refusals import page_message
+from support.web_helpers import make_app, step
+
 from pgbus_web.core import exports
 from pgbus_web.core.settings import Settings
 from pgbus_web.i18n import force_locale, t
 from pgbus_web.launch import main_group
-from pgbus_web.models import workflow_index
+from pgbus_web.models import workflow_export
 from pgbus_web.rules import run_filters, states
-from support.refusals import page_message
-from support.web_helpers import make_app, step
 
 FILENAME = re.compile(
     r'attachment; filename="pgbus-runs_(?P<filter>[A-Za-z0-9._-]+)_(?P<moment>\d{8}T\d{6}Z)\.(csv|ndjson)"'
@@ -77,7 +78,7 @@ def test_a_csv_export_holds_exactly_the_matching_runs_as_stored(client, engine, 
     response = client.get("/workflows/export.csv", query_string={"arg.customer_id": "42"})
     assert response.status_code == 200 and response.mimetype == "text/csv"
     header, rows = csv_rows(response.get_data(as_text=True))
-    assert header == list(workflow_index.EXPORT_COLUMNS)
+    assert header == list(workflow_export.EXPORT_COLUMNS)
     assert [row["workflow_id"] for row in rows] == [made["paused"], made["completed"]]  # oldest first
     expected = stored(engine, [made["paused"], made["completed"]])
     for row in rows:
@@ -100,7 +101,7 @@ def test_an_ndjson_export_is_one_object_a_line_with_the_arguments_as_json(client
     assert response.status_code == 200 and response.mimetype == "application/x-ndjson"
     lines = [json.loads(line) for line in response.get_data(as_text=True).splitlines()]
     assert [line["workflow_id"] for line in lines] == [made["paused"]]
-    assert list(lines[0]) == list(workflow_index.EXPORT_COLUMNS)
+    assert list(lines[0]) == list(workflow_export.EXPORT_COLUMNS)
     assert lines[0]["arguments"] == stored(engine, [made["paused"]])[made["paused"]]["arguments"]
     assert "status-paused" in response.headers["Content-Disposition"]
 
@@ -176,7 +177,7 @@ def test_the_answer_streams_chunk_by_chunk(client, engine):
     chunks = iter(response.response)
     first = next(chunks)
     # The header goes out before the query has read a row.
-    assert first.decode() == ",".join(workflow_index.EXPORT_COLUMNS) + "\r\n"
+    assert first.decode() == ",".join(workflow_export.EXPORT_COLUMNS) + "\r\n"
     rest = list(chunks)
     assert len(rest) >= 3
     assert sum(chunk.count(b"\r\n") for chunk in rest) == 3 * exports.CHUNK_ROWS

@@ -1,4 +1,4 @@
-"""The CSV export's cells are made by the server (models.workflow_index.
+"""The CSV export's cells are made by the server (models.workflow_export.
 _csv_line): read back by Python's csv reader each holds the stored text,
 with the formula rule's apostrophe where a cell starts like a formula, for
 texts with commas, quotes, line breaks, carriage returns and tabs, empty
@@ -11,9 +11,10 @@ import io
 import json
 
 import pytest
-from pgbus_web.models import workflow_index
-from pgbus_web.rules import states
 from support.web_helpers import make_app
+
+from pgbus_web.models import workflow_export
+from pgbus_web.rules import states
 
 TRICKY = [
     "plain",
@@ -66,7 +67,7 @@ def test_every_cell_reads_back_as_its_stored_text_with_the_formula_rule(client, 
     response = client.get("/workflows/export.csv")
     assert response.status_code == 200
     body = response.get_data(as_text=True)
-    assert body.startswith(",".join(workflow_index.EXPORT_COLUMNS) + "\r\n")
+    assert body.startswith(",".join(workflow_export.EXPORT_COLUMNS) + "\r\n")
     rows = list(csv.DictReader(io.StringIO(body, newline="")))
     by_id = {row["workflow_id"]: row for row in rows}
     assert set(by_id) == set(made)

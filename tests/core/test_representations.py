@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta, timezone
 
+from support.action_support import paused_on_capture, waiting_for_shipment
+from support.web_helpers import set_column
+
 from pgbus_web import defaults
 from pgbus_web.core import reads as context
 from pgbus_web.core import representations as rep
@@ -15,8 +18,6 @@ from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import workflow_index
 from pgbus_web.models.values import INFINITY, MINUS_INFINITY, RawJson
 from pgbus_web.rules import states, verb_table
-from support.action_support import paused_on_capture, waiting_for_shipment
-from support.web_helpers import set_column
 
 SETTINGS = Settings(registry=REGISTRY)
 

@@ -10,12 +10,13 @@ import io
 import json
 
 import pytest
-from pgbus_web.models import workflow_index
-from pgbus_web.rules import states
 from support.api_support import Api, token_for
 from support.mcp_support import answer, refusal, session
 from support.refusals import everything
 from support.web_helpers import make_pair
+
+from pgbus_web.models import workflow_export
+from pgbus_web.rules import states
 
 
 @pytest.fixture
@@ -122,7 +123,7 @@ def test_export_runs_gives_the_apis_rows_and_says_when_it_was_cut(database_url, 
     rows = list(csv.DictReader(io.StringIO(as_csv["content"])))
     assert [row["workflow_id"] for row in rows] == [made["paused"], made["completed"]]
     assert rows[0]["subject_id"] == "'=1+1"  # the formula escaped, as in every export
-    assert list(rows[0]) == list(workflow_index.EXPORT_COLUMNS)
+    assert list(rows[0]) == list(workflow_export.EXPORT_COLUMNS)
     lines = [json.loads(line) for line in as_ndjson["content"].splitlines()]
     assert [line["workflow_id"] for line in lines] == [made["paused"], made["completed"]]
     assert lines[0]["subject_id"] == "=1+1" and lines[0]["arguments"]["note"] == '=HYPERLINK("x")'

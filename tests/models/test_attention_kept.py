@@ -17,13 +17,6 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
-from pgbus_web.core import policy, reads
-from pgbus_web.core.settings import Settings
-from pgbus_web.demo import history
-from pgbus_web.demo import seed as seeding
-from pgbus_web.launch import main_group
-from pgbus_web.models import attention_counts, recount, workflow_attention, workflow_index, workflow_rows
-from pgbus_web.rules import run_filters, states
 from support.fixtures import scratch_database
 from support.stuck_reference import (
     CLASSES,
@@ -38,6 +31,21 @@ from support.stuck_reference import (
     moments,
     random_step,
 )
+
+from pgbus_web.core import policy, reads
+from pgbus_web.core.settings import Settings
+from pgbus_web.demo import history
+from pgbus_web.demo import seed as seeding
+from pgbus_web.launch import main_group
+from pgbus_web.models import (
+    attention_counts,
+    recount,
+    workflow_attention,
+    workflow_index,
+    workflow_rows,
+    workflow_windows,
+)
+from pgbus_web.rules import run_filters, states
 
 SEEDS = (11, 12, 13, 14)
 STATUSES = ("paused", "paused", "failed", "failed", "ready", "waiting", "running", "completed", "cancelled")
@@ -178,7 +186,7 @@ def assert_kept_equals_counted(engine) -> tuple[int, set[str]]:
 def assert_filter_counts_equal_the_runs_listed(engine) -> int:
     """Each reason's and each group's count as the index's filter preview
     gives it (reads.matching_statuses, from what is kept) against the runs
-    its WHERE clause matches (workflow_index.count_by_window, every id); how many
+    its WHERE clause matches (workflow_windows.count_by_window, every id); how many
     filters were compared with at least one run."""
     # The index reads the policy's thresholds: these, as the reference counts.
     policy.change(engine, "stall_threshold", THRESHOLD.total_seconds(), actor="test", reason="the reference's")
@@ -205,7 +213,7 @@ def assert_filter_counts_equal_the_runs_listed(engine) -> int:
                     **{k: v for k, v in view.page_binds(now).items() if k not in ("before_id", "after_id")},
                 )
                 listed = {}
-                for (_, status), runs in workflow_index.count_by_window(
+                for (_, status), runs in workflow_windows.count_by_window(
                     conn, where=where, binds=binds, ceiling_id=2**62
                 )[0].items():
                     listed[status] = listed.get(status, 0) + runs

@@ -8,13 +8,14 @@ import re
 from datetime import timedelta
 
 import sqlalchemy as sa
+from support.latest_steps import LATEST, add_run, add_step, assert_columns_match, row_versions, run_columns, sql
+from support.runtime_support import T0, Driver
+
 from pgbus_web import defaults
 from pgbus_web.demo import workflows as demo
 from pgbus_web.models import workflow_attention, workflow_index, workflow_rows
 from pgbus_web.rules import states
 from pgbus_web.runtime import verbs
-from support.latest_steps import LATEST, add_run, add_step, assert_columns_match, row_versions, run_columns, sql
-from support.runtime_support import T0, Driver
 
 
 def test_the_runtime_transitions_keep_them_equal_to_the_latest_step(engine, driver: Driver):

@@ -9,18 +9,21 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
+from sqlalchemy.exc import OperationalError
+
 from pgbus_web.models import (
     events,
     signals,
     steps,
     workflow_attention,
+    workflow_capped_counts,
     workflow_counts,
     workflow_index,
     workflow_rows,
     workflow_upkeep,
+    workflow_windows,
 )
 from pgbus_web.rules import states, stuck
-from sqlalchemy.exc import OperationalError
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 THRESHOLD = timedelta(minutes=10)
@@ -721,11 +724,11 @@ def test_a_stuck_filter_counts_and_walks_without_reading_a_runs_steps(engine, re
         error_class="TimeoutError",
     )
     count = _plan_of(
-        engine, lambda conn: workflow_index.status_counts_up_to(conn, where=where, binds=binds, cap=10_000)
+        engine, lambda conn: workflow_capped_counts.status_counts_up_to(conn, where=where, binds=binds, cap=10_000)
     )
     walk = _plan_of(
         engine,
-        lambda conn: workflow_index.walk_window(
+        lambda conn: workflow_windows.walk_window(
             conn, where=where, binds=binds, after_id=0, ceiling_id=10**9, limit=200
         ),
     )

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
+from support.operation_support import THRESHOLDS, create, query
+from support.refusals import everything
+from support.web_helpers import Runs, listed, make_app, soup, step, text_of
+
 from pgbus_web import schema
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.i18n import force_locale, t
 from pgbus_web.models import operations as store
-from pgbus_web.models import workflow_index, workflow_rows
+from pgbus_web.models import workflow_index, workflow_rows, workflow_search
 from pgbus_web.rules import states
 from pgbus_web.runtime import operation_preview, operation_runner
-from support.operation_support import THRESHOLDS, create, query
-from support.refusals import everything
-from support.web_helpers import Runs, listed, make_app, soup, step, text_of
 
 RUN_ID = "6ced4f1b-9a3e-4c55-8d1e-0a2b3c4d5e6f"
 # Shares the first seven characters with RUN_ID: an 8-character prefix
@@ -209,16 +210,17 @@ def test_a_version_2_database_gets_the_search_indexes(scratch):  # noqa: F811
 
 
 def test_the_prefix_bounds_are_exact_at_the_edges():
-    assert workflow_index.search_where("abcz")[1]["search_id_high"] == "abc{"
+    assert workflow_search.search_where("abcz")[1]["search_id_high"] == "abc{"
     # A last character with no successor is dropped and the one before it moved on.
-    assert workflow_index.search_where("ab" + chr(0x10FFFF) * 2)[1]["search_id_high"] == "ac"
+    assert workflow_search.search_where("ab" + chr(0x10FFFF) * 2)[1]["search_id_high"] == "ac"
     # The surrogates are skipped: they are no characters of text.
-    assert workflow_index.search_where("abc" + chr(0xD7FF))[1]["search_id_high"] == "abc" + chr(0xE000)
-    assert workflow_index.ascii_lower("ÄBC-Ω") == "Äbc-Ω"
+    assert workflow_search.search_where("abc" + chr(0xD7FF))[1]["search_id_high"] == "abc" + chr(0xE000)
+    assert workflow_search.ascii_lower("ÄBC-Ω") == "Äbc-Ω"
 
 
 def test_the_command_line_reads_the_search(engine, found):
     from click.testing import CliRunner
+
     from pgbus_web.launch import main_group
 
     url = engine.url.render_as_string(hide_password=False)

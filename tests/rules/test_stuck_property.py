@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from pgbus_web.core import representations as rep
 from pgbus_web.core.words import presenters
 from pgbus_web.models import workflow_attention, workflow_index

@@ -15,9 +15,6 @@ from datetime import datetime
 
 import pytest
 import sqlalchemy as sa
-from pgbus_web.models import workflow_attention, workflow_index, workflow_upkeep
-from pgbus_web.rules import run_filters as filters
-from pgbus_web.rules import states
 from support.stuck_reference import (
     CLASSES,
     MINUTE,
@@ -28,6 +25,10 @@ from support.stuck_reference import (
     moments,
     on_threshold,
 )
+
+from pgbus_web.models import workflow_attention, workflow_index, workflow_upkeep
+from pgbus_web.rules import run_filters as filters
+from pgbus_web.rules import states
 
 SEEDS = (1, 2, 3, 4, 5, 6)
 

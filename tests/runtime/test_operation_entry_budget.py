@@ -10,12 +10,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 import sqlalchemy as sa
-from pgbus_web.core import reads
-from pgbus_web.models import workflow_index
-from pgbus_web.rules import verb_table
 from support.action_support import ALICE, operator_app
 from support.operation_support import seed_paused
 from support.web_helpers import soup, text_of
+
+from pgbus_web.core import reads
+from pgbus_web.models import workflow_capped_counts, workflow_index
+from pgbus_web.rules import verb_table
 
 QUERY = {"status": "paused", "since": "24h"}
 
@@ -54,9 +55,12 @@ def test_the_budget_is_the_count_s_alone(engine):
         with engine.connect() as conn:
             conn = conn.execution_options(**options)
             before = conn.execute(sa.text("SHOW statement_timeout")).scalar_one()
-            assert workflow_index.status_counts_up_to(conn, where=where, binds=binds, cap=10_000, budget=0.001) is None
+            assert (
+                workflow_capped_counts.status_counts_up_to(conn, where=where, binds=binds, cap=10_000, budget=0.001)
+                is None
+            )
             assert conn.execute(sa.text("SHOW statement_timeout")).scalar_one() == before
-            assert workflow_index.status_counts_up_to(conn, where=where, binds=binds, cap=10_000, budget=30) == {
-                "paused": 3_000
-            }
+            assert workflow_capped_counts.status_counts_up_to(
+                conn, where=where, binds=binds, cap=10_000, budget=30
+            ) == {"paused": 3_000}
             assert conn.execute(sa.text("SHOW statement_timeout")).scalar_one() == before

@@ -15,6 +15,10 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
+from support.action_support import ago, paused_on_capture, ready_later
+from support.operation_support import THRESHOLDS, create, query, wait_for_the_dead
+from support.web_helpers import step
+
 from pgbus_web import defaults
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import operations as store
@@ -23,9 +27,6 @@ from pgbus_web.rules import states
 from pgbus_web.runtime import errors, operation_preview, operation_record, operation_runner, verbs
 from pgbus_web.runtime.clock import utcnow
 from pgbus_web.schema import TABLES
-from support.action_support import ago, paused_on_capture, ready_later
-from support.operation_support import THRESHOLDS, create, query, wait_for_the_dead
-from support.web_helpers import step
 
 
 def everything(engine):

@@ -9,10 +9,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
+from support.web_helpers import Runs, every_state, make_app, soup, step
+
 from pgbus_web.core import reads as context
 from pgbus_web.rules import states
 from pgbus_web.web.drawing import cells
-from support.web_helpers import Runs, every_state, make_app, soup, step
 
 HX = {"HX-Request": "true", "HX-Target": "pgbus-runs"}
 T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
@@ -138,6 +139,7 @@ def test_the_hosts_subject_links_are_asked_every_time(database, engine, clock):
 
 def test_two_mounts_link_their_own_run_pages(database, made, clock):
     from flask import Flask
+
     from pgbus_web.demo.workflows import REGISTRY
     from pgbus_web.extension import PgbusWeb
 

@@ -14,16 +14,17 @@ import uuid
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
+from support.mcp_support import answer, session
+from support.operation_support import THRESHOLDS, create, query
+from support.web_helpers import Runs, listed, make_app, run_url, soup, step
+
 from pgbus_web import db, schema
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.i18n import force_locale, t
 from pgbus_web.launch import main_group
-from pgbus_web.models import workflow_index
+from pgbus_web.models import workflow_index, workflow_search
 from pgbus_web.rules import states
 from pgbus_web.runtime import operation_preview, operation_runner
-from support.mcp_support import answer, session
-from support.operation_support import THRESHOLDS, create, query
-from support.web_helpers import Runs, listed, make_app, run_url, soup, step
 
 RUN_ID = "6ced4f1b-9a3e-4c55-8d1e-0a2b3c4d5e6f"
 # Shares RUN_ID's first seven characters, nothing after them.
@@ -201,7 +202,7 @@ def test_a_fragment_is_read_from_the_trigram_index(engine, made):
     seed(engine, 20_000)
     statement, parameters = sent_by_page(engine, RUN_ID[-12:])
     plan = plan_of(engine, statement, parameters)
-    assert workflow_index.FRAGMENT_INDEX in plan, plan
+    assert workflow_search.FRAGMENT_INDEX in plan, plan
     assert "Seq Scan on pgbus_workflows" not in plan, plan
     # Control: the same search on a database without the index has no
     # branch that could read it, and still no sequential scan.
@@ -215,7 +216,7 @@ def test_a_text_that_is_no_fragment_keeps_its_statement_and_plan(engine, made, q
     statement, parameters = sent_by_page(engine, q)
     assert "LIKE" not in statement
     plan = plan_of(engine, statement, parameters)
-    assert workflow_index.FRAGMENT_INDEX not in plan and "Seq Scan on pgbus_workflows" not in plan, plan
+    assert workflow_search.FRAGMENT_INDEX not in plan and "Seq Scan on pgbus_workflows" not in plan, plan
     assert "pgbus_workflows_search_" in plan, plan
 
 
@@ -225,7 +226,7 @@ def test_a_subject_id_long_enough_to_be_a_fragment_is_read_from_both_indexes(eng
     seed(engine, 20_000)
     statement, parameters = sent_by_page(engine, "100615")
     plan = plan_of(engine, statement, parameters)
-    assert "pgbus_workflows_search_subject" in plan and workflow_index.FRAGMENT_INDEX in plan, plan
+    assert "pgbus_workflows_search_subject" in plan and workflow_search.FRAGMENT_INDEX in plan, plan
     assert "Seq Scan on pgbus_workflows" not in plan, plan
 
 
@@ -236,7 +237,7 @@ def fragment_version() -> int:
     """The schema version that adds the trigram index (found by what its
     script makes, not by number)."""
     return 1 + next(
-        index for index, name in enumerate(schema.MIGRATIONS) if workflow_index.FRAGMENT_INDEX in schema._sql(name)
+        index for index, name in enumerate(schema.MIGRATIONS) if workflow_search.FRAGMENT_INDEX in schema._sql(name)
     )
 
 
@@ -264,7 +265,7 @@ def test_without_pg_trgm_the_schema_installs_and_the_search_keeps_to_the_prefix(
     schema.install(engine)
     with engine.connect() as conn:
         assert schema.installed_version(conn) == schema.SCHEMA_VERSION
-        assert not workflow_index.fragment_index_present(conn)
+        assert not workflow_search.fragment_index_present(conn)
         assert conn.execute(sa.text("SELECT count(*) FROM pg_extension WHERE extname = 'pg_trgm'")).scalar_one() == 0
     runs = Runs(engine)
     runs.make(states.PAUSED, workflow_id=RUN_ID)

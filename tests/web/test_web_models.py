@@ -7,9 +7,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from support.web_helpers import Runs, every_state, step, utcnow
+
 from pgbus_web.models import batches, steps, workflow_attention, workflow_counts, workflow_index
 from pgbus_web.rules import states
-from support.web_helpers import Runs, every_state, step, utcnow
 
 THRESHOLD = timedelta(minutes=10)
 WAITING_THRESHOLD = timedelta(hours=24)
