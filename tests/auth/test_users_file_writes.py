@@ -5,6 +5,7 @@ is what changes)."""
 
 from __future__ import annotations
 
+import pytest
 import os
 import subprocess
 import sys
@@ -23,6 +24,7 @@ def users_command(*args: str, password: str | None = None) -> subprocess.Complet
     )
 
 
+@pytest.mark.scale
 def test_parallel_adds_keep_every_user(tmp_path):
     path = write_users(tmp_path / "users")
     before = set(users.read(path))

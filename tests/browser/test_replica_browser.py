@@ -16,7 +16,8 @@ from support.browser import WAIT_MS, axe_violations, serve
 from support.replica_support import wait_for
 
 # Each test starts, and leaves, with the replica caught up (replica_support).
-pytestmark = pytest.mark.usefixtures("replica_caught_up")
+# One worker holds the session's replica (pytest-xdist --dist loadgroup).
+pytestmark = [pytest.mark.usefixtures("replica_caught_up"), pytest.mark.xdist_group("replica")]
 
 LONG_DELAY = 3600
 # Polls a resumed page must survive, each read back from the page.

@@ -31,6 +31,9 @@ from support.frozen import CONNECT, HEALTH, STATEMENT, app_on
 from support.served import running
 from support.web_helpers import soup, text_of
 
+# The module's own server is made once, on one worker (pytest-xdist --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("frozen")
+
 # What a loaded machine may add to a bound before a test calls it a hang.
 SLACK = 3
 

@@ -21,7 +21,8 @@ from support.replica_support import wait_for
 from support.web_helpers import soup, text_of
 
 # Each test starts, and leaves, with the replica caught up (replica_support).
-pytestmark = pytest.mark.usefixtures("replica_caught_up")
+# One worker holds the session's replica (pytest-xdist --dist loadgroup).
+pytestmark = [pytest.mark.usefixtures("replica_caught_up"), pytest.mark.xdist_group("replica")]
 
 # An apply delay far longer than any test takes: what the primary writes
 # meanwhile stays off the replica until the test lifts it.

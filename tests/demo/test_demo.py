@@ -158,6 +158,7 @@ def _run_demo_until_up(data_dir, *extra) -> str:
     return "".join(lines) + rest
 
 
+@pytest.mark.scale
 def test_a_second_demo_says_it_reuses_the_data_and_reset_starts_afresh(tmp_path):
     data_dir = tmp_path / "demo"
     first = _run_demo_until_up(data_dir)

@@ -3,11 +3,13 @@ with each other as the runtime would have written them."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
+
 from pgbus_web import defaults, schema
 from pgbus_web.demo import seed as seeding
 from pgbus_web.demo import stories
@@ -551,13 +553,14 @@ def test_a_bad_number_of_runs_is_refused_and_nothing_is_written(engine, runs):
 @pytest.fixture
 def empty_database_url(engine, database_url):
     """A database on the test server without the schema."""
+    # A name of its own: other test processes may share the server.
+    name = f"pgbus_seed_empty_{uuid.uuid4().hex[:8]}"
     admin = sa.create_engine(engine.url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
-        conn.execute(sa.text("DROP DATABASE IF EXISTS pgbus_seed_empty"))
-        conn.execute(sa.text("CREATE DATABASE pgbus_seed_empty"))
-    yield engine.url.set(database="pgbus_seed_empty").render_as_string(hide_password=False)
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    yield engine.url.set(database=name).render_as_string(hide_password=False)
     with admin.connect() as conn:
-        conn.execute(sa.text("DROP DATABASE IF EXISTS pgbus_seed_empty WITH (FORCE)"))
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     admin.dispose()
 
 

@@ -6,12 +6,14 @@ chunk by chunk."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 
 import psycopg
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
+
 from pgbus_web import db, schema
 from pgbus_web.demo import empty_load
 from pgbus_web.demo import seed as seeding
@@ -105,16 +107,17 @@ def reset(engine) -> None:
 @pytest.fixture
 def installed_url(engine):
     """A database of its own on the test server, installed by `db install`."""
+    # A name of its own: other test processes may share the server.
+    name = f"pgbus_seed_installed_{uuid.uuid4().hex[:8]}"
     admin = sa.create_engine(engine.url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
-        conn.execute(sa.text("DROP DATABASE IF EXISTS pgbus_seed_installed"))
-        conn.execute(sa.text("CREATE DATABASE pgbus_seed_installed"))
-    url = engine.url.set(database="pgbus_seed_installed").render_as_string(hide_password=False)
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    url = engine.url.set(database=name).render_as_string(hide_password=False)
     result = CliRunner().invoke(main_group, ["db", "install", "--database-url", url])
     assert result.exit_code == 0, result.output
     yield url
     with admin.connect() as conn:
-        conn.execute(sa.text("DROP DATABASE IF EXISTS pgbus_seed_installed WITH (FORCE)"))
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     admin.dispose()
 
 

@@ -21,6 +21,9 @@ from pgbus_web import catalog_files, i18n
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# The wheel is built once, on one worker (pytest-xdist --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("wheel")
+
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:

@@ -111,6 +111,7 @@ def test_the_kept_percentiles_are_within_the_bound_of_a_full_recount(engine):
     assert refunds and _outside(refunds) == []
 
 
+@pytest.mark.scale
 def test_the_bound_is_tight_enough_that_a_wrong_bucket_edge_fails(engine):
     _random_history(engine)
     with engine.begin() as conn:

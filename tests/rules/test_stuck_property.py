@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -165,6 +166,7 @@ def _column_reasons(conn, waiting_threshold) -> dict[str, str]:
     database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+@pytest.mark.scale
 @given(runs=st.lists(run_rows, min_size=50, max_size=300), waiting=st.booleans())
 def test_sql_and_python_give_every_run_the_same_stuck_reason(engine, runs, waiting):
     waiting_threshold = WAITING_THRESHOLD if waiting else None

@@ -188,6 +188,7 @@ def compare_everything(engine, now: datetime) -> int:
     return compared
 
 
+@pytest.mark.scale
 @pytest.mark.parametrize("seed", SEEDS)
 def test_the_stuck_queries_match_the_reference_on_random_histories(engine, seed):
     build_history(engine, seed)
@@ -198,6 +199,7 @@ def test_the_stuck_queries_match_the_reference_on_random_histories(engine, seed)
     assert (wrong, examples) == (0, [])
 
 
+@pytest.mark.scale
 def test_the_histories_hold_what_the_comparison_needs(engine):
     """The random histories are not vacuous: across the seeds, every stuck
     reason and groups with and without an error class occur, and each seed

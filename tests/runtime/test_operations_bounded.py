@@ -24,6 +24,9 @@ WINDOW = 5_000
 WHOLE = 10**12
 
 
+pytestmark = pytest.mark.scale
+
+
 @pytest.fixture
 def thin_slice(engine):
     """EARLY paused RefundWorkflow runs at the low ids, BULK completed,

@@ -637,6 +637,7 @@ while runner.step() is not None:
 """
 
 
+@pytest.mark.scale
 @pytest.mark.parametrize("verb, event, path", [("skip", "step_skipped", "chunk"), ("cancel", "cancelled", "per-run")])
 def test_kill_minus_nine_mid_operation_then_takeover_acts_on_each_run_once(engine, runs, verb, event, path):
     # skip takes the chunk path (the kill lands inside a chunk's one
