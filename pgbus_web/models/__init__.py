@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, overload
 
-from sqlalchemy.engine import Row
+from sqlalchemy.engine import Result, Row
 
 from ..rules import states
 
@@ -45,11 +45,15 @@ STATES = SimpleNamespace(
 )
 
 
-def as_dict(row: Row | None) -> dict[str, Any] | None:
+@overload
+def as_dict(row: Row[Any]) -> dict[str, Any]: ...
+@overload
+def as_dict(row: Row[Any] | None) -> dict[str, Any] | None: ...
+def as_dict(row: Row[Any] | None) -> dict[str, Any] | None:
     return dict(row._mapping) if row is not None else None
 
 
-def as_dicts(rows) -> list[dict[str, Any]]:
+def as_dicts(rows: Result[Any]) -> list[dict[str, Any]]:
     # The names once per result, zipped with each row's values: a row's
     # _mapping view costs more than the dict made from it.
     keys = list(rows.keys())

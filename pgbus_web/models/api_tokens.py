@@ -38,7 +38,7 @@ def insert(
                 "expires_at": expires_at,
                 "read_only": bool(read_only),
             },
-        ).first()
+        ).one()
     )
 
 

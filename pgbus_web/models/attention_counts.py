@@ -11,6 +11,7 @@ current_step)``), a text array; its group's moments are read from
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -80,7 +81,7 @@ FIRST_PROBE = _probe(f"{moment_sql('r')} NULLS FIRST, r.id", f"AND {moment_sql('
 NEWEST_PROBE = _probe(f"{moment_sql('r')} DESC NULLS LAST, r.id DESC")
 
 
-def kept(conn: Connection) -> dict[tuple, int]:
+def kept(conn: Connection) -> dict[tuple[Any, ...], int]:
     """{key (a tuple): runs} as kept."""
     rows = conn.execute(sa.text(kept_sql(by_class=False)))
     return {tuple(key): int(runs) for key, runs in rows}
@@ -91,7 +92,7 @@ def fold(conn: Connection) -> None:
     conn.execute(sa.text("SELECT pgbus_workflow_attention_fold()"))
 
 
-def add(conn: Connection, counts: Mapping[tuple, int]) -> None:
+def add(conn: Connection, counts: Mapping[tuple[Any, ...], int]) -> None:
     """Add *counts* ({key: runs}) to the kept counts: for runs written
     while the triggers did not fire (a seeder's bulk load)."""
     counts = {key: runs for key, runs in counts.items() if runs and key[STATUS - 1] in STATUSES}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -26,7 +28,9 @@ def find(conn: Connection, batch_id: str) -> dict[str, Any] | None:
 # --- Written by the runtime (fan-out steps) ----------------------------------
 
 
-def insert_batch(conn: Connection, *, batch_id: str, description: str | None, total_jobs: int, now) -> dict[str, Any]:
+def insert_batch(
+    conn: Connection, *, batch_id: str, description: str | None, total_jobs: int, now: datetime
+) -> dict[str, Any]:
     """Open a batch; one without jobs is finished at once."""
     row = conn.execute(
         sa.text(
@@ -39,11 +43,13 @@ def insert_batch(conn: Connection, *, batch_id: str, description: str | None, to
             """
         ),
         {"batch_id": batch_id, "description": description, "total_jobs": int(total_jobs), "now": now},
-    ).first()
+    ).one()
     return as_dict(row)
 
 
-def record_jobs(conn: Connection, batch_id: str, *, completed: int = 0, failed: int = 0, now) -> dict[str, Any] | None:
+def record_jobs(
+    conn: Connection, batch_id: str, *, completed: int = 0, failed: int = 0, now: datetime
+) -> dict[str, Any] | None:
     """Count jobs of a processing batch as done (never past total_jobs); the
     batch finishes when every job is counted. The batch as it is now, or
     None when it is not processing."""
@@ -88,7 +94,7 @@ def processing_ids(conn: Connection, *, limit: int = 100) -> list[str]:
     return [batch_id for (batch_id,) in rows]
 
 
-def find_many(conn: Connection, batch_ids) -> dict[str, dict[str, Any]]:
+def find_many(conn: Connection, batch_ids: Iterable[Any]) -> dict[str, dict[str, Any]]:
     """{batch_id: batch} for the given ids (unknown ids are left out)."""
     ids = sorted({str(batch_id) for batch_id in batch_ids if batch_id is not None})
     if not ids:

@@ -7,6 +7,8 @@ without those (marker_with)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
@@ -14,15 +16,16 @@ from sqlalchemy.engine import Connection
 def marker(conn: Connection) -> int:
     """A number that is larger after any committed write to those tables:
     the folded total plus the log rows not folded yet (a few dozen)."""
-    return conn.execute(
+    found: int = conn.execute(
         sa.text(
             "SELECT (SELECT changes FROM pgbus_web_change_total WHERE id = 1)"
             " + (SELECT COALESCE(sum(changes), 0) FROM pgbus_web_change_log)"
         )
     ).scalar_one()
+    return found
 
 
-def marker_with(conn: Connection, extra_sql: str, binds: dict) -> tuple[int, int, object]:
+def marker_with(conn: Connection, extra_sql: str, binds: dict[str, Any]) -> tuple[int, int, object]:
     """marker(), the same without the changes operations' chunks made, and
     *extra_sql* (a scalar subquery, with its *binds*) in one statement: a
     live-refresh poll asks the database once."""

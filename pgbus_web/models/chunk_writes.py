@@ -21,7 +21,7 @@ the whole chunk back).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -74,7 +74,12 @@ _TAKEN = f"""
 
 
 def facts(
-    conn: Connection, runs: list[Mapping[str, Any]], operation_id: int, *, latest: bool = False, subjects: bool = False
+    conn: Connection,
+    runs: Sequence[Mapping[str, Any]],
+    operation_id: int,
+    *,
+    latest: bool = False,
+    subjects: bool = False,
 ) -> dict[str, dict[str, Any]]:
     """For each of *runs* (locked by this transaction, in an earlier
     statement: the check sees what committed before the lock), in one
@@ -191,12 +196,12 @@ FROM scheduled s
 
 def schedule_and_move(
     conn: Connection,
-    plans: list[Mapping[str, Any]],
+    plans: Sequence[Mapping[str, Any]],
     *,
     first: str,
-    from_,
-    due: datetime,
-    due_iso: str,
+    from_: Iterable[str],
+    due: datetime | None,
+    due_iso: str | None,
     now: datetime,
     actor: str,
     reason: str | None,
@@ -285,12 +290,12 @@ SELECT (SELECT count(*) FROM due) AS due, (SELECT count(*) FROM moved) AS moved
 
 def due_and_move(
     conn: Connection,
-    dues: list[Mapping[str, Any]],
+    dues: Sequence[Mapping[str, Any]],
     *,
     event: str,
-    from_,
-    due: datetime,
-    due_iso: str,
+    from_: Iterable[str],
+    due: datetime | None,
+    due_iso: str | None,
     now: datetime,
     actor: str,
     reason: str | None,
@@ -384,12 +389,12 @@ FROM stored g
 
 def signal_and_move(
     conn: Connection,
-    deliveries: list[Mapping[str, Any]],
+    deliveries: Sequence[Mapping[str, Any]],
     *,
     name: str,
     name_capped: str,
     payload: Any,
-    from_,
+    from_: Iterable[str],
     now: datetime,
     actor: str,
     reason: str | None,
@@ -479,9 +484,9 @@ SELECT (SELECT count(*) FROM moved) AS moved, (SELECT count(*) FROM closed) AS c
 
 def cancel_and_move(
     conn: Connection,
-    runs: list[Mapping[str, Any]],
+    runs: Sequence[Mapping[str, Any]],
     *,
-    from_,
+    from_: Iterable[str],
     open_: tuple[str, ...],
     now: datetime,
     actor: str,
@@ -625,9 +630,9 @@ SELECT (SELECT count(*) FROM moved) AS moved, (SELECT count(*) FROM closed) AS c
 
 def skip_and_move(
     conn: Connection,
-    plans: list[Mapping[str, Any]],
+    plans: Sequence[Mapping[str, Any]],
     *,
-    from_,
+    from_: Iterable[str],
     open_: tuple[str, ...],
     now: datetime,
     actor: str,

@@ -11,6 +11,7 @@ worker and its sweep), or what the caller passes (``dashboard:<name>``).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -65,7 +66,7 @@ def _row(
     reason: str | None = None,
     step: Mapping[str, Any] | None = None,
     details: Mapping[str, Any] | None = None,
-    created_at=None,
+    created_at: datetime | None = None,
 ) -> dict[str, Any]:
     if event not in states.EVENTS:
         raise ValueError(f"unknown workflow event {event!r}")
@@ -85,7 +86,8 @@ def _row(
 def record(conn: Connection, **fields: Any) -> int:
     """Append one event; *step* is the step row it concerns (id, step_name, attempt).
     Fields: workflow_id, event, actor, reason, step, details, created_at."""
-    return conn.execute(_INSERT, _row(**fields)).scalar_one()
+    event_id: int = conn.execute(_INSERT, _row(**fields)).scalar_one()
+    return event_id
 
 
 def row(**fields: Any) -> dict[str, Any]:
@@ -141,7 +143,10 @@ _OPERATION_ACTED = sa.text(
 
 def operation_acted(conn: Connection, workflow_id: str, operation_id: int) -> bool:
     """True when operation *operation_id* already wrote an event on this run."""
-    return conn.execute(_OPERATION_ACTED, {"workflow_id": workflow_id, "operation_id": str(operation_id)}).scalar_one()
+    acted: bool = conn.execute(
+        _OPERATION_ACTED, {"workflow_id": workflow_id, "operation_id": str(operation_id)}
+    ).scalar_one()
+    return acted
 
 
 def for_run(conn: Connection, workflow_id: str) -> list[dict[str, Any]]:
@@ -189,10 +194,11 @@ def newest_for_run(
 
 def count_for_run(conn: Connection, workflow_id: str) -> int:
     """How many events the run has."""
-    return conn.execute(
+    found: int = conn.execute(
         sa.text("SELECT count(*) FROM pgbus_workflow_events WHERE workflow_id = :workflow_id"),
         {"workflow_id": workflow_id},
     ).scalar_one()
+    return found
 
 
 def operation_acted_among(conn: Connection, workflow_ids: list[str], operation_id: int) -> set[str]:

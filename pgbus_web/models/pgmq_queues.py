@@ -11,6 +11,7 @@ nothing a request carries reaches the SQL text, only the binds.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -53,7 +54,9 @@ def qualified_table(conn: Connection, table: QueueTable) -> str:
     return f"{quote('pgmq')}.{quote(table.relname)}"
 
 
-def find_message(conn: Connection, table: QueueTable, msg_id: int, *, for_update: bool = False):
+def find_message(
+    conn: Connection, table: QueueTable, msg_id: int, *, for_update: bool = False
+) -> dict[str, Any] | None:
     """The message's msg_id, enqueued_at and read_ct, or None when it is gone."""
     lock = " FOR UPDATE" if for_update else ""
     row = conn.execute(
@@ -92,7 +95,7 @@ def create(conn: Connection, queue_name: str) -> None:
 
 def send_batch(conn: Connection, queue_name: str, messages: list[str]) -> list[int]:
     """Send *messages* (JSON texts) to *queue_name*; their msg_ids, in order."""
-    return (
+    return list(
         conn.execute(
             sa.text("SELECT pgmq.send_batch(:queue, CAST(:messages AS jsonb[]))"),
             {"queue": queue_name, "messages": messages},
@@ -116,7 +119,7 @@ def delete_many(conn: Connection, queue_name: str, msg_ids: list[int]) -> None:
     )
 
 
-def queue_depths(conn: Connection, tables: list[QueueTable], *, now) -> list[dict[str, Any]]:
+def queue_depths(conn: Connection, tables: list[QueueTable], *, now: datetime) -> list[dict[str, Any]]:
     """Each queue's depth (its messages), how many are visible at *now* (their
     visibility timeout passed) and the moment its oldest message was
     enqueued (None when empty), one UNION ALL branch per queue, in

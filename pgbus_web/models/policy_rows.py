@@ -22,7 +22,8 @@ MARKER_SQL = "SELECT COALESCE(max(id), 0) FROM pgbus_web_policy_history"
 
 
 def marker(conn: Connection) -> int:
-    return conn.execute(sa.text(MARKER_SQL)).scalar_one()
+    found: int = conn.execute(sa.text(MARKER_SQL)).scalar_one()
+    return found
 
 
 def read_all(conn: Connection) -> tuple[int, list[dict[str, Any]]]:
@@ -54,7 +55,7 @@ def lock(conn: Connection) -> None:
 
 def record(conn: Connection, *, key: str, old: Any, new: Any, actor: str, reason: str, now: datetime) -> int:
     """A history row for a change; its id (the rule's new version)."""
-    return conn.execute(
+    version: int = conn.execute(
         sa.text(
             "INSERT INTO pgbus_web_policy_history (key, old_value, new_value, actor, reason, changed_at)"
             " VALUES (:key, :old, :new, :actor, :reason, :now) RETURNING id"
@@ -63,6 +64,7 @@ def record(conn: Connection, *, key: str, old: Any, new: Any, actor: str, reason
         ),
         {"key": key, "old": old, "new": new, "actor": actor, "reason": reason, "now": now},
     ).scalar_one()
+    return version
 
 
 def put(conn: Connection, *, key: str, value: Any, version: int, actor: str, reason: str, now: datetime) -> None:

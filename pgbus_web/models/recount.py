@@ -44,7 +44,7 @@ def hour_counts(conn: Connection) -> dict[tuple[str, str, datetime], int]:
     return {(klass, status, hour): runs for klass, status, hour, runs in rows}
 
 
-def _differing(kept: Mapping, counted: Mapping) -> list:
+def _differing(kept: Mapping[Any, int], counted: Mapping[Any, int]) -> list[Any]:
     return [key for key in sorted(set(kept) | set(counted)) if kept.get(key, 0) != counted.get(key, 0)]
 
 
@@ -99,7 +99,7 @@ def repair_counts(conn: Connection) -> int:
 # --- The paused and failed runs by group key (attention_counts) -----------------
 
 
-def attention_key_counts(conn: Connection) -> dict[tuple, int]:
+def attention_key_counts(conn: Connection) -> dict[tuple[Any, ...], int]:
     """attention_counts.kept as count(*) over the runs themselves: what it
     must equal."""
     rows = conn.execute(
@@ -111,14 +111,16 @@ def attention_key_counts(conn: Connection) -> dict[tuple, int]:
     return {tuple(key): runs for key, runs in rows}
 
 
-def attention_mismatches(conn: Connection) -> dict[tuple, tuple[int, int]]:
+def attention_mismatches(conn: Connection) -> dict[tuple[Any, ...], tuple[int, int]]:
     """{key: (kept, counted)} where they differ, both read in one snapshot
     (the caller's transaction, made repeatable read here). Changes nothing."""
     conn.execute(sa.text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY"))
     return differences(attention_counts.kept(conn), attention_key_counts(conn))
 
 
-def differences(have: Mapping[tuple, int], want: Mapping[tuple, int]) -> dict[tuple, tuple[int, int]]:
+def differences(
+    have: Mapping[tuple[Any, ...], int], want: Mapping[tuple[Any, ...], int]
+) -> dict[tuple[Any, ...], tuple[int, int]]:
     keys = sorted(set(have) | set(want), key=lambda key: tuple("" if v is None else v for v in key))
     return {key: (have.get(key, 0), want.get(key, 0)) for key in keys if have.get(key, 0) != want.get(key, 0)}
 

@@ -57,8 +57,8 @@ def written(conn: Connection) -> int:
         )
     ).one()
     if not row[0]:
-        return lsn_int(row[1])
-    position, page, segment = lsn_int(row[2]), int(row[3]), int(row[4])
+        return _server_lsn(row[1])
+    position, page, segment = _server_lsn(row[2]), int(row[3]), int(row[4])
     into_page = position % page
     if into_page == SHORT_PAGE_HEADER or (into_page == LONG_PAGE_HEADER and position % segment == LONG_PAGE_HEADER):
         position -= into_page
@@ -67,7 +67,15 @@ def written(conn: Connection) -> int:
 
 def flushed(conn: Connection) -> int:
     """Where the primary's WAL is flushed to: what a standby can have."""
-    return lsn_int(conn.execute(sa.text("SELECT pg_current_wal_flush_lsn()::text")).scalar_one())
+    return _server_lsn(conn.execute(sa.text("SELECT pg_current_wal_flush_lsn()::text")).scalar_one())
+
+
+def _server_lsn(text: str) -> int:
+    """A WAL position the server itself wrote as text: always "X/Y"."""
+    position = lsn_int(text)
+    if position is None:
+        raise ValueError(f"the server gave {text!r} for a WAL position")
+    return position
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ def insert(
                 "now": now,
                 "expires_at": expires_at,
             },
-        ).first()
+        ).one()
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -59,11 +60,11 @@ def for_run(
     the newest *limit* (below *before_id* when given), read newest first
     through pgbus_workflow_steps_latest so a long history costs no more."""
     if limit is None and before_id is None:
-        rows = conn.execute(
+        every = conn.execute(
             sa.text(f"SELECT {COLUMNS} FROM pgbus_workflow_steps WHERE workflow_id = :workflow_id ORDER BY id"),
             {"workflow_id": workflow_id},
         )
-        return as_dicts(rows)
+        return as_dicts(every)
     rows = as_dicts(
         conn.execute(
             sa.text(
@@ -103,7 +104,7 @@ def names_for_run(conn: Connection, workflow_id: str) -> list[dict[str, Any]]:
     return named
 
 
-def find_many(conn: Connection, workflow_id: str, ids) -> dict[int, dict[str, Any]]:
+def find_many(conn: Connection, workflow_id: str, ids: Iterable[Any]) -> dict[int, dict[str, Any]]:
     """{id: step row} of the given step ids that exist in the run."""
     ids = sorted({int(i) for i in ids if i is not None})
     if not ids:
@@ -158,15 +159,15 @@ def for_batch(conn: Connection, batch_id: str, *, limit: int = 100) -> list[dict
     return as_dicts(rows)
 
 
-def _writable(names) -> list[str]:
-    names = list(names)
+def _writable(given: Iterable[str]) -> list[str]:
+    names = list(given)
     unknown = [name for name in names if name not in WRITABLE]
     if unknown:
         raise ValueError(f"not a writable pgbus_workflow_steps column: {', '.join(unknown)}")
     return names
 
 
-def _with_result_type(statement, names):
+def _with_result_type(statement: sa.TextClause, names: list[str]) -> sa.TextClause:
     if "result" in names:
         statement = statement.bindparams(sa.bindparam("result", type_=JSONB))
     return statement
@@ -194,14 +195,14 @@ class AttemptOverflow(Exception):
         super().__init__(f"step {step_name} of run {workflow_id} is at attempt {ATTEMPT_MAX}, the column's end")
 
 
-def _held(attrs) -> bool:
+def _held(attrs: Mapping[str, Any]) -> bool:
     """Whether *attrs* mark a step in progress: the row then records which
     worker did it, the worker id its transaction declared
     (models/workers.WORKER_SETTING), NULL for none."""
-    return attrs.get("status") == "in_progress"
+    return bool(attrs.get("status") == "in_progress")
 
 
-def insert_step(conn: Connection, *, workflow_id: str, step_name: str, now, **attrs: Any) -> dict[str, Any]:
+def insert_step(conn: Connection, *, workflow_id: str, step_name: str, now: datetime, **attrs: Any) -> dict[str, Any]:
     """Insert one step attempt (created_at = updated_at = *now*) and return it."""
     names = _writable(attrs)
     placeholders = [
@@ -219,7 +220,7 @@ def insert_step(conn: Connection, *, workflow_id: str, step_name: str, now, **at
         names,
     )
     try:
-        row = conn.execute(statement, {"workflow_id": workflow_id, "step_name": step_name, "now": now, **attrs}).first()
+        row = conn.execute(statement, {"workflow_id": workflow_id, "step_name": step_name, "now": now, **attrs}).one()
     except sa.exc.DataError as problem:
         # The one integer this INSERT counts is the attempt (NEXT_ATTEMPT):
         # out of range means the step's counter is at the column's end.
@@ -229,7 +230,9 @@ def insert_step(conn: Connection, *, workflow_id: str, step_name: str, now, **at
     return as_dict(row)
 
 
-def update_step(conn: Connection, step_id: int, *, from_, now, **attrs: Any) -> dict[str, Any] | None:
+def update_step(
+    conn: Connection, step_id: int, *, from_: str | Iterable[str], now: datetime, **attrs: Any
+) -> dict[str, Any] | None:
     """Guarded change of one step row: the updated row when its status was
     in *from_*, None otherwise (someone else moved it first)."""
     from_statuses = [from_] if isinstance(from_, str) else list(from_)
@@ -249,7 +252,7 @@ def update_step(conn: Connection, step_id: int, *, from_, now, **attrs: Any) -> 
     return as_dict(row)
 
 
-def start(conn: Connection, step_id: int, *, now) -> dict[str, Any] | None:
+def start(conn: Connection, step_id: int, *, now: datetime) -> dict[str, Any] | None:
     """A scheduled step outside any batch -> in progress (the worker's
     common case, one statement); None when the row is not that any more
     (the caller then reads it and decides)."""
@@ -270,7 +273,7 @@ def find(conn: Connection, step_id: int) -> dict[str, Any] | None:
     return as_dict(row)
 
 
-def cancel_open(conn: Connection, workflow_id: str, *, now) -> list[dict[str, Any]]:
+def cancel_open(conn: Connection, workflow_id: str, *, now: datetime) -> list[dict[str, Any]]:
     """Every open attempt of the run (scheduled, waiting, in progress) ->
     cancelled; the rows as they are now."""
     rows = conn.execute(
@@ -303,7 +306,8 @@ def next_attempt(conn: Connection, workflow_id: str, step_name: str) -> int:
     ).scalar_one()
     if attempt > ATTEMPT_MAX:
         raise AttemptOverflow(workflow_id, step_name)
-    return attempt
+    counted: int = attempt
+    return counted
 
 
 def failure_streak(conn: Connection, step: dict[str, Any]) -> int:
@@ -312,7 +316,7 @@ def failure_streak(conn: Connection, step: dict[str, Any]) -> int:
     starts over after an attempt that did not fail, and at a row that a
     person or the app scheduled (a start, an operator's retry, a rerun):
     only the worker's own reattempts use up the budget."""
-    return conn.execute(
+    streak: int = conn.execute(
         sa.text(
             f"""
             SELECT count(*) FROM pgbus_workflow_steps s
@@ -336,9 +340,10 @@ def failure_streak(conn: Connection, step: dict[str, Any]) -> int:
             "system_actor": "system",
         },
     ).scalar_one()
+    return streak
 
 
-def claim_due(conn: Connection, *, now, classes, limit: int = 1) -> list[dict[str, Any]]:
+def claim_due(conn: Connection, *, now: datetime, classes: Iterable[str], limit: int = 1) -> list[dict[str, Any]]:
     """Due steps of ready runs of *classes* (those whose definitions the
     worker has), oldest due first, their RUN rows locked with
     SKIP LOCKED: a run another worker (or an operator's verb) holds is
@@ -364,7 +369,7 @@ def claim_due(conn: Connection, *, now, classes, limit: int = 1) -> list[dict[st
 
 
 def claim_next(
-    conn: Connection, *, now, classes, run_columns: str, worker_id: int | None = None
+    conn: Connection, *, now: datetime, classes: Iterable[str], run_columns: str, worker_id: int | None = None
 ) -> dict[str, Any] | None:
     """The worker's claim: as claim_due for one step, returning the locked
     run's *run_columns* (models.workflow_rows.SELECT_COLUMNS) with step_id and
@@ -392,13 +397,13 @@ def claim_next(
         ),
         {"now": now, "classes": list(classes), "worker_id": "" if worker_id is None else str(int(worker_id))},
     ).first()
-    row = as_dict(row)
-    if row is not None:
-        row.pop("worker_declared")
-    return row
+    claimed = as_dict(row)
+    if claimed is not None:
+        claimed.pop("worker_declared")
+    return claimed
 
 
-def timed_out_waits(conn: Connection, *, now, limit: int = 100) -> list[dict[str, Any]]:
+def timed_out_waits(conn: Connection, *, now: datetime, limit: int = 100) -> list[dict[str, Any]]:
     """Waiting steps whose deadline passed: (step_id, workflow_id), oldest deadline first."""
     rows = conn.execute(
         sa.text(
@@ -414,7 +419,7 @@ def timed_out_waits(conn: Connection, *, now, limit: int = 100) -> list[dict[str
     return as_dicts(rows)
 
 
-def stalled(conn: Connection, *, started_before, limit: int = 100) -> list[dict[str, Any]]:
+def stalled(conn: Connection, *, started_before: datetime, limit: int = 100) -> list[dict[str, Any]]:
     """Steps in progress since before *started_before*: (step_id, workflow_id)."""
     rows = conn.execute(
         sa.text(
@@ -430,7 +435,7 @@ def stalled(conn: Connection, *, started_before, limit: int = 100) -> list[dict[
     return as_dicts(rows)
 
 
-def waiting_on_finished_batches(conn: Connection, *, classes, limit: int = 100) -> list[dict[str, Any]]:
+def waiting_on_finished_batches(conn: Connection, *, classes: Iterable[str], limit: int = 100) -> list[dict[str, Any]]:
     """Steps of waiting runs of *classes* whose batch has finished: (step_id, workflow_id)."""
     rows = conn.execute(
         sa.text(

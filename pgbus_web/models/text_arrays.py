@@ -14,11 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from psycopg.abc import Buffer
+from psycopg.adapt import AdaptersMap
 from psycopg.types.array import ListDumper
 
 
 class TextListDumper(ListDumper):
-    def dump(self, obj: list[Any]):
+    def dump(self, obj: list[Any]) -> Buffer | None:
         if not obj or self.delimiter != b",":
             return super().dump(obj)
         if all(type(item) is str for item in obj):
@@ -28,7 +30,7 @@ class TextListDumper(ListDumper):
             return super().dump(obj)
         if all(type(item) is int for item in obj):
             return ("{" + ",".join(map(str, obj)) + "}").encode()
-        parts = []
+        parts: list[str] = []
         for item in obj:
             if item is None:
                 parts.append("NULL")
@@ -42,6 +44,6 @@ class TextListDumper(ListDumper):
         return text.encode()
 
 
-def register(adapters) -> None:
+def register(adapters: AdaptersMap) -> None:
     """Use TextListDumper for lists on a connection's *adapters*."""
     adapters.register_dumper(list, TextListDumper)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, overload
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -58,7 +58,8 @@ def sent_at_literal(enqueued_at: Any) -> str:
     if isinstance(enqueued_at, datetime):
         if enqueued_at.tzinfo is None:
             enqueued_at = enqueued_at.replace(tzinfo=UTC)
-        return enqueued_at.isoformat(timespec="microseconds")
+        literal: str = enqueued_at.isoformat(timespec="microseconds")
+        return literal
     return str(enqueued_at)
 
 
@@ -281,6 +282,10 @@ def _checked_state(state: str | None) -> str | None:
     return state
 
 
+@overload
+def _as_utc(moment: datetime) -> datetime: ...
+@overload
+def _as_utc(moment: datetime | None) -> datetime | None: ...
 def _as_utc(moment: datetime | None) -> datetime | None:
     """created_at comes back zone-less; every connection of ours writes UTC."""
     if moment is None or moment.tzinfo is not None:

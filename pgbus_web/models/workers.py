@@ -43,7 +43,7 @@ def register(conn: Connection, *, kind: str, host: str | None, pid: int | None, 
                 f"VALUES (:kind, :host, :pid, :now, :now) RETURNING {COLUMNS}"
             ),
             {"kind": kind, "host": host, "pid": pid, "now": now},
-        ).first()
+        ).one()
     )
 
 

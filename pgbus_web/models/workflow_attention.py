@@ -64,7 +64,7 @@ def stuck_runs_sql(rules: tuple[stuck.Rule, ...], *, by_class: bool) -> str:
     """
 
 
-def stuck_binds(threshold: timedelta, now: datetime | None, waiting_threshold: timedelta | None):
+def stuck_binds(threshold: timedelta, now: datetime | None, waiting_threshold: timedelta | None) -> dict[str, Any]:
     return stuck.params(now or _now(), threshold, waiting_threshold)
 
 
@@ -357,13 +357,16 @@ def stuck_count(
         conditions.append("g.error_class = :error_class")
     elif no_error_class:
         conditions.append("g.error_class IS NULL")
-    return conn.execute(
-        sa.text(
-            f"""
+    # sum() of bigint counts is numeric: a Decimal, as a count an int.
+    return int(
+        conn.execute(
+            sa.text(
+                f"""
             SELECT COALESCE(sum(g.count), 0)
             FROM ({_groups_sql(binds, by_class=workflow_class is not None)}) g
             WHERE {" AND ".join(conditions)}
             """
-        ),
-        binds,
-    ).scalar_one()
+            ),
+            binds,
+        ).scalar_one()
+    )

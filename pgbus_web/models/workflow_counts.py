@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -170,7 +171,7 @@ _KEPT_HOURS = """
 """
 
 
-def _add(into: dict[str, int], rows) -> None:
+def _add(into: dict[str, int], rows: Iterable[Any]) -> None:
     for status, runs in rows:
         into[status] = into.get(status, 0) + int(runs)
 
@@ -205,7 +206,7 @@ def class_status_counts(
     first_full = _hour_ceil(created_from)
     last_full = None if created_to is None else _hour_floor(created_to)
     binds = {"workflow_class": workflow_class}
-    if last_full is not None and last_full <= first_full:
+    if created_to is not None and last_full is not None and last_full <= first_full:
         # Within one hour or across one boundary: no full hour in between.
         if created_to > created_from:
             _add(found, conn.execute(sa.text(_COUNTED_PART), {**binds, "start": created_from, "end": created_to}))
@@ -213,7 +214,7 @@ def class_status_counts(
         if created_from < first_full:
             _add(found, conn.execute(sa.text(_COUNTED_PART), {**binds, "start": created_from, "end": first_full}))
         _add(found, conn.execute(sa.text(_KEPT_HOURS), {**binds, "start": first_full, "end": last_full}))
-        if last_full is not None and last_full < created_to:
+        if created_to is not None and last_full is not None and last_full < created_to:
             _add(found, conn.execute(sa.text(_COUNTED_PART), {**binds, "start": last_full, "end": created_to}))
     return {status: runs for status, runs in found.items() if runs}
 

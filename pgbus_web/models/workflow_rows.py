@@ -47,7 +47,7 @@ SUBJECT_INDEX = "pgbus_workflows_one_ongoing_per_subject"
 class SubjectAlreadyOngoing(Exception):
     """Another ongoing run of this class already exists for this subject."""
 
-    def __init__(self, workflow_class: str, subject_type: str, subject_id: str):
+    def __init__(self, workflow_class: str | None, subject_type: str | None, subject_id: str | None) -> None:
         self.workflow_class = workflow_class
         self.subject_type = subject_type
         self.subject_id = subject_id
@@ -151,18 +151,20 @@ def lock_many(
 
 def any_run(conn: Connection) -> bool:
     """True when the table holds a run (the demo seeds an empty database only)."""
-    return conn.execute(sa.text("SELECT EXISTS (SELECT 1 FROM pgbus_workflows)")).scalar_one()
+    found: bool = conn.execute(sa.text("SELECT EXISTS (SELECT 1 FROM pgbus_workflows)")).scalar_one()
+    return found
 
 
 def highest_id(conn: Connection) -> int:
     """The highest run id so far, 0 for none."""
-    return conn.execute(sa.text("SELECT COALESCE(max(id), 0) FROM pgbus_workflows")).scalar_one()
+    highest: int = conn.execute(sa.text("SELECT COALESCE(max(id), 0) FROM pgbus_workflows")).scalar_one()
+    return highest
 
 
 def waiting_for_signal(conn: Connection, signal: str, *, waiting_before: datetime, limit: int) -> list[str]:
     """Newest first, the ids of waiting runs whose latest step has waited
     for *signal* since before *waiting_before*."""
-    return (
+    return list(
         conn.execute(
             sa.text(
                 f"""

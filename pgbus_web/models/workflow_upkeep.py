@@ -15,10 +15,11 @@ from . import STATES
 
 def count_stale(conn: Connection, *, before: datetime) -> int:
     """How many runs pruning at *before* would remove."""
-    return conn.execute(
+    found: int = conn.execute(
         sa.text(f"SELECT count(*) FROM pgbus_workflows WHERE status IN {STATES.TERMINAL} AND updated_at < :before"),
         {"before": before},
     ).scalar_one()
+    return found
 
 
 def delete_stale(conn: Connection, *, before: datetime, limit: int = 1000) -> int:
