@@ -9,13 +9,6 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 from openapi_spec_validator import validate
-from pgbus_web.core import sessions, tokens
-from pgbus_web.i18n import force_locale, t
-from pgbus_web.models import operations as operation_store
-from pgbus_web.plumbing import csrf
-from pgbus_web.rules import states
-from pgbus_web.rules.approval import Approval
-from pgbus_web.runtime import operation_policy, operation_record
 from support.action_support import (
     Browser,
     completed,
@@ -32,6 +25,14 @@ from support.api_support import DOCUMENT, Api, patch, put, template_of, token_fo
 from support.operation_support import THRESHOLDS
 from support.refusals import everything
 from support.web_helpers import set_column
+
+from pgbus_web.core import sessions, tokens
+from pgbus_web.i18n import force_locale, t
+from pgbus_web.models import operations as operation_store
+from pgbus_web.plumbing import csrf
+from pgbus_web.rules import states
+from pgbus_web.rules.approval import Approval
+from pgbus_web.runtime import operation_policy, operation_record
 
 
 @pytest.fixture
@@ -424,6 +425,7 @@ def test_standalone_sign_in_answers_401_as_a_problem_and_a_token_passes(database
 
 def test_a_mounted_app_uses_its_hooks_and_its_api_auth(database, runs, engine):
     from flask import Flask
+
     from pgbus_web.api import Caller
     from pgbus_web.demo.workflows import REGISTRY
     from pgbus_web.extension import PgbusWeb

@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 from click.testing import CliRunner
+
 from pgbus_web.core import sessions
 from pgbus_web.launch import main_group
 

@@ -15,13 +15,14 @@ import pytest
 import sqlalchemy as sa
 from flask import Flask
 from flask.sessions import SecureCookieSessionInterface
-from pgbus_web.auth import session as sessions
-from pgbus_web.auth.throttle import PER_NAME_ADDRESS
-from pgbus_web.i18n import force_locale, t
 from support.action_support import Browser, paused_on_capture
 from support.auth_support import OPERATOR, VIEWER, sign_in, signed_in_app, write_users
 from support.refusals import everything
 from support.web_helpers import Runs, soup
+
+from pgbus_web.auth import session as sessions
+from pgbus_web.auth.throttle import PER_NAME_ADDRESS
+from pgbus_web.i18n import force_locale, t
 
 
 @pytest.fixture
@@ -322,8 +323,9 @@ def test_http_basic_for_scripts(app, engine, run_id):
 
 @pytest.fixture
 def proxied(database):
-    from pgbus_web.auth import Auth
     from support.web_helpers import make_app
+
+    from pgbus_web.auth import Auth
 
     auth = Auth(
         None, trusted_header="X-Forwarded-User", trusted_role_header="X-Forwarded-Role", trusted_proxies=["10.0.0.0/8"]
@@ -377,8 +379,9 @@ def test_without_sign_in_the_app_is_as_before(database):
 
 
 def test_basic_credentials_stop_working_when_the_password_changes(app, users_file):
-    from pgbus_web.auth import passwords, users
     from support.auth_support import CHEAP
+
+    from pgbus_web.auth import passwords, users
 
     client = app.test_client()
     assert client.get("/workflows", headers=basic(*VIEWER)).status_code == 200

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import pytest
 from flask import Flask
+from support.action_support import Browser, paused_on_capture
+from support.web_helpers import Runs, make_app
+
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.extension import PgbusWeb
 from pgbus_web.i18n import LOCALE_COOKIE
 from pgbus_web.plumbing import csrf
-from support.action_support import Browser, paused_on_capture
-from support.web_helpers import Runs, make_app
 
 SESSION_COOKIE = "session"
 

@@ -11,10 +11,11 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
-from pgbus_web.core import permissions, policy, sessions
 from support.api_support import Api, token_for
 from support.auth_support import OPERATOR, VIEWER, sign_in, signed_in_app, write_users
 from support.policy_support import cli
+
+from pgbus_web.core import permissions, policy, sessions
 
 
 @pytest.fixture

@@ -10,9 +10,10 @@ from __future__ import annotations
 import http.client
 import json
 
-from pgbus_web.core import tokens
 from support.auth_support import OPERATOR, VIEWER
 from support.instances import Client, sign_in, signed_in_as
+
+from pgbus_web.core import tokens
 
 
 def api(port: int, method: str, path: str, token: str, body: dict | None = None):

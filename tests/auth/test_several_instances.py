@@ -16,12 +16,13 @@ import base64
 from urllib.parse import urlencode
 
 import sqlalchemy as sa
-from pgbus_web.auth import throttle
-from pgbus_web.plumbing import csrf
 from prometheus_client.parser import text_string_to_metric_families
 from support.auth_support import OPERATOR, VIEWER
 from support.instances import Client, csrf_token, eventually, page_of, sign_in, signed_in_as
 from support.operation_support import seed_paused
+
+from pgbus_web.auth import throttle
+from pgbus_web.plumbing import csrf
 
 # Enough runs for several chunks of an operation: a cancel takes the chunk
 # path, whose chunks hold runtime/operation_runner.CHUNK_PATH runs.

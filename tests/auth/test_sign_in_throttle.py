@@ -12,11 +12,12 @@ import threading
 import time
 
 import pytest
+from support.auth_support import OPERATOR, VIEWER, sign_in, write_users
+from support.web_helpers import make_app, soup
+
 from pgbus_web import db
 from pgbus_web.auth import Auth, passwords
 from pgbus_web.auth.throttle import PER_ADDRESS, PER_NAME_ADDRESS, Throttle
-from support.auth_support import OPERATOR, VIEWER, sign_in, write_users
-from support.web_helpers import make_app, soup
 
 BURST = 30
 

@@ -5,14 +5,15 @@ is what changes)."""
 
 from __future__ import annotations
 
-import pytest
 import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from pgbus_web.auth import users
+import pytest
 from support.auth_support import write_users
+
+from pgbus_web.auth import users
 
 PARALLEL = 10
 

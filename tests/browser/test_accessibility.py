@@ -13,17 +13,18 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
-from pgbus_web.core import policy
-from pgbus_web.core import reads as context
-from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.rules import states
-from pgbus_web.runtime import operation_policy, operation_record
 from support.action_support import ago, operator_app
 from support.auth_support import signed_in_app, write_users
 from support.browser import WAIT_MS, axe_violations, requires_chromium, serve
 from support.lock_support import Locks
 from support.session_support import seed_sessions
 from support.web_helpers import every_state, step
+
+from pgbus_web.core import policy
+from pgbus_web.core import reads as context
+from pgbus_web.demo.workflows import REGISTRY
+from pgbus_web.rules import states
+from pgbus_web.runtime import operation_policy, operation_record
 
 pytestmark = requires_chromium
 

@@ -6,9 +6,10 @@ it; no CSP violation or script error on the way."""
 from __future__ import annotations
 
 import pytest
-from pgbus_web.i18n import t
 from support.auth_support import OPERATOR, signed_in_app, write_users
 from support.browser import WAIT_MS, requires_chromium, serve
+
+from pgbus_web.i18n import t
 
 pytestmark = requires_chromium
 

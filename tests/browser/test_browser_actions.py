@@ -14,13 +14,14 @@ never downloads a browser here."""
 from __future__ import annotations
 
 import pytest
+from support.action_support import ago, events_of, operator_app, paused_on_capture, run_row
+from support.browser import WAIT_MS, requires_chromium, serve
+from support.web_helpers import step
+
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import operations as store
 from pgbus_web.rules import states
 from pgbus_web.runtime import operation_runner, verbs
-from support.action_support import ago, events_of, operator_app, paused_on_capture, run_row
-from support.browser import WAIT_MS, requires_chromium, serve
-from support.web_helpers import step
 
 # The run page's badge. Waits go through locators: the page's CSP (rightly)
 # refuses the eval that a string predicate would need.

@@ -11,11 +11,12 @@ Skipped only when /usr/bin/chromium is missing (CI installs it)."""
 from __future__ import annotations
 
 import pytest
-from pgbus_web.rules import states
-from pgbus_web.web.routes.actions import REFRESH_SELDOM_EVERY
 from support.action_support import ago, operator_app, paused_on_capture
 from support.browser import WAIT_MS, requires_chromium, serve
 from support.web_helpers import step
+
+from pgbus_web.rules import states
+from pgbus_web.web.routes.actions import REFRESH_SELDOM_EVERY
 
 pytestmark = requires_chromium
 

@@ -8,9 +8,10 @@ run by each form it accepts, and a near miss finds nothing."""
 from __future__ import annotations
 
 import pytest
-from pgbus_web.rules import states
 from support.browser import WAIT_MS, requires_chromium, serve
 from support.web_helpers import Runs, every_state, make_app, step, utcnow
+
+from pgbus_web.rules import states
 
 pytestmark = requires_chromium
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.runtime import operation_runner
 from playwright.sync_api import Error, expect
 from support.action_support import ago, operator_app, paused_on_capture
 from support.browser import WAIT_MS, requires_chromium, serve
+
+from pgbus_web.demo.workflows import REGISTRY
+from pgbus_web.runtime import operation_runner
 
 pytestmark = requires_chromium
 

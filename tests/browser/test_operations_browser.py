@@ -11,11 +11,12 @@ from __future__ import annotations
 import re
 
 import pytest
-from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.runtime import operation_runner
 from playwright.sync_api import expect
 from support.action_support import operator_app, paused_on_capture
 from support.browser import WAIT_MS, requires_chromium, serve
+
+from pgbus_web.demo.workflows import REGISTRY
+from pgbus_web.runtime import operation_runner
 
 pytestmark = requires_chromium
 

@@ -9,12 +9,13 @@ naming a directory each view is saved there as a PNG."""
 from __future__ import annotations
 
 import pytest
-from pgbus_web.core import reads as context
-from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.runtime import operation_policy, operation_record
 from support.action_support import ago, operator_app, paused_on_capture
 from support.browser import WAIT_MS, axe_violations, requires_chromium, serve
 from support.page_layout import CUT_TEXT, DIALOG, GROUP_BUTTON, INSIDE, saved_to, with_locale
+
+from pgbus_web.core import reads as context
+from pgbus_web.demo.workflows import REGISTRY
+from pgbus_web.runtime import operation_policy, operation_record
 
 pytestmark = requires_chromium
 

@@ -8,11 +8,12 @@ Skipped only when /usr/bin/chromium is missing (CI installs it)."""
 from __future__ import annotations
 
 import pytest
-from pgbus_web.core import policy
-from pgbus_web.rules import redaction
 from support.action_support import operator_app
 from support.browser import WAIT_MS, requires_chromium, serve
 from support.web_helpers import CARD, _card_run
+
+from pgbus_web.core import policy
+from pgbus_web.rules import redaction
 
 pytestmark = requires_chromium
 

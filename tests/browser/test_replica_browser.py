@@ -10,10 +10,11 @@ import os
 from pathlib import Path
 
 import pytest
-from pgbus_web import db
 from support.action_support import operator_app, paused_on_capture, run_row
 from support.browser import WAIT_MS, axe_violations, serve
 from support.replica_support import wait_for
+
+from pgbus_web import db
 
 # Each test starts, and leaves, with the replica caught up (replica_support).
 # One worker holds the session's replica (pytest-xdist --dist loadgroup).

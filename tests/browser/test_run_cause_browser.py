@@ -7,10 +7,11 @@ Skipped only when /usr/bin/chromium is missing (CI installs it)."""
 from __future__ import annotations
 
 import pytest
-from pgbus_web.rules import states
 from support.action_support import ago, operator_app
 from support.browser import WAIT_MS, requires_chromium, serve
 from support.web_helpers import step
+
+from pgbus_web.rules import states
 
 pytestmark = requires_chromium
 

@@ -11,12 +11,13 @@ Skipped only when /usr/bin/chromium is missing (CI installs it)."""
 from __future__ import annotations
 
 import pytest
-from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.runtime import operation_runner
 from support.action_support import ago, paused_on_capture
 from support.browser import WAIT_MS, requires_chromium, serve
 from support.page_layout import CUT_TEXT, DIALOG, GROUP_BUTTON, INSIDE, LOCALES, admin_app, pages, saved_to, with_locale  # noqa: F401 (fixtures)
 from support.web_helpers import step
+
+from pgbus_web.demo.workflows import REGISTRY
+from pgbus_web.runtime import operation_runner
 
 pytestmark = requires_chromium
 

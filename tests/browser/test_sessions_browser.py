@@ -7,11 +7,12 @@ access log)."""
 from __future__ import annotations
 
 import pytest
-from pgbus_web.auth import Auth, User, passwords, users
 from support.api_support import Api, token_for
 from support.auth_support import CHEAP, OPERATOR, VIEWER, sign_in
 from support.browser import WAIT_MS, requires_chromium, serve
 from support.web_helpers import make_app
+
+from pgbus_web.auth import Auth, User, passwords, users
 
 pytestmark = requires_chromium
 

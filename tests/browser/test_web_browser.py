@@ -14,10 +14,11 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
-from pgbus_web.models import uniqueness_keys
-from pgbus_web.rules import states
 from support.browser import WAIT_MS, requires_chromium, serve
 from support.web_helpers import every_state, make_app, step, utcnow
+
+from pgbus_web.models import uniqueness_keys
+from pgbus_web.rules import states
 
 pytestmark = requires_chromium
 

@@ -7,8 +7,9 @@ import hashlib
 
 import sqlalchemy as sa
 from click.testing import CliRunner
-from pgbus_web.launch import main_group
 from support.api_support import Api
+
+from pgbus_web.launch import main_group
 
 
 def run(database_url, *args):

@@ -9,8 +9,9 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from pgbus_web.launch import main_group
 from support.refusals import everything
+
+from pgbus_web.launch import main_group
 
 DEFINITIONS = ("--definitions", "pgbus_web.demo.workflows")
 

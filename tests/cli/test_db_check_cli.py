@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
-from pgbus_web.launch import main_group
 from support.latest_steps import add_run, add_step, assert_columns_match, row_versions
+
+from pgbus_web.launch import main_group
 
 # The last line of a check: every stored policy rule reads (docs/policy.md).
 POLICY_CLEAN = "Every stored policy rule is one the dashboard can read."

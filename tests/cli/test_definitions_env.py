@@ -8,6 +8,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
+
 from pgbus_web.launch import main_group
 
 # Imports, but has no REGISTRY: each command says so before any database work.

@@ -9,13 +9,14 @@ import threading
 
 import sqlalchemy as sa
 from click.testing import CliRunner
+from support.operation_support import seed_paused
+
 from pgbus_web.cli import bulk as bulk_cli
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.launch import main_group
 from pgbus_web.models import operations as store
 from pgbus_web.runtime import operation_runner
 from pgbus_web.runtime.worker import Worker
-from support.operation_support import seed_paused
 
 
 def _url(engine) -> str:

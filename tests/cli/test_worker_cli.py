@@ -11,6 +11,7 @@ import time
 
 import pytest
 from click.testing import CliRunner
+
 from pgbus_web.demo import workflows as demo
 from pgbus_web.launch import main_group
 from pgbus_web.models import workflow_rows

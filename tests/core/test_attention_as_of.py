@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from pgbus_web.i18n import force_locale, t
-from pgbus_web.runtime.clock import utcnow
 from support.action_support import paused_on_capture
 from support.web_helpers import soup
+
+from pgbus_web.i18n import force_locale, t
+from pgbus_web.runtime.clock import utcnow
 
 
 def as_of(response):

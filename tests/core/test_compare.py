@@ -8,11 +8,12 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 from flask import url_for
+from support.web_helpers import make_pair, soup, step, text_of
+
 from pgbus_web.core import compare
 from pgbus_web.core.compare import ADDED, CHANGED, EQUAL, REMOVED, CompareRefused, Side
 from pgbus_web.models.values import RawJson
 from pgbus_web.rules import states
-from support.web_helpers import make_pair, soup, step, text_of
 
 # --- the diff ----------------------------------------------------------------
 

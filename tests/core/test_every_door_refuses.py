@@ -20,6 +20,8 @@ from urllib.parse import urlencode
 
 import pytest
 from click.testing import CliRunner
+from support.refusals import everything, page_message
+
 from pgbus_web.core.settings import Settings
 from pgbus_web.demo import workflows as demo
 from pgbus_web.i18n import t
@@ -28,7 +30,6 @@ from pgbus_web.mcp.server import Tools
 from pgbus_web.rules import run_filters
 from pgbus_web.rules.limits import REASON_LIMIT
 from pgbus_web.runtime import operation_policy
-from support.refusals import everything, page_message
 
 DOORS = ("page", "api", "cli", "mcp")
 DEFINITIONS = ("--definitions", "pgbus_web.demo.workflows")

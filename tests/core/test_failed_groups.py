@@ -9,12 +9,13 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 import sqlalchemy as sa
+from support.action_support import Browser, operator_app
+from support.web_helpers import Runs, soup, step, text_of, utcnow
+
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import operations as store
 from pgbus_web.rules import states
 from pgbus_web.runtime import operation_runner
-from support.action_support import Browser, operator_app
-from support.web_helpers import Runs, soup, step, text_of, utcnow
 
 URL = "/workflows/operations"
 

@@ -11,6 +11,13 @@ import time
 
 import pytest
 from click.testing import CliRunner
+from support.action_support import Browser, paused_on_capture
+from support.api_support import Api, put, token_for
+from support.auth_support import CHEAP, sign_in
+from support.policy_support import cli, set_rule
+from support.refusals import everything
+from support.web_helpers import make_app, soup, text_of
+
 from pgbus_web.auth import Auth, User, passwords, users
 from pgbus_web.core import operation_acts, permissions, policy, problems
 from pgbus_web.core.settings import Settings
@@ -21,12 +28,6 @@ from pgbus_web.models import operations as store
 from pgbus_web.models import policy_rows
 from pgbus_web.rules import run_filters, states
 from pgbus_web.runtime import operation_record
-from support.action_support import Browser, paused_on_capture
-from support.api_support import Api, put, token_for
-from support.auth_support import CHEAP, sign_in
-from support.policy_support import cli, set_rule
-from support.refusals import everything
-from support.web_helpers import make_app, soup, text_of
 
 PAUSED = {"status": "paused"}
 # name: (role, groups, password)

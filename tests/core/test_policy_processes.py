@@ -22,10 +22,6 @@ from contextlib import ExitStack
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
-from pgbus_web.auth import User, passwords, users
-from pgbus_web.launch import main_group
-from pgbus_web.plumbing import csrf
-from pgbus_web.rules import states
 from support.action_support import ago
 from support.api_support import token_for
 from support.auth_support import CHEAP
@@ -33,6 +29,11 @@ from support.instances import Client, _free_port, csrf_token, eventually, proces
 from support.mcp_support import answer, session
 from support.operation_support import seed_paused
 from support.web_helpers import step
+
+from pgbus_web.auth import User, passwords, users
+from pgbus_web.launch import main_group
+from pgbus_web.plumbing import csrf
+from pgbus_web.rules import states
 
 DEFINITIONS = "pgbus_web.demo.workflows"
 RUNS = 1_500

@@ -9,11 +9,12 @@ import logging
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pgbus_web.web
 import pytest
 from bs4 import BeautifulSoup
 from jinja2 import Environment, FileSystemLoader
 from markupsafe import Markup
+
+import pgbus_web.web
 from pgbus_web import i18n
 from pgbus_web.core.words import presenters, verb_labels
 from pgbus_web.core.words.presenters import RunState

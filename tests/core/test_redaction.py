@@ -12,15 +12,16 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from pgbus_web.core import policy, redacting
-from pgbus_web.i18n import force_locale, t
-from pgbus_web.launch import main_group
-from pgbus_web.rules import redaction, states
 from support.action_support import events_of, operator_app
 from support.api_support import Api, token_for
 from support.mcp_support import refusal, session
 from support.refusals import everything
 from support.web_helpers import CARD, _card_run
+
+from pgbus_web.core import policy, redacting
+from pgbus_web.i18n import force_locale, t
+from pgbus_web.launch import main_group
+from pgbus_web.rules import redaction, states
 
 CARD_JSON = f'"{CARD}"'
 

@@ -5,8 +5,9 @@ matches or none offers nothing of the kind."""
 
 from __future__ import annotations
 
-from pgbus_web.rules import states
 from support.web_helpers import run_url, soup, step
+
+from pgbus_web.rules import states
 
 RUN_ID = "6ced4f1b-9a3e-4c55-8d1e-0a2b3c4d5e6f"
 NEIGHBOUR_ID = "6ced4f1a-0000-4000-8000-000000000000"

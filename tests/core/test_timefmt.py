@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from bs4 import BeautifulSoup
+
 from pgbus_web.core.words import timefmt
 
 NOW = datetime(2026, 1, 5, 14, 5, 3, tzinfo=UTC)

@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 from datetime import UTC, datetime, timedelta
 
 import pytest
+
 from pgbus_web.web.drawing import timeline
 from pgbus_web.web.drawing.timeline import Segment
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 import time
 
 import sqlalchemy as sa
-from pgbus_web.core import tokens
 from support.api_support import Api, token_for
+
+from pgbus_web.core import tokens
 
 
 def _revoked_elsewhere(engine, name):

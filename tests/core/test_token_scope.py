@@ -9,14 +9,15 @@ import hashlib
 
 import sqlalchemy as sa
 from click.testing import CliRunner
-from pgbus_web.core import permissions, policy, tokens
-from pgbus_web.launch import main_group
-from pgbus_web.rules import states
 from support.action_support import paused_on_capture
 from support.api_support import Api, put
 from support.mcp_support import answer, refusal, session  # first: the MCP client binds stderr when imported
 from support.policy_support import cli, set_rule
 from support.refusals import everything
+
+from pgbus_web.core import permissions, policy, tokens
+from pgbus_web.launch import main_group
+from pgbus_web.rules import states
 
 
 def tokens_cli(database_url, *args):

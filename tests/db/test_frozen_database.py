@@ -23,13 +23,14 @@ from pathlib import Path
 import psutil
 import pytest
 import sqlalchemy as sa
+from support.frozen import CONNECT, HEALTH, STATEMENT, app_on
+from support.served import running
+from support.web_helpers import soup, text_of
+
 from pgbus_web import bounded, db, schema
 from pgbus_web.app import create_app
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.launch import serve
-from support.frozen import CONNECT, HEALTH, STATEMENT, app_on
-from support.served import running
-from support.web_helpers import soup, text_of
 
 # The module's own server is made once, on one worker (pytest-xdist --dist loadgroup).
 pytestmark = pytest.mark.xdist_group("frozen")

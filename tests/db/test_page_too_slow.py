@@ -7,9 +7,10 @@ million-run trial (docs/operations.md). A database that is away still says
 from __future__ import annotations
 
 import sqlalchemy as sa
-from pgbus_web.i18n import force_locale, t
 from support.frozen import app_on
 from support.web_helpers import soup, text_of
+
+from pgbus_web.i18n import force_locale, t
 
 
 def test_a_statement_past_its_timeout_says_it_took_too_long(database_url, engine):

@@ -7,11 +7,12 @@ test_frozen_database.py."""
 from __future__ import annotations
 
 import pytest
+from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
+from sqlalchemy.pool import NullPool
+
 from pgbus_web import db
 from pgbus_web.app import create_app
 from pgbus_web.demo.workflows import REGISTRY
-from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
-from sqlalchemy.pool import NullPool
 
 
 @pytest.fixture

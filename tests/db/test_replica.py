@@ -12,13 +12,14 @@ answer."""
 from __future__ import annotations
 
 import pytest
-from pgbus_web import db
-from pgbus_web.core.settings import SettingError, Settings, check
-from pgbus_web.plumbing import reading
 from support.action_support import Browser, operator_app, paused_on_capture, run_row
 from support.api_support import Api, token_for
 from support.replica_support import wait_for
 from support.web_helpers import soup, text_of
+
+from pgbus_web import db
+from pgbus_web.core.settings import SettingError, Settings, check
+from pgbus_web.plumbing import reading
 
 # Each test starts, and leaves, with the replica caught up (replica_support).
 # One worker holds the session's replica (pytest-xdist --dist loadgroup).
@@ -297,6 +298,7 @@ def test_the_replica_is_looked_at_once_per_interval_however_many_requests(engine
 def test_the_lag_bound_comes_from_the_config_and_the_command_line(database_url):
     from click.testing import CliRunner
     from flask import Flask
+
     from pgbus_web.cli.common import main_group
     from pgbus_web.core import settings_loader
     from pgbus_web.extension import PgbusWeb
@@ -343,9 +345,10 @@ def test_an_idle_caught_up_replica_is_not_behind(engine, replica, made):
 def test_every_door_that_writes_pins_the_browser_and_a_refusal_does_not(engine, runs, replica, made):
     from datetime import timedelta
 
+    from support.action_support import completed
+
     from pgbus_web.rules import run_filters
     from pgbus_web.runtime import operation_policy
-    from support.action_support import completed
 
     paused = paused_on_capture(runs)
     done = completed(runs)

@@ -13,6 +13,7 @@ import urllib.request
 
 import pytest
 import sqlalchemy as sa
+
 from pgbus_web.db import create_engine
 from pgbus_web.defaults import STALL_THRESHOLD, WAITING_THRESHOLD
 from pgbus_web.models import workflow_attention, workflow_counts

@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 import sqlalchemy as sa
+
 from pgbus_web import db
 from pgbus_web.demo import database as demo_database
 

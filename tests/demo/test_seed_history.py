@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from click.testing import CliRunner
+
 from pgbus_web.demo import workflows as demo
 from pgbus_web.demo.history import seed_history
 from pgbus_web.launch import main_group

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from flask import Blueprint, Flask, render_template_string
 from markupsafe import Markup
+
 from pgbus_web import i18n
 
 CATALOG_HEADER = """\

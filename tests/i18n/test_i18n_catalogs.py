@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from babel.messages.pofile import read_po
+
 from pgbus_web import catalog_files, i18n
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 from babel.messages.pofile import read_po
+
 from pgbus_web import catalog_files, i18n
 
 ROOT = Path(__file__).resolve().parents[2]

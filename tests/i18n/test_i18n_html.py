@@ -10,6 +10,7 @@ import pytest
 from babel.messages.pofile import read_po
 from jinja2 import Environment
 from markupsafe import Markup
+
 from pgbus_web import catalog_files, i18n
 from pgbus_web.core.words import presenters, verb_labels
 from pgbus_web.rules import states

@@ -7,8 +7,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from pgbus_web import i18n
 from support.web_helpers import every_state, soup
+
+from pgbus_web import i18n
 
 LOCALES = i18n.available_locales()
 # A message key: "pgbus." and at least two more dotted parts ("pgbus.css" is not one).

@@ -17,6 +17,7 @@ from gettext import GNUTranslations
 from pathlib import Path
 
 import pytest
+
 from pgbus_web import catalog_files, i18n
 
 ROOT = Path(__file__).resolve().parents[2]

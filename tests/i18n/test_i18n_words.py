@@ -7,6 +7,7 @@ come back unnoticed."""
 from __future__ import annotations
 
 import pytest
+
 from pgbus_web import i18n
 from pgbus_web.rules import states
 from pgbus_web.web.drawing import timeline

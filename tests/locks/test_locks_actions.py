@@ -7,9 +7,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from support.lock_support import FLOOR, QUEUE
+
 from pgbus_web.locks import FRESH, GONE, LIVE, PARKED, actions
 from pgbus_web.models import uniqueness_keys
-from support.lock_support import FLOOR, QUEUE
 
 OLD = FLOOR + timedelta(minutes=5)
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 from click.testing import CliRunner
+from support.lock_support import FLOOR
+
 from pgbus_web.launch import main_group
 from pgbus_web.locks import FRESH, LIVE, PARKED
-from support.lock_support import FLOOR
 
 OLD = FLOOR + timedelta(minutes=5)
 

@@ -7,9 +7,10 @@ import re
 from datetime import timedelta
 
 import pytest
-from pgbus_web.locks import FRESH, GONE, LIVE, ORPHAN, PARKED, STATES
 from support.lock_support import FLOOR, QUEUE
 from support.web_helpers import make_app, soup, text_of
+
+from pgbus_web.locks import FRESH, GONE, LIVE, ORPHAN, PARKED, STATES
 
 OLD = FLOOR + timedelta(minutes=5)
 

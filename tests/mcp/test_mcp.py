@@ -7,10 +7,11 @@ is a tool error that writes nothing."""
 from __future__ import annotations
 
 import pytest
-from pgbus_web.i18n import t
-from pgbus_web.mcp.server import ACT_TOOLS, READ_TOOLS
 from support.mcp_support import answer, refusal, session
 from support.refusals import everything
+
+from pgbus_web.i18n import t
+from pgbus_web.mcp.server import ACT_TOOLS, READ_TOOLS
 
 
 def test_a_read_only_session_lists_groups_finds_and_shows_runs(database_url, driver, engine):
@@ -130,6 +131,7 @@ def _statuses(engine):
 @pytest.mark.parametrize("option", ["--allow-actions", None])
 def test_the_command_needs_a_database(option):
     from click.testing import CliRunner
+
     from pgbus_web.launch import main_group
 
     result = CliRunner().invoke(
@@ -205,9 +207,10 @@ def test_with_a_token_mcp_acts_as_its_principal_under_the_policy(database_url, d
     """The server acts as the principal of the token it is given: its
     actor, its grants (a refused verb is the pages' 403 sentence, nothing
     changed), and the policy's approval, which it cannot skip."""
+    from support.api_support import token_for
+
     from pgbus_web.core import permissions, policy, problems
     from pgbus_web.i18n import force_locale
-    from support.api_support import token_for
 
     policy.change(
         engine,

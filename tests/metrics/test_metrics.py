@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from pgbus_web.extension import PgbusWeb
 from prometheus_client.parser import text_string_to_metric_families
 from support.api_support import token_for
 from support.auth_support import OPERATOR, VIEWER, signed_in_app, write_users
 from support.web_helpers import make_app
+
+from pgbus_web.extension import PgbusWeb
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,6 +64,7 @@ def test_a_scrape_counts_runs_and_the_stuck_gauge_falls_after_a_resume_and_the_i
 
     # As an operator would: the stuck group from the command line, one run resumed there.
     from click.testing import CliRunner
+
     from pgbus_web.launch import main_group
 
     listed = CliRunner().invoke(main_group, ["attention", "--database-url", database_url])
@@ -214,7 +216,9 @@ def test_the_example_alerting_rules_pass_promtool():
     assert "SUCCESS: 6 rules found" in checked.stdout
     # The rules fire on the metrics' series and stay quiet on the controls.
     tested = subprocess.run(
-        [PROMTOOL or "promtool", "test", "rules", str(ROOT / "tests/metrics/alerts_test.yml")], capture_output=True, text=True
+        [PROMTOOL or "promtool", "test", "rules", str(ROOT / "tests/metrics/alerts_test.yml")],
+        capture_output=True,
+        text=True,
     )
     assert tested.returncode == 0, tested.stdout + tested.stderr
 

@@ -12,13 +12,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
+from support.action_support import paused_on_capture
+from support.index_views import block, role_app, without_tokens
+from support.web_helpers import soup, text_of
+
 from pgbus_web.core import reads as context
 from pgbus_web.i18n import force_locale, t, tn
 from pgbus_web.plumbing import csrf
 from pgbus_web.web.answering import shared
-from support.action_support import paused_on_capture
-from support.index_views import block, role_app, without_tokens
-from support.web_helpers import soup, text_of
 
 # A multiple of shared.READ_EVERY seconds: T0 and T0 + 7 s are one bucket.
 T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)

@@ -13,13 +13,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
+from support.count_checks import CLASSES, random_step
+
 from pgbus_web import schema
 from pgbus_web.demo import seed as seeding
 from pgbus_web.demo.history import seed_history
 from pgbus_web.launch import main_group
 from pgbus_web.models import recount, workflow_counts
 from pgbus_web.rules import states
-from support.count_checks import CLASSES, random_step
 
 T0 = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 

@@ -9,14 +9,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
+from support.action_support import paused_on_capture
+from support.index_views import block, role_app, without_tokens
+from support.web_helpers import soup, step
+
 from pgbus_web.core import reads as context
 from pgbus_web.i18n import force_locale, tn
 from pgbus_web.plumbing import csrf
 from pgbus_web.rules import states
 from pgbus_web.web.drawing import kept_rows
-from support.action_support import paused_on_capture
-from support.index_views import block, role_app, without_tokens
-from support.web_helpers import soup, step
 
 T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 import sqlalchemy as sa
+
 from pgbus_web.models import events, workflow_rows
 from pgbus_web.models.text import ELLIPSIS
 from pgbus_web.rules import states

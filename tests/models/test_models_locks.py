@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 import sqlalchemy as sa
+
 from pgbus_web.models import blocked_executions, values
 from pgbus_web.models import uniqueness_keys as locks
 

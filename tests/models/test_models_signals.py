@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 import sqlalchemy as sa
+
 from pgbus_web.models import signals, workflow_rows
 
 AT = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)

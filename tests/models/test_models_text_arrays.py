@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-from pgbus_web.models import text_arrays
 from psycopg.adapt import PyFormat
 from psycopg.types.array import ListDumper
+
+from pgbus_web.models import text_arrays
 
 TEXTS = [
     ["a", "b-1", "2f0c1e2a-0000-4000-8000-000000000001"],

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 import sqlalchemy as sa
+
 from pgbus_web import db
 from pgbus_web.models import values
 from pgbus_web.models.values import INFINITY, MINUS_INFINITY, Infinite, RawJson
@@ -17,13 +18,7 @@ NOW = datetime(2026, 1, 5, 14, 5, tzinfo=UTC)
 
 
 def test_infinities_order_as_postgresql_orders_them():
-    assert (
-        MINUS_INFINITY
-        < datetime.min.replace(tzinfo=UTC)
-        < NOW
-        < datetime.max.replace(tzinfo=UTC)
-        < INFINITY
-    )
+    assert MINUS_INFINITY < datetime.min.replace(tzinfo=UTC) < NOW < datetime.max.replace(tzinfo=UTC) < INFINITY
     assert sorted([INFINITY, NOW, MINUS_INFINITY]) == [MINUS_INFINITY, NOW, INFINITY]
     assert max([NOW, INFINITY]) is INFINITY and min([NOW, MINUS_INFINITY]) is MINUS_INFINITY
     assert NOW > MINUS_INFINITY and not NOW > INFINITY and NOW <= INFINITY

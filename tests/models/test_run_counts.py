@@ -12,11 +12,12 @@ import threading
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
+from support.count_checks import insert_runs, random_step
+
 from pgbus_web import schema
 from pgbus_web.launch import main_group
 from pgbus_web.models import recount, workflow_counts, workflow_rows
 from pgbus_web.rules import states
-from support.count_checks import insert_runs, random_step
 
 
 def kept(engine) -> dict:

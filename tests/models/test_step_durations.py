@@ -13,13 +13,14 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from support.browser import WAIT_MS, axe_violations, requires_chromium, serve
+from support.web_helpers import Runs, make_app, soup, text_of
+
 from pgbus_web.core.words.timefmt import duration
 from pgbus_web.demo import workflows as demo
 from pgbus_web.models import recount, step_durations
 from pgbus_web.runtime import system
 from pgbus_web.runtime.worker import Worker
-from support.browser import WAIT_MS, axe_violations, requires_chromium, serve
-from support.web_helpers import Runs, make_app, soup, text_of
 
 LONG_AGO = datetime(2000, 1, 1, tzinfo=UTC).date()
 STEPS = ("reserve", "charge", "notify")

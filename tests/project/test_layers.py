@@ -9,8 +9,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pgbus_web
 import pytest
+
+import pgbus_web
 
 PACKAGE = Path(pgbus_web.__file__).resolve().parent
 

@@ -3,9 +3,10 @@ driver reaches each starting point, the browser holds a CSRF token."""
 
 from __future__ import annotations
 
+from support.runtime_support import snapshot
+
 from pgbus_web.demo import workflows as demo
 from pgbus_web.plumbing import csrf
-from support.runtime_support import snapshot
 
 
 def test_snapshot_sees_every_written_row(engine, driver):

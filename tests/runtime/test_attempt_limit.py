@@ -14,6 +14,10 @@ import json
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
+from support.action_support import message, paused_on_capture
+from support.api_support import Api, token_for
+from support.refusals import everything
+
 from pgbus_web.core.settings import Settings
 from pgbus_web.core.words import verb_labels
 from pgbus_web.demo import workflows as demo
@@ -21,9 +25,6 @@ from pgbus_web.i18n import t
 from pgbus_web.launch import main_group
 from pgbus_web.mcp.server import Tools
 from pgbus_web.rules.limits import ATTEMPT_MAX
-from support.action_support import message, paused_on_capture
-from support.api_support import Api, token_for
-from support.refusals import everything
 
 DOORS = ("page", "api", "cli", "mcp")
 VERBS = ("resume", "skip")

@@ -9,11 +9,12 @@ import threading
 import time
 
 from click.testing import CliRunner
+from support.operation_support import seed_paused
+
 from pgbus_web.launch import main_group
 from pgbus_web.models import operations as store
 from pgbus_web.rules import states
 from pgbus_web.runtime import operation_record
-from support.operation_support import seed_paused
 
 
 def _pause_once_started(engine, stop: threading.Event) -> None:

@@ -5,10 +5,11 @@ with the count; past the count's cap every verb stays offered."""
 
 from __future__ import annotations
 
-from pgbus_web.core import reads
-from pgbus_web.rules import states, verb_table
 from support.action_support import ALICE, completed, paused_on_capture
 from support.web_helpers import soup
+
+from pgbus_web.core import reads
+from pgbus_web.rules import states, verb_table
 
 
 def entry(client, **query):

@@ -10,6 +10,12 @@ from urllib.parse import urlencode
 
 import pytest
 from click.testing import CliRunner
+from support.action_support import Browser, operator_app, paused_on_capture
+from support.api_support import Api, patch, token_for
+from support.auth_support import CHEAP, sign_in
+from support.refusals import everything
+from support.web_helpers import make_app, soup, text_of
+
 from pgbus_web.auth import Auth, User, passwords, users
 from pgbus_web.core import problems
 from pgbus_web.demo.workflows import REGISTRY
@@ -19,11 +25,6 @@ from pgbus_web.models import operations as store
 from pgbus_web.rules import states
 from pgbus_web.rules.approval import Approval
 from pgbus_web.runtime import operation_policy, operation_record, operation_runner
-from support.action_support import Browser, operator_app, paused_on_capture
-from support.api_support import Api, patch, token_for
-from support.auth_support import CHEAP, sign_in
-from support.refusals import everything
-from support.web_helpers import make_app, soup, text_of
 
 URL = "/workflows/operations"
 PAUSED = urlencode({"status": "paused"})

@@ -13,6 +13,7 @@ import json
 
 import pytest
 import sqlalchemy as sa
+
 from pgbus_web import defaults
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.rules import run_filters as filters

@@ -8,14 +8,15 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
+from support.action_support import ago, paused_on_capture, ready_later
+from support.web_helpers import step
+
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import events as event_rows
 from pgbus_web.rules import run_filters, states
 from pgbus_web.runtime import chunk_resume, errors, operation_policy, operation_record, operation_runner, verbs
 from pgbus_web.runtime.chunks import resume as chunk_resume_path
 from pgbus_web.runtime.clock import utcnow
-from support.action_support import ago, paused_on_capture, ready_later
-from support.web_helpers import step
 
 OPERATION = 41
 NOW = utcnow().replace(microsecond=123456)

@@ -20,13 +20,14 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
+from support.operation_support import wait_for_the_dead
+from support.web_helpers import step
+
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.rules import run_filters as filters
 from pgbus_web.rules import states
 from pgbus_web.runtime import chunks, errors, operation_policy, operation_record, operation_runner, verbs
 from pgbus_web.runtime.clock import utcnow
-from support.operation_support import wait_for_the_dead
-from support.web_helpers import step
 
 OPERATION = 77
 ACTOR = "dashboard:alice"

@@ -11,13 +11,14 @@ import time
 
 import sqlalchemy as sa
 from click.testing import CliRunner
+from support.operation_support import THRESHOLDS, query, seed_paused
+from support.refusals import everything
+
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.launch import main_group
 from pgbus_web.models import operations as store
 from pgbus_web.runtime import operation_policy
 from pgbus_web.runtime.worker import Worker
-from support.operation_support import THRESHOLDS, query, seed_paused
-from support.refusals import everything
 
 
 def _create(engine, **filter_values):
@@ -72,6 +73,7 @@ def test_the_serving_process_does_operations_unless_turned_off(engine, database)
     time.sleep(0.3)
     assert _find(engine, operation["id"])["status"] == "queued"  # control: nobody does it
     from flask import Flask
+
     from pgbus_web.extension import PgbusWeb
 
     host = Flask(__name__)

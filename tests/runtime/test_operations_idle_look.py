@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 import sqlalchemy as sa
+
 from pgbus_web.runtime import operation_runner
 
 LOOK = "SELECT EXISTS (SELECT 1 FROM pgbus_web_operations WHERE status IN ('queued', 'running'))"

@@ -8,14 +8,15 @@ from __future__ import annotations
 from datetime import timedelta
 
 import sqlalchemy as sa
+from sqlalchemy import event
+from support.action_support import paused_on_capture
+
 from pgbus_web import defaults
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import operations as store
 from pgbus_web.rules import run_filters as filters
 from pgbus_web.runtime import operation_policy, operation_runner
 from pgbus_web.runtime.clock import utcnow
-from sqlalchemy import event
-from support.action_support import paused_on_capture
 
 THRESHOLDS = {"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaults.WAITING_THRESHOLD}
 # Long enough that no heartbeat renewal commits while a chunk is in hand.

@@ -7,8 +7,9 @@ from __future__ import annotations
 import logging
 import time
 
-from pgbus_web.runtime import operation_runner
 from sqlalchemy import exc as sa_exc
+
+from pgbus_web.runtime import operation_runner
 
 POLL = 0.02
 

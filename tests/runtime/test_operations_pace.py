@@ -11,6 +11,9 @@ from datetime import datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
+from support.operation_support import THRESHOLDS, acted_at, busiest_second, query, seed_paused
+from support.refusals import everything
+
 from pgbus_web.core import problems
 from pgbus_web.core import reads as context
 from pgbus_web.core.words import presenters
@@ -20,8 +23,6 @@ from pgbus_web.models import operations as store
 from pgbus_web.rules import states
 from pgbus_web.rules.approval import Approval
 from pgbus_web.runtime import operation_policy, operation_record, operation_runner, pace
-from support.operation_support import THRESHOLDS, acted_at, busiest_second, query, seed_paused
-from support.refusals import everything
 
 ALICE, BOB = "dashboard:alice", "dashboard:bob"
 

@@ -9,11 +9,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
+from support.refusals import everything
+
 from pgbus_web.demo.seed import seed
 from pgbus_web.launch import main_group
 from pgbus_web.rules import states
 from pgbus_web.runtime import retention
-from support.refusals import everything
 
 CHILDREN = ("pgbus_workflow_steps", "pgbus_workflow_events", "pgbus_workflow_signals")
 FINISHED = (states.COMPLETED, states.FAILED, states.CANCELLED)

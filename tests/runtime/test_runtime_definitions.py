@@ -3,6 +3,7 @@
 from datetime import timedelta
 
 import pytest
+
 from pgbus_web.demo import workflows as demo
 from pgbus_web.runtime.definitions import (
     Backoff,

@@ -4,6 +4,8 @@ reached through the runtime itself, and checked against what resume then does.""
 from __future__ import annotations
 
 import pytest
+from support.runtime_support import Driver
+
 from pgbus_web.demo import workflows as demo
 from pgbus_web.models import steps
 from pgbus_web.rules import states
@@ -11,7 +13,6 @@ from pgbus_web.rules.verb_table import CLASS_VERBS, available_actions
 from pgbus_web.runtime import system, verbs
 from pgbus_web.runtime.plan import ActionPlan, plan_of
 from pgbus_web.runtime.worker import Worker
-from support.runtime_support import Driver
 
 
 def plan(engine, driver: Driver, workflow_id, definition=demo.ORDER_WORKFLOW):

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from support.runtime_support import Driver
+
 from pgbus_web.demo import workflows as demo
 from pgbus_web.models import batches, steps
 from pgbus_web.runtime import system, verbs
-from support.runtime_support import Driver
 
 ALICE = "dashboard:alice"
 SHIPPING = "api:shipping"

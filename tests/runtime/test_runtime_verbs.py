@@ -9,10 +9,11 @@ import threading
 from datetime import timedelta
 
 import pytest
+from support.runtime_support import Driver, snapshot
+
 from pgbus_web.demo import workflows as demo
 from pgbus_web.models import workflow_rows
 from pgbus_web.runtime import errors, verbs
-from support.runtime_support import Driver, snapshot
 
 ALICE = "dashboard:alice"
 

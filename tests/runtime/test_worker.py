@@ -8,13 +8,14 @@ import threading
 from datetime import timedelta
 
 import pytest
+from support.runtime_support import T0, Driver
+
 from pgbus_web.demo import workflows as demo
 from pgbus_web.models import workflow_attention, workflow_rows
 from pgbus_web.rules import states
 from pgbus_web.runtime import system, verbs
 from pgbus_web.runtime.definitions import FanOut, Registry, Step, Workflow
 from pgbus_web.runtime.worker import Worker
-from support.runtime_support import T0, Driver
 
 
 def test_two_workers_never_run_one_step_twice(engine):

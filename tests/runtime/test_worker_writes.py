@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
+from sqlalchemy import event
+from support.latest_steps import add_run, add_step, assert_columns_match, run_columns, sql
+from support.runtime_support import T0
+
 from pgbus_web import db, schema
 from pgbus_web.models import events, steps, workflow_rows
 from pgbus_web.runtime import system
 from pgbus_web.runtime.definitions import Registry, Step, Workflow
 from pgbus_web.runtime.worker import Worker
-from sqlalchemy import event
-from support.latest_steps import add_run, add_step, assert_columns_match, run_columns, sql
-from support.runtime_support import T0
 
 REGISTRY = Registry([Workflow("Noop", [Step(f"s{n}", lambda ctx: None) for n in range(4)])])
 

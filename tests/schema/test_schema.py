@@ -1,6 +1,7 @@
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
+
 from pgbus_web import schema
 from pgbus_web.launch import main_group
 

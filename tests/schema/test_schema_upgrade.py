@@ -9,12 +9,13 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
+from support.latest_steps import add_run, add_step, assert_columns_match, sql
+from support.runtime_support import T0
+
 from pgbus_web import schema
 from pgbus_web.launch import main_group
 from pgbus_web.models import recount, workflow_upkeep
 from pgbus_web.rules import states
-from support.latest_steps import add_run, add_step, assert_columns_match, sql
-from support.runtime_support import T0
 
 
 def stuck(engine):
@@ -120,6 +121,7 @@ def test_a_version_16_database_keeps_its_tokens_and_gets_sessions_and_the_access
     import hashlib
 
     import sqlalchemy as sa
+
     from pgbus_web.core import tokens
 
     _, engine = scratch

@@ -10,9 +10,9 @@ from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
+
 from pgbus_web.plumbing import csrf
 from pgbus_web.rules import states
-
 from support.web_helpers import Runs, make_app, soup, step, text_of, utcnow
 
 ALICE = "alice"

@@ -9,9 +9,10 @@ import re
 from typing import Any
 
 import jsonschema
+from referencing import Registry, Resource
+
 from pgbus_web.api import openapi
 from pgbus_web.core import tokens
-from referencing import Registry, Resource
 
 DOCUMENT = openapi.document()
 _REGISTRY = Registry().with_resource(

@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from argon2 import PasswordHasher, profiles
-from pgbus_web.auth import Auth, User, passwords, users
 
+from pgbus_web.auth import Auth, User, passwords, users
 from support.web_helpers import make_app, soup
 
 VIEWER = ("vera", "viewer password")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
+
 from pgbus_web.models import workflow_rows, workflow_upkeep
 from pgbus_web.rules import states
 

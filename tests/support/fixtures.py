@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 import pytest
 import sqlalchemy as sa
+
 from pgbus_web import db
 from pgbus_web.core import reads as context
 from pgbus_web.web.answering import shared

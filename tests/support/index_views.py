@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pgbus_web.plumbing import csrf
-
 from support.web_helpers import make_app, soup
 
 

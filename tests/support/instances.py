@@ -14,8 +14,8 @@ from urllib.parse import urlencode
 
 import pytest
 from bs4 import BeautifulSoup
-from pgbus_web.plumbing import csrf
 
+from pgbus_web.plumbing import csrf
 from support.auth_support import write_users
 
 SECRET = "one key for every instance"

@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import sqlalchemy as sa
-from pgbus_web.models import workflow_rows
 
+from pgbus_web.models import workflow_rows
 from support.runtime_support import T0
 
 LATEST = ("step_id", "step_name", "step_status", "error_class", "scheduled_at", "waiting_since", "timeout_at")

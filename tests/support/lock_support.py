@@ -8,6 +8,7 @@ import json
 from datetime import timedelta
 
 import sqlalchemy as sa
+
 from pgbus_web import defaults
 from pgbus_web.models import pgmq_queues, uniqueness_keys
 

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from urllib.parse import urlencode
 
 import sqlalchemy as sa
+
 from pgbus_web import defaults
 from pgbus_web.demo.workflows import ORDER_WORKFLOW, REGISTRY
 from pgbus_web.models import operations as store

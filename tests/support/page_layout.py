@@ -7,10 +7,10 @@ import os
 from pathlib import Path
 
 import sqlalchemy as sa
+
 from pgbus_web.core import policy, reads
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.runtime import operation_policy, operation_record
-
 from support.action_support import operator_app
 from support.lock_support import Locks
 from support.session_support import seed_sessions

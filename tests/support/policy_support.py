@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from click.testing import CliRunner
+
 from pgbus_web.core import policy
 from pgbus_web.launch import main_group
 

@@ -4,8 +4,8 @@ was written) and the message a page showed."""
 from __future__ import annotations
 
 import sqlalchemy as sa
-from pgbus_web.schema import TABLES
 
+from pgbus_web.schema import TABLES
 from support.web_helpers import soup, text_of
 
 

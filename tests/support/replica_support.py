@@ -20,6 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import sqlalchemy as sa
+
 from pgbus_web import db
 
 # Seconds for anything the replica does on a loaded machine (start,

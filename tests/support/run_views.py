@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pgbus_web import i18n
-
 from support.action_support import Browser
 from support.web_helpers import make_app, soup
 

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
+
 from pgbus_web.demo import workflows as demo
 from pgbus_web.models import events, signals, steps, workflow_rows
 from pgbus_web.runtime import system

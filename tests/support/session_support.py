@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import sqlalchemy as sa
+
 from pgbus_web.core import access_log, sessions, tokens
 
 

@@ -8,6 +8,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
+
 from pgbus_web.models import workflow_rows
 from pgbus_web.rules import states
 

@@ -14,6 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 from bs4 import BeautifulSoup
 from flask import Flask, url_for
+
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.extension import PgbusWeb
 from pgbus_web.models import batches, events, signals, steps, workflow_rows

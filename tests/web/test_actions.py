@@ -11,8 +11,6 @@ import threading
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
-from pgbus_web.core import checks as forms
-from pgbus_web.rules import states
 from support.action_support import (
     Browser,
     ago,
@@ -30,6 +28,9 @@ from support.action_support import (
 )
 from support.runtime_support import snapshot
 from support.web_helpers import soup, step, text_of
+
+from pgbus_web.core import checks as forms
+from pgbus_web.rules import states
 
 RUN_FRAGMENT_IDS = ("pgbus-run-header", "pgbus-run-steps", "pgbus-run-signals", "pgbus-run-timeline", "pgbus-run-audit")
 

@@ -8,14 +8,15 @@ database exactly as before."""
 from __future__ import annotations
 
 import pytest
-from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.models import operations as store
-from pgbus_web.rules import states
-from pgbus_web.runtime import operation_runner
 from support.action_support import ago, events_of, message, paused_on_capture, run_row
 from support.operation_support import seed_paused
 from support.runtime_support import snapshot
 from support.web_helpers import soup, step, text_of
+
+from pgbus_web.demo.workflows import REGISTRY
+from pgbus_web.models import operations as store
+from pgbus_web.rules import states
+from pgbus_web.runtime import operation_runner
 
 CAPTURE_GROUP = {
     "workflow_class": "OrderWorkflow",

@@ -11,9 +11,6 @@ import logging
 import pytest
 from flask import Flask
 from itsdangerous import URLSafeTimedSerializer
-from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.extension import PgbusWeb
-from pgbus_web.plumbing import csrf, security
 from support.action_support import (
     Browser,
     events_of,
@@ -24,6 +21,10 @@ from support.action_support import (
 )
 from support.runtime_support import snapshot
 from support.web_helpers import soup
+
+from pgbus_web.demo.workflows import REGISTRY
+from pgbus_web.extension import PgbusWeb
+from pgbus_web.plumbing import csrf, security
 
 GROUP = {
     "workflow_class": "OrderWorkflow",

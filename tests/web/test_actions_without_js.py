@@ -5,11 +5,12 @@ a 405."""
 
 from __future__ import annotations
 
-from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.runtime import operation_runner
 from support.action_support import paused_on_capture, run_row
 from support.runtime_support import snapshot
 from support.web_helpers import soup, text_of
+
+from pgbus_web.demo.workflows import REGISTRY
+from pgbus_web.runtime import operation_runner
 
 
 def test_skip_and_cancel_write_their_question_inside_the_form(browser, runs):

@@ -8,11 +8,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
+from support.web_helpers import Runs, make_app, soup, text_of
+
 from pgbus_web.demo import workflows as demo
 from pgbus_web.models import recount, workflow_activity
 from pgbus_web.runtime import system
 from pgbus_web.runtime.worker import Worker
-from support.web_helpers import Runs, make_app, soup, text_of
 
 LONG_AGO = datetime(2000, 1, 1, tzinfo=UTC)
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from pgbus_web.i18n import force_locale, t
-from pgbus_web.rules import states
 from support.refusals import everything
 from support.web_helpers import Runs, make_app, soup, step, text_of, utcnow
+
+from pgbus_web.i18n import force_locale, t
+from pgbus_web.rules import states
 
 
 @pytest.fixture

@@ -8,10 +8,11 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from pgbus_web.launch import main_group
 from support.api_support import Api, token_for
 from support.refusals import everything
 from support.web_helpers import make_pair
+
+from pgbus_web.launch import main_group
 
 DEFINITIONS = ("--definitions", "pgbus_web.demo.workflows")
 

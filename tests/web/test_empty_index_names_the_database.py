@@ -9,8 +9,9 @@ import uuid
 
 import pytest
 import sqlalchemy as sa
-from pgbus_web import db
 from support.web_helpers import make_app, soup, text_of
+
+from pgbus_web import db
 
 
 @pytest.fixture

@@ -10,13 +10,14 @@ from __future__ import annotations
 import http.client
 
 import pytest
-from pgbus_web import db
-from pgbus_web.plumbing import csrf, security
 from support.action_support import Browser, paused_on_capture
 from support.refusals import everything
 from support.served import running
 from support.web_helpers import MOUNTS, Runs, assert_dashboard_headers, host_app, make_app
 from waitress.server import create_server
+
+from pgbus_web import db
+from pgbus_web.plumbing import csrf, security
 
 # A port nothing listens on: every connection is refused at once.
 DEAD_URL = "postgresql://pgbus:pgbus@127.0.0.1:9/pgbus"

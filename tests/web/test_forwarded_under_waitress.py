@@ -12,11 +12,12 @@ import http.client
 
 import pytest
 from bs4 import BeautifulSoup
-from pgbus_web.auth import Auth
-from pgbus_web.launch.serve import create_server
 from support.auth_support import write_users
 from support.served import running
 from support.web_helpers import make_app
+
+from pgbus_web.auth import Auth
+from pgbus_web.launch.serve import create_server
 
 TRUSTED = ["127.0.0.1/32"]
 ELSEWHERE = ["10.0.0.0/8"]

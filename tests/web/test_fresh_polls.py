@@ -9,12 +9,13 @@ import time
 
 import pytest
 import sqlalchemy as sa
-from pgbus_web.models import changes
-from pgbus_web.rules import states
-from pgbus_web.web.answering import not_modified as fresh
 from support.action_support import ago, operator_app
 from support.statements import statements
 from support.web_helpers import soup, step
+
+from pgbus_web.models import changes
+from pgbus_web.rules import states
+from pgbus_web.web.answering import not_modified as fresh
 
 RUNS = "pgbus-counts,pgbus-runs"
 RUN_PAGE = "pgbus-run-header,pgbus-run-steps,pgbus-run-signals,pgbus-run-timeline,pgbus-run-audit"

@@ -13,9 +13,10 @@ import pytest
 from babel.messages.catalog import Catalog
 from babel.messages.mofile import write_mo
 from flask import Blueprint, Flask, render_template_string, request
+from support.web_helpers import soup, text_of
+
 from pgbus_web import i18n
 from pgbus_web.extension import PgbusWeb, SettingError, state
-from support.web_helpers import soup, text_of
 
 # The dashboard's index title in each language the tests use.
 TITLES = {"en": "Workflows", "ja": "ワークフロー"}

@@ -9,8 +9,9 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
-from pgbus_web.models import workflow_counts
 from support.statements import statements
+
+from pgbus_web.models import workflow_counts
 
 
 def test_the_range_counts_are_an_index_only_scan(engine):

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from pgbus_web.models import workflow_attention, workflow_counts
-from pgbus_web.rules import states
-from pgbus_web.web.routes import actions
 from support.action_support import ago, operator_app, paused_on_capture
 from support.statements import statements
 from support.web_helpers import soup, step
+
+from pgbus_web.models import workflow_attention, workflow_counts
+from pgbus_web.rules import states
+from pgbus_web.web.routes import actions
 
 
 def attention_sql(engine) -> set[str]:

@@ -5,10 +5,11 @@ pages never receive them."""
 from __future__ import annotations
 
 from flask import Flask
+from support.browser import requires_chromium, serve
+
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.extension import PgbusWeb
 from pgbus_web.i18n import LOCALE_COOKIE, TIMEZONE_COOKIE
-from support.browser import requires_chromium, serve
 
 
 def host_app(database) -> Flask:

@@ -10,14 +10,15 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 import sqlalchemy as sa
+from support.action_support import Browser, running
+from support.run_views import OPERATOR, badge, page, role_app  # noqa: F401  (fixtures)
+
 from pgbus_web import defaults
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import changes
 from pgbus_web.rules import run_filters as filters
 from pgbus_web.runtime import operation_policy, operation_record, operation_runner
 from pgbus_web.web.answering import shared
-from support.action_support import Browser, running
-from support.run_views import OPERATOR, badge, page, role_app  # noqa: F401  (fixtures)
 
 CANCEL = "UPDATE pgbus_workflows SET status = 'cancelled', finished_at = now() WHERE workflow_id = :w"
 

@@ -11,13 +11,14 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import sqlalchemy as sa
-from pgbus_web.models import operation_outcomes
-from pgbus_web.models import operations as store
-from pgbus_web.rules import states
 from playwright.sync_api import expect
 from support.action_support import operator_app
 from support.browser import WAIT_MS, requires_chromium, serve
 from support.web_helpers import soup, step, text_of, utcnow
+
+from pgbus_web.models import operation_outcomes
+from pgbus_web.models import operations as store
+from pgbus_web.rules import states
 
 
 def acted_on(runs, operation_id: int, status: str, *attempts, **columns) -> str:
@@ -227,8 +228,9 @@ def _failing_operation(runs, engine, failed: int, completed: int) -> int:
 
 def test_the_page_the_api_and_the_command_line_say_the_same_outcome(browser, app, runs, engine):
     from click.testing import CliRunner
-    from pgbus_web.launch import main_group
     from support.api_support import Api, token_for
+
+    from pgbus_web.launch import main_group
 
     failing = _failing_operation(runs, engine, failed=8, completed=3)
     fine = _failing_operation(runs, engine, failed=3, completed=8)  # control

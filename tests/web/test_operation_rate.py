@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from pgbus_web.runtime import operation_record
-from pgbus_web.runtime.clock import utcnow
 from sqlalchemy import text
 from support.action_support import paused_on_capture
 from support.operation_support import URL, ask, operations_of
 from support.web_helpers import soup, text_of
+
+from pgbus_web.runtime import operation_record
+from pgbus_web.runtime.clock import utcnow
 
 
 def _operation(browser, runs, engine):

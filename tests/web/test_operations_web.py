@@ -9,14 +9,15 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 import pytest
-from pgbus_web.core import policy
-from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.rules import run_filters
-from pgbus_web.runtime import operation_policy, operation_preview, operation_record, operation_runner
 from support.action_support import paused_on_capture, ready_later
 from support.operation_support import PAUSED, THRESHOLDS, URL, ask, operations_of
 from support.refusals import everything
 from support.web_helpers import soup, text_of
+
+from pgbus_web.core import policy
+from pgbus_web.demo.workflows import REGISTRY
+from pgbus_web.rules import run_filters
+from pgbus_web.runtime import operation_policy, operation_preview, operation_record, operation_runner
 
 
 def finish(engine):
@@ -201,8 +202,9 @@ def test_the_index_offers_the_entry_only_with_a_filter(browser, runs):
 
 
 def test_the_entry_says_how_many_runs_the_preview_would_count(browser, runs, engine, database, monkeypatch):
-    from pgbus_web.core import reads as context
     from support.action_support import Browser, operator_app
+
+    from pgbus_web.core import reads as context
 
     for _ in range(3):
         paused_on_capture(runs)

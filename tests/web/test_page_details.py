@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from pgbus_web.rules import states
 from support.web_helpers import make_app, soup, step, text_of, utcnow
+
+from pgbus_web.rules import states
 
 
 def test_every_page_links_the_favicon_the_blueprint_serves(client):

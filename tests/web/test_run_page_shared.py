@@ -6,10 +6,11 @@ or zone."""
 
 from __future__ import annotations
 
-from pgbus_web.plumbing import csrf
 from support.action_support import Browser, running
 from support.run_views import OPERATOR, badge, page, role_app
 from support.web_helpers import soup
+
+from pgbus_web.plumbing import csrf
 
 VIEWER = "victor"
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-from pgbus_web.core import reads
-from pgbus_web.rules import states
 from support.action_support import long_history, operator_app
 from support.refusals import everything
 from support.web_helpers import soup, step
+
+from pgbus_web.core import reads
+from pgbus_web.rules import states
 
 
 @pytest.fixture

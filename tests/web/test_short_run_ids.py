@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from flask import url_for
+from support.web_helpers import soup
+
 from pgbus_web.models import run_lookups
 from pgbus_web.rules import states
-from support.web_helpers import soup
 
 RUN_ID = "649197be-1c2d-4e5f-8a9b-0c1d2e3f4a5b"
 # Shares seven characters with RUN_ID.

@@ -12,12 +12,13 @@ from __future__ import annotations
 import re
 
 import pytest
-from pgbus_web import i18n
-from pgbus_web.rules import states
-from pgbus_web.runtime import flow
 from support.action_support import ago, operator_app
 from support.browser import WAIT_MS, requires_chromium, serve
 from support.web_helpers import soup, step, text_of
+
+from pgbus_web import i18n
+from pgbus_web.rules import states
+from pgbus_web.runtime import flow
 
 ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d")
 

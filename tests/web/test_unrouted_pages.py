@@ -7,9 +7,10 @@ answers outside the prefix are left alone."""
 from __future__ import annotations
 
 import pytest
-from pgbus_web.i18n import force_locale, t
 from support.refusals import everything
 from support.web_helpers import MOUNTS, assert_dashboard_headers, soup, text_of
+
+from pgbus_web.i18n import force_locale, t
 
 
 @pytest.fixture(params=sorted(MOUNTS), ids=lambda prefix: f"at {prefix or '/'}")

@@ -10,8 +10,6 @@ import logging
 from datetime import UTC
 
 import pytest
-from pgbus_web.i18n import force_locale, t
-from pgbus_web.web.routes import views
 from support.action_support import (
     message,
     operator_app,
@@ -21,6 +19,9 @@ from support.action_support import (
 from support.lock_support import QUEUE
 from support.refusals import everything, page_message
 from support.web_helpers import soup, text_of
+
+from pgbus_web.i18n import force_locale, t
+from pgbus_web.web.routes import views
 
 NUL = "a\x00b"
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import pytest
 from bs4 import NavigableString
-from pgbus_web import bidi
-from pgbus_web.rules import states
 from support.action_support import Browser, ago, operator_app
 from support.web_helpers import soup, step, text_of
+
+from pgbus_web import bidi
+from pgbus_web.rules import states
 
 RLO, LRE, RLI, PDI, LRM, ALM = "\u202e", "\u202a", "\u2067", "\u2069", "\u200e", "\u061c"
 

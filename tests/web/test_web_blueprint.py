@@ -7,10 +7,11 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 from flask import Flask
+from support.web_helpers import every_state, make_app, soup, text_of
+
 from pgbus_web import db
 from pgbus_web.extension import PgbusWeb
 from pgbus_web.plumbing import security
-from support.web_helpers import every_state, make_app, soup, text_of
 
 # A port nothing listens on: every connection is refused at once.
 DEAD_URL = "postgresql://pgbus:pgbus@127.0.0.1:9/pgbus"
@@ -61,6 +62,7 @@ def test_mounted_under_a_prefix_in_a_host_app(database):
 
 def test_the_host_apps_jinja_globals_are_left_alone(database, runs):
     from flask import render_template_string
+
     from pgbus_web.demo.workflows import REGISTRY
     from pgbus_web.i18n import force_locale, t
 
@@ -283,6 +285,7 @@ def test_a_host_app_mounts_the_dashboard_without_the_command_lines_packages(tmp_
 
 def test_a_command_that_needs_an_extra_says_which(monkeypatch):
     from click.testing import CliRunner
+
     from pgbus_web import progress
     from pgbus_web.launch import main_group as main
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlsplit
 
+from support.web_helpers import soup, step, text_of
+
 from pgbus_web import defaults
 from pgbus_web.models import workflow_attention
 from pgbus_web.rules import states
-from support.web_helpers import soup, step, text_of
 
 CAPTURE = "capture_payment"
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from support.web_helpers import every_state, make_app, soup, step, text_of
+
 from pgbus_web.rules import states
 from pgbus_web.rules.run_filters import RANGES
-from support.web_helpers import every_state, make_app, soup, step, text_of
 
 
 def rows(page):

@@ -7,8 +7,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from pgbus_web.rules import states
 from support.web_helpers import every_state, soup, step, text_of, utcnow
+
+from pgbus_web.rules import states
 
 
 def stats(page, selector, attribute):

@@ -13,12 +13,6 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
-from pgbus_web.core import policy
-from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.i18n import force_locale, t
-from pgbus_web.models import events, steps, workflow_attention
-from pgbus_web.rules import states
-from pgbus_web.runtime import operation_runner
 from support.action_support import (
     Browser,
     ago,
@@ -31,6 +25,13 @@ from support.action_support import (
     waiting_for_shipment,
 )
 from support.web_helpers import set_column, soup, step, text_of
+
+from pgbus_web.core import policy
+from pgbus_web.demo.workflows import REGISTRY
+from pgbus_web.i18n import force_locale, t
+from pgbus_web.models import events, steps, workflow_attention
+from pgbus_web.rules import states
+from pgbus_web.runtime import operation_runner
 
 MARKER = "unusual value"
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import pytest
 from flask import url_for
-from pgbus_web.plumbing import run_ids
-from pgbus_web.rules import states
 from support.action_support import (
     completed,
     events_of,
@@ -18,6 +16,9 @@ from support.action_support import (
     run_row,
 )
 from support.web_helpers import soup, step, text_of
+
+from pgbus_web.plumbing import run_ids
+from pgbus_web.rules import states
 
 IDS = [
     "orders/1042",
