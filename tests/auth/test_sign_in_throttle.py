@@ -79,7 +79,7 @@ def test_a_concurrent_burst_checks_at_most_the_limit(database_url, _installed_en
             response = client.post("/sign-in", data={"token": token, "name": OPERATOR[0], "password": "wrong"})
             statuses.append(response.status_code)
 
-        threads = [threading.Thread(target=guess, args=pair) for pair in zip(clients, tokens)]
+        threads = [threading.Thread(target=guess, args=pair) for pair in zip(clients, tokens, strict=True)]
         for thread in threads:
             thread.start()
         for thread in threads:

@@ -37,7 +37,7 @@ def test_the_load_bench_prints_every_row_without_errors(engine, database_url):
     assert [(page, int(clients)) for page, clients, *_ in rows] == [
         (page, clients) for page in ("first page", "filtered page", "run page", "floor (file)") for clients in (1, 2)
     ]
-    for page, clients, rate, p50, p95, p99, errors, rss, cpu, per_request in rows:
+    for page, clients, rate, p50, p95, p99, errors, rss, _cpu, _per_request in rows:
         assert int(errors) == 0, (page, clients)
         assert float(rate) > 0 and float(p50) <= float(p95) <= float(p99), (page, clients)
         assert int(rss) > 0, page  # the server's memory was read

@@ -303,7 +303,8 @@ def test_a_focused_run_link_stays_on_its_run_when_a_new_run_comes_first(server, 
     assert page.evaluate("window.pgbusShift") == 0
     # Each row's id is its run's (or its group's), once in the page.
     ids = page.evaluate(
-        "Array.from(document.querySelectorAll('#pgbus-runs tr.pgbus-run-row, #pgbus-attention tbody tr')).map((row) => row.id)"
+        "Array.from(document.querySelectorAll('#pgbus-runs "
+        "tr.pgbus-run-row, #pgbus-attention tbody tr')).map((row) => row.id)"
     )
     assert all(ids) and len(set(ids)) == len(ids)
     assert page.problems == []

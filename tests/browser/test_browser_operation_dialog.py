@@ -108,7 +108,8 @@ def test_the_group_button_opens_a_modal_dialog_on_screen(server, chromium, many_
         for _ in range(12):
             page.keyboard.press("Tab")
             assert page.evaluate(
-                "(sel) => { const a = document.activeElement; return a === document.body || document.querySelector(sel).contains(a); }",
+                "(sel) => { const a = document.activeElement; return a === "
+                "document.body || document.querySelector(sel).contains(a); }",
                 DIALOG,
             )
         assert page.problems == []
@@ -176,7 +177,8 @@ def test_a_phone_screen_is_not_widened_in_long_languages(server, chromium, many_
         page.goto(f"{server}/workflows")
         assert page.evaluate("() => document.documentElement.scrollWidth <= innerWidth")
         assert page.evaluate(
-            "() => Array.from(document.querySelectorAll('.pgbus-skip-link')).every((a) => a.getBoundingClientRect().bottom <= 0)"
+            "() => Array.from(document.querySelectorAll('.pgbus-skip-link')).every((a) "
+            "=> a.getBoundingClientRect().bottom <= 0)"
         )
         open_dialog(page)
         assert page.evaluate("() => document.documentElement.scrollWidth <= innerWidth")

@@ -28,7 +28,8 @@ COMPLETED = '.pgbus-operation-outcomes a[data-outcome-value="completed"]'
 ACTIVE = (
     "() => { const a = document.activeElement;"
     " if (!a || a === document.body) return 'body';"
-    " return a.tagName.toLowerCase() + (a.id ? '#' + a.id : '') + ' ' + (a.textContent || a.value || '').trim().slice(0, 40); }"
+    " return a.tagName.toLowerCase() + (a.id ? '#' + a.id : '') + "
+    "' ' + (a.textContent || a.value || '').trim().slice(0, 40); }"
 )
 
 

@@ -165,7 +165,8 @@ LABELS_OVER_VALUES = """() => {
     probe.style.position = 'absolute';
     probe.textContent = cell.dataset.label;
     cell.appendChild(probe);
-    if (probe.scrollWidth > probe.clientWidth + 1) over.push(cell.dataset.label + ' ' + probe.scrollWidth + '>' + probe.clientWidth);
+    if (probe.scrollWidth > probe.clientWidth + 1) over.push(cell.dataset.label
+      + ' ' + probe.scrollWidth + '>' + probe.clientWidth);
     probe.remove();
   }
   return [...new Set(over)];
@@ -188,7 +189,8 @@ def test_stacked_labels_wrap_inside_their_column_on_a_phone(chromium, app, serve
     assert over == {}, over
 
 
-CHIP_CLOSE_INSIDE = """() => { const r = document.querySelector('.pgbus-chip[data-filter="q"] a').getBoundingClientRect();
+CHIP_CLOSE_INSIDE = """() => { const r =
+  document.querySelector('.pgbus-chip[data-filter="q"] a').getBoundingClientRect();
   return r.left >= 0 && r.right <= innerWidth && r.width > 0; }"""
 
 
@@ -569,7 +571,10 @@ def test_keys_for_an_incident(chromium, app, server, runs, engine):
 
     pages(app, runs, engine)
     context, page = opened(chromium, (1280, 800))
-    active = "() => document.activeElement.id || document.activeElement.closest('tr')?.dataset.workflowId || document.activeElement.tagName"
+    active = (
+        "() => document.activeElement.id || document.activeElement.closest('tr')?.dataset.workflowId"
+        " || document.activeElement.tagName"
+    )
     try:
         visit(page, f"{server}/workflows?locale=de")
         rows = page.locator("#pgbus-runs tr.pgbus-run-row")
@@ -631,9 +636,11 @@ def test_the_focused_run_stays_in_place_while_new_runs_wait_above_it(chromium, d
         # in the runs list (the operator's place).
         page.evaluate(
             "window.pgbusShift = 0; window.pgbusRunsShifted = []; new PerformanceObserver((list) => {"
-            " for (const entry of list.getEntries()) { if (entry.hadRecentInput) continue; window.pgbusShift += entry.value;"
+            " for (const entry of list.getEntries()) { if "
+            "(entry.hadRecentInput) continue; window.pgbusShift += entry.value;"
             "  for (const source of entry.sources) { const runs = document.getElementById('pgbus-runs');"
-            "   if (source.node && runs && runs.contains(source.node)) window.pgbusRunsShifted.push(entry.value); } } })"
+            "   if (source.node && runs && runs.contains(source.node)) "
+            "window.pgbusRunsShifted.push(entry.value); } } })"
             ".observe({type: 'layout-shift', buffered: false})"
         )
         polls = []

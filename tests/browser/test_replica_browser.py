@@ -136,7 +136,7 @@ def test_the_read_note_fits_and_is_axe_clean(chromium, engine, runs, replica, se
                 for name, path in (("index", "/workflows"), ("run", f"/workflows/{workflow_id}")):
                     url = f"{base}{path}?locale={locale}"
 
-                    def noted():
+                    def noted(page=page, url=url):
                         page.goto(url)
                         return page.locator('#pgbus-read-note [data-reason="lagging"]').count() == 1
 

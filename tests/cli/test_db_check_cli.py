@@ -34,7 +34,8 @@ def counts_rows(engine) -> list[tuple]:
             for row in conn.execute(
                 sa.text(
                     "SELECT 'total', ctid, workflow_class, status, NULL::timestamptz, runs FROM pgbus_workflow_counts "
-                    "UNION ALL SELECT 'delta', ctid, workflow_class, status, hour, runs FROM pgbus_workflow_count_deltas "
+                    "UNION ALL SELECT 'delta', ctid, workflow_class, "
+                    "status, hour, runs FROM pgbus_workflow_count_deltas "
                     "UNION ALL SELECT 'hour', ctid, workflow_class, status, hour, runs FROM pgbus_workflow_hour_counts "
                     "ORDER BY 1, 2"
                 )

@@ -286,7 +286,8 @@ def test_the_plans_use_the_gin_indexes(engine, found):
         conn.execute(
             sa.text(
                 "INSERT INTO pgbus_workflows (workflow_id, workflow_class, status, arguments)"
-                " SELECT gen_random_uuid()::text, 'OrderWorkflow', 'completed', jsonb_build_object('customer_id', g % 500)"
+                " SELECT gen_random_uuid()::text, 'OrderWorkflow', "
+                "'completed', jsonb_build_object('customer_id', g % 500)"
                 " FROM generate_series(1, 3000) AS g"
             )
         )

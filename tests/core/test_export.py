@@ -71,7 +71,7 @@ def stored(engine, ids) -> dict[str, dict]:
 def csv_rows(text: str) -> tuple[list[str], list[dict[str, str]]]:
     reader = csv.reader(io.StringIO(text))
     header = next(reader)
-    return header, [dict(zip(header, row)) for row in reader]
+    return header, [dict(zip(header, row, strict=True)) for row in reader]
 
 
 def test_a_csv_export_holds_exactly_the_matching_runs_as_stored(client, engine, made):

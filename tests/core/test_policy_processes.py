@@ -74,7 +74,7 @@ def deployment(engine, database_url, tmp_path):
     env.pop("PGBUS_WEB_APPROVAL_THRESHOLD", None)
     ports = [_free_port(), _free_port()]
     with ExitStack() as stack:
-        for label, port in zip("ab", ports):
+        for label, port in zip("ab", ports, strict=True):
             log_path = tmp_path / f"serve-{label}.log"
             started = stack.enter_context(
                 process(
@@ -95,7 +95,7 @@ def deployment(engine, database_url, tmp_path):
                     log_path,
                 )
             )
-            eventually(lambda: up(port, started, log_path), f"serve {label} answers /health")
+            eventually(lambda p=port, s=started, log=log_path: up(p, s, log), f"serve {label} answers /health")
         stack.enter_context(
             process(
                 [

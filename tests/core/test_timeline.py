@@ -318,7 +318,7 @@ def test_fifty_attempts_stay_legible():
     assert set(stripes) == {timeline.ROW_HEIGHT}
     assert float(many.get("height")) - float(few.get("height")) == 45 * timeline.ROW_HEIGHT
     ys = [float(find_all(row, "pgbus-tl-stripe")[0].get("y")) for row in rows]
-    assert all(b - a == timeline.ROW_HEIGHT for a, b in zip(ys, ys[1:]))
+    assert all(b - a == timeline.ROW_HEIGHT for a, b in zip(ys, ys[1:], strict=False))
     assert len(find_all(many, "pgbus-tl-bar")) == 100
     # Every bar is at least wide enough to see.
     assert min(float(bar.get("width")) for bar in find_all(many, "pgbus-tl-bar")) >= timeline.MIN_BAR_WIDTH

@@ -448,7 +448,8 @@ def test_ids_taken_from_the_sequences_are_given_back(engine, seeded):
         run_id = conn.execute(sa.text("SELECT workflow_id FROM pgbus_workflows LIMIT 1")).scalar_one()
         new = conn.execute(
             sa.text(
-                "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status) VALUES (:id, 'x', 'skipped') RETURNING id"
+                "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, "
+                "status) VALUES (:id, 'x', 'skipped') RETURNING id"
             ),
             {"id": run_id},
         ).scalar_one()

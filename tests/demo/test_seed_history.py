@@ -86,8 +86,8 @@ def test_history_runs_are_finished_whole_and_consistent(engine, runs, database_u
     assert (
         scalar(
             engine,
-            "SELECT count(*) FROM pgbus_workflows WHERE workflow_id <> '%s' AND "
-            "(created_at > now() - interval '31 days' OR finished_at < created_at)" % ongoing,
+            f"SELECT count(*) FROM pgbus_workflows WHERE workflow_id <> '{ongoing}' AND "
+            "(created_at > now() - interval '31 days' OR finished_at < created_at)",
         )
         == 0
     )

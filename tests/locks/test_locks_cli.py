@@ -30,8 +30,8 @@ def test_reap_releases_and_says_what_it_did(database_url, locks):
     result = _reap(database_url)
     assert result.exit_code == 0, result.output
     assert (
-        "Released 2 lock(s) older than 1 hour (1 unbound with no parked job, 1 bound to a message that no longer exists)."
-        in result.output
+        "Released 2 lock(s) older than 1 hour (1 unbound with no "
+        "parked job, 1 bound to a message that no longer exists)." in result.output
     )
     assert "Spared 1 unbound lock(s) past the floor that a parked job carries." in result.output
     assert locks.states() == {"live-old": LIVE, "parked": PARKED, "fresh": FRESH}

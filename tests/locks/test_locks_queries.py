@@ -170,7 +170,8 @@ def test_keyset_pages_walk_every_lock_once_oldest_first(engine, locks):
     with engine.begin() as conn:
         conn.execute(
             sa.text(
-                "UPDATE pgbus_uniqueness_keys SET created_at = (SELECT created_at FROM pgbus_uniqueness_keys WHERE lock_key = 'k3') WHERE lock_key = 'k4'"
+                "UPDATE pgbus_uniqueness_keys SET created_at = (SELECT created_at FROM "
+                "pgbus_uniqueness_keys WHERE lock_key = 'k3') WHERE lock_key = 'k4'"
             )
         )
     seen, cursor = [], None

@@ -64,7 +64,7 @@ def run_ids(conn) -> list[str]:
 
 def shake(engine, rng: random.Random, rounds: int = 120) -> None:
     """Changes of the runs themselves, a few per transaction, some rolled back."""
-    for n in range(rounds):
+    for _ in range(rounds):
         with engine.begin() as conn:
             ids = run_ids(conn)
             action = rng.choice(
@@ -103,7 +103,8 @@ def shake(engine, rng: random.Random, rounds: int = 120) -> None:
                 status = rng.choice(STATUSES)
                 conn.execute(
                     sa.text(
-                        "UPDATE pgbus_workflows SET status = :s, paused_at = :p, finished_at = :f WHERE workflow_id = :w"
+                        "UPDATE pgbus_workflows SET status = :s, paused_at "
+                        "= :p, finished_at = :f WHERE workflow_id = :w"
                     ),
                     {
                         "s": status,

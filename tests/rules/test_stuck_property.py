@@ -80,7 +80,7 @@ def _insert(conn, runs) -> list[str]:
         ),
         {"ids": ids, "statuses": [run["status"] for run in runs], "paused": [_text(run["paused_at"]) for run in runs]},
     )
-    steps = [(workflow_id, step) for workflow_id, run in zip(ids, runs) for step in run["steps"]]
+    steps = [(workflow_id, step) for workflow_id, run in zip(ids, runs, strict=True) for step in run["steps"]]
     if steps:
         conn.execute(
             sa.text(

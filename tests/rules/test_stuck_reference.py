@@ -49,7 +49,8 @@ REFERENCE_STUCK = """
     ) s ON TRUE
     CROSS JOIN LATERAL (
       SELECT CASE
-               WHEN w.status = 'paused' AND s.status = 'failed' AND s.error_class = 'Pgbus::Workflow::StepStalled' THEN 'stalled'
+               WHEN w.status = 'paused' AND s.status = 'failed' AND
+                 s.error_class = 'Pgbus::Workflow::StepStalled' THEN 'stalled'
                WHEN w.status = 'paused' AND s.status = 'failed' THEN 'paused_error'
                WHEN w.status = 'paused' THEN 'paused_manual'
                WHEN w.status = 'ready' AND s.status = 'scheduled' AND s.scheduled_at < :overdue_before THEN 'overdue'

@@ -439,7 +439,8 @@ def counts(engine) -> dict:
         rows = conn.execute(
             sa.text(
                 "SELECT workflow_class, status, sum(runs) FROM (SELECT workflow_class, status, runs FROM "
-                "pgbus_workflow_counts UNION ALL SELECT workflow_class, status, runs FROM pgbus_workflow_count_deltas) c "
+                "pgbus_workflow_counts UNION ALL SELECT workflow_class, "
+                "status, runs FROM pgbus_workflow_count_deltas) c "
                 "GROUP BY 1, 2"
             )
         ).all()

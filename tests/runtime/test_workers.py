@@ -190,7 +190,8 @@ def test_every_step_a_worker_starts_records_it_and_none_without_a_heartbeat(engi
         holders = dict(
             conn.execute(
                 sa.text(
-                    "SELECT workflow_id, array_agg(DISTINCT coalesce(worker_id, -1)) FROM pgbus_workflow_steps GROUP BY 1"
+                    "SELECT workflow_id, array_agg(DISTINCT coalesce(worker_id, "
+                    "-1)) FROM pgbus_workflow_steps GROUP BY 1"
                 )
             ).all()
         )
@@ -254,7 +255,8 @@ def test_odd_heartbeat_rows_never_break_the_pages(engine, database):
         for host, pid, started, beat, steps_done, operation in ODD_ROWS:
             conn.execute(
                 sa.text(
-                    "INSERT INTO pgbus_web_workers (kind, host, pid, started_at, heartbeat_at, steps_done, operation_id)"
+                    "INSERT INTO pgbus_web_workers (kind, host, pid, "
+                    "started_at, heartbeat_at, steps_done, operation_id)"
                     f" VALUES ('worker', {host}, {pid}, {started}, {beat}, {steps_done}, {operation})"
                 )
             )

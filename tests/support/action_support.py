@@ -170,7 +170,8 @@ def long_history(engine, runs, attempts: int, events: int) -> str:
                 "INSERT INTO pgbus_workflow_steps (workflow_id, step_name, status, attempt, error_class, "
                 "error_message, created_at, started_at, finished_at) "
                 "SELECT :w, 'capture_payment', 'failed', g, 'GatewayError', 'declined ' || g, "
-                "now() - interval '1 hour' + g * interval '1 second', now() - interval '1 hour' + g * interval '1 second', "
+                "now() - interval '1 hour' + g * interval '1 second', "
+                "now() - interval '1 hour' + g * interval '1 second', "
                 "now() - interval '1 hour' + g * interval '2 second' FROM generate_series(1, :n) g"
             ),
             {"w": run, "n": attempts},
@@ -178,7 +179,8 @@ def long_history(engine, runs, attempts: int, events: int) -> str:
         conn.execute(
             sa.text(
                 "INSERT INTO pgbus_workflow_events (workflow_id, event, actor, step_name, attempt, created_at) "
-                "SELECT :w, 'step_failed', 'system', 'capture_payment', g, now() - interval '1 hour' + g * interval '1 second' "
+                "SELECT :w, 'step_failed', 'system', 'capture_payment', "
+                "g, now() - interval '1 hour' + g * interval '1 second' "
                 "FROM generate_series(1, :n) g"
             ),
             {"w": run, "n": events},

@@ -150,7 +150,7 @@ def instances(engine, database_url, tmp_path):
     env = {**os.environ, "PGBUS_DATABASE_URL": database_url, "PGBUS_WEB_SECRET_KEY": SECRET}
     ports = [_free_port(), _free_port()]
     with ExitStack() as stack:
-        for label, port in zip("ab", ports):
+        for label, port in zip("ab", ports, strict=True):
             log_path = tmp_path / f"serve-{label}.log"
             started = stack.enter_context(
                 process(
@@ -173,7 +173,7 @@ def instances(engine, database_url, tmp_path):
                     log_path,
                 )
             )
-            eventually(lambda: up(port, started, log_path), f"serve {label} answers /health")
+            eventually(lambda p=port, s=started, log=log_path: up(p, s, log), f"serve {label} answers /health")
         stack.enter_context(
             process(
                 [sys.executable, "-m", "pgbus_web", "worker", "--definitions", DEFINITIONS, "--poll-interval", "0.2"],

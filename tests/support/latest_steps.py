@@ -48,7 +48,7 @@ def latest_step_rows(engine) -> dict[str, tuple]:
 def assert_columns_match(engine) -> dict[str, dict]:
     columns = run_columns(engine)
     assert columns == latest_step_rows(engine)
-    return {workflow_id: dict(zip(LATEST, values)) for workflow_id, values in columns.items()}
+    return {workflow_id: dict(zip(LATEST, values, strict=True)) for workflow_id, values in columns.items()}
 
 
 def add_run(engine, workflow_id: str, status: str = "paused", **attrs) -> str:

@@ -67,11 +67,13 @@ def pages(app, runs, engine) -> dict[str, str]:
         gone = (
             conn.execute(
                 sa.text(
-                    "INSERT INTO pgbus_web_workers (kind, host, pid, started_at, heartbeat_at, steps_done, stopped_at) VALUES"
+                    "INSERT INTO pgbus_web_workers (kind, host, pid, "
+                    "started_at, heartbeat_at, steps_done, stopped_at) VALUES"
                     " ('worker', 'worker-1.prod.example.com', 4242, now() - interval '3 hours', now(), 1280, NULL),"
                     " ('serve', 'web-1', 17, now() - interval '1 day', now() - interval '2 hours', 0,"
                     "  now() - interval '2 hours'),"
-                    " ('worker', 'worker-2.prod.example.com', 977, now() - interval '5 hours', now() - interval '6 minutes',"
+                    " ('worker', 'worker-2.prod.example.com', 977, now() "
+                    "- interval '5 hours', now() - interval '6 minutes',"
                     "  5120, NULL) RETURNING id"
                 )
             )

@@ -190,7 +190,8 @@ def on_threshold(engine) -> tuple[list[datetime], list[datetime]]:
             conn.execute(
                 sa.text(
                     "SELECT DISTINCT s.waiting_since FROM pgbus_workflows w CROSS JOIN LATERAL ("
-                    " SELECT status, waiting_since, timeout_at FROM pgbus_workflow_steps WHERE workflow_id = w.workflow_id"
+                    " SELECT status, waiting_since, timeout_at FROM "
+                    "pgbus_workflow_steps WHERE workflow_id = w.workflow_id"
                     " ORDER BY id DESC LIMIT 1) s "
                     "WHERE w.status = 'waiting' AND s.status = 'waiting' AND s.timeout_at IS NULL "
                     "AND s.waiting_since IS NOT NULL ORDER BY 1 LIMIT 2"
