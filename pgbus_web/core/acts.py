@@ -5,7 +5,7 @@ shaped by core/representations.py, so these doors answer what the pages show.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -47,7 +47,7 @@ class Page:
     next_before: int | None
 
 
-def _stuck(engine: Engine, now: datetime):
+def _stuck(engine: Engine, now: datetime) -> Callable[[Mapping[str, Any]], str | None]:
     kept = context.policy_of(engine)
 
     def stuck(run: Mapping[str, Any]) -> str | None:

@@ -109,7 +109,7 @@ def same(a: Any, b: Any) -> bool:
         return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
     if kind == "raw":
         return str(a) == str(b)
-    return a == b
+    return bool(a == b)
 
 
 def child_path(path: str, key: Any) -> str:

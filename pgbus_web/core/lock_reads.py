@@ -6,10 +6,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from sqlalchemy.engine import Connection
+
 from ..i18n import t
 from ..locks import FRESH, GONE, LIVE, ORPHAN, PARKED
 from ..models import pgmq_queues, uniqueness_keys
 from .lock_filters import LockFilters
+from .settings import Settings
 
 # Badge tones: a live or parked lock is doing its job; a gone one leaked a
 # little; an orphan blocks its key until someone (or the reaper) acts.
@@ -26,7 +29,9 @@ def state_labels() -> dict[str, str]:
     }
 
 
-def locks_context(conn, settings, view: LockFilters, now: datetime | None = None) -> dict[str, Any]:
+def locks_context(
+    conn: Connection, settings: Settings, view: LockFilters, now: datetime | None = None
+) -> dict[str, Any]:
     """Everything the page shows, read on one connection."""
     floor = settings.lock_age_floor
     page = uniqueness_keys.list_locks(

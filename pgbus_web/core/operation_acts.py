@@ -7,7 +7,7 @@ approval, highest rate) read here, once, for every door.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -49,7 +49,7 @@ def approval(
     return rule.tightened(threshold, verbs)
 
 
-def _permit(principal: Principal, kept: policy.Policy):
+def _permit(principal: Principal, kept: policy.Policy) -> Callable[[operation_preview.Preview], None]:
     def permit(shown: operation_preview.Preview) -> None:
         permissions.require_all(principal, shown.verb, shown.classes, kept)
 
@@ -159,7 +159,7 @@ def _asked_by(operation: Mapping[str, Any], principal: Principal) -> bool:
     """Did *principal* ask for *operation*: the same actor, or the same
     proven principal through another door (its key; an operation stored
     before keys were kept has its actor)."""
-    return (
+    return bool(
         operation["actor"] == principal.actor or (operation.get("requested_by") or operation["actor"]) == principal.key
     )
 

@@ -90,7 +90,7 @@ def outcome_of(verb: str, counts: Mapping[tuple[str, str | None], int]) -> Outco
     groups = []
     for kind, filter_name, values in OUTCOME_GROUPS:
         found = by_status if filter_name == "status" else by_reason
-        parts = [
+        parts: list[dict[str, Any]] = [
             {"filter": {filter_name: value}, "value": value, "count": found[value]}
             for value in values
             if found.get(value)

@@ -12,6 +12,7 @@ from sqlalchemy.engine import Engine
 
 from ..rules import states
 from ..runtime import operation_record, operation_runner
+from ..runtime.definitions import Registry
 
 # A failed chunk (a statement timed out, the connection dropped) is handed
 # back by the Runner and tried again this many times, a little later each
@@ -22,7 +23,7 @@ RETRIES = 3
 
 def run_to_end(
     engine: Engine,
-    registry,
+    registry: Registry | None,
     operation_id: int,
     *,
     poll: float,

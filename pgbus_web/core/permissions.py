@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from ..rules import roles
 from .policy import Grant, Policy
@@ -99,7 +100,7 @@ def acts_at_all(principal: Principal, policy: Policy) -> bool:
     return any(may_some(principal, verb, policy) for verb in roles.RUN_VERBS)
 
 
-def fingerprint(principal: Principal, policy: Policy) -> tuple:
+def fingerprint(principal: Principal, policy: Policy) -> tuple[Any, ...]:
     """What a drawing for *principal* depends on: equal for two principals
     who may do the same (kept rows are shared between them)."""
     mine = tuple(grant for grant in policy.grants if _names(grant, principal))

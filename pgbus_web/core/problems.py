@@ -11,6 +11,7 @@ Nothing here draws a page (answers.py does).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..i18n import t
@@ -114,10 +115,10 @@ def _time(problem: errors.InvalidTime) -> str:
 def _workflow(problem: errors.WorkflowError, verb: str | None, workflow_id: str | None) -> Refusal:
     label = verb_labels.verb_label(verb) if verb else ""
     if isinstance(problem, errors.RunNotFound):
-        return run_not_found(workflow_id or problem.workflow_id)
+        return run_not_found(workflow_id or problem.workflow_id or "")
     if isinstance(problem, errors.WrongStatus):
         if problem.status == "gone":
-            return run_not_found(workflow_id or problem.workflow_id)
+            return run_not_found(workflow_id or problem.workflow_id or "")
         if problem.status in problem.allowed:
             # Allowed from this status, refused for another reason (say,
             # skipping past the last step): "already" would not be true.
@@ -165,7 +166,7 @@ def _lock(problem: lock_actions.LockActionError) -> Refusal:
     return Refusal(400, str(problem))
 
 
-def operation_not_found(operation_id) -> Refusal:
+def operation_not_found(operation_id: object) -> Refusal:
     return Refusal(
         404,
         t("pgbus.operations.errors.not_found", operation_id=printable(str(operation_id))[:50]),
@@ -408,7 +409,7 @@ def unstorable(value: str) -> Refusal:
     return Refusal(422, t("pgbus.api.errors.unstorable", value=value[:40]))
 
 
-def unknown_field(name: str, known) -> Refusal:
+def unknown_field(name: str, known: Iterable[str]) -> Refusal:
     """A field (or a tool's argument) that is not one of *known*."""
     return Refusal(
         422, t("pgbus.api.errors.unknown_field", field=name[:50], known=", ".join(known) or "-"), field=name[:50]
@@ -439,7 +440,7 @@ def bad_window_cursor(name: str, value: str) -> Refusal:
     return Refusal(400, t("pgbus.workflows.show.window.bad_cursor", name=name, value=printable(value)))
 
 
-def bad_choice(name: str, value: str, allowed) -> Refusal:
+def bad_choice(name: str, value: str, allowed: Iterable[str]) -> Refusal:
     """Filter *name* given a value that is none of *allowed*."""
     return Refusal(
         400,

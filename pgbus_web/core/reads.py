@@ -257,7 +257,7 @@ def index_context(
                 # Past the cap the statuses are those of the runs counted
                 # first, not of all: every verb stays offered.
                 matching_verbs=verb_table.fitting(by_status)
-                if matching is not None and matching <= MATCHING_CAP
+                if by_status is not None and matching is not None and matching <= MATCHING_CAP
                 else None,
             )
             # A search that names one run (a pasted id, a subject) offers to

@@ -15,18 +15,26 @@ serializes, however odd.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Mapping as AnyMapping
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..models.values import Infinite, RawJson
 from ..rules import states, verb_table
 from ..rules import stuck as stuck_rules
 from ..rules.run_filters import group_query
+from ..runtime.definitions import Workflow
+from ..runtime.operation_preview import Preview
 from ..runtime.plan import plan_of
 from .words.verb_labels import BULK_VERBS, bulk_verbs
+
+if TYPE_CHECKING:
+    # Their shapes only: compare and operation_reads import core/reads,
+    # which imports this module (through worker_reads).
+    from .compare import Change, Comparison, Side
+    from .operation_reads import Outcome
 
 # --- values ----------------------------------------------------------------
 
@@ -87,19 +95,15 @@ def plain(value: Any) -> Any:
     return value
 
 
-def _object(
-    row: Mapping[str, Any] | None, names: Iterable[str], *, json_fields: Iterable[str] = ()
-) -> dict[str, Any] | None:
+def _object(row: Mapping[str, Any], names: Iterable[str], *, json_fields: Iterable[str] = ()) -> dict[str, Any]:
     """The named fields of *row*, plain; ``raw_json`` lists the JSON fields
     given as their stored text."""
-    if row is None:
-        return None
     # plain()'s first test inlined: a page of runs is thousands of values,
     # most of them text, numbers, None and UTC moments.
     get = row.get
-    shaped = {}
+    shaped: dict[str, Any] = {}
     for name in names:
-        value = get(name)
+        value: Any = get(name)
         kind = type(value)
         if kind in _AS_IS:
             shaped[name] = value
@@ -111,6 +115,13 @@ def _object(
     if raw:
         shaped["raw_json"] = raw
     return shaped
+
+
+def _optional(
+    row: Mapping[str, Any] | None, names: Iterable[str], *, json_fields: Iterable[str] = ()
+) -> dict[str, Any] | None:
+    """_object of *row*, or None without one."""
+    return None if row is None else _object(row, names, json_fields=json_fields)
 
 
 # --- runs ------------------------------------------------------------------
@@ -191,8 +202,8 @@ def run_row(run: Mapping[str, Any], *, stuck: str | None = None) -> dict[str, An
     reason (stuck_reason)."""
     shaped = _object(run, RUN_FIELDS)
     shaped["stuck_reason"] = stuck
-    shaped["latest_step"] = _object(run.get("step"), STEP_FIELDS)
-    shaped["batch"] = _object(run.get("batch"), BATCH_FIELDS)
+    shaped["latest_step"] = _optional(run.get("step"), STEP_FIELDS)
+    shaped["batch"] = _optional(run.get("batch"), BATCH_FIELDS)
     return shaped
 
 
@@ -201,7 +212,9 @@ def signal(row: Mapping[str, Any]) -> dict[str, Any]:
     return _object(row, SIGNAL_FIELDS, json_fields=("payload",))
 
 
-def plan(run: Mapping[str, Any], latest: Mapping[str, Any] | None, definition) -> dict[str, Any] | None:
+def plan(
+    run: Mapping[str, Any], latest: Mapping[str, Any] | None, definition: Workflow | None
+) -> dict[str, Any] | None:
     """What resume would do now (runtime/plan.py), or None."""
     found = plan_of(run, latest, definition)
     return {"action": found.action, "step": found.step} if found is not None else None
@@ -215,8 +228,8 @@ def run_detail(page: Mapping[str, Any], *, stuck: str | None = None) -> dict[str
     run = page["run"]
     shaped = _object(run, RUN_DETAIL_FIELDS, json_fields=("arguments",))
     shaped["stuck_reason"] = stuck
-    shaped["latest_step"] = _object(run.get("step"), STEP_FIELDS)
-    shaped["batch"] = _object(run.get("batch"), BATCH_FIELDS)
+    shaped["latest_step"] = _optional(run.get("step"), STEP_FIELDS)
+    shaped["batch"] = _optional(run.get("batch"), BATCH_FIELDS)
     return {
         "run": shaped,
         "steps": [
@@ -300,7 +313,7 @@ def attention_group(group: Mapping[str, Any], class_loaded: bool) -> dict[str, A
 
 # --- operations ----------------------------------------------------------------
 
-OPERATION_FIELDS = (
+OPERATION_FIELDS: tuple[str, ...] = (
     "id",
     "verb",
     "filters",
@@ -367,7 +380,7 @@ def operation(row: Mapping[str, Any]) -> dict[str, Any]:
     return _object(row, OPERATION_FIELDS, json_fields=("filters", "params"))
 
 
-def operation_outcome(found, operation_id: int) -> dict[str, Any]:
+def operation_outcome(found: Outcome, operation_id: int) -> dict[str, Any]:
     """What became of the runs an operation acted on (core
     operation_reads.Outcome): each group, each part with the query that
     lists its runs (GET /runs, the index), and whether they mostly fail
@@ -400,7 +413,7 @@ def operation_outcome(found, operation_id: int) -> dict[str, Any]:
     }
 
 
-def preview(shown, *, stuck_of=None) -> dict[str, Any]:
+def preview(shown: Preview, *, stuck_of: Callable[[Mapping[str, Any]], str | None] | None = None) -> dict[str, Any]:
     """An operation's preview (runtime.operation_preview.Preview): what it would
     do now; *stuck_of*(run) gives each sampled run its stuck reason."""
     return {
@@ -468,7 +481,7 @@ def queue(row: Mapping[str, Any]) -> dict[str, Any]:
 # --- two runs compared (core/compare.py) -----------------------------------
 
 
-def _compared_side(side) -> dict[str, Any]:
+def _compared_side(side: Side) -> dict[str, Any]:
     return {
         "reached": side.reached,
         "attempts": side.attempts,
@@ -487,7 +500,7 @@ def _seconds_between(start: datetime | None, end: datetime | None) -> float | No
     return max((end - start).total_seconds(), 0.0)
 
 
-def comparison(found) -> dict[str, Any]:
+def comparison(found: Comparison) -> dict[str, Any]:
     """Two runs compared: each run's row, where they part (the step, or
     ``status`` when only the runs' statuses differ, or null), the
     arguments' diff rows (path, kind, a, b, type_changed; the equal ones
@@ -503,7 +516,7 @@ def comparison(found) -> dict[str, Any]:
     elif found.status_differs:
         divergence = {"kind": "status", "a": found.a["status"], "b": found.b["status"]}
 
-    def change(row) -> dict[str, Any]:
+    def change(row: Change) -> dict[str, Any]:
         return {
             "path": row.path,
             "kind": row.kind,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from .. import db, defaults
 from ..i18n import match_locale
@@ -25,7 +25,7 @@ PAGE_SIZE = 50
 REFRESH_INTERVAL = 10
 
 
-def _default_actor(request) -> str:
+def _default_actor(request: Any) -> str:
     """Who the audit trail says acted: the host's REMOTE_USER, else "anonymous"."""
     return request.environ.get("REMOTE_USER") or "anonymous"
 
@@ -222,7 +222,8 @@ def check(settings: Settings, locales: tuple[str, ...]) -> Settings:
         raise _refuse("refresh_interval", "a whole number of seconds, 0 or more", settings.refresh_interval)
     if not isinstance(settings.run_operations, bool):
         raise _refuse("run_operations", "True or False", settings.run_operations)
-    value = settings.operation_stale_after
+    # A number of seconds is taken too, whatever the field's annotation says.
+    value = cast(Any, settings.operation_stale_after)
     if (_whole(value) or isinstance(value, float)) and value > 0:
         changes["operation_stale_after"] = value = timedelta(seconds=value)
     if not isinstance(value, timedelta) or value <= timedelta(0):

@@ -211,7 +211,7 @@ def used(engine: Engine, caller: Caller, address: str | None = None) -> None:
 def checker(engine_of: Callable[[], Engine]) -> Callable[[Any, str], Caller | None]:
     """An api_auth hook over the tokens table of *engine_of*()'s database."""
 
-    def api_auth(request, token: str) -> Caller | None:
+    def api_auth(request: Any, token: str) -> Caller | None:
         return check(engine_of(), token)
 
     return api_auth

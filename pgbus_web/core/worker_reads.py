@@ -104,7 +104,7 @@ def poll_markers(conn: Connection, settings: Settings, now: datetime | None = No
     # The policy's last change rides on the same statement: it keys the
     # kept reads (a rule's change draws anew) and tells this process's
     # kept policy whether it is still fresh, at no round trip of its own.
-    policy.seen(conn.engine, int(states.rpartition("/p")[2]))
+    policy.seen(conn.engine, int(str(states).rpartition("/p")[2]))
     return f"{marker}/{states}", f"{others}/{states}"
 
 

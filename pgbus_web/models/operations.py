@@ -9,7 +9,7 @@ was taken over (its heartbeat went stale) writes nothing more.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -79,7 +79,7 @@ def insert(
                 "rate": rate,
                 "max_in_flight": max_in_flight,
             },
-        ).first()
+        ).one()
     )
 
 
@@ -104,9 +104,10 @@ def recent(conn: Connection, *, limit: int = RECENT) -> list[dict[str, Any]]:
 def any_open(conn: Connection) -> bool:
     """True when an operation is queued or running (the serving process's
     cheap look before it tries a claim)."""
-    return conn.execute(
+    found: bool = conn.execute(
         sa.text(f"SELECT EXISTS (SELECT 1 FROM pgbus_web_operations WHERE status IN {STATES.OPERATION_OPEN})")
     ).scalar_one()
+    return found
 
 
 def outcome_totals(conn: Connection) -> dict[tuple[str, str], int]:
@@ -171,7 +172,7 @@ def progress(
     moved: int,
     skipped: int,
     refused: int,
-    pace_log: list | None = None,
+    pace_log: list[Any] | None = None,
 ) -> dict[str, Any] | None:
     """Add one chunk's counts and move the cursor past it, with a new
     heartbeat (and, given, the pace's bookkeeping); None when *fence* no
@@ -374,7 +375,7 @@ def set_pace(conn: Connection, operation_id: int, changes: Mapping[str, Any]) ->
     )
 
 
-def approvals(conn: Connection, operation_ids) -> dict[int, dict[str, Any]]:
+def approvals(conn: Connection, operation_ids: Iterable[Any]) -> dict[int, dict[str, Any]]:
     """{id: {approved_by, approved_at}} of those of *operation_ids* that were
     approved (the audit sentences of their runs name the approver)."""
     ids = sorted({int(value) for value in operation_ids})

@@ -6,7 +6,7 @@ the bulk actions (and any other door onto the verbs) all read it here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,7 +68,7 @@ def allowed(status: str | None, class_loaded: bool) -> tuple[str, ...]:
     return tuple(verb.name for verb in TABLE if verb.allows(status) and (class_loaded or not verb.needs_class))
 
 
-def fitting(statuses) -> tuple[str, ...]:
+def fitting(statuses: Iterable[str]) -> tuple[str, ...]:
     """The verbs that may start from at least one of *statuses*, in button
     order: what an action on many runs of those statuses can do."""
     present = set(statuses)

@@ -98,7 +98,7 @@ def operation_label(verb: str, filters: Mapping[str, Any] | None) -> str:
 
 
 def with_step_label(action: str, step: str) -> str:
-    return t(PLAN_WITH_STEP[action], step=step)
+    return t(PLAN_WITH_STEP[action] or "", step=step)
 
 
 def _confirm(verb: str, run: Mapping[str, Any]) -> str | None:
@@ -144,7 +144,7 @@ def run_actions(
             due = step.get("scheduled_at") if verb == "reschedule" else None
             # A step due at ±infinity proposes the default: "infinity" is no time to type.
             keep = due and not is_infinite(due) and due > now
-            action.values["at"] = forms.local_input(due, tz) if keep else forms.default_at(now, tz)
+            action.values["at"] = forms.local_input(due, tz) if keep and due else forms.default_at(now, tz)
         if verb == "rerun" and definition is not None:
             action.step_names = tuple(definition.step_names)
             action.values["from_step"] = action.step_names[0] if action.step_names else ""
