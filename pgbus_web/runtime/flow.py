@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, overload
 
 from sqlalchemy.engine import Connection
 
@@ -131,6 +131,10 @@ def deferred(conn: Connection, workflow_id: str | None = None) -> Iterator[None]
         conn.info.pop(_PENDING, None)
 
 
+@overload
+def iso(moment: datetime) -> str: ...
+@overload
+def iso(moment: datetime | None) -> str | None: ...
 def iso(moment: datetime | None) -> str | None:
     return moment.isoformat() if moment is not None else None
 

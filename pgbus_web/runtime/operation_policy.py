@@ -22,6 +22,7 @@ from ..models import operations as store
 from ..rules import run_filters as index_filters
 from ..rules import states, verb_table
 from ..rules.approval import Approval
+from ..rules.stuck import Thresholds
 from .clock import utcnow
 from .operation_preview import preview
 from .operation_record import (
@@ -53,7 +54,7 @@ def create(
     actor: str,
     expected: int | None,
     registry=None,
-    thresholds: Mapping[str, timedelta],
+    thresholds: Thresholds,
     now: datetime | None = None,
     rate: float | None = None,
     max_in_flight: int | None = None,

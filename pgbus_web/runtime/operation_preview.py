@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.engine import Engine
@@ -18,6 +18,7 @@ from sqlalchemy.engine import Engine
 from ..models import workflow_index, workflow_rows, workflow_search, workflow_windows
 from ..rules import run_filters as index_filters
 from ..rules import states
+from ..rules.stuck import Thresholds
 from .clock import utcnow
 from .operation_record import check, stored_query
 
@@ -63,7 +64,7 @@ def preview(
     params: Mapping[str, Any] | None = None,
     *,
     registry=None,
-    thresholds: Mapping[str, timedelta],
+    thresholds: Thresholds,
     now: datetime | None = None,
     window: int = workflow_windows.WINDOW,
 ) -> Preview:

@@ -481,14 +481,15 @@ class SignalResult:
     run: dict[str, Any] = field(default_factory=dict)  # the run after the signal
 
 
-def _payload(payload: Any, workflow_id: str) -> dict[str, Any]:
+def _payload(payload: Any, workflow_id: str | None) -> dict[str, Any]:
     if payload is None or (isinstance(payload, str) and not payload.strip()):
         return {}
     if isinstance(payload, (str, bytes)):
         try:
             payload = json.loads(payload)
         except ValueError as exc:
-            raise InvalidPayload(f"not JSON ({exc.msg})", workflow_id=workflow_id) from None
+            detail = exc.msg  # type: ignore[attr-defined]  # a JSONDecodeError's; bytes not UTF-8 fail here, as before
+            raise InvalidPayload(f"not JSON ({detail})", workflow_id=workflow_id) from None
     if not isinstance(payload, Mapping):
         raise InvalidPayload(f"got a JSON {type(payload).__name__}", workflow_id=workflow_id)
     # What jsonb refuses (NaN, a NUL, a lone surrogate) is refused here,

@@ -30,6 +30,7 @@ from sqlalchemy.engine import Engine
 
 from .. import defaults
 from ..models import workflow_activity, workflow_attention
+from ..rules.stuck import Thresholds
 from . import operation_runner, system
 from .clock import utcnow
 from .definitions import Registry
@@ -84,7 +85,7 @@ class Worker:
         rng: random.Random | None = None,
         operation_stale_after: timedelta = operation_runner.STALE_AFTER,
         heartbeat: Heartbeat | None = None,
-        thresholds: Callable[[], dict[str, timedelta]] | None = None,
+        thresholds: Callable[[], Thresholds] | None = None,
     ) -> None:
         self.engine = engine
         # The policy's stuck thresholds, asked at each sweep (the command

@@ -5,7 +5,7 @@ the per-run verb writes it."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, overload
 
 from sqlalchemy.engine import Connection
 
@@ -35,7 +35,7 @@ def lock(
     one whose status the verb does not fit "skipped" (WrongStatus), one
     another transaction holds (or gone) "rest" for the per-run verb. The
     others come back as candidates, in id order."""
-    allows = verb_table.get(verb).allows
+    allows = verb_table.BY_NAME[verb].allows
     result = ChunkResult()
     locked = workflow_rows.lock_many(
         conn, workflow_ids, sets_latest=sets_latest, commit_unflushed=True, columns=workflow_rows.CHUNK_COLUMNS
@@ -70,7 +70,7 @@ def lock_and_read(
     another ongoing run holds the subject with *subjects*). The result
     sorted as lock() sorts it, the candidates, and the facts by
     workflow_id."""
-    allows = verb_table.get(verb).allows
+    allows = verb_table.BY_NAME[verb].allows
     result = ChunkResult()
     locked = workflow_rows.lock_many(
         conn, workflow_ids, sets_latest=True, commit_unflushed=True, columns=workflow_rows.CHUNK_COLUMNS
@@ -89,6 +89,10 @@ def lock_and_read(
     return result, candidates, known
 
 
+@overload
+def capped(value: str) -> str: ...
+@overload
+def capped(value: str | None) -> str | None: ...
 def capped(value: str | None) -> str | None:
     """A string of an event's details as models/events.cap stores it."""
     return truncate(value, events.DETAIL_LIMIT) if isinstance(value, str) else value

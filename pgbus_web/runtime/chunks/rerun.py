@@ -13,6 +13,7 @@ it as SubjectBusy, or moves the first of two)."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 
@@ -49,14 +50,15 @@ def rerun_chunk(
             if klass not in steps_of:
                 definition = registry.get(klass) if registry is not None else None
                 name = ((from_step or "").strip() or definition.first_step.name) if definition is not None else None
-                step = definition.get_step(name) if definition is not None else None
+                step = definition.get_step(name) if definition is not None and name is not None else None
                 steps_of[klass] = name if step is not None and flow.plain_schedule(step) else None
-        planned = []  # (run, step name)
+        planned: list[tuple[dict[str, Any], str]] = []  # (run, step name)
         for run in candidates:
-            if steps_of[run["workflow_class"]] is None:
+            from_name = steps_of[run["workflow_class"]]
+            if from_name is None:
                 result.rest.append(run["workflow_id"])
             else:
-                planned.append((run, steps_of[run["workflow_class"]]))
+                planned.append((run, from_name))
         subjects: dict[tuple, int] = {}
         for run, _ in planned:
             if run["subject_type"] is not None and run["subject_id"] is not None:

@@ -50,7 +50,7 @@ def resume_chunk(
                     plan = plan_for(run, row, definition)
                 except KeyError:
                     plan = None
-            step = definition.get_step(plan.step) if plan is not None and plan.step else None
+            step = definition.get_step(plan.step) if definition is not None and plan is not None and plan.step else None
             if plan is None or plan.action not in (RETRY, CONTINUE) or step is None or not flow.plain_schedule(step):
                 result.rest.append(run["workflow_id"])
                 continue
