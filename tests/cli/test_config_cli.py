@@ -17,8 +17,9 @@ from pgbus_web.launch import main_group
 from pgbus_web.launch import serve as serve_command
 from pgbus_web.mcp import server as mcp_server
 
-# No database or settings from the machine running the tests.
-CLEAN = {"PGBUS_DATABASE_URL": None, "PGBUS_WEB_CONFIG": None, "PGBUS_REPLICA_URL": None}
+# No database or settings from the machine running the tests; a table wide
+# enough for every value (output.table cuts to the terminal's width).
+CLEAN = {"PGBUS_DATABASE_URL": None, "PGBUS_WEB_CONFIG": None, "PGBUS_REPLICA_URL": None, "COLUMNS": "400"}
 
 
 def _config(args, env=None):
