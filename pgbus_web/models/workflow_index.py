@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..rules import stuck
+from . import STATES
 from .statement_budget import Cancelled, within
 from .workflow_search import json_where, search_where, searches_fragments
 
@@ -74,7 +75,7 @@ _PAGE_FILTERS = {
     # The runs whose step in progress that worker started (a partial index).
     "worker": (
         "w.workflow_id IN (SELECT h.workflow_id FROM pgbus_workflow_steps h"
-        " WHERE h.status = 'in_progress' AND h.worker_id = :worker)"
+        f" WHERE h.status = {STATES.STEP_IN_PROGRESS} AND h.worker_id = :worker)"
     ),
 }
 
