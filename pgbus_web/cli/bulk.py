@@ -19,7 +19,7 @@ import click
 from .. import db, progress
 from ..core import acts, checks, operation_acts, operation_reads, operation_runs, permissions
 from ..core.settings_loader import default_of
-from ..core.words import timefmt
+from ..core.words import command_line, pace, results
 from ..rules import run_filters as index_filters
 from ..rules import states
 from ..runtime import errors, operation_preview, operation_record, operation_runner
@@ -51,11 +51,9 @@ def filter_values(pairs: Iterable[str]) -> dict[str, str]:
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep:
-            raise click.UsageError(
-                f"--filter takes NAME=VALUE with NAME one of {', '.join(FILTER_NAMES)}; got {pair!r}"
-            )
+            raise click.UsageError(command_line.filter_pair_malformed(FILTER_NAMES, pair))
         if name in values:
-            raise click.UsageError(f"--filter {name} given twice")
+            raise click.UsageError(command_line.filter_twice(name))
         values[name] = value
     return values
 
@@ -70,33 +68,12 @@ def engine_for(database_url: str | None, statement_timeout: float = db.STATEMENT
 
 
 def describe(preview: operation_preview.Preview) -> list[str]:
-    by_status = ", ".join(f"{status} {runs}" for status, runs in preview.by_status.items()) or "none"
-    lines = [
-        f"{preview.total} runs match {preview.query or '(no filter)'} (up to run id {preview.ceiling_id}): {by_status}.",
-        f"{preview.verb} fits {preview.fits}; skips {preview.skipped}.",
-    ]
-    for skip in preview.skips:
-        if skip["why"] == "status":
-            lines.append(f"  skipped: {skip['count']} {skip['status']} ({preview.verb} does not apply)")
-        else:
-            lines.append(f"  skipped: {skip['count']} {skip['workflow_class']} (definition not loaded: --definitions)")
-    if preview.sample:
-        lines.append("Sample:")
-        for run in preview.sample:
-            lines.append(
-                f"  {run['workflow_id']}  {run['workflow_class']}  {run['status']}  {run['current_step'] or ''}"
-            )
-    return lines
+    return command_line.preview_lines(preview)
 
 
-def pace_words(pace, runs: int) -> list[str]:
-    """The pace asked for, as the preview says it."""
-    lines = []
-    if pace.get("rate"):
-        lines.append(f"At most {pace['rate']:g} runs per second: about {timefmt.duration(runs / pace['rate'])}.")
-    if pace.get("max_in_flight"):
-        lines.append(f"At most {pace['max_in_flight']} runs in flight.")
-    return lines
+def pace_words(asked, runs: int) -> list[str]:
+    """The pace asked for, as the preview says it (the page's and the API's words)."""
+    return pace.pace_lines(asked.get("rate"), asked.get("max_in_flight"), runs)
 
 
 def _bar_total(operation) -> int:
@@ -221,8 +198,8 @@ def bulk(
             click.echo("Dry run: nothing changed.")
             return
         if shown.fits == 0:
-            raise click.ClickException(f"{verb} fits none of these runs; nothing changed.")
-        if not yes and not click.confirm(f"{verb} {shown.fits} runs?", default=False):
+            raise click.ClickException(command_line.fits_none(verb))
+        if not yes and not click.confirm(command_line.confirm(verb, shown.fits), default=False):
             click.echo("Nothing changed.")
             raise SystemExit(1)
         try:
@@ -246,17 +223,12 @@ def bulk(
         except (errors.WorkflowError, operation_record.OperationError) as problem:
             raise click.ClickException(str(problem)) from None
         if operation["status"] == states.OPERATION_AWAITING_APPROVAL:
-            click.echo(
-                f"Operation {operation['id']} waits for another operator's approval: "
-                f"`pgbus-web operations approve {operation['id']}`; any worker or dashboard does it then."
-            )
+            click.echo(results.operation_created(operation))
+            click.echo(command_line.how_to_approve(operation["id"]))
             raise SystemExit(1)
-        click.echo(f"Operation {operation['id']} started.")
+        click.echo(results.operation_created(operation))
         final = _run(engine, command_settings.registry, operation)
-        click.echo(
-            f"Operation {final['id']} {final['status']}: moved {final['moved']}, skipped {final['skipped']}, "
-            f"refused {final['refused']} of {final['total']}."
-        )
+        click.echo(command_line.operation_counts(final))
         held = held_line(final)
         if held:
             click.echo(held)
@@ -273,14 +245,8 @@ def held_line(operation) -> str | None:
     """What a command whose operation was paused or cancelled by someone
     else says: by whom, and for a pause how it goes on and who finishes it
     (not this command, which has ended)."""
-    if operation["status"] == states.OPERATION_PAUSED:
-        return (
-            f"Paused by {operation.get('paused_by') or 'another operator'}: `pgbus-web operations resume "
-            f"{operation['id']}` lets it go on from where it stopped; any `pgbus-web worker` or serving "
-            "dashboard finishes it then."
-        )
-    if operation["status"] == states.OPERATION_CANCELLED:
-        return "Cancelled from elsewhere: the runs it acted on stay as they are; the rest were not touched."
+    if operation["status"] in (states.OPERATION_PAUSED, states.OPERATION_CANCELLED):
+        return command_line.held_elsewhere(operation, paused=operation["status"] == states.OPERATION_PAUSED)
     return None
 
 
@@ -292,16 +258,14 @@ def stopped_line(engine, op_id: int, problem: BaseException) -> str:
         status = operation_record.find(engine, op_id)["status"]
     except Exception:  # noqa: BLE001  (the database is away too)
         status = None
-    if status == states.OPERATION_QUEUED:
-        left = "it is left queued; any `pgbus-web worker` or serving dashboard finishes it"
-    elif status in states.OPERATION_OPEN or status is None:
-        left = (
-            f"any `pgbus-web worker` or serving dashboard takes it over once its heartbeat is "
-            f"{operation_runner.STALE_AFTER.total_seconds():g}s old"
-        )
-    else:
-        left = f"it is {status}"
-    return f"Stopped: operation {op_id} failed here ({reason}); {left}."
+    return command_line.stopped(
+        op_id,
+        reason,
+        status,
+        queued=status == states.OPERATION_QUEUED,
+        open_=status in states.OPERATION_OPEN or status is None,
+        stale_after=operation_runner.STALE_AFTER.total_seconds(),
+    )
 
 
 def _run(engine, registry, operation):
@@ -337,15 +301,11 @@ def _run(engine, registry, operation):
         )
     except KeyboardInterrupt:
         bar.close()
-        click.echo(
-            f"\nStopped here: operation {op_id} is left queued; any `pgbus-web worker` "
-            "or serving dashboard finishes it.",
-            err=True,
-        )
+        click.echo("\n" + command_line.interrupted(op_id), err=True)
         raise SystemExit(1)
     except Exception as problem:  # noqa: BLE001  (said in one line; the operation is the workers')
         bar.close()
-        click.echo(f"\n{stopped_line(engine, op_id, problem)}", err=True)
+        click.echo("\n" + stopped_line(engine, op_id, problem), err=True)
         raise SystemExit(1)
     finally:
         bar.close()

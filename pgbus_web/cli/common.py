@@ -14,6 +14,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from .. import __version__
 from ..core import permissions, policy, problems, settings_loader, tokens
 from ..core.settings import SettingError
+from ..core.words import command_line
 from ..db import DATABASE_URL_ENV, Bounds, DatabaseUrlError, create_engine
 from ..progress import MissingExtra
 
@@ -134,9 +135,9 @@ def friendly_errors(func):
         except SettingError as exc:
             raise InputRefused(str(exc)) from None
         except OperationalError as exc:
-            raise click.ClickException(f"cannot reach the database: {first_line(exc)}") from None
+            raise click.ClickException(command_line.unreachable(first_line(exc))) from None
         except DBAPIError as exc:
-            raise click.ClickException(f"database error: {first_line(exc)}") from None
+            raise click.ClickException(command_line.database_error(first_line(exc))) from None
 
     return wrapper
 
@@ -150,7 +151,7 @@ class InputRefused(click.UsageError):
     exit_code = problems.EXIT_INPUT
 
     def show(self, file=None) -> None:
-        click.echo(f"Error: {self.format_message()}", err=True, file=file)
+        click.echo(command_line.error(self.format_message()), err=True, file=file)
 
 
 def input_refused(problem: Exception, **names) -> click.ClickException:

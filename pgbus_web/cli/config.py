@@ -14,29 +14,19 @@ import click
 
 from ..core import settings_loader
 from ..core.settings_loader import Loaded, Source
-from ..i18n import t
+from ..core.words import config_words
 from . import output
 from .common import database_url_option, friendly_errors, load_settings, main_group
 
-# The words of each source (FILE's with the path, ENVIRONMENT's with the
-# variable, OPTION's with the option).
-_SOURCE_KEYS = {
-    settings_loader.DEFAULT: ("pgbus.config.sources.default", None),
-    settings_loader.FILE: ("pgbus.config.sources.file", "path"),
-    settings_loader.ENVIRONMENT: ("pgbus.config.sources.environment", "variable"),
-    settings_loader.OPTION: ("pgbus.config.sources.option", "option"),
-}
-
 
 def source_words(source: Source) -> str:
-    key, name = _SOURCE_KEYS[source.kind]
-    return t(key) if name is None else t(key, **{name: source.where})
+    return config_words.source(source.kind, source.where)
 
 
 def value_text(value: Any) -> str:
     """A shown value (settings_loader.shown) as one cell of the table."""
     if value is None:
-        return t("pgbus.config.unset")
+        return config_words.unset()
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
@@ -76,11 +66,9 @@ def config(database_url: str | None, as_json: bool) -> None:
     if as_json:
         output.echo_json_lines(found)
         return
-    if loaded.file is None:
-        click.echo(t("pgbus.config.no_file", option="--config", variable=settings_loader.CONFIG_ENV))
-    else:
-        click.echo(t("pgbus.config.file", path=str(loaded.file)))
+    path = None if loaded.file is None else str(loaded.file)
+    click.echo(config_words.settings_file(path, option="--config", variable=settings_loader.CONFIG_ENV))
     output.echo_table(
-        (t("pgbus.config.columns.setting"), t("pgbus.config.columns.value"), t("pgbus.config.columns.source")),
+        config_words.columns(),
         ((row["setting"], value_text(row["value"]), source_words(loaded.sources[row["setting"]])) for row in found),
     )

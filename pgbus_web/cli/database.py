@@ -20,6 +20,7 @@ from sqlalchemy.engine import Engine
 
 from .. import db, progress, schema
 from ..core import policy
+from ..core.words import command_line
 from ..runtime import upkeep
 from ..runtime.upkeep import BATCH_SIZE
 from .common import database_url_option, engine_from, friendly_errors, main_group
@@ -63,16 +64,16 @@ def install(database_url: str | None, batch_size: int) -> None:
         except schema.SchemaVersionError as exc:
             raise click.ClickException(str(exc)) from None
         if result.upgraded_from is not None:
-            click.echo(f"Upgraded pgbus-web schema version {result.upgraded_from} to {result.version}.")
+            click.echo(command_line.schema_upgraded(result.upgraded_from, result.version))
             # Version 1 missed deleted and moved steps: its runs may carry
             # columns that version 2 would not have left.
             if result.upgraded_from < 2:
                 fixed, seen = _repair(engine, batch_size)
-                click.echo(f"Repaired the latest-step columns of {fixed} of {seen} runs.")
+                click.echo(command_line.latest_steps_repaired(fixed, seen))
         elif result.installed:
-            click.echo(f"Installed pgbus-web schema version {result.version}.")
+            click.echo(command_line.schema_installed(result.version))
         else:
-            click.echo(f"Schema version {result.version} is already installed; nothing to do.")
+            click.echo(command_line.schema_current(result.version))
     finally:
         engine.dispose()
 
@@ -101,33 +102,23 @@ def check(database_url: str | None, batch_size: int, examples: int) -> None:
     finally:
         engine.dispose()
     seen, wrong, named, counts = found.seen, found.wrong, found.named, found.counts
-    if not wrong:
-        click.echo(f"All {seen} runs agree with their latest step.")
-    else:
-        click.echo(
-            f"{wrong} of {seen} runs carry latest-step columns that disagree with their latest step; "
-            "`pgbus-web db repair` fixes them."
-        )
+    click.echo(command_line.latest_steps_checked(seen, wrong))
+    if wrong:
         for workflow_id in named:
             click.echo(f"  {workflow_id}")
     if not counts:
         click.echo("The run counts agree with the runs.")
     else:
-        click.echo(
-            f"{len(counts)} run counts by class and status disagree with the runs; `pgbus-web db repair` refills them."
-        )
+        click.echo(command_line.counts_disagree(len(counts)))
         for (klass, status), (kept, counted) in counts.items():
-            click.echo(f"  {klass} {status}: {kept} kept, {counted} runs")
+            click.echo(command_line.run_count_kept(klass, status, kept, counted))
     attention = found.attention
     if not attention:
         click.echo("The needs-attention counts agree with the runs.")
     else:
-        click.echo(
-            f"{len(attention)} needs-attention counts by group disagree with the runs; "
-            "`pgbus-web db repair` refills them."
-        )
+        click.echo(command_line.attention_disagrees(len(attention)))
         for key, (kept, counted) in attention.items():
-            click.echo(f"  {' / '.join('-' if part is None else part for part in key)}: {kept} kept, {counted} runs")
+            click.echo(command_line.count_kept(key, kept, counted))
     engine = engine_from(database_url)
     try:
         broken = policy.stored_problems(engine)
@@ -136,10 +127,7 @@ def check(database_url: str | None, batch_size: int, examples: int) -> None:
     if not broken:
         click.echo("Every stored policy rule is one the dashboard can read.")
     else:
-        click.echo(
-            f"{len(broken)} stored policy rules cannot be read; every process uses their default until "
-            "`pgbus-web policy set` (or reset) replaces them:"
-        )
+        click.echo(command_line.policy_unreadable(len(broken)))
         for key, problem in broken:
             click.echo(f"  {key}: {problem}")
     if wrong or counts or attention or broken:
@@ -161,6 +149,6 @@ def repair(database_url: str | None, batch_size: int) -> None:
         attention = upkeep.repair_attention(engine)
     finally:
         engine.dispose()
-    click.echo(f"Repaired the latest-step columns of {fixed} of {seen} runs.")
-    click.echo(f"Refilled {counts} run counts by class and status.")
-    click.echo(f"Refilled {attention} needs-attention counts by group.")
+    click.echo(command_line.latest_steps_repaired(fixed, seen))
+    click.echo(command_line.counts_refilled(counts))
+    click.echo(command_line.attention_refilled(attention))

@@ -6,6 +6,7 @@ import click
 
 from .. import db
 from ..core.settings_loader import default_of
+from ..core.words import command_line
 from ..locks import actions
 from .common import database_url_option, engine_from, friendly_errors, load_settings, main_group
 
@@ -18,24 +19,9 @@ def locks_group() -> None:
     """Inspect and reap uniqueness locks."""
 
 
-def _describe(seconds: float) -> str:
-    seconds = int(seconds)
-    for unit, size in (("day", 86_400), ("hour", 3_600), ("minute", 60)):
-        if seconds >= size and seconds % size == 0:
-            count = seconds // size
-            return f"{count} {unit}{'s' if count != 1 else ''}"
-    return f"{seconds} second{'s' if seconds != 1 else ''}"
-
-
 def _listing(plan: actions.ReapPlan) -> list[str]:
     rows = [("orphan", row) for row in plan.orphans] + [("gone", row) for row in plan.gone]
-    lines = []
-    for kind, row in rows[:LISTED]:
-        where = row["queue_name"] if kind == "orphan" else f"{row['queue_name']} #{row['msg_id']}"
-        lines.append(f"  {kind:<6}  {row['lock_key']}  ({where}, acquired {row['created_at']:%Y-%m-%d %H:%M:%S} UTC)")
-    if len(rows) > LISTED:
-        lines.append(f"  ... and {len(rows) - LISTED} more")
-    return lines
+    return command_line.reap_listing(rows, LISTED)
 
 
 @locks_group.command("reap")
@@ -66,17 +52,12 @@ def reap(database_url: str | None, dry_run: bool, older_than: int | None) -> Non
     finally:
         engine.dispose()
     plan = result.plan
-    floor = _describe(age_floor.total_seconds())
-    detail = (
-        f"{len(plan.orphans)} unbound with no parked job, {len(plan.gone)} bound to a message that no longer exists"
-    )
-    if dry_run:
-        click.echo(f"Dry run: would release {plan.total} lock(s) older than {floor} ({detail}).")
-        for line in _listing(plan):
-            click.echo(line)
-    else:
-        click.echo(f"Released {result.released} lock(s) older than {floor} ({detail}).")
-        if result.kept:
-            click.echo(f"Kept {result.kept} that moved on while reaping (bound, re-acquired or handed to a retry).")
-    if plan.parked:
-        click.echo(f"Spared {plan.parked} unbound lock(s) past the floor that a parked job carries.")
+    for line in command_line.reap_lines(
+        plan,
+        floor=command_line.span(age_floor.total_seconds()),
+        dry_run=dry_run,
+        released=result.released,
+        kept=result.kept,
+        listing=_listing(plan) if dry_run else (),
+    ):
+        click.echo(line)

@@ -13,7 +13,7 @@ import click
 
 from ..core import checks, operation_acts, operation_reads, permissions, problems
 from ..core import representations as rep
-from ..i18n import t
+from ..core.words import command_line, pace, results
 from ..runtime import operation_record
 from ..runtime.clock import utcnow
 from . import output
@@ -28,54 +28,25 @@ from .common import (
     token_option,
 )
 
-# Each outcome group's words (the page's pgbus.operations.outcomes.*).
-KIND_WORDS = {
-    "completed": "completed",
-    "failed": "failed again or cancelled",
-    "stuck": "stuck again",
-    "moving": "still running or waiting",
-}
-
 
 def outcome_lines(found: operation_reads.Outcome, operation_id: int) -> list[str]:
     """What became of the runs, a line per group and per part with the
     query that lists its runs (GET /runs?..., /workflows?...), and the
     warning when they mostly fail again."""
-    lines = []
-    if found.mostly_failing:
-        lines.append(
-            f"Warning: most of the runs this operation set going fail again: {found.failing} of the "
-            f"{found.settled} that have settled failed or are stuck again on an error."
-        )
-    lines.append("What became of the runs it acted on:")
-    shown = rep.operation_outcome(found, operation_id)
-    for group in shown["groups"]:
-        lines.append(f"  {KIND_WORDS[group['kind']]}: {group['total']}")
-        for part in group["parts"]:
-            lines.append(f"    {part['value']}: {part['count']}  (runs: {part['query']})")
-    return lines
+    return command_line.outcome_lines(
+        rep.operation_outcome(found, operation_id),
+        mostly_failing=found.mostly_failing,
+        failing=found.failing,
+        settled=found.settled,
+    )
 
 
 def describe(operation) -> list[str]:
     """An operation in a few lines: status, counts, pace, who held or
     approved it."""
-    lines = [
-        f"Operation {operation['id']}: {operation['verb']} {operation['status']}, asked by {operation['actor']}: "
-        f"moved {operation['moved']}, skipped {operation['skipped']}, refused {operation['refused']} "
-        f"of {operation['total']}.",
-        "Pace: "
-        + (f"{operation['rate']:g} runs/s" if operation.get("rate") else "as fast as it goes")
-        + (f", at most {operation['max_in_flight']} in flight" if operation.get("max_in_flight") else "")
-        + ".",
-    ]
-    for who, when, words in (
-        ("approved_by", "approved_at", "Approved"),
-        ("paused_by", "paused_at", "Paused"),
-        ("resumed_by", "resumed_at", "Went on"),
-    ):
-        if operation.get(who):
-            lines.append(f"{words} by {operation[who]} at {operation[when]:%Y-%m-%d %H:%M:%S} UTC.")
-    return lines
+    return command_line.operation_lines(
+        operation, pace.described(operation.get("rate"), operation.get("max_in_flight"))
+    )
 
 
 def _id(value: str) -> int:
@@ -85,9 +56,9 @@ def _id(value: str) -> int:
         raise click.ClickException(problems.refusal(problem).message) from None
 
 
-def _change(database_url, operation_id: str, change, done_key: str, token: str | None = None) -> None:
+def _change(database_url, operation_id: str, change, said, token: str | None = None) -> None:
     """*change*(engine, principal, id) as the principal of *token*
-    (break-glass without one)."""
+    (break-glass without one); *said*(the operation): results.py's sentence."""
     op_id = _id(operation_id)
     engine = engine_from(database_url)
     try:
@@ -99,7 +70,7 @@ def _change(database_url, operation_id: str, change, done_key: str, token: str |
             raise click.ClickException(problems.refusal(problem).message) from None
     finally:
         engine.dispose()
-    click.echo(t(done_key, operation_id=changed["id"]))
+    click.echo(said(changed))
     for line in describe(changed):
         click.echo(line)
 
@@ -132,7 +103,7 @@ def show(operation_id, database_url, as_json) -> None:
         return
     for line in describe(operation):
         click.echo(line)
-    click.echo(f"Filters: {operation['filters'] or '(none)'}. Reason: {operation['reason']}")
+    click.echo(command_line.filters_and_reason(operation))
     for line in outcome_lines(outcome, operation["id"]):
         click.echo(line)
 
@@ -149,7 +120,7 @@ def pause(operation_id, reason, database_url, token) -> None:
         database_url,
         operation_id,
         lambda engine, who, op: operation_acts.pause(engine, who, op, reason=reason),
-        "pgbus.operations.paused",
+        results.operation_paused,
         token,
     )
 
@@ -166,7 +137,7 @@ def resume(operation_id, reason, database_url, token) -> None:
         database_url,
         operation_id,
         lambda engine, who, op: operation_acts.go_on(engine, who, op, reason=reason),
-        "pgbus.operations.resumed",
+        results.operation_resumed,
         token,
     )
 
@@ -185,7 +156,7 @@ def approve(operation_id, reason, database_url, token) -> None:
         database_url,
         operation_id,
         lambda engine, who, op: operation_acts.approve(engine, who, op, reason=reason),
-        "pgbus.operations.approved",
+        results.operation_approved,
         token,
     )
 
@@ -202,7 +173,7 @@ def cancel(operation_id, reason, database_url, token) -> None:
         database_url,
         operation_id,
         lambda engine, who, op: operation_acts.cancel(engine, who, op, reason=reason),
-        "pgbus.operations.cancelled",
+        results.operation_cancelled,
         token,
     )
 
@@ -226,6 +197,6 @@ def set_pace(operation_id, rate, max_in_flight, database_url, token) -> None:
         database_url,
         operation_id,
         lambda engine, who, op: operation_acts.set_pace(engine, who, op, pace),
-        "pgbus.operations.pace_set",
+        results.operation_paced,
         token,
     )

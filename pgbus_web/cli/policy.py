@@ -10,6 +10,7 @@ import click
 
 from ..core import permissions, policy, policy_changes
 from ..core import representations as rep
+from ..core.words import command_line, results
 from . import output
 from .common import (
     database_url_option,
@@ -21,10 +22,6 @@ from .common import (
     refused,
     token_option,
 )
-
-
-def _when(moment) -> str:
-    return "-" if moment is None else f"{moment:%Y-%m-%d %H:%M:%S} UTC"
 
 
 def _json(value) -> str:
@@ -51,14 +48,7 @@ def show(database_url, as_json) -> None:
         output.echo_json_lines([rep.policy_rule(rule) for rule in shown])
         return
     for rule in shown:
-        origin = (
-            "default"
-            if rule["is_default"]
-            else (
-                f"version {rule['version']}, by {rule['changed_by']} at {_when(rule['changed_at'])}: {rule['reason']}"
-            )
-        )
-        click.echo(f"{rule['key']} = {_json(rule['value'])}  ({origin})")
+        click.echo(command_line.rule_origin(rule, _json(rule["value"])))
 
 
 def _change(database_url, token, key, value, reason, version, reset) -> None:
@@ -77,10 +67,8 @@ def _change(database_url, token, key, value, reason, version, reset) -> None:
             raise refused(problem) from None
     finally:
         engine.dispose()
-    click.echo(
-        f"{key}: {_json(made['old_value'])} -> {_json(made['new_value'])} (version {made['id']}); "
-        "every process reads it within seconds."
-    )
+    click.echo(command_line.rule_changed(key, _json(made["old_value"]), _json(made["new_value"]), made["id"]))
+    click.echo(results.policy_changed(key))
 
 
 @policy_group.command("set")
@@ -134,7 +122,4 @@ def history(key, database_url, as_json) -> None:
         output.echo_json_lines([rep.policy_change(change) for change in changes])
         return
     for change in changes:
-        click.echo(
-            f"{change['id']}  {_when(change['changed_at'])}  {change['key']}: {_json(change['old_value'])} -> "
-            f"{_json(change['new_value'])}  by {change['actor']}: {change['reason']}"
-        )
+        click.echo(command_line.rule_history(change, _json(change["old_value"]), _json(change["new_value"])))

@@ -10,6 +10,7 @@ import click
 
 from .. import db, progress
 from ..core import checks, sessions
+from ..core.words import command_line
 from ..runtime import retention
 from .common import database_url_option, engine_from, friendly_errors, main_group
 
@@ -30,7 +31,7 @@ class Duration(click.ParamType):
             return value
         match = _DURATION.match(str(value))
         if not match:
-            self.fail(f"{value!r} is not a duration such as 90d, 12h, 30m or 2w", param, ctx)
+            self.fail(command_line.not_a_duration(value), param, ctx)
         amount, unit = int(match.group(1)), match.group(2)
         if amount == 0:
             self.fail("the duration must be more than zero", param, ctx)
@@ -79,11 +80,8 @@ def prune(database_url, older_than, access_log_older_than, dry_run, batch):
         if dry_run:
             result = retention.prune(engine, before=before, dry_run=True)
             lines, old_sessions = sessions.prune(engine, before=log_before, dry_run=True)
-            click.echo(f"Dry run: would delete {result.found} finished run(s) last updated before {cutoff}.")
-            click.echo(
-                f"Dry run: would delete {lines} access log line(s) and {old_sessions} ended session(s) "
-                f"from before {log_cutoff}."
-            )
+            click.echo(command_line.pruned(result.found, cutoff, dry_run=True))
+            click.echo(command_line.access_log_pruned(lines, old_sessions, log_cutoff, dry_run=True))
             return
         # A progress bar only on a terminal: in a log it is noise.
         with progress.bar(unit="run", desc="Pruning", disable=not sys.stderr.isatty()) as bar:
@@ -91,7 +89,5 @@ def prune(database_url, older_than, access_log_older_than, dry_run, batch):
         lines, old_sessions = sessions.prune(engine, before=log_before, batch=batch)
     finally:
         engine.dispose()
-    click.echo(
-        f"Deleted {result.deleted} finished run(s) last updated before {cutoff}, with their steps, events and signals."
-    )
-    click.echo(f"Deleted {lines} access log line(s) and {old_sessions} ended session(s) from before {log_cutoff}.")
+    click.echo(command_line.pruned(result.deleted, cutoff, dry_run=False))
+    click.echo(command_line.access_log_pruned(lines, old_sessions, log_cutoff, dry_run=False))

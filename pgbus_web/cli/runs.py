@@ -20,6 +20,7 @@ from ..core import acts, checks, exports, permissions, policy, problems, redacti
 from ..core.compare import CompareRefused
 from ..core.settings import Settings
 from ..core.settings_loader import default_of
+from ..core.words import command_line
 from ..rules import run_filters, states, verb_table
 from ..runtime import errors
 from . import output
@@ -59,7 +60,7 @@ def _refused(problem: Exception, **names) -> click.ClickException:
         return click.ClickException(problems.refusal(problem, **names).message)
     if isinstance(problem, errors.ClassNotLoaded):
         # The fix is on this command line: say which option it is.
-        return click.ClickException(f"{problem} (load the workflow definitions with --definitions MODULE)")
+        return click.ClickException(command_line.definitions_needed(problem))
     return click.ClickException(str(problem))
 
 
@@ -147,7 +148,7 @@ def list_runs(
     pairs = filter_values(filter_pairs)
     for name in pairs:
         if named.get(name) is not None:
-            raise click.UsageError(f"--filter {name} given twice")
+            raise click.UsageError(command_line.filter_twice(name))
     try:
         filters = acts.filters_from({**named, **pairs})
     except run_filters.FilterError as problem:
@@ -177,7 +178,7 @@ def list_runs(
             ),
         )
     if page.next_before is not None:
-        click.echo(f"More: --before {page.next_before}", err=True)
+        click.echo(command_line.more_before(page.next_before), err=True)
 
 
 def _searchable(engine, filters, token):
@@ -238,7 +239,7 @@ def export_runs(database_url, fmt, filter_pairs, output_path, token=None):
     finally:
         engine.dispose()
     if output_path:
-        click.echo(f"Wrote {output_path} (runs up to id {made.ceiling_id}).", err=True)
+        click.echo(command_line.export_written(output_path, made.ceiling_id), err=True)
 
 
 # --- runs show -----------------------------------------------------------------
@@ -246,7 +247,7 @@ def export_runs(database_url, fmt, filter_pairs, output_path, token=None):
 
 def _describe(detail: dict) -> None:
     run = detail["run"]
-    status = run["status"] + (f" (stuck: {run['stuck_reason']})" if run["stuck_reason"] else "")
+    status = command_line.status_stuck(run["status"], run["stuck_reason"])
     facts = [
         ("Run", run["workflow_id"]),
         ("Class", run["workflow_class"]),
@@ -317,7 +318,7 @@ def show(database_url, workflow_id, as_json, definitions, reveal=False, reason=N
     except permissions.NotPermitted as problem:
         raise _refused(problem) from None
     except acts.NotFound:
-        raise click.ClickException(f"no workflow run {workflow_id!r}") from None
+        raise click.ClickException(problems.run_not_found(workflow_id).message) from None
     finally:
         engine.dispose()
     if as_json:
@@ -333,25 +334,8 @@ def _json_text(value) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _side_words(side: dict) -> str:
-    if not side["reached"]:
-        return "not reached"
-    words = f"{side['status']} ({side['attempts']}x)"
-    error = ": ".join(part for part in (side["error_class"], side["error_message_first_line"]) if part)
-    return f"{words} {error}" if error else words
-
-
 def _describe_comparison(found: dict) -> None:
-    divergence = found["divergence"]
-    if divergence is None:
-        click.echo("They do not diverge: every step ended the same way.")
-    elif divergence["kind"] == "status":
-        click.echo(f"No step parts them, but A is {divergence['a']} and B is {divergence['b']}.")
-    else:
-        click.echo(
-            f"They part at step {divergence['step_name']}: A {_side_words(divergence['a'])}; "
-            f"B {_side_words(divergence['b'])}."
-        )
+    click.echo(command_line.divergence(found["divergence"]))
     click.echo(
         "The definition changed between them (digests differ)."
         if found["definition_changed"]
@@ -391,8 +375,8 @@ def _describe_comparison(found: dict) -> None:
             (
                 (
                     row["step_name"],
-                    _side_words(row["a"]),
-                    _side_words(row["b"]),
+                    command_line.side_words(row["a"]),
+                    command_line.side_words(row["b"]),
                     "<- they part" if row["diverges"] else "",
                 )
                 for row in found["steps"]
@@ -429,15 +413,14 @@ def compare_runs(database_url, a_id, b_id, as_json, definitions):
 # --- runs VERB -------------------------------------------------------------------
 
 
-def _after(detail: dict, verb: str, as_json: bool) -> None:
+def _after(detail: dict, verb: str, as_json: bool, said: str) -> None:
+    """What a verb or a signal answers: its JSON, or the sentence every
+    door says (words/done.py) and the run as it is now."""
     if as_json:
         output.echo_json_lines([detail])
         return
-    run = detail["run"]
-    click.echo(
-        f"{verb}: run {run['workflow_id']} is {run['status']} now"
-        f" (step {run['current_step'] or '-'}; actions: {', '.join(detail['available_actions']) or 'none'})."
-    )
+    click.echo(said)
+    click.echo(command_line.run_now(verb, detail["run"], detail["available_actions"]))
 
 
 def _verb_command(verb: verb_table.Verb) -> None:
@@ -445,7 +428,7 @@ def _verb_command(verb: verb_table.Verb) -> None:
         settings = _settings(definitions)
         engine = engine_from(database_url, pool_size=1, max_overflow=0)
         try:
-            detail = acts.act(
+            detail, said = acts.act_said(
                 engine,
                 settings,
                 verb.name,
@@ -459,7 +442,7 @@ def _verb_command(verb: verb_table.Verb) -> None:
             raise _refused(problem, verb=verb.name, workflow_id=workflow_id) from None
         finally:
             engine.dispose()
-        _after(detail, verb.name, as_json)
+        _after(detail, verb.name, as_json, said)
 
     command.__doc__ = f"{verb.name} one run (from {', '.join(verb.from_statuses)})" + (
         "; needs --definitions." if verb.needs_class else "."
@@ -497,7 +480,7 @@ def send_signal(database_url, workflow_id, name, payload, idempotency_key, as_js
     settings = _settings(definitions)
     engine = engine_from(database_url, pool_size=1, max_overflow=0)
     try:
-        result = acts.send_signal(
+        result, said = acts.signal_said(
             engine,
             settings,
             workflow_id,
@@ -513,9 +496,7 @@ def send_signal(database_url, workflow_id, name, payload, idempotency_key, as_js
     if as_json:
         output.echo_json_lines([result])
         return
-    said = "already received (same idempotency key): nothing done" if result["duplicate"] else "sent"
-    click.echo(f"signal {name}: {said}.")
-    _after(result["run"], "signal", False)
+    _after(result["run"], "signal", False, said)
 
 
 # --- attention -------------------------------------------------------------------

@@ -7,6 +7,7 @@ import sys
 import click
 
 from .. import db
+from ..core.words import command_line
 from ..demo import seed as seeding
 from ..demo.history import seed_history
 from .common import database_url_option, engine_from, friendly_errors, main_group
@@ -43,15 +44,10 @@ def seed(
     try:
         if history is not None:
             past = seed_history(engine, runs=history, progress=sys.stderr.isatty(), events=history_events)
-            click.echo(
-                f"Added {past.runs} finished runs ({past.steps} steps, {past.events} events) in {past.seconds:.1f}s."
-            )
+            click.echo(command_line.history_seeded(past))
         if runs is not None:
             result = seeding.seed(engine, runs=runs, seed=seed_value, progress=sys.stderr.isatty())
-            click.echo(
-                f"Seeded {result.runs} runs ({result.steps} steps, {result.events} events, "
-                f"{result.signals} signals, {result.batches} batches) in {result.seconds:.1f}s."
-            )
+            click.echo(command_line.runs_seeded(result))
     except seeding.SeedError as exc:
         raise click.ClickException(str(exc)) from None
     finally:

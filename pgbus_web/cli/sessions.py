@@ -7,11 +7,8 @@ from __future__ import annotations
 import click
 
 from ..core import access_log, permissions, policy, sessions
+from ..core.words import command_line, results
 from .common import database_url_option, engine_from, friendly_errors, main_group, principal, refused, token_option
-
-
-def _when(moment) -> str:
-    return "-" if moment is None else f"{moment:%Y-%m-%d %H:%M:%S} UTC"
 
 
 def _acting(database_url, token, act):
@@ -47,8 +44,8 @@ def list_sessions(database_url, token) -> None:
                     row["name"],
                     row["provider"],
                     row["address"] or "-",
-                    _when(row["started_at"]),
-                    _when(row["last_seen_at"]),
+                    command_line.moment(row["started_at"]),
+                    command_line.moment(row["last_seen_at"]),
                 )
             )
         )
@@ -62,9 +59,9 @@ def list_sessions(database_url, token) -> None:
                     shown["name"],
                     shown["role"],
                     shown["scope"],
-                    _when(shown["created_at"]),
-                    _when(shown["expires_at"]),
-                    _when(shown["last_used_at"]),
+                    command_line.moment(shown["created_at"]),
+                    command_line.moment(shown["expires_at"]),
+                    command_line.moment(shown["last_used_at"]),
                     shown["last_used_from"] or "-",
                 )
             )
@@ -79,7 +76,7 @@ def list_sessions(database_url, token) -> None:
 def end(session_id, database_url, token) -> None:
     """End the session SESSION_ID: refused on its next request at every process."""
     row = _acting(database_url, token, lambda engine, who, kept: sessions.end(engine, who, kept, session_id))
-    click.echo(f"Ended the session {session_id} of {row['name']}.")
+    click.echo(results.session_ended(row["name"]))
 
 
 @sessions_group.command("end-all")
@@ -90,7 +87,8 @@ def end(session_id, database_url, token) -> None:
 def end_all(name, database_url, token) -> None:
     """End every session of NAME."""
     ended = _acting(database_url, token, lambda engine, who, kept: sessions.end_all(engine, who, kept, name))
-    click.echo(f"Ended {ended} live session(s) of {name}.")
+    click.echo(results.sessions_ended(name))
+    click.echo(command_line.sessions_counted(ended))
 
 
 @sessions_group.command("revoke-token")
@@ -101,7 +99,7 @@ def end_all(name, database_url, token) -> None:
 def revoke_token(name, database_url, token) -> None:
     """Revoke the live token NAME (as `tokens revoke`, but as the --token's principal)."""
     _acting(database_url, token, lambda engine, who, kept: sessions.revoke_token(engine, who, kept, name))
-    click.echo(f"Revoked the token {name}.")
+    click.echo(results.token_revoked(name))
 
 
 @sessions_group.command("log")
@@ -123,7 +121,7 @@ def log(database_url, token, limit) -> None:
         click.echo(
             "\t".join(
                 (
-                    _when(line["at"]),
+                    command_line.moment(line["at"]),
                     line["kind"],
                     line["subject"],
                     line["actor"] or "-",

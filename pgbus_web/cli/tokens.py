@@ -6,15 +6,12 @@ import click
 
 from ..auth.users import ROLES
 from ..core import permissions, tokens
+from ..core.words import command_line, results
 from .common import database_url_option, engine_from, friendly_errors, main_group
 from .prune import Duration
 
 # Who makes and revokes tokens here: whoever holds the database URL.
 ACTOR = permissions.break_glass(permissions.CLI).actor
-
-
-def _when(moment) -> str:
-    return "-" if moment is None else f"{moment:%Y-%m-%d %H:%M:%S} UTC"
 
 
 @main_group.group("tokens")
@@ -52,10 +49,8 @@ def add(name: str, role: str, expires_in, read_only: bool, database_url: str | N
             engine_from(database_url), name, role, expires_in=expires_in, read_only=read_only, actor=ACTOR
         )
     except tokens.TokenError as problem:
-        raise click.ClickException(f"{problem}; nothing was changed") from None
-    scope = "read-only " if read_only else ""
-    until = f", expiring {_when(row['expires_at'])}" if row["expires_at"] is not None else ""
-    click.echo(f"Added the {scope}{role} token {name}{until}. It is shown this once: keep it now.", err=True)
+        raise click.ClickException(command_line.nothing_changed(problem)) from None
+    click.echo(command_line.token_added(name, role, read_only=read_only, expires_at=row["expires_at"]), err=True)
     click.echo(token)
 
 
@@ -73,10 +68,10 @@ def list_tokens(database_url: str | None) -> None:
                 (
                     row["name"],
                     row["role"],
-                    _when(row["created_at"]),
-                    _when(row["last_used_at"]),
-                    _when(row["revoked_at"]),
-                    _when(row["expires_at"]),
+                    command_line.moment(row["created_at"]),
+                    command_line.moment(row["last_used_at"]),
+                    command_line.moment(row["revoked_at"]),
+                    command_line.moment(row["expires_at"]),
                     "read-only" if row["read_only"] else "grants",
                     row["last_used_from"] or "-",
                 )
@@ -91,5 +86,5 @@ def list_tokens(database_url: str | None) -> None:
 def revoke(name: str, database_url: str | None) -> None:
     """Revoke NAME's token: refused from its next request on."""
     if not tokens.revoke(engine_from(database_url), name, actor=ACTOR):
-        raise click.ClickException(f"no live token named {name!r}")
-    click.echo(f"Revoked the token {name}.")
+        raise click.ClickException(command_line.no_live_token(name))
+    click.echo(results.token_revoked(name))

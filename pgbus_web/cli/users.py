@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from ..auth import passwords, users
+from ..core.words import command_line
 from .common import main_group
 
 USERS_FILE_ENV = "PGBUS_WEB_USERS_FILE"
@@ -38,7 +39,7 @@ def _change(path: Path, edit):
     except users.UsersFileError as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
-        raise click.ClickException(f"cannot write {path}: {exc.strerror or exc}; nothing was changed") from None
+        raise click.ClickException(command_line.cannot_write(path, exc.strerror or exc)) from None
 
 
 def _password() -> str:
@@ -90,7 +91,7 @@ def add(name: str, role: str, groups: tuple[str, ...], users_file: Path) -> None
         return known
 
     known = _change(users_file, put)
-    click.echo(f"{'Updated' if known else 'Added'} {name} ({role}) in {users_file}.")
+    click.echo(command_line.user_put(name, role, users_file, known=known))
 
 
 @users_group.command("remove")
@@ -101,11 +102,11 @@ def remove(name: str, users_file: Path) -> None:
 
     def drop(current: dict[str, users.User]) -> None:
         if name not in current:
-            raise click.ClickException(f"no user {name!r} in {users_file}")
+            raise click.ClickException(command_line.no_user(name, users_file))
         del current[name]
 
     _change(users_file, drop)
-    click.echo(f"Removed {name} from {users_file}.")
+    click.echo(command_line.user_removed(name, users_file))
 
 
 @users_group.command("list")

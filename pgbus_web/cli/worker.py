@@ -10,6 +10,7 @@ import click
 from .. import db
 from ..core import policy, settings_loader
 from ..core.settings import moved_to_policy
+from ..core.words import command_line
 from ..db import describe_url
 from ..runtime import definitions as loading
 from ..runtime import operation_runner
@@ -112,9 +113,7 @@ def worker(
     loaded = load_settings(definitions=definitions, operation_stale_after=operation_stale_after)
     registry = loaded.settings.registry
     if registry is None:
-        raise click.UsageError(
-            f"the worker needs --definitions MODULE (or {DEFINITIONS_ENV}, or definitions in the settings file)"
-        )
+        raise click.UsageError(command_line.worker_needs_definitions(DEFINITIONS_ENV))
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s"
     )
@@ -144,11 +143,11 @@ def worker(
         runner.stop()
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-    click.echo(f"Worker running {', '.join(registry.names)} on {describe_url(engine)}; Ctrl-C to stop.")
+    click.echo(command_line.worker_running(registry.names, describe_url(engine)))
     try:
         runner.run()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         engine.dispose()
-    click.echo(f"Worker stopped after {runner.total_steps} steps.")
+    click.echo(command_line.worker_stopped(runner.total_steps))

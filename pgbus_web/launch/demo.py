@@ -10,6 +10,7 @@ afresh). No sign-in: it serves on loopback only, unless --no-auth.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import shutil
@@ -25,8 +26,9 @@ import click
 
 from .. import schema
 from ..app import create_app
-from ..cli.common import main_group
+from ..cli.common import config_option, load_settings, main_group
 from ..core import policy
+from ..core.words import command_line
 from ..db import UNBOUNDED_STATEMENTS, WORKER_STATEMENT_TIMEOUT, Bounds, Database, create_engine
 from ..demo import database as demo_database
 from ..demo import workflows as demo_workflows
@@ -69,7 +71,7 @@ def _prepare(data_dir: Path, reset: bool):
     """The embedded server, started; with *reset*, on a fresh data dir."""
     pgdata = data_dir.expanduser().resolve() / "pgdata"
     if reset and pgdata.exists():
-        click.echo(f"Deleting the earlier demo database in {data_dir}…")
+        click.echo(command_line.demo_deleting(data_dir))
         shutil.rmtree(pgdata)
     click.echo("Starting the embedded PostgreSQL…")
     return _start_database(data_dir)
@@ -85,7 +87,7 @@ def _wait_until_up(url: str) -> None:
         except OSError:
             pass
         if time.monotonic() > deadline:
-            raise click.ClickException(f"the dashboard did not answer at {url}")
+            raise click.ClickException(command_line.demo_silent(url))
         time.sleep(0.2)
 
 
@@ -108,13 +110,15 @@ def _wait_until_up(url: str) -> None:
 )
 @click.option("--reset", is_flag=True, help="Delete an earlier demo's database in --data-dir and seed afresh.")
 @click.option("--no-auth", is_flag=True, help="Allow a non-loopback --host (the demo has no sign-in).")
+@config_option
 def demo(port, host, data_dir, runs, reset, no_auth):
     """Start the one-command demo: embedded PostgreSQL, seeded runs, a worker, the dashboard."""
 
     if not no_auth and not is_loopback(host):
-        raise click.ClickException(
-            f"refusing to serve the demo on {host}: it has no sign-in; use a loopback --host, or --no-auth"
-        )
+        raise click.ClickException(command_line.demo_open_refused(host))
+    # The settings every process loads (the database is the demo's own, the
+    # definitions the demo's workflows); a wrong one stops it here.
+    settings = dataclasses.replace(load_settings(registry=False).settings, registry=demo_workflows.REGISTRY)
     # The socket first: a port in use fails before the database starts.
     later = Later()
     http = create_server(later, host, port)
@@ -132,9 +136,9 @@ def demo(port, host, data_dir, runs, reset, no_auth):
     with setup.connect() as conn:
         existing = workflow_rows.any_run(conn)
     if existing:
-        click.echo(f"Reusing the earlier demo's runs in {data_dir} (--reset starts afresh).")
+        click.echo(command_line.demo_reusing(data_dir))
     else:
-        click.echo(f"Seeding {runs} runs…")
+        click.echo(command_line.demo_seeding(runs))
         # A progress bar only on a terminal: in a log it is noise.
         seed(setup, runs=runs, progress=sys.stderr.isatty())
         seed_unloaded(setup)
@@ -150,11 +154,12 @@ def demo(port, host, data_dir, runs, reset, no_auth):
         simulate_batches=True,
         heartbeat=Heartbeat(engine, HEARTBEAT_WORKER),
         thresholds=lambda: policy.current(engine).thresholds(),
+        operation_stale_after=settings.operation_stale_after,
     )
     worker_thread = threading.Thread(target=worker.run, name="pgbus-demo-worker", daemon=True)
     live = LiveDemo(engine, first_number=last_number + 100_000, rng=random.Random())
-    database = Database.from_urls(url)
-    later.app = create_app({"database": database, "registry": demo_workflows.REGISTRY})
+    database = Database.from_urls(url, None, settings.bounds())
+    later.app = create_app({"database": database, "settings": settings})
     http_thread = threading.Thread(target=http.run, name="pgbus-demo-http", daemon=True)
 
     stopping = threading.Event()
@@ -166,10 +171,7 @@ def demo(port, host, data_dir, runs, reset, no_auth):
 
     def stop_worker(signum, frame):
         worker.stop(silently=True)
-        click.echo(
-            "The demo's worker stopped without a word, as a crashed one would: the dashboard flags it"
-            f" within {gone_after:.0f} s (the runs index, Workers)."
-        )
+        click.echo(command_line.demo_worker_crashed(gone_after))
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     previous[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, stop_worker)
@@ -181,12 +183,9 @@ def demo(port, host, data_dir, runs, reset, no_auth):
         live.start()
         http_thread.start()
         _wait_until_up(f"http://{host}:{port}/health")
-        click.echo(f"Dashboard: http://{host}:{port}/workflows")
-        click.echo(f"Database: {url}")
-        click.echo(
-            f"Worker: kill -USR1 {os.getpid()} stops the demo's worker as a crash would, the dashboard"
-            " and the new runs staying up."
-        )
+        click.echo(command_line.dashboard_at(host, port))
+        click.echo(command_line.database_at(url))
+        click.echo(command_line.demo_worker_kill(os.getpid()))
         click.echo("Ctrl-C stops the demo.")
         while not stopping.wait(0.5):
             pass

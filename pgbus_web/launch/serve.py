@@ -21,6 +21,7 @@ from ..cli.users import USERS_FILE_ENV
 from ..cli.worker import DEFINITIONS_ENV
 from ..core.settings import Settings
 from ..core.settings_loader import REPLICA_URL_ENV, default_of, variable
+from ..core.words import command_line
 from ..db import describe_url
 from ..plumbing import forwarded
 from ..progress import MissingExtra
@@ -50,13 +51,13 @@ def check_schema(database_url, install: bool = False) -> None:
             except schema.SchemaVersionError as exc:
                 raise click.ClickException(str(exc)) from None
             if result.installed:
-                click.echo(f"Installed pgbus-web schema version {result.version}.")
+                click.echo(command_line.schema_installed(result.version))
         with engine.connect() as conn:
             problem = schema_status.problem(conn)
     finally:
         engine.dispose()
     if problem:
-        raise click.ClickException(f"{problem} (or start with --install-schema)")
+        raise click.ClickException(command_line.schema_needed(problem))
 
 
 def build_app(
@@ -117,7 +118,7 @@ def create_server(app, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, threa
         )
     except OSError as exc:
         reason = exc.strerror or str(exc)
-        raise click.ClickException(f"cannot listen on {host}:{port}: {reason}") from None
+        raise click.ClickException(command_line.cannot_listen(host, port, reason)) from None
 
 
 def serve_until_stopped(server) -> None:
@@ -155,16 +156,13 @@ def auth_from(host, users_file, trusted_header, trusted_role_header, trusted_pro
         raise click.ClickException("--no-auth cannot go with --users-file or --trusted-header")
     if not configured:
         if not no_auth and not is_loopback(host):
-            raise click.ClickException(
-                f"refusing to serve on {host} without sign-in: give --users-file (see `pgbus-web users add`) "
-                "or --trusted-header with --trusted-proxy, or --no-auth to serve it open"
-            )
+            raise click.ClickException(command_line.open_refused(host))
         return None
     if users_file is not None:
         if passwords.PasswordHasher is None:
             raise click.ClickException(passwords.MISSING)
         if not users_file.is_file():
-            raise click.ClickException(f"no users file at {users_file}: create it with `pgbus-web users add`")
+            raise click.ClickException(command_line.no_users_file(users_file))
     if trusted_role_header and not trusted_header:
         raise click.ClickException("--trusted-role-header needs --trusted-header")
     try:
@@ -177,7 +175,7 @@ def auth_from(host, users_file, trusted_header, trusted_role_header, trusted_pro
     except (ValueError, UsersFileError) as exc:
         raise click.ClickException(str(exc)) from None
     if auth.users is not None and not auth.users.users() and not trusted_header:
-        raise click.ClickException(f"{users_file} has no users: add one with `pgbus-web users add`")
+        raise click.ClickException(command_line.no_users(users_file))
     return auth
 
 
@@ -397,8 +395,8 @@ def serve(
         raise
     if auth is None and not is_loopback(host):
         log.warning("pgbus-web: serving on %s with no sign-in (--no-auth): anyone who reaches it may act", host)
-    click.echo(f"Dashboard: http://{host}:{server.effective_port}/workflows")
-    click.echo(f"Database: {describe_url(app.extensions['pgbus_web'].database.primary)}")
+    click.echo(command_line.dashboard_at(host, server.effective_port))
+    click.echo(command_line.database_at(describe_url(app.extensions["pgbus_web"].database.primary)))
     later.app = AccessLog(app) if access_log else app
     try:
         serve_until_stopped(server)

@@ -121,7 +121,8 @@ def test_runs_show_as_text_and_json(cli, driver):
     [bare] = json_lines(cli("runs", "show", workflow_id, "--json"))
     assert bare["available_actions"] == ["cancel", "signal"]
     missing = cli("runs", "show", "no-such-run")
-    assert missing.exit_code == 1 and "no workflow run 'no-such-run'" in missing.output
+    # The refusal table's sentence, as the pages, the API and MCP say it.
+    assert missing.exit_code == 1 and "No workflow run has the id no-such-run." in missing.output
 
 
 def test_runs_resume_without_a_token_acts_as_break_glass_with_the_reason(cli, driver, engine):
@@ -133,6 +134,8 @@ def test_runs_resume_without_a_token_acts_as_break_glass_with_the_reason(cli, dr
     assert driver.status(workflow_id) == "paused"
     result = cli("runs", "resume", workflow_id, "--reason", "gateway is back", *DEFINITIONS)
     assert result.exit_code == 0, result.output
+    # The sentence every door says once the verb went through, then the run as it is now.
+    assert "Resumed: capture_payment goes on." in result.output
     assert f"resume: run {workflow_id} is ready now" in result.output
     assert driver.status(workflow_id) == "ready"
     resumed = [event for event in driver.event_rows(workflow_id) if event["event"] == "resumed"]

@@ -341,7 +341,7 @@ def test_the_policys_approval_holds_at_every_door_and_the_requester_never_approv
         env={"PGBUS_WEB_TOKEN": otto_token, "PGBUS_WEB_APPROVAL_THRESHOLD": "1000000"},
         catch_exceptions=False,
     )
-    assert by_cli.exit_code == 1 and "waits for another operator's approval" in by_cli.output
+    assert by_cli.exit_code == 1 and "waits for another operator’s approval" in by_cli.output
     with engine.connect() as conn:
         made = store.recent(conn)
     assert [row["status"] for row in made] == [states.OPERATION_AWAITING_APPROVAL] * 3

@@ -167,7 +167,7 @@ def test_the_approval_holds_at_every_door_of_a_deployment(deployment, engine, da
         "--yes",
         env={"PGBUS_WEB_TOKEN": asker, "PGBUS_WEB_APPROVAL_THRESHOLD": "999999999"},
     )
-    assert by_cli.exit_code == 1 and "waits for another operator's approval" in by_cli.output
+    assert by_cli.exit_code == 1 and "waits for another operator’s approval" in by_cli.output
 
     async def start(client):
         return answer(

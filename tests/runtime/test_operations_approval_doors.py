@@ -315,7 +315,7 @@ def test_the_command_line_asks_waits_and_refuses_its_own_approval(database_url, 
         "pgbus_web.demo.workflows",
     )
     assert asked.exit_code == 1, asked.output
-    assert "At most 4 runs per second" in asked.output and "waits for another operator's approval" in asked.output
+    assert "At most 4 runs per second" in asked.output and "waits for another operator’s approval" in asked.output
     created = only_operation(engine)
     assert (created["status"], created["rate"], created["actor"], created["requested_by"]) == (
         states.OPERATION_AWAITING_APPROVAL,
