@@ -126,11 +126,13 @@ class BoundedConnection(psycopg.Connection):
                 # the pool takes it for the lost connection it reports.
                 self.close()
                 raise _spent(None)
+        # The caller's timeout is None here (or not given): ours replaces it.
+        bounded = {**kwargs, "timeout": bound}
         try:
             if budget is None:
-                return super().wait(gen, *args, timeout=bound, **kwargs)
+                return super().wait(gen, *args, **bounded)
             with budget.spending():
-                return super().wait(gen, *args, timeout=bound, **kwargs)
+                return super().wait(gen, *args, **bounded)
         except _WaitTimeout:
             # The protocol is halfway through an exchange: the connection
             # cannot be used again.

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from flask import Response, g, request
 from werkzeug.exceptions import HTTPException
+from werkzeug.wrappers import Response as BaseResponse
 
 from ..core import permissions, problems, tokens
 from ..plumbing import csrf, security, unrouted
@@ -68,7 +69,7 @@ def _token_acts(found: tokens.Caller) -> bool:
     )
 
 
-def check() -> Response | None:
+def check() -> BaseResponse | None:
     """The blueprint's before_request: None lets the view run."""
     # Werkzeug refuses a longer body (413) when the view reads it.
     if request.max_content_length is None or request.max_content_length > csrf.MAX_BODY:

@@ -114,4 +114,6 @@ def form_token(session: MutableMapping) -> str:
 
 
 def token_matches(expected: str | None, sent: str | None) -> bool:
-    return bool(expected and sent) and hmac.compare_digest(expected.encode(), sent.encode())
+    if not expected or not sent:
+        return False
+    return hmac.compare_digest(expected.encode(), sent.encode())

@@ -37,11 +37,13 @@ from flask import (
     session,
     url_for,
 )
+from werkzeug.datastructures import Authorization
 
 from .. import i18n
 from ..core import sessions as live_sessions
 from ..models import sign_ins
 from ..plumbing import hx
+from ..plumbing.redirects import see_other
 from ..plumbing.security import same_origin
 from ..plumbing.state import state
 from . import passwords, proxy
@@ -156,7 +158,7 @@ class Auth:
             if named:
                 return Identity(named[0], named[1], "proxy")
         if self.users is not None and request.authorization and request.authorization.type == "basic":
-            return self._basic()
+            return self._basic(request.authorization, self.users)
         if self.users is not None:
             user = sessions.user(
                 session, self.users.get, self.lifetime, generation=self.generation, live=self.session_live
@@ -180,11 +182,11 @@ class Auth:
             state().database.primary, sessions.session_id(session), name, address=request.remote_addr
         )
 
-    def _basic(self) -> Identity:
-        name = request.authorization.username or ""
-        password = request.authorization.password or ""
+    def _basic(self, authorization: Authorization, users: UsersFile) -> Identity:
+        name = authorization.username or ""
+        password = authorization.password or ""
         digest = hmac.new(self._basic_key, f"{name}\0{password}".encode(), hashlib.sha256).digest()
-        known = self.users.get(name)
+        known = users.get(name)
         with self._basic_lock:
             remembered = self._basic_ok.get(digest)
         # Remembered only for the same stored hash: a new password or a
@@ -229,7 +231,7 @@ class Auth:
 
     def _challenge(self) -> Response:
         if self.users is not None and _browser_navigation():
-            return redirect(url_for(f"{BLUEPRINT}.sign_in", next=_here()), 303)
+            return see_other(url_for(f"{BLUEPRINT}.sign_in", next=_here()))
         response = Response(i18n.t("pgbus.web.auth.required") + "\n", 401, mimetype="text/plain")
         if hx.details().request:
             # htmx follows HX-Redirect whatever the status.

@@ -101,7 +101,8 @@ class Throttle:
                 # The name's count is taken even when the name is hot: it
                 # never refuses by itself, it only tightens the pair's limit.
                 seen = rows.reserve(conn, name_key, limit=2**31 - 1, window=self.window)
-                pair_limit = 1 if seen > self.per_name else self.per_name_address
+                # Never None: the name's own limit is never reached.
+                pair_limit = 1 if seen is not None and seen > self.per_name else self.per_name_address
                 if rows.reserve(conn, pair_key, limit=pair_limit, window=self.window) is None:
                     raise _Refused
                 if rows.reserve(conn, address_key, limit=self.per_address, window=self.window) is None:

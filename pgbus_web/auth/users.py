@@ -20,8 +20,8 @@ from typing import TypeVar
 
 try:
     import fcntl
-except ImportError:  # not POSIX: no lock between two commands
-    fcntl = None
+except ImportError:
+    fcntl = None  # type: ignore[assignment]  # not POSIX: no lock between two commands
 
 from ..rules import roles
 from ..rules.roles import NAME, OPERATOR, ROLES, VIEWER  # noqa: F401  (the users file's names)

@@ -14,7 +14,7 @@ rules/redaction.py.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, overload
 
 from sqlalchemy.engine import Connection, Engine
 
@@ -172,6 +172,14 @@ def refused_search(
     return None
 
 
+@overload
+def check_search(
+    filters: run_filters.RunFilters, principal: permissions.Principal | None, policy: policy_rules.Policy
+) -> run_filters.RunFilters: ...
+@overload
+def check_search(
+    filters: run_filters.RunFilters | None, principal: permissions.Principal | None, policy: policy_rules.Policy
+) -> run_filters.RunFilters | None: ...
 def check_search(
     filters: run_filters.RunFilters | None, principal: permissions.Principal | None, policy: policy_rules.Policy
 ) -> run_filters.RunFilters | None:

@@ -57,7 +57,7 @@ def _plan() -> dict[str, list]:
     plan: dict[str, list] = {key: [] for key in ("p", "k", "klass", "digest", "name", "steps", "before")}
     before = 0
     for position, klass in enumerate(CYCLE):
-        definition = demo.REGISTRY.get(klass)
+        definition = demo.REGISTRY[klass]
         names = list(definition.step_names)
         for number, name in enumerate(names):
             for key, value in zip(

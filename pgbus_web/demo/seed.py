@@ -15,7 +15,7 @@ import random
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -94,7 +94,7 @@ class _Ids:
         self.table = table
         self.next, self.end = 1, 0  # empty: the first take reserves a block
         self.block_start = None
-        self.last_taken = None
+        self.last_taken: int | None = None
         with engine.connect() as conn:
             self.sequence = conn.execute(
                 sa.text("SELECT pg_get_serial_sequence(:table, 'id')"), {"table": table}
@@ -220,7 +220,7 @@ class _Plan:
     chunk_size: int
 
 
-def _chunks(plan: _Plan, step_ids, signal_ids) -> Iterator[Chunk]:
+def _chunks(plan: _Plan, step_ids, signal_ids) -> Generator[Chunk, None, None]:
     old_order = _old_order_workflow()
     deck: list[str] = []
     told: dict[str, int] = {}
@@ -238,7 +238,7 @@ def _chunks(plan: _Plan, step_ids, signal_ids) -> Iterator[Chunk]:
         yield chunk
 
 
-def _played_ahead(chunks: Iterator[Chunk]) -> Iterator[Chunk]:
+def _played_ahead(chunks: Generator[Chunk, None, None]) -> Generator[Chunk, None, None]:
     """The chunks, played by a second thread while the caller writes."""
     ready: queue.Queue = queue.Queue(maxsize=CHUNKS_AHEAD)
     done = object()

@@ -22,6 +22,7 @@ from itertools import accumulate
 from typing import Any, Protocol
 
 from .. import defaults
+from ..models import steps
 from ..rules import states
 from ..rules.columns import latest_list
 from ..runtime.definitions import Workflow
@@ -148,11 +149,8 @@ REASONS = {
     S_CREATED,
     S_UPDATED,
 ) = range(17)
-STEP_COLUMNS = (
-    "id, workflow_id, step_name, status, attempt, scheduled_at, started_at, finished_at, wait_for, "
-    "waiting_since, timeout_at, batch_id, error_class, error_message, error_backtrace, result, "
-    "created_at, updated_at"
-)
+# A step row's columns as the reads return them (models/steps).
+STEP_COLUMNS = steps.COLUMNS
 RUN_COLUMNS = (
     "workflow_id, workflow_class, status, current_step, arguments, subject_type, subject_id, "
     "idempotency_key, definition_digest, paused_at, started_at, finished_at, created_at, updated_at, " + latest_list()
@@ -183,8 +181,8 @@ class _Run:
         self.t = 0.0
         self.status = states.READY
         self.current_step = None
-        self.paused_at = None
-        self.finished_at = None
+        self.paused_at: float | None = None
+        self.finished_at: float | None = None
         self.steps: list[list] = []
         self.events: list[tuple] = []
         self.signals: list[list] = []
@@ -193,7 +191,7 @@ class _Run:
         self.digest = chunk.digests[definition.name]
         # A signal that arrives during the next timer, before its wait step.
         self.early_signal = False
-        self.tracking = None
+        self.tracking: str | None = None
         # The first run of its story in this seed (it shows every variant).
         self.first = False
         # Where the run sits in time: the relative moment `anchor` lands
@@ -260,7 +258,11 @@ class _Run:
             row[S_WAITING_SINCE] = self.t
             if step.wait_timeout:
                 row[S_TIMEOUT] = self.t + step.wait_timeout.total_seconds()
-                details = (f'{{"signal": "{step.wait_for}", "timeout_at": "', row[S_TIMEOUT], '"}')
+                details: str | tuple[str, Any, str] = (
+                    f'{{"signal": "{step.wait_for}", "timeout_at": "',
+                    row[S_TIMEOUT],
+                    '"}',
+                )
             else:
                 details = f'{{"signal": "{step.wait_for}"}}'
             self.event("step_waiting", row, actor=actor, reason=reason, details=details)
@@ -986,7 +988,7 @@ class Chunk:
             klass = _pick(rng, _CLASSES, _CLASSES_CUM)
         else:
             klass = classes[told % len(classes)]  # in turn, so that a few runs show each
-        definition = demo.REGISTRY.get(klass)
+        definition = demo.REGISTRY[klass]
         run = _Run(self, definition, number)
         run.first = told == 0
         if klass == demo.ORDER and story == "completed" and rng.random() < 0.1:
@@ -1015,7 +1017,7 @@ class Chunk:
         has_subject = self.rng.random() < 0.9
         subject_type = demo.SUBJECT_TYPES[klass] if has_subject else None
         subject_id = str(run.number) if has_subject else None
-        key = f"{subject_type.lower()}-{run.number}" if has_subject and self.rng.random() < 0.6 else None
+        key = f"{subject_type.lower()}-{run.number}" if subject_type and self.rng.random() < 0.6 else None
         args = ", ".join(f'"{name}": {_json(value)}' for name, value in run.arguments.items())
         created = ts[0.0]
         steps = run.steps

@@ -65,7 +65,7 @@ class CSRFError(BadRequest):
         self.problem = problem
 
 
-def _secret() -> str:
+def _secret() -> str | bytes:
     configured = state().settings.secret_key or current_app.secret_key
     if configured:
         return configured

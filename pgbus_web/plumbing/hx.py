@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 from flask import Response, g, request
+from werkzeug.datastructures import Headers
 
 VARY_HEADER = "HX-Request"
 # The one mark of a refusal the pages draw to be shown: an htmx answer
@@ -21,7 +22,7 @@ VARY_HEADER = "HX-Request"
 REFUSAL_HEADER = "X-Pgbus-Refusal"
 
 
-def _header(headers: Mapping[str, str], name: str) -> str | None:
+def _header(headers: Mapping[str, str] | Headers, name: str) -> str | None:
     value = headers.get(name)
     if value is None:
         return None
@@ -45,7 +46,7 @@ class HtmxDetails:
     prompt: str | None = None
 
     @classmethod
-    def from_headers(cls, headers: Mapping[str, str]) -> HtmxDetails:
+    def from_headers(cls, headers: Mapping[str, str] | Headers) -> HtmxDetails:
         return cls(
             request=headers.get("HX-Request") == "true",
             boosted=headers.get("HX-Boosted") == "true",

@@ -236,6 +236,10 @@ class Registry:
             return None
         return self._definitions.get(name)
 
+    def __getitem__(self, name: str) -> Workflow:
+        """The definition registered under *name*; KeyError when unknown."""
+        return self._definitions[name]
+
     def __contains__(self, name: object) -> bool:
         return name in self._definitions
 

@@ -12,13 +12,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from flask import Response, flash, make_response, redirect, render_template
+from flask import Response, flash, make_response, render_template
 from markupsafe import Markup
 
 from ...core.problems import Refusal
 from ...core.words import results
 from ...i18n import current_locale
 from ...plumbing import hx
+from ...plumbing.redirects import see_other
 from . import pages, render
 
 log = logging.getLogger(__name__)
@@ -85,7 +86,7 @@ def done_anyway(message: str, category: str, location: Callable[[], str]) -> Res
     if not hx.details().request:
         try:
             flash_message(category, message)
-            return redirect(location(), 303)
+            return see_other(location())
         except Exception:  # noqa: BLE001  (the last resort must not fail)
             log.exception("pgbus-web: no redirect after a done action")
     oob = Markup(' hx-swap-oob="innerHTML"') if hx.details().request else Markup("")

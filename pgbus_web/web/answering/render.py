@@ -40,9 +40,8 @@ def page(
     *fragments* (element id -> block name), those blocks alone."""
     blocks = requested_blocks(fragments)
     if blocks:
-        body = shared.drawn(context, blocks, lambda drawing: _blocks(template, blocks, drawing))
-        if body is None:
-            body = _blocks(template, blocks, context)
+        kept = shared.drawn(context, blocks, lambda drawing: _blocks(template, blocks, drawing))
+        body: str = kept if kept is not None else _blocks(template, blocks, context)
         if state().database.replica is not None:
             # Drawn HTML (a kept drawing is Markup: a str added to it would be escaped).
             body = Markup(body) + Markup(render_template(READ_NOTE_TEMPLATE, oob=True))

@@ -67,7 +67,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from flask import current_app, g, request, request_tearing_down
 from markupsafe import Markup, escape
@@ -116,6 +116,10 @@ class _Once:
     def __init__(self) -> None:
         self.ready = threading.Event()
         self.value: Any = None
+
+
+# A _Once, or the kind of it a table holds (_claim).
+_O = TypeVar("_O", bound=_Once)
 
 
 class _Read(_Once):
@@ -186,12 +190,12 @@ i18n.on_reload(forget_all)
 
 def _claim(
     store: _Store,
-    table: OrderedDict,
-    key: tuple,
-    make: Callable[[], _Once],
+    table: OrderedDict[tuple[Any, ...], _O],
+    key: tuple[Any, ...],
+    make: Callable[[], _O],
     bound: int,
-    stale: Callable[[_Once], bool] = lambda once: False,
-) -> tuple[_Once, bool]:
+    stale: Callable[[_O], bool] = lambda once: False,
+) -> tuple[_O, bool]:
     """The _Once of *key* in *table*, and whether this request is to work
     it out: when there is none yet, or the one there is *stale*."""
     with store.lock:

@@ -43,7 +43,7 @@ def bars(rows: Sequence[dict[str, Any]], series: str) -> Markup:
 
 def peak(rows: Sequence[dict[str, Any]], series: str) -> int | None:
     """The series' highest value in *rows* (None when it has none)."""
-    values = [row.get(series) for row in rows if isinstance(row.get(series), int)]
+    values = [value for row in rows if isinstance(value := row.get(series), int)]
     return max(values) if values else None
 
 

@@ -104,15 +104,16 @@ def run_rows(
     rows = []
     for run in runs:
         state = run_state(run, now)
-        key = _row_key(run, state, now, shared)
+        key: tuple[Any, ...] | None = _row_key(run, state, now, shared)
+        drawn: tuple[str, str | None] | None
         try:
             drawn = _drawn_rows.get(key)
         except TypeError:  # a value that cannot be a key: drawn, not kept
             drawn, key = None, None
         if drawn is None:
-            head, tail = _run_row(run, state, now, locale, tz)
+            start, end = _run_row(run, state, now, locale, tz)
             # Without a host's links, the subject is the run's own values.
-            drawn = (head, tail) if subject_url is not None else (f"{head}{subject(run)}{tail}", None)
+            drawn = (start, end) if subject_url is not None else (f"{start}{subject(run)}{end}", None)
             if key is not None:
                 if len(_drawn_rows) >= _DRAWN_ROWS_MAX:
                     _drawn_rows.clear()

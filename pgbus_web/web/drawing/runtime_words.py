@@ -55,19 +55,19 @@ def error_message(message: str | None, *, now: datetime, locale=None, tz=None) -
     if not message:
         return Markup("")
     stalled = _STALLED.fullmatch(message)
-    if stalled and moment(stalled["since"]):
+    if stalled and (since := moment(stalled["since"])):
         return t_html(
             "pgbus.workflows.errors.stalled_html",
-            since=_clock_tag(moment(stalled["since"]), now=now, locale=locale, tz=tz),
+            since=_clock_tag(since, now=now, locale=locale, tz=tz),
             threshold=timefmt.duration(int(stalled["seconds"])),
         )
     timed_out = _TIMED_OUT.fullmatch(message)
-    if timed_out and moment(timed_out["since"]) and moment(timed_out["at"]):
+    if timed_out and (since := moment(timed_out["since"])) and (at := moment(timed_out["at"])):
         return t_html(
             "pgbus.workflows.errors.wait_timed_out_html",
             what=Markup("<code>{}</code>").format(timed_out["what"]),
-            since=_clock_tag(moment(timed_out["since"]), now=now, locale=locale, tz=tz),
-            at=_clock_tag(moment(timed_out["at"]), now=now, locale=locale, tz=tz),
+            since=_clock_tag(since, now=now, locale=locale, tz=tz),
+            at=_clock_tag(at, now=now, locale=locale, tz=tz),
         )
     return Markup(escape(message))
 

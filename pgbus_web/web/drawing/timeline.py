@@ -132,9 +132,10 @@ def attempt_segments(step: Mapping[str, Any], *, now: datetime) -> list[Segment]
         if moment is not None
     ]
     is_open = status in states.STEP_OPEN
-    if not is_open and not any(rank == _FINISHED for _, rank in points) and _u(step.get("updated_at")) is not None:
+    ended = _u(step.get("updated_at"))
+    if not is_open and not any(rank == _FINISHED for _, rank in points) and ended is not None:
         # An attempt that ended without finished_at ended when it was last written.
-        points.append((_u(step["updated_at"]), _FINISHED))
+        points.append((ended, _FINISHED))
     points.sort()
 
     segments: list[Segment] = []
@@ -143,7 +144,7 @@ def attempt_segments(step: Mapping[str, Any], *, now: datetime) -> list[Segment]
             break
         kind = _KIND_AFTER[rank]
         if kind == "ran":
-            kind = _RAN_BY_STATUS.get(status, "ran_ok") if next_rank == _FINISHED else "ran_ok"
+            kind = _RAN_BY_STATUS.get(status or "", "ran_ok") if next_rank == _FINISHED else "ran_ok"
         elif end <= start:
             continue  # due at once, or claimed at once: nothing to draw
         segments.append(Segment(kind, start, end))
@@ -303,7 +304,7 @@ def render(
     rows = [(step, attempt_segments(step, now=now)) for step in steps]
     paused = paused_periods(events, now=now, run_status=run_status)
 
-    moments = [_u(step.get("created_at")) for step in steps if _u(step.get("created_at")) is not None]
+    moments = [created for step in steps if (created := _u(step.get("created_at"))) is not None]
     for segment in [s for _, segs in rows for s in segs] + paused:
         moments += [segment.start, segment.end]
     if not moments:

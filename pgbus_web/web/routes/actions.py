@@ -27,7 +27,6 @@ from flask import (
     Blueprint,
     Response,
     make_response,
-    redirect,
     render_template,
     request,
     url_for,
@@ -40,6 +39,7 @@ from ...core.words import done
 from ...core.words import verb_labels as buttons
 from ...i18n import current_timezone
 from ...plumbing import csrf, hx, run_ids
+from ...plumbing.redirects import see_other
 from ...plumbing.security import UNSAFE_METHODS, actor, may, principal
 from ...plumbing.state import state
 from ...runtime import errors, verbs
@@ -67,7 +67,7 @@ def run_answer(
     if status < 400 and not hx.details().request:
         # A plain form's success is a redirect: nothing to read or draw here.
         answers.flash_message(category, message)
-        return redirect(url_for("pgbus_web.workflow", workflow_id=workflow_id), 303)
+        return see_other(url_for("pgbus_web.workflow", workflow_id=workflow_id))
     settings = state().settings
     # The primary, not the replica: the operator must see what just happened.
     with state().database.primary.connect() as conn:
@@ -256,7 +256,7 @@ def refresh() -> dict[str, Any] | None:
 
 def back_to_index(verb: str) -> Response:
     """GET on a bulk action URL: the runs index."""
-    return redirect(url_for("pgbus_web.workflows"), 303)
+    return see_other(url_for("pgbus_web.workflows"))
 
 
 def register(blueprint: Blueprint) -> None:

@@ -19,13 +19,13 @@ block, carrying the message.
 from __future__ import annotations
 
 import logging
+from typing import Any, cast
 
 from flask import (
     Blueprint,
     Response,
     abort,
     make_response,
-    redirect,
     render_template,
     request,
     url_for,
@@ -38,6 +38,7 @@ from ...core.lock_reads import locks_context
 from ...core.words import results
 from ...locks import actions
 from ...plumbing import hx, reading
+from ...plumbing.redirects import see_other
 from ...plumbing.security import may_release_locks
 from ...plumbing.state import state
 from ...rules.limits import ID_MAX
@@ -102,7 +103,7 @@ def _answer(view: LockFilters, category: str, message: str, status: int = 200) -
     success is a redirect back to its view with the message flashed."""
     if category == "ok" and not hx.details().request:
         answers.flash_message(category, message)
-        return redirect(_view_url(view), code=303)
+        return see_other(_view_url(view))
     database = state().database
     # After a write, read it back from the primary: a replica may lag.
     with database.write() as conn:
@@ -116,7 +117,7 @@ def _answer(view: LockFilters, category: str, message: str, status: int = 200) -
 
 
 def _view_url(view: LockFilters) -> str:
-    return url_for("pgbus_web.locks", **view.query())
+    return url_for("pgbus_web.locks", **cast(dict[str, Any], view.query()))
 
 
 def _act(work) -> Response:

@@ -18,7 +18,7 @@ problems.py words a refusal, answers.py answers.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qsl, urlencode
 
 from flask import (
@@ -26,7 +26,6 @@ from flask import (
     Response,
     get_flashed_messages,
     make_response,
-    redirect,
     render_template,
     request,
     url_for,
@@ -38,6 +37,7 @@ from ...core import reads as context
 from ...core.words import pace, results, verb_labels
 from ...i18n import current_timezone
 from ...plumbing import hx, reading
+from ...plumbing.redirects import see_other
 from ...plumbing.security import current_policy, principal
 from ...plumbing.state import state
 from ...rules import run_filters as filters
@@ -179,7 +179,7 @@ def _to_operation(location: str, message: str) -> Response:
         response = make_response("", 200)
         response.headers["HX-Redirect"] = location
         return response
-    return redirect(location, 303)
+    return see_other(location)
 
 
 def group_action(verb: str):
@@ -208,6 +208,11 @@ def group_action(verb: str):
         refusal = problems.not_offered(verb, group["reason"])
         return answers.message_answer(refusal.status, refusal.title, refusal.message)
     return answer(run_filters, parsed, now=utcnow())
+
+
+def _flashed() -> list[tuple[str, str]]:
+    """The flashed messages with their categories (flask's type covers both of its answers)."""
+    return cast(list[tuple[str, str]], get_flashed_messages(with_categories=True))
 
 
 def _page(operation: dict[str, Any]) -> dict[str, Any]:
@@ -247,15 +252,11 @@ def show(operation_id: int):
     if not render.requested_blocks(pages.OPERATION.fragments):
         # Reached from its start (the flash says so): the page opens with
         # focus on the operation, so a keyboard is not sent back to the top.
-        page["arrived"] = any(message in created for _, message in get_flashed_messages(with_categories=True))
+        page["arrived"] = any(message in created for _, message in _flashed())
         if ended:
             # "Operation N started." is stale once it is done: the flash is
             # taken, and every other message shown.
-            page["pgbus_messages"] = [
-                (category, message)
-                for category, message in get_flashed_messages(with_categories=True)
-                if message not in created
-            ]
+            page["pgbus_messages"] = [(category, message) for category, message in _flashed() if message not in created]
         return render.page(pages.OPERATION.template, page, pages.OPERATION.fragments)
     response = render.page(pages.OPERATION.template, page, pages.OPERATION.fragments)
     if not page["polling"]:
@@ -357,9 +358,11 @@ def set_pace(operation_id: int):
 def _operation_answer(operation_id: int, status: int, message: str, category: str) -> Response:
     if status < 400 and not hx.details().request:
         answers.flash_message(category, message)
-        return redirect(url_for("pgbus_web.operation", operation_id=operation_id), 303)
+        return see_other(url_for("pgbus_web.operation", operation_id=operation_id))
     with state().database.primary.connect() as conn:
         found = operation_reads.find(conn, operation_id)
+    if found is None:  # gone since the act (a prune): as its page says it
+        return answers.error_page_for(problems.operation_not_found(operation_id))
     page = _page(found)
     if hx.details().request:
         body = render.fragments(pages.OPERATION.template, pages.OPERATION.blocks, page)
@@ -380,7 +383,7 @@ def recent():
 
 def back_to_page(operation_id: int):
     """GET on the cancel URL (a refused plain post left it in the address bar)."""
-    return redirect(url_for("pgbus_web.operation", operation_id=operation_id), 303)
+    return see_other(url_for("pgbus_web.operation", operation_id=operation_id))
 
 
 def operation_verbs(fitting=None, filters=None) -> list[dict[str, str]]:

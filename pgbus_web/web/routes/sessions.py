@@ -9,10 +9,11 @@ message. Anyone else is refused (403), nothing changed."""
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, redirect, request, url_for
+from flask import Blueprint, Response, request, url_for
 
 from ...core import access_log, permissions, problems, sessions
 from ...core.words import results
+from ...plumbing.redirects import see_other
 from ...plumbing.security import current_policy, principal
 from ...plumbing.state import state
 from ...runtime.clock import utcnow
@@ -49,7 +50,7 @@ def _done(act, message) -> Response:
     except (permissions.NotPermitted, sessions.SessionNotFound, sessions.TokenNotFound) as refused:
         return answers.refused(problems.refusal(refused))
     answers.flash_message("ok", message(done))
-    return redirect(url_for("pgbus_web.sessions"), 303)
+    return see_other(url_for("pgbus_web.sessions"))
 
 
 def end(session_id: str) -> Response:

@@ -112,7 +112,16 @@ def workflow(workflow_id: str):
             # marker, so an operator's own change shows on the next page.
             now = context.utcnow()
             page = shared.remember_run(
-                conn, now, lambda on: context.run_context(on, state().settings, workflow_id, now, **cursors)
+                conn,
+                now,
+                lambda on: context.run_context(
+                    on,
+                    state().settings,
+                    workflow_id,
+                    now,
+                    attempts_before=cursors.get("attempts_before"),
+                    events_before=cursors.get("events_before"),
+                ),
             )
     except context.NotFound:
         owner = _action_owner(workflow_id)
@@ -236,7 +245,7 @@ def database_unavailable(problem: Exception):
 
 
 def http_error(problem: HTTPException):
-    refusal = problems.page_refusal(problem.code)
+    refusal = problems.page_refusal(problem.code) if problem.code is not None else None
     if refusal is None:
         return problem
     response = answers.error_page_for(refusal)
