@@ -17,8 +17,8 @@ MAP = ROOT / "docs" / "package.md"
 # A path under pgbus_web/ written in backticks: a folder (`core/`), a file
 # (`core/reads.py`, `schema/v6.sql`, `app.py`, `web/static/keys.js`), or a
 # module and a name in it (`core/reads.find_run`,
-# `runtime/worker.Worker.tick`). Paths under tests/ (and pgbus_web/
-# itself) are read from the checkout's root.
+# `runtime/worker.Worker.tick`). The checkout's own files (tests/,
+# scripts/, pyproject.toml) are read from its root.
 _FILE = r"[\w.-]+\.(?:py|sql|html|js|css|json|toml|yml)"
 _PATH = re.compile(rf"`(?P<path>(?:[a-z_]\w*/)*(?:[a-z_]\w*/|{_FILE}|(?:[a-z_]\w*/)[a-z_]\w*(?:\.\w+)+))`")
 # Where the map must name every module, not only the folder: the domain
@@ -46,7 +46,11 @@ def _top_level_names(module: Path) -> set[str]:
 
 def missing(path: str, package: Path = PACKAGE, root: Path = ROOT) -> str | None:
     """Why *path*, as the map writes it, names nothing in the tree, or None."""
-    base = root if path.startswith(("tests/", "pgbus_web/")) else package
+    # The checkout's own files (`pyproject.toml`, `tests/...`, `scripts/...`)
+    # are read from its root; everything else from the package.
+    outside = path.startswith(("tests/", "scripts/", "bench/", "docs/", "pgbus_web/"))
+    at_root = "/" not in path and not path.endswith((".py", ".sql"))
+    base = root if outside or at_root else package
     if path.endswith("/"):
         return None if (base / path).is_dir() else "no such folder"
     if re.fullmatch(rf"(?:\w+/)*{_FILE}", path):
@@ -108,6 +112,7 @@ def test_a_wrong_name_in_the_map_fails():
     assert missing("core/nothing.find_run") == "no such module"
     assert missing("tests/project/test_nothing.py") == "no such file"
     assert missing("web/static/nothing.js") == "no such file"
+    assert missing("pyproject.toml") is None and missing("pyproject.json") == "no such file"
     assert named_paths("`web/static/vendor/htmx.min.js`") == {"web/static/vendor/htmx.min.js"}
     text = MAP.read_text(encoding="utf-8")
     planted = text.replace("`core/reads.py`", "`core/raeds.py`")
