@@ -19,7 +19,7 @@ MAP = ROOT / "docs" / "package.md"
 # module and a name in it (`core/reads.find_run`,
 # `runtime/worker.Worker.tick`). The checkout's own files (tests/,
 # scripts/, pyproject.toml) are read from its root.
-_FILE = r"[\w.-]+\.(?:py|sql|html|js|css|json|toml|yml)"
+_FILE = r"[\w.-]+\.(?:py|sql|html|js|css|json|toml|yml|md|sh|txt)"
 _PATH = re.compile(rf"`(?P<path>(?:[a-z_]\w*/)*(?:[a-z_]\w*/|{_FILE}|(?:[a-z_]\w*/)[a-z_]\w*(?:\.\w+)+))`")
 # Where the map must name every module, not only the folder: the domain
 # and the two layers below it, whose modules a door is told to look up.
