@@ -96,7 +96,8 @@ def create_app(settings: Settings | Mapping[str, Any] | None = None) -> Flask:
         # Signs the session (flashed messages, CSRF). Without a configured
         # one a random key works for one process; several processes behind
         # one address need the same settings.secret_key.
-        app.config["SECRET_KEY"] = web.settings.secret_key or secrets.token_hex(32)
+        configured = web.settings.secret_key if web.settings is not None else None  # init_app set it
+        app.config["SECRET_KEY"] = configured or secrets.token_hex(32)
     if auth is not None:
         auth.init_app(app)
     security.init_standalone(app)

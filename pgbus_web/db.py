@@ -37,6 +37,7 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -256,7 +257,7 @@ def place(conn) -> dict[str, str]:
     socket's directory) and database name, as the server connection
     settled them (URL, environment, service file alike); never the user
     or the password."""
-    info = getattr(conn.connection.driver_connection, "info", None)
+    info: Any = getattr(conn.connection.driver_connection, "info", None)
     if not hasattr(info, "dbname"):
         # A host app's engine on another driver: what its URL says.
         url = conn.engine.url
@@ -374,7 +375,7 @@ class ReplicaWatch:
         if not fresh and view is not None and time.monotonic() - view.checked_at < self.interval:
             return view
         if not self._lock.acquire(blocking=view is None or fresh):
-            return view
+            return cast(ReplicaView, view)  # not blocking: there is a last look
         try:
             if not fresh and self._view is not None and time.monotonic() - self._view.checked_at < self.interval:
                 return self._view
@@ -518,7 +519,7 @@ class Database:
         route = route or self.route()
         engine = self.primary
         conn = None
-        if route.source == "replica":
+        if route.source == "replica" and self.replica is not None and self._watch is not None:
             try:
                 conn = self.replica.connect()
             except UNREACHABLE:

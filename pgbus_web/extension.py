@@ -49,6 +49,7 @@ from .db import Database
 from .plumbing.state import EXTENSION_NAME, State, state
 from .runtime.definitions import DefinitionError, load_registry
 from .runtime.heartbeat import ServingOperations
+from .runtime.operation_runner import Background
 from .web import build_blueprint
 
 __all__ = ["PgbusWeb", "SettingError", "Settings", "State", "settings_from", "state"]
@@ -127,8 +128,8 @@ class PgbusWeb:
         self._keywords = settings
         self._url_prefix = url_prefix
         self._database = database
-        self.settings = None  # the last bound app's (state().settings per request)
-        self.operations = None  # the thread doing operations (run_operations)
+        self.settings: Settings | None = None  # the last bound app's (state().settings per request)
+        self.operations: Background | None = None  # the thread doing operations (run_operations)
         if app is not None:
             self.init_app(app)
 

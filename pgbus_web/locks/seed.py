@@ -69,7 +69,10 @@ def _send_bound(conn: Connection, queue: str, keys: list[str]) -> list[int]:
         json.dumps({"job_class": key.split(":")[2], "arguments": [], UNIQUENESS_METADATA_KEY: key}) for key in keys
     ]
     ids = pgmq_queues.send_batch(conn, queue, messages)
-    uniqueness_keys.bind_backdated(conn, pgmq_queues.find_queue(conn, queue), ids, span=LIVE_SPAN)
+    table = pgmq_queues.find_queue(conn, queue)
+    if table is None:
+        raise LookupError(f"no PGMQ queue {queue!r} to seed locks in")
+    uniqueness_keys.bind_backdated(conn, table, ids, span=LIVE_SPAN)
     return ids
 
 

@@ -84,7 +84,7 @@ class Heartbeat:
 
     def beat(self, *, steps_done: int = 0, operation_id: int | None = None, force: bool = False) -> bool:
         """Write the heartbeat when it is due; whether it wrote."""
-        if self.id is None:
+        if self.id is None or self.started_at is None:  # set together by register()
             self.register()
             return True
         with self._lock:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy.engine import Engine
 
@@ -81,7 +81,7 @@ def create(
         raise CountChanged(int(expected), shown)
     if shown.fits == 0:
         raise NothingFits(shown)
-    stored["thresholds"] = {name: _seconds(value) for name, value in thresholds.items()}
+    stored["thresholds"] = {name: _seconds(value) for name, value in cast(Mapping[str, timedelta], thresholds).items()}
     # The classes it reaches: an approver must be allowed to approve each.
     stored["classes"] = sorted(shown.classes)
     with engine.begin() as conn:

@@ -83,7 +83,7 @@ def budget(operation: Mapping[str, Any], *, now: datetime, in_flight: int | None
             # The oldest entries leave the window first: wait for the
             # first whose leaving frees a run.
             need = sum(entry[1] for entry in log) - math.floor(rate * window(rate) + 1e-9) + 1
-            freed = 0
+            freed: float = 0
             for end, count in sorted(log):
                 freed += count
                 if freed >= need:

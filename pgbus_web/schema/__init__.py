@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from importlib.resources import files
+from typing import Any, cast
 
 import sqlalchemy as sa
 from pgmq.install import get_embedded_install_sql
@@ -67,7 +68,9 @@ def _run_script(conn: Connection, script: str) -> None:
     """Run a many-statement script as one simple query, inside the open
     transaction. Through the driver's own cursor with no parameters, so the
     script's ``%`` signs are not taken for placeholders."""
-    with conn.connection.dbapi_connection.cursor() as cursor:
+    # psycopg's connection: its cursor is a context manager.
+    dbapi = cast(Any, conn.connection.dbapi_connection)
+    with dbapi.cursor() as cursor:
         cursor.execute(script)
 
 
