@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from pgbus_web.cli import worker as worker_command
 from pgbus_web.core import worker_reads
+from pgbus_web.launch import demo as demo_command
 from pgbus_web.launch import main_group
 from pgbus_web.launch import serve as serve_command
 from pgbus_web.mcp import server as mcp_server
@@ -103,6 +104,7 @@ def test_a_wrong_setting_is_one_sentence_and_nothing_starts(tmp_path, monkeypatc
     started = []
     monkeypatch.setattr(serve_command, "create_server", lambda *args, **kwargs: started.append("serve"))
     monkeypatch.setattr(worker_command, "Worker", lambda *args, **kwargs: started.append("worker"))
+    monkeypatch.setattr(demo_command, "create_server", lambda *args, **kwargs: started.append("demo"))
     for command in (["config"], ["serve"], ["worker", "--definitions", "pgbus_web.demo.workflows"], ["mcp"]):
         result = CliRunner().invoke(
             main_group,
@@ -111,6 +113,8 @@ def test_a_wrong_setting_is_one_sentence_and_nothing_starts(tmp_path, monkeypatc
         )
         assert result.exit_code == 2, (command, result.output)
         assert said in result.output and len(result.output.strip().splitlines()) == 1, result.output
+    refused = CliRunner().invoke(main_group, ["demo", "--config", str(path)], env={**CLEAN, **env})
+    assert refused.exit_code == 2 and said in refused.output, refused.output
     assert started == []
 
 
