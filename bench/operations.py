@@ -423,7 +423,9 @@ def bench(bench_url: str, matching: int, total: int, verbs: list[str], preview_r
                 stdout=subprocess.PIPE,
                 text=True,
             )
-            during = fragment_times(client, 100_000, stop=lambda: runner.poll() is not None, every=FRAGMENT_EVERY)
+            during = fragment_times(
+                client, 100_000, stop=lambda runner=runner: runner.poll() is not None, every=FRAGMENT_EVERY
+            )
             elapsed = float(runner.communicate()[0].strip())
             done = operation_record.find(engine, operation["id"])
             rate, floor_rate = done["moved"] / elapsed, written / floor_seconds
@@ -452,13 +454,12 @@ def bench(bench_url: str, matching: int, total: int, verbs: list[str], preview_r
             f"{'verb':<11} {'runs/s':>7} {'floor':>7} {'ratio':>6} {'whole':>7} {'ratio':>6} {'p95 x':>6}"
             "  targets (>= 0.5x, <= 2x; against the whole floor where there is one)"
         )
-        for verb, done, rate, floor_rate, slowdown, _, steps_rate in rows:
+        for verb, _done, rate, floor_rate, slowdown, _, steps_rate in rows:
             fair = rate / (steps_rate or floor_rate)
             met = "met" if fair >= 0.5 and slowdown <= 2 else "NOT met"
             steps = f"{steps_rate:>7.0f} {rate / steps_rate:>5.2f}x" if steps_rate else f"{'':>7} {'':>6}"
-            print(
-                f"{verb:<11} {rate:>7.0f} {floor_rate:>7.0f} {rate / floor_rate:>5.2f}x {steps} {slowdown:>5.2f}x  {met}"
-            )
+            ratio = rate / floor_rate
+            print(f"{verb:<11} {rate:>7.0f} {floor_rate:>7.0f} {ratio:>5.2f}x {steps} {slowdown:>5.2f}x  {met}")
 
         if preview_runs:
             with engine.connect() as conn:

@@ -170,11 +170,12 @@ def report(url: str, restart_server) -> None:
             if restart_server is not None:
                 engine.dispose()
                 restart_server()
-            found = explained(engine, lambda conn: statements(conn, values, window))
+            found = explained(engine, lambda conn, values=values, window=window: statements(conn, values, window))
             worst = max(found, key=lambda item: item["ms"])
             print(
                 f"{json.dumps(values):90} {label:18} statements {len(found):4}  slowest {worst['ms']:8.1f} ms"
-                f"  {worst['buffers']:7} buffers  {int(worst['read']):9,} rows read  (all: {sum(i['ms'] for i in found):8.1f} ms,"
+                f"  {worst['buffers']:7} buffers  {int(worst['read']):9,} rows read"
+                f"  (all: {sum(i['ms'] for i in found):8.1f} ms,"
                 f" most rows read by one {int(max(i['read'] for i in found)):,})"
             )
     engine.dispose()

@@ -9,7 +9,8 @@ a verb on one run, a signal, starting an operation (one verb on every run a
 filter matches, done here before the tool answers) and cancelling one.
 Every act is recorded with the server's principal (``mcp:<token name>``
 for the token it was given, ``mcp:break-glass`` without one) and the
-reason the tool requires, under the policy like every other door. Answers are core/representations.py's shapes; a refusal is a tool
+reason the tool requires, under the policy like every other door.
+Answers are core/representations.py's shapes; a refusal is a tool
 error (``isError``) whose text says why, and writes nothing. The arguments
 go through the pages' own checks (core/checks.py), and a refused input
 reads as the refusal table's sentence (core/problems.py); an argument a
