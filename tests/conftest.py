@@ -25,6 +25,16 @@ pytest_plugins = ["support.fixtures", "support.instances", "support.replica_supp
 
 TEST_DATABASE_URL_ENV = "PGBUS_TEST_DATABASE_URL"
 
+# Worker processes for the whole suite on two cores (docs/testing.md).
+WORKERS = 4
+
+
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (pyproject's addopts): WORKERS processes for the suite or
+    a folder of it, none (this process) when a file or a test is named."""
+    named = [arg for arg in config.args if "::" in arg or arg.split("::")[0].endswith(".py")]
+    return 0 if named else WORKERS
+
 
 @pytest.fixture(scope="session")
 def database_url(worker_id):

@@ -39,7 +39,7 @@ def checked(monkeypatch):
     def counting(stored, password):
         with lock:
             calls.append(password)
-        time.sleep(0.2)
+        time.sleep(0.2)  # the behaviour: a verify that takes a hash's time
         return verify(stored, password)
 
     monkeypatch.setattr(passwords, "verify", counting)

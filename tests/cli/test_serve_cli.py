@@ -12,7 +12,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -23,6 +22,7 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 from support.auth_support import write_users
+from support.waiting import wait_until
 
 from pgbus_web import db, schema
 from pgbus_web.auth import passwords, users
@@ -209,16 +209,13 @@ def _get(url, headers=None):
         return error.code, error.read()
 
 
-def _wait_up(port, process, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def _wait_up(port, process, timeout=60.0):
+    def answered():
         if process.poll() is not None:
             raise AssertionError(process.communicate()[1])
-        try:
-            return _get(f"http://127.0.0.1:{port}/health")
-        except OSError:
-            time.sleep(0.1)
-    raise AssertionError("serve did not answer")
+        return _get(f"http://127.0.0.1:{port}/health")
+
+    return wait_until(answered, timeout=timeout, every=0.1, ignoring=(OSError,), what="serve answering /health")
 
 
 @contextmanager
@@ -374,10 +371,12 @@ def test_a_stopped_serve_gives_its_operation_back_to_the_queue(engine, database_
     port = _free_port()
     command = [*SERVE, "--port", str(port), "--definitions", "pgbus_web.demo.workflows"]
     with serving(command, {**os.environ, "PGBUS_DATABASE_URL": database_url}) as process:
-        deadline = time.monotonic() + 60
-        while not (current()["status"] == "running" and current()["moved"] > 0):
-            assert time.monotonic() < deadline and process.poll() is None, "serve never took the operation"
-            time.sleep(0.05)
+
+        def taken():
+            assert process.poll() is None, "serve stopped before it took the operation"
+            return current()["status"] == "running" and current()["moved"] > 0
+
+        wait_until(taken, timeout=120, what="serve taking the operation")
         process.send_signal(signal.SIGTERM)
         stdout, stderr = process.communicate(timeout=20)
     assert process.returncode == 0, stderr

@@ -7,10 +7,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 from click.testing import CliRunner
+from support.waiting import wait_until
 
 from pgbus_web.demo import workflows as demo
 from pgbus_web.launch import main_group
@@ -23,13 +23,8 @@ def _status(engine, workflow_id):
         return workflow_rows.find(conn, workflow_id)["status"]
 
 
-def _wait_for(predicate, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
+def _wait_for(predicate, timeout=60.0):
+    return wait_until(predicate, timeout=timeout, what="the run's status")
 
 
 @pytest.mark.parametrize("stop_with", [signal.SIGTERM, signal.SIGINT])

@@ -25,6 +25,7 @@ import pytest
 import sqlalchemy as sa
 from support.frozen import CONNECT, HEALTH, STATEMENT, app_on
 from support.served import running
+from support.waiting import wait_until
 from support.web_helpers import soup, text_of
 
 from pgbus_web import bounded, db, schema
@@ -186,7 +187,7 @@ def test_a_statement_in_flight_when_the_server_freezes_ends_within_the_bound(own
         with engine.connect() as conn:
             conn.exec_driver_sql("SELECT 1")
         call = Call(sleep_a_little)
-        time.sleep(0.2)  # the statement is running...
+        wait_until(lambda: _running(engine, "pg_sleep(0.5)"), timeout=30, every=0.01, what="the statement running")
         with frozen(own_server):  # ...when the server stops
             call.wait(bounds.answer + SLACK)
             assert not call.running, "the statement waited past its bound"
@@ -198,6 +199,20 @@ def test_a_statement_in_flight_when_the_server_freezes_ends_within_the_bound(own
         engine.dispose()
 
 
+def _running(engine, statement: str) -> bool:
+    """Whether another session runs *statement* now."""
+    with engine.connect() as conn:
+        return bool(
+            conn.execute(
+                sa.text(
+                    "SELECT count(*) FROM pg_stat_activity"
+                    " WHERE state = 'active' AND pid <> pg_backend_pid() AND query LIKE :q"
+                ),
+                {"q": f"%{statement}%"},
+            ).scalar_one()
+        )
+
+
 def test_a_page_on_an_open_connection_answers_503_within_the_bound(own_server):
     # The default statement bound (10 s, 12 s for an answer): the ping of
     # the pooled connection has its own, shorter one.
@@ -205,7 +220,7 @@ def test_a_page_on_an_open_connection_answers_503_within_the_bound(own_server):
     assert get(app, "/workflows").status_code == 200  # leaves a connection in the pool
     # Idle long enough to be pinged when taken (db.PING_IDLE): one taken
     # sooner is used at once, and its first statement has the page's bound.
-    time.sleep(db.PING_IDLE)
+    time.sleep(db.PING_IDLE)  # the behaviour: a connection idle past PING_IDLE
     # The pooled connection's ping, then a new connection: both bounded.
     limit = db.PING_TIMEOUT + 2 + SLACK
     assert limit < db.STATEMENT_TIMEOUT + db.ANSWER_GRACE
@@ -285,7 +300,9 @@ def test_health_answers_while_hung_requests_hold_the_whole_pool(own_server):
             two.exec_driver_sql("SELECT 1")
         with frozen(own_server):
             pages = [Call(get, app, "/workflows") for _ in range(6)]
-            time.sleep(0.5)
+            wait_until(
+                lambda: database.primary.pool.checkedout() == 2, timeout=30, what="two pages on the two connections"
+            )
             health = Call(get, app, "/health").wait(HEALTH + SLACK)
             assert not health.running, "/health waited behind the pages"
             assert health.result.status_code == 503
@@ -330,6 +347,7 @@ def test_waitress_keeps_a_thread_for_health_while_every_connection_is_stuck(own_
         with running(serve.create_server(app, "127.0.0.1", 0)) as port:
             with frozen(own_server):
                 pages = [Call(http_get, port, "/workflows") for _ in range(db.POOL_SIZE + db.MAX_OVERFLOW)]
+                # Nothing to ask while the server is frozen: the pages are given a moment to take the threads.
                 time.sleep(0.5)
                 health = Call(http_get, port, "/health").wait(HEALTH + SLACK)
                 assert not health.running, "/health found no free thread"
@@ -365,7 +383,7 @@ def test_pages_recover_after_the_server_restarts(own_server, monkeypatch):
         # A connection idle past PING_IDLE is pinged when taken: the one the
         # restart closed is replaced before the page reads, no request fails.
         _restart(own_server)
-        time.sleep(db.PING_IDLE)
+        time.sleep(db.PING_IDLE)  # the behaviour: a connection idle past PING_IDLE
         assert get(app, "/workflows").status_code == 200
         assert get(app, "/health").status_code == 200
         # The control: a connection taken without the ping (as one returned

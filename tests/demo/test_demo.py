@@ -232,7 +232,7 @@ def test_kill_usr1_stops_the_demos_worker_as_a_crash_would_and_the_dashboard_fla
         assert "flags it within 30 s" in said["The demo's worker stopped"]
         time.sleep(12)  # past two heartbeat intervals: a live worker would have beaten
         silent = demo_worker()
-        time.sleep(6)
+        time.sleep(6)  # the behaviour: six more seconds without a heartbeat
         again = demo_worker()
         assert again["stopped_at"] is None  # not a clean stop: never marked stopped
         assert again["heartbeat_at"] == silent["heartbeat_at"]  # and silent

@@ -6,7 +6,6 @@ million-run trial it printed only "Operation 6 paused: moved 2154 ..."
 from __future__ import annotations
 
 import threading
-import time
 
 from click.testing import CliRunner
 from support.operation_support import seed_paused
@@ -24,7 +23,7 @@ def _pause_once_started(engine, stop: threading.Event) -> None:
         if found and found[0]["moved"] > 0:
             operation_record.pause(engine, found[0]["id"], actor="dashboard:olga")
             return
-        time.sleep(0.05)
+        stop.wait(0.05)
 
 
 def test_bulk_paused_from_elsewhere_says_who_and_how_it_goes_on(database_url, engine):

@@ -386,14 +386,16 @@ def test_kill_minus_nine_mid_chunk_then_takeover_finishes_without_doing_anything
     url = engine.url.render_as_string(hide_password=False)
     child = subprocess.Popen([sys.executable, "-c", CHILD, url], stdout=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            acted = len(events_of(engine, event, operation["id"]))
-            if acted >= 75:  # inside the second chunk of 50, or just past it
-                break
-            time.sleep(0.005)
-        os.kill(child.pid, signal.SIGKILL)
+        wait_until(
+            lambda: (
+                len(events_of(engine, event, operation["id"])) >= 75
+            ),  # inside the second chunk of 50, or just past it
+            timeout=120,
+            every=0.005,
+            what="the child inside its second chunk",
+        )
     finally:
+        os.kill(child.pid, signal.SIGKILL)
         child.wait(10)
     wait_for_the_dead(engine, operation["id"])
     with engine.connect() as conn:

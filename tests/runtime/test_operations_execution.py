@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 from support.operation_support import THRESHOLDS, query, seed_paused
 from support.refusals import everything
+from support.waiting import wait_until
 
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.launch import main_group
@@ -41,12 +42,7 @@ def _find(engine, op_id):
 
 
 def _wait_for(predicate, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
+    return wait_until(predicate, timeout=timeout, what="the operation's state")
 
 
 def test_a_worker_tick_does_an_operation_chunk_by_chunk(engine):
@@ -70,6 +66,7 @@ def test_the_serving_process_does_operations_unless_turned_off(engine, database)
     off = make_app(database)  # run_operations=False
     assert off.extensions["pgbus_web"] is not None
     operation = _create(engine, status="paused")
+    # Nothing to wait on: the control is that in this while nobody does it.
     time.sleep(0.3)
     assert _find(engine, operation["id"])["status"] == "queued"  # control: nobody does it
     from flask import Flask

@@ -6,9 +6,8 @@ the table while nothing was to be done). docs/operations.md."""
 
 from __future__ import annotations
 
-import time
-
 import sqlalchemy as sa
+from support.waiting import wait_until
 
 from pgbus_web.runtime import operation_runner
 
@@ -43,10 +42,12 @@ def test_between_two_looks_the_thread_holds_no_transaction(engine, monkeypatch):
     background = operation_runner.Background(engine, poll=1.0).start()
     try:
         seen = []
-        deadline = time.monotonic() + 3
-        while time.monotonic() < deadline:
-            seen += _idle_in_a_transaction(engine)
-            time.sleep(0.05)
+
+        def looked_twice():
+            seen.extend(_idle_in_a_transaction(engine))
+            return len(looks) >= 2
+
+        wait_until(looked_twice, timeout=60, what="two looks of the thread")
     finally:
         background.stop()
     assert len(looks) >= 2, "the thread never looked: the check proves nothing"

@@ -5,9 +5,9 @@ however many times the thread looks in between."""
 from __future__ import annotations
 
 import logging
-import time
 
 from sqlalchemy import exc as sa_exc
+from support.waiting import wait_until
 
 from pgbus_web.runtime import operation_runner
 
@@ -32,13 +32,8 @@ class Flaky:
         return getattr(self.engine, name)
 
 
-def _wait(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(POLL)
-    return False
+def _wait(predicate, timeout=60.0):
+    return wait_until(predicate, timeout=timeout, what="the thread's looks", every=POLL)
 
 
 def test_an_outage_and_its_end_are_logged_once_each(engine, caplog):

@@ -10,6 +10,7 @@ from datetime import timedelta
 
 import pytest
 from support.runtime_support import Driver, snapshot
+from support.waiting import wait_until
 
 from pgbus_web.demo import workflows as demo
 from pgbus_web.models import workflow_rows
@@ -255,13 +256,10 @@ def race(engine, workflow_id, calls):
     return outcomes
 
 
-def _wait_for_lock_waiters(engine, count, timeout=10.0):
-    import time
-
+def _wait_for_lock_waiters(engine, count, timeout=60.0):
     import sqlalchemy as sa
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def queued():
         with engine.connect() as conn:
             waiting = conn.execute(
                 sa.text(
@@ -269,10 +267,9 @@ def _wait_for_lock_waiters(engine, count, timeout=10.0):
                     "WHERE wait_event_type = 'Lock' AND datname = current_database()"
                 )
             ).scalar_one()
-        if waiting >= count:
-            return
-        time.sleep(0.01)
-    raise AssertionError("the racing verbs never queued on the row lock")
+        return waiting >= count
+
+    wait_until(queued, timeout=timeout, every=0.01, what="the racing verbs queued on the row lock")
 
 
 @pytest.mark.parametrize(

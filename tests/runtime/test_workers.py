@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from support import slow_workflows
+from support.waiting import wait_until
 from support.web_helpers import make_app, soup, text_of
 
 from pgbus_web.core import settings as settings_module
@@ -33,14 +34,8 @@ TESTS = Path(__file__).resolve().parents[1]
 GONE_AFTER = timedelta(seconds=2)
 
 
-def _wait_for(predicate, timeout=30.0, step=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(step)
-    return None
+def _wait_for(predicate, timeout=30.0):
+    return wait_until(predicate, timeout=timeout, what="the worker's rows and pages")
 
 
 def _worker_process(database_url, definitions, *extra):

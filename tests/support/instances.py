@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from contextlib import ExitStack, contextmanager
 from urllib.parse import urlencode
 
@@ -17,6 +16,7 @@ from bs4 import BeautifulSoup
 
 from pgbus_web.plumbing import csrf
 from support.auth_support import write_users
+from support.waiting import wait_until
 
 SECRET = "one key for every instance"
 
@@ -107,13 +107,7 @@ def signed_in_as(client: Client, port: int) -> str | None:
 
 def eventually(check, what: str):
     """*check()*'s first truthy answer, waiting as long as PATIENCE allows."""
-    deadline = time.monotonic() + PATIENCE
-    while True:
-        found = check()
-        if found:
-            return found
-        assert time.monotonic() < deadline, f"never: {what}"
-        time.sleep(0.2)
+    return wait_until(check, timeout=PATIENCE, what=what, every=0.2)
 
 
 @contextmanager

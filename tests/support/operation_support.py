@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from datetime import datetime, timedelta
 from urllib.parse import urlencode
 
@@ -13,6 +12,7 @@ from pgbus_web.demo.workflows import ORDER_WORKFLOW, REGISTRY
 from pgbus_web.models import operations as store
 from pgbus_web.rules import run_filters as filters
 from pgbus_web.runtime import operation_policy
+from support.waiting import wait_until
 
 SEED = [
     sa.text(
@@ -60,19 +60,16 @@ def wait_for_the_dead(engine, operation_id: int, seconds: float = 60) -> None:
     later). Until then a lock that backend held on the operation's row
     makes a claim skip it (SKIP LOCKED), as it should: a taker tries again
     on its next tick, and the test must not take that for no operation."""
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            with engine.begin() as conn:
-                conn.execute(
-                    sa.text("SELECT id FROM pgbus_web_operations WHERE id = :id FOR UPDATE NOWAIT"),
-                    {"id": int(operation_id)},
-                )
-            return
-        except sa.exc.OperationalError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
+
+    def free():
+        with engine.begin() as conn:
+            conn.execute(
+                sa.text("SELECT id FROM pgbus_web_operations WHERE id = :id FOR UPDATE NOWAIT"),
+                {"id": int(operation_id)},
+            )
+        return True
+
+    wait_until(free, timeout=seconds, ignoring=(sa.exc.OperationalError,), what="the dead holder's row lock let go")
 
 
 THRESHOLDS = {"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaults.WAITING_THRESHOLD}

@@ -14,7 +14,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -22,6 +21,7 @@ import pytest
 import sqlalchemy as sa
 
 from pgbus_web import db
+from support.waiting import wait_until
 
 # Seconds for anything the replica does on a loaded machine (start,
 # replay, stop): far beyond what it takes, as a deadline only.
@@ -39,18 +39,8 @@ def binaries() -> Path:
 def wait_for(condition, what: str, timeout: float = PATIENCE, every: float = 0.1):
     """Poll *condition()* until it returns something true; its value, or
     AssertionError naming *what* at the deadline."""
-    deadline = time.monotonic() + timeout
-    last_problem = None
-    while True:
-        try:
-            value = condition()
-            if value:
-                return value
-        except sa.exc.DBAPIError as problem:  # a server starting or stopping
-            last_problem = problem
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting ({timeout:.0f}s) for {what}; last problem: {last_problem}")
-        time.sleep(every)
+    # A server starting or stopping refuses for a while.
+    return wait_until(condition, timeout=timeout, what=what, every=every, ignoring=(sa.exc.DBAPIError,))
 
 
 def _conninfo(url: str) -> dict[str, str]:

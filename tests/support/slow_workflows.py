@@ -12,7 +12,7 @@ SLOW = "SlowWorkflow"
 
 
 def hold(ctx):
-    time.sleep(float(ctx.arguments.get("hold_seconds", 60)))
+    time.sleep(float(ctx.arguments.get("hold_seconds", 60)))  # the behaviour: a step that takes its time
     return {"held": True}
 
 

@@ -12,16 +12,22 @@ T = TypeVar("T")
 
 
 def wait_until(
-    condition: Callable[[], T], *, timeout: float = 60.0, what: str = "the condition", every: float = 0.05
+    condition: Callable[[], T],
+    *,
+    timeout: float = 60.0,
+    what: str = "the condition",
+    every: float = 0.05,
+    ignoring: tuple[type[BaseException], ...] = (),
 ) -> T:
-    """Call *condition* until it returns something true, and return that;
-    after *timeout* seconds fail, naming *what* was awaited and the last
-    answer (or the exception the last call raised)."""
+    """Call *condition* until it returns something true, and return that.
+    After *timeout* seconds fail, naming *what* was awaited and the last
+    answer. An exception of a type in *ignoring* (a server still starting)
+    counts as a false answer; any other fails at once."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             last = condition()
-        except Exception as error:  # noqa: BLE001 (a condition may fail until it holds)
+        except ignoring as error:
             last = error
         else:
             if last:
