@@ -57,7 +57,7 @@ def insert(
     actor: str,
     total: int,
     now: datetime,
-    status: str = "queued",
+    status: str = states.OPERATION_QUEUED,
     rate: float | None = None,
     max_in_flight: int | None = None,
     requested_by: str | None = None,

@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection
 
+from ..rules import states
 from ..rules.limits import ATTEMPT_MAX, ID_MAX
 from . import STATES, as_dict, as_dicts
 from .workers import CURRENT_WORKER_SQL, WORKER_SETTING
@@ -199,7 +200,7 @@ def _held(attrs: Mapping[str, Any]) -> bool:
     """Whether *attrs* mark a step in progress: the row then records which
     worker did it, the worker id its transaction declared
     (models/workers.WORKER_SETTING), NULL for none."""
-    return bool(attrs.get("status") == "in_progress")
+    return bool(attrs.get("status") == states.STEP_IN_PROGRESS)
 
 
 def insert_step(conn: Connection, *, workflow_id: str, step_name: str, now: datetime, **attrs: Any) -> dict[str, Any]:
