@@ -700,7 +700,8 @@ def document(base: str = "/api/v1") -> dict[str, Any]:
             "/runs/export": {
                 "get": {
                     "operationId": "exportRuns",
-                    "summary": "Every run the index's filters match (the cursors aside), oldest first, streamed as CSV or "
+                    "summary": "Every run the index's filters match (the cursors aside), oldest first, "
+                    "streamed as CSV or "
                     "NDJSON up to the highest run id at the start; arg.<path>=VALUE and signal.<path>=VALUE "
                     "search inside the arguments and the signals' payloads, as on GET /runs.",
                     "parameters": [_query("format", "csv or ndjson.", enum=["csv", "ndjson"])]
@@ -720,7 +721,8 @@ def document(base: str = "/api/v1") -> dict[str, Any]:
             "/runs/compare": {
                 "get": {
                     "operationId": "compareRuns",
-                    "summary": "Two runs compared: the arguments' diff, the steps side by side and the first step where "
+                    "summary": "Two runs compared: the arguments' diff, the steps side by side "
+                    "and the first step where "
                     "they part. a and b are run ids or the short ids the pages print.",
                     "parameters": [_query("a", "The first run's id."), _query("b", "The second run's id.")],
                     "responses": {"200": _answer("The comparison.", "Comparison"), **_problems(*READ, 404, 422)},
@@ -795,7 +797,8 @@ def document(base: str = "/api/v1") -> dict[str, Any]:
                 },
                 "post": {
                     "operationId": "startOperation",
-                    "summary": "Preview (without confirmed) or start (confirmed, with a reason) one verb on every run a filter matches.",
+                    "summary": "Preview (without confirmed) or start (confirmed, with a reason) "
+                    "one verb on every run a filter matches.",
                     "requestBody": _body("OperationBody"),
                     "responses": {
                         "200": _answer("The preview.", "PreviewAnswer"),
@@ -867,7 +870,8 @@ def document(base: str = "/api/v1") -> dict[str, Any]:
             "/policy": {
                 "get": {
                     "operationId": "showPolicy",
-                    "summary": "Every rule of the policy: its value, default, version, and who changed it last and why.",
+                    "summary": "Every rule of the policy: its value, default, version, "
+                    "and who changed it last and why.",
                     "responses": {"200": _answer("The rules.", "Policy"), **_problems(*READ)},
                 }
             },
@@ -882,7 +886,8 @@ def document(base: str = "/api/v1") -> dict[str, Any]:
             "/policy/{key}": {
                 "put": {
                     "operationId": "setPolicyRule",
-                    "summary": "Change one rule (the policy power: an admin), with a reason; null puts its default back.",
+                    "summary": "Change one rule (the policy power: an admin), with a reason; "
+                    "null puts its default back.",
                     "parameters": [{"name": "key", "in": "path", "required": True, "schema": {"type": "string"}}],
                     "requestBody": _body("PolicyBody"),
                     "responses": {"200": _answer("Changed.", "PolicyAnswer"), **_problems(*WRITE)},

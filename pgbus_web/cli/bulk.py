@@ -232,9 +232,10 @@ def bulk(
         held = held_line(final)
         if held:
             click.echo(held)
-        _, outcome = operation_reads.with_outcome(engine, command_settings, final["id"], utcnow())
-        for line in outcome_lines(outcome, final["id"]):
-            click.echo(line)
+        found = operation_reads.with_outcome(engine, command_settings, final["id"], utcnow())
+        if found is not None:  # None only when pruned meanwhile
+            for line in outcome_lines(found[1], final["id"]):
+                click.echo(line)
     finally:
         engine.dispose()
     if final["status"] != states.OPERATION_DONE:
@@ -302,11 +303,11 @@ def _run(engine, registry, operation):
     except KeyboardInterrupt:
         bar.close()
         click.echo("\n" + command_line.interrupted(op_id), err=True)
-        raise SystemExit(1)
+        raise SystemExit(1) from None
     except Exception as problem:  # noqa: BLE001  (said in one line; the operation is the workers')
         bar.close()
         click.echo("\n" + stopped_line(engine, op_id, problem), err=True)
-        raise SystemExit(1)
+        raise SystemExit(1) from None
     finally:
         bar.close()
         if threading.current_thread() is threading.main_thread():

@@ -8,6 +8,7 @@ import logging
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -94,7 +95,7 @@ class Later:
     """A WSGI app given after the socket is bound: a port in use fails
     before any database work."""
 
-    app = None
+    app: Any = None  # the WSGI app, given once the socket is bound
 
     def __call__(self, environ, start_response):
         return self.app(environ, start_response)
@@ -105,7 +106,7 @@ def create_server(app, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, threa
     until closed); a port in use or an address that cannot be bound is a
     one-line ClickException."""
     try:
-        import waitress
+        import waitress.server
     except ImportError:
         raise click.ClickException(str(MissingExtra("waitress", "standalone"))) from None
 
@@ -113,7 +114,7 @@ def create_server(app, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, threa
         # waitress would strip X-Forwarded-Proto/-For/-Host/-Port from every
         # peer, its trusted_proxy being a single address; the app decides
         # instead, from --trusted-proxy (plumbing/forwarded.py).
-        return waitress.create_server(
+        return waitress.server.create_server(
             app, host=host, port=port, threads=threads, ident="pgbus-web", clear_untrusted_proxy_headers=False
         )
     except OSError as exc:

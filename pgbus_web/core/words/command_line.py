@@ -103,7 +103,8 @@ def preview_lines(preview: Any) -> list[str]:
     skips and why, a sample."""
     by_status = ", ".join(f"{status} {runs}" for status, runs in preview.by_status.items()) or "none"
     lines = [
-        f"{preview.total} runs match {preview.query or '(no filter)'} (up to run id {preview.ceiling_id}): {by_status}.",
+        f"{preview.total} runs match {preview.query or '(no filter)'}"
+        f" (up to run id {preview.ceiling_id}): {by_status}.",
         f"{preview.verb} fits {preview.fits}; skips {preview.skipped}.",
     ]
     for skip in preview.skips:
