@@ -23,10 +23,10 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import scratch  # noqa: E402
+import scratch
 
-from pgbus_web import db, schema  # noqa: E402
-from pgbus_web.models import step_durations, workflow_activity  # noqa: E402
+from pgbus_web import db, schema
+from pgbus_web.models import step_durations, workflow_activity
 
 CLASS = "OrderWorkflow"
 CLASSES = ["OrderWorkflow", "RefundWorkflow", "OnboardingWorkflow"]

@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bulk_runs  # noqa: E402  (bench/bulk_runs.py)
-import scratch  # noqa: E402
+import scratch
 
 BENCH_DATABASE = "pgbus_bench_export"
 DOORS = (("cli", "csv"), ("web", "csv"), ("web", "ndjson"))

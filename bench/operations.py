@@ -52,14 +52,14 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bulk_runs  # noqa: E402  (bench/bulk_runs.py)
-import scratch  # noqa: E402
+import scratch
 
-from pgbus_web import db, defaults, schema  # noqa: E402
-from pgbus_web.demo.workflows import ORDER_WORKFLOW, REGISTRY  # noqa: E402
-from pgbus_web.models import workflow_rows  # noqa: E402
-from pgbus_web.rules import run_filters as filters  # noqa: E402
-from pgbus_web.runtime import operation_policy, operation_preview, operation_record, operation_runner  # noqa: E402
-from pgbus_web.runtime.definitions import Registry, Workflow  # noqa: E402
+from pgbus_web import db, defaults, schema
+from pgbus_web.demo.workflows import ORDER_WORKFLOW, REGISTRY
+from pgbus_web.models import workflow_rows
+from pgbus_web.rules import run_filters as filters
+from pgbus_web.runtime import operation_policy, operation_preview, operation_record, operation_runner
+from pgbus_web.runtime.definitions import Registry, Workflow
 
 BENCH_DATABASE = "pgbus_bench_operations"
 # During an operation the fragment is asked for five times a second: a few

@@ -62,14 +62,14 @@ import worker as worker_bench  # noqa: E402  (bench/worker.py)
 from pages import SqlTimer, pick_targets  # noqa: E402  (bench/pages.py)
 from queries import buffers, capture, explain, scans  # noqa: E402  (bench/queries.py)
 
-from pgbus_web import db, schema  # noqa: E402
-from pgbus_web.app import create_app  # noqa: E402
-from pgbus_web.demo import database as demo_database  # noqa: E402
-from pgbus_web.demo.seed import seed  # noqa: E402
-from pgbus_web.demo.workflows import REGISTRY  # noqa: E402
-from pgbus_web.models import changes, recount, workflow_counts, workflow_rows  # noqa: E402
-from pgbus_web.web.answering import shared  # noqa: E402
-from pgbus_web.web.drawing import cells  # noqa: E402
+from pgbus_web import db, schema
+from pgbus_web.app import create_app
+from pgbus_web.demo import database as demo_database
+from pgbus_web.demo.seed import seed
+from pgbus_web.demo.workflows import REGISTRY
+from pgbus_web.models import changes, recount, workflow_counts, workflow_rows
+from pgbus_web.web.answering import shared
+from pgbus_web.web.drawing import cells
 
 LONG_RUN = "bench-scale-long-history"
 # A search no run matches (an id prefix no uuid has).

@@ -45,13 +45,13 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bulk_runs  # noqa: E402  (bench/bulk_runs.py)
-import scratch  # noqa: E402
+import scratch
 from queries import capture, timed  # noqa: E402  (bench/queries.py)
 
-from pgbus_web import db, defaults, schema  # noqa: E402
-from pgbus_web.core import tokens  # noqa: E402
-from pgbus_web.models import workflow_attention, workflow_index, workflow_search  # noqa: E402
-from pgbus_web.rules import run_filters  # noqa: E402
+from pgbus_web import db, defaults, schema
+from pgbus_web.core import tokens
+from pgbus_web.models import workflow_attention, workflow_index, workflow_search
+from pgbus_web.rules import run_filters
 
 BENCH_DATABASE = "pgbus_bench_search"
 THRESHOLDS = {"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaults.WAITING_THRESHOLD}

@@ -40,10 +40,10 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import scratch  # noqa: E402
+import scratch
 import worker as worker_bench  # noqa: E402  (bench/worker.py)
 
-from pgbus_web import db, schema  # noqa: E402
+from pgbus_web import db, schema
 
 TRIGGERS = ("pgbus_workflow_steps_durations_on_insert", "pgbus_workflow_steps_durations_on_update")
 STEPS = 5

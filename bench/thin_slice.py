@@ -28,14 +28,14 @@ from pathlib import Path
 import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bulk_runs  # noqa: E402
-import scratch  # noqa: E402
+import bulk_runs
+import scratch
 
-from pgbus_web import db, defaults, schema  # noqa: E402
-from pgbus_web.models import workflow_index, workflow_rows, workflow_windows  # noqa: E402
-from pgbus_web.rules import run_filters  # noqa: E402
-from pgbus_web.runtime import operation_preview, operation_runner  # noqa: E402
-from pgbus_web.runtime.clock import utcnow  # noqa: E402
+from pgbus_web import db, defaults, schema
+from pgbus_web.models import workflow_index, workflow_rows, workflow_windows
+from pgbus_web.rules import run_filters
+from pgbus_web.runtime import operation_preview, operation_runner
+from pgbus_web.runtime.clock import utcnow
 
 BENCH_DATABASE = "pgbus_bench_thin_slice"
 THRESHOLDS = {"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaults.WAITING_THRESHOLD}

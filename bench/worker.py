@@ -48,10 +48,10 @@ from sqlalchemy import event
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import scratch  # noqa: E402  (bench/scratch.py)
 
-from pgbus_web import db, schema  # noqa: E402
-from pgbus_web.runtime import system  # noqa: E402
-from pgbus_web.runtime.definitions import Registry, Step, Workflow  # noqa: E402
-from pgbus_web.runtime.worker import Worker  # noqa: E402
+from pgbus_web import db, schema
+from pgbus_web.runtime import system
+from pgbus_web.runtime.definitions import Registry, Step, Workflow
+from pgbus_web.runtime.worker import Worker
 
 TABLES = ("pgbus_workflows", "pgbus_workflow_steps", "pgbus_workflow_events")
 # Tables whose inserts each run one foreign-key check (on the run).
@@ -123,17 +123,17 @@ def run_worker(url: str, registry: Registry, runs: int, steps: int) -> dict[str,
     sent = {"statements": 0, "commits": 0}
 
     @event.listens_for(engine, "connect")
-    def track_functions(dbapi_connection, _record):  # noqa: ANN001
+    def track_functions(dbapi_connection, _record):
         with dbapi_connection.cursor() as cursor:
             cursor.execute("SET track_functions = 'pl'")
         dbapi_connection.commit()
 
     @event.listens_for(engine, "before_cursor_execute")
-    def count_statement(*_args):  # noqa: ANN002
+    def count_statement(*_args):
         sent["statements"] += 1
 
     @event.listens_for(engine, "commit")
-    def count_commit(_conn):  # noqa: ANN001
+    def count_commit(_conn):
         sent["commits"] += 1
 
     worker = Worker(engine, registry)

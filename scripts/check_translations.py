@@ -32,10 +32,10 @@ from babel.messages.pofile import read_po
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pgbus_web import locks  # noqa: E402
-from pgbus_web.core.words import detail_keys, verb_labels  # noqa: E402
-from pgbus_web.rules import states  # noqa: E402
-from pgbus_web.rules.run_filters import RANGES  # noqa: E402
+from pgbus_web import locks
+from pgbus_web.core.words import detail_keys, verb_labels
+from pgbus_web.rules import states
+from pgbus_web.rules.run_filters import RANGES
 
 SOURCE_LOCALE = "en"
 # The message functions of pgbus_web.i18n; the key is the first argument.
