@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 
 from sqlalchemy.engine import Connection
 
@@ -131,6 +131,18 @@ def deferred(conn: Connection, workflow_id: str | None = None) -> Iterator[None]
         conn.info.pop(_PENDING, None)
 
 
+_T = TypeVar("_T")
+
+
+def held(value: _T | None) -> _T:
+    """*value*, read or written under the run's lock, which keeps it there:
+    a guarded step update of a row this transaction locked, the run it
+    locked, the step a plan names."""
+    if value is None:
+        raise LookupError("a row the run's lock holds is missing")
+    return value
+
+
 @overload
 def iso(moment: datetime) -> str: ...
 @overload
@@ -217,7 +229,7 @@ def schedule(
         record(conn, run, event, actor=actor, now=now, step=row, reason=reason, details={"at": iso(now)})
         claim_signal(conn, run, row, pending[0], actor=actor, now=now)
         return row, states.READY
-    started = {"status": states.STEP_SCHEDULED}
+    started: dict[str, Any] = {"status": states.STEP_SCHEDULED}
     if start and due <= now and not step.wait_for:
         started = {"status": states.STEP_IN_PROGRESS, "started_at": now}
     row = steps.insert_step(
@@ -280,28 +292,32 @@ def rewait(
     if row["status"] == states.STEP_WAITING:
         return dict(row), states.WAITING
     timeout = step.wait_timeout if step is not None and wait_for else None
-    updated = steps.update_step(
-        conn,
-        row["id"],
-        from_=states.STEP_SCHEDULED,
-        now=now,
-        status=states.STEP_WAITING,
-        waiting_since=now,
-        timeout_at=now + timeout if timeout else row.get("timeout_at"),
-        wait_for=wait_for,
+    updated = held(
+        steps.update_step(
+            conn,
+            row["id"],
+            from_=states.STEP_SCHEDULED,
+            now=now,
+            status=states.STEP_WAITING,
+            waiting_since=now,
+            timeout_at=now + timeout if timeout else row.get("timeout_at"),
+            wait_for=wait_for,
+        )
     )
     record(conn, run, "step_waiting", actor=actor, now=now, step=updated, details=_wait_details(updated))
     return updated, states.WAITING
 
 
 def _due_now(conn: Connection, row: Mapping[str, Any], now: datetime) -> dict[str, Any]:
-    return steps.update_step(
-        conn,
-        row["id"],
-        from_=(states.STEP_SCHEDULED, states.STEP_WAITING),
-        now=now,
-        status=states.STEP_SCHEDULED,
-        scheduled_at=now,
+    return held(
+        steps.update_step(
+            conn,
+            row["id"],
+            from_=(states.STEP_SCHEDULED, states.STEP_WAITING),
+            now=now,
+            status=states.STEP_SCHEDULED,
+            scheduled_at=now,
+        )
     )
 
 

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal, cast
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine
@@ -34,6 +34,7 @@ from .. import defaults
 from ..models import changes, events, workflow_index, workflow_search, workflow_windows
 from ..models import operations as store
 from ..rules import states, verb_table
+from ..rules.stuck import Thresholds
 from . import chunks, pace, verbs
 from .clock import utcnow
 from .errors import AlreadyActed, RunNotFound, WorkflowError, WrongStatus
@@ -78,7 +79,7 @@ def _act(engine: Engine, operation: Mapping[str, Any], workflow_id: str, registr
         verbs.signal(
             engine,
             workflow_id,
-            params.get("name"),
+            params["name"],  # a signal operation stores its name (operation_record)
             params.get("payload"),
             signal_key(operation["id"], workflow_id),
             actor=operation["actor"],
@@ -135,17 +136,20 @@ class _Beat:
             self.thread.start()
 
     def _loop(self) -> None:
+        held = self.held
+        if held is None:  # the thread is started only for an operation in hand
+            return
         every = self.runner.stale_after.total_seconds() / BEATS
         while not self._stopped.wait(every):
             try:
                 with self.runner.engine.begin() as conn:
-                    fence = store.renew(conn, self.held.operation["id"], fence=self.held.fence, now=self.runner.clock())
+                    fence = store.renew(conn, held.operation["id"], fence=held.fence, now=self.runner.clock())
             except Exception:  # noqa: BLE001  (the next beat tries again; the chunk's own write decides)
-                log.warning("operation %s: could not renew its heartbeat", self.held.operation["id"], exc_info=True)
+                log.warning("operation %s: could not renew its heartbeat", held.operation["id"], exc_info=True)
                 continue
             if fence is None:
                 return  # taken over or ended: the chunk's fenced write finds it so
-            self.held.fence = fence
+            held.fence = fence
 
     def running(self) -> bool:
         return self.thread is not None and not self._stopped.is_set()
@@ -203,6 +207,8 @@ class Runner:
         if self.held is None and self.claim(operation_id) is None:
             return None
         held = self.held
+        if held is None:  # claim() holds the one it claimed
+            return None
         self._beat = _Beat(self, held)
         try:
             return self._chunk(held)
@@ -259,7 +265,7 @@ class Runner:
 
     def _fast(
         self, held: _Held, todo: list[dict[str, Any]], result: Chunk, *, reached: int, paced: pace.Budget, acting: int
-    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None | bool]:
+    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None | Literal[False]]:
         """The chunk's runs through the verb's chunk path (chunks.act),
         counted into *result*: the runs left for the per-run verb (all of
         them when the path does not apply or fails), and what the chunk's
@@ -320,12 +326,17 @@ class Runner:
     def _chunk(self, held: _Held) -> Chunk:
         operation = held.operation
         op_id = operation["id"]
-        verb = verb_table.get(operation["verb"])
+        verb = verb_table.BY_NAME[operation["verb"]]
         result = Chunk(op_id)
         created = operation["created_at"]
-        thresholds = {
-            name: timedelta(seconds=value) for name, value in (operation["params"] or {}).get("thresholds", {}).items()
-        }
+        # As create stored them: the policy's thresholds, in seconds.
+        thresholds = cast(
+            Thresholds,
+            {
+                name: timedelta(seconds=value)
+                for name, value in (operation["params"] or {}).get("thresholds", {}).items()
+            },
+        )
         paced = self._budget(operation)
         with self.engine.connect() as conn:
             stored = filters_of(operation)

@@ -102,8 +102,9 @@ def start(
             },
         )
         if not inserted:
-            return workflow_rows.find_by_idempotency_key(conn, definition.name, idempotency_key)
-        run = workflow_rows.find(conn, workflow_id)
+            # Refused only for its key: the run that holds it.
+            return flow.held(workflow_rows.find_by_idempotency_key(conn, definition.name, flow.held(idempotency_key)))
+        run = flow.held(workflow_rows.find(conn, workflow_id))
         flow.record(
             conn,
             run,
@@ -115,7 +116,7 @@ def start(
         _, status = flow.schedule(conn, run, first, actor=actor or states.APP_ACTOR, now=now)
         if status != states.READY:
             _move(conn, run, states.READY, status)
-        return workflow_rows.find(conn, workflow_id)
+        return flow.held(workflow_rows.find(conn, workflow_id))
 
 
 def _move(conn: Connection, run: Mapping[str, Any], from_, to: str, **attrs: Any) -> None:
@@ -167,7 +168,7 @@ def _record_failure(
     row: Mapping[str, Any],
     step: Step | None,
     *,
-    error_class: str,
+    error_class: str | None,
     message: str,
     trace: str | None,
     now: datetime,
@@ -195,7 +196,7 @@ def _record_failure(
         details={"error_class": error_class, "error_message": message},
     )
     flow.flush(conn)  # the streak reads the trail back
-    streak = steps.failure_streak(conn, failed)
+    streak = steps.failure_streak(conn, flow.held(failed))
     if step is not None and streak < step.max_attempts:
         retry_at = now + step.backoff.delay(streak)
         flow.schedule(conn, run, step, actor=SYSTEM, now=now, due_at=retry_at, event="step_reattempted")
@@ -284,7 +285,8 @@ def take_step(engine: Engine, registry: Registry, *, now: datetime, worker_id: i
         step = {"id": claimed.pop("step_id"), "step_name": claimed.pop("claimed_step_name")}
         claimed.pop("latest_by_writer")
         with flow.deferred(conn, claimed["workflow_id"]):
-            return _begin(conn, claimed, step, registry.get(claimed["workflow_class"]), now=now)
+            # Claimed among the registry's classes: its definition is there.
+            return _begin(conn, claimed, step, flow.held(registry.get(claimed["workflow_class"])), now=now)
 
 
 def _begin(
@@ -300,13 +302,14 @@ def _begin(
         started = steps.start(conn, row["id"], now=now)
         if started is not None:
             return _started(conn, run, started, definition, spec, None, now=now)
-    row = steps.find(conn, row["id"])
-    if row is None or row["status"] != states.STEP_SCHEDULED:
+    found = steps.find(conn, row["id"])
+    if found is None or found["status"] != states.STEP_SCHEDULED:
         return HANDLED
+    row = found
     if spec is None:
         _move(conn, run, states.READY, states.RUNNING)
         flow.flush(conn)
-        running = workflow_rows.find(conn, run["workflow_id"])
+        running = flow.held(workflow_rows.find(conn, run["workflow_id"]))
         _record_failure(
             conn,
             running,
@@ -329,7 +332,7 @@ def _begin(
     started = steps.update_step(
         conn, row["id"], from_=states.STEP_SCHEDULED, now=now, status=states.STEP_IN_PROGRESS, started_at=now
     )
-    return _started(conn, run, started, definition, spec, held, now=now)
+    return _started(conn, run, flow.held(started), definition, spec, held, now=now)
 
 
 def _started(
@@ -475,6 +478,7 @@ def _finish(
             finished_at=now,
             result=_storable(outcome.result),
         )
+    done = flow.held(done)
     if taken.spec.wait_for:
         flow.consume_held(conn, run, done["step_name"], now=now)
     flow.record(conn, run, "step_completed", actor=SYSTEM, now=now, step=done)
@@ -486,7 +490,7 @@ def _finish(
     following, status = scheduled
     ready = {**run, "status": states.READY, "current_step": following["step_name"]}
     if following["status"] == states.STEP_IN_PROGRESS:  # inserted started (flow.schedule)
-        spec = taken.definition.get_step(following["step_name"])
+        spec = flow.held(taken.definition.get_step(following["step_name"]))
         return "completed", _started(conn, ready, following, taken.definition, spec, None, now=now)
     if status != states.READY or following["status"] != states.STEP_SCHEDULED or following["scheduled_at"] > now:
         return "completed", None
@@ -560,7 +564,8 @@ def wake_batches(engine: Engine, registry: Registry, *, now: datetime, limit: in
                 details={"batch_id": batch["batch_id"], **counts},
             )
             flow.record(conn, run, "step_completed", actor=SYSTEM, now=now, step=done)
-            _advance(conn, run, registry.get(run["workflow_class"]), row["step_name"], now=now)
+            # Among the registry's classes (waiting_on_finished_batches): its definition is there.
+            _advance(conn, run, flow.held(registry.get(run["workflow_class"])), row["step_name"], now=now)
             woken += 1
     return woken
 

@@ -139,7 +139,7 @@ def _run_verb(
         except steps.AttemptOverflow as problem:
             # Raised out of the transaction: everything the verb wrote rolls back.
             raise AttemptsUsedUp(workflow_id, verb, problem.step_name) from None
-        return workflow_rows.find(conn, workflow_id)
+        return flow.held(workflow_rows.find(conn, workflow_id))
 
 
 def _finish(v: _Verb, *, reason: str | None = None, **extra: Any) -> None:
@@ -174,17 +174,20 @@ def _resume(v: _Verb, registry: Registry | None, reason: str | None, at: datetim
     try:
         plan = plan_for(v.run, latest, definition)
     except KeyError:
-        raise UnknownStep(v.workflow_id, definition.name, latest["step_name"], definition.step_names) from None
+        raise UnknownStep(
+            v.workflow_id, definition.name, flow.held(latest)["step_name"], definition.step_names
+        ) from None
     v.event("resumed", reason=reason, step=latest, details=resume_details(plan, at))
     if plan.action == FINISH:
         _finish(v)
         return
     if plan.action in (RETRY, CONTINUE):
-        step = v.step(definition, plan.step)
+        step = v.step(definition, flow.held(plan.step))
         row, status = flow.schedule(v.conn, v.run, step, actor=v.actor, now=v.now, due_at=at or v.now)
         v.move(status, current_step=step.name, paused_at=None)
         return
     # RESUME: the pending row goes on where it was.
+    latest = flow.held(latest)
     if latest["status"] == states.STEP_IN_PROGRESS:
         v.move(states.RUNNING, paused_at=None)
         return
@@ -350,6 +353,7 @@ def _skip(v: _Verb, registry: Registry | None, reason: str | None) -> None:
             attempt=steps.next_attempt(v.conn, v.workflow_id, name),
             finished_at=v.now,
         )
+    skipped = flow.held(skipped)
     flow.consume_held(v.conn, v.run, skipped["step_name"], now=v.now)
     v.event("step_skipped", step=skipped, reason=reason)
     _following(v, definition, skipped["step_name"])  # a step the definition lost cannot be skipped past
@@ -535,7 +539,8 @@ def signal(
             v.conn, workflow_id=v.workflow_id, name=name, payload=body, idempotency_key=key, now=v.now
         )
         if stored is None:
-            result.update(signal=signals.find_by_key(v.conn, v.workflow_id, key), duplicate=True)
+            # A duplicate has a key: the key is what it repeats.
+            result.update(signal=signals.find_by_key(v.conn, v.workflow_id, flow.held(key)), duplicate=True)
             return
         result.update(signal=stored, duplicate=False)
         v.event(
@@ -551,7 +556,7 @@ def signal(
         due = steps.update_step(
             v.conn, latest["id"], from_=states.STEP_WAITING, now=v.now, status=states.STEP_SCHEDULED, scheduled_at=v.now
         )
-        flow.claim_signal(v.conn, v.run, due, stored, actor=v.actor, now=v.now)
+        flow.claim_signal(v.conn, v.run, flow.held(due), stored, actor=v.actor, now=v.now)
         v.move(states.READY)
         result["signal"] = next(s for s in signals.for_run(v.conn, v.workflow_id) if s["id"] == stored["id"])
 

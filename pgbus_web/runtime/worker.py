@@ -140,7 +140,7 @@ class Worker:
         taken = system.take_step(self.engine, self.registry, now=now or self.clock(), worker_id=self.worker_id)
         if taken is None:
             return None
-        if taken == system.HANDLED:
+        if isinstance(taken, str):  # system.HANDLED, the one word take_step answers
             return system.HANDLED
         happened = None
         while taken is not None:
@@ -269,7 +269,7 @@ class Worker:
             log.exception("could not release the operation in hand; it is taken over once stale")
         if pulse is not None:
             pulse.stop()
-        if pulse is not None and not self._silent:
+        if pulse is not None and self.heartbeat is not None and not self._silent:  # a pulse beats a heartbeat
             try:
                 self.heartbeat.stop(steps_done=self.total_steps)
             except Exception:  # noqa: BLE001
