@@ -71,7 +71,7 @@ def create_app(settings: Settings | Mapping[str, Any] | None = None) -> Flask:
     app.config.update(flask_config)
     app.session_interface = SessionInterface()
     if trusted_proxies:
-        app.wsgi_app = ProxyFix(  # type: ignore[method-assign]
+        app.wsgi_app = ProxyFix(  # type: ignore[method-assign]  # middleware wraps wsgi_app, as Flask says to
             app.wsgi_app,
             x_for=trusted_proxies,
             x_proto=trusted_proxies,
@@ -81,7 +81,8 @@ def create_app(settings: Settings | Mapping[str, Any] | None = None) -> Flask:
         )
     # Outside ProxyFix, so it sees the connecting peer; also with 0
     # proxies, so that no forwarded header reaches the app unchecked.
-    app.wsgi_app = forwarded.ForwardedGate(app.wsgi_app, proxy_addresses, trusted_proxies)  # type: ignore[method-assign]
+    gate = forwarded.ForwardedGate(app.wsgi_app, proxy_addresses, trusted_proxies)
+    app.wsgi_app = gate  # type: ignore[method-assign]  # middleware, as Flask says to
     base = values.get("settings")
     if "api_auth" not in values and (base is None or base.api_auth is None):
         # The standalone app's bearer tokens (pgbus-web tokens, docs/api.md).

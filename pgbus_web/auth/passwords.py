@@ -11,7 +11,7 @@ try:
     from argon2 import PasswordHasher
     from argon2.exceptions import InvalidHashError, VerificationError
 except ImportError:  # pragma: no cover - the extra is missing
-    PasswordHasher = None  # type: ignore[assignment,misc]
+    PasswordHasher = None  # type: ignore[assignment,misc]  # no argon2-cffi: MISSING says so when asked
 
 MISSING = "sign-in needs argon2-cffi: pip install -e '.[standalone]' in the pgbus-web checkout"
 

@@ -39,7 +39,7 @@ def start(
     """Sign *user* in at their current *generation*, as the session row
     *session_id*: a fresh session (nothing carried over from before)."""
     session.clear()
-    session.permanent = True  # type: ignore[attr-defined]
+    session.permanent = True  # type: ignore[attr-defined]  # flask's session has it; its proxy's type does not
     session[KEY] = {
         "u": user.name,
         "t": int(time.time() if now is None else now),

@@ -1,7 +1,7 @@
 """The workflow runtime: definitions, the outside verbs, the action plan,
 signals, the system transitions and the worker (see docs/runtime.md)."""
 
-from .definitions import (  # noqa: F401
+from .definitions import (  # noqa: F401  (what a definitions module imports from here)
     Backoff,
     FanOut,
     ReceivedSignal,
@@ -10,4 +10,4 @@ from .definitions import (  # noqa: F401
     StepContext,
     Workflow,
 )
-from .errors import WorkflowError  # noqa: F401
+from .errors import WorkflowError  # noqa: F401  (what a step may raise, imported from here)

@@ -168,7 +168,7 @@ class ServingOperations(Background):
         super().stop(timeout)
         try:
             self.heartbeat.stop()
-        except Exception as problem:  # noqa: BLE001
+        except Exception as problem:  # noqa: BLE001  (stopping all the same: gone once silent)
             log.warning(
                 "could not mark this process stopped (%s): it shows as gone once silent", problem.__class__.__name__
             )

@@ -235,7 +235,7 @@ class Runner:
             with self.engine.begin() as conn:
                 store.release(conn, held.operation["id"], fence=held.fence)
                 changes.mark(conn)  # the pages show what its chunks wrote at once
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001  (not handed back: taken over once stale)
             log.warning(
                 "operation %s: could not hand it back; taken over once stale", held.operation["id"], exc_info=True
             )
@@ -534,5 +534,5 @@ class Background:
                 self._stop.wait(self.poll)
         try:
             self.runner.release()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001  (stopping all the same: the operation is taken over once stale)
             log.exception("operations: could not release the operation in hand")

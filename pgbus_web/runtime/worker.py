@@ -265,14 +265,14 @@ class Worker:
             # Another process takes the operation in hand at once, rather
             # than after its heartbeat goes stale.
             self.operations.release()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001  (stopping all the same: taken over once stale)
             log.exception("could not release the operation in hand; it is taken over once stale")
         if pulse is not None:
             pulse.stop()
         if pulse is not None and self.heartbeat is not None and not self._silent:  # a pulse beats a heartbeat
             try:
                 self.heartbeat.stop(steps_done=self.total_steps)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001  (stopping all the same: gone once silent)
                 log.exception("could not mark this worker stopped; it shows as gone once silent")
         log.info("worker stopped after %d steps", self.total_steps)
 

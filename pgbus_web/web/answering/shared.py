@@ -165,7 +165,7 @@ _stores_lock = threading.Lock()
 
 def _store(kind: str) -> _Store:
     """The app's store of *kind* (the index's, the run pages')."""
-    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    app = current_app._get_current_object()  # type: ignore[attr-defined]  # the app behind the proxy: a lasting key
     with _stores_lock:
         kinds = _stores.get(app)
         if kinds is None:

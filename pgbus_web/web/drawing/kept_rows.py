@@ -45,7 +45,7 @@ i18n.on_reload(_forget_all)
 
 
 def _kept() -> dict:
-    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    app = current_app._get_current_object()  # type: ignore[attr-defined]  # the app behind the proxy: a lasting key
     found = app.extensions.get(_EXTENSION)
     if found is None:
         found = app.extensions[_EXTENSION] = {}
