@@ -20,8 +20,8 @@ from typing import Any
 
 from ..i18n import current_locale, parse_timezone, t
 from ..models import values
-from ..rules import states, verb_table
-from ..rules.limits import ID_MAX, RATE_MAX, REASON_LIMIT
+from ..rules import run_filters, states, verb_table
+from ..rules.limits import ID_MAX, ID_MIN, RATE_MAX, REASON_LIMIT
 from ..runtime import errors, operation_record
 from .words import timefmt
 
@@ -47,6 +47,12 @@ LOCAL_FORMAT = "%Y-%m-%dT%H:%M"
 # the zone cookie, so the cookie alone would read the typed time in a zone
 # the form never showed.
 ZONE_FIELD = "tz"
+
+# Text a field takes, as the API's document says it (api/openapi.py): no
+# NUL anywhere; NOT_BLANK: something besides spaces too (a field is read
+# stripped, and a required one blank is missing).
+NO_NUL = run_filters.NO_NUL
+NOT_BLANK = "^[^\\x00]*[^\\s\\x00][^\\x00]*$"
 
 # The fields each outside verb reads, besides the CSRF token (the verb
 # table's; sending a signal has its own route and form).
@@ -183,7 +189,7 @@ def operation_id(value: Any) -> int:
     number above 0) it names no operation; PostgreSQL would refuse the
     query rather than answer none."""
     text = str(value).strip()
-    if not (text.isascii() and text.isdigit()) or not 0 < int(text) <= ID_MAX:
+    if not (text.isascii() and text.isdigit()) or not ID_MIN <= int(text) <= ID_MAX:
         raise operation_record.OperationNotFound(text[:50])
     return int(text)
 
@@ -239,6 +245,14 @@ def parse_at(value: str | None, *, tz: tzinfo, now: datetime) -> datetime:
             shown = text
         raise FormError("at", t("pgbus.workflows.forms.errors.time_too_far", value=shown, latest=latest))
     return moment
+
+
+def at_pattern(now: datetime) -> str:
+    """Moments parse_at takes whatever the hour at *now* and the offset:
+    from the year after next to the years MAX_AHEAD reaches, short of its
+    last two (the API's document, api/openapi.py)."""
+    years = range(now.year + 2, (now + MAX_AHEAD).year - 1)
+    return run_filters.moment_pattern("|".join(str(year) for year in years))
 
 
 def form_zone(form: Mapping[str, str], fallback: tzinfo) -> tzinfo:
@@ -408,7 +422,7 @@ def parse_operation(form: Mapping[str, str], *, tz: tzinfo, now: datetime, verbs
     raw = _text(form, "expected")
     expected = None
     if raw:
-        if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
+        if not (raw.isascii() and raw.isdigit()) or len(raw) > len(str(EXPECTED_MAX)):
             raise FormError("expected", t("pgbus.operations.errors.expected", value=raw[:50]))
         expected = int(raw)
     return OperationForm(
@@ -420,6 +434,9 @@ def parse_operation(form: Mapping[str, str], *, tz: tzinfo, now: datetime, verbs
         pace={name: value for name, value in parse_pace(form).items() if value is not None},
     )
 
+
+# The highest count an operation's form may say it was shown: 18 digits.
+EXPECTED_MAX = 10**18 - 1
 
 # The pace's fields and bounds (runtime/pace.py).
 PACE_FIELDS = ("rate", "max_in_flight")

@@ -22,6 +22,8 @@ from ..rules.run_filters import FilterError
 MAX_QUEUE = 200
 # Longest lock key a form or a cursor may carry.
 MAX_KEY = 2_000
+# The keyset cursor's parameters: both or neither.
+CURSOR = ("after_at", "after_key")
 
 
 @dataclass(frozen=True)

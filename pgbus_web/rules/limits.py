@@ -6,6 +6,8 @@ from __future__ import annotations
 # pgbus_workflow_steps.attempt is an integer: a step whose counter is here
 # cannot be attempted again (a new row would overflow the column).
 ATTEMPT_MAX = 2**31 - 1
+# The lowest id a bigserial gives: 0 or below names nothing.
+ID_MIN = 1
 # The highest id a bigserial gives (runs' and steps' ids, events', operations',
 # a PGMQ message's): a larger number names nothing, and PostgreSQL would
 # refuse the query rather than answer none.

@@ -30,7 +30,7 @@ from typing import Any
 
 from ..i18n import LOCALE_PARAM, current_timezone, t, tn
 from . import states
-from .limits import ID_MAX
+from .limits import ID_MAX, ID_MIN
 
 # The preset ranges offered on the index and the insights page.
 RANGES = {
@@ -71,6 +71,38 @@ CURSORS = ("before", "after")
 PAGE_EXTRAS = (LOCALE_PARAM,)
 # Longest unknown name shown back in the sentence about it.
 NAME_SHOWN = 50
+
+# What each parameter takes, read by parse below and by the API's OpenAPI
+# document (api/openapi.py): one of a few words, an id (ID_MIN to ID_MAX),
+# a moment (MOMENT_PATTERN), or else text up to MAX_TEXT without a NUL. A
+# blank value is no filter at all (a plain HTML form sends one for every
+# field left empty), so "" is one of the words too.
+CHOICES: dict[str, tuple[str, ...]] = {
+    "status": states.RUN,
+    "reason": states.STUCK_REASONS,
+    "since": tuple(RANGES),
+    "no_error_class": (NO_ERROR_CLASS,),
+}
+IDS = ("operation", "worker", "before", "after")
+MOMENTS = ("from", "to")
+# The pairs parse refuses together; and "from" must come before "to".
+APART = (("since", "from"), ("since", "to"), ("error_class", "no_error_class"), ("before", "after"))
+# Text without a NUL (PostgreSQL text cannot hold one), as a pattern.
+NO_NUL = "^[^\\x00]*$"
+
+
+def moment_pattern(years: str) -> str:
+    """A pattern of ISO 8601 moments in the *years* (a pattern of four
+    digits) that datetime.fromisoformat reads: a date, or a date and a time
+    to the minute, second or microsecond, with Z or an offset or neither;
+    its days stop at 28 so that every match is a real date."""
+    time = r"T([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,6})?)?(Z|[+-](0[0-9]|1[0-3]):[0-5][0-9])?"
+    return rf"^({years})-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])({time})?$"
+
+
+# The moments a from/to filter surely reads (it reads any ISO 8601 moment);
+# or blank.
+MOMENT_PATTERN = "^$|" + moment_pattern("19[7-9][0-9]|2[01][0-9][0-9]")
 
 # The searches inside JSON (docs/search.md): ``arg.<path>=<value>`` over
 # the run's arguments, ``signal.<path>=<value>`` over the payload of any
@@ -282,7 +314,7 @@ def _cursor(args: Mapping[str, str], name: str) -> int | None:
     if value is None:
         return None
     # isascii: "²" is a digit to str.isdigit, and not to int().
-    if not (value.isascii() and value.isdigit()) or not 0 < int(value) <= ID_MAX:
+    if not (value.isascii() and value.isdigit()) or not ID_MIN <= int(value) <= ID_MAX:
         raise FilterError(t("pgbus.workflows.filters.errors.cursor", name=name, value=value))
     return int(value)
 
@@ -404,13 +436,13 @@ def parse(args: Mapping[str, str]) -> RunFilters:
     """The filters of a query string; FilterError names the first bad one."""
     raw_from, created_from = _moment(args, "from")
     raw_to, created_to = _moment(args, "to")
-    since = _choice(args, "since", tuple(RANGES))
+    since = _choice(args, "since", CHOICES["since"])
     if since is not None and (created_from or created_to):
         raise FilterError(t("pgbus.workflows.filters.errors.since_and_range"))
     if created_from and created_to and created_from >= created_to:
         raise FilterError(t("pgbus.workflows.filters.errors.range_order"))
     error_class = _text(args, "error_class")
-    no_error_class = _choice(args, "no_error_class", (NO_ERROR_CLASS,)) is not None
+    no_error_class = _choice(args, "no_error_class", CHOICES["no_error_class"]) is not None
     if error_class is not None and no_error_class:
         raise FilterError(t("pgbus.workflows.filters.errors.error_class_and_none"))
     before = _cursor(args, "before")
@@ -421,8 +453,8 @@ def parse(args: Mapping[str, str]) -> RunFilters:
     return RunFilters(
         q=_search(args),
         workflow_class=_text(args, "workflow_class"),
-        status=_choice(args, "status", states.RUN),
-        reason=_choice(args, "reason", states.STUCK_REASONS),
+        status=_choice(args, "status", CHOICES["status"]),
+        reason=_choice(args, "reason", CHOICES["reason"]),
         subject=_text(args, "subject"),
         step=_text(args, "step"),
         error_class=error_class,
