@@ -67,9 +67,7 @@ _G_TOKEN = "pgbus_web_choice_token"
 # The (locale, zone) of the dashboard request being handled: set by its
 # before_request, reset by its teardown. Read by every t() and moment, so
 # a context variable rather than flask.g behind two proxies.
-_request_choice: contextvars.ContextVar[tuple | None] = contextvars.ContextVar(
-    "pgbus_web_request_choice", default=None
-)
+_request_choice: contextvars.ContextVar[tuple | None] = contextvars.ContextVar("pgbus_web_request_choice", default=None)
 _forced_locale: contextvars.ContextVar[str | None] = contextvars.ContextVar("pgbus_web_forced_locale", default=None)
 
 

@@ -5,6 +5,9 @@ page's optional reads (a signal's walk, a capped count) run under.
 
 from __future__ import annotations
 
+from types import TracebackType
+from typing import Any, Literal
+
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
@@ -28,8 +31,8 @@ class within:
         self.conn = conn
         self.limit = f"{max(int(seconds * 1000), 1)}ms"
         self.autocommit = conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT"
-        self.savepoint = None
-        self.before = None
+        self.savepoint: sa.NestedTransaction | None = None
+        self.before: Any = None
 
     def __enter__(self) -> within:
         if not self.autocommit:
@@ -37,10 +40,12 @@ class within:
         self.before = self.conn.execute(
             sa.text("SELECT current_setting('statement_timeout'), set_config('statement_timeout', :limit, :local)"),
             {"limit": self.limit, "local": not self.autocommit},
-        ).first()[0]
+        ).one()[0]
         return self
 
-    def __exit__(self, kind, problem, trace) -> bool:
+    def __exit__(
+        self, kind: type[BaseException] | None, problem: BaseException | None, trace: TracebackType | None
+    ) -> Literal[False]:
         cancelled = (
             isinstance(problem, sa.exc.DBAPIError) and getattr(problem.orig, "sqlstate", None) == _QUERY_CANCELED
         )

@@ -5,7 +5,7 @@ runs); core/exports.py writes them out.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -109,7 +109,7 @@ def export_rows(
     batch: int = 2000,
     limit: int | None = None,
     redact: tuple[str, ...] = (),
-):
+) -> Generator[Sequence[Any], None, None]:
     """Every run page_where's *where* matches with an id up to *ceiling_id*
     (the first *limit* of them, when given),
     oldest first, in lists of up to *batch*: each run a row of

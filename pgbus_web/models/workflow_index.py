@@ -80,7 +80,7 @@ _PAGE_FILTERS = {
 }
 
 
-def _split_page_rows(result) -> list[dict[str, Any]]:
+def _split_page_rows(result: sa.CursorResult[Any]) -> list[dict[str, Any]]:
     """The index rows of *result*, each as the run's columns plus ``step``
     (its latest step row, or None) and ``batch`` (the batch that step waits
     on, or None). Which column goes where is decided once per result from
@@ -144,8 +144,8 @@ def page_where(
     created_to: datetime | None = None,
     search: str | None = None,
     search_arguments: tuple[str, ...] = (),
-    arguments: list[tuple[str, ...]] | tuple = (),
-    signals: list[tuple[str, ...]] | tuple = (),
+    arguments: list[tuple[str, ...]] | tuple[tuple[str, ...], ...] = (),
+    signals: list[tuple[str, ...]] | tuple[tuple[str, ...], ...] = (),
     fragments: bool = False,
 ) -> tuple[str, dict[str, Any]]:
     """The runs index's WHERE clause (over ``w``, a run: never its steps)
@@ -273,7 +273,7 @@ def page(
     # (the waiting-overdue candidates', read by their wait, then sorted by
     # id) looked up the latest step of every matching run before the sort:
     # 10,000 lookups, 0.8 s, for a page of 50 (docs/performance.md).
-    def statement(where: str):
+    def statement(where: str) -> sa.TextClause:
         return sa.text(
             f"""
             SELECT listed.*, {_PAGE_STEP_COLUMNS}, {_PAGE_BATCH_COLUMNS}

@@ -5,7 +5,7 @@ statement (docs/operations.md "Bounded walks").
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -47,7 +47,7 @@ def previous_id(conn: Connection, *, up_to: int) -> int | None:
     ).scalar()
 
 
-def windows_down(conn: Connection, *, ceiling_id: int, window: int = WINDOW):
+def windows_down(conn: Connection, *, ceiling_id: int, window: int = WINDOW) -> Iterator[tuple[int, int]]:
     """The id windows (low, high] from *ceiling_id* down to the lowest run,
     newest first, each at most *window* ids wide and starting at a run."""
     high = previous_id(conn, up_to=ceiling_id)
