@@ -148,11 +148,12 @@ def demo(port, host, data_dir, runs, reset, no_auth):
     setup.dispose()
 
     engine = create_engine(url, Bounds(statement=WORKER_STATEMENT_TIMEOUT))
+    heartbeat = Heartbeat(engine, HEARTBEAT_WORKER)
     worker = Worker(
         engine,
         demo_workflows.REGISTRY,
         simulate_batches=True,
-        heartbeat=Heartbeat(engine, HEARTBEAT_WORKER),
+        heartbeat=heartbeat,
         thresholds=lambda: policy.current(engine).thresholds(),
         operation_stale_after=settings.operation_stale_after,
     )
@@ -178,7 +179,7 @@ def demo(port, host, data_dir, runs, reset, no_auth):
     try:
         # The worker's row is there before the lines below say how to stop
         # it: on a busy machine its thread wrote it after they were printed.
-        worker.heartbeat.register()
+        heartbeat.register()
         worker_thread.start()
         live.start()
         http_thread.start()
