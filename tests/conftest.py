@@ -28,6 +28,12 @@ TEST_DATABASE_URL_ENV = "PGBUS_TEST_DATABASE_URL"
 # Worker processes for the whole suite on two cores (docs/testing.md).
 WORKERS = 4
 
+# The command line's tables are cut to the terminal's width (cli/output.py).
+# Every test process reads one wide terminal, wherever its output goes: a
+# pytest-xdist worker's is not the terminal pytest was started in. A test
+# of the cutting sets its own width.
+os.environ["COLUMNS"] = "250"
+
 
 def pytest_xdist_auto_num_workers(config):
     """`-n auto` (pyproject's addopts): WORKERS processes for the suite or

@@ -29,7 +29,7 @@ from werkzeug.routing import PathConverter
 CONVERTER = "pgbus_run_id"
 ESCAPE = "~"
 # The first path segments after /workflows/ that other routes own.
-# tests/test_web_run_ids.py checks that every static one is listed.
+# tests/web/test_web_run_ids.py checks that every static one is listed.
 RESERVED = frozenset({"bulk", "insights", "operations", "export.csv", "export.ndjson", "compare"})
 
 
