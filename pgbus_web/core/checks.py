@@ -330,9 +330,9 @@ def _json_object(field_name: str, raw: str) -> dict[str, Any]:
         raise FormError(field_name, t("pgbus.workflows.forms.errors.payload_not_json", detail=str(problem))) from None
     if not isinstance(value, dict):
         raise FormError(field_name, t("pgbus.workflows.forms.errors.payload_not_object"))
-    problem = values.json_problem(value)
-    if problem is not None:
-        kind, piece = problem
+    found = values.json_problem(value)
+    if found is not None:
+        kind, piece = found
         if kind == values.NUL:
             raise FormError(field_name, t("pgbus.workflows.forms.errors.nul_character"))
         if kind == values.SURROGATE:

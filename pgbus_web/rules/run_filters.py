@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -300,7 +300,7 @@ def _search(args: Mapping[str, str]) -> str | None:
     return _text(args, "q")
 
 
-def _choice(args: Mapping[str, str], name: str, allowed) -> str | None:
+def _choice(args: Mapping[str, str], name: str, allowed: Iterable[str]) -> str | None:
     value = _text(args, name)
     if value is not None and value not in allowed:
         raise FilterError(
@@ -473,7 +473,7 @@ def parse(args: Mapping[str, str]) -> RunFilters:
     )
 
 
-def _refuse_unknown(names, allowed: tuple[str, ...]) -> None:
+def _refuse_unknown(names: Iterable[str], allowed: tuple[str, ...]) -> None:
     # A misspelled name dropped would widen the filter to every run: an
     # operation on it would act on all of them.
     for name in names:
