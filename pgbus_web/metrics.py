@@ -11,7 +11,7 @@ read with the pages' own queries and handed to ``prometheus_client``.
   moved, skipped and refused (operations are never deleted, so these only
   grow), and ``pgbus_web_operations{verb,status}``: operations per status.
 - ``pgbus_web_workers{kind,state}``: workers and serving processes alive,
-  gone (silent past worker_gone_after) and stopped (models/workers.STATE_SQL).
+  gone (silent past worker_gone_after) and stopped (models/worker_heartbeats.STATE_SQL).
 - ``pgbus_pgmq_queue_depth{queue}``, ``pgbus_pgmq_queue_visible{queue}`` and
   ``pgbus_pgmq_oldest_message_age_seconds{queue}``: each PGMQ queue's
   messages, those visible now, and its oldest message's age (0: empty).
@@ -30,8 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from .db import Database
-from .models import operations, pgmq_queues, workflow_attention, workflow_counts
-from .models import workers as worker_rows
+from .models import operation_rows, pgmq_queues, worker_heartbeats, workflow_attention, workflow_counts
 from .models.values import Infinite
 from .progress import MissingExtra
 from .rules import states
@@ -100,16 +99,16 @@ def read(
     with database.read() as conn:
         workers: dict[tuple[str, str], int] = {}
         if gone_after is not None:
-            workers = {(kind, state): 0 for kind in worker_rows.KINDS for state in worker_rows.STATES}
-            workers.update(worker_rows.state_counts(conn, cutoff=now - gone_after))
+            workers = {(kind, state): 0 for kind in worker_heartbeats.KINDS for state in worker_heartbeats.STATES}
+            workers.update(worker_heartbeats.state_counts(conn, cutoff=now - gone_after))
         queues = pgmq_queues.queue_depths(conn, pgmq_queues.queue_tables(conn), now=now)
         return Reading(
             runs=workflow_counts.status_counts(conn),
             stuck=workflow_attention.stuck_reason_summary(
                 conn, threshold=threshold, waiting_threshold=waiting_threshold, now=now
             ),
-            outcomes=operations.outcome_totals(conn),
-            operations=operations.status_counts(conn),
+            outcomes=operation_rows.outcome_totals(conn),
+            operations=operation_rows.status_counts(conn),
             workers=workers,
             queues=queues,
             at=now,

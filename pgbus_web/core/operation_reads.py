@@ -11,25 +11,24 @@ from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 
-from ..models import operation_outcomes
-from ..models import operations as store
+from ..models import operation_outcomes, operation_rows
 from ..rules import states
 from ..rules.limits import ID_MAX
 from .reads import thresholds
 from .settings import Settings
 
 
-def recent(conn: Connection, limit: int = store.RECENT) -> list[dict[str, Any]]:
+def recent(conn: Connection, limit: int = operation_rows.RECENT) -> list[dict[str, Any]]:
     """The newest *limit* operations (the recent ones every door lists:
-    models.operations.RECENT), newest first."""
-    return store.recent(conn, limit=limit)
+    models.operation_rows.RECENT), newest first."""
+    return operation_rows.recent(conn, limit=limit)
 
 
 def find(conn: Connection, operation_id: int) -> dict[str, Any] | None:
     """Operation *operation_id*, or None."""
     if not 0 < operation_id <= ID_MAX:
         return None
-    return store.find(conn, operation_id)
+    return operation_rows.find(conn, operation_id)
 
 
 def outcomes(

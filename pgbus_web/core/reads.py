@@ -17,6 +17,7 @@ from ..models import (
     batches,
     changes,
     events,
+    operation_rows,
     run_lookups,
     signals,
     step_durations,
@@ -29,7 +30,6 @@ from ..models import (
     workflow_rows,
     workflow_search,
 )
-from ..models import operations as operation_rows
 from ..rules import states, stuck, verb_table
 from ..rules.approval import Approval
 from ..rules.run_filters import RANGES, RunFilters

@@ -376,7 +376,7 @@ def policy_change(change: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def operation(row: Mapping[str, Any]) -> dict[str, Any]:
-    """An operation's row (models.operations)."""
+    """An operation's row (models.operation_rows)."""
     return _object(row, OPERATION_FIELDS, json_fields=("filters", "params"))
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 
-from ..models import changes, pgmq_queues, policy_rows, workers
+from ..models import changes, pgmq_queues, policy_rows, worker_heartbeats
 from ..runtime.clock import utcnow
 from . import policy, representations
 from .settings import Settings
@@ -20,7 +20,7 @@ WORKERS_SHOWN = 500
 # The index's banner names at most this many runs of each gone worker; the
 # link to the filtered index lists them all.
 RUNS_SHOWN = 5
-STATES, KINDS = workers.STATES, workers.KINDS
+STATES, KINDS = worker_heartbeats.STATES, worker_heartbeats.KINDS
 
 
 def cutoff(settings: Settings, now: datetime) -> datetime:
@@ -32,7 +32,7 @@ def worker_rows(conn: Connection, settings: Settings, now: datetime | None = Non
     """Every kept row, alive first, each with its ``state`` and the steps it
     holds in progress (``holding``)."""
     now = now or utcnow()
-    return workers.listing(conn, cutoff=cutoff(settings, now), limit=WORKERS_SHOWN)
+    return worker_heartbeats.listing(conn, cutoff=cutoff(settings, now), limit=WORKERS_SHOWN)
 
 
 def gone_holding(conn: Connection, settings: Settings, now: datetime | None = None) -> list[dict[str, Any]]:
@@ -41,7 +41,7 @@ def gone_holding(conn: Connection, settings: Settings, now: datetime | None = No
     stalled), and those that fell silent within the stalled threshold
     even holding none (a worker gone is news until then)."""
     now = now or utcnow()
-    return workers.gone_holding(
+    return worker_heartbeats.gone_holding(
         conn,
         cutoff=cutoff(settings, now),
         recent=now - policy.current(conn.engine).stall_threshold,
@@ -73,7 +73,7 @@ def age_seconds(moment: datetime | None, now: datetime) -> float | None:
 def counts(conn: Connection, settings: Settings, now: datetime | None = None) -> dict[tuple[str, str], int]:
     """{(kind, state): rows}, every pair present (zeros included)."""
     now = now or utcnow()
-    found = workers.state_counts(conn, cutoff=cutoff(settings, now))
+    found = worker_heartbeats.state_counts(conn, cutoff=cutoff(settings, now))
     return {(kind, state): found.get((kind, state), 0) for kind in KINDS for state in STATES}
 
 
@@ -98,7 +98,7 @@ def poll_markers(conn: Connection, settings: Settings, now: datetime | None = No
     without the changes operations' chunks made (models/changes.by_operation)."""
     marker, others, states = changes.marker_with(
         conn,
-        f"SELECT ({workers.MARKER_SQL}) || '/p' || ({policy_rows.MARKER_SQL})",
+        f"SELECT ({worker_heartbeats.MARKER_SQL}) || '/p' || ({policy_rows.MARKER_SQL})",
         {"cutoff": cutoff(settings, now or utcnow())},
     )
     # The policy's last change rides on the same statement: it keys the

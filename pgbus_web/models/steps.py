@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 from ..rules import states
 from ..rules.limits import ATTEMPT_MAX, ID_MAX
 from . import STATES, as_dict, as_dicts
-from .workers import CURRENT_WORKER_SQL, WORKER_SETTING
+from .worker_heartbeats import CURRENT_WORKER_SQL, WORKER_SETTING
 from .workflow_rows import LATEST_BY_WRITER
 
 COLUMNS = (
@@ -199,7 +199,7 @@ class AttemptOverflow(Exception):
 def _held(attrs: Mapping[str, Any]) -> bool:
     """Whether *attrs* mark a step in progress: the row then records which
     worker did it, the worker id its transaction declared
-    (models/workers.WORKER_SETTING), NULL for none."""
+    (models/worker_heartbeats.WORKER_SETTING), NULL for none."""
     return bool(attrs.get("status") == states.STEP_IN_PROGRESS)
 
 

@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 
 from ..rules.columns import LATEST_STEP_FIELDS, latest_list, step_fields_list
 from . import STATES, as_dict, as_dicts
-from .workers import WORKER_SETTING
+from .worker_heartbeats import WORKER_SETTING
 
 # Columns insert_run and transition may write; names outside this list are
 # refused rather than spliced into SQL.
@@ -84,7 +84,7 @@ def lock_for(
     """The run's row, locked FOR UPDATE until the transaction ends; None when unknown.
     *sets_latest*: this transaction keeps latest_* itself (LATEST_BY_WRITER).
     *worker_id*: the worker whose transaction this is, declared for the steps
-    it starts (models/workers.WORKER_SETTING), in the same statement."""
+    it starts (models/worker_heartbeats.WORKER_SETTING), in the same statement."""
     declare = f", set_config('{LATEST_BY_WRITER}', 'on', true) AS latest_by_writer" if sets_latest else ""
     binds: dict[str, Any] = {"workflow_id": workflow_id}
     if worker_id is not None:

@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.engine import Engine
 
-from ..models import workers as store
+from ..models import worker_heartbeats
 from .clock import utcnow
 from .operation_runner import Background
 
@@ -76,8 +76,8 @@ class Heartbeat:
             if self.id is None:
                 now = self.clock()
                 with self.engine.begin() as conn:
-                    row = store.register(conn, kind=self.kind, host=self.host, pid=self.pid, now=now)
-                    store.prune(conn, heard_before=now - KEPT)
+                    row = worker_heartbeats.register(conn, kind=self.kind, host=self.host, pid=self.pid, now=now)
+                    worker_heartbeats.prune(conn, heard_before=now - KEPT)
                 self.id, self.started_at = int(row["id"]), row["started_at"]
                 self._last = self._last_prune = time.monotonic()
             return self.id
@@ -93,7 +93,7 @@ class Heartbeat:
                 return False
             now = self.clock()
             with self.engine.begin() as conn:
-                store.beat(
+                worker_heartbeats.beat(
                     conn,
                     self.id,
                     kind=self.kind,
@@ -105,7 +105,7 @@ class Heartbeat:
                     operation_id=operation_id,
                 )
                 if moment - self._last_prune >= PRUNE_EVERY:
-                    store.prune(conn, heard_before=now - KEPT)
+                    worker_heartbeats.prune(conn, heard_before=now - KEPT)
                     self._last_prune = moment
             self._last = moment
             return True
@@ -117,7 +117,7 @@ class Heartbeat:
             if self.id is None:
                 return
             with self.engine.begin() as conn:
-                store.stop(conn, self.id, now=self.clock(), steps_done=steps_done)
+                worker_heartbeats.stop(conn, self.id, now=self.clock(), steps_done=steps_done)
 
 
 class Pulse:

@@ -18,7 +18,7 @@ from typing import Any, cast
 
 from sqlalchemy.engine import Engine
 
-from ..models import operations as store
+from ..models import operation_rows
 from ..rules import run_filters as index_filters
 from ..rules import states, verb_table
 from ..rules.approval import Approval
@@ -90,7 +90,7 @@ def create(
             if approval is not None and approval.needed(shown.verb, shown.fits)
             else states.OPERATION_QUEUED
         )
-        return store.insert(
+        return operation_rows.insert(
             conn,
             verb=shown.verb,
             filters=shown.query,
@@ -131,7 +131,7 @@ def approve(
     return changed_or_refused(
         engine,
         operation_id,
-        lambda conn: store.approve(
+        lambda conn: operation_rows.approve(
             conn, operation_id, now=now or utcnow(), actor=actor, key=key, reason=stored_reason(reason)
         ),
         refused,
@@ -144,11 +144,13 @@ def set_pace(engine: Engine, operation_id: int, changes: Mapping[str, Any]) -> d
     the process doing it reads them at its next chunk."""
     changes = {name: value for name, value in changes.items() if name in ("rate", "max_in_flight")}
     with engine.connect() as conn:
-        current = store.find(conn, operation_id)
+        current = operation_rows.find(conn, operation_id)
     if current is None:
         raise OperationNotFound(operation_id)
     if changes.get("max_in_flight") is not None and current["verb"] not in verb_table.STARTS_WORK:
         raise CeilingNotForVerb(current["verb"])
     if not changes:
         return current
-    return changed_or_refused(engine, operation_id, lambda conn: store.set_pace(conn, operation_id, changes), PaceEnded)
+    return changed_or_refused(
+        engine, operation_id, lambda conn: operation_rows.set_pace(conn, operation_id, changes), PaceEnded
+    )

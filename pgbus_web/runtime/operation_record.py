@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Engine
 
-from ..models import operations as store
+from ..models import operation_rows
 from ..models.text import truncate
 from ..rules import run_filters as index_filters
 from ..rules import verb_table
@@ -210,10 +210,12 @@ def cancel(
     running or paused) -> cancelled, saying who and why. The process doing
     it stops after the chunk in hand, whose runs are still counted."""
     with engine.begin() as conn:
-        cancelled = store.cancel(conn, operation_id, now=now or utcnow(), actor=actor, reason=stored_reason(reason))
+        cancelled = operation_rows.cancel(
+            conn, operation_id, now=now or utcnow(), actor=actor, reason=stored_reason(reason)
+        )
         if cancelled is not None:
             return cancelled
-        current = store.find(conn, operation_id)
+        current = operation_rows.find(conn, operation_id)
     if current is None:
         raise OperationNotFound(operation_id)
     raise NotCancellable(current)
@@ -226,7 +228,7 @@ def changed_or_refused(engine: Engine, operation_id: int, change, refused) -> di
         changed = change(conn)
         if changed is not None:
             return changed
-        current = store.find(conn, operation_id)
+        current = operation_rows.find(conn, operation_id)
     if current is None:
         raise OperationNotFound(operation_id)
     raise refused(current)
@@ -245,7 +247,9 @@ def pause(
     return changed_or_refused(
         engine,
         operation_id,
-        lambda conn: store.pause(conn, operation_id, now=now or utcnow(), actor=actor, reason=stored_reason(reason)),
+        lambda conn: operation_rows.pause(
+            conn, operation_id, now=now or utcnow(), actor=actor, reason=stored_reason(reason)
+        ),
         NotPausable,
     )
 
@@ -257,14 +261,16 @@ def go_on(
     return changed_or_refused(
         engine,
         operation_id,
-        lambda conn: store.go_on(conn, operation_id, now=now or utcnow(), actor=actor, reason=stored_reason(reason)),
+        lambda conn: operation_rows.go_on(
+            conn, operation_id, now=now or utcnow(), actor=actor, reason=stored_reason(reason)
+        ),
         NotPaused,
     )
 
 
 def find(engine: Engine, operation_id: int) -> dict[str, Any]:
     with engine.connect() as conn:
-        found = store.find(conn, operation_id)
+        found = operation_rows.find(conn, operation_id)
     if found is None:
         raise OperationNotFound(operation_id)
     return found

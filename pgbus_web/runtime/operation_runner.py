@@ -31,8 +31,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine
 
 from .. import defaults
-from ..models import changes, events, workflow_index, workflow_search, workflow_windows
-from ..models import operations as store
+from ..models import changes, events, operation_rows, workflow_index, workflow_search, workflow_windows
 from ..rules import states, verb_table
 from ..rules.stuck import Thresholds
 from . import chunks, pace, verbs
@@ -143,7 +142,7 @@ class _Beat:
         while not self._stopped.wait(every):
             try:
                 with self.runner.engine.begin() as conn:
-                    fence = store.renew(conn, held.operation["id"], fence=held.fence, now=self.runner.clock())
+                    fence = operation_rows.renew(conn, held.operation["id"], fence=held.fence, now=self.runner.clock())
             except Exception:  # noqa: BLE001  (the next beat tries again; the chunk's own write decides)
                 log.warning("operation %s: could not renew its heartbeat", held.operation["id"], exc_info=True)
                 continue
@@ -195,7 +194,9 @@ class Runner:
     def claim(self, operation_id: int | None = None) -> dict[str, Any] | None:
         now = self.clock()
         with self.engine.begin() as conn:
-            claimed = store.claim(conn, now=now, stale_before=now - self.stale_after, operation_id=operation_id)
+            claimed = operation_rows.claim(
+                conn, now=now, stale_before=now - self.stale_after, operation_id=operation_id
+            )
             if claimed is None:
                 return None
         self.held = _Held(claimed, claimed["heartbeat_at"])
@@ -233,7 +234,7 @@ class Runner:
         away too, it goes stale and is taken over."""
         try:
             with self.engine.begin() as conn:
-                store.release(conn, held.operation["id"], fence=held.fence)
+                operation_rows.release(conn, held.operation["id"], fence=held.fence)
                 changes.mark(conn)  # the pages show what its chunks wrote at once
         except Exception:  # noqa: BLE001  (not handed back: taken over once stale)
             log.warning(
@@ -245,7 +246,7 @@ class Runner:
         held, self.held = self.held, None
         if held is not None:
             with self.engine.begin() as conn:
-                store.release(conn, held.operation["id"], fence=held.fence)
+                operation_rows.release(conn, held.operation["id"], fence=held.fence)
                 changes.mark(conn)  # the pages show what its chunks wrote at once
 
     def _one(self, operation: Mapping[str, Any], row: Mapping[str, Any]) -> str:
@@ -284,7 +285,7 @@ class Runner:
                 return  # the per-run verb first; the progress after it
             self._quiet()
             ended = self.clock()
-            written = store.progress(
+            written = operation_rows.progress(
                 conn,
                 operation["id"],
                 fence=held.fence,
@@ -362,7 +363,7 @@ class Runner:
         if not rows and not more:
             self._quiet()
             with self.engine.begin() as conn:
-                finished = store.finish(conn, op_id, fence=held.fence, now=now)
+                finished = operation_rows.finish(conn, op_id, fence=held.fence, now=now)
                 # Its chunks' changes stood behind for a moment
                 # (changes.by_operation); its end is shown at once.
                 changes.mark(conn)
@@ -397,7 +398,7 @@ class Runner:
         self._quiet()
         ended = self.clock()
         with self.engine.begin() as conn:
-            written = store.progress(
+            written = operation_rows.progress(
                 conn,
                 op_id,
                 fence=held.fence,
@@ -433,7 +434,7 @@ class Runner:
             return result  # renewed a moment ago
         self._quiet()
         with self.engine.begin() as conn:
-            written = store.progress(
+            written = operation_rows.progress(
                 conn,
                 held.operation["id"],
                 fence=held.fence,
@@ -509,7 +510,7 @@ class Background:
                     # held across it, it sat idle in a transaction (a
                     # snapshot and a lock on the table) every poll.
                     with self.engine.connect() as conn:
-                        nothing_open = not store.any_open(conn)
+                        nothing_open = not operation_rows.any_open(conn)
                     if nothing_open:
                         self._database_answered()
                         self._stop.wait(self.poll)

@@ -28,7 +28,7 @@ from support.web_helpers import set_column
 
 from pgbus_web.core import sessions, tokens
 from pgbus_web.i18n import force_locale, t
-from pgbus_web.models import operations as operation_store
+from pgbus_web.models import operation_rows
 from pgbus_web.plumbing import csrf
 from pgbus_web.rules import states
 from pgbus_web.rules.approval import Approval
@@ -322,7 +322,7 @@ def test_an_operation_previewed_started_shown_and_cancelled(operator, runs, engi
 
 def operation_count(engine) -> int:
     with engine.connect() as conn:
-        return len(operation_store.recent(conn))
+        return len(operation_rows.recent(conn))
 
 
 # --- who may -----------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from support.browser import WAIT_MS, requires_chromium, serve
 from support.web_helpers import step
 
 from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.models import operations as store
+from pgbus_web.models import operation_rows
 from pgbus_web.rules import states
 from pgbus_web.runtime import operation_runner, verbs
 
@@ -149,7 +149,7 @@ def test_an_operation_is_cancelled_from_its_page(server, page, runs, engine):
     page.locator("#pgbus-messages .pgbus-notice-ok").wait_for()
     page.locator("form.pgbus-operation-cancel").wait_for(state="detached")
     with engine.connect() as conn:
-        assert [row["status"] for row in store.recent(conn)] == ["cancelled"]
+        assert [row["status"] for row in operation_rows.recent(conn)] == ["cancelled"]
     assert page.problems == []
 
 

@@ -14,7 +14,7 @@ from support.operation_support import seed_paused
 from pgbus_web.cli import bulk as bulk_cli
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.launch import main_group
-from pgbus_web.models import operations as store
+from pgbus_web.models import operation_rows
 from pgbus_web.runtime import operation_runner
 from pgbus_web.runtime.worker import Worker
 
@@ -53,7 +53,7 @@ def test_a_chunk_that_keeps_failing_is_handed_back_and_the_command_says_why_in_o
     assert result.exit_code == 1, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
     with engine.connect() as conn:
-        [operation] = store.recent(conn)
+        [operation] = operation_rows.recent(conn)
     stopped = [line for line in lines if line.startswith("Stopped:")]
     assert stopped == [lines[-1]], result.output  # said once, last, in one line
     assert f"operation {operation['id']} failed here (" in stopped[0] and "statement timeout" in stopped[0]
@@ -62,7 +62,7 @@ def test_a_chunk_that_keeps_failing_is_handed_back_and_the_command_says_why_in_o
     # The locks gone, a worker finishes it: every run cancelled once.
     Worker(engine, REGISTRY, steps_per_tick=0).drain()
     with engine.connect() as conn:
-        done = store.find(conn, operation["id"])
+        done = operation_rows.find(conn, operation["id"])
         cancelled = conn.execute(
             sa.text("SELECT count(*), count(DISTINCT workflow_id) FROM pgbus_workflow_events WHERE event = 'cancelled'")
         ).one()

@@ -345,7 +345,7 @@ def test_a_stopped_serve_gives_its_operation_back_to_the_queue(engine, database_
     from support.operation_support import THRESHOLDS, query, seed_paused
 
     from pgbus_web.demo.workflows import REGISTRY
-    from pgbus_web.models import operations as store
+    from pgbus_web.models import operation_rows
     from pgbus_web.runtime import operation_policy
 
     seed_paused(engine, 3000)
@@ -366,7 +366,7 @@ def test_a_stopped_serve_gives_its_operation_back_to_the_queue(engine, database_
 
     def current():
         with engine.connect() as conn:
-            return store.find(conn, operation["id"])
+            return operation_rows.find(conn, operation["id"])
 
     port = _free_port()
     command = [*SERVE, "--port", str(port), "--definitions", "pgbus_web.demo.workflows"]

@@ -13,7 +13,7 @@ from support.action_support import Browser, operator_app
 from support.web_helpers import Runs, soup, step, text_of, utcnow
 
 from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.models import operations as store
+from pgbus_web.models import operation_rows
 from pgbus_web.rules import states
 from pgbus_web.runtime import operation_runner
 
@@ -137,7 +137,7 @@ def test_run_all_again_is_an_operation_on_the_groups_filter(browser, engine, mad
     confirmed = browser.post(URL, {**fields, "expected": "3", "confirmed": "1", "reason": "gateway fixed"})
     assert confirmed.status_code == 303
     with engine.connect() as conn:
-        (operation,) = store.recent(conn)
+        (operation,) = operation_rows.recent(conn)
     assert operation["filters"] == link_query and operation["total"] == 3
     runner = operation_runner.Runner(engine, REGISTRY)
     while runner.step() is not None:

@@ -25,8 +25,7 @@ from pgbus_web.core.settings import Settings
 from pgbus_web.demo.workflows import ORDER, REFUND, REGISTRY
 from pgbus_web.i18n import force_locale
 from pgbus_web.launch import main_group
-from pgbus_web.models import operations as store
-from pgbus_web.models import policy_rows
+from pgbus_web.models import operation_rows, policy_rows
 from pgbus_web.rules import run_filters, states
 from pgbus_web.runtime import operation_record
 
@@ -345,7 +344,7 @@ def test_the_policys_approval_holds_at_every_door_and_the_requester_never_approv
     )
     assert by_cli.exit_code == 1 and "waits for another operator’s approval" in by_cli.output
     with engine.connect() as conn:
-        made = store.recent(conn)
+        made = operation_rows.recent(conn)
     assert [row["status"] for row in made] == [states.OPERATION_AWAITING_APPROVAL] * 3
     assert [row["requested_by"] for row in made] == ["token:otto-bot", "token:otto-bot", "user:otto"]
     page_op, api_op = made[2], made[1]
@@ -380,7 +379,7 @@ def test_the_policys_approval_holds_at_every_door_and_the_requester_never_approv
         olga.post(f"/workflows/operations/{page_op['id']}/approve", {"reason": "checked the filter"}).status_code == 303
     )
     with engine.connect() as conn:
-        approved = store.find(conn, page_op["id"])
+        approved = operation_rows.find(conn, page_op["id"])
     assert (approved["status"], approved["actor"], approved["approved_by"], approved["approve_reason"]) == (
         states.OPERATION_QUEUED,
         "dashboard:otto",
@@ -396,7 +395,7 @@ def test_the_policys_approval_holds_at_every_door_and_the_requester_never_approv
     by_cli = cli(database_url, "operations", "cancel", str(made[0]["id"]), "--reason", "dup", token=otto_token)
     assert by_cli.exit_code == 0
     with engine.connect() as conn:
-        row = store.find(conn, made[0]["id"])
+        row = operation_rows.find(conn, made[0]["id"])
     assert (row["cancelled_by"], row["cancel_reason"]) == ("cli:otto-bot", "dup")
 
 

@@ -17,8 +17,7 @@ from support.web_helpers import Runs, listed, make_app, soup, step, text_of
 from pgbus_web import schema
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.i18n import force_locale, t
-from pgbus_web.models import operations as store
-from pgbus_web.models import workflow_index, workflow_rows, workflow_search
+from pgbus_web.models import operation_rows, workflow_index, workflow_rows, workflow_search
 from pgbus_web.rules import states
 from pgbus_web.runtime import operation_preview, operation_runner
 
@@ -161,7 +160,7 @@ def test_an_operation_stores_the_search_and_acts_on_its_runs_only(engine, found)
     assert shown.total == 2 and shown.query == {"q": "100615"}
     operation = create(engine, verb="cancel", expected=1, q="order 100615")
     with engine.connect() as conn:
-        stored = store.find(conn, operation["id"])
+        stored = operation_rows.find(conn, operation["id"])
     assert (stored["filters"], stored["total"]) == ({"q": "order 100615"}, 1)
     runner = operation_runner.Runner(engine, REGISTRY)
     while runner.step() is not None:

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from support.operation_support import seed_paused
 
 from pgbus_web.launch import main_group
-from pgbus_web.models import operations as store
+from pgbus_web.models import operation_rows
 from pgbus_web.rules import states
 from pgbus_web.runtime import operation_record
 
@@ -19,7 +19,7 @@ from pgbus_web.runtime import operation_record
 def _pause_once_started(engine, stop: threading.Event) -> None:
     while not stop.is_set():
         with engine.connect() as conn:
-            found = store.recent(conn)
+            found = operation_rows.recent(conn)
         if found and found[0]["moved"] > 0:
             operation_record.pause(engine, found[0]["id"], actor="dashboard:olga")
             return
@@ -53,7 +53,7 @@ def test_bulk_paused_from_elsewhere_says_who_and_how_it_goes_on(database_url, en
         stop.set()
         pauser.join(timeout=10)
     with engine.connect() as conn:
-        [operation] = store.recent(conn)
+        [operation] = operation_rows.recent(conn)
     assert operation["status"] == states.OPERATION_PAUSED and 0 < operation["moved"] < 40, result.output
     assert result.exit_code == 1, result.output
     assert (

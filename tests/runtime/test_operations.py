@@ -22,7 +22,7 @@ from support.web_helpers import step
 
 from pgbus_web import defaults
 from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.models import operations as store
+from pgbus_web.models import operation_rows
 from pgbus_web.rules import run_filters as filters
 from pgbus_web.rules import states
 from pgbus_web.runtime import errors, operation_preview, operation_record, operation_runner, verbs
@@ -44,7 +44,7 @@ def finish(engine, runner=None, **kwargs):
         if runner.step() is None:
             break
     with engine.connect() as conn:
-        return store.recent(conn)
+        return operation_rows.recent(conn)
 
 
 def events_of(engine, event, operation_id=None):
@@ -208,7 +208,7 @@ def test_cancel_stops_it_and_keeps_the_chunk_in_hand_counted(engine, runs):
     assert runner.step() is not None  # the chunk in hand
     assert runner.step() is None  # nothing more: it is cancelled
     with engine.connect() as conn:
-        now = store.find(conn, operation["id"])
+        now = operation_rows.find(conn, operation["id"])
     assert now["status"] == "cancelled" and now["moved"] == len(events_of(engine, "resumed", operation["id"])) == 4
     with pytest.raises(operation_record.NotCancellable):
         operation_record.cancel(engine, operation["id"])
@@ -284,7 +284,7 @@ def test_two_operations_and_single_verbs_racing_move_each_run_once(engine, runs)
     resumed = events_of(engine, "resumed")
     assert sorted(resumed) == sorted(paused)  # each run resumed exactly once, by someone
     with engine.connect() as conn:
-        a, b = store.find(conn, first["id"]), store.find(conn, second["id"])
+        a, b = operation_rows.find(conn, first["id"]), operation_rows.find(conn, second["id"])
     assert a["status"] == b["status"] == "done"
     assert a["moved"] == len(events_of(engine, "resumed", a["id"]))
     assert b["moved"] == len(events_of(engine, "resumed", b["id"]))
@@ -318,13 +318,13 @@ def test_an_abandoned_operation_is_taken_over_and_nothing_is_done_twice(engine, 
     taker = operation_runner.Runner(engine, REGISTRY, chunk=4, clock=lambda: later)
     finish(engine, taker)
     with engine.connect() as conn:
-        done = store.find(conn, operation["id"])
+        done = operation_rows.find(conn, operation["id"])
     assert sorted(events_of(engine, "resumed")) == sorted(paused)
     assert (done["status"], done["moved"], done["skipped"], done["refused"]) == ("done", 10, 0, 0)
     # The first process, back from the dead, writes nothing: its fence is gone.
     assert crashed.step() is not None and crashed.held is None
     with engine.connect() as conn:
-        assert store.find(conn, operation["id"]) == done
+        assert operation_rows.find(conn, operation["id"]) == done
 
 
 @pytest.mark.parametrize("filter_values", [{"status": "paused"}, {"workflow_class": "OrderWorkflow"}])
@@ -355,7 +355,7 @@ def test_runs_a_stale_holder_acts_on_after_the_takeover_are_counted_once(engine,
         )
     finish(engine, taker)
     with engine.connect() as conn:
-        done = store.find(conn, operation["id"])
+        done = operation_rows.find(conn, operation["id"])
     assert sorted(events_of(engine, "resumed")) == sorted(paused)  # control: each resumed once
     assert (done["status"], done["moved"], done["skipped"], done["refused"]) == ("done", 10, 0, 0)
 
@@ -399,7 +399,7 @@ def test_kill_minus_nine_mid_chunk_then_takeover_finishes_without_doing_anything
         child.wait(10)
     wait_for_the_dead(engine, operation["id"])
     with engine.connect() as conn:
-        killed = store.find(conn, operation["id"])
+        killed = operation_rows.find(conn, operation["id"])
     acted = len(events_of(engine, event, operation["id"]))
     assert killed["status"] == "running" and 75 <= acted < 400
     # Taken over once the setting's time has passed since its last heartbeat, not before.
@@ -408,7 +408,7 @@ def test_kill_minus_nine_mid_chunk_then_takeover_finishes_without_doing_anything
     later = killed["heartbeat_at"] + operation_runner.STALE_AFTER + timedelta(seconds=1)
     finish(engine, operation_runner.Runner(engine, REGISTRY, chunk=7, clock=lambda: later))
     with engine.connect() as conn:
-        done = store.find(conn, operation["id"])
+        done = operation_rows.find(conn, operation["id"])
     assert sorted(events_of(engine, event)) == sorted(paused)  # each run once
     assert (done["status"], done["moved"], done["skipped"], done["refused"]) == ("done", 400, 0, 0)
 
@@ -461,7 +461,7 @@ def test_a_dead_holder_is_taken_over_after_the_setting_and_a_live_one_keeps_its_
     assert claimed["id"] == operation["id"]
     finish(engine, taker)
     with engine.connect() as conn:
-        done = store.find(conn, operation["id"])
+        done = operation_rows.find(conn, operation["id"])
     assert (done["status"], done["moved"]) == ("done", 3)
     assert sorted(events_of(engine, "resumed")) == sorted(events_of(engine, "resumed", operation["id"]))
     assert len(events_of(engine, "resumed")) == 3  # each once

@@ -21,7 +21,7 @@ from pgbus_web.core import problems
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.i18n import force_locale, t
 from pgbus_web.launch import main_group
-from pgbus_web.models import operations as store
+from pgbus_web.models import operation_rows
 from pgbus_web.rules import states
 from pgbus_web.rules.approval import Approval
 from pgbus_web.runtime import operation_policy, operation_record, operation_runner
@@ -39,12 +39,12 @@ PEOPLE = {
 
 def find(engine, operation_id):
     with engine.connect() as conn:
-        return store.find(conn, operation_id)
+        return operation_rows.find(conn, operation_id)
 
 
 def only_operation(engine):
     with engine.connect() as conn:
-        [row] = store.recent(conn)
+        [row] = operation_rows.recent(conn)
     return row
 
 

@@ -623,15 +623,15 @@ CHILD = """
 import sys, time
 from pgbus_web import db
 from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.models import operations as store
+from pgbus_web.models import operation_rows
 from pgbus_web.runtime import chunks, operation_runner
 if sys.argv[2] == "per-run":
     chunks.VERBS = ()
-written = store.progress
+written = operation_rows.progress
 def progress(*args, **kwargs):
     time.sleep(0.5)  # the behaviour: each chunk slowed, so the kill lands mid-operation
     return written(*args, **kwargs)
-store.progress = progress
+operation_rows.progress = progress
 engine = db.create_engine(sys.argv[1])
 runner = operation_runner.Runner(engine, REGISTRY, chunk=50)
 while runner.step() is not None:

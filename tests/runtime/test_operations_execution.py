@@ -17,7 +17,7 @@ from support.waiting import wait_until
 
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.launch import main_group
-from pgbus_web.models import operations as store
+from pgbus_web.models import operation_rows
 from pgbus_web.runtime import operation_policy
 from pgbus_web.runtime.worker import Worker
 
@@ -38,7 +38,7 @@ def _create(engine, **filter_values):
 
 def _find(engine, op_id):
     with engine.connect() as conn:
-        return store.find(conn, op_id)
+        return operation_rows.find(conn, op_id)
 
 
 def _wait_for(predicate, timeout=30.0):
@@ -134,7 +134,7 @@ def test_bulk_yes_runs_it_to_the_end(engine):
     assert result.exit_code == 0, result.output
     assert "moved 120, skipped 0, refused 0 of 120" in result.output
     with engine.connect() as conn:
-        [operation] = store.recent(conn)
+        [operation] = operation_rows.recent(conn)
     assert operation["status"] == "done" and operation["actor"].startswith("cli:")
 
 
@@ -202,7 +202,7 @@ def test_ctrl_c_leaves_it_for_the_workers_and_says_so(engine):
 
         def started():
             with engine.connect() as conn:
-                rows = store.recent(conn)
+                rows = operation_rows.recent(conn)
             return bool(rows) and rows[0]["moved"] > 0
 
         assert _wait_for(started)
@@ -214,14 +214,14 @@ def test_ctrl_c_leaves_it_for_the_workers_and_says_so(engine):
     assert process.returncode == 1
     assert "left queued" in err and "pgbus-web worker" in err
     with engine.connect() as conn:
-        [operation] = store.recent(conn)
+        [operation] = operation_rows.recent(conn)
     assert operation["status"] == "queued" and 0 < operation["moved"] < RUNS_FOR_CTRL_C
     # A worker finishes it, every run resumed once (unpaced: a drain stops
     # at a spent budget).
     operation_policy.set_pace(engine, operation["id"], {"rate": None})
     Worker(engine, REGISTRY, steps_per_tick=0).drain()
     with engine.connect() as conn:
-        done = store.find(conn, operation["id"])
+        done = operation_rows.find(conn, operation["id"])
         resumed = conn.execute(
             sa.text("SELECT count(*), count(DISTINCT workflow_id) FROM pgbus_workflow_events WHERE event = 'resumed'")
         ).one()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from support.waiting import wait_until
 
+from pgbus_web.models import operation_rows
 from pgbus_web.runtime import operation_runner
 
 LOOK = "SELECT EXISTS (SELECT 1 FROM pgbus_web_operations WHERE status IN ('queued', 'running'))"
@@ -32,13 +33,13 @@ def _idle_in_a_transaction(engine) -> list[str]:
 def test_between_two_looks_the_thread_holds_no_transaction(engine, monkeypatch):
     # Control: the looks happen (counted around the real one).
     looks = []
-    real = operation_runner.store.any_open
+    real = operation_rows.any_open
 
     def counted(conn):
         looks.append(1)
         return real(conn)
 
-    monkeypatch.setattr(operation_runner.store, "any_open", counted)
+    monkeypatch.setattr(operation_rows, "any_open", counted)
     background = operation_runner.Background(engine, poll=1.0).start()
     try:
         seen = []

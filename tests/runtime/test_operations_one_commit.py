@@ -13,7 +13,7 @@ from support.action_support import paused_on_capture
 
 from pgbus_web import defaults
 from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.models import operations as store
+from pgbus_web.models import operation_rows
 from pgbus_web.rules import run_filters as filters
 from pgbus_web.runtime import operation_policy, operation_runner
 from pgbus_web.runtime.clock import utcnow
@@ -84,7 +84,7 @@ def test_a_chunk_of_the_chunk_path_is_one_commit_with_its_progress(engine, runs)
     # What that one commit wrote: four runs cancelled with their events,
     # and the operation's counts and cursor past them.
     with engine.connect() as conn:
-        row = store.find(conn, operation["id"])
+        row = operation_rows.find(conn, operation["id"])
         fourth = conn.execute(
             sa.text("SELECT id FROM pgbus_workflows WHERE workflow_id = :w"), {"w": ids[3]}
         ).scalar_one()
@@ -116,10 +116,10 @@ def test_a_holder_whose_fence_is_gone_rolls_its_chunk_back_whole(engine, runs):
     assert lost.lost and slow.held is None
     assert acted(engine, operation["id"]) == 0 and paused(engine, ids) == 6  # nothing of its chunk
     with engine.connect() as conn:
-        assert store.find(conn, operation["id"])["moved"] == 0
+        assert operation_rows.find(conn, operation["id"])["moved"] == 0
     while taker.step() is not None:
         pass
     with engine.connect() as conn:
-        done = store.find(conn, operation["id"])
+        done = operation_rows.find(conn, operation["id"])
     assert (done["status"], done["moved"], done["skipped"], done["refused"]) == ("done", 6, 0, 0)
     assert acted(engine, operation["id"]) == 6 and paused(engine, ids) == 0  # control: each run once

@@ -18,8 +18,7 @@ from pgbus_web.core import problems
 from pgbus_web.core import reads as context
 from pgbus_web.core.words import presenters
 from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.models import events
-from pgbus_web.models import operations as store
+from pgbus_web.models import events, operation_rows
 from pgbus_web.rules import states
 from pgbus_web.rules.approval import Approval
 from pgbus_web.runtime import operation_policy, operation_record, operation_runner, pace
@@ -45,7 +44,7 @@ def create(engine, verb="resume", *, actor=ALICE, approval=None, **pace_values):
 
 def find(engine, operation_id):
     with engine.connect() as conn:
-        return store.find(conn, operation_id)
+        return operation_rows.find(conn, operation_id)
 
 
 # --- the budget, without a database ---------------------------------------------

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from pgbus_web import defaults
 from pgbus_web.demo.workflows import ORDER_WORKFLOW, REGISTRY
-from pgbus_web.models import operations as store
+from pgbus_web.models import operation_rows
 from pgbus_web.rules import run_filters as filters
 from pgbus_web.runtime import operation_policy
 from support.waiting import wait_until
@@ -101,7 +101,7 @@ PAUSED = urlencode({"status": "paused"})
 
 def operations_of(engine):
     with engine.connect() as conn:
-        return store.recent(conn)
+        return operation_rows.recent(conn)
 
 
 def ask(browser, verb="resume", query=PAUSED, **fields):

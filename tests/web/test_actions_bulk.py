@@ -14,7 +14,7 @@ from support.runtime_support import snapshot
 from support.web_helpers import soup, step, text_of
 
 from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.models import operations as store
+from pgbus_web.models import operation_rows
 from pgbus_web.rules import states
 from pgbus_web.runtime import operation_runner
 
@@ -63,7 +63,7 @@ def group_rows(response) -> dict[tuple, dict]:
 
 def recent(engine):
     with engine.connect() as conn:
-        return store.recent(conn)
+        return operation_rows.recent(conn)
 
 
 def finish(engine):

@@ -16,8 +16,7 @@ from support.action_support import operator_app
 from support.browser import WAIT_MS, requires_chromium, serve
 from support.web_helpers import soup, step, text_of, utcnow
 
-from pgbus_web.models import operation_outcomes
-from pgbus_web.models import operations as store
+from pgbus_web.models import operation_outcomes, operation_rows
 from pgbus_web.rules import states
 
 
@@ -29,7 +28,7 @@ def acted_on(runs, operation_id: int, status: str, *attempts, **columns) -> str:
 
 def done_operation(engine) -> int:
     with engine.begin() as conn:
-        created = store.insert(
+        created = operation_rows.insert(
             conn,
             verb="resume",
             filters={"status": "paused"},
