@@ -190,17 +190,14 @@ def bulk(
         for line in pace_words(parsed.pace, shown.fits):
             click.echo(line)
         if approval.needed(shown.verb, shown.fits):
-            click.echo(
-                "It will wait until another principal with the approve power approves it "
-                "(`pgbus-web operations approve ID --token ...`)."
-            )
+            click.echo(command_line.will_wait_for_approval())
         if dry_run:
-            click.echo("Dry run: nothing changed.")
+            click.echo(command_line.dry_run_done())
             return
         if shown.fits == 0:
             raise click.ClickException(command_line.fits_none(verb))
         if not yes and not click.confirm(command_line.confirm(verb, shown.fits), default=False):
-            click.echo("Nothing changed.")
+            click.echo(command_line.nothing_done())
             raise SystemExit(1)
         try:
             operation = operation_acts.start(

@@ -107,14 +107,14 @@ def check(database_url: str | None, batch_size: int, examples: int) -> None:
         for workflow_id in named:
             click.echo(f"  {workflow_id}")
     if not counts:
-        click.echo("The run counts agree with the runs.")
+        click.echo(command_line.counts_agree())
     else:
         click.echo(command_line.counts_disagree(len(counts)))
         for (klass, status), (kept, counted) in counts.items():
             click.echo(command_line.run_count_kept(klass, status, kept, counted))
     attention = found.attention
     if not attention:
-        click.echo("The needs-attention counts agree with the runs.")
+        click.echo(command_line.attention_agrees())
     else:
         click.echo(command_line.attention_disagrees(len(attention)))
         for key, (kept, counted) in attention.items():
@@ -125,7 +125,7 @@ def check(database_url: str | None, batch_size: int, examples: int) -> None:
     finally:
         engine.dispose()
     if not broken:
-        click.echo("Every stored policy rule is one the dashboard can read.")
+        click.echo(command_line.policy_readable())
     else:
         click.echo(command_line.policy_unreadable(len(broken)))
         for key, problem in broken:

@@ -192,7 +192,7 @@ def set_pace(operation_id, rate, max_in_flight, database_url, token) -> None:
     except checks.FormError as problem:
         raise input_refused(problem) from None
     if not pace:
-        raise click.UsageError("give --rate or --max-in-flight (or both)")
+        raise click.UsageError(command_line.pace_missing())
     _change(
         database_url,
         operation_id,

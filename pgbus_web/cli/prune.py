@@ -34,7 +34,7 @@ class Duration(click.ParamType):
             self.fail(command_line.not_a_duration(value), param, ctx)
         amount, unit = int(match.group(1)), match.group(2)
         if amount == 0:
-            self.fail("the duration must be more than zero", param, ctx)
+            self.fail(command_line.duration_zero(), param, ctx)
         period = timedelta(**{_UNITS[unit]: amount})
         try:
             return checks.duration(period, str(value).strip())
@@ -72,9 +72,9 @@ def prune(database_url, older_than, access_log_older_than, dry_run, batch):
     ongoing run."""
     now = datetime.now(UTC)
     before = now - older_than
-    cutoff = before.strftime("%Y-%m-%d %H:%M:%S UTC")
+    cutoff = command_line.moment(before)
     log_before = now - access_log_older_than
-    log_cutoff = log_before.strftime("%Y-%m-%d %H:%M:%S UTC")
+    log_cutoff = command_line.moment(log_before)
     engine = engine_from(database_url, db.UNBOUNDED_STATEMENTS)
     try:
         if dry_run:

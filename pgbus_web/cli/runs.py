@@ -367,7 +367,7 @@ def _describe_comparison(found: dict) -> None:
             ),
         )
     else:
-        click.echo("The arguments are identical.")
+        click.echo(command_line.arguments_identical())
     if found["steps"]:
         click.echo("")
         output.echo_table(
@@ -519,7 +519,7 @@ def attention(database_url, as_json, definitions):
         output.echo_json_lines(groups)
         return
     if not groups:
-        click.echo("No run needs attention.")
+        click.echo(command_line.nothing_needs_attention())
         return
     output.echo_table(
         ("RUNS", "CLASS", "STEP", "REASON", "ERROR", "SINCE", "LIST WITH"),

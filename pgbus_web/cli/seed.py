@@ -39,7 +39,7 @@ def seed(
     steps, events, signals and batches, spread over the last 30 days
     (--runs), and/or finished runs before them (--history)."""
     if runs is None and history is None:
-        raise click.UsageError("Give --runs, --history or both.")
+        raise click.UsageError(command_line.runs_or_history())
     engine = engine_from(database_url, db.UNBOUNDED_STATEMENTS)
     try:
         if history is not None:

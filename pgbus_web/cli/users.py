@@ -78,7 +78,7 @@ def add(name: str, role: str, groups: tuple[str, ...], users_file: Path) -> None
     _read(users_file)  # an unreadable file fails before the password is asked
     password = _password()
     if len(password) < 8:
-        raise click.ClickException("the password must have at least 8 characters; nothing was changed")
+        raise click.ClickException(command_line.password_too_short())
     try:
         hashed = passwords.hash_password(password)
     except passwords.HashingUnavailable as exc:

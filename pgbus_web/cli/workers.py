@@ -7,6 +7,7 @@ import click
 
 from ..core import worker_reads
 from ..core.settings_loader import default_of
+from ..core.words import command_line
 from . import output
 from .common import database_url_option, engine_from, friendly_errors, load_settings, main_group
 
@@ -57,7 +58,7 @@ def workers(database_url, as_json, gone_after):
             ),
         )
     else:
-        click.echo("No worker or serving process has written a heartbeat.")
+        click.echo(command_line.no_workers())
     click.echo("")
     if found["queues"]:
         output.echo_table(
@@ -74,4 +75,4 @@ def workers(database_url, as_json, gone_after):
             ),
         )
     else:
-        click.echo("No PGMQ queue.")
+        click.echo(command_line.no_queues())

