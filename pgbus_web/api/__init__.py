@@ -12,6 +12,7 @@ from flask import Blueprint, Flask, Response, url_for
 from werkzeug.exceptions import HTTPException
 
 from .. import i18n
+from ..core import policy
 from ..core.problems import http_refusal, too_large
 from ..core.tokens import Caller
 from ..plumbing import csrf, reading, run_ids, security, unrouted
@@ -63,7 +64,7 @@ def build_blueprint() -> Blueprint:
         ("/runs", "runs", reads.runs, "GET"),
         ("/runs/export", "runs_export", reads.export, "GET"),
         ("/runs/compare", "runs_compare", reads.compare, "GET"),
-        (run, "run", reads.run, "GET"),
+        (f"/runs/<{run_ids.READ_CONVERTER}:workflow_id>", "run", reads.run, "GET"),
         (f"{run}/signals", "send_signal", writes.send_signal, "POST"),
         (f"{run}/reveal", "run_reveal", reveal.reveal, "POST"),
         (f"{run}/<verb>", "run_verb", writes.run_verb, "POST"),
@@ -80,7 +81,8 @@ def build_blueprint() -> Blueprint:
         ("/operations/<int:operation_id>/approve", "operation_approve", writes.approve_operation, "POST"),
         ("/policy", "policy", reads.policy_rules, "GET"),
         ("/policy/history", "policy_history", reads.policy_history, "GET"),
-        ("/policy/<key>", "policy_rule", writes.set_policy_rule, "PUT"),
+        # Only the rules' names: PUT /policy/history is no rule, a 405.
+        (f"/policy/<any({', '.join(policy.KEYS)}):key>", "policy_rule", writes.set_policy_rule, "PUT"),
         ("/sessions", "sessions", sessions.listing, "GET"),
         ("/sessions/end-all", "sessions_end_all", sessions.end_all, "POST"),
         ("/sessions/<session_id>/end", "session_end", sessions.end, "POST"),

@@ -58,10 +58,12 @@ def _sent_other_than_json() -> bool:
     return bool(request.mimetype) or bool(request.content_length) or bool(request.get_data(cache=True).strip())
 
 
-def read(fields: Mapping[str, str], *, nulls: bool = False) -> dict[str, Any]:
+def read(fields: Mapping[str, str], *, nulls: bool = False, not_null: tuple[str, ...] = ()) -> dict[str, Any]:
     """The body's fields (name -> JSON type of *fields*); null is absent
-    (with *nulls*: kept as None, a PATCH's "remove this"). No body at all
-    is an empty object; anything but JSON is 415."""
+    (with *nulls*: kept as None, a PATCH's "remove this"), but refused as
+    the wrong type for a field in *not_null* (an operation's filters: null
+    there would read as no filter, every run). No body at all is an empty
+    object; anything but JSON is 415."""
     if _sent_other_than_json():
         raise refused(problems.body_not_json_type())
     raw = request.get_data(cache=True)
@@ -86,9 +88,12 @@ def read(fields: Mapping[str, str], *, nulls: bool = False) -> dict[str, Any]:
     for name in body:
         if name not in fields:
             raise refused(problems.unknown_field(name, fields))
-    given = {name: value for name, value in body.items() if value is not None or nulls}
+    given = {name: value for name, value in body.items() if value is not None or nulls or name in not_null}
     for name, value in given.items():
-        if value is not None and not _is(value, fields[name]):
+        if fields[name] == INTEGER and isinstance(value, float) and value.is_integer():
+            # JSON Schema's integer: 182.0 is one.
+            value = given[name] = int(value)
+        if (value is not None or name in not_null) and not _is(value, fields[name]):
             raise refused(problems.wrong_type(name, fields[name]))
     return given
 

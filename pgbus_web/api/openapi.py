@@ -1,14 +1,21 @@
-"""The API's OpenAPI 3.1 document, written by hand beside the routes
-(api/__init__.py) and the shapes (core/representations.py); the tests check it
-with openapi-spec-validator and every response they get against it."""
+"""The API's OpenAPI 3.1 document. What a request may carry is read from
+the checks the doors use: the runs' filters (rules/run_filters.py), the
+verb table's fields (rules/verb_table.py), the form checks and their bounds
+(core/checks.py, rules/limits.py), the Locks page's, the exports' and the
+policy's; nothing there is a number or a list written twice. The answers'
+shapes are written beside core/representations.py. The tests check the
+document with openapi-spec-validator, every response they get against it,
+and run Schemathesis against a server from it (tests/api/)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from .. import __version__
-from ..rules import states, verb_table
-from ..rules.limits import REASON_LIMIT
+from ..core import checks, compare, exports, lock_filters, policy
+from ..rules import run_filters, states, verb_table
+from ..rules.limits import ID_MAX, ID_MIN, REASON_LIMIT
+from ..runtime.clock import utcnow
 from ..runtime.operation_record import VERBS as OPERATION_VERBS
 from ..runtime.verbs import VERBS
 
@@ -80,6 +87,153 @@ RUN = {
     "batch": _null(_ref("Batch")),
 }
 ATTEMPT = {**STEP, "error_backtrace": TEXT, "result": ANY_JSON, "updated_at": MOMENT}
+
+# --- what a request carries, read from the checks ----------------------------
+
+# A body field the form checks read as optional text (null: not given).
+REASON = {"type": ["string", "null"], "maxLength": REASON_LIMIT, "pattern": checks.NO_NUL}
+RATE = {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": checks.MAX_RATE}
+MAX_IN_FLIGHT = {"type": ["integer", "null"], "minimum": 1, "maximum": checks.MAX_IN_FLIGHT}
+ID = {"type": "integer", "minimum": ID_MIN, "maximum": ID_MAX}
+SIGNAL_NAME = {"type": "string", "maxLength": checks.NAME_LIMIT, "pattern": checks.NOT_BLANK}
+FILTER_WORDS = {
+    "q": "Search: a run id or its shown prefix (4+ characters), 6+ characters from anywhere in a run id (where "
+    "the database has pg_trgm), an idempotency key, a subject in any case, or a subject's id alone.",
+    "workflow_class": "A class.",
+    "status": "A run status.",
+    "reason": "A stuck reason.",
+    "subject": "A subject: type, or type and id.",
+    "step": "The latest step.",
+    "error_class": "The latest step's error class.",
+    "no_error_class": "1: runs whose latest step has no error class.",
+    "since": "A preset range.",
+    "from": "Created at or after (ISO 8601).",
+    "to": "Created before (ISO 8601).",
+    "operation": "The runs an operation acted on.",
+    "worker": "The runs whose step in progress this worker (GET /workers) started.",
+    "before": "Keyset cursor: runs older than this id (next_before).",
+    "after": "Keyset cursor: runs newer than this id.",
+}
+
+
+def _apart(name: str) -> str:
+    others = [b if a == name else a for a, b in run_filters.APART if name in (a, b)]
+    return f" Not with {', '.join(others)}." if others else ""
+
+
+def _filter_schema(name: str, *, blank: bool) -> dict[str, Any]:
+    """One filter's value as run_filters.parse reads it; *blank*: a query
+    string's, where an empty value is no filter (a body's is refused)."""
+    if name in run_filters.CHOICES:
+        return {"type": "string", "enum": ([""] if blank else []) + list(run_filters.CHOICES[name])}
+    if name in run_filters.IDS:
+        return ID if blank else {"type": ["integer", "string"], **ID, "pattern": "^[1-9][0-9]{0,17}$"}
+    if name in run_filters.MOMENTS:
+        pattern = run_filters.MOMENT_PATTERN
+        return {"type": "string", "pattern": pattern if blank else pattern.removeprefix("^$|")}
+    return {
+        "type": "string",
+        "maxLength": run_filters.MAX_TEXT,
+        "pattern": checks.NO_NUL if blank else checks.NOT_BLANK,
+    }
+
+
+def _filter_parameters(names) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": name,
+            "in": "query",
+            "required": False,
+            "schema": _filter_schema(name, blank=True),
+            "description": FILTER_WORDS[name] + _apart(name),
+        }
+        for name in names
+    ]
+
+
+FILTERS_BODY = {
+    "type": "object",
+    "properties": {name: _filter_schema(name, blank=False) for name in run_filters.NAMES},
+    "additionalProperties": False,
+    "description": "GET /runs's query parameters (an attention group's filters), each given once and not empty; "
+    "the searches inside JSON (arg.<path>, signal.<path>) too, docs/search.md. "
+    + " ".join(f"{a} and {b} not together." for a, b in run_filters.APART if b != "after"),
+}
+
+
+def _verb_field(name: str, now) -> dict[str, Any]:
+    """A field of the verb table as core/checks.py reads it."""
+    if name == verb_table.AT:
+        return {
+            "type": "string",
+            "pattern": checks.at_pattern(now),
+            "description": "ISO 8601, after now and at most "
+            f"{checks.MAX_AHEAD.days} days ahead; without an offset, UTC.",
+        }
+    if name == verb_table.FROM_STEP:
+        return {"type": ["string", "null"], "maxLength": checks.NAME_LIMIT, "pattern": checks.NO_NUL}
+    if name == verb_table.SIGNAL_NAME:
+        return SIGNAL_NAME
+    if name == verb_table.PAYLOAD:
+        return _null({"type": "object"})
+    if name == verb_table.IDEMPOTENCY_KEY:
+        return {"type": ["string", "null"], "maxLength": checks.KEY_LIMIT, "pattern": checks.NO_NUL}
+    return REASON
+
+
+def _verb_body(verb: verb_table.Verb, now) -> dict[str, Any]:
+    """The body of POST /runs/{workflow_id}/<verb>: its fields and no other."""
+    fields = {name: _verb_field(name, now) for name in verb.fields}
+    return _object(fields, required=[name for name in fields if name == verb_table.AT])
+
+
+def _operation_body(verb: verb_table.Verb, now) -> dict[str, Any]:
+    """POST /operations for *verb*: the fields of api/writes.py's
+    OPERATION_FIELDS_OF; confirmed, it needs a reason (and its time)."""
+    properties: dict[str, Any] = {
+        "verb": {"const": verb.name},
+        "filters": FILTERS_BODY,
+        "reason": REASON,
+        "expected": {"type": ["integer", "null"], "minimum": 0, "maximum": checks.EXPECTED_MAX},
+        "confirmed": {"type": ["boolean", "null"]},
+        "rate": {**RATE, "description": "Runs per second at most."},
+    }
+    for name in verb.fields:
+        if name in (verb_table.AT, verb_table.FROM_STEP, verb_table.SIGNAL_NAME, verb_table.PAYLOAD):
+            properties[name] = _verb_field(name, now)
+    if verb.name in verb_table.STARTS_WORK:
+        properties["max_in_flight"] = {**MAX_IN_FLIGHT, "description": "Runs in flight at most."}
+    else:
+        properties["max_in_flight"] = {"type": "null", "description": f"{verb.name} starts no work: no ceiling."}
+    required = ["verb"] + [name for name in verb.fields if name == verb_table.SIGNAL_NAME]
+    confirmed_needs = ["reason"] + [name for name in verb.fields if name == verb_table.AT]
+    return {
+        **_object(properties, required=required),
+        "if": {"properties": {"confirmed": {"const": True}}, "required": ["confirmed"]},
+        "then": {
+            "required": confirmed_needs,
+            "properties": {"reason": {"type": "string", "pattern": checks.NOT_BLANK}},
+        },
+    }
+
+
+def request_bodies(now) -> dict[str, Any]:
+    """The request bodies that depend on the moment (a time must be ahead)."""
+    bodies = {f"{_camel(verb.name)}Body": _verb_body(verb, now) for verb in verb_table.TABLE if verb.name in VERBS}
+    bodies["SignalBody"] = _object(
+        {name: _verb_field(name, now) for name in verb_table.BY_NAME[verb_table.SIGNAL].fields},
+        required=[verb_table.SIGNAL_NAME],
+    )
+    bodies["OperationBody"] = {
+        "oneOf": [_operation_body(verb, now) for verb in verb_table.TABLE if verb.name in OPERATION_VERBS],
+        "description": "One verb on every run the filters match; each verb takes its own fields.",
+    }
+    return bodies
+
+
+def _camel(name: str) -> str:
+    return "".join(part.title() for part in name.split("_"))
+
 
 SCHEMAS: dict[str, Any] = {
     "Problem": _object(
@@ -443,63 +597,9 @@ SCHEMAS: dict[str, Any] = {
     ),
     "PreviewAnswer": _object({"preview": _ref("Preview")}),
     "Operations": _object({"operations": {"type": "array", "items": _ref("Operation")}}),
-    "VerbBody": _object(
-        {
-            "reason": {"type": ["string", "null"], "maxLength": REASON_LIMIT},
-            "at": {
-                "type": ["string", "null"],
-                "description": "ISO 8601; without an offset, UTC. resume_at, reschedule.",
-            },
-            "from_step": {"type": ["string", "null"], "description": "rerun only."},
-        },
-        required=[],
-    ),
-    "SignalBody": _object(
-        {
-            "name": {"type": "string"},
-            "payload": _null({"type": "object"}),
-            "idempotency_key": {"type": ["string", "null"]},
-        },
-        required=["name"],
-    ),
-    "OperationBody": _object(
-        {
-            "verb": {"type": "string", "enum": list(OPERATION_VERBS)},
-            "filters": {
-                "type": "object",
-                "additionalProperties": {"type": ["string", "integer"]},
-                "description": "GET /runs's query parameters (an attention group's filters).",
-            },
-            "reason": {"type": ["string", "null"]},
-            "at": {"type": ["string", "null"]},
-            "from_step": {"type": ["string", "null"]},
-            "name": {"type": ["string", "null"]},
-            "payload": _null({"type": "object"}),
-            "expected": {"type": ["integer", "null"]},
-            "confirmed": {"type": ["boolean", "null"]},
-            "rate": {"type": ["number", "null"], "description": "Runs per second at most."},
-            "max_in_flight": {
-                "type": ["integer", "null"],
-                "description": "Runs in flight at most (verbs that start work).",
-            },
-        },
-        required=["verb"],
-    ),
-    "RevealBody": _object(
-        {
-            "reason": {"type": ["string", "null"], "maxLength": REASON_LIMIT, "description": "Kept on the audit line."},
-        },
-        required=[],
-    ),
+    "RevealBody": _object({"reason": {**REASON, "description": "Kept on the audit line."}}, required=[]),
     "WhyBody": _object(
-        {
-            "reason": {
-                "type": ["string", "null"],
-                "maxLength": REASON_LIMIT,
-                "description": "Why: kept on the operation with who did it.",
-            }
-        },
-        required=[],
+        {"reason": {**REASON, "description": "Why: kept on the operation with who did it."}}, required=[]
     ),
     "PolicyRule": _object(
         {
@@ -531,7 +631,7 @@ SCHEMAS: dict[str, Any] = {
     "PolicyBody": _object(
         {
             "value": {**ANY_JSON, "description": "The rule's new value (null: its default)."},
-            "reason": {"type": "string", "maxLength": REASON_LIMIT},
+            "reason": {"type": "string", "maxLength": REASON_LIMIT, "pattern": checks.NOT_BLANK},
             "version": {
                 "type": ["integer", "null"],
                 "description": "The version read: refused (409) if it changed since.",
@@ -595,13 +695,15 @@ SCHEMAS: dict[str, Any] = {
         required=["id", "at", "kind", "subject", "actor", "address", "detail"],
     ),
     "AccessLog": _object({"lines": {"type": "array", "items": _ref("AccessLine")}}, required=["lines"]),
-    "NameBody": _object({"name": {"type": "string", "description": "A user's name."}}, required=["name"]),
+    "NameBody": _object(
+        {"name": {"type": "string", "pattern": checks.NOT_BLANK, "description": "A user's name."}}, required=["name"]
+    ),
     "EmptyBody": _object({}, required=[]),
     "Ended": _object({"message": {"type": "string"}, "ended": {"type": "integer"}}, required=["message", "ended"]),
     "PaceBody": _object(
         {
-            "rate": {"type": ["number", "null"], "description": "Runs per second at most; null removes the limit."},
-            "max_in_flight": {"type": ["integer", "null"], "description": "null removes the ceiling."},
+            "rate": {**RATE, "description": "Runs per second at most; null removes the limit."},
+            "max_in_flight": {**MAX_IN_FLIGHT, "description": "null removes the ceiling."},
         },
         required=[],
     ),
@@ -630,38 +732,34 @@ RUN_ID = {
     "schema": {"type": "string"},
     "description": "The run's id, percent-encoded (an id the dashboard's URLs escape starts with ~).",
 }
-OPERATION_ID = {"name": "operation_id", "in": "path", "required": True, "schema": {"type": "integer"}}
+OPERATION_ID = {"name": "operation_id", "in": "path", "required": True, "schema": ID}
+# GET /runs/compare's a and b: required, and (of what compare.parse reads)
+# a printable id without spaces.
+RUN_PAIR = {
+    "required": True,
+    "schema": {"type": "string", "minLength": 1, "maxLength": compare.ID_LIMIT, "pattern": "^[!-~]+$"},
+}
+
+
+def _text_of(limit: int) -> dict[str, Any]:
+    return {"type": "string", "maxLength": limit, "pattern": run_filters.NO_NUL}
+
+
 READ = (400, 401, 403)
 WRITE = (400, 401, 403, 404, 409, 413, 415, 422)
 
 
-def _body(schema: str) -> dict[str, Any]:
-    return {"required": False, "content": {JSON: {"schema": _ref(schema)}}}
+def _body(schema: str, *, required: bool = False) -> dict[str, Any]:
+    """A JSON body; *required* when it has a required field (an empty
+    post is an empty object, refused for the field it lacks)."""
+    return {"required": required, "content": {JSON: {"schema": _ref(schema)}}}
 
 
 def document(base: str = "/api/v1") -> dict[str, Any]:
     """The document; *base*: where the API is served (under the dashboard's prefix)."""
-    filters = [
-        _query(
-            "q",
-            "Search: a run id or its shown prefix (4+ characters), 6+ characters from anywhere "
-            "in a run id (where the database has pg_trgm), an idempotency key, a subject in any "
-            "case, or a subject's id alone.",
-        ),
-        _query("workflow_class", "A class."),
-        _query("status", "A run status.", enum=states.RUN),
-        _query("reason", "A stuck reason.", enum=states.STUCK_REASONS),
-        _query("subject", "A subject: type, or type and id."),
-        _query("step", "The latest step."),
-        _query("error_class", "The latest step's error class."),
-        _query("no_error_class", "1: runs whose latest step has no error class.", enum=["1"]),
-        _query("since", "A preset range.", enum=["1h", "24h", "7d", "30d"]),
-        _query("from", "Created at or after (ISO 8601)."),
-        _query("to", "Created before (ISO 8601)."),
-        _query("operation", "The runs an operation acted on.", "integer"),
-        _query("before", "Keyset cursor: runs older than this id (next_before).", "integer"),
-        _query("after", "Keyset cursor: runs newer than this id.", "integer"),
-    ]
+    now = utcnow()
+    filters = _filter_parameters(run_filters.NAMES + run_filters.CURSORS)
+    cursors = _filter_parameters(run_filters.CURSORS)
     return {
         "openapi": "3.1.0",
         "info": {
@@ -672,7 +770,7 @@ def document(base: str = "/api/v1") -> dict[str, Any]:
         "servers": [{"url": base}],
         "security": [{"bearer": []}, {"host": []}],
         "components": {
-            "schemas": SCHEMAS,
+            "schemas": {**SCHEMAS, **request_bodies(now)},
             "securitySchemes": {
                 "bearer": {
                     "type": "http",
@@ -704,8 +802,8 @@ def document(base: str = "/api/v1") -> dict[str, Any]:
                     "streamed as CSV or "
                     "NDJSON up to the highest run id at the start; arg.<path>=VALUE and signal.<path>=VALUE "
                     "search inside the arguments and the signals' payloads, as on GET /runs.",
-                    "parameters": [_query("format", "csv or ndjson.", enum=["csv", "ndjson"])]
-                    + [item for item in filters if item["name"] not in ("before", "after")],
+                    "parameters": [{**_query("format", "The rows' format.", enum=exports.FORMATS), "required": True}]
+                    + [item for item in filters if item not in cursors],
                     "responses": {
                         "200": {
                             "description": "The rows, streamed; the filename names the filters and the moment.",
@@ -724,7 +822,10 @@ def document(base: str = "/api/v1") -> dict[str, Any]:
                     "summary": "Two runs compared: the arguments' diff, the steps side by side "
                     "and the first step where "
                     "they part. a and b are run ids or the short ids the pages print.",
-                    "parameters": [_query("a", "The first run's id."), _query("b", "The second run's id.")],
+                    "parameters": [
+                        {**_query(name, f"The {which} run's id (or its shown prefix)."), **RUN_PAIR}
+                        for name, which in zip(compare.PARAMETERS, ("first", "second"), strict=True)
+                    ],
                     "responses": {"200": _answer("The comparison.", "Comparison"), **_problems(*READ, 404, 422)},
                 }
             },
@@ -751,29 +852,26 @@ def document(base: str = "/api/v1") -> dict[str, Any]:
                     "operationId": "sendSignal",
                     "summary": "Deliver a signal to one run.",
                     "parameters": [RUN_ID],
-                    "requestBody": _body("SignalBody"),
+                    "requestBody": _body("SignalBody", required=True),
                     "responses": {
                         "200": _answer("Stored (or a duplicate of its idempotency key).", "RunChanged"),
                         **_problems(*WRITE),
                     },
                 }
             },
-            "/runs/{workflow_id}/{verb}": {
-                "post": {
-                    "operationId": "actOnRun",
-                    "summary": "An outside verb on one run.",
-                    "parameters": [
-                        RUN_ID,
-                        {
-                            "name": "verb",
-                            "in": "path",
-                            "required": True,
-                            "schema": {"type": "string", "enum": list(VERBS)},
-                        },
-                    ],
-                    "requestBody": _body("VerbBody"),
-                    "responses": {"200": _answer("Done.", "RunChanged"), **_problems(*WRITE)},
+            **{
+                f"/runs/{{workflow_id}}/{verb}": {
+                    "post": {
+                        "operationId": f"{verb}Run",
+                        "summary": f"{verb} one run, with the verb table's fields of {verb}.",
+                        "parameters": [RUN_ID],
+                        "requestBody": _body(
+                            f"{_camel(verb)}Body", required=verb_table.AT in verb_table.BY_NAME[verb].fields
+                        ),
+                        "responses": {"200": _answer("Done.", "RunChanged"), **_problems(*WRITE)},
+                    }
                 }
+                for verb in VERBS
             },
             "/counts": {
                 "get": {
@@ -799,7 +897,7 @@ def document(base: str = "/api/v1") -> dict[str, Any]:
                     "operationId": "startOperation",
                     "summary": "Preview (without confirmed) or start (confirmed, with a reason) "
                     "one verb on every run a filter matches.",
-                    "requestBody": _body("OperationBody"),
+                    "requestBody": _body("OperationBody", required=True),
                     "responses": {
                         "200": _answer("The preview.", "PreviewAnswer"),
                         "201": _answer("Started.", "OperationAnswer"),
@@ -879,7 +977,7 @@ def document(base: str = "/api/v1") -> dict[str, Any]:
                 "get": {
                     "operationId": "policyHistory",
                     "summary": "The policy's changes, newest first.",
-                    "parameters": [_query("key", "One rule's changes only.")],
+                    "parameters": [_query("key", "One rule's changes only.", enum=("", *policy.KEYS))],
                     "responses": {"200": _answer("The changes.", "PolicyHistory"), **_problems(*READ, 422)},
                 }
             },
@@ -888,8 +986,10 @@ def document(base: str = "/api/v1") -> dict[str, Any]:
                     "operationId": "setPolicyRule",
                     "summary": "Change one rule (the policy power: an admin), with a reason; "
                     "null puts its default back.",
-                    "parameters": [{"name": "key", "in": "path", "required": True, "schema": {"type": "string"}}],
-                    "requestBody": _body("PolicyBody"),
+                    "parameters": [
+                        {"name": "key", "in": "path", "required": True, "schema": {"enum": list(policy.KEYS)}}
+                    ],
+                    "requestBody": _body("PolicyBody", required=True),
                     "responses": {"200": _answer("Changed.", "PolicyAnswer"), **_problems(*WRITE)},
                 }
             },
@@ -904,7 +1004,7 @@ def document(base: str = "/api/v1") -> dict[str, Any]:
                 "post": {
                     "operationId": "endSessionsOf",
                     "summary": "End every session of a person: refused on its next request at every process.",
-                    "requestBody": _body("NameBody"),
+                    "requestBody": _body("NameBody", required=True),
                     "responses": {"200": _answer("Ended (how many were live).", "Ended"), **_problems(*WRITE)},
                 }
             },
@@ -941,10 +1041,13 @@ def document(base: str = "/api/v1") -> dict[str, Any]:
                     "operationId": "listLocks",
                     "summary": "Uniqueness locks, oldest first, and counts by state.",
                     "parameters": [
-                        _query("state", "A lock state."),
-                        _query("queue", "A queue."),
-                        _query("after_at", "Cursor (next)."),
-                        _query("after_key", "Cursor (next)."),
+                        _query("state", "A lock state.", enum=("", *states.LOCK_STATES)),
+                        {**_query("queue", "A queue."), "schema": _text_of(lock_filters.MAX_QUEUE)},
+                        {
+                            **_query("after_at", "Cursor (next), with after_key."),
+                            "schema": {"type": "string", "pattern": run_filters.MOMENT_PATTERN + "|^-?infinity$"},
+                        },
+                        {**_query("after_key", "Cursor, with after_at."), "schema": _text_of(lock_filters.MAX_KEY)},
                     ],
                     "responses": {"200": _answer("A page of locks.", "Locks"), **_problems(*READ)},
                 }

@@ -50,6 +50,18 @@ OPERATION_FIELDS = {
     "rate": body.NUMBER,
     "max_in_flight": body.INTEGER,
 }
+# What each verb's operation takes: the fields of every operation and the
+# verb's own (the verb table's; a signal's idempotency key is one run's,
+# never a group's). Another verb's field is refused as an unknown one,
+# never silently dropped. (max_in_flight on a verb that starts no work is
+# the runtime's CeilingNotForVerb, in its own words, at every door.)
+OPERATION_COMMON = ("verb", "filters", "reason", "expected", "confirmed", "rate", "max_in_flight")
+OPERATION_FIELDS_OF = {
+    verb.name: {
+        name: kind for name, kind in OPERATION_FIELDS.items() if name in OPERATION_COMMON or name in verb.fields
+    }
+    for verb in verb_table.TABLE
+}
 # PATCH /operations/<id>: the pace (null removes a limit).
 PACE_FIELDS = {"rate": body.NUMBER, "max_in_flight": body.INTEGER}
 # Approving, pausing, resuming or cancelling an operation: why, optionally.
@@ -157,7 +169,10 @@ def start_operation() -> Response:
     it wants that checked) the operation created (201)."""
     now = utcnow()
     try:
-        given = body.read(OPERATION_FIELDS)
+        # "filters": null would read as no filter at all: every run.
+        given = body.read(OPERATION_FIELDS, not_null=("filters",))
+        if given.get("verb") in OPERATION_FIELDS_OF:
+            given = body.read(OPERATION_FIELDS_OF[given["verb"]], not_null=("filters",))
         filters = _filters(given)
         parsed = forms.parse_operation(
             body.as_form({k: v for k, v in given.items() if k != "filters"}),
@@ -175,6 +190,10 @@ def start_operation() -> Response:
     stuck = reads.stuck_of(now)
     try:
         if not parsed.confirmed:
+            # The preview refuses what the start would: a ceiling on a verb
+            # that starts no work.
+            if parsed.pace.get("max_in_flight") is not None and parsed.verb not in verb_table.STARTS_WORK:
+                raise operation_record.CeilingNotForVerb(parsed.verb)
             shown = operation_acts.preview(engine, settings, who, filters, parsed.verb, parsed.params, now=now)
             # The pace asked for and whether it will wait for approval, as the page's preview says.
             return json_answer(
@@ -230,6 +249,13 @@ def _operation_change(operation_id: int, fields: Mapping[str, str], change, said
         given = body.read(fields, nulls=nulls)
     except body.BodyError as refused:
         return _refused(refused)
+    try:
+        # The reason's own checks before the operation's state: a field
+        # that cannot be used is refused whatever the operation is doing.
+        if "reason" in given:
+            checks.reason(body.as_form(given))
+    except checks.FormError as refused:
+        return from_refusal(problems.refusal(refused))
     try:
         checks.operation_id(operation_id)
     except operation_record.OperationNotFound as refused:

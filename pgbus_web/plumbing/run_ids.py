@@ -11,7 +11,11 @@ readable id starts with:
 
 - the first segment is a route word (RESERVED), or the id starts with ``~``;
 - an empty, ``.`` or ``..`` segment (a leading, trailing or doubled
-  slash; browsers fold dot segments away).
+  slash; browsers fold dot segments away);
+- a last segment that names something done to a run (ACTIONS: a verb,
+  ``signals``, ``reveal``): ``/runs/orders/cancel`` is Cancel on the run
+  ``orders``, and the API's read of one run (READ_CONVERTER) never takes
+  that address, so its ``Allow`` names only the post.
 
 Every other id is its own URL, percent-encoded as usual, so a link stays
 readable. Reading back, ``~…`` is decoded (a segment that is not good
@@ -26,11 +30,17 @@ import binascii
 from flask import Blueprint
 from werkzeug.routing import PathConverter
 
+from ..rules import verb_table
+
 CONVERTER = "pgbus_run_id"
+# The converter of a route that reads one run: not an address ending in ACTIONS.
+READ_CONVERTER = "pgbus_run_id_read"
 ESCAPE = "~"
 # The first path segments after /workflows/ that other routes own.
 # tests/web/test_web_run_ids.py checks that every static one is listed.
 RESERVED = frozenset({"bulk", "insights", "operations", "export.csv", "export.ndjson", "compare"})
+# The last path segments after a run id that routes own: what is done to it.
+ACTIONS = frozenset({*verb_table.BY_NAME, "signals", "reveal"})
 
 
 def needs_escape(workflow_id: str) -> bool:
@@ -39,6 +49,7 @@ def needs_escape(workflow_id: str) -> bool:
         workflow_id.startswith(ESCAPE)
         or segments[0] in RESERVED
         or any(segment in ("", ".", "..") for segment in segments)
+        or (len(segments) > 1 and segments[-1] in ACTIONS)
     )
 
 
@@ -73,9 +84,17 @@ class RunIdConverter(PathConverter):
         return escape(value) if needs_escape(value) else super().to_url(value)
 
 
+class RunReadConverter(RunIdConverter):
+    """A run id, but not one whose last segment is in ACTIONS: that address
+    is the action's (the id itself is then written escaped)."""
+
+    regex = "[^/].*?" + "".join(f"(?<!/{action})" for action in sorted(ACTIONS))
+
+
 def init_blueprint(blueprint: Blueprint) -> None:
-    """Register the converter on the app; before the routes that use it."""
+    """Register the converters on the app; before the routes that use them."""
 
     @blueprint.record_once
     def _converter(setup_state) -> None:
         setup_state.app.url_map.converters.setdefault(CONVERTER, RunIdConverter)
+        setup_state.app.url_map.converters.setdefault(READ_CONVERTER, RunReadConverter)

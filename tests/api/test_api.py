@@ -71,6 +71,17 @@ def test_every_documented_operation_answers_as_documented(app, engine, runs, loc
     operator.get("/queues")
     operator.post(f"/runs/{waiting}/signals", {"name": "shipment_confirmed"})
     operator.post(f"/runs/{paused}/resume", {"reason": "tour"})
+    # Each verb has its own path, its body the verb table's fields.
+    for verb, made, fields in (
+        ("resume_at", paused_on_capture, {"at": later(hours=1).isoformat()}),
+        ("run_now", ready_later, {}),
+        ("reschedule", ready_later, {"at": later(hours=3).isoformat()}),
+        ("skip", ready_later, {}),
+        ("pause", ready_later, {}),
+        ("cancel", ready_later, {}),
+        ("rerun", completed, {}),
+    ):
+        assert operator.post(f"/runs/{made(runs)}/{verb}", fields).status_code == 200, verb
     operator.post("/operations", {"verb": "cancel", "filters": {"status": "ready"}})
     created = operator.post(
         "/operations", {"verb": "cancel", "filters": {"status": "ready"}, "reason": "tour", "confirmed": True}
@@ -236,7 +247,9 @@ def test_wrong_state_is_409_and_unknown_verb_404(operator, runs, engine):
     before = everything(engine)
     refused = operator.post(f"/runs/{workflow_id}/resume", {"reason": "x"})
     assert refused.status_code == 409 and refused.json_body["detail"] == t("pgbus.workflows.forms.already.completed")
-    assert operator.post(f"/runs/{workflow_id}/explode", {}).status_code == 404
+    # No verb: no path of the document.
+    explode = operator.client.post(f"/api/v1/runs/{workflow_id}/explode", json={}, headers=operator.headers())
+    assert explode.status_code == 404
     assert operator.post("/runs/nobody/cancel", {}).status_code == 404
     assert everything(engine) == before
 
