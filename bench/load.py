@@ -27,7 +27,7 @@ one that must stay read-only.
 
 With --writes-per-second N, a writer touches one run N times a second
 (`updated_at` set to itself: nothing changes but the change marker), so
-the pages kept for every viewer alike (web/answering/shared.py) are read
+the pages kept for every viewer alike (web/answering/page_cache.py) are read
 and drawn again as during an incident, when workers write all the time.
 
 The machine's load average is printed at the start and the end.

@@ -33,7 +33,7 @@ After it, every page of docs/performance.md's table (bench/pages.py's
 pages) with its target: the index's first page under 50 ms, every other
 page under 100 ms, and each within 3x its SQL where that SQL is more than
 index reads of a few milliseconds (SCREEN_SQL_FLOOR_MS); the index's first
-page and a run's page, kept once per change (web/answering/shared.py),
+page and a run's page, kept once per change (web/answering/page_cache.py),
 also with nothing kept, as the first request after a change pays them
 ("read and drawn anew"). Only those pages,
 with the load average at the start and the end, and under each page that
@@ -68,7 +68,7 @@ from pgbus_web.demo import database as demo_database
 from pgbus_web.demo.seed import seed
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import changes, recount, workflow_counts, workflow_rows
-from pgbus_web.web.answering import shared
+from pgbus_web.web.answering import page_cache
 from pgbus_web.web.drawing import cells
 
 LONG_RUN = "bench-scale-long-history"
@@ -85,7 +85,7 @@ SCREEN_RATIO = 3.0
 # not held to SCREEN_RATIO.
 SCREEN_SQL_FLOOR_MS = 5.0
 # Pages read once per change marker and clock bucket and drawn once per
-# kind of viewer (web/answering/shared.py): each also timed with nothing
+# kind of viewer (web/answering/page_cache.py): each also timed with nothing
 # kept, as the first request after a change pays it.
 DRAWN_ANEW = ("index, first page", "run page (paused)")
 
@@ -336,7 +336,7 @@ def screen_rows(url: str, repeat: int, *, explain_missed: bool = False) -> list[
         if label in DRAWN_ANEW:
             # What the first request of a change or a clock bucket costs:
             # every read and drawing forgotten before each request.
-            targets.append((f"{label}, read and drawn anew", path, headers, shared.forget_all))
+            targets.append((f"{label}, read and drawn anew", path, headers, page_cache.forget_all))
     try:
         for label, path, headers, before in targets:
             request_ms, sql_ms, status, _, statements = request(client, timer, path, headers, repeat, before)

@@ -198,7 +198,7 @@ def attention_context(conn: Connection, settings: Settings, now: datetime) -> di
 # What index_context may hand its reading to: called with the connection,
 # the page's moment and the function that reads the whole context at that
 # moment on a connection it is given, it answers the context, read now or
-# remembered from an equal read (web/answering/shared.py).
+# remembered from an equal read (web/answering/page_cache.py).
 Remember = Callable[[Connection, datetime, Callable[[Connection], dict[str, Any]]], dict[str, Any]]
 
 

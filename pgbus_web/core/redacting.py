@@ -31,7 +31,7 @@ REVEALED = "revealed"
 
 def rules_of(source: Connection | Engine) -> tuple[redaction.Rule, ...]:
     """The policy's redaction rules. A page's read is kept under the
-    change marker (web/answering/shared.py), which carries the policy's
+    change marker (web/answering/page_cache.py), which carries the policy's
     last change (worker_reads.poll_markers) and made the kept policy fresh
     as of that statement: a read made with older rules is never shown
     after a change that added one."""

@@ -60,7 +60,7 @@ def in_one(engine: Engine, statements: Callable[[Connection], ChunkResult], then
     in the same transaction before it commits."""
     with engine.begin() as conn:
         # The pages follow these writes within a moment, not at once
-        # (web/answering/shared.py, OPERATION_LAG).
+        # (web/answering/page_cache.py, OPERATION_LAG).
         changes.by_operation(conn)
         result = statements(conn)
         if then is not None:

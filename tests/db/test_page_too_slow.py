@@ -17,7 +17,7 @@ def test_a_statement_past_its_timeout_says_it_took_too_long(database_url, engine
     # Control: the same page, nothing in its way.
     assert app_on(database_url, statement_timeout=0.5).test_client().get("/workflows").status_code == 200
     # A fresh app: one that has drawn the index shows its kept read again
-    # while the change marker stands (web/answering/shared.py).
+    # while the change marker stands (web/answering/page_cache.py).
     client = app_on(database_url, statement_timeout=0.5).test_client()
     # Another transaction holds the runs table: the page's read waits on
     # it until the server cancels it.

@@ -1,6 +1,6 @@
 """The runs index, and above all its needs-attention block, is read once
 per change marker and clock bucket and drawn once per kind of viewer
-(web/answering/shared.py): what it shows must be what a fresh drawing
+(web/answering/page_cache.py): what it shows must be what a fresh drawing
 shows, whatever changed in between (a run's status, the language, the
 zone, the role, the clock), and two viewers never see each other's HTML
 or token."""
@@ -19,11 +19,11 @@ from support.web_helpers import soup, text_of
 from pgbus_web.core import reads as context
 from pgbus_web.i18n import force_locale, t, tn
 from pgbus_web.plumbing import csrf
-from pgbus_web.web.answering import shared
+from pgbus_web.web.answering import page_cache
 
 # A multiple of shared.READ_EVERY seconds: T0 and T0 + 7 s are one bucket.
 T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
-assert T0.timestamp() % shared.READ_EVERY == 0 and shared.READ_EVERY > 7
+assert T0.timestamp() % page_cache.READ_EVERY == 0 and page_cache.READ_EVERY > 7
 
 
 @pytest.fixture
@@ -93,9 +93,9 @@ def test_a_remembered_read_is_drawn_with_the_words_of_now(database, runs, clock)
 
     # The next bucket reads them again, behind the request that first asks
     # for it (shown the bucket before meanwhile).
-    clock.now = T0 + timedelta(seconds=shared.READ_EVERY + 1)
+    clock.now = T0 + timedelta(seconds=page_cache.READ_EVERY + 1)
     assert as_of(page(client)) == T0
-    shared.settle()
+    page_cache.settle()
     assert as_of(page(client)) == clock.now
 
 
@@ -250,7 +250,7 @@ def test_while_the_next_bucket_is_read_the_bucket_before_is_shown(database, runs
     paused_on_capture(runs, paused_at=T0 - timedelta(minutes=1))
     app = role_app(database)
     assert as_of(page(app.test_client())) == T0
-    clock.now = T0 + timedelta(seconds=shared.READ_EVERY)
+    clock.now = T0 + timedelta(seconds=page_cache.READ_EVERY)
     started, release = threading.Event(), threading.Event()
     real = context.attention_context
 
@@ -270,13 +270,13 @@ def test_while_the_next_bucket_is_read_the_bucket_before_is_shown(database, runs
         assert as_of(page(app.test_client())) == T0
     finally:
         release.set()
-        shared.settle()
+        page_cache.settle()
     assert as_of(page(app.test_client())) == clock.now
 
     # Control: after a write (a new marker) nobody is shown the bucket
     # before: a request waits for the new read.
     paused_on_capture(runs, paused_at=T0 - timedelta(seconds=30))
-    clock.now = T0 + timedelta(seconds=2 * shared.READ_EVERY)
+    clock.now = T0 + timedelta(seconds=2 * page_cache.READ_EVERY)
     started.clear()
     release.clear()
     threads = [threading.Thread(target=lambda n=n: answers.update({n: page(app.test_client())})) for n in (1, 2)]

@@ -35,7 +35,7 @@ def test_a_count_past_its_budget_leaves_the_entry_without_a_count(client, databa
     assert text_of(page.select_one("form.pgbus-operation-entry label")) == "Act on more than 4,000 matching runs"
     # A budget no count of 10,000 runs meets (one millisecond), asked of a
     # fresh app: the first shows its kept read again while the change marker
-    # stands (web/answering/shared.py).
+    # stands (web/answering/page_cache.py).
     monkeypatch.setattr(reads, "MATCHING_BUDGET", 0.001)
     status, page = index(operator_app(database).test_client())
     assert status == 200

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from pgbus_web import db
 from pgbus_web.core import reads as context
-from pgbus_web.web.answering import shared
+from pgbus_web.web.answering import page_cache
 
 
 @contextmanager
@@ -49,7 +49,7 @@ def bucket_clock(monkeypatch):
     so that every page of a test is one bucket's; move it with .now."""
 
     class Clock:
-        now = datetime.fromtimestamp(time.time() // shared.READ_EVERY * shared.READ_EVERY, UTC)
+        now = datetime.fromtimestamp(time.time() // page_cache.READ_EVERY * page_cache.READ_EVERY, UTC)
 
     held = Clock()
     monkeypatch.setattr(context, "utcnow", lambda: held.now)

@@ -18,7 +18,7 @@ from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import changes
 from pgbus_web.rules import run_filters as filters
 from pgbus_web.runtime import operation_policy, operation_record, operation_runner
-from pgbus_web.web.answering import shared
+from pgbus_web.web.answering import page_cache
 
 CANCEL = "UPDATE pgbus_workflows SET status = 'cancelled', finished_at = now() WHERE workflow_id = :w"
 
@@ -33,7 +33,7 @@ def cancel_behind(engine, workflow_id: str, *, by_operation: bool) -> None:
 def test_a_chunks_write_shows_once_the_read_has_stood_for_the_lag(
     database, engine, runs, bucket_clock, sent_statements, monkeypatch
 ):
-    monkeypatch.setattr(shared, "OPERATION_LAG", 3600.0)
+    monkeypatch.setattr(page_cache, "OPERATION_LAG", 3600.0)
     workflow_id = running(runs)
     alice = Browser(role_app(database).test_client(), OPERATOR)
     before = page(alice, workflow_id)
@@ -44,9 +44,9 @@ def test_a_chunks_write_shows_once_the_read_has_stood_for_the_lag(
     assert badge(held) == badge(before)
     # The same read, once it has stood for the lag, is read again, behind
     # the request that found it old: that one is shown the read before.
-    monkeypatch.setattr(shared, "OPERATION_LAG", 0.0)
+    monkeypatch.setattr(page_cache, "OPERATION_LAG", 0.0)
     assert badge(page(alice, workflow_id)) == badge(before)
-    shared.settle()
+    page_cache.settle()
     after = page(alice, workflow_id)
     assert badge(after) != badge(before)
     fresh = page(Browser(role_app(database).test_client(), OPERATOR), workflow_id)
@@ -54,7 +54,7 @@ def test_a_chunks_write_shows_once_the_read_has_stood_for_the_lag(
 
 
 def test_any_other_write_shows_at_once(database, engine, runs, bucket_clock, monkeypatch):
-    monkeypatch.setattr(shared, "OPERATION_LAG", 3600.0)
+    monkeypatch.setattr(page_cache, "OPERATION_LAG", 3600.0)
     workflow_id = running(runs)
     alice = Browser(role_app(database).test_client(), OPERATOR)
     before = page(alice, workflow_id)
@@ -77,7 +77,7 @@ def test_the_marker_without_operations_moves_for_every_other_write(engine, runs)
 
 
 def test_an_operations_end_shows_at_once(database, engine, runs, bucket_clock, monkeypatch):
-    monkeypatch.setattr(shared, "OPERATION_LAG", 3600.0)
+    monkeypatch.setattr(page_cache, "OPERATION_LAG", 3600.0)
     workflow_id = running(runs)
     alice = Browser(role_app(database).test_client(), OPERATOR)
     before = page(alice, workflow_id)
@@ -106,7 +106,7 @@ def test_the_read_behind_keeps_no_request_waiting(database, engine, runs, bucket
     transaction), the request that started it and the one after are
     answered from the read before, on the marker alone; once the lock goes,
     the next request is shown the new read without reading it itself."""
-    monkeypatch.setattr(shared, "OPERATION_LAG", 0.0)
+    monkeypatch.setattr(page_cache, "OPERATION_LAG", 0.0)
     workflow_id = running(runs)
     app = role_app(database)
     alice, bob = (Browser(app.test_client(), OPERATOR) for _ in range(2))
@@ -120,10 +120,10 @@ def test_the_read_behind_keeps_no_request_waiting(database, engine, runs, bucket
         # Each request read its marker, and the read behind began on its own.
         markers = [statement for statement in sent_statements if "pgbus_web_change" in statement]
         assert len(markers) == 2, sent_statements
-        assert len(shared._behind) == 1
+        assert len(page_cache._behind) == 1
         holder.rollback()
-    shared.settle()
-    assert not shared._behind
+    page_cache.settle()
+    assert not page_cache._behind
     sent_statements.clear()
     after = page(bob, workflow_id)
     assert len(sent_statements) == 1, sent_statements  # the marker: read and drawn behind
@@ -132,7 +132,7 @@ def test_the_read_behind_keeps_no_request_waiting(database, engine, runs, bucket
 
 
 def test_a_read_behind_that_fails_is_read_by_the_next_request(database, engine, runs, bucket_clock, monkeypatch):
-    monkeypatch.setattr(shared, "OPERATION_LAG", 0.0)
+    monkeypatch.setattr(page_cache, "OPERATION_LAG", 0.0)
     workflow_id = running(runs)
     alice = Browser(role_app(database).test_client(), OPERATOR)
     before = page(alice, workflow_id)
@@ -140,9 +140,9 @@ def test_a_read_behind_that_fails_is_read_by_the_next_request(database, engine, 
     with engine.connect() as holder:
         # The read behind waits for the lock past its own statement timeout.
         holder.execute(sa.text("LOCK TABLE pgbus_workflows IN ACCESS EXCLUSIVE MODE"))
-        monkeypatch.setattr(shared.reading, "read", _short_timeout(shared.reading.read))
+        monkeypatch.setattr(page_cache.reading, "read", _short_timeout(page_cache.reading.read))
         assert badge(page(alice, workflow_id)) == badge(before)
-        shared.settle()
+        page_cache.settle()
         holder.rollback()
     after = page(alice, workflow_id)
     assert badge(after) != badge(before)

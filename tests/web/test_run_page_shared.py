@@ -1,5 +1,5 @@
 """A run's page is read once per change marker and bucket_clock bucket and drawn
-once per kind of viewer (web/answering/shared.remember_run), as the
+once per kind of viewer (web/answering/page_cache.remember_run), as the
 index is: the operator who changes the run sees the change on the next
 page, and no viewer is shown a drawing made for another role, language
 or zone."""

@@ -86,7 +86,7 @@ def test_the_memo_is_used(database, made, clock):
     head, tail = remembered[key]
     cells._drawn_rows[key] = (head.replace('data-badge="', 'data-badge="planted-'), tail)
     # Another app: this one's index, read and drawn once, is kept whole
-    # (web/answering/shared.py), so it would not draw the rows again.
+    # (web/answering/page_cache.py), so it would not draw the rows again.
     again = rows_of(make_app(database).test_client(), "en", "UTC")
     assert "planted-" in again and "planted-" not in first
 

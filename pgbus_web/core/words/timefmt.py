@@ -127,7 +127,7 @@ i18n.on_reload(_relative_texts.clear)
 
 
 # While something drawn once is to be shown again later (a block drawn for
-# every viewer alike, web/answering/shared.py), the moments it wrote
+# every viewer alike, web/answering/page_cache.py), the moments it wrote
 # relative to now: what a formatted moment shows depends on now only
 # through relative() and the viewer's date, so the drawing stands as long
 # as each of these reads the same words and the date is the same.

@@ -21,7 +21,7 @@ from markupsafe import Markup
 
 from ...plumbing import hx
 from ...plumbing.state import state
-from . import shared
+from . import page_cache
 
 # Where the page was read, when it is not the replica it should be
 # (plumbing/reading.py): on a whole page in the layout, on fragments
@@ -40,15 +40,15 @@ def page(
     *fragments* (element id -> block name), those blocks alone."""
     blocks = requested_blocks(fragments)
     if blocks:
-        kept = shared.drawn(context, blocks, lambda drawing: _blocks(template, blocks, drawing))
+        kept = page_cache.drawn(context, blocks, lambda drawing: _blocks(template, blocks, drawing))
         body: str = kept if kept is not None else _blocks(template, blocks, context)
         if state().database.replica is not None:
             # Drawn HTML (a kept drawing is Markup: a str added to it would be escaped).
             body = Markup(body) + Markup(render_template(READ_NOTE_TEMPLATE, oob=True))
     else:
-        # A page read for every viewer alike (shared.py) has its content
+        # A page read for every viewer alike (page_cache.py) has its content
         # drawn once; the page around it is this request's.
-        content = shared.drawn(context, (CONTENT,), lambda drawing: render_block(template, CONTENT, **drawing))
+        content = page_cache.drawn(context, (CONTENT,), lambda drawing: render_block(template, CONTENT, **drawing))
         body = render_template(template, **context, drawn_content=content)
     return answer(body, status)
 

@@ -3,7 +3,7 @@ is the same: ``{% call kept_row(...) %}<tr>...</tr>{% endcall %}``.
 
 The needs-attention groups are most of the index's drawing (each group's
 row with its action forms); when the change marker moves (any write to
-any run) the page is drawn again (web/answering/shared.py), yet most
+any run) the page is drawn again (web/answering/page_cache.py), yet most
 groups are as they were. A row is kept by everything it shows: the
 values given (the group's own, the words drawn outside the call), what
 the clock makes of its moments ("5 minutes ago", the same words as the

@@ -7,7 +7,7 @@ With htmx the answer is the revealed panel (swapped into the page's
 empty one, which the live refresh leaves alone, so the values stay shown
 until the page is left) and the audit trail with its new line. A plain
 form gets the whole page with the panel open. Neither is kept for other
-viewers (web/answering/shared.py keeps only the redacted reads).
+viewers (web/answering/page_cache.py keeps only the redacted reads).
 """
 
 from __future__ import annotations

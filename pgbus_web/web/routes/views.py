@@ -22,7 +22,7 @@ from ...rules import run_filters as filters
 from ...rules.limits import ID_MAX
 from ...runtime import verbs
 from ...runtime.clock import utcnow
-from ..answering import answers, not_modified, pages, render, shared
+from ..answering import answers, not_modified, page_cache, pages, render
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,9 @@ def index():
         tag, unchanged = not_modified.check(conn)
         if unchanged is not None:
             return unchanged
-        page = context.index_context(conn, state().settings, run_filters, parts=parts, remember=shared.remember_index)
+        page = context.index_context(
+            conn, state().settings, run_filters, parts=parts, remember=page_cache.remember_index
+        )
     page.update(common(), filter_error=error)
     response = render.page(pages.INDEX.template, page, pages.INDEX.fragments, status=400 if error else 200)
     return not_modified.tagged(response, tag)
@@ -108,10 +110,10 @@ def workflow(workflow_id: str):
             if unchanged is not None:
                 return unchanged
             # Read once per change marker and clock bucket, drawn once per
-            # kind of viewer (shared.py): any committed write moves the
+            # kind of viewer (page_cache.py): any committed write moves the
             # marker, so an operator's own change shows on the next page.
             now = context.utcnow()
-            page = shared.remember_run(
+            page = page_cache.remember_run(
                 conn,
                 now,
                 lambda on: context.run_context(
