@@ -11,8 +11,7 @@ from typing import Any
 from flask import Response, request, stream_with_context
 
 from ..core import compare as comparing
-from ..core import exports, operation_reads, policy, policy_changes, problems, redacting, worker_reads
-from ..core import reads as context
+from ..core import exports, operation_reads, page_reads, policy, policy_changes, problems, redacting, worker_reads
 from ..core import representations as rep
 from ..core.lock_filters import parse as parse_lock_filters
 from ..core.lock_reads import locks_context
@@ -52,7 +51,7 @@ def runs() -> Response:
         return from_refusal(problems.refusal(refused))
     now = utcnow()
     with reading.read() as conn:
-        page = context.index_runs(conn, state().settings, filters, now)
+        page = page_reads.index_runs(conn, state().settings, filters, now)
     stuck = stuck_of(now)
     return json_answer(
         {
@@ -99,7 +98,7 @@ def compare() -> Response:
 def run_detail(conn, workflow_id: str, *, now: datetime | None = None, run=None) -> dict[str, Any]:
     """One run in detail (NotFound when there is none)."""
     now = now or utcnow()
-    page = context.run_context(conn, state().settings, workflow_id, now=now, run=run)
+    page = page_reads.run_context(conn, state().settings, workflow_id, now=now, run=run)
     return rep.run_detail(page, stuck=stuck_of(now)(page["run"]))
 
 
@@ -108,14 +107,14 @@ def run(workflow_id: str) -> Response:
     with reading.read() as conn:
         try:
             return json_answer(run_detail(conn, workflow_id))
-        except context.NotFound:
+        except page_reads.NotFound:
             return from_refusal(problems.run_not_found(workflow_id))
 
 
 def counts() -> Response:
     """GET /counts: runs per class and status."""
     with reading.read() as conn:
-        page = context.index_context(conn, state().settings, None, parts=("counts",))
+        page = page_reads.index_context(conn, state().settings, None, parts=("counts",))
     return json_answer(rep.counts(page["counts"]))
 
 
@@ -123,11 +122,11 @@ def attention() -> Response:
     """GET /attention: the needs-attention groups, biggest first."""
     settings = state().settings
     with reading.read() as conn:
-        page = context.index_context(conn, settings, None, parts=("attention",))
+        page = page_reads.index_context(conn, settings, None, parts=("attention",))
     return json_answer(
         {
             "groups": [
-                rep.attention_group(group, context.definition_of(settings, group["workflow_class"]) is not None)
+                rep.attention_group(group, page_reads.definition_of(settings, group["workflow_class"]) is not None)
                 for group in page["attention_groups"]
             ]
         }

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from flask import Response
 
-from ..core import permissions, problems
-from ..core import reads as context
+from ..core import page_reads, permissions, problems
 from ..core import representations as rep
 from ..core import reveal as revealing
 from ..plumbing.state import state
@@ -34,7 +33,7 @@ def reveal(workflow_id: str) -> Response:
             principal=guard.principal(),
             reason=given.get("reason"),
         )
-    except context.NotFound:
+    except page_reads.NotFound:
         return from_refusal(problems.run_not_found(workflow_id))
     except permissions.NotPermitted as refused:
         return from_refusal(problems.refusal(refused, workflow_id=workflow_id))

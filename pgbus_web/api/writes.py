@@ -15,9 +15,8 @@ from typing import Any
 
 from flask import Response, url_for
 
-from ..core import acts, checks, operation_acts, permissions, policy, policy_changes, problems
+from ..core import acts, checks, operation_acts, page_reads, permissions, policy, policy_changes, problems
 from ..core import checks as forms
-from ..core import reads as context
 from ..core import representations as rep
 from ..core.words import done, results
 from ..plumbing.state import state
@@ -87,7 +86,7 @@ def _after(workflow_id: str, message: str, run: dict[str, Any] | None, **extra: 
 
 def _find(workflow_id: str) -> dict[str, Any] | None:
     with state().database.primary.connect() as conn:
-        return context.find_run(conn, workflow_id)
+        return page_reads.find_run(conn, workflow_id)
 
 
 def run_verb(workflow_id: str, verb: str) -> Response:
@@ -101,7 +100,7 @@ def run_verb(workflow_id: str, verb: str) -> Response:
     run = _find(workflow_id)
     if run is None:
         return from_refusal(problems.run_not_found(workflow_id))
-    definition = context.definition_of(state().settings, run["workflow_class"])
+    definition = page_reads.definition_of(state().settings, run["workflow_class"])
     try:
         options = forms.parse_verb(
             verb,

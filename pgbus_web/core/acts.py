@@ -23,9 +23,8 @@ from ..runtime.errors import (
     UnknownVerb,
     WorkflowError,
 )
-from . import checks, permissions
+from . import checks, page_reads, permissions
 from . import compare as comparing
-from . import reads as context
 from . import representations as rep
 from . import reveal as revealing
 from .settings import Settings
@@ -48,7 +47,7 @@ class Page:
 
 
 def _stuck(engine: Engine, now: datetime) -> Callable[[Mapping[str, Any]], str | None]:
-    kept = context.policy_of(engine)
+    kept = page_reads.policy_of(engine)
 
     def stuck(run: Mapping[str, Any]) -> str | None:
         return rep.stuck_reason(
@@ -69,7 +68,7 @@ def runs(engine: Engine, settings: Settings, filters: run_filters.RunFilters) ->
     """One page of the index (settings.page_size runs), newest first."""
     now = utcnow()
     with engine.connect() as conn:
-        page = context.index_runs(conn, settings, filters, now)
+        page = page_reads.index_runs(conn, settings, filters, now)
     stuck = _stuck(engine, now)
     return Page([rep.run_row(run, stuck=stuck(run)) for run in page["runs"]], page["pagination"].older)
 
@@ -77,12 +76,12 @@ def runs(engine: Engine, settings: Settings, filters: run_filters.RunFilters) ->
 def run(engine: Engine, settings: Settings, workflow_id: str, *, row: dict[str, Any] | None = None) -> dict[str, Any]:
     """One run as its page shows it (representations.run_detail)."""
     now = utcnow()
-    if not context.storable(workflow_id):
+    if not page_reads.storable(workflow_id):
         raise NotFound(workflow_id)
     with engine.connect() as conn:
         try:
-            page = context.run_context(conn, settings, workflow_id, now=now, run=row)
-        except context.NotFound:
+            page = page_reads.run_context(conn, settings, workflow_id, now=now, run=row)
+        except page_reads.NotFound:
             raise NotFound(workflow_id) from None
     return rep.run_detail(page, stuck=_stuck(engine, now)(page["run"]))
 
@@ -94,11 +93,11 @@ def reveal(
     who may reveal them on its class, after the audit line is written
     (core/reveal.py); NotFound, or permissions.NotPermitted (nothing written)."""
     now = utcnow()
-    if not context.storable(workflow_id):
+    if not page_reads.storable(workflow_id):
         raise NotFound(workflow_id)
     try:
         page = revealing.reveal(engine, settings, workflow_id, principal=principal, reason=reason, now=now)
-    except context.NotFound:
+    except page_reads.NotFound:
         raise NotFound(workflow_id) from None
     return rep.run_detail(page, stuck=_stuck(engine, now)(page["run"]))
 
@@ -114,9 +113,9 @@ def compare_runs(engine: Engine, settings: Settings, a_id: str, b_id: str) -> di
 def attention(engine: Engine, settings: Settings) -> list[dict[str, Any]]:
     """The needs-attention groups, biggest first."""
     with engine.connect() as conn:
-        page = context.index_context(conn, settings, None, parts=("attention",))
+        page = page_reads.index_context(conn, settings, None, parts=("attention",))
     return [
-        rep.attention_group(group, context.definition_of(settings, group["workflow_class"]) is not None)
+        rep.attention_group(group, page_reads.definition_of(settings, group["workflow_class"]) is not None)
         for group in page["attention_groups"]
     ]
 
@@ -124,7 +123,7 @@ def attention(engine: Engine, settings: Settings) -> list[dict[str, Any]]:
 def permit_class(engine: Engine, principal: permissions.Principal, verb: str, workflow_class: str) -> None:
     """NotPermitted when *principal* may not use *verb* on runs of
     *workflow_class* (for a door that has read the run already)."""
-    permissions.require(principal, verb, workflow_class, context.policy_of(engine))
+    permissions.require(principal, verb, workflow_class, page_reads.policy_of(engine))
 
 
 def permit_run(engine: Engine, principal: permissions.Principal, verb: str, workflow_id: str) -> None:
@@ -133,15 +132,15 @@ def permit_run(engine: Engine, principal: permissions.Principal, verb: str, work
     transaction). A run that is not there is the verb's to refuse."""
     row = _stored(engine, workflow_id)
     if row is not None:
-        permissions.require(principal, verb, row["workflow_class"], context.policy_of(engine))
+        permissions.require(principal, verb, row["workflow_class"], page_reads.policy_of(engine))
 
 
 def _stored(engine: Engine, workflow_id: str) -> Mapping[str, Any] | None:
     """The run's row as it is now (None: there is none)."""
-    if not context.storable(workflow_id):
+    if not page_reads.storable(workflow_id):
         return None
     with engine.connect() as conn:
-        return context.find_run(conn, workflow_id)
+        return page_reads.find_run(conn, workflow_id)
 
 
 def act(
@@ -185,7 +184,7 @@ def act_said(
     checks.require_reason(form)
     before = _stored(engine, workflow_id)
     if before is not None:
-        permissions.require(principal, verb, before["workflow_class"], context.policy_of(engine))
+        permissions.require(principal, verb, before["workflow_class"], page_reads.policy_of(engine))
     row = verbs.perform(
         engine, verb, workflow_id, actor=principal.actor, registry=settings.registry, **options.options()
     )

@@ -21,7 +21,7 @@ from ..models import steps, workflow_rows
 from ..models.values import RawJson, json_kind
 from ..rules.run_filters import PAGE_EXTRAS
 from . import redacting
-from .reads import definition_of, find_run, runs_by_prefix
+from .page_reads import definition_of, find_run, runs_by_prefix
 from .settings import Settings
 
 # The parameters the comparison takes: the two runs (and the language

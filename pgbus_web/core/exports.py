@@ -32,7 +32,7 @@ from ..rules import run_filters
 from ..rules.run_filters import FilterError, RunFilters
 from ..runtime.clock import utcnow
 from . import redacting
-from .reads import thresholds
+from .page_reads import thresholds
 from .settings import Settings
 
 FORMATS = {"csv": "text/csv; charset=utf-8", "ndjson": "application/x-ndjson; charset=utf-8"}

@@ -14,7 +14,7 @@ from sqlalchemy.engine import Connection, Engine
 from ..models import operation_outcomes, operation_rows
 from ..rules import states
 from ..rules.limits import ID_MAX
-from .reads import thresholds
+from .page_reads import thresholds
 from .settings import Settings
 
 

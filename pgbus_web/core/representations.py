@@ -2,7 +2,7 @@
 the counts, the needs-attention groups, an operation (and its preview), a
 lock. Every door that answers in JSON (the API, the command line's
 ``--json``, MCP) reads them here, built from the rows the pages' own
-queries and context builders return (core/reads.py, models/*.py) and the
+queries and context builders return (core/page_reads.py, models/*.py) and the
 one verb table (rules/verb_table.py, runtime/plan.py): nothing is read or
 decided twice.
 

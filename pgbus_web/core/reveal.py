@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from . import permissions, reads, redacting
+from . import page_reads, permissions, redacting
 from .settings import Settings
 
 
@@ -32,6 +32,6 @@ def reveal(
     try:
         run = redacting.record_reveal(engine, principal, workflow_id, reason=reason)
     except LookupError:
-        raise reads.NotFound(workflow_id) from None
+        raise page_reads.NotFound(workflow_id) from None
     with engine.connect() as conn:
-        return reads.run_context(conn, settings, run["workflow_id"], now=now, reveal=True)
+        return page_reads.run_context(conn, settings, run["workflow_id"], now=now, reveal=True)

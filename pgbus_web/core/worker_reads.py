@@ -92,7 +92,7 @@ def workers_context(conn: Connection, settings: Settings, now: datetime | None =
 
 
 def poll_markers(conn: Connection, settings: Settings, now: datetime | None = None) -> tuple[str, str]:
-    """The change marker (core/reads.change_marker) and which workers are
+    """The change marker (core/page_reads.change_marker) and which workers are
     alive or gone now, in one statement (a live refresh draws anew when
     either changes: a worker falling silent writes nothing); and the same
     without the changes operations' chunks made (models/changes.by_operation)."""

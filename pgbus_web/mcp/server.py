@@ -33,6 +33,7 @@ from ..core import (
     exports,
     operation_acts,
     operation_runs,
+    page_reads,
     permissions,
     policy,
     problems,
@@ -40,7 +41,6 @@ from ..core import (
     tokens,
     worker_reads,
 )
-from ..core import reads as context
 from ..core import representations as rep
 from ..core.compare import CompareRefused
 from ..core.settings import Settings
@@ -253,7 +253,7 @@ class Tools:
         """*filters*, unless they search by a value the policy redacts and
         this server's principal may not reveal it: a tool error saying so."""
         try:
-            return redacting.check_search(filters, self.principal, context.policy_of(self.engine))
+            return redacting.check_search(filters, self.principal, page_reads.policy_of(self.engine))
         except run_filters.FilterError as problem:
             raise _refused(problem) from None
 
@@ -488,7 +488,7 @@ def build(
             # A tool call is rare and slow beside a page: it reads the policy
             # as it is now, not as this process last kept it.
             policy.forget(engine)
-            return await super().call_tool(name, arguments, context)
+            return await super().call_tool(name, arguments, page_reads)
 
     tools = Tools(engine, settings, principal)
     server = Server(

@@ -20,8 +20,7 @@ from support.lock_support import Locks
 from support.session_support import seed_sessions
 from support.web_helpers import every_state, step
 
-from pgbus_web.core import policy
-from pgbus_web.core import reads as context
+from pgbus_web.core import page_reads, policy
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.rules import states
 from pgbus_web.runtime import operation_policy, operation_record
@@ -96,7 +95,7 @@ def seeded(app, runs, engine) -> dict[str, str]:
         actor="dashboard:alice",
         expected=None,
         registry=REGISTRY,
-        thresholds=context.thresholds(app.extensions["pgbus_web"].database.primary),
+        thresholds=page_reads.thresholds(app.extensions["pgbus_web"].database.primary),
     )
     # A worker alive, one stopped and one gone holding the running run (the index's banner).
     with engine.begin() as conn:

@@ -13,7 +13,7 @@ from support.action_support import ago, operator_app, paused_on_capture
 from support.browser import WAIT_MS, axe_violations, requires_chromium, serve
 from support.page_layout import CUT_TEXT, DIALOG, GROUP_BUTTON, INSIDE, saved_to, with_locale
 
-from pgbus_web.core import reads as context
+from pgbus_web.core import page_reads
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.runtime import operation_policy, operation_record
 
@@ -46,7 +46,7 @@ def paths(app, runs, engine):
     for index in range(4):
         paused_on_capture(runs, paused_at=ago(minutes=5 + index))
     settings = app.extensions["pgbus_web"].settings
-    common = dict(registry=REGISTRY, thresholds=context.thresholds(engine), expected=None)
+    common = dict(registry=REGISTRY, thresholds=page_reads.thresholds(engine), expected=None)
     paused_filter = operation_record.filters_of({"filters": {"status": "paused"}})
     awaiting = operation_policy.create(
         engine,
@@ -57,7 +57,7 @@ def paths(app, runs, engine):
         actor="dashboard:alice",
         rate=50,
         max_in_flight=10,
-        approval=context.approval(engine, settings),
+        approval=page_reads.approval(engine, settings),
         **common,
     )
     held = operation_policy.create(

@@ -98,7 +98,7 @@ def test_the_insights_tables_scroll_inside_their_boxes(chromium, app, server, ru
 
 
 def test_a_verb_has_one_word_from_the_menu_to_the_audit_trail(chromium, app, server, runs, engine):
-    from pgbus_web.core import reads
+    from pgbus_web.core import page_reads
     from pgbus_web.core.words.verb_words import WORDS
     from pgbus_web.i18n import force_locale, t
 
@@ -114,7 +114,7 @@ def test_a_verb_has_one_word_from_the_menu_to_the_audit_trail(chromium, app, ser
         actor="dashboard:alice",
         expected=None,
         registry=REGISTRY,
-        thresholds=reads.thresholds(app.extensions["pgbus_web"].database.primary),
+        thresholds=page_reads.thresholds(app.extensions["pgbus_web"].database.primary),
     )
     runner = operation_runner.Runner(engine, REGISTRY)
     while runner.step() is not None:

@@ -11,7 +11,7 @@ from support.action_support import paused_on_capture, waiting_for_shipment
 from support.web_helpers import set_column
 
 from pgbus_web import defaults
-from pgbus_web.core import reads as context
+from pgbus_web.core import page_reads
 from pgbus_web.core import representations as rep
 from pgbus_web.core.settings import Settings
 from pgbus_web.demo.workflows import REGISTRY
@@ -24,7 +24,7 @@ SETTINGS = Settings(registry=REGISTRY)
 
 def detail(engine, workflow_id):
     with engine.connect() as conn:
-        page = context.run_context(conn, SETTINGS, workflow_id)
+        page = page_reads.run_context(conn, SETTINGS, workflow_id)
     return rep.run_detail(page)
 
 
@@ -90,7 +90,7 @@ def test_odd_stored_values_serialize(engine, runs):
     assert back["run"]["latest_step"]["timeout_at"] == "infinity"
     # The pages' stuck rule reads the same row without failing.
     with engine.connect() as conn:
-        [row] = workflow_index.page(conn, limit=5, now=datetime.now(UTC), **context.thresholds(engine))
+        [row] = workflow_index.page(conn, limit=5, now=datetime.now(UTC), **page_reads.thresholds(engine))
     reason = rep.stuck_reason(
         row,
         now=datetime.now(UTC),
@@ -104,7 +104,7 @@ def test_counts_and_groups(engine, runs):
     paused_on_capture(runs)
     paused_on_capture(runs)
     with engine.connect() as conn:
-        page = context.index_context(conn, SETTINGS, None, parts=("counts", "attention"))
+        page = page_reads.index_context(conn, SETTINGS, None, parts=("counts", "attention"))
     shown = json.loads(json.dumps(rep.counts(page["counts"])))
     assert shown["total"] == 2 and shown["totals"][states.PAUSED] == 2 and shown["totals"][states.READY] == 0
     [group] = [rep.attention_group(group, True) for group in page["attention_groups"]]

@@ -32,7 +32,7 @@ from support.stuck_reference import (
     random_step,
 )
 
-from pgbus_web.core import policy, reads
+from pgbus_web.core import page_reads, policy
 from pgbus_web.core.settings import Settings
 from pgbus_web.demo import history
 from pgbus_web.demo import seed as seeding
@@ -218,7 +218,7 @@ def assert_filter_counts_equal_the_runs_listed(engine) -> int:
                     conn, where=where, binds=binds, ceiling_id=2**62
                 )[0].items():
                     listed[status] = listed.get(status, 0) + runs
-                assert reads.matching_statuses(conn, settings, view, now) == listed, view
+                assert page_reads.matching_statuses(conn, settings, view, now) == listed, view
                 nonempty += bool(listed)
     return nonempty
 

@@ -16,7 +16,7 @@ from support.action_support import paused_on_capture
 from support.index_views import block, role_app, without_tokens
 from support.web_helpers import soup, text_of
 
-from pgbus_web.core import reads as context
+from pgbus_web.core import page_reads
 from pgbus_web.i18n import force_locale, t, tn
 from pgbus_web.plumbing import csrf
 from pgbus_web.web.answering import page_cache
@@ -34,7 +34,7 @@ def clock(monkeypatch):
         now = T0
 
     held = Clock()
-    monkeypatch.setattr(context, "utcnow", lambda: held.now)
+    monkeypatch.setattr(page_reads, "utcnow", lambda: held.now)
     return held
 
 
@@ -252,14 +252,14 @@ def test_while_the_next_bucket_is_read_the_bucket_before_is_shown(database, runs
     assert as_of(page(app.test_client())) == T0
     clock.now = T0 + timedelta(seconds=page_cache.READ_EVERY)
     started, release = threading.Event(), threading.Event()
-    real = context.attention_context
+    real = page_reads.attention_context
 
     def slow(*args, **kwargs):
         started.set()
         release.wait(30)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(context, "attention_context", slow)
+    monkeypatch.setattr(page_reads, "attention_context", slow)
     answers = {}
     # The first request of the bucket is answered from the bucket before,
     # and its read goes on behind it.

@@ -13,7 +13,7 @@ from support.action_support import paused_on_capture
 from support.index_views import block, role_app, without_tokens
 from support.web_helpers import soup, step
 
-from pgbus_web.core import reads as context
+from pgbus_web.core import page_reads
 from pgbus_web.i18n import force_locale, tn
 from pgbus_web.plumbing import csrf
 from pgbus_web.rules import states
@@ -28,7 +28,7 @@ def clock(monkeypatch):
         now = T0
 
     held = Clock()
-    monkeypatch.setattr(context, "utcnow", lambda: held.now)
+    monkeypatch.setattr(page_reads, "utcnow", lambda: held.now)
     return held
 
 

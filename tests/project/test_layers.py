@@ -191,7 +191,7 @@ def table_names(modules: dict[str, tuple[str, bool]]) -> dict[str, dict[str, str
 def reached_tables(name: str, source: str, package: bool, tables: dict[str, dict[str, str]]) -> list[str]:
     """How the door module *name* reaches a table's SQL through a name
     another module imported from models/ (*tables*, table_names'): ``from
-    pgbus_web.core.reads import workflow_rows``, or ``reads.workflow_rows``
+    pgbus_web.core.page_reads import workflow_rows``, or ``reads.workflow_rows``
     on a module it imported."""
     if part_of(name) not in DOORS:
         return []
@@ -276,7 +276,7 @@ def test_every_import_keeps_to_the_layers():
     ours = [(importer, imported) for importer, imported, _ in seen if imported.startswith("pgbus_web")]
     assert len(ours) > 300
     assert ("pgbus_web.extension", "pgbus_web.web") in ours
-    assert ("pgbus_web.core.reads", "pgbus_web.models.workflow_rows") in ours
+    assert ("pgbus_web.core.page_reads", "pgbus_web.models.workflow_rows") in ours
     # The definitions loader's computed name is read as one (by name).
     assert ("pgbus_web.runtime.definitions", COMPUTED, BY_NAME) in seen
     wrong = [line for importer, imported, how in seen for line in problems(importer, imported, how)]
@@ -288,7 +288,7 @@ def test_no_door_reaches_a_table_through_a_name_another_module_imported():
     tables = table_names(modules)
     # Control: the core's reads import the runs' rows, so the map of what
     # each module imported from models/ is read, and not empty.
-    assert tables["pgbus_web.core.reads"]["workflow_rows"] == "pgbus_web.models.workflow_rows"
+    assert tables["pgbus_web.core.page_reads"]["workflow_rows"] == "pgbus_web.models.workflow_rows"
     wrong = [
         line for name, (source, package) in modules.items() for line in reached_tables(name, source, package, tables)
     ]
@@ -327,7 +327,7 @@ def test_every_part_of_the_package_is_in_a_layer():
         ("pgbus_web.core.fake", "import importlib\nimportlib.import_module('pgbus_web.db')\n", False, "by name"),
         (
             "pgbus_web.models.fake",
-            "import importlib\nimportlib.import_module('pgbus_web.core.reads')\n",
+            "import importlib\nimportlib.import_module('pgbus_web.core.page_reads')\n",
             False,
             "above",
         ),

@@ -15,8 +15,8 @@ PACKAGE = ROOT / "pgbus_web"
 MAP = ROOT / "docs" / "package.md"
 
 # A path under pgbus_web/ written in backticks: a folder (`core/`), a file
-# (`core/reads.py`, `schema/v6.sql`, `app.py`, `web/static/keys.js`), or a
-# module and a name in it (`core/reads.find_run`,
+# (`core/page_reads.py`, `schema/v6.sql`, `app.py`, `web/static/keys.js`), or a
+# module and a name in it (`core/page_reads.find_run`,
 # `runtime/worker.Worker.tick`). The checkout's own files (tests/,
 # scripts/, pyproject.toml) are read from its root.
 _FILE = r"[\w.-]+\.(?:py|sql|html|js|css|json|toml|yml|md|sh|txt)"
@@ -86,7 +86,7 @@ def unnamed(text: str, package: Path = PACKAGE) -> list[str]:
                 wanted.append(f"{folder}/{child.name}")
             elif child.is_dir() and (child / "__init__.py").is_file():
                 wanted.append(f"{folder}/{child.name}/")
-    # A module named with one of its names (`core/reads.find_run`) is named.
+    # A module named with one of its names (`core/page_reads.find_run`) is named.
     return [path for path in wanted if path not in named and path.removesuffix(".py") not in named_modules]
 
 
@@ -94,7 +94,7 @@ def test_every_path_the_map_names_exists():
     text = MAP.read_text(encoding="utf-8")
     paths = named_paths(text)
     # Control: the map is read, with each kind of path in it.
-    assert {"core/", "core/reads.py", "core/reads.find_run", "schema/v6.sql", "app.py"} <= paths
+    assert {"core/", "core/page_reads.py", "core/page_reads.find_run", "schema/v6.sql", "app.py"} <= paths
     assert len(paths) > 100
     wrong = sorted(f"{path}: {why}" for path in paths if (why := missing(path)))
     assert wrong == []
@@ -108,14 +108,14 @@ def test_a_wrong_name_in_the_map_fails():
     # The checks themselves, on names planted in a copy of the map's text.
     assert missing("core/raeds.py") == "no such file"
     assert missing("core/wrods/") == "no such folder"
-    assert missing("core/reads.find_runs") == "reads has no find_runs"
+    assert missing("core/page_reads.find_runs") == "reads has no find_runs"
     assert missing("core/nothing.find_run") == "no such module"
     assert missing("tests/project/test_nothing.py") == "no such file"
     assert missing("web/static/nothing.js") == "no such file"
     assert missing("pyproject.toml") is None and missing("pyproject.json") == "no such file"
     assert named_paths("`web/static/vendor/htmx.min.js`") == {"web/static/vendor/htmx.min.js"}
     text = MAP.read_text(encoding="utf-8")
-    planted = text.replace("`core/reads.py`", "`core/raeds.py`")
+    planted = text.replace("`core/page_reads.py`", "`core/raeds.py`")
     assert planted != text
     assert any(missing(path) for path in named_paths(planted))
     # A module the map stops naming is reported.

@@ -1,5 +1,5 @@
 """The index's "Act on all N matching runs" count has a budget of its own
-(core/reads.MATCHING_BUDGET, docs/operations.md "The million-run trial"):
+(core/page_reads.MATCHING_BUDGET, docs/operations.md "The million-run trial"):
 on a cold million-run table, status=failed with a time range took 17 s to
 count, past the page's statement timeout, and the whole index answered
 503 "Database unavailable". Past the budget the page is drawn, the entry
@@ -14,7 +14,7 @@ from support.action_support import ALICE, operator_app
 from support.operation_support import seed_paused
 from support.web_helpers import soup, text_of
 
-from pgbus_web.core import reads
+from pgbus_web.core import page_reads
 from pgbus_web.models import workflow_capped_counts, workflow_index
 from pgbus_web.rules import verb_table
 
@@ -27,7 +27,7 @@ def index(client):
 
 
 def test_a_count_past_its_budget_leaves_the_entry_without_a_count(client, database, engine, monkeypatch):
-    monkeypatch.setattr(reads, "MATCHING_CAP", 4_000)
+    monkeypatch.setattr(page_reads, "MATCHING_CAP", 4_000)
     seed_paused(engine, 5_000)
     # Control: within the budget the entry counts up to its cap.
     status, page = index(client)
@@ -36,7 +36,7 @@ def test_a_count_past_its_budget_leaves_the_entry_without_a_count(client, databa
     # A budget no count of 10,000 runs meets (one millisecond), asked of a
     # fresh app: the first shows its kept read again while the change marker
     # stands (web/answering/page_cache.py).
-    monkeypatch.setattr(reads, "MATCHING_BUDGET", 0.001)
+    monkeypatch.setattr(page_reads, "MATCHING_BUDGET", 0.001)
     status, page = index(operator_app(database).test_client())
     assert status == 200
     assert text_of(page.select_one("form.pgbus-operation-entry label")) == "Act on all matching runs"

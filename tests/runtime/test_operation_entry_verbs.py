@@ -8,7 +8,7 @@ from __future__ import annotations
 from support.action_support import ALICE, completed, paused_on_capture
 from support.web_helpers import soup
 
-from pgbus_web.core import reads
+from pgbus_web.core import page_reads
 from pgbus_web.rules import states, verb_table
 
 
@@ -53,7 +53,7 @@ def test_the_verbs_of_every_matched_status_in_button_order(client, runs):
 
 def test_past_the_cap_every_verb_is_offered(client, runs, monkeypatch):
     # Over the cap the statuses seen are those of the first runs counted.
-    monkeypatch.setattr(reads, "MATCHING_CAP", 1)
+    monkeypatch.setattr(page_reads, "MATCHING_CAP", 1)
     completed(runs)
     completed(runs)
     assert len(offered(client, status="completed")) == len(verb_table.TABLE)

@@ -14,8 +14,7 @@ import sqlalchemy as sa
 from support.operation_support import THRESHOLDS, acted_at, busiest_second, query, seed_paused
 from support.refusals import everything
 
-from pgbus_web.core import problems
-from pgbus_web.core import reads as context
+from pgbus_web.core import page_reads, problems
 from pgbus_web.core.words import presenters
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import events, operation_rows
@@ -296,7 +295,7 @@ def test_over_the_threshold_it_waits_for_another_operator(engine):
                 {"op": str(created["id"])},
             ).mappings()
         ]
-        context.with_approvals(conn, rows)
+        page_reads.with_approvals(conn, rows)
     assert len(rows) == 4
     assert all("bob" in presenters.event_sentence(row) for row in rows)
 

@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from pgbus_web import db
-from pgbus_web.core import reads as context
+from pgbus_web.core import page_reads
 from pgbus_web.web.answering import page_cache
 
 
@@ -52,7 +52,7 @@ def bucket_clock(monkeypatch):
         now = datetime.fromtimestamp(time.time() // page_cache.READ_EVERY * page_cache.READ_EVERY, UTC)
 
     held = Clock()
-    monkeypatch.setattr(context, "utcnow", lambda: held.now)
+    monkeypatch.setattr(page_reads, "utcnow", lambda: held.now)
     return held
 
 

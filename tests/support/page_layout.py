@@ -8,7 +8,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from pgbus_web.core import policy, reads
+from pgbus_web.core import page_reads, policy
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.runtime import operation_policy, operation_record
 from support.action_support import operator_app
@@ -58,7 +58,7 @@ def pages(app, runs, engine) -> dict[str, str]:
         actor="dashboard:alice",
         expected=None,
         registry=REGISTRY,
-        thresholds=reads.thresholds(app.extensions["pgbus_web"].database.primary),
+        thresholds=page_reads.thresholds(app.extensions["pgbus_web"].database.primary),
     )
     with engine.begin() as conn:
         batch_id = conn.execute(sa.text("SELECT batch_id FROM pgbus_batches LIMIT 1")).scalar_one()

@@ -204,7 +204,7 @@ def test_the_index_offers_the_entry_only_with_a_filter(browser, runs):
 def test_the_entry_says_how_many_runs_the_preview_would_count(browser, runs, engine, database, monkeypatch):
     from support.action_support import Browser, operator_app
 
-    from pgbus_web.core import reads as context
+    from pgbus_web.core import page_reads
 
     for _ in range(3):
         paused_on_capture(runs)
@@ -219,7 +219,7 @@ def test_the_entry_says_how_many_runs_the_preview_would_count(browser, runs, eng
     assert text_of(soup(fragment).select_one(".pgbus-operation-entry label")) == "Act on 1 matching run"
     # Past the cap the count stops: it says "more than" (a fresh app: the
     # first shows its kept read again while the change marker stands).
-    monkeypatch.setattr(context, "MATCHING_CAP", 2)
+    monkeypatch.setattr(page_reads, "MATCHING_CAP", 2)
     fresh = Browser(operator_app(database).test_client())
     label = text_of(soup(fresh.load("/workflows?status=paused")).select_one(".pgbus-operation-entry label"))
     assert label == "Act on more than 2 matching runs"

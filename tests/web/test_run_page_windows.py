@@ -12,7 +12,7 @@ from support.action_support import long_history, operator_app
 from support.refusals import everything
 from support.web_helpers import soup, step
 
-from pgbus_web.core import reads
+from pgbus_web.core import page_reads
 from pgbus_web.rules import states
 
 
@@ -35,18 +35,18 @@ def test_a_long_history_shows_the_newest_and_counts_them_all(client, runs, engin
     assert response.status_code == 200
     page = soup(response)
     ids = attempt_ids(page)
-    assert len(ids) == reads.ATTEMPTS_SHOWN
+    assert len(ids) == page_reads.ATTEMPTS_SHOWN
     with engine.connect() as conn:
         newest = (
             conn.execute(
                 sa.text("SELECT id FROM pgbus_workflow_steps WHERE workflow_id = :w ORDER BY id DESC LIMIT :n"),
-                {"w": run, "n": reads.ATTEMPTS_SHOWN},
+                {"w": run, "n": page_reads.ATTEMPTS_SHOWN},
             )
             .scalars()
             .all()
         )
     assert sorted(ids) == sorted(newest)
-    assert event_count(page) == reads.EVENTS_SHOWN
+    assert event_count(page) == page_reads.EVENTS_SHOWN
     # The counts are the whole history's; the latest attempt's badge is the newest.
     assert "201 attempts" in page.select_one("#pgbus-run-steps .pgbus-card-head").get_text()
     assert "600 events" in page.select_one("#pgbus-run-audit .pgbus-card-head").get_text()
@@ -74,10 +74,10 @@ def test_without_javascript_the_older_link_is_a_whole_page_of_older_ones(client,
     page = soup(older)
     assert page.select_one("header.pgbus-topbar") is not None  # a whole page
     older_ids = attempt_ids(page)
-    assert len(older_ids) == reads.ATTEMPTS_SHOWN
+    assert len(older_ids) == page_reads.ATTEMPTS_SHOWN
     assert max(older_ids) < min(attempt_ids(first))
     # The audit stays at the newest, and a link leads back to the newest attempts.
-    assert event_count(page) == reads.EVENTS_SHOWN
+    assert event_count(page) == page_reads.EVENTS_SHOWN
     back = page.select_one("#pgbus-run-steps a.pgbus-window-newest")["href"]
     assert attempt_ids(soup(client.get(back.partition("#")[0]))) == attempt_ids(first)
     # Walking all the way: the last window has no older link.
@@ -100,7 +100,7 @@ def test_with_htmx_the_older_events_swap_the_audit_block_alone(client, runs, eng
     assert response.status_code == 200
     block = soup(response)
     assert block.select_one("#pgbus-run-steps") is None and block.select_one("header.pgbus-topbar") is None
-    assert event_count(block) == reads.EVENTS_SHOWN
+    assert event_count(block) == page_reads.EVENTS_SHOWN
     assert block.select_one("#pgbus-run-audit a.pgbus-window-newest") is not None
 
 

@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 from support.web_helpers import Runs, every_state, make_app, soup, step
 
-from pgbus_web.core import reads as context
+from pgbus_web.core import page_reads
 from pgbus_web.rules import states
 from pgbus_web.web.drawing import cells
 
@@ -27,7 +27,7 @@ def clock(monkeypatch):
         now = T0
 
     held = Clock()
-    monkeypatch.setattr(context, "utcnow", lambda: held.now)
+    monkeypatch.setattr(page_reads, "utcnow", lambda: held.now)
     return held
 
 

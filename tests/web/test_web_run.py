@@ -268,7 +268,7 @@ def test_htmx_fragments_are_the_page_blocks(client, runs, target):
 
 
 def test_blocks_render_out_of_band_for_one_answer(app, runs):
-    from pgbus_web.core import reads
+    from pgbus_web.core import page_reads
     from pgbus_web.plumbing.state import state
     from pgbus_web.web.answering import pages, render
 
@@ -276,7 +276,7 @@ def test_blocks_render_out_of_band_for_one_answer(app, runs):
     with app.test_request_context(f"/workflows/{made['paused_error']}"):
         app.preprocess_request()
         with state().database.read() as conn:
-            page = reads.run_context(conn, state().settings, made["paused_error"])
+            page = page_reads.run_context(conn, state().settings, made["paused_error"])
         page.update(settings=state().settings, can_act=True)
         html = render.fragments(pages.RUN.template, ["run_header", "run_steps", "run_audit"], page)
     sections = soup_from(html).select("section")

@@ -281,7 +281,7 @@ def event_sentence(event: Mapping[str, Any]) -> str:
         sentence = t("pgbus.workflows.audit.with_reason", sentence=sentence, reason=reason)
     approval = event.get("approval")
     if isinstance(approval, Mapping) and approval.get("approved_by"):
-        # Written by an operation a second operator approved (core.reads.with_approvals).
+        # Written by an operation a second operator approved (core.page_reads.with_approvals).
         moment = approval.get("approved_at")
         sentence = t(
             "pgbus.operations.audit.approved",

@@ -6,7 +6,7 @@ for the same counts, needs-attention groups and runs: reading and drawing
 them was all of the page's SQL and most of its CPU. So the index is kept
 in two steps, per app:
 
-- **What it shows** (core/reads.index_context) is read once per change
+- **What it shows** (core/page_reads.index_context) is read once per change
   marker and worker states (web/answering/markers.py: any committed
   write to the runs, steps, events, signals and batches, or a worker
   falling silent, moves it), per source (the primary or the replica), per
@@ -222,7 +222,7 @@ def _work_out(store: _Store, table: OrderedDict, key: tuple, once: _Once, work: 
 
 
 def remember_index(conn: Connection, now: datetime, read: Callable[[Connection], dict[str, Any]]) -> dict[str, Any]:
-    """The index's context at *now* (core/reads.Remember): the one read for
+    """The index's context at *now* (core/page_reads.Remember): the one read for
     this marker, source, request and clock bucket, or *read*'s (given the
     connection to read on). While the read of a new bucket is under way
     (behind the request that started it), every request of the same

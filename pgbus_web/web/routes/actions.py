@@ -33,8 +33,7 @@ from flask import (
 )
 from werkzeug.exceptions import Forbidden, RequestEntityTooLarge
 
-from ...core import acts, checks, permissions, problems
-from ...core import reads as context
+from ...core import acts, checks, page_reads, permissions, problems
 from ...core.words import done
 from ...core.words import verb_labels as buttons
 from ...i18n import current_timezone
@@ -72,8 +71,8 @@ def run_answer(
     # The primary, not the replica: the operator must see what just happened.
     with state().database.primary.connect() as conn:
         try:
-            page = context.run_context(conn, settings, workflow_id, run=run)
-        except context.NotFound:
+            page = page_reads.run_context(conn, settings, workflow_id, run=run)
+        except page_reads.NotFound:
             return answers.refused(problems.run_not_found(workflow_id))
     page.update(views.common(), refused=refused)
     if hx.details().request:
@@ -105,7 +104,7 @@ def _refused_form(workflow_id: str, verb: str, field: str, message: str, status:
 
 def _find(workflow_id: str) -> dict[str, Any] | None:
     with state().database.primary.connect() as conn:
-        return context.find_run(conn, workflow_id)
+        return page_reads.find_run(conn, workflow_id)
 
 
 def run_action(workflow_id: str, verb: str):
@@ -115,7 +114,7 @@ def run_action(workflow_id: str, verb: str):
     run = _find(workflow_id)
     if run is None:
         return answers.refused(problems.run_not_found(workflow_id))
-    definition = context.definition_of(state().settings, run["workflow_class"])
+    definition = page_reads.definition_of(state().settings, run["workflow_class"])
     names = checks.VERB_FIELDS[verb]
     try:
         options = checks.parse_verb(
@@ -209,7 +208,7 @@ def _run_actions(run, definition, now, refused=None):
 
 
 def _group_actions(group):
-    loaded = context.definition_of(state().settings, group.get("workflow_class")) is not None
+    loaded = page_reads.definition_of(state().settings, group.get("workflow_class")) is not None
     # A group's button may be named for the incident ("retry" is resume):
     # the policy is asked about the verb it does.
     return [

@@ -32,8 +32,7 @@ from flask import (
 )
 from werkzeug.datastructures import MultiDict
 
-from ...core import checks, operation_acts, operation_reads, permissions, problems
-from ...core import reads as context
+from ...core import checks, operation_acts, operation_reads, page_reads, permissions, problems
 from ...core.words import pace, results, verb_labels
 from ...i18n import current_timezone
 from ...plumbing import hx, reading
@@ -203,7 +202,7 @@ def group_action(verb: str):
         )
     except (checks.FormError, filters.FilterError) as problem:
         return answers.refused(problems.refusal(problem))
-    class_loaded = context.definition_of(settings, group["workflow_class"]) is not None
+    class_loaded = page_reads.definition_of(settings, group["workflow_class"]) is not None
     if verb not in verb_labels.bulk_verbs(group, class_loaded):
         refusal = problems.not_offered(verb, group["reason"])
         return answers.message_answer(refusal.status, refusal.title, refusal.message)

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from flask import Blueprint, make_response, render_template, request
 
-from ...core import permissions, problems
-from ...core import reads as context
+from ...core import page_reads, permissions, problems
 from ...core import reveal as revealing
 from ...core.words import results
 from ...plumbing import hx, run_ids, security
@@ -37,7 +36,7 @@ def reveal(workflow_id: str):
             principal=security.principal(),
             reason=request.form.get("reason"),
         )
-    except context.NotFound:
+    except page_reads.NotFound:
         return answers.refused(problems.run_not_found(workflow_id))
     except permissions.NotPermitted as problem:
         return answers.refused(problems.refusal(problem, workflow_id=workflow_id))

@@ -1,5 +1,5 @@
 """The read-only routes of the dashboard: each reads its request, asks its
-context builder (core/reads.py) and renders the page, or only the block an
+context builder (core/page_reads.py) and renders the page, or only the block an
 HTMX request targets (render.py)."""
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from werkzeug.exceptions import HTTPException, InternalServerError
 
 from ... import db
 from ...core import compare as comparing
-from ...core import exports, problems, redacting, worker_reads
-from ...core import reads as context
+from ...core import exports, page_reads, problems, redacting, worker_reads
 from ...db import SchemaProblem
 from ...plumbing import reading, run_ids, security
 from ...plumbing.security import may_act
@@ -50,7 +49,7 @@ def index():
         tag, unchanged = not_modified.check(conn)
         if unchanged is not None:
             return unchanged
-        page = context.index_context(
+        page = page_reads.index_context(
             conn, state().settings, run_filters, parts=parts, remember=page_cache.remember_index
         )
     page.update(common(), filter_error=error)
@@ -112,11 +111,11 @@ def workflow(workflow_id: str):
             # Read once per change marker and clock bucket, drawn once per
             # kind of viewer (page_cache.py): any committed write moves the
             # marker, so an operator's own change shows on the next page.
-            now = context.utcnow()
+            now = page_reads.utcnow()
             page = page_cache.remember_run(
                 conn,
                 now,
-                lambda on: context.run_context(
+                lambda on: page_reads.run_context(
                     on,
                     state().settings,
                     workflow_id,
@@ -125,7 +124,7 @@ def workflow(workflow_id: str):
                     events_before=cursors.get("events_before"),
                 ),
             )
-    except context.NotFound:
+    except page_reads.NotFound:
         owner = _action_owner(workflow_id)
         if owner is not None:
             return redirect(url_for("pgbus_web.workflow", workflow_id=owner), 303)
@@ -151,7 +150,7 @@ def _action_owner(path: str) -> str | None:
     if not owner or last not in ACTION_SEGMENTS:
         return None
     with reading.read() as conn:
-        return owner if context.find_run(conn, owner) is not None else None
+        return owner if page_reads.find_run(conn, owner) is not None else None
 
 
 def _by_prefix(prefix: str) -> list[str]:
@@ -160,7 +159,7 @@ def _by_prefix(prefix: str) -> list[str]:
     none, one, or two when it names several. Only asked once no run has
     *prefix* as its whole id."""
     with reading.read() as conn:
-        return context.runs_by_prefix(conn, prefix)
+        return page_reads.runs_by_prefix(conn, prefix)
 
 
 def compare():
@@ -180,13 +179,13 @@ def compare():
 
 def insights(workflow_class: str):
     """GET /workflows/insights/<workflow_class>: one class over a range."""
-    range_name = request.args.get("since") or context.DEFAULT_INSIGHTS_RANGE
+    range_name = request.args.get("since") or page_reads.DEFAULT_INSIGHTS_RANGE
     if range_name not in filters.RANGES:
         return answers.error_page_for(problems.bad_choice("since", range_name, filters.RANGES))
     try:
         with reading.read() as conn:
-            page = context.insights_context(conn, state().settings, workflow_class, range_name)
-    except context.NotFound:
+            page = page_reads.insights_context(conn, state().settings, workflow_class, range_name)
+    except page_reads.NotFound:
         return answers.error_page_for(problems.class_not_found(workflow_class))
     page.update(common())
     return render.page(pages.INSIGHTS.template, page, pages.INSIGHTS.fragments)
@@ -197,8 +196,8 @@ def batch(batch_id: str):
     the runs that wait for it."""
     try:
         with reading.read() as conn:
-            page = context.batch_context(conn, batch_id)
-    except context.NotFound:
+            page = page_reads.batch_context(conn, batch_id)
+    except page_reads.NotFound:
         return answers.error_page_for(problems.batch_not_found(batch_id))
     page.update(common())
     return render.page(pages.BATCH.template, page, pages.BATCH.fragments)
@@ -226,7 +225,7 @@ def health():
     except SchemaProblem as problem:
         log.warning("pgbus-web: health check failed: %s", problem)
         return jsonify(status="unavailable", database="ok", schema=str(problem)), 503
-    replica = context.replica_health(state().database)
+    replica = page_reads.replica_health(state().database)
     if replica is None:
         return jsonify(status="ok", database="ok")
     return jsonify(status="ok", database="ok", replica=replica)
