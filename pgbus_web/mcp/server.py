@@ -488,7 +488,7 @@ def build(
             # A tool call is rare and slow beside a page: it reads the policy
             # as it is now, not as this process last kept it.
             policy.forget(engine)
-            return await super().call_tool(name, arguments, page_reads)
+            return await super().call_tool(name, arguments, context)
 
     tools = Tools(engine, settings, principal)
     server = Server(

@@ -374,10 +374,10 @@ def test_the_checker_flags_a_table_reached_through_a_re_export(source):
 
 
 def test_the_checker_reads_a_real_re_export():
-    # core/reads imports models/workflow_rows: a door naming it through
+    # core/page_reads imports models/workflow_rows: a door naming it through
     # the core is caught, with the package's own map.
     tables = table_names(every_module())
-    source = "from ...core import reads\nreads.workflow_rows.find(None, 'x')\n"
+    source = "from ...core import page_reads\npage_reads.workflow_rows.find(None, 'x')\n"
     assert reached_tables("pgbus_web.web.routes.fake", source, False, tables)
 
 

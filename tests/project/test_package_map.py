@@ -108,7 +108,7 @@ def test_a_wrong_name_in_the_map_fails():
     # The checks themselves, on names planted in a copy of the map's text.
     assert missing("core/raeds.py") == "no such file"
     assert missing("core/wrods/") == "no such folder"
-    assert missing("core/page_reads.find_runs") == "reads has no find_runs"
+    assert missing("core/page_reads.find_runs") == "page_reads has no find_runs"
     assert missing("core/nothing.find_run") == "no such module"
     assert missing("tests/project/test_nothing.py") == "no such file"
     assert missing("web/static/nothing.js") == "no such file"
