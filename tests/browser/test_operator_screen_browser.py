@@ -614,6 +614,60 @@ def test_keys_for_an_incident(chromium, app, server, runs, engine):
         context.close()
 
 
+def test_the_single_keys_turn_off_and_on_and_stay_so(chromium, app, server, runs, engine):
+    """WCAG 2.1.4: the keys' list has a switch for the single keys; off,
+    "j" moves nothing, "/" leaves the search box alone and "?" opens
+    nothing, and the top bar's button still opens the list; on again they
+    work; the choice survives a reload."""
+    from support.browser import axe_violations
+
+    pages(app, runs, engine)
+    context, page = opened(chromium, (1280, 800))
+    active = (
+        "() => document.activeElement.id || document.activeElement.closest('tr')?.dataset.workflowId"
+        " || document.activeElement.tagName"
+    )
+    keys = page.locator("dialog#pgbus-keys")
+    switch = page.locator("#pgbus-keys-use")
+    try:
+        visit(page, f"{server}/workflows")
+        first = page.locator("#pgbus-runs tr.pgbus-run-row").nth(0).get_attribute("data-workflow-id")
+        # The list opens from a button too, with the switch on.
+        page.locator("#pgbus-keys-open").click()
+        assert keys.evaluate("(el) => el.open")
+        assert switch.is_checked()
+        switch.uncheck()
+        assert axe_violations(page) == []
+        page.keyboard.press("Escape")
+        assert keys.evaluate("(el) => el.open") is False
+        page.evaluate("() => document.activeElement.blur()")
+        for press in ("j", "/", "?", "g", "a"):
+            page.keyboard.press(press)
+            assert page.evaluate(active) == "BODY", press
+        assert keys.evaluate("(el) => el.open") is False
+        # Off after a reload too; the button still opens the list.
+        visit(page, f"{server}/workflows")
+        page.keyboard.press("j")
+        page.keyboard.press("/")
+        assert page.evaluate(active) == "BODY"
+        page.locator("#pgbus-keys-open").click()
+        assert keys.evaluate("(el) => el.open")
+        assert not switch.is_checked()
+        switch.check()
+        page.keyboard.press("Escape")
+        page.evaluate("() => document.activeElement.blur()")
+        page.keyboard.press("j")
+        assert page.evaluate(active) == first
+        page.keyboard.press("/")
+        assert page.evaluate(active) == "pgbus-search-q"
+        # On after a reload.
+        visit(page, f"{server}/workflows")
+        page.keyboard.press("/")
+        assert page.evaluate(active) == "pgbus-search-q"
+    finally:
+        context.close()
+
+
 def test_the_focused_run_stays_in_place_while_new_runs_wait_above_it(chromium, database, runs):
     from support.action_support import operator_app
 

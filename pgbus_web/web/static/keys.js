@@ -5,10 +5,37 @@
 // language). None fires while typing in a field, with a modifier held, or
 // while another dialog is open. A file, not inline code: the
 // Content-Security-Policy allows no inline script.
+//
+// The single keys can be turned off (WCAG 2.1.4: speech input types
+// letters): the list's checkbox (#pgbus-keys-use) keeps the choice in
+// localStorage for every page, honoured from the next key press. While
+// off, no key does anything, "?" included; the top bar's button
+// (#pgbus-keys-open, hidden until this script shows it) opens the list, so
+// they can be turned on again.
 (function () {
   "use strict";
 
   var afterG = false;
+  var SWITCH_KEY = "pgbus-single-keys";
+
+  function keysOff() {
+    try {
+      return window.localStorage.getItem(SWITCH_KEY) === "off";
+    } catch (error) {
+      return false;
+    }
+  }
+
+  function showSwitch() {
+    var box = document.getElementById("pgbus-keys-use");
+    if (box) {
+      box.checked = !keysOff();
+    }
+    var button = document.getElementById("pgbus-keys-open");
+    if (button) {
+      button.hidden = false;
+    }
+  }
 
   function typing(target) {
     return !!(target && target.closest &&
@@ -64,13 +91,39 @@
   function help() {
     var keys = document.getElementById("pgbus-keys");
     if (keys && !keys.open) {
+      showSwitch();
       keys.showModal();
     }
   }
 
+  document.addEventListener("click", function (event) {
+    if (event.target.closest && event.target.closest("#pgbus-keys-open")) {
+      help();
+    }
+  });
+
+  document.addEventListener("change", function (event) {
+    var box = event.target;
+    if (!box || box.id !== "pgbus-keys-use") {
+      return;
+    }
+    try {
+      window.localStorage.setItem(SWITCH_KEY, box.checked ? "on" : "off");
+    } catch (error) {
+      box.checked = true;
+    }
+    afterG = false;
+  });
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", showSwitch);
+  } else {
+    showSwitch();
+  }
+
   document.addEventListener("keydown", function (event) {
     if (event.defaultPrevented || event.ctrlKey || event.metaKey || event.altKey || event.isComposing ||
-        typing(event.target) || document.querySelector("dialog[open]")) {
+        keysOff() || typing(event.target) || document.querySelector("dialog[open]")) {
       afterG = false;
       return;
     }
