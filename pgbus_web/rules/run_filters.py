@@ -156,7 +156,13 @@ class JsonMatch:
 
 
 class FilterError(ValueError):
-    """A query parameter that cannot be right; the message says which and why."""
+    """A query parameter that cannot be right; the message says which and
+    why. *field*: the parameter whose own box says it beside its text (the
+    search box's ``q``), None for the others."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 @dataclass(frozen=True)
@@ -296,7 +302,7 @@ def _search(args: Mapping[str, str]) -> str | None:
     subject, and the box keeps all of it rather than cutting it silently."""
     raw = (args.get("q") or "").strip()
     if len(raw) > MAX_TEXT:
-        raise FilterError(tn("pgbus.workflows.search.too_long", len(raw), limit=MAX_TEXT))
+        raise FilterError(tn("pgbus.workflows.search.too_long", len(raw), limit=MAX_TEXT), field="q")
     return _text(args, "q")
 
 

@@ -224,7 +224,19 @@ def test_a_pasted_search_too_long_is_refused_in_words(chromium, server, runs):
         page.locator("#pgbus-search-q").press("Enter")
         page.wait_for_load_state("load")
         notice = page.locator(".pgbus-filter-error")
-        assert notice.inner_text().strip() == tn("pgbus.workflows.search.too_long", 2000, limit=MAX_TEXT)
+        refusal = tn("pgbus.workflows.search.too_long", 2000, limit=MAX_TEXT)
+        assert notice.inner_text().strip() == refusal
+        # The box keeps the text, to be mended, the refusal beside it.
+        box = page.locator("#pgbus-search-q")
+        assert box.input_value() == "y" * 2000
+        assert box.get_attribute("aria-invalid") == "true"
+        assert page.locator("#pgbus-search-error").inner_text().strip() == refusal
+        box.evaluate(f"(el) => {{ el.focus(); el.setSelectionRange({MAX_TEXT}, el.value.length); }}")
+        box.press("Backspace")
+        box.press("Enter")
+        page.wait_for_load_state("load")
+        assert page.locator(".pgbus-filter-error").count() == 0
+        assert page.locator("#pgbus-search-q").input_value() == "y" * MAX_TEXT
     finally:
         context.close()
 

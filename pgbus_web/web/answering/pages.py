@@ -37,8 +37,9 @@ INDEX = Page(
         "pgbus-attention": "attention",
         "pgbus-runs": "runs",
         "pgbus-filter-ranges": "filter_ranges",
+        "pgbus-search": "search",
     },
-    unpolled=frozenset({"pgbus-filter-ranges"}),
+    unpolled=frozenset({"pgbus-filter-ranges", "pgbus-search"}),
 )
 RUN = Page(
     "pgbus_web/run.html",

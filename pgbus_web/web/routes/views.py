@@ -39,11 +39,15 @@ def common() -> dict:
 
 def index():
     """GET /workflows: the runs index."""
+    search = request.args.get("q")
     try:
         run_filters = searchable(filters.parse_query(request.args))
-        error = None
+        error = search_error = None
     except filters.FilterError as problem:
+        # The box keeps what was typed, to be mended; its own refusal (too
+        # long) is said beside it too.
         run_filters, error = None, str(problem)
+        search_error = error if problem.field == "q" else None
     parts = render.requested_blocks(pages.INDEX.fragments) or pages.INDEX.blocks
     with reading.read() as conn:
         tag, unchanged = not_modified.check(conn)
@@ -52,7 +56,7 @@ def index():
         page = page_reads.index_context(
             conn, state().settings, run_filters, parts=parts, remember=page_cache.remember_index
         )
-    page.update(common(), filter_error=error)
+    page.update(common(), filter_error=error, search_text=search if error else None, search_error=search_error)
     response = render.page(pages.INDEX.template, page, pages.INDEX.fragments, status=400 if error else 200)
     return not_modified.tagged(response, tag)
 
