@@ -91,13 +91,15 @@ def check() -> BaseResponse | None:
             return _forbidden()
     except HTTPException as refused:
         # The standalone sign-in's challenge: a 401 (with its Basic
-        # challenge), said as a problem.
+        # challenge), said as a problem. What it answers a browser (a
+        # redirect to its form) is a 401 here too: the API answers JSON to
+        # every client, curl's "Accept: */*" included.
         response = refused.get_response()
-        if response.status_code == 401:
+        if response.status_code == 401 or 300 <= response.status_code < 400:
             headers = (
                 {"WWW-Authenticate": response.headers["WWW-Authenticate"]}
                 if "WWW-Authenticate" in response.headers
-                else None
+                else {"WWW-Authenticate": 'Bearer realm="pgbus-web"'}
             )
             return from_refusal(problems.sign_in_required(), headers=headers)
         if response.status_code == 503:
