@@ -2,7 +2,7 @@
 them (docs/standalone.md, Sessions and the access log).
 
 The sign-in form's session cookie carries the id of a row of
-pgbus_web_sessions (models/sessions.py); every request of the session reads
+pgbus_web_sessions (models/session_rows.py); every request of the session reads
 that row, so a session an admin ends, or its person's every session, is
 refused on its next request at every process. Its last sight is written at
 most once a minute. Listing, ending and revoking need the ``sessions``
@@ -18,8 +18,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from ..models import sessions as rows
-from ..models import sign_ins
+from ..models import session_rows, sign_ins
 from ..rules import roles
 from ..runtime.clock import utcnow
 from . import access_log, permissions, tokens
@@ -71,7 +70,7 @@ def start(engine: Engine, name: str, *, address: str | None, lifetime: timedelta
     session_id = secrets.token_urlsafe(24)
     now = utcnow()
     with engine.begin() as conn:
-        rows.insert(
+        session_rows.insert(
             conn,
             session_id=session_id,
             name=name,
@@ -91,14 +90,14 @@ def alive(engine: Engine, session_id: Any, name: str) -> bool:
         return False
     now = utcnow()
     with engine.connect() as conn:
-        row = rows.by_id(conn, session_id)
+        row = session_rows.by_id(conn, session_id)
     if row is None or row["name"] != name or row["ended_at"] is not None or row["expires_at"] <= now:
         return False
     clock = time.monotonic()
     last = _seen.get(session_id)
     if last is None or clock - last >= SEEN_EVERY.total_seconds():
         with engine.begin() as conn:
-            rows.touch(conn, session_id, now=now, every=SEEN_EVERY)
+            session_rows.touch(conn, session_id, now=now, every=SEEN_EVERY)
         with _lock:
             if len(_seen) >= _SEEN_MAX:
                 _seen.clear()
@@ -112,7 +111,7 @@ def sign_out(engine: Engine, session_id: Any, name: str, *, address: str | None)
     now = utcnow()
     with engine.begin() as conn:
         sign_ins.bump(conn, name)
-        rows.end_all(conn, name, now=now, by=None, reason=SIGNED_OUT)
+        session_rows.end_all(conn, name, now=now, by=None, reason=SIGNED_OUT)
         access_log.write(conn, access_log.SIGN_OUT, name, address=_address(address), at=now)
 
 
@@ -126,7 +125,7 @@ def listing(engine: Engine, principal: permissions.Principal, policy: Policy) ->
     permissions.require(principal, roles.SESSIONS, None, policy)
     now = utcnow()
     with engine.connect() as conn:
-        live = rows.live(conn, now=now)
+        live = session_rows.live(conn, now=now)
     return {"sessions": live, "tokens": tokens.live(engine)}
 
 
@@ -137,7 +136,7 @@ def end(engine: Engine, principal: permissions.Principal, policy: Policy, sessio
         raise SessionNotFound(str(session_id)[:80])
     now = utcnow()
     with engine.begin() as conn:
-        row = rows.end(conn, session_id, now=now, by=principal.actor, reason=ENDED_BY_ADMIN)
+        row = session_rows.end(conn, session_id, now=now, by=principal.actor, reason=ENDED_BY_ADMIN)
         if row is None or row["expires_at"] <= now:
             raise SessionNotFound(session_id)
         access_log.write(conn, access_log.SESSION_ENDED, row["name"], actor=principal.actor, at=now, detail=session_id)
@@ -151,7 +150,7 @@ def end_all(engine: Engine, principal: permissions.Principal, policy: Policy, na
     now = utcnow()
     with engine.begin() as conn:
         sign_ins.bump(conn, name)
-        ended = rows.end_all(conn, name, now=now, by=principal.actor, reason=ENDED_BY_ADMIN)
+        ended = session_rows.end_all(conn, name, now=now, by=principal.actor, reason=ENDED_BY_ADMIN)
         access_log.write(conn, access_log.SESSIONS_ENDED, name, actor=principal.actor, at=now, detail=str(ended))
     return ended
 
@@ -170,11 +169,11 @@ def prune(engine: Engine, *, before: datetime, dry_run: bool = False, batch: int
     lines = access_log.prune(engine, before=before, dry_run=dry_run, batch=batch)
     if dry_run:
         with engine.connect() as conn:
-            return lines, rows.count_before(conn, before)
+            return lines, session_rows.count_before(conn, before)
     deleted = 0
     while True:
         with engine.begin() as conn:
-            gone = rows.delete_before(conn, before, batch=batch)
+            gone = session_rows.delete_before(conn, before, batch=batch)
         deleted += gone
         if gone < batch:
             return lines, deleted
