@@ -1,6 +1,6 @@
 """The access log: who signed in, failed to, signed out or was signed out
 by an admin, and which tokens were made, revoked and first used from a new
-address (models/access_log.py). Written beside the act it records, read by
+address (models/access_log_rows.py). Written beside the act it records, read by
 admins (the sessions page, the API, ``pgbus-web sessions log``), pruned by
 ``pgbus-web prune``."""
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 
-from ..models import access_log
+from ..models import access_log_rows
 from ..rules import roles
 from ..runtime.clock import utcnow
 from . import permissions
@@ -61,7 +61,7 @@ def write(
     """One line, in the caller's transaction (so it is kept exactly when the act is)."""
     if kind not in KINDS:
         raise ValueError(f"no access log kind {kind!r}")
-    access_log.insert(
+    access_log_rows.insert(
         conn,
         at=at or utcnow(),
         kind=kind,
@@ -81,7 +81,7 @@ def record(engine: Engine, kind: str, subject: str, **values: Any) -> None:
 def new_address(engine: Engine, subject: str, address: str) -> bool:
     """A token used from *address*: a line when no line says so yet."""
     with engine.begin() as conn:
-        return access_log.insert_new_address(
+        return access_log_rows.insert_new_address(
             conn, at=utcnow(), subject=_cut(subject, SUBJECT_LIMIT) or "", address=_cut(address, ADDRESS_LIMIT) or ""
         )
 
@@ -92,7 +92,7 @@ def latest(
     """The newest lines, for a principal who may see sessions."""
     permissions.require(principal, roles.SESSIONS, None, policy)
     with engine.connect() as conn:
-        return access_log.latest(conn, limit=limit)
+        return access_log_rows.latest(conn, limit=limit)
 
 
 def prune(engine: Engine, *, before: datetime, dry_run: bool = False, batch: int = BATCH) -> int:
@@ -100,11 +100,11 @@ def prune(engine: Engine, *, before: datetime, dry_run: bool = False, batch: int
     many went (or would, on a dry run)."""
     if dry_run:
         with engine.connect() as conn:
-            return access_log.count_before(conn, before)
+            return access_log_rows.count_before(conn, before)
     deleted = 0
     while True:
         with engine.begin() as conn:
-            gone = access_log.delete_before(conn, before, batch=batch)
+            gone = access_log_rows.delete_before(conn, before, batch=batch)
         deleted += gone
         if gone < batch:
             return deleted
