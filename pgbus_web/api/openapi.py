@@ -593,6 +593,21 @@ SCHEMAS: dict[str, Any] = {
                 "type": "boolean",
                 "description": "More than half of at least 10 settled runs failed again (not for cancel, pause).",
             },
+            "step": {
+                **_object(
+                    {
+                        "steps": {"type": "array", "items": {"type": "string"}},
+                        "total": {"type": "integer"},
+                        "past": {"type": "integer", "description": "Got past it: completed, or at a later step."},
+                        "again": {"type": "integer", "description": "Failed, paused or stuck at that step again."},
+                        "elsewhere": {"type": "integer", "description": "Failed or paused at another step."},
+                        "at_step": {"type": "integer", "description": "Still at that step, not stuck."},
+                    }
+                ),
+                "type": ["object", "null"],
+                "description": "The acted-on runs by the step that was stuck (docs/operations.md); "
+                "null for cancel, pause, and where no run's step is known.",
+            },
         }
     ),
     "PreviewAnswer": _object({"preview": _ref("Preview")}),

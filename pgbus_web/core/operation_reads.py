@@ -5,7 +5,7 @@ became of the runs one acted on."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -60,6 +60,57 @@ _FAILING_STATUSES = (states.FAILED,)
 _FAILING_REASONS = (states.PAUSED_ERROR, states.STALLED)
 
 
+# What became of the runs an operation acted on, told by the step that was
+# stuck (docs/operations.md, "The step that was stuck"), in the order every
+# door says it: got past it (completed, or moved on to a later step and
+# running, ready or waiting there), stuck at it again (failed, paused or
+# stuck there), failed elsewhere (failed or paused at another step), and
+# still at it without being stuck (a retry not yet done). A cancelled run
+# is in none.
+STEP_KINDS = ("past", "again", "elsewhere", "at_step")
+_STOPPED_THERE = (states.FAILED, states.PAUSED)
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """The runs an operation acted on, by what became of the step that was
+    stuck: the step (or steps) by name, and how many runs of each kind."""
+
+    steps: tuple[str, ...]
+    counts: dict[str, int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+def step_kind(status: str, reason: str | None, at_step: bool) -> str | None:
+    """Which of STEP_KINDS a run is, by its status and stuck reason now and
+    whether it is at the step that was stuck (None: a cancelled run)."""
+    if status == states.COMPLETED:
+        return "past"
+    if status == states.CANCELLED:
+        return None
+    if at_step:
+        return "again" if status in _STOPPED_THERE or reason is not None else "at_step"
+    return "elsewhere" if status in _STOPPED_THERE else "past"
+
+
+def step_outcome_of(verb: str, counts: Mapping[tuple[str, str | None, str, bool], int]) -> StepOutcome | None:
+    """*counts* ({(status, reason, step that was stuck, at it now): runs},
+    models.operation_outcomes.step_outcomes) by STEP_KINDS; None for cancel
+    and pause (they mean their runs to stop) and where no run's step is known."""
+    if verb in STOPPING_VERBS or not counts:
+        return None
+    kinds = dict.fromkeys(STEP_KINDS, 0)
+    for (status, reason, _step, at_step), runs in counts.items():
+        kind = step_kind(status, reason, at_step)
+        if kind is not None:
+            kinds[kind] += runs
+    steps = tuple(sorted({step for (_status, _reason, step, _at) in counts}))
+    return StepOutcome(steps=steps, counts=kinds)
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What became of the runs an operation acted on, as they are now."""
@@ -72,6 +123,8 @@ class Outcome:
     failing: int
     # The rule above: say at the top that this operation's runs mostly fail again.
     mostly_failing: bool
+    # By the step that was stuck (step_outcome_of); None where it says nothing.
+    step: StepOutcome | None = None
 
 
 def outcome_of(verb: str, counts: Mapping[tuple[str, str | None], int]) -> Outcome:
@@ -110,9 +163,24 @@ def outcome_of(verb: str, counts: Mapping[tuple[str, str | None], int]) -> Outco
     return Outcome(groups=groups, settled=settled, failing=failing, mostly_failing=mostly)
 
 
+def step_outcomes(
+    conn: Connection, operation: Mapping[str, Any], now: datetime
+) -> dict[tuple[str, str | None, str, bool], int]:
+    """{(status, stuck reason or None, the step that was stuck, at it now):
+    runs} of the runs *operation* acted on: the step that was stuck is its
+    filter's step, else the step its event on the run names."""
+    filters = operation.get("filters") or {}
+    step = filters.get("step") if isinstance(filters, Mapping) else None
+    return operation_outcomes.step_outcomes(conn, operation["id"], filter_step=step, now=now, **thresholds(conn))
+
+
 def outcome(conn: Connection, settings: Settings, operation: Mapping[str, Any], now: datetime) -> Outcome:
-    """What became of the runs *operation* acted on (outcome_of)."""
-    return outcome_of(operation["verb"], outcomes(conn, settings, operation["id"], now))
+    """What became of the runs *operation* acted on (outcome_of, and by the
+    step that was stuck, step_outcome_of): the one read every door shows."""
+    found = outcome_of(operation["verb"], outcomes(conn, settings, operation["id"], now))
+    if operation["verb"] in STOPPING_VERBS:
+        return found
+    return replace(found, step=step_outcome_of(operation["verb"], step_outcomes(conn, operation, now)))
 
 
 def with_outcome(

@@ -410,6 +410,11 @@ def operation_outcome(found: Outcome, operation_id: int) -> dict[str, Any]:
         "settled": found.settled,
         "failing_again": found.failing,
         "mostly_failing": found.mostly_failing,
+        # By the step that was stuck (docs/operations.md): null for cancel,
+        # pause, and where no run's step is known.
+        "step": None
+        if found.step is None
+        else {"steps": list(found.step.steps), "total": found.step.total, **found.step.counts},
     }
 
 

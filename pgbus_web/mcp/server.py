@@ -32,6 +32,7 @@ from ..core import (
     checks,
     exports,
     operation_acts,
+    operation_reads,
     operation_runs,
     page_reads,
     permissions,
@@ -282,12 +283,19 @@ class Tools:
         return rep.preview(shown)
 
     def show_operation(self, operation_id: int) -> dict[str, Any]:
-        """An operation: its verb, filters, status and how many runs it moved, skipped and refused."""
+        """An operation: its verb, filters, status and how many runs it moved,
+        skipped and refused, and what became of those runs (`outcome`: by
+        status and stuck reason, and by the step that was stuck)."""
         operation_id = _operation_id(operation_id)
         try:
-            return {"operation": rep.operation(operation_record.find(self.engine, operation_id))}
+            operation = operation_record.find(self.engine, operation_id)
         except operation_record.OperationNotFound as problem:
             raise _refused(problem) from None
+        found = operation_reads.with_outcome(self.engine, self.settings, operation_id, utcnow())
+        shown = {"operation": rep.operation(operation)}
+        if found is not None:
+            shown["outcome"] = rep.operation_outcome(found[1], operation_id)
+        return shown
 
     # --- acts --------------------------------------------------------------
 

@@ -196,7 +196,21 @@ def outcome_lines(shown: Mapping[str, Any], *, mostly_failing: bool, failing: in
         lines.append(f"  {OUTCOME_WORDS[group['kind']]}: {group['total']}")
         for part in group["parts"]:
             lines.append(f"    {part['value']}: {part['count']}  (runs: {part['query']})")
+    step = shown.get("step")
+    if step:
+        lines.append(f"At the step that was stuck ({', '.join(step['steps'])}):")
+        for kind, words in STEP_OUTCOME_WORDS.items():
+            lines.append(f"  {words}: {step[kind]}")
     return lines
+
+
+# What became of the step that was stuck (the page's pgbus.operations.outcomes.step.*).
+STEP_OUTCOME_WORDS = {
+    "past": "got past it",
+    "again": "stuck there again",
+    "elsewhere": "failed elsewhere",
+    "at_step": "still at it, not stuck",
+}
 
 
 def operation_lines(operation: Mapping[str, Any], pace_lines: Sequence[str]) -> list[str]:

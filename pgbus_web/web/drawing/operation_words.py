@@ -140,6 +140,22 @@ def outcome_groups(found: operation_reads.Outcome) -> list[dict[str, Any]]:
     return groups
 
 
+def step_outcome(found: operation_reads.Outcome) -> dict[str, Any] | None:
+    """What became of the step that was stuck (core operation_reads.outcome,
+    its ``step``) as the page draws it: the title naming the step (or
+    steps) and a labelled count per kind, in STEP_KINDS' order; None where
+    the outcome says nothing of it."""
+    if found.step is None:
+        return None
+    return {
+        "title": t("pgbus.operations.outcomes.step.title", steps=", ".join(found.step.steps)),
+        "parts": [
+            {"kind": kind, "label": t(f"pgbus.operations.outcomes.step.{kind}"), "count": found.step.counts[kind]}
+            for kind in operation_reads.STEP_KINDS
+        ],
+    }
+
+
 def pace_preview(preview: Any, form: Mapping[str, Any], approval: Any) -> dict[str, Any]:
     """What the preview says of the pace typed into its form (nothing of a
     value the form will refuse), whether the verb takes a ceiling of runs

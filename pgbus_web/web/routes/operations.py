@@ -220,6 +220,7 @@ def _page(operation: dict[str, Any]) -> dict[str, Any]:
     with reading.read() as conn:
         found = operation_reads.outcome(conn, state().settings, operation, now)
     page["outcomes"] = operation_words.outcome_groups(found)
+    page["step_outcome"] = operation_words.step_outcome(found)
     page["outcome"] = found
     # The page stays live while the operation works and, after, while the
     # runs it acted on still move (their outcome counts change).
