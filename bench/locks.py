@@ -6,7 +6,7 @@ The URL names a server, not the data (without one, an embedded
 PostgreSQL is started in a temporary directory): the benchmark creates its own
 database on it (``pgbus_bench_locks``, dropped and made again each run, so
 nothing else is touched), installs the schema, seeds --locks locks over
-every state on real PGMQ queues (pgbus_web.locks.seed) and times:
+every state on real PGMQ queues (pgbus_web.locks.lock_seeder) and times:
 
 - each of the page's queries (a page per state filter, a queue filter, a
   page deep in the keyset, the counts per state, the queue list);
@@ -28,8 +28,8 @@ import scratch  # bench/scratch.py, beside this script
 import sqlalchemy as sa
 
 from pgbus_web import db, defaults, schema
-from pgbus_web.locks import STATES, actions
-from pgbus_web.locks.seed import SEED_QUEUES, seed_locks
+from pgbus_web.locks import STATES, lock_acts
+from pgbus_web.locks.lock_seeder import SEED_QUEUES, seed_locks
 from pgbus_web.models import uniqueness_keys as queries
 from pgbus_web.models.uniqueness_keys import Cursor
 
@@ -96,7 +96,7 @@ def bench_reaper(engine, repeat: int, results: list) -> None:
     time, so every run reaps the same rows."""
     print("The reaper:")
     with engine.connect() as conn:
-        plan = actions.plan_reap(conn, age_floor=FLOOR)
+        plan = lock_acts.plan_reap(conn, age_floor=FLOOR)
         conn.rollback()
     print(
         f"  (it takes {len(plan.orphans)} orphans and {len(plan.gone)} locks whose message is gone; "
@@ -105,12 +105,12 @@ def bench_reaper(engine, repeat: int, results: list) -> None:
 
     def dry_run():
         with engine.connect() as conn:
-            actions.reap(conn, age_floor=FLOOR, dry_run=True)
+            lock_acts.reap(conn, age_floor=FLOOR, dry_run=True)
             conn.rollback()
 
     def reap():
         with engine.connect() as conn:
-            result = actions.reap(conn, age_floor=FLOOR)
+            result = lock_acts.reap(conn, age_floor=FLOOR)
             assert result.released == result.plan.total, (result.released, result.plan.total)
             conn.rollback()
 

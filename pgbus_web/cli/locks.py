@@ -7,7 +7,7 @@ import click
 from .. import db
 from ..core.settings_loader import default_of
 from ..core.words import command_line
-from ..locks import actions
+from ..locks import lock_acts
 from .common import database_url_option, engine_from, friendly_errors, load_settings, main_group
 
 # A dry run lists this many of the locks it would release, then a count.
@@ -19,7 +19,7 @@ def locks_group() -> None:
     """Inspect and reap uniqueness locks."""
 
 
-def _listing(plan: actions.ReapPlan) -> list[str]:
+def _listing(plan: lock_acts.ReapPlan) -> list[str]:
     rows = [("orphan", row) for row in plan.orphans] + [("gone", row) for row in plan.gone]
     return command_line.reap_listing(rows, LISTED)
 
@@ -48,7 +48,7 @@ def reap(database_url: str | None, dry_run: bool, older_than: int | None) -> Non
     engine = engine_from(database_url, db.Bounds(statement=db.WORKER_STATEMENT_TIMEOUT))
     try:
         with engine.begin() as conn:
-            result = actions.reap(conn, age_floor=age_floor, dry_run=dry_run)
+            result = lock_acts.reap(conn, age_floor=age_floor, dry_run=dry_run)
     finally:
         engine.dispose()
     plan = result.plan

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..i18n import t
-from ..locks import actions as lock_actions
+from ..locks import lock_acts
 from ..rules import roles, states
 from ..rules.run_filters import FilterError
 from ..runtime import errors, operation_record
@@ -156,12 +156,12 @@ def _workflow(problem: errors.WorkflowError, verb: str | None, workflow_id: str 
     return Refusal(409, t("pgbus.workflows.forms.errors.refused", action=label, detail=str(problem)))
 
 
-def _lock(problem: lock_actions.LockActionError) -> Refusal:
-    if isinstance(problem, lock_actions.LockNotFound):
+def _lock(problem: lock_acts.LockActionError) -> Refusal:
+    if isinstance(problem, lock_acts.LockNotFound):
         return Refusal(404, t("pgbus.locks.errors.not_found", lock_key=problem.lock_key))
-    if isinstance(problem, lock_actions.QueueNotFound):
+    if isinstance(problem, lock_acts.QueueNotFound):
         return Refusal(404, t("pgbus.locks.errors.queue_not_found", queue=problem.queue_name))
-    if isinstance(problem, lock_actions.MessageNotFound):
+    if isinstance(problem, lock_acts.MessageNotFound):
         return Refusal(409, t("pgbus.locks.errors.message_not_found", msg_id=problem.msg_id, queue=problem.queue_name))
     return Refusal(400, str(problem))
 
@@ -499,7 +499,7 @@ def refusal(problem: Exception, *, verb: str | None = None, workflow_id: str | N
         return Refusal(400, str(problem), title_key="pgbus.web.errors.forbidden_title")
     if isinstance(problem, FilterError):
         return Refusal(400, str(problem))
-    if isinstance(problem, lock_actions.LockActionError):
+    if isinstance(problem, lock_acts.LockActionError):
         return _lock(problem)
     if isinstance(problem, CompareRefused):
         return _compare(problem)

@@ -472,7 +472,7 @@ def lock_for(conn: Connection, lock_key: str) -> dict[str, Any] | None:
     return as_dict(row)
 
 
-# --- demo data (locks/seed.py): many rows at once, back-dated at random ----------
+# --- demo data (locks/lock_seeder.py): many rows at once, back-dated at random ----------
 
 
 def bind_backdated(conn: Connection, table: pgmq_queues.QueueTable, msg_ids: list[int], *, span: timedelta) -> None:

@@ -24,7 +24,7 @@ def pages(app, runs):  # noqa: F811
     urls += [f"/workflows/{workflow_id}" for workflow_id in made.values()]
     urls += [f"/workflows/insights/{name}" for name in ("OrderWorkflow", "OnboardingWorkflow", "RefundWorkflow")]
     if "pgbus_web.locks" in app.view_functions:
-        from pgbus_web.locks.seed import seed_locks
+        from pgbus_web.locks.lock_seeder import seed_locks
 
         seed_locks(runs.engine, 40, seed=1)
         urls.append("/locks")

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from support.lock_support import FLOOR, QUEUE
 
-from pgbus_web.locks import FRESH, GONE, LIVE, PARKED, actions
+from pgbus_web.locks import FRESH, GONE, LIVE, PARKED, lock_acts
 from pgbus_web.models import uniqueness_keys
 
 OLD = FLOOR + timedelta(minutes=5)
@@ -21,16 +21,16 @@ OLD = FLOOR + timedelta(minutes=5)
 def test_release_drops_the_lock_whatever_its_state(engine, locks):
     locks.live("k")
     with engine.begin() as conn:
-        before = actions.release_lock(conn, "k")
+        before = lock_acts.release_lock(conn, "k")
     assert before["lock_key"] == "k" and locks.row("k") is None
 
 
 def test_release_of_an_unknown_key_changes_nothing(engine, locks):
     locks.acquire("k", age=OLD)
     before = locks.snapshot()
-    with pytest.raises(actions.LockNotFound, match="no lock with key 'nope'"):
+    with pytest.raises(lock_acts.LockNotFound, match="no lock with key 'nope'"):
         with engine.begin() as conn:
-            actions.release_lock(conn, "nope")
+            lock_acts.release_lock(conn, "nope")
     assert locks.snapshot() == before
 
 
@@ -40,7 +40,7 @@ def test_release_of_an_unknown_key_changes_nothing(engine, locks):
 def test_discard_deletes_the_message_and_releases_its_lock(engine, locks):
     message = locks.live("k")
     with engine.begin() as conn:
-        done = actions.discard_message(conn, "k", queue_name=QUEUE, msg_id=message["msg_id"])
+        done = lock_acts.discard_message(conn, "k", queue_name=QUEUE, msg_id=message["msg_id"])
     assert done.lock_released is True
     assert locks.row("k") is None
     assert locks.message(QUEUE, message["msg_id"]) is None
@@ -59,7 +59,7 @@ def test_discard_leaves_a_lock_handed_to_the_retry(engine, locks):
         )
     assert stamp is not None
     with engine.begin() as conn:
-        done = actions.discard_message(conn, "k", queue_name=QUEUE, msg_id=attempt["msg_id"])
+        done = lock_acts.discard_message(conn, "k", queue_name=QUEUE, msg_id=attempt["msg_id"])
     assert done.lock_released is False
     assert locks.message(QUEUE, attempt["msg_id"]) is None
     assert locks.row("k")["created_at"] == stamp
@@ -71,7 +71,7 @@ def test_discard_leaves_a_successor_that_re_acquired_the_key(engine, locks):
         uniqueness_keys.release(conn, "k")  # the first job's lock went (say, by hand)
     successor = locks.live("k")
     with engine.begin() as conn:
-        done = actions.discard_message(conn, "k", queue_name=QUEUE, msg_id=first["msg_id"])
+        done = lock_acts.discard_message(conn, "k", queue_name=QUEUE, msg_id=first["msg_id"])
     assert done.lock_released is False
     assert locks.row("k")["msg_id"] == successor["msg_id"]
     assert locks.states() == {"k": LIVE}
@@ -80,13 +80,13 @@ def test_discard_leaves_a_successor_that_re_acquired_the_key(engine, locks):
 @pytest.mark.parametrize(
     "lock_key, queue_name, msg_id, error",
     [
-        ("nope", QUEUE, None, actions.LockNotFound),
-        ("k", "no_such_queue", None, actions.QueueNotFound),
-        ("k", QUEUE, 999_999, actions.MessageNotFound),
-        ("k", QUEUE, 0, actions.LockActionError),
-        ("k", QUEUE, -3, actions.LockActionError),
-        ("k", QUEUE, "1", actions.LockActionError),
-        ("k", QUEUE, True, actions.LockActionError),
+        ("nope", QUEUE, None, lock_acts.LockNotFound),
+        ("k", "no_such_queue", None, lock_acts.QueueNotFound),
+        ("k", QUEUE, 999_999, lock_acts.MessageNotFound),
+        ("k", QUEUE, 0, lock_acts.LockActionError),
+        ("k", QUEUE, -3, lock_acts.LockActionError),
+        ("k", QUEUE, "1", lock_acts.LockActionError),
+        ("k", QUEUE, True, lock_acts.LockActionError),
     ],
 )
 def test_discard_with_bad_input_changes_nothing(engine, locks, lock_key, queue_name, msg_id, error):
@@ -94,7 +94,7 @@ def test_discard_with_bad_input_changes_nothing(engine, locks, lock_key, queue_n
     before = locks.snapshot()
     with pytest.raises(error):
         with engine.begin() as conn:
-            actions.discard_message(
+            lock_acts.discard_message(
                 conn, lock_key, queue_name=queue_name, msg_id=message["msg_id"] if msg_id is None else msg_id
             )
     assert locks.snapshot() == before
@@ -241,7 +241,7 @@ def _scene(locks):
 def test_reap_takes_orphans_and_gone_locks_past_the_floor_only(engine, locks):
     _scene(locks)
     with engine.begin() as conn:
-        result = actions.reap(conn, age_floor=FLOOR)
+        result = lock_acts.reap(conn, age_floor=FLOOR)
     assert result.released == 3 and result.kept == 0
     assert {row["lock_key"] for row in result.plan.orphans} == {"orphan-1", "orphan-2"}
     assert [row["lock_key"] for row in result.plan.gone] == ["gone-old"]
@@ -259,7 +259,7 @@ def test_reap_dry_run_changes_nothing(engine, locks):
     _scene(locks)
     before = locks.snapshot()
     with engine.begin() as conn:
-        result = actions.reap(conn, age_floor=FLOOR, dry_run=True)
+        result = lock_acts.reap(conn, age_floor=FLOOR, dry_run=True)
     assert (result.released, result.plan.total) == (0, 3)
     assert locks.snapshot() == before
 
@@ -269,7 +269,7 @@ def test_reap_keeps_locks_that_moved_on_after_the_plan(engine, locks):
     locks.acquire("bound-since", age=OLD)
     locks.gone("rebound", age=OLD)
     with engine.begin() as conn:
-        plan = actions.plan_reap(conn, age_floor=FLOOR)
+        plan = lock_acts.plan_reap(conn, age_floor=FLOOR)
     assert plan.total == 3
     # Between the plan and the release: a successor takes one key, a job
     # binds another, and the gone row's key is bound to a new message.
@@ -282,7 +282,7 @@ def test_reap_keeps_locks_that_moved_on_after_the_plan(engine, locks):
         uniqueness_keys.release(conn, "rebound")
     locks.live("rebound")
     with engine.begin() as conn:
-        assert actions.release_planned(conn, plan) == 0
+        assert lock_acts.release_planned(conn, plan) == 0
     assert locks.states() == {"re-acquired": FRESH, "bound-since": LIVE, "rebound": LIVE}
 
 
@@ -305,7 +305,7 @@ def test_reap_releases_in_slices_of_a_thousand(engine, locks):
     sa.event.listen(engine, "before_cursor_execute", count)
     try:
         with engine.begin() as conn:
-            assert actions.reap(conn, age_floor=FLOOR).released == 2500
+            assert lock_acts.reap(conn, age_floor=FLOOR).released == 2500
     finally:
         sa.event.remove(engine, "before_cursor_execute", count)
     assert len(statements) == 3
@@ -317,5 +317,5 @@ def test_reap_refuses_a_floor_that_is_not_a_positive_duration(engine, locks, flo
     before = locks.snapshot()
     with pytest.raises(ValueError, match="positive duration"):
         with engine.begin() as conn:
-            actions.reap(conn, age_floor=floor)
+            lock_acts.reap(conn, age_floor=floor)
     assert locks.snapshot() == before

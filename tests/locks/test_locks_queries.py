@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from support.lock_support import FLOOR, QUEUE, Locks
 
 from pgbus_web.locks import FRESH, GONE, LIVE, ORPHAN, PARKED, STATES
-from pgbus_web.locks.seed import seed_locks, split
+from pgbus_web.locks.lock_seeder import seed_locks, split
 from pgbus_web.models import uniqueness_keys as queries
 
 OLD = FLOOR + timedelta(minutes=5)

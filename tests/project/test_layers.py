@@ -388,7 +388,7 @@ def test_the_checker_reads_a_real_re_export():
         ("pgbus_web.launch.fake", "from ..cli import runs\nfrom ..mcp import server\nfrom ..app import create_app\n"),
         ("pgbus_web.cli.fake", "from ..auth import users\nfrom ..core import acts\n"),
         ("pgbus_web.progress", "def bar():\n    from tqdm import tqdm\n"),
-        ("pgbus_web.runtime.fake", "from ..locks import actions\n"),
+        ("pgbus_web.runtime.fake", "from ..locks import lock_acts\n"),
         ("pgbus_web.api.fake", "from ..models.values import RawJson\nfrom ..core import operation_reads\n"),
         # The opening's blocks that only import, and the definitions loader.
         (

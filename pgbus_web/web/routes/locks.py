@@ -36,7 +36,7 @@ from ...core.checks import FormError
 from ...core.lock_filters import MAX_KEY, MAX_QUEUE, LockFilters, parse, text
 from ...core.lock_reads import locks_context
 from ...core.words import results
-from ...locks import actions
+from ...locks import lock_acts
 from ...plumbing import hx, reading
 from ...plumbing.redirects import see_other
 from ...plumbing.security import may_release_locks
@@ -126,7 +126,7 @@ def _act(work) -> Response:
     try:
         with state().database.write() as conn:
             message = work(conn)
-    except (FormError, actions.LockActionError) as problem:
+    except (FormError, lock_acts.LockActionError) as problem:
         refusal = problems.refusal(problem)
         return _answer(view, "error", refusal.message, refusal.status)
     # Committed: from here on the operator must read that it was done.
@@ -138,7 +138,7 @@ def release():
 
     def work(conn) -> str:
         lock_key = _field("lock_key", MAX_KEY)
-        actions.release_lock(conn, lock_key)
+        lock_acts.release_lock(conn, lock_key)
         return results.lock_released(lock_key)
 
     return _act(work)
@@ -151,7 +151,7 @@ def discard():
         lock_key = _field("lock_key", MAX_KEY)
         queue_name = _field("queue_name", MAX_QUEUE)
         msg_id = _msg_id()
-        done = actions.discard_message(conn, lock_key, queue_name=queue_name, msg_id=msg_id)
+        done = lock_acts.discard_message(conn, lock_key, queue_name=queue_name, msg_id=msg_id)
         return results.message_discarded(msg_id, done.queue_name, lock_released=done.lock_released)
 
     return _act(work)
@@ -161,7 +161,7 @@ def reap():
     """POST /locks/reap."""
 
     def work(conn) -> str:
-        result = actions.reap(conn, age_floor=state().settings.lock_age_floor)
+        result = lock_acts.reap(conn, age_floor=state().settings.lock_age_floor)
         return results.locks_reaped(result.released, result.kept)
 
     return _act(work)
