@@ -64,7 +64,7 @@ from queries import buffers, capture, explain, scans  # noqa: E402  (bench/queri
 
 from pgbus_web import db, schema
 from pgbus_web.app import create_app
-from pgbus_web.demo import database as demo_database
+from pgbus_web.demo import embedded_server
 from pgbus_web.demo.seed import seed
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import changes, recount, workflow_counts, workflow_rows
@@ -588,7 +588,7 @@ def main() -> None:
         return
     with scratch.server() as server_url:
         # The demo's database, as the demo makes it (its collation).
-        url = demo_database.ensure(server_url)
+        url = embedded_server.ensure(server_url)
         engine = db.create_engine(url)
         schema.install(engine)
         engine.dispose()

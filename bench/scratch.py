@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from pgbus_web import db
-from pgbus_web.demo import database as demo_database
+from pgbus_web.demo import embedded_server
 
 
 @contextmanager
@@ -53,7 +53,7 @@ def _on_server(url: str, statement: str) -> None:
 
 def database_url(url: str, name: str) -> str:
     """The URL of database *name* on *url*'s server."""
-    return demo_database.url_of(url, name)
+    return embedded_server.url_of(url, name)
 
 
 def create_database(url: str, name: str) -> str:
@@ -65,7 +65,7 @@ def create_database(url: str, name: str) -> str:
     engine = db.create_engine(url, db.UNBOUNDED_STATEMENTS, isolation_level="AUTOCOMMIT", pool_size=1, max_overflow=0)
     try:
         with engine.connect() as conn:
-            demo_database.create(conn, name)
+            embedded_server.create(conn, name)
     finally:
         engine.dispose()
     return database_url(url, name)

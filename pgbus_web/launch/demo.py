@@ -30,12 +30,12 @@ from ..cli.common import config_option, load_settings, main_group
 from ..core import policy
 from ..core.words import command_line
 from ..db import UNBOUNDED_STATEMENTS, WORKER_STATEMENT_TIMEOUT, Bounds, Database, create_engine
-from ..demo import database as demo_database
+from ..demo import embedded_server
 from ..demo import workflows as demo_workflows
 from ..demo.live import LiveDemo
 from ..demo.seed import seed
 from ..demo.unloaded import seed_unloaded
-from ..locks.seed import seed_locks
+from ..locks.lock_seeder import seed_locks
 from ..models import workflow_rows
 from ..runtime.heartbeat import WORKER as HEARTBEAT_WORKER
 from ..runtime.heartbeat import Heartbeat
@@ -128,7 +128,7 @@ def demo(port, host, data_dir, runs, reset, no_auth):
     port = http.effective_port
     # Installing and seeding may take long; the worker, the new runs and
     # the pages then get their own bounds (pgbus_web.db).
-    url = demo_database.ensure(server.get_uri())
+    url = embedded_server.ensure(server.get_uri())
     setup = create_engine(url, UNBOUNDED_STATEMENTS)
     schema.install(setup)
     with setup.connect() as conn:

@@ -99,7 +99,7 @@ def test_demo_serves_every_status_and_stuck_reason_and_stops_cleanly(demo):
                 )
             }
             locks = conn.execute(sa.text("SELECT count(*) FROM pgbus_uniqueness_keys")).scalar_one()
-            # Its own database, collated as demo/database.py makes it.
+            # Its own database, collated as demo/embedded_server.py makes it.
             name, provider, version = conn.execute(
                 sa.text(
                     "SELECT datname, datlocprovider, current_setting('server_version_num')::int"

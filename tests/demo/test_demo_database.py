@@ -1,4 +1,4 @@
-"""The demo's database (demo/database.py): made once, with the builtin
+"""The demo's database (demo/embedded_server.py): made once, with the builtin
 C.UTF-8 collation where the server has it, so it sorts by code point and
 still folds case beyond ASCII, whatever the locale of the shell that
 started the server."""
@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from pgbus_web import db
-from pgbus_web.demo import database as demo_database
+from pgbus_web.demo import embedded_server
 
 # Upper and lower case, accents, a digit, a symbol, a CJK character: code
 # point order puts capitals first and accented letters last, which a
@@ -52,13 +52,13 @@ def _one(url: str, statement: str, **binds):
 def test_ensure_makes_the_database_once_with_the_builtin_collation(database_url, server_admin):
     _, made = server_admin
     name = _name(made)
-    url = demo_database.ensure(database_url, name)
+    url = embedded_server.ensure(database_url, name)
     [(provider, locale, version)] = _one(
         url,
         "SELECT datlocprovider, datlocale, current_setting('server_version_num')::int"
         " FROM pg_database WHERE datname = current_database()",
     )
-    if version >= demo_database.BUILTIN_SINCE:
+    if version >= embedded_server.BUILTIN_SINCE:
         assert (provider, locale) == ("b", "C.UTF-8")
     else:
         assert provider == "c"
@@ -68,15 +68,15 @@ def test_ensure_makes_the_database_once_with_the_builtin_collation(database_url,
         conn.exec_driver_sql("CREATE TABLE kept (n int)")
         conn.exec_driver_sql("INSERT INTO kept VALUES (7)")
     engine.dispose()
-    assert demo_database.ensure(database_url, name) == url
+    assert embedded_server.ensure(database_url, name) == url
     assert _one(url, "SELECT n FROM kept") == [(7,)]
 
 
 def test_the_demo_database_sorts_by_code_point_and_folds_case_beyond_ascii(database_url, server_admin):
     admin, made = server_admin
-    url = demo_database.ensure(database_url, _name(made))
+    url = embedded_server.ensure(database_url, _name(made))
     [(version,)] = _one(url, "SELECT current_setting('server_version_num')::int")
-    if version < demo_database.BUILTIN_SINCE:
+    if version < embedded_server.BUILTIN_SINCE:
         # Before PostgreSQL 17 the demo takes the server's default, whatever it sorts like.
         [(mine, default)] = _one(
             url,
@@ -96,16 +96,16 @@ def test_the_demo_database_sorts_by_code_point_and_folds_case_beyond_ascii(datab
     plain = _name(made)
     with admin.connect() as conn:
         conn.exec_driver_sql(f"CREATE DATABASE \"{plain}\" TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C'")
-    assert _one(demo_database.url_of(database_url, plain), "SELECT lower('ÉCOLE ÖL 注文')") == [("École Öl 注文",)]
+    assert _one(embedded_server.url_of(database_url, plain), "SELECT lower('ÉCOLE ÖL 注文')") == [("École Öl 注文",)]
 
 
 def test_the_url_names_the_database_and_keeps_the_rest_as_written():
     embedded = "postgresql://postgres:@/postgres?host=/tmp/demo/pgdata"
-    assert demo_database.url_of(embedded, "pgbus_demo") == "postgresql://postgres:@/pgbus_demo?host=/tmp/demo/pgdata"
+    assert embedded_server.url_of(embedded, "pgbus_demo") == "postgresql://postgres:@/pgbus_demo?host=/tmp/demo/pgdata"
     remote = "postgresql+psycopg://u:p%40ss@db.example:5433/app?sslmode=require"
-    assert demo_database.url_of(remote, "x") == "postgresql+psycopg://u:p%40ss@db.example:5433/x?sslmode=require"
+    assert embedded_server.url_of(remote, "x") == "postgresql+psycopg://u:p%40ss@db.example:5433/x?sslmode=require"
 
 
 def test_the_create_statement_names_the_provider_only_where_the_server_has_it():
-    assert "LOCALE_PROVIDER builtin" in demo_database.create_statement("x", 170000)
-    assert demo_database.create_statement("x", 160004) == 'CREATE DATABASE "x"'
+    assert "LOCALE_PROVIDER builtin" in embedded_server.create_statement("x", 170000)
+    assert embedded_server.create_statement("x", 160004) == 'CREATE DATABASE "x"'
