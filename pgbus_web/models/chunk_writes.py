@@ -7,7 +7,7 @@ The events are built here, from the rows the same statement wrote
 (RETURNING), the per-run values the caller passes as arrays and the
 operation's constants, rather than as a JSON document of every row made
 in Python: the statement is the same whatever the chunk's size, and the
-rows are the ones runtime/chunks/common.event would make (reason and
+rows are the ones runtime/chunks/locked_runs.event would make (reason and
 details capped as models/events caps them: the caller caps the constants).
 
 Every statement names the rows it writes by ``= ANY`` of the ids of

@@ -6,7 +6,7 @@ this path as runtime/chunks/resume.py, and what follows is how
 verbs.resume is about ten statements and a commit per run; an incident's
 40,000 paused runs would keep a process and the database busy for minutes.
 Here a chunk takes three statements whatever its size: the lock, what the
-chunk reads under it (runtime/chunks/common.lock_and_read), and the writes
+chunk reads under it (runtime/chunks/locked_runs.lock_and_read), and the writes
 (models/chunk_writes.schedule_and_move). Every decision stays
 the verb's own, only the writes are gathered:
 

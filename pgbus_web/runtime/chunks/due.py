@@ -15,7 +15,7 @@ from ...rules import states
 from .. import flow
 from ..chunk_resume import ChunkResult
 from ..verbs import FROM
-from . import common
+from . import locked_runs
 
 # The event each verb writes.
 EVENTS = {"run_now": "run_now", "reschedule": "rescheduled"}
@@ -31,18 +31,18 @@ def due_chunk(
     reason: str | None,
     at: datetime | None,
     now: datetime,
-    then: common.Then | None = None,
+    then: locked_runs.Then | None = None,
 ) -> ChunkResult:
     """*verb* (run_now: due *now*; reschedule: due *at*) on every run: its
     scheduled step row due then, the run ready, one event per run with the
     moment and the one it replaced."""
-    reason = common.capped_reason(reason)
+    reason = locked_runs.capped_reason(reason)
     actor = actor or states.APP_ACTOR
     due = now if verb == "run_now" else at
-    due_iso = common.capped(flow.iso(due))
+    due_iso = locked_runs.capped(flow.iso(due))
 
     def statements(conn: Connection) -> ChunkResult:
-        result, candidates, known = common.lock_and_read(conn, verb, workflow_ids, operation_id, latest=True)
+        result, candidates, known = locked_runs.lock_and_read(conn, verb, workflow_ids, operation_id, latest=True)
         dues = []
         for run in candidates:
             row = known[run["workflow_id"]]["latest"]
@@ -54,7 +54,7 @@ def due_chunk(
                         "workflow_id": run["workflow_id"],
                         "run_id": run["id"],
                         "step_id": row["id"],
-                        "was": common.capped(flow.iso(row["scheduled_at"])),
+                        "was": locked_runs.capped(flow.iso(row["scheduled_at"])),
                     }
                 )
         if not dues:
@@ -76,4 +76,4 @@ def due_chunk(
         result.moved = [item["workflow_id"] for item in dues]
         return result
 
-    return common.in_one(engine, statements, then)
+    return locked_runs.in_one(engine, statements, then)

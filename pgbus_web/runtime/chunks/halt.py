@@ -14,7 +14,7 @@ from ...models import chunk_writes, events, steps, workflow_rows
 from ...rules import states
 from ..chunk_resume import ChunkResult
 from ..verbs import FROM
-from . import common
+from . import locked_runs
 
 
 def cancel_chunk(
@@ -25,16 +25,16 @@ def cancel_chunk(
     actor: str,
     reason: str | None,
     now: datetime,
-    then: common.Then | None = None,
+    then: locked_runs.Then | None = None,
 ) -> ChunkResult:
     """Every run -> cancelled, its open step rows cancelled; one "cancelled"
     event per run naming its last cancelled row and all of them: the lock,
     the check, and one statement of writes (chunk_writes.cancel_and_move)."""
-    reason = common.capped_reason(reason)
+    reason = locked_runs.capped_reason(reason)
     actor = actor or states.APP_ACTOR
 
     def statements(conn: Connection) -> ChunkResult:
-        result, runs = common.lock(conn, "cancel", workflow_ids, operation_id)
+        result, runs = locked_runs.lock(conn, "cancel", workflow_ids, operation_id)
         if not runs:
             return result
         moved, closed, named = chunk_writes.cancel_and_move(
@@ -54,7 +54,7 @@ def cancel_chunk(
         result.moved = [run["workflow_id"] for run in runs]
         return result
 
-    return common.in_one(engine, statements, then)
+    return locked_runs.in_one(engine, statements, then)
 
 
 def pause_chunk(
@@ -65,14 +65,14 @@ def pause_chunk(
     actor: str,
     reason: str | None,
     now: datetime,
-    then: common.Then | None = None,
+    then: locked_runs.Then | None = None,
 ) -> ChunkResult:
     """Every run -> paused (paused_at now); one "paused" event per run
     naming its latest step row."""
-    reason = common.reason_of(reason)
+    reason = locked_runs.reason_of(reason)
 
     def statements(conn: Connection) -> ChunkResult:
-        result, runs = common.lock(conn, "pause", workflow_ids, operation_id, sets_latest=False)
+        result, runs = locked_runs.lock(conn, "pause", workflow_ids, operation_id, sets_latest=False)
         if not runs:
             return result
         ids = [run["workflow_id"] for run in runs]
@@ -80,11 +80,11 @@ def pause_chunk(
         moved = workflow_rows.move_many(
             conn, [{"workflow_id": w, "to": states.PAUSED, "paused_at": now} for w in ids], from_=FROM["pause"]
         )
-        common.moved_all(moved, len(runs))
+        locked_runs.moved_all(moved, len(runs))
         events.record_many(
             conn,
             [
-                common.event(
+                locked_runs.event(
                     run,
                     "paused",
                     actor=actor,
@@ -100,4 +100,4 @@ def pause_chunk(
         result.moved = ids
         return result
 
-    return common.in_one(engine, statements, then)
+    return locked_runs.in_one(engine, statements, then)

@@ -23,7 +23,7 @@ from .. import flow
 from ..chunk_resume import ChunkResult
 from ..definitions import Registry
 from ..verbs import FROM
-from . import common
+from . import locked_runs
 
 
 def rerun_chunk(
@@ -36,13 +36,13 @@ def rerun_chunk(
     from_step: str | None,
     registry: Registry | None,
     now: datetime,
-    then: common.Then | None = None,
+    then: locked_runs.Then | None = None,
 ) -> ChunkResult:
-    reason = common.capped_reason(reason)
+    reason = locked_runs.capped_reason(reason)
     actor = actor or states.APP_ACTOR
 
     def statements(conn: Connection) -> ChunkResult:
-        result, candidates, known = common.lock_and_read(conn, "rerun", workflow_ids, operation_id, subjects=True)
+        result, candidates, known = locked_runs.lock_and_read(conn, "rerun", workflow_ids, operation_id, subjects=True)
         # The step each class reruns from, once per class.
         steps_of: dict[str, str | None] = {}
         for run in candidates:
@@ -75,7 +75,7 @@ def rerun_chunk(
             planned = [(run, name) for run, name in planned if run["workflow_id"] not in held]
         if not planned:
             return result
-        capped = {name: common.capped(name) for name in set(steps_of.values()) if name is not None}
+        capped = {name: locked_runs.capped(name) for name in set(steps_of.values()) if name is not None}
         written = chunk_writes.schedule_and_move(
             conn,
             [
@@ -98,8 +98,8 @@ def rerun_chunk(
             operation_id=operation_id,
             clear_finished=True,
         )
-        common.moved_all([w for w, row in written.items() if row["moved"]], len(planned))
+        locked_runs.moved_all([w for w, row in written.items() if row["moved"]], len(planned))
         result.moved = [run["workflow_id"] for run, _ in planned]
         return result
 
-    return common.in_one(engine, statements, then)
+    return locked_runs.in_one(engine, statements, then)

@@ -14,7 +14,7 @@ from .. import flow, verbs
 from ..chunk_resume import ChunkResult, Then, in_one
 from ..definitions import Registry
 from ..plan import CONTINUE, RETRY, plan_for
-from . import common
+from . import locked_runs
 
 
 def resume_chunk(
@@ -33,13 +33,13 @@ def resume_chunk(
     """*verb* (resume or resume_at, due at *at*) on *workflow_ids* in one
     transaction, with the audit events of verbs.resume carrying
     *operation_id*."""
-    reason = common.capped_reason(reason)
+    reason = locked_runs.capped_reason(reason)
     actor = actor or states.APP_ACTOR
     due = at or now
-    at_iso = common.capped(flow.iso(at)) if at is not None else None
+    at_iso = locked_runs.capped(flow.iso(at)) if at is not None else None
 
     def statements(conn: Connection) -> ChunkResult:
-        result, candidates, known = common.lock_and_read(conn, verb, workflow_ids, operation_id, latest=True)
+        result, candidates, known = locked_runs.lock_and_read(conn, verb, workflow_ids, operation_id, latest=True)
         planned = []
         for run in candidates:
             definition = registry.get(run["workflow_class"]) if registry is not None else None
@@ -59,7 +59,7 @@ def resume_chunk(
                     "workflow_id": run["workflow_id"],
                     "run_id": run["id"],
                     "step_name": plan.step,
-                    "step_name_capped": common.capped(plan.step),
+                    "step_name_capped": locked_runs.capped(plan.step),
                     "action": plan.action,
                     "from": row,
                 }
@@ -72,14 +72,14 @@ def resume_chunk(
             first="resumed",
             from_=verbs.FROM[verb],
             due=due,
-            due_iso=common.capped(flow.iso(due)),
+            due_iso=locked_runs.capped(flow.iso(due)),
             now=now,
             actor=actor,
             reason=reason,
             operation_id=operation_id,
             at=at_iso,
         )
-        common.moved_all([w for w, row in written.items() if row["moved"]], len(planned))
+        locked_runs.moved_all([w for w, row in written.items() if row["moved"]], len(planned))
         result.moved = [plan["workflow_id"] for plan in planned]
         return result
 

@@ -21,7 +21,7 @@ from ...models import chunk_writes
 from ...rules import states
 from ..chunk_resume import ChunkResult
 from ..verbs import FROM, parse_payload
-from . import common
+from . import locked_runs
 
 
 def signal_chunk(
@@ -35,17 +35,17 @@ def signal_chunk(
     payload: Any,
     key_of: Callable[[str], str],
     now: datetime,
-    then: common.Then | None = None,
+    then: locked_runs.Then | None = None,
 ) -> ChunkResult:
     """Signal *name* with *payload* to every run, the idempotency key of
     each ``key_of(workflow_id)`` (the operation's signal_key)."""
-    reason = common.capped_reason(reason)
+    reason = locked_runs.capped_reason(reason)
     actor = actor or states.APP_ACTOR
     name = name.strip()
     body = parse_payload(payload, None)
 
     def statements(conn: Connection) -> ChunkResult:
-        result, runs, known = common.lock_and_read(conn, "signal", workflow_ids, operation_id, latest=True)
+        result, runs, known = locked_runs.lock_and_read(conn, "signal", workflow_ids, operation_id, latest=True)
         if not runs:
             return result
         deliveries = []
@@ -63,7 +63,7 @@ def signal_chunk(
                     "workflow_id": run["workflow_id"],
                     "run_id": run["id"],
                     "idempotency_key": key,
-                    "key_capped": common.capped(key),
+                    "key_capped": locked_runs.capped(key),
                     "claim_id": row["id"] if claims else None,
                 }
             )
@@ -71,7 +71,7 @@ def signal_chunk(
             conn,
             deliveries,
             name=name,
-            name_capped=common.capped(name),
+            name_capped=locked_runs.capped(name),
             payload=body or {},
             from_=FROM["signal"],
             now=now,
@@ -85,4 +85,4 @@ def signal_chunk(
         result.moved = [run["workflow_id"] for run in runs]
         return result
 
-    return common.in_one(engine, statements, then)
+    return locked_runs.in_one(engine, statements, then)

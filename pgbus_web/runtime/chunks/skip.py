@@ -27,7 +27,7 @@ from .. import flow
 from ..chunk_resume import ChunkResult
 from ..definitions import Registry
 from ..verbs import FROM
-from . import common
+from . import locked_runs
 
 
 def _decide(run, row, definition):
@@ -76,13 +76,13 @@ def skip_chunk(
     reason: str | None,
     registry: Registry | None,
     now: datetime,
-    then: common.Then | None = None,
+    then: locked_runs.Then | None = None,
 ) -> ChunkResult:
-    reason = common.capped_reason(reason)
+    reason = locked_runs.capped_reason(reason)
     actor = actor or states.APP_ACTOR
 
     def statements(conn: Connection) -> ChunkResult:
-        result, candidates = common.lock(conn, "skip", workflow_ids, operation_id)
+        result, candidates = locked_runs.lock(conn, "skip", workflow_ids, operation_id)
         latest = steps.latest_of(conn, [run["workflow_id"] for run in candidates]) if candidates else {}
         plans = []
         for run in candidates:
@@ -130,4 +130,4 @@ def skip_chunk(
         result.moved = [plan["workflow_id"] for plan in plans]
         return result
 
-    return common.in_one(engine, statements, then)
+    return locked_runs.in_one(engine, statements, then)
