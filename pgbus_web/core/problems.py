@@ -174,6 +174,14 @@ def operation_not_found(operation_id: object) -> Refusal:
     )
 
 
+def _operation_in(
+    problem: operation_record.NotPausable | operation_record.NotPaused | operation_record.NotAwaitingApproval,
+) -> dict[str, object]:
+    """The values of a refusal of an operation's state: its id and its
+    status in words."""
+    return {"operation_id": problem.operation["id"], "status": t(f"pgbus.operations.statuses.{problem.status}")}
+
+
 def _operation(problem: operation_record.OperationError) -> Refusal:
     if isinstance(problem, operation_record.ReasonMissing):
         return Refusal(422, t("pgbus.operations.errors.reason_missing"), field="reason")
@@ -197,32 +205,11 @@ def _operation(problem: operation_record.OperationError) -> Refusal:
             409, t("pgbus.operations.errors.not_cancellable", status=t(f"pgbus.operations.statuses.{problem.status}"))
         )
     if isinstance(problem, operation_record.NotPausable):
-        return Refusal(
-            409,
-            t(
-                "pgbus.operations.errors.not_pausable",
-                operation_id=problem.operation["id"],
-                status=t(f"pgbus.operations.statuses.{problem.status}"),
-            ),
-        )
+        return Refusal(409, t("pgbus.operations.errors.not_pausable", **_operation_in(problem)))
     if isinstance(problem, operation_record.NotPaused):
-        return Refusal(
-            409,
-            t(
-                "pgbus.operations.errors.not_paused",
-                operation_id=problem.operation["id"],
-                status=t(f"pgbus.operations.statuses.{problem.status}"),
-            ),
-        )
+        return Refusal(409, t("pgbus.operations.errors.not_paused", **_operation_in(problem)))
     if isinstance(problem, operation_record.NotAwaitingApproval):
-        return Refusal(
-            409,
-            t(
-                "pgbus.operations.errors.not_awaiting_approval",
-                operation_id=problem.operation["id"],
-                status=t(f"pgbus.operations.statuses.{problem.status}"),
-            ),
-        )
+        return Refusal(409, t("pgbus.operations.errors.not_awaiting_approval", **_operation_in(problem)))
     if isinstance(problem, operation_record.OwnApproval):
         return Refusal(
             403,
