@@ -108,74 +108,52 @@ def show(operation_id, database_url, as_json) -> None:
         click.echo(line)
 
 
-@operations_group.command("pause")
-@click.argument("operation_id")
-@click.option("--reason", default=None, help="Why: kept on the operation with who did it.")
-@database_url_option
-@token_option
-@friendly_errors
-def pause(operation_id, reason, database_url, token) -> None:
+def _reasoned_change(name: str, act, said):
+    """Registers ``operations NAME OPERATION_ID [--reason]``: *act*(engine,
+    principal, id, reason=...) through _change, *said* its sentence; the
+    function it decorates gives the command's help and nothing else."""
+
+    def register(described) -> click.Command:
+        @operations_group.command(name, help=described.__doc__)
+        @click.argument("operation_id")
+        @click.option("--reason", default=None, help="Why: kept on the operation with who did it.")
+        @database_url_option
+        @token_option
+        @friendly_errors
+        def command(operation_id, reason, database_url, token) -> None:
+            _change(
+                database_url,
+                operation_id,
+                lambda engine, who, op: act(engine, who, op, reason=reason),
+                said,
+                token,
+            )
+
+        return command
+
+    return register
+
+
+@_reasoned_change("pause", operation_acts.pause, results.operation_paused)
+def pause() -> None:
     """Hold a queued or running operation: no process claims it until `resume`."""
-    _change(
-        database_url,
-        operation_id,
-        lambda engine, who, op: operation_acts.pause(engine, who, op, reason=reason),
-        results.operation_paused,
-        token,
-    )
 
 
-@operations_group.command("resume")
-@click.argument("operation_id")
-@click.option("--reason", default=None, help="Why: kept on the operation with who did it.")
-@database_url_option
-@token_option
-@friendly_errors
-def resume(operation_id, reason, database_url, token) -> None:
+@_reasoned_change("resume", operation_acts.go_on, results.operation_resumed)
+def resume() -> None:
     """Let a paused operation go on (any worker or dashboard takes it)."""
-    _change(
-        database_url,
-        operation_id,
-        lambda engine, who, op: operation_acts.go_on(engine, who, op, reason=reason),
-        results.operation_resumed,
-        token,
-    )
 
 
-@operations_group.command("approve")
-@click.argument("operation_id")
-@click.option("--reason", default=None, help="Why: kept on the operation with who did it.")
-@database_url_option
-@token_option
-@friendly_errors
-def approve(operation_id, reason, database_url, token) -> None:
+@_reasoned_change("approve", operation_acts.approve, results.operation_approved)
+def approve() -> None:
     """Approve an operation awaiting approval: with an approver's token
     (--token), never one that token's principal asked for; a command
     without a token cannot approve."""
-    _change(
-        database_url,
-        operation_id,
-        lambda engine, who, op: operation_acts.approve(engine, who, op, reason=reason),
-        results.operation_approved,
-        token,
-    )
 
 
-@operations_group.command("cancel")
-@click.argument("operation_id")
-@click.option("--reason", default=None, help="Why: kept on the operation with who did it.")
-@database_url_option
-@token_option
-@friendly_errors
-def cancel(operation_id, reason, database_url, token) -> None:
+@_reasoned_change("cancel", operation_acts.cancel, results.operation_cancelled)
+def cancel() -> None:
     """Stop an operation that has not ended (the runs it acted on stay)."""
-    _change(
-        database_url,
-        operation_id,
-        lambda engine, who, op: operation_acts.cancel(engine, who, op, reason=reason),
-        results.operation_cancelled,
-        token,
-    )
 
 
 @operations_group.command("set")
