@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from flask import Response, request, stream_with_context
+from flask import Response, request
 
 from ..core import compare as comparing
 from ..core import exports, operation_reads, page_reads, policy, policy_changes, problems, redacting, worker_reads
@@ -17,6 +17,7 @@ from ..core.lock_filters import parse as parse_lock_filters
 from ..core.lock_reads import locks_context
 from ..plumbing import reading, security
 from ..plumbing.state import state
+from ..plumbing.streamed_exports import export_response
 from ..rules import run_filters
 from ..runtime.clock import utcnow
 from . import guard
@@ -73,14 +74,7 @@ def export() -> Response:
         made = exports.export(state().database.read, state().settings, filters, fmt)
     except run_filters.FilterError as refused:
         return from_refusal(problems.refusal(refused))
-    return Response(
-        stream_with_context(made.chunks),
-        content_type=made.content_type,
-        headers={
-            "Content-Disposition": exports.content_disposition(made.filename),
-            "X-Pgbus-Export-Ceiling-Id": str(made.ceiling_id),
-        },
-    )
+    return export_response(made)
 
 
 def compare() -> Response:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, Response, jsonify, redirect, request, stream_with_context, url_for
+from flask import Blueprint, jsonify, redirect, request, url_for
 from sqlalchemy import exc as sa_exc
 from werkzeug.exceptions import HTTPException, InternalServerError
 
@@ -17,6 +17,7 @@ from ...db import SchemaProblem
 from ...plumbing import reading, run_ids, security
 from ...plumbing.security import may_act
 from ...plumbing.state import state
+from ...plumbing.streamed_exports import export_response
 from ...rules import run_filters as filters
 from ...rules.limits import ID_MAX
 from ...runtime import verbs
@@ -70,15 +71,7 @@ def export(fmt: str):
         made = exports.export(state().database.read, state().settings, run_filters, fmt)
     except filters.FilterError as problem:
         return answers.error_page_for(problems.refusal(problem))
-    return Response(
-        stream_with_context(made.chunks),
-        content_type=made.content_type,
-        headers={
-            "Content-Disposition": exports.content_disposition(made.filename),
-            "X-Pgbus-Export-Ceiling-Id": str(made.ceiling_id),
-            "Cache-Control": "no-store",
-        },
-    )
+    return export_response(made, **{"Cache-Control": "no-store"})
 
 
 # The run page's windows of older attempts and events (context.Window).
