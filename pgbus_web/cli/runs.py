@@ -38,6 +38,13 @@ from .common import (
 from .worker import DEFINITIONS_ENV
 
 json_option = click.option("--json", "as_json", is_flag=True, help="JSON Lines for scripts, not a table.")
+filter_option = click.option(
+    "--filter",
+    "filter_pairs",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="An index filter by its name, arg.<path>=VALUE and signal.<path>=VALUE too; repeat for more.",
+)
 definitions_option = click.option(
     "--definitions",
     metavar="MODULE",
@@ -97,13 +104,7 @@ def runs_group() -> None:
     type=click.IntRange(1, 1000),
     help=f"Runs on the page (default: the setting page_size, {default_of('page_size')}).",
 )
-@click.option(
-    "--filter",
-    "filter_pairs",
-    multiple=True,
-    metavar="NAME=VALUE",
-    help="An index filter by its name, arg.<path>=VALUE and signal.<path>=VALUE too; repeat for more.",
-)
+@filter_option
 @json_option
 @definitions_option
 @token_option
@@ -202,13 +203,7 @@ def _searchable(engine, filters, token):
     required=True,
     help="csv (a header row of stable column keys) or ndjson (one JSON object a line).",
 )
-@click.option(
-    "--filter",
-    "filter_pairs",
-    multiple=True,
-    metavar="NAME=VALUE",
-    help="An index filter by its name, arg.<path>=VALUE and signal.<path>=VALUE too; repeat for more.",
-)
+@filter_option
 @click.option(
     "-o",
     "--output",
