@@ -8,12 +8,10 @@ from __future__ import annotations
 import threading
 
 import sqlalchemy as sa
-from click.testing import CliRunner
-from support.operation_support import seed_paused
+from support.operation_support import bulk_cancel_paused, seed_paused
 
 from pgbus_web.cli import bulk as bulk_cli
 from pgbus_web.demo.workflows import REGISTRY
-from pgbus_web.launch import main_group
 from pgbus_web.models import operation_rows
 from pgbus_web.runtime import operation_runner
 from pgbus_web.runtime.worker import Worker
@@ -31,22 +29,7 @@ def test_a_chunk_that_keeps_failing_is_handed_back_and_the_command_says_why_in_o
     locking = holder.begin()
     holder.execute(sa.text("SELECT id FROM pgbus_workflows FOR UPDATE"))
     try:
-        result = CliRunner().invoke(
-            main_group,
-            [
-                "bulk",
-                "cancel",
-                "--filter",
-                "status=paused",
-                "--reason",
-                "incident",
-                "--yes",
-                "--statement-timeout",
-                "0.3",
-                "--database-url",
-                _url(engine),
-            ],
-        )
+        result = bulk_cancel_paused(_url(engine), "--statement-timeout", "0.3")
     finally:
         locking.rollback()
         holder.close()
@@ -78,22 +61,7 @@ def test_a_failed_chunk_is_tried_again_before_the_command_gives_up(engine):
     releaser = threading.Timer(0.8, lambda: (locking.rollback(), holder.close()))
     releaser.start()
     try:
-        result = CliRunner().invoke(
-            main_group,
-            [
-                "bulk",
-                "cancel",
-                "--filter",
-                "status=paused",
-                "--reason",
-                "incident",
-                "--yes",
-                "--statement-timeout",
-                "0.3",
-                "--database-url",
-                _url(engine),
-            ],
-        )
+        result = bulk_cancel_paused(_url(engine), "--statement-timeout", "0.3")
     finally:
         releaser.join()
     assert result.exit_code == 0, result.output

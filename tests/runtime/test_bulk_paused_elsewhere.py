@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import threading
 
-from click.testing import CliRunner
-from support.operation_support import seed_paused
+from support.operation_support import bulk_cancel_paused, seed_paused
 
-from pgbus_web.launch import main_group
 from pgbus_web.models import operation_rows
 from pgbus_web.rules import states
 from pgbus_web.runtime import operation_record
@@ -32,23 +30,7 @@ def test_bulk_paused_from_elsewhere_says_who_and_how_it_goes_on(database_url, en
     pauser = threading.Thread(target=_pause_once_started, args=(engine, stop), daemon=True)
     pauser.start()
     try:
-        result = CliRunner().invoke(
-            main_group,
-            [
-                "bulk",
-                "cancel",
-                "--filter",
-                "status=paused",
-                "--reason",
-                "incident",
-                "--yes",
-                "--rate",
-                "8",
-                "--database-url",
-                database_url,
-            ],
-            catch_exceptions=False,
-        )
+        result = bulk_cancel_paused(database_url, "--rate", "8", catch_exceptions=False)
     finally:
         stop.set()
         pauser.join(timeout=10)

@@ -1,4 +1,5 @@
-"""Helpers the operation tests share: many paused runs written at once."""
+"""Helpers the operation tests share: many paused runs written at once,
+and `pgbus-web bulk cancel` of them."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ from datetime import datetime, timedelta
 from urllib.parse import urlencode
 
 import sqlalchemy as sa
+from click.testing import CliRunner, Result
 
 from pgbus_web import defaults
 from pgbus_web.demo.workflows import ORDER_WORKFLOW, REGISTRY
+from pgbus_web.launch import main_group
 from pgbus_web.models import operation_rows
 from pgbus_web.rules import run_filters as filters
 from pgbus_web.runtime import operation_policy
@@ -52,6 +55,28 @@ def seed_paused(engine, n: int) -> None:
         above = conn.execute(sa.text("SELECT COALESCE(max(id), 0) FROM pgbus_workflows")).scalar_one()
         for statement in SEED:
             conn.execute(statement, {"n": n, "above": above, "digest": ORDER_WORKFLOW.digest})
+
+
+def bulk_cancel_paused(database_url: str, *options: str, **invoke) -> Result:
+    """`pgbus-web bulk cancel` of the paused runs, for an incident, asked
+    no question, with *options* (a rate, a statement timeout), in this
+    process; *invoke* goes to CliRunner.invoke."""
+    return CliRunner().invoke(
+        main_group,
+        [
+            "bulk",
+            "cancel",
+            "--filter",
+            "status=paused",
+            "--reason",
+            "incident",
+            "--yes",
+            *options,
+            "--database-url",
+            database_url,
+        ],
+        **invoke,
+    )
 
 
 def wait_for_the_dead(engine, operation_id: int, seconds: float = 60) -> None:
