@@ -231,11 +231,17 @@ def start_operation() -> Response:
 
 def cancel_operation(operation_id: int) -> Response:
     """POST /operations/<id>/cancel, with an optional ``reason``."""
+    return _reasoned_change(operation_id, operation_acts.cancel, results.operation_cancelled)
+
+
+def _reasoned_change(operation_id: int, act, said):
+    """_operation_change with a body of a reason alone: *act*(engine,
+    principal, id, reason=...) decides."""
     return _operation_change(
         operation_id,
         WHY_FIELDS,
-        lambda engine, op, given: operation_acts.cancel(engine, guard.principal(), op, reason=given.get("reason")),
-        results.operation_cancelled,
+        lambda engine, op, given: act(engine, guard.principal(), op, reason=given.get("reason")),
+        said,
     )
 
 
@@ -268,32 +274,17 @@ def _operation_change(operation_id: int, fields: Mapping[str, str], change, said
 
 def pause_operation(operation_id: int) -> Response:
     """POST /operations/<id>/pause."""
-    return _operation_change(
-        operation_id,
-        WHY_FIELDS,
-        lambda engine, op, given: operation_acts.pause(engine, guard.principal(), op, reason=given.get("reason")),
-        results.operation_paused,
-    )
+    return _reasoned_change(operation_id, operation_acts.pause, results.operation_paused)
 
 
 def resume_operation(operation_id: int) -> Response:
     """POST /operations/<id>/resume: a paused operation goes on."""
-    return _operation_change(
-        operation_id,
-        WHY_FIELDS,
-        lambda engine, op, given: operation_acts.go_on(engine, guard.principal(), op, reason=given.get("reason")),
-        results.operation_resumed,
-    )
+    return _reasoned_change(operation_id, operation_acts.go_on, results.operation_resumed)
 
 
 def approve_operation(operation_id: int) -> Response:
     """POST /operations/<id>/approve: by a caller other than its requester."""
-    return _operation_change(
-        operation_id,
-        WHY_FIELDS,
-        lambda engine, op, given: operation_acts.approve(engine, guard.principal(), op, reason=given.get("reason")),
-        results.operation_approved,
-    )
+    return _reasoned_change(operation_id, operation_acts.approve, results.operation_approved)
 
 
 def pace_operation(operation_id: int) -> Response:
