@@ -17,7 +17,7 @@ import inspect
 import random
 from bisect import bisect
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, timedelta
 from itertools import accumulate
 from typing import Any, Protocol
 
@@ -27,6 +27,7 @@ from ..rules import states
 from ..rules.columns import latest_list
 from ..runtime.definitions import Workflow
 from . import workflows as demo
+from .copy_text import _EPOCH, NULL, _copy_safe, _json, _Moments
 
 UTC = UTC
 
@@ -82,14 +83,6 @@ ERRORS = {
     "send_welcome_email": ("smtplib.SMTPServerDisconnected", demo.SMTP_ERROR, demo.send_welcome_email),
     "issue_refund": ("ValueError", demo.REFUND_ERROR, demo.issue_refund),
 }
-_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
-
-
-def _copy_safe(text: str) -> str:
-    """*text* as it may stand in COPY's text format. The rows are built
-    from these constants, numbers, names and timestamps only, so nothing is
-    escaped row by row."""
-    return text.translate(_COPY_ESCAPES)
 
 
 def _backtrace(func: Callable, error_class: str, message: str) -> str:
@@ -842,68 +835,7 @@ def _arguments(run: _Run) -> dict[str, Any]:
     }
 
 
-def _json(value: Any) -> str:
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    return str(value)
-
-
 CARRIERS = ("DHL", "UPS", "PostNord", "GLS", "FedEx")
-
-
-NULL = "\\N"  # COPY's text format for NULL
-_EPOCH = datetime(1970, 1, 1)
-_MICROSECOND = timedelta(microseconds=1)
-
-
-def _microseconds(seconds: float) -> int:
-    """timedelta(seconds=*seconds*) in whole microseconds, rounded exactly
-    as CPython's timedelta rounds a float (the whole seconds exactly, the
-    fraction to the nearest microsecond, a tie to the even total), without
-    making the object."""
-    whole = int(seconds)
-    micro = (seconds - whole) * 1e6
-    micro_whole = int(micro)
-    left = micro - micro_whole
-    total = whole * 1_000_000 + micro_whole
-    if left > 0.5 or (left == 0.5 and total & 1):
-        total += 1
-    elif left < -0.5 or (left == -0.5 and total & 1):
-        total -= 1
-    return total
-
-
-# "YYYY-MM-DDTHH:MM:" per minute since the epoch, as datetime.isoformat
-# writes it; the moments of a seed fall in a few tens of thousands of them.
-_MINUTES: dict[int, str] = {}
-
-
-def _minute_text(minute: int) -> str:
-    text = _MINUTES[minute] = (_EPOCH + timedelta(minutes=minute)).isoformat()[:17]
-    return text
-
-
-class _Moments(dict):
-    """One run's moments (relative seconds) as COPY text, each formatted
-    once: naive UTC from the run's *start*, as the writing transaction runs
-    in UTC; None is NULL. Looked up by subscript, so a moment seen before
-    costs no Python call. The text is (start + timedelta(seconds=moment))
-    .isoformat() to the character, built from whole microseconds and a
-    per-minute prefix instead of two objects and a format per moment."""
-
-    def __init__(self, start: datetime):
-        super().__init__()
-        self.start = (start - _EPOCH) // _MICROSECOND
-        self[None] = NULL
-
-    def __missing__(self, value: float) -> str:
-        seconds, micro = divmod(self.start + _microseconds(value), 1_000_000)
-        minute, second = divmod(seconds, 60)
-        prefix = _MINUTES.get(minute) or _minute_text(minute)
-        text = self[value] = f"{prefix}{second:02d}.{micro:06d}" if micro else f"{prefix}{second:02d}"
-        return text
 
 
 # uuid.UUID's version 4 marks: the variant bits (10) and the version nibble (4).
