@@ -7,7 +7,7 @@ admins (the sessions page, the API, ``pgbus-web sessions log``), pruned by
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy.engine import Connection, Engine
 
@@ -98,13 +98,28 @@ def latest(
 def prune(engine: Engine, *, before: datetime, dry_run: bool = False, batch: int = BATCH) -> int:
     """Delete the lines older than *before*, *batch* per transaction; how
     many went (or would, on a dry run)."""
+    return prune_rows(engine, access_log_rows, before=before, dry_run=dry_run, batch=batch)
+
+
+class AgingRows(Protocol):
+    """A table's module whose rows age out: counted and deleted before a
+    time (models/access_log_rows.py, models/session_rows.py)."""
+
+    def count_before(self, conn: Connection, before: datetime) -> int: ...
+
+    def delete_before(self, conn: Connection, before: datetime, *, batch: int) -> int: ...
+
+
+def prune_rows(engine: Engine, rows: AgingRows, *, before: datetime, dry_run: bool, batch: int) -> int:
+    """Delete *rows* older than *before*, *batch* per transaction; how
+    many went (or would, on a dry run)."""
     if dry_run:
         with engine.connect() as conn:
-            return access_log_rows.count_before(conn, before)
+            return rows.count_before(conn, before)
     deleted = 0
     while True:
         with engine.begin() as conn:
-            gone = access_log_rows.delete_before(conn, before, batch=batch)
+            gone = rows.delete_before(conn, before, batch=batch)
         deleted += gone
         if gone < batch:
             return deleted

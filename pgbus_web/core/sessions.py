@@ -167,16 +167,7 @@ def prune(engine: Engine, *, before: datetime, dry_run: bool = False, batch: int
     sessions that ended or expired before it, *batch* per transaction;
     (lines, sessions) deleted, or that would be on a dry run."""
     lines = access_log.prune(engine, before=before, dry_run=dry_run, batch=batch)
-    if dry_run:
-        with engine.connect() as conn:
-            return lines, session_rows.count_before(conn, before)
-    deleted = 0
-    while True:
-        with engine.begin() as conn:
-            gone = session_rows.delete_before(conn, before, batch=batch)
-        deleted += gone
-        if gone < batch:
-            return lines, deleted
+    return lines, access_log.prune_rows(engine, session_rows, before=before, dry_run=dry_run, batch=batch)
 
 
 def session_shown(row: dict[str, Any]) -> dict[str, Any]:
