@@ -11,7 +11,7 @@ import time
 
 import sqlalchemy as sa
 from click.testing import CliRunner
-from support.operation_support import THRESHOLDS, query, seed_paused
+from support.operation_support import create, seed_paused
 from support.refusals import everything
 from support.waiting import wait_until
 
@@ -20,20 +20,6 @@ from pgbus_web.launch import main_group
 from pgbus_web.models import operation_rows
 from pgbus_web.runtime import operation_policy
 from pgbus_web.runtime.worker import Worker
-
-
-def _create(engine, **filter_values):
-    return operation_policy.create(
-        engine,
-        query(**filter_values),
-        "resume",
-        None,
-        reason="gateway back",
-        actor="dashboard:alice",
-        expected=None,
-        registry=REGISTRY,
-        thresholds=THRESHOLDS,
-    )
 
 
 def _find(engine, op_id):
@@ -47,7 +33,7 @@ def _wait_for(predicate, timeout=30.0):
 
 def test_a_worker_tick_does_an_operation_chunk_by_chunk(engine):
     seed_paused(engine, 450)
-    operation = _create(engine, status="paused")
+    operation = create(engine, status="paused")
     # No steps: this test is about the operation, not the runs it resumes.
     worker = Worker(engine, REGISTRY, steps_per_tick=0)
     worker.operations.chunk = 200
@@ -65,7 +51,7 @@ def test_the_serving_process_does_operations_unless_turned_off(engine, database)
     seed_paused(engine, 30)
     off = make_app(database)  # run_operations=False
     assert off.extensions["pgbus_web"] is not None
-    operation = _create(engine, status="paused")
+    operation = create(engine, status="paused")
     # Nothing to wait on: the control is that in this while nobody does it.
     time.sleep(0.3)
     assert _find(engine, operation["id"])["status"] == "queued"  # control: nobody does it

@@ -10,31 +10,15 @@ from datetime import timedelta
 import sqlalchemy as sa
 from sqlalchemy import event
 from support.action_support import paused_on_capture
+from support.operation_support import create
 
-from pgbus_web import defaults
 from pgbus_web.demo.workflows import REGISTRY
 from pgbus_web.models import operation_rows
-from pgbus_web.rules import run_filters as filters
-from pgbus_web.runtime import operation_policy, operation_runner
+from pgbus_web.runtime import operation_runner
 from pgbus_web.runtime.clock import utcnow
 
-THRESHOLDS = {"threshold": defaults.STALL_THRESHOLD, "waiting_threshold": defaults.WAITING_THRESHOLD}
 # Long enough that no heartbeat renewal commits while a chunk is in hand.
 QUIET = timedelta(minutes=10)
-
-
-def create(engine, verb):
-    return operation_policy.create(
-        engine,
-        filters.parse({"status": "paused"}),
-        verb,
-        None,
-        reason="gateway back",
-        actor="dashboard:alice",
-        expected=None,
-        registry=REGISTRY,
-        thresholds=THRESHOLDS,
-    )
 
 
 def acted(engine, operation_id):
@@ -71,7 +55,7 @@ class Commits:
 
 def test_a_chunk_of_the_chunk_path_is_one_commit_with_its_progress(engine, runs):
     ids = [paused_on_capture(runs) for _ in range(6)]
-    operation = create(engine, "cancel")
+    operation = create(engine, "cancel", status="paused")
     runner = operation_runner.Runner(engine, REGISTRY, chunk=4, stale_after=QUIET)
     assert runner.claim() is not None
     commits = Commits(engine)
@@ -106,7 +90,7 @@ def test_a_chunk_of_the_chunk_path_is_one_commit_with_its_progress(engine, runs)
 
 def test_a_holder_whose_fence_is_gone_rolls_its_chunk_back_whole(engine, runs):
     ids = [paused_on_capture(runs) for _ in range(6)]
-    operation = create(engine, "cancel")
+    operation = create(engine, "cancel", status="paused")
     slow = operation_runner.Runner(engine, REGISTRY, chunk=4, stale_after=QUIET)
     assert slow.claim() is not None
     later = utcnow() + QUIET + timedelta(minutes=1)
