@@ -342,7 +342,9 @@ def test_each_part_reads_its_index(engine):
     text = "\n".join(plan)
     assert "Index Only Scan using pgbus_workflows_attention_overdue" in only, only
     assert "Index Only Scan using pgbus_workflows_attention_waiting" in only, only
-    assert "pgbus_workflows_attention_moments" in text, text
+    # The moments index read from the analysed table, whose statistics an
+    # autovacuum worker's ANALYZE cannot change under the test.
+    assert "pgbus_workflows_attention_moments" in only, only
     # Not the index every ongoing run is in (what the groups read before).
     assert "Seq Scan on pgbus_workflows " not in text and "pgbus_workflows_stuck" not in text
     failed_text = "\n".join(failed_plan)

@@ -196,7 +196,7 @@ def failing_app(database, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("secret detail of the failure")
 
-    monkeypatch.setattr(views.context, "index_context", broken)
+    monkeypatch.setattr(views.page_reads, "index_context", broken)
     # Flask's testing mode re-raises errors to the test; here the app
     # answers as it does in production.
     return operator_app(database, PROPAGATE_EXCEPTIONS=False)

@@ -486,8 +486,8 @@ def broken_answers(monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("drawing failed")
 
-    monkeypatch.setattr(actions.context, "run_context", broken)
-    monkeypatch.setattr(actions.context, "index_context", broken)
+    monkeypatch.setattr(actions.page_reads, "run_context", broken)
+    monkeypatch.setattr(actions.page_reads, "index_context", broken)
 
 
 @pytest.mark.parametrize("htmx", [True, False], ids=["htmx", "plain"])
