@@ -72,6 +72,11 @@ def waiting(seconds: float | None) -> Iterator[None]:
         _budget.reset(token)
 
 
+def current() -> Budget | None:
+    """The budget of this context's waits, None when there is none."""
+    return _budget.get()
+
+
 def start_waiting(seconds: float | None):
     """As waiting(), for a caller that ends it elsewhere (a request's
     teardown): the token for end_waiting()."""

@@ -27,10 +27,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 
-from .. import db, defaults
+from .. import bounded, db, defaults
 from ..models import changes, policy_rows
 from ..models.text import truncate
 from ..rules import redaction, roles
@@ -409,11 +410,29 @@ def current(engine: Engine, conn: Connection | None = None) -> Policy:
                 target=_check_behind, args=(engine, kept, policy), name="pgbus-policy-check", daemon=True
             ).start()
             return policy
-    with kept.lock:
+    _take(kept.lock)
+    try:
         if kept.policy is not None and not kept.stale and time.monotonic() - kept.checked < CHECK_EVERY:
             return kept.policy
         with nullcontext(conn) if conn is not None else engine.connect() as on:
             return _check(kept, on)
+    finally:
+        kept.lock.release()
+
+
+def _take(lock: threading.Lock) -> None:
+    """*lock*, waited for within what is left of the caller's budget (a page
+    request's one wait, bounded.waiting) and spent from it: requests that
+    queue behind another's read of a frozen server answer 503 within their
+    own wait, not one after the other."""
+    budget = bounded.current()
+    if budget is None:
+        lock.acquire()
+        return
+    with budget.spending():
+        taken = lock.acquire(timeout=max(0.0, budget.left))
+    if not taken:
+        raise sa_exc.TimeoutError("no time was left to wait for another request's read of the policy")
 
 
 def seen(engine: Engine, marker: int) -> None:
