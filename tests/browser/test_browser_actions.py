@@ -16,6 +16,7 @@ from __future__ import annotations
 import pytest
 from support.action_support import ago, events_of, operator_app, paused_on_capture, run_row
 from support.browser import WAIT_MS, requires_chromium, serve
+from support.waiting import wait_until
 from support.web_helpers import step
 
 from pgbus_web.demo.workflows import REGISTRY
@@ -237,7 +238,9 @@ def test_live_refresh_keeps_the_filtered_list(server, page, runs):
     page.select_option("#pgbus-filter-status", "failed")
     page.click("form.pgbus-filters button[type=submit]")
     page.locator("#pgbus-runs .pgbus-chip").first.wait_for()
-    assert shown_ids(page) == [failed]
+    # A refresh sent before the submit may still land first on a loaded
+    # machine; the filtered list must be what the page settles on.
+    wait_until(lambda: shown_ids(page) == [failed], timeout=15, what="the filtered list")
     polls = record_polls(page)
     page.wait_for_timeout(2_500)  # more than two refresh intervals
     assert polls, "the poller sent nothing"
