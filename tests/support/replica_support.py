@@ -115,7 +115,10 @@ class StreamingReplica:
             "-l",
             str(self.log),
             "-o",
-            f'-h "" -k {self.sockets} -p {self.port}',
+            # Replay waits for a reading query rather than cancelling it: the
+            # primary's TRUNCATE between tests must never fail a read that a
+            # loaded machine left running on the standby.
+            f'-h "" -k {self.sockets} -p {self.port} -c max_standby_streaming_delay=-1',
             "start",
         )
         wait_for(self.is_streaming, "the replica to stream from the primary")
