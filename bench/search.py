@@ -1,5 +1,5 @@
 """The index's search box at a million runs: for each form the search
-accepts (docs/web.md, Finding a run), the plan PostgreSQL chose for the runs index's own
+accepts (docs/search.md, Finding a run), the plan PostgreSQL chose for the runs index's own
 query (models.workflow_index.page with ``search``), under EXPLAIN (ANALYZE,
 BUFFERS), and the median wall time of several calls.
 

@@ -4,7 +4,7 @@ string, so that every view of the index is a link to share.
 
 Parameters: ``q`` (one search box: a run id whole, by the prefix the
 list shows or by a fragment from anywhere in it, an idempotency key, or a
-subject, docs/web.md "Finding a run"), ``workflow_class``, ``status``, ``reason`` (a stuck reason),
+subject, docs/search.md "Finding a run"), ``workflow_class``, ``status``, ``reason`` (a stuck reason),
 ``subject`` ("Order 1042", or just "Order"), ``step``, ``error_class`` or
 ``no_error_class=1`` (runs whose latest step has no error class: a
 needs-attention group without one links to exactly its runs this way),
@@ -115,7 +115,7 @@ MOMENT_PATTERN = "^$|" + moment_pattern("19[7-9][0-9]|2[01][0-9][0-9]")
 SEARCH_ID_PREFIX_MIN = 4
 # The shortest text found anywhere in a run id (a fragment from the middle
 # or the end): the shortest that, among random uuid ids, is inside no more
-# runs by chance than a prefix of SEARCH_ID_PREFIX_MIN starts (docs/web.md,
+# runs by chance than a prefix of SEARCH_ID_PREFIX_MIN starts (docs/search.md,
 # "Finding a run"). One word: a text with a space in it is no fragment.
 SEARCH_ID_FRAGMENT_MIN = 6
 ARG_PREFIX = "arg."

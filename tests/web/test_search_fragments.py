@@ -1,4 +1,4 @@
-"""A fragment from anywhere in a run id finds the run (docs/web.md,
+"""A fragment from anywhere in a run id finds the run (docs/search.md,
 "Finding a run"): from the middle or the end, in any case, six characters
 on, one word; its LIKE characters taken literally; through every door (the
 page, its one-match offer, the API, the command line, the MCP server, an
